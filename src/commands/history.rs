@@ -1,0 +1,125 @@
+//! `unilab history`: the event log as a timeline, for forensics.
+
+use std::thread::sleep;
+use std::time::Duration;
+
+use crate::cli::HistoryArgs;
+use crate::env::FOLLOW_POLL_MS;
+use crate::error::{Error, Exit};
+use crate::log::chain::to_hex;
+use crate::log::{LogReader, Record, Snapshot, Subject};
+use crate::output::{Output, human_time, unix_seconds};
+use crate::paths::StatePaths;
+
+pub fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result<Exit, Error> {
+    let log_path = paths.log_path();
+    let subject = match (&args.soak, &args.daemon) {
+        (Some(id), _) => Some(Subject::Soak(id.clone())),
+        (_, Some(name)) => Some(Subject::Daemon(name.clone())),
+        _ => None,
+    };
+    let mut reader = LogReader::open(&log_path)?;
+    if reader.is_none() && !args.follow {
+        out.note(&format!("no events recorded yet in `{}`", log_path.display()));
+        return Ok(Exit::Success);
+    }
+    let mut next = args.since.max(1);
+    let mut warned = false;
+    loop {
+        if let Some(log) = &reader {
+            let snapshot = log.snapshot()?;
+            if !warned {
+                warned = true;
+                if let Some((_, scope)) = snapshot.meta()?
+                    && scope != paths.scope()
+                {
+                    out.warn(&format!(
+                        "this log was recorded for {scope}, not for {}",
+                        paths.scope()
+                    ));
+                }
+            }
+            next = print_from(&snapshot, subject.as_ref(), next, out)?;
+        }
+        if !args.follow {
+            return Ok(Exit::Success);
+        }
+        out.flush()?;
+        sleep(Duration::from_millis(FOLLOW_POLL_MS));
+        if reader.is_none() {
+            reader = LogReader::open(&log_path)?;
+        }
+    }
+}
+
+/// Prints the records from `from` on and returns the next sequence to look at.
+fn print_from(
+    snapshot: &Snapshot,
+    subject: Option<&Subject>,
+    from: u64,
+    out: &mut Output,
+) -> Result<u64, Error> {
+    let mut next = from;
+    let mut print = |record: Record, out: &mut Output| -> Result<(), Error> {
+        next = record.envelope.seq + 1;
+        if out.json {
+            out.json_line(&record_json(&record))
+        } else {
+            out.line(&record_line(&record))
+        }
+    };
+    match subject {
+        Some(subject) => {
+            for seq in snapshot.subject_seqs(subject, from)? {
+                if let Some(record) = snapshot.get(seq)? {
+                    print(record, out)?;
+                }
+            }
+        }
+        None => {
+            let mut failure = None;
+            snapshot.scan(from, |record| match print(record, out) {
+                Ok(()) => Ok(true),
+                Err(e) => {
+                    failure = Some(e);
+                    Ok(false)
+                }
+            })?;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+        }
+    }
+    Ok(next)
+}
+
+/// One line of the human timeline.
+pub fn record_line(record: &Record) -> String {
+    let envelope = &record.envelope;
+    format!(
+        "{:>6}  {}  {:<28}  {:<22}  {}",
+        envelope.seq,
+        human_time(envelope.recorded_at_us),
+        envelope.subject.to_string(),
+        envelope.event.kind(),
+        envelope.event.summary()
+    )
+}
+
+/// One object of `history --json`: the envelope's fields, then the event's own.
+pub fn record_json(record: &Record) -> serde_json::Value {
+    let envelope = &record.envelope;
+    let mut object = serde_json::Map::new();
+    object.insert("seq".into(), envelope.seq.into());
+    object.insert("recorded_at".into(), unix_seconds(envelope.recorded_at_us).into());
+    object.insert("subject".into(), envelope.subject.to_string().into());
+    object.insert("kind".into(), envelope.event.kind().into());
+    object.insert("uid".into(), envelope.scope.uid.into());
+    object.insert("host".into(), envelope.scope.host.clone().into());
+    object.insert("prev_hash".into(), to_hex(&record.prev_hash).into());
+    object.insert("hash".into(), to_hex(&record.hash).into());
+    for (key, value) in envelope.event.fields_json() {
+        object.entry(key).or_insert(value);
+    }
+    serde_json::Value::Object(object)
+}

@@ -1,0 +1,73 @@
+//! `unilab log verify`: walk the chain and rebuild the projections.
+
+use crate::error::{Error, Exit};
+use crate::log::chain::to_hex;
+use crate::log::{LogError, LogReader};
+use crate::output::Output;
+use crate::paths::StatePaths;
+
+pub fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
+    let log_path = paths.log_path();
+    let result = LogReader::open(&log_path).and_then(|reader| match reader {
+        Some(reader) => reader.snapshot()?.verify().map(Some),
+        None => Ok(None),
+    });
+    let report = match result {
+        Ok(Some(report)) => report,
+        Ok(None) => {
+            if out.json {
+                out.json_line(&serde_json::json!({
+                    "ok": true,
+                    "path": log_path,
+                    "events": 0,
+                }))?;
+            }
+            out.note(&format!("no event log at `{}`: nothing to verify", log_path.display()));
+            return Ok(Exit::Success);
+        }
+        Err(e) => {
+            if out.json {
+                let first_bad_seq = match &e {
+                    LogError::Chain { chain_break, .. } => Some(chain_break.seq),
+                    _ => None,
+                };
+                out.json_line(&serde_json::json!({
+                    "ok": false,
+                    "path": log_path,
+                    "error": e.to_string(),
+                    "first_bad_seq": first_bad_seq,
+                }))?;
+            }
+            return Err(e.into());
+        }
+    };
+    if let Some(scope) = &report.scope
+        && *scope != paths.scope()
+    {
+        out.warn(&format!(
+            "this log was recorded for {scope}, not for {}",
+            paths.scope()
+        ));
+    }
+    if out.json {
+        out.json_line(&serde_json::json!({
+            "ok": true,
+            "path": log_path,
+            "events": report.events,
+            "head": to_hex(&report.head),
+            "schema_version": report.schema_version,
+            "daemons": report.daemons,
+            "soaks": report.soaks,
+        }))?;
+    } else {
+        out.line(&format!(
+            "ok: {} events, chain head {}, schema version {}; projections match ({} daemons, {} soaks)",
+            report.events,
+            to_hex(&report.head),
+            report.schema_version,
+            report.daemons,
+            report.soaks
+        ))?;
+    }
+    Ok(Exit::Success)
+}

@@ -1,0 +1,22 @@
+//! unilab: user-owned CUDA MPS daemons and soak supervision on shared GPU hosts, with an
+//! event-sourced record of both.
+//!
+//! The binary is a thin shell over [`cli::run`]; everything else lives here:
+//! - [`log`]: the event log (store, codec, chain, migrations) and [`projection`]s over it;
+//! - the domain: [`gpu`], [`mps`], [`soak`], [`process`];
+//! - [`commands`]: one module per verb group, on top of the [`cli`] definitions;
+//! - [`paths`] and [`env`]: where state lives and the variables that steer it.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod commands;
+pub mod env;
+pub mod error;
+pub mod gpu;
+pub mod log;
+pub mod mps;
+pub mod output;
+pub mod paths;
+pub mod process;
+pub mod projection;
+pub mod soak;

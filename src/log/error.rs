@@ -1,0 +1,85 @@
+//! Errors of the event log boundary.
+
+use std::path::PathBuf;
+
+use super::chain::ChainBreak;
+use super::codec::CodecError;
+use super::event::Scope;
+use super::migrate::MigrationError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("`{path}` is not a readable unilab event log")]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: redb::Error,
+    },
+    #[error("the event log `{path}` is damaged: {detail}")]
+    Damaged { path: PathBuf, detail: String },
+    #[error("the event log `{path}` fails verification at {chain_break}")]
+    Chain {
+        path: PathBuf,
+        chain_break: ChainBreak,
+    },
+    #[error("the event log `{path}` belongs to {found}, not to {expected}")]
+    ForeignScope {
+        path: PathBuf,
+        found: Scope,
+        expected: Scope,
+    },
+    #[error("the event log `{path}` has schema version {found}; this unilab reads up to {supported}")]
+    NewerSchema {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    #[error("cannot migrate the event log `{path}`")]
+    Migration {
+        path: PathBuf,
+        #[source]
+        source: MigrationError,
+    },
+    #[error("the event log `{path}` stayed locked by another process for {waited_ms} ms")]
+    Busy { path: PathBuf, waited_ms: u64 },
+    #[error("cannot prepare the state directory `{path}`")]
+    StateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot encode an event for `{path}`")]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: CodecError,
+    },
+}
+
+impl LogError {
+    /// A short suggestion of what to do next.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            LogError::Unreadable { .. } | LogError::Damaged { .. } => Some(
+                "move the file aside to keep it for forensics; unilab starts a new log at that path"
+                    .into(),
+            ),
+            LogError::Chain { .. } => Some(
+                "the log was modified or corrupted after it was written; keep a copy and inspect it with `unilab history`"
+                    .into(),
+            ),
+            LogError::ForeignScope { .. } => Some(
+                "each user and host has its own log; pass `--root` to use another state root".into(),
+            ),
+            LogError::NewerSchema { .. } => {
+                Some("use the unilab version that wrote this log, or a newer one".into())
+            }
+            LogError::Busy { .. } => Some("retry once the other unilab command has finished".into()),
+            LogError::StateDir { .. } => Some(
+                "check the permissions of the state root, or choose another with `--root` or `UNILAB_ROOT`"
+                    .into(),
+            ),
+            LogError::Migration { .. } | LogError::Encode { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! The events of the log: one past-tense enum, and the envelope each is stored in.
+//!
+//! Events are immutable once appended. Their encoding is the codec's (bincode); new kinds are
+//! added at the end of [`Event`] so that older records keep decoding. Changing the fields of an
+//! existing kind is a schema change and needs a migration step (see `migrations/`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::gpu::{GpuIdentity, TopologyMode};
+use crate::mps::{DaemonRecord, StaleReason, StopMethod};
+use crate::process::ProcessIdentity;
+use crate::soak::model::{Sample, SoakEnd, SoakStart};
+
+/// Whose log this is. Stored once in the log and in every envelope; commands that change state
+/// refuse a log whose scope is not the caller's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scope {
+    pub uid: u32,
+    pub host: String,
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "uid {} on host `{}`", self.uid, self.host)
+    }
+}
+
+/// What an event is about. Rendered as `host`, `daemon/<name>` or `soak/<id>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Subject {
+    Host,
+    Daemon(String),
+    Soak(String),
+}
+
+impl Subject {
+    /// The key under which the subject index files this subject's sequences.
+    pub fn key(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::Host => f.write_str("host"),
+            Subject::Daemon(name) => write!(f, "daemon/{name}"),
+            Subject::Soak(id) => write!(f, "soak/{id}"),
+        }
+    }
+}
+
+/// Everything that happens to a daemon or a soak. Past tense: an event states a fact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Event {
+    /// A selector was resolved against the visible GPUs.
+    TopologyResolved {
+        selector: String,
+        topology_mode: TopologyMode,
+        gpus: Vec<GpuIdentity>,
+        cuda_visible_devices: Option<String>,
+    },
+    /// A daemon was started and its `(pid, starttime)` recorded.
+    DaemonStarted {
+        record: DaemonRecord,
+        foreground: bool,
+    },
+    /// The daemon answered on its control socket.
+    DaemonVerifiedLive { process: ProcessIdentity },
+    /// Starting a daemon failed; anything it had started was stopped.
+    DaemonStartFailed {
+        reason: String,
+        process: Option<ProcessIdentity>,
+    },
+    /// A recorded daemon was no longer live; its record was removed and nothing was signalled.
+    DaemonStaleCleaned {
+        process: ProcessIdentity,
+        reason: StaleReason,
+    },
+    /// A daemon unilab started has stopped.
+    DaemonStopped {
+        process: ProcessIdentity,
+        method: StopMethod,
+    },
+    SoakStarted(Box<SoakStart>),
+    SoakSampled(Box<Sample>),
+    SoakFinished(Box<SoakEnd>),
+    /// The soak's supervisor vanished before it recorded a verdict.
+    SoakAbandoned {
+        supervisor: ProcessIdentity,
+        reason: String,
+    },
+    /// A soak artifact was written.
+    ArtifactWritten {
+        path: String,
+        digest: String,
+        bytes: u64,
+    },
+}
+
+/// Every event kind, in the order of [`Event`]'s variants.
+pub const EVENT_KINDS: [&str; 11] = [
+    "topology_resolved",
+    "daemon_started",
+    "daemon_verified_live",
+    "daemon_start_failed",
+    "daemon_stale_cleaned",
+    "daemon_stopped",
+    "soak_started",
+    "soak_sampled",
+    "soak_finished",
+    "soak_abandoned",
+    "artifact_written",
+];
+
+impl Event {
+    /// The snake_case name used in `history --json` as `kind`.
+    pub fn kind(&self) -> &'static str {
+        let index = match self {
+            Event::TopologyResolved { .. } => 0,
+            Event::DaemonStarted { .. } => 1,
+            Event::DaemonVerifiedLive { .. } => 2,
+            Event::DaemonStartFailed { .. } => 3,
+            Event::DaemonStaleCleaned { .. } => 4,
+            Event::DaemonStopped { .. } => 5,
+            Event::SoakStarted(_) => 6,
+            Event::SoakSampled(_) => 7,
+            Event::SoakFinished(_) => 8,
+            Event::SoakAbandoned { .. } => 9,
+            Event::ArtifactWritten { .. } => 10,
+        };
+        EVENT_KINDS[index]
+    }
+
+    /// The event's own fields as a JSON object (without `kind`), for `history --json`.
+    pub fn fields_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        // Serde's external tagging gives `{"Variant": {fields}}` for every variant with fields;
+        // the inner object is what we want.
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(outer)) => outer
+                .into_iter()
+                .next()
+                .and_then(|(_, inner)| match inner {
+                    serde_json::Value::Object(fields) => Some(fields),
+                    _ => None,
+                })
+                .unwrap_or_default(),
+            _ => serde_json::Map::new(),
+        }
+    }
+
+    /// A one-line description for the human timeline of `unilab history`.
+    pub fn summary(&self) -> String {
+        match self {
+            Event::TopologyResolved {
+                selector,
+                topology_mode,
+                gpus,
+                ..
+            } => {
+                let uuids: Vec<&str> = gpus.iter().map(|g| g.uuid.as_str()).collect();
+                format!(
+                    "selector `{selector}` → {topology_mode} on {}",
+                    uuids.join(",")
+                )
+            }
+            Event::DaemonStarted { record, foreground } => format!(
+                "pid {} on {}{} (pipe `{}`)",
+                record.pid,
+                record.gpu_uuids.join(","),
+                if *foreground { ", foreground" } else { "" },
+                record.pipe_directory
+            ),
+            Event::DaemonVerifiedLive { process } => {
+                format!("pid {} answers on its control socket", process.pid)
+            }
+            Event::DaemonStartFailed { reason, .. } => reason.clone(),
+            Event::DaemonStaleCleaned { process, reason } => {
+                format!("pid {}: {reason:?}, record removed", process.pid)
+            }
+            Event::DaemonStopped { process, method } => {
+                format!("pid {} stopped ({method:?})", process.pid)
+            }
+            Event::SoakStarted(start) => format!(
+                "`{}` (every {} ms, stale after {} ms)",
+                start.command.join(" "),
+                start.parameters.sample_interval_ms,
+                start.parameters.stale_progress_ms
+            ),
+            Event::SoakSampled(sample) => {
+                let rss: u64 = sample.processes.iter().map(|p| p.rss_bytes).sum();
+                format!(
+                    "#{} at {:.1} s: {} processes, RSS {} MiB, {} progress files{}",
+                    sample.index,
+                    sample.elapsed_ms as f64 / 1000.0,
+                    sample.processes.len(),
+                    rss / (1024 * 1024),
+                    sample.progress.files,
+                    if sample.errors.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} sampler errors", sample.errors.len())
+                    }
+                )
+            }
+            Event::SoakFinished(end) => {
+                let status = serde_json::to_value(end.outcome.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                format!("{status} after {:.1} s: {}", end.duration_ms as f64 / 1000.0, end.outcome.reason)
+            }
+            Event::SoakAbandoned { supervisor, reason } => {
+                format!("supervisor pid {} gone: {reason}", supervisor.pid)
+            }
+            Event::ArtifactWritten { path, digest, .. } => format!("`{path}` (digest {digest})"),
+        }
+    }
+}
+
+/// The hashed part of a stored record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub seq: u64,
+    /// Wall-clock time of the append, Unix microseconds.
+    pub recorded_at_us: i64,
+    pub scope: Scope,
+    pub subject: Subject,
+    pub event: Event,
+}

@@ -1,0 +1,41 @@
+//! The `unilab` binary: parse arguments, run the command, map the result to an exit code.
+
+use std::io::Write;
+use std::panic;
+use std::process::ExitCode;
+use std::sync::Mutex;
+
+use clap::Parser;
+use unilab::cli::Cli;
+use unilab::error::{Error, Exit};
+
+/// Where the panic hook leaves the message of a panic for the renderer.
+static PANIC_MESSAGE: Mutex<Option<String>> = Mutex::new(None);
+
+fn main() -> ExitCode {
+    // A panic is a bug: keep its message for the error report instead of printing a backtrace
+    // notice. Panics the library catches itself (inside redb, on a damaged log) become errors.
+    panic::set_hook(Box::new(|info| {
+        if let Ok(mut slot) = PANIC_MESSAGE.lock() {
+            *slot = Some(info.to_string());
+        }
+    }));
+    let cli = Cli::parse();
+    let result = panic::catch_unwind(|| unilab::commands::run(cli)).unwrap_or_else(|_| {
+        let message = PANIC_MESSAGE
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+            .unwrap_or_else(|| "a panic".to_owned());
+        Err(Error::Internal(message))
+    });
+    let exit = match result {
+        Ok(exit) => exit,
+        Err(Error::BrokenPipe) => Exit::Success,
+        Err(error) => {
+            let _ = std::io::stderr().write_all(error.render().as_bytes());
+            error.exit()
+        }
+    };
+    ExitCode::from(exit.code() as u8)
+}

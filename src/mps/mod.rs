@@ -1,0 +1,51 @@
+//! User-owned CUDA MPS control daemons.
+//!
+//! This module holds what the event log records about a daemon. A record gives stop authority
+//! only while its `(pid, process_start_ticks)` still names a live process of the same user.
+
+use serde::{Deserialize, Serialize};
+
+use crate::gpu::TopologyMode;
+
+/// What unilab knows about a daemon it started. Field names follow the original design, since
+/// they are the JSON surface of `mps list --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonRecord {
+    pub name: String,
+    pub uid: u32,
+    pub host: String,
+    pub topology_mode: TopologyMode,
+    pub gpu_uuids: Vec<String>,
+    pub pipe_directory: String,
+    pub log_directory: String,
+    pub pid: u32,
+    pub process_start_ticks: u64,
+    /// Unix seconds.
+    pub created_at: f64,
+}
+
+/// Why a record was found stale and cleaned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StaleReason {
+    /// No process has the recorded pid.
+    ProcessGone,
+    /// The pid now belongs to a process with another start time.
+    PidReused,
+    /// The process belongs to another user.
+    NotOwned,
+}
+
+/// How a daemon came to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopMethod {
+    /// It obeyed `quit` on its control socket.
+    Quit,
+    /// It ignored `quit` and ended on SIGTERM.
+    Terminated,
+    /// It survived SIGTERM and was killed.
+    Killed,
+    /// A foreground daemon that exited on its own or on Ctrl-C.
+    Exited,
+}

@@ -1,0 +1,82 @@
+//! Standard output carries data only; diagnostics go to standard error.
+//!
+//! `-q` silences notes and warnings, `-v` adds detail; errors are always shown. Output is
+//! buffered and flushed at the end of a command (and after each batch of `--follow`). A closed
+//! standard error is ignored rather than allowed to abort the command.
+
+use std::io::{BufWriter, Stdout, Write};
+
+use crate::error::{Error, stdout_error};
+
+pub struct Output {
+    pub json: bool,
+    quiet: bool,
+    verbose: u8,
+    stdout: BufWriter<Stdout>,
+}
+
+impl Output {
+    pub fn new(json: bool, quiet: bool, verbose: u8) -> Self {
+        Self {
+            json,
+            quiet,
+            verbose,
+            stdout: BufWriter::new(std::io::stdout()),
+        }
+    }
+
+    /// One line of data on standard output.
+    pub fn line(&mut self, text: &str) -> Result<(), Error> {
+        self.stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| self.stdout.write_all(b"\n"))
+            .map_err(stdout_error)
+    }
+
+    /// One JSON value, on one line.
+    pub fn json_line(&mut self, value: &serde_json::Value) -> Result<(), Error> {
+        serde_json::to_writer(&mut self.stdout, value)
+            .map_err(|e| stdout_error(e.into()))?;
+        self.stdout.write_all(b"\n").map_err(stdout_error)
+    }
+
+    pub fn flush(&mut self) -> Result<(), Error> {
+        self.stdout.flush().map_err(stdout_error)
+    }
+
+    /// Something a person may want to know; silenced by `-q`.
+    pub fn note(&self, text: &str) {
+        if !self.quiet {
+            let _ = writeln!(std::io::stderr(), "{text}");
+        }
+    }
+
+    pub fn warn(&self, text: &str) {
+        if !self.quiet {
+            let _ = writeln!(std::io::stderr(), "warning: {text}");
+        }
+    }
+
+    /// Detail shown with `-v`.
+    pub fn detail(&self, text: &str) {
+        if self.verbose > 0 && !self.quiet {
+            let _ = writeln!(std::io::stderr(), "{text}");
+        }
+    }
+}
+
+/// A Unix-microsecond time as a person reads it, in the local time zone, to the millisecond.
+pub fn human_time(us: i64) -> String {
+    match jiff::Timestamp::from_microsecond(us) {
+        Ok(ts) => ts
+            .to_zoned_datetime(jiff::tz::TimeZone::system())
+            .strftime("%Y-%m-%d %H:%M:%S%.3f")
+            .to_string(),
+        Err(_) => format!("@{us}us"),
+    }
+}
+
+/// A Unix-microsecond time as JSON's float seconds.
+pub fn unix_seconds(us: i64) -> f64 {
+    us as f64 / 1_000_000.0
+}

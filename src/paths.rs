@@ -1,0 +1,154 @@
+//! Where state lives: the state root, and the per-host, per-user directory under it.
+//!
+//! State root: `--root DIR`, else `UNILAB_ROOT`, else `$XDG_STATE_HOME/unilab`, else
+//! `~/.local/state/unilab`. The event log of this user on this host is
+//! `<root>/<hostname>/<uid>/events.redb`: home directories are often shared between hosts, hence
+//! the host in the path.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::env::EnvVars;
+use crate::log::Scope;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("cannot find a state root: `HOME` is not set")]
+    NoHome,
+    #[error("cannot read the current directory to resolve the relative state root `{0}`")]
+    CurrentDir(PathBuf, #[source] std::io::Error),
+    #[error("cannot read this host's name")]
+    Hostname(#[source] nix::Error),
+    #[error("this host's name `{0}` cannot name a directory")]
+    BadHostname(String),
+}
+
+impl PathError {
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            PathError::NoHome => Some("pass `--root DIR` or set `UNILAB_ROOT`".into()),
+            PathError::BadHostname(_) | PathError::Hostname(_) => {
+                Some("pass `--root DIR` to keep state apart from other hosts".into())
+            }
+            PathError::CurrentDir(..) => None,
+        }
+    }
+}
+
+/// The resolved state locations of this user on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatePaths {
+    pub root: PathBuf,
+    pub host: String,
+    pub uid: u32,
+}
+
+impl StatePaths {
+    /// Resolves the state root from the flag and the process environment, and reads this host's
+    /// name and the caller's uid.
+    pub fn resolve(root_flag: Option<&Path>) -> Result<Self, PathError> {
+        let root = state_root(root_flag, |name| std::env::var_os(name))?;
+        let host = nix::unistd::gethostname().map_err(PathError::Hostname)?;
+        let host = host.to_string_lossy().into_owned();
+        if host.is_empty() || host == "." || host == ".." || host.contains('/') {
+            return Err(PathError::BadHostname(host));
+        }
+        Ok(Self {
+            root,
+            host,
+            uid: nix::unistd::getuid().as_raw(),
+        })
+    }
+
+    pub fn scope(&self) -> Scope {
+        Scope {
+            uid: self.uid,
+            host: self.host.clone(),
+        }
+    }
+
+    /// `<root>/<hostname>/<uid>`
+    pub fn user_dir(&self) -> PathBuf {
+        self.root.join(&self.host).join(self.uid.to_string())
+    }
+
+    /// `<root>/<hostname>/<uid>/events.redb`
+    pub fn log_path(&self) -> PathBuf {
+        self.user_dir().join("events.redb")
+    }
+}
+
+/// The state root by the documented precedence, with `var` standing in for the environment.
+/// Empty and relative XDG values are ignored, as the XDG specification asks.
+pub fn state_root(
+    root_flag: Option<&Path>,
+    var: impl Fn(&str) -> Option<OsString>,
+) -> Result<PathBuf, PathError> {
+    let chosen = if let Some(root) = root_flag {
+        root.to_owned()
+    } else if let Some(root) = var(EnvVars::UNILAB_ROOT).filter(|v| !v.is_empty()) {
+        PathBuf::from(root)
+    } else if let Some(state) = var(EnvVars::XDG_STATE_HOME)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+    {
+        state.join("unilab")
+    } else {
+        let home = var(EnvVars::HOME)
+            .filter(|v| !v.is_empty())
+            .ok_or(PathError::NoHome)?;
+        PathBuf::from(home).join(".local/state/unilab")
+    };
+    if chosen.is_absolute() {
+        return Ok(chosen);
+    }
+    std::env::current_dir()
+        .map(|cwd| cwd.join(&chosen))
+        .map_err(|e| PathError::CurrentDir(chosen, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let pairs: Vec<(String, String)> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn flag_beats_environment() {
+        let root = state_root(Some(Path::new("/flag")), env(&[("UNILAB_ROOT", "/env")])).unwrap();
+        assert_eq!(root, PathBuf::from("/flag"));
+    }
+
+    #[test]
+    fn unilab_root_beats_xdg() {
+        let vars = env(&[("UNILAB_ROOT", "/env"), ("XDG_STATE_HOME", "/xdg")]);
+        assert_eq!(state_root(None, vars).unwrap(), PathBuf::from("/env"));
+    }
+
+    #[test]
+    fn xdg_state_home_then_home() {
+        let vars = env(&[("XDG_STATE_HOME", "/xdg"), ("HOME", "/home/u")]);
+        assert_eq!(state_root(None, vars).unwrap(), PathBuf::from("/xdg/unilab"));
+        let vars = env(&[("XDG_STATE_HOME", "relative"), ("HOME", "/home/u")]);
+        assert_eq!(
+            state_root(None, vars).unwrap(),
+            PathBuf::from("/home/u/.local/state/unilab")
+        );
+    }
+
+    #[test]
+    fn no_home_is_an_error_with_a_hint() {
+        let err = state_root(None, env(&[])).unwrap_err();
+        assert!(matches!(err, PathError::NoHome));
+        assert!(err.hint().unwrap().contains("--root"));
+    }
+}
