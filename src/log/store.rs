@@ -474,15 +474,22 @@ impl LogReader {
             }
         }
         guarded(path, || {
-            let mut repaired = false;
+            // redb refuses a read-only open of a file a writer left unclean until a writable
+            // open repairs it. Under concurrent writers the same refusal also shows up for an
+            // instant while a peer opens or closes (seen in the multi-process stress test), so
+            // each refusal is answered by a writable open, which repairs a crashed writer's
+            // leftovers and is harmless beside live writers, and the read is tried again.
+            let started = Instant::now();
+            let mut pause = Duration::from_millis(1);
             loop {
                 match open_patiently(path, || builder().open_read_only(path)) {
                     Err(LogError::Unreadable {
                         source: redb::Error::RepairAborted,
                         ..
-                    }) if !repaired => {
-                        repaired = true;
+                    }) if started.elapsed() < OPEN_PATIENCE => {
                         drop(open_patiently(path, || builder().open(path))?);
+                        sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(50));
                     }
                     Err(e) => return Err(e),
                     Ok(db) => return Self::checked(db, path),

@@ -1,0 +1,424 @@
+//! The test harness shared by the integration tests: a temporary state root, the real `unilab`
+//! binary pointed at it, the NVIDIA fakes on `PATH`, sample events of every kind, and child
+//! processes that append to or read one log, for the multi-process tests.
+//!
+//! `UNILAB_TEST_BIN` and `UNILAB_TEST_FIXTURES` override where the binary and the fakes are, so
+//! that CI can run the test binaries as an unprivileged user from a copy it can read.
+#![allow(dead_code)] // Each test crate uses a different part of the harness.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use unilab::gpu::{GpuIdentity, TopologyMode};
+use unilab::log::{Event, EventLog, Scope, Subject};
+use unilab::mps::{DaemonRecord, StaleReason, StopMethod};
+use unilab::paths::StatePaths;
+use unilab::process::ProcessIdentity;
+use unilab::soak::model::*;
+
+pub fn unilab_bin() -> PathBuf {
+    std::env::var_os("UNILAB_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_unilab")))
+}
+
+pub fn fixtures_dir() -> PathBuf {
+    std::env::var_os("UNILAB_TEST_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"))
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// A fresh state root in a temporary directory, removed at the end of the test.
+pub struct TestRoot {
+    dir: tempfile::TempDir,
+}
+
+impl Default for TestRoot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestRoot {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::Builder::new()
+                .prefix("unilab-test-")
+                .tempdir()
+                .expect("a temporary directory"),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn paths(&self) -> StatePaths {
+        StatePaths::resolve(Some(self.root())).expect("state paths")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.paths().log_path()
+    }
+
+    pub fn scope(&self) -> Scope {
+        self.paths().scope()
+    }
+
+    /// The log of this user on this host, opened for appending.
+    pub fn log(&self) -> EventLog {
+        EventLog::open(&self.log_path(), self.scope()).expect("open the event log")
+    }
+
+    /// The real binary, with this root, the fakes first on `PATH`, and no inherited unilab or
+    /// CUDA variables.
+    pub fn unilab(&self) -> assert_cmd::Command {
+        let mut cmd = assert_cmd::Command::new(unilab_bin());
+        cmd.env_clear()
+            .env("PATH", path_with_fixtures())
+            .env("HOME", self.root())
+            .env("LANG", "C.UTF-8")
+            .env("TZ", "UTC")
+            .arg("--root")
+            .arg(self.root());
+        cmd
+    }
+}
+
+pub fn path_with_fixtures() -> OsString {
+    let mut paths = vec![fixtures_dir()];
+    paths.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(paths).expect("a PATH")
+}
+
+/// One event of every kind, each about a plausible subject.
+pub fn every_event_kind() -> Vec<(Subject, Event)> {
+    let gpu = "GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f".to_string();
+    let daemon = ProcessIdentity {
+        pid: 4242,
+        start_ticks: 987_654,
+    };
+    let record = DaemonRecord {
+        name: "gpu-0f8e0c2a".into(),
+        uid: 1000,
+        host: "node-7".into(),
+        topology_mode: TopologyMode::SingleGpu,
+        gpu_uuids: vec![gpu.clone()],
+        pipe_directory: "/run/user/1000/unilab/mps/gpu-0f8e0c2a".into(),
+        log_directory: "/home/u/.local/state/unilab/node-7/1000/mps/gpu-0f8e0c2a/log".into(),
+        pid: daemon.pid,
+        process_start_ticks: daemon.start_ticks,
+        created_at: 1_764_679_315.5,
+    };
+    let d = || Subject::Daemon(record.name.clone());
+    let s = || Subject::Soak("20261202T124210-3f9a".into());
+    let supervisor = ProcessIdentity {
+        pid: 5000,
+        start_ticks: 1_000_000,
+    };
+    vec![
+        (
+            d(),
+            Event::TopologyResolved {
+                selector: "0".into(),
+                topology_mode: TopologyMode::SingleGpu,
+                gpus: vec![GpuIdentity {
+                    index: 0,
+                    uuid: gpu.clone(),
+                }],
+                cuda_visible_devices: Some("0".into()),
+            },
+        ),
+        (
+            d(),
+            Event::DaemonStarted {
+                record: record.clone(),
+                foreground: false,
+            },
+        ),
+        (d(), Event::DaemonVerifiedLive { process: daemon }),
+        (
+            d(),
+            Event::DaemonStopped {
+                process: daemon,
+                method: StopMethod::Quit,
+            },
+        ),
+        (
+            Subject::Daemon("other".into()),
+            Event::DaemonStartFailed {
+                reason: "the control socket did not answer within 5 s".into(),
+                process: Some(daemon),
+            },
+        ),
+        (
+            Subject::Daemon("stale".into()),
+            Event::DaemonStaleCleaned {
+                process: daemon,
+                reason: StaleReason::PidReused,
+            },
+        ),
+        (
+            s(),
+            Event::SoakStarted(Box::new(SoakStart {
+                soak_id: "20261202T124210-3f9a".into(),
+                command: vec!["python3".into(), "train.py".into(), "--steps".into(), "100".into()],
+                cwd: "/home/u/project".into(),
+                progress_dir: "/home/u/project/progress".into(),
+                output: "/home/u/soak.json".into(),
+                parameters: SoakParameters {
+                    sample_interval_ms: 5_000,
+                    startup_timeout_ms: 600_000,
+                    stale_progress_ms: 120_000,
+                    shutdown_grace_ms: 5_000,
+                    min_duration_ms: 0,
+                },
+                metadata: BTreeMap::from([("run".into(), "nightly".into())]),
+                environment: BTreeMap::from([("WANDB_API_KEY".into(), "[redacted]".into())]),
+                supervisor,
+                runtime_json: r#"{"software":{"unilab":"0.1.0"}}"#.into(),
+            })),
+        ),
+        (s(), Event::SoakSampled(Box::new(sample(0, 3)))),
+        (
+            s(),
+            Event::SoakFinished(Box::new(SoakEnd {
+                outcome: Outcome {
+                    status: OutcomeStatus::Failed,
+                    failure_kind: Some(FailureKind::StaleProgress),
+                    reason: "no progress for 120 s".into(),
+                },
+                exit: Some(ExitInfo {
+                    code: None,
+                    signal: Some(15),
+                }),
+                duration_ms: 250_000,
+                first_progress_ms: Some(12_000),
+                last_progress_ms: Some(130_000),
+                leaked_processes: vec![LeakedProcess {
+                    identity: ProcessIdentity {
+                        pid: 5100,
+                        start_ticks: 1_000_500,
+                    },
+                    name: "dataloader".into(),
+                    cmdline: vec!["python3".into(), "-c".into(), "loop()".into()],
+                }],
+                stdout_tail: b"step 99\n".to_vec(),
+                stderr_tail: b"warning: slow\n".to_vec(),
+            })),
+        ),
+        (
+            Subject::Soak("20261201T000000-0000".into()),
+            Event::SoakAbandoned {
+                supervisor,
+                reason: "the supervisor is gone".into(),
+            },
+        ),
+        (
+            s(),
+            Event::ArtifactWritten {
+                path: "/home/u/soak.json".into(),
+                digest: "ab".repeat(32),
+                bytes: 123_456,
+            },
+        ),
+    ]
+}
+
+/// A soak sample of a tree of `processes` processes.
+pub fn sample(index: u64, processes: u32) -> Sample {
+    Sample {
+        index,
+        elapsed_ms: index * 5_000,
+        processes: (0..processes)
+            .map(|i| ProcessSample {
+                pid: 5000 + i,
+                ppid: if i == 0 { 4999 } else { 5000 },
+                start_ticks: 1_000_000 + u64::from(i),
+                name: format!("worker-{i}"),
+                state: 'S',
+                rss_bytes: 512 * 1024 * 1024,
+                cpu_ticks: 1_234 + u64::from(i),
+                threads: 8,
+                open_fds: Some(64),
+                read_bytes: Some(1 << 20),
+                write_bytes: None,
+            })
+            .collect(),
+        gpus: vec![GpuSample {
+            index: 0,
+            uuid: "GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f".into(),
+            memory_used_mib: Some(40_000),
+            memory_total_mib: Some(143_771),
+            utilization_percent: None,
+            processes: vec![GpuProcessSample {
+                pid: 5000,
+                used_memory_mib: Some(39_000),
+            }],
+        }],
+        progress: ProgressSignature {
+            files: 3,
+            bytes: 4096,
+            newest_mtime_ns: Some(1_764_679_315_000_000_000),
+        },
+        sampler_cost_us: 850,
+        errors: vec!["nvidia-smi did not answer within 10 s".into()],
+    }
+}
+
+/// The event a test writer appends as its `i`-th: identifiable by `(writer, i)`, and every
+/// 50th one a large sample, so records vary in size.
+pub fn writer_event(writer: u32, i: u64) -> (Subject, Event) {
+    if i % 50 == 49 {
+        let mut big = sample(i, 200);
+        big.processes[0].pid = writer;
+        big.processes[0].start_ticks = i;
+        return (Subject::Soak(format!("writer-{writer}")), Event::SoakSampled(Box::new(big)));
+    }
+    (
+        Subject::Daemon(format!("writer-{writer}")),
+        Event::DaemonVerifiedLive {
+            process: ProcessIdentity {
+                pid: writer,
+                start_ticks: i,
+            },
+        },
+    )
+}
+
+/// Recovers `(writer, i)` from an event made by [`writer_event`].
+pub fn writer_identity(event: &Event) -> Option<(u32, u64)> {
+    match event {
+        Event::DaemonVerifiedLive { process } => Some((process.pid, process.start_ticks)),
+        Event::SoakSampled(sample) => sample
+            .processes
+            .first()
+            .map(|p| (p.pid, p.start_ticks)),
+        _ => None,
+    }
+}
+
+/// Spawns this test binary again as a child that runs the ignored test `child_test` with
+/// `role` and extra environment. The child's stdout is piped.
+pub fn spawn_child(child_test: &str, role: &str, env: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
+    cmd.args([child_test, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("UNILAB_TEST_CHILD", role)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn a child test process")
+}
+
+/// What a child process started by [`spawn_child`] does, by `UNILAB_TEST_CHILD`:
+/// - `long`: open the log once, append `UNILAB_TEST_COUNT` events;
+/// - `short`: open, append one event and close, `UNILAB_TEST_COUNT` times;
+/// - `crash`: append batches of `UNILAB_TEST_BATCH` events until killed, printing
+///   `ACK <writer> <i> <seq>` once each append has returned;
+/// - `reader`: open, snapshot and verify the log over and over until `UNILAB_TEST_STOP` exists,
+///   then print `READS <n>`; any failure fails the child.
+///
+/// Does nothing when not run as a child, so the ignored test that calls it passes when run by
+/// hand.
+pub fn child_main() {
+    use std::io::Write;
+    let Ok(role) = std::env::var("UNILAB_TEST_CHILD") else {
+        return;
+    };
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let path = PathBuf::from(var("UNILAB_TEST_LOG"));
+    let scope = Scope {
+        uid: var("UNILAB_TEST_UID").parse().expect("uid"),
+        host: var("UNILAB_TEST_HOST"),
+    };
+    let writer: u32 = var("UNILAB_TEST_WRITER").parse().unwrap_or(0);
+    let count: u64 = var("UNILAB_TEST_COUNT").parse().unwrap_or(0);
+    let mut stdout = std::io::stdout().lock();
+    match role.as_str() {
+        "long" => {
+            let log = EventLog::open(&path, scope).expect("open");
+            for i in 0..count {
+                let (subject, event) = writer_event(writer, i);
+                log.append(subject, event).expect("append");
+            }
+        }
+        "short" => {
+            for i in 0..count {
+                let log = EventLog::open(&path, scope.clone()).expect("open");
+                let (subject, event) = writer_event(writer, i);
+                log.append(subject, event).expect("append");
+            }
+        }
+        "crash" => {
+            let batch: u64 = var("UNILAB_TEST_BATCH").parse().unwrap_or(1).max(1);
+            let log = EventLog::open(&path, scope).expect("open");
+            let mut i = 0;
+            loop {
+                let events: Vec<_> = (i..i + batch).map(|j| writer_event(writer, j)).collect();
+                let appended = log.append_all(events).expect("append");
+                for (j, a) in appended.iter().enumerate() {
+                    writeln!(stdout, "ACK {writer} {} {}", i + j as u64, a.seq).expect("stdout");
+                }
+                stdout.flush().expect("flush");
+                i += batch;
+            }
+        }
+        "reader" => {
+            let stop = PathBuf::from(var("UNILAB_TEST_STOP"));
+            let long_lived = loop {
+                if let Some(reader) = unilab::log::LogReader::open(&path).expect("open to read") {
+                    break reader;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            };
+            let mut reads = 0u64;
+            let mut last_seen = 0u64;
+            while !stop.exists() {
+                // Alternate a long-lived handle and a fresh open, as `history --follow` and a
+                // one-shot `history` would.
+                let fresh;
+                let reader = if reads % 2 == 0 {
+                    &long_lived
+                } else {
+                    fresh = unilab::log::LogReader::open(&path)
+                        .expect("reopen to read")
+                        .expect("the log exists");
+                    &fresh
+                };
+                let report = reader
+                    .snapshot()
+                    .and_then(|s| s.verify())
+                    .unwrap_or_else(|e| panic!("a concurrent read failed: {e}"));
+                assert!(
+                    report.events >= last_seen,
+                    "the log shrank from {last_seen} to {} events",
+                    report.events
+                );
+                last_seen = report.events;
+                reads += 1;
+            }
+            writeln!(stdout, "READS {reads} {last_seen}").expect("stdout");
+        }
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+/// The environment a child needs to find the log of `root`.
+pub fn child_env(root: &TestRoot) -> Vec<(&'static str, String)> {
+    let scope = root.scope();
+    vec![
+        ("UNILAB_TEST_LOG", root.log_path().display().to_string()),
+        ("UNILAB_TEST_UID", scope.uid.to_string()),
+        ("UNILAB_TEST_HOST", scope.host),
+    ]
+}
