@@ -176,10 +176,10 @@ impl Event {
             }
             Event::DaemonStartFailed { reason, .. } => reason.clone(),
             Event::DaemonStaleCleaned { process, reason } => {
-                format!("pid {}: {reason:?}, record removed", process.pid)
+                format!("pid {}: {}, record removed", process.pid, reason.as_str())
             }
             Event::DaemonStopped { process, method } => {
-                format!("pid {} stopped ({method:?})", process.pid)
+                format!("pid {} stopped ({})", process.pid, method.as_str())
             }
             Event::SoakStarted(start) => format!(
                 "`{}` (every {} ms, stale after {} ms)",
@@ -203,13 +203,12 @@ impl Event {
                     }
                 )
             }
-            Event::SoakFinished(end) => {
-                let status = serde_json::to_value(end.outcome.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                format!("{status} after {:.1} s: {}", end.duration_ms as f64 / 1000.0, end.outcome.reason)
-            }
+            Event::SoakFinished(end) => format!(
+                "{} after {:.1} s: {}",
+                end.outcome.status.as_str(),
+                end.duration_ms as f64 / 1000.0,
+                end.outcome.reason
+            ),
             Event::SoakAbandoned { supervisor, reason } => {
                 format!("supervisor pid {} gone: {reason}", supervisor.pid)
             }

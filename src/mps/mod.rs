@@ -36,6 +36,16 @@ pub enum StaleReason {
     NotOwned,
 }
 
+impl StaleReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StaleReason::ProcessGone => "process_gone",
+            StaleReason::PidReused => "pid_reused",
+            StaleReason::NotOwned => "not_owned",
+        }
+    }
+}
+
 /// How a daemon came to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -48,4 +58,15 @@ pub enum StopMethod {
     Killed,
     /// A foreground daemon that exited on its own or on Ctrl-C.
     Exited,
+}
+
+impl StopMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopMethod::Quit => "quit",
+            StopMethod::Terminated => "terminated",
+            StopMethod::Killed => "killed",
+            StopMethod::Exited => "exited",
+        }
+    }
 }

@@ -108,6 +108,16 @@ pub enum OutcomeStatus {
     Abandoned,
 }
 
+impl OutcomeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeStatus::Passed => "passed",
+            OutcomeStatus::Failed => "failed",
+            OutcomeStatus::Abandoned => "abandoned",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {

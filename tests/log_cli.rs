@@ -1,0 +1,335 @@
+//! `unilab history` and `unilab log verify` on real logs: good ones, tampered ones, files that
+//! are not logs, and logs of another user or host.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use predicates::prelude::*;
+use unilab::error::{Error, Exit};
+use unilab::log::event::EVENT_KINDS;
+use unilab::log::{Clock, Event, EventLog, LogError, Scope, Subject};
+use unilab::process::ProcessIdentity;
+
+/// A clock that starts at 2026-12-02 12:00:00 UTC and advances 1.5 s a reading.
+struct SteppingClock(std::sync::atomic::AtomicI64);
+
+impl Clock for SteppingClock {
+    fn now_us(&self) -> i64 {
+        self.0.fetch_add(1_500_000, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+fn fixed_clock() -> Box<dyn Clock> {
+    Box::new(SteppingClock(std::sync::atomic::AtomicI64::new(
+        1_764_676_800_000_000,
+    )))
+}
+
+/// A root whose log holds one event of every kind, recorded by a fixed clock.
+fn root_with_every_kind() -> TestRoot {
+    let root = TestRoot::new();
+    let log = EventLog::open_with_clock(&root.log_path(), root.scope(), fixed_clock()).unwrap();
+    log.append_all(every_event_kind()).unwrap();
+    root
+}
+
+fn live(pid: u32) -> Event {
+    Event::DaemonVerifiedLive {
+        process: ProcessIdentity { pid, start_ticks: 7 },
+    }
+}
+
+#[test]
+fn history_prints_a_readable_timeline() {
+    let root = root_with_every_kind();
+    let output = root.unilab().arg("history").assert().success().get_output().clone();
+    assert!(output.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    insta::assert_snapshot!(String::from_utf8(output.stdout).unwrap());
+}
+
+#[test]
+fn history_json_is_one_object_a_line_with_every_kind() {
+    let root = root_with_every_kind();
+    let output = root.unilab().args(["history", "--json"]).assert().success().get_output().clone();
+    let lines: Vec<serde_json::Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
+        .collect();
+    let kinds: Vec<&str> = every_event_kind().iter().map(|(_, e)| e.kind()).collect();
+    let mut distinct = kinds.clone();
+    distinct.sort();
+    let mut all = EVENT_KINDS.to_vec();
+    all.sort();
+    assert_eq!(distinct, all, "the sample log holds every kind once");
+    assert_eq!(lines.len(), kinds.len());
+    for (i, (line, kind)) in lines.iter().zip(kinds).enumerate() {
+        assert_eq!(line["seq"], i as u64 + 1);
+        assert_eq!(line["kind"], kind);
+        assert_eq!(line["hash"].as_str().unwrap().len(), 64);
+        assert!(line["recorded_at"].as_f64().unwrap() > 1.7e9);
+        assert!(line["subject"].is_string());
+    }
+    // Each record links to the one before it.
+    for pair in lines.windows(2) {
+        assert_eq!(pair[1]["prev_hash"], pair[0]["hash"]);
+    }
+    // The event's own fields are flattened into the object.
+    assert_eq!(lines[1]["record"]["pid"], 4242);
+    assert_eq!(lines[1]["foreground"], false);
+    assert_eq!(lines[5]["reason"], "pid_reused");
+    assert_eq!(lines[0]["topology_mode"], "single_gpu");
+}
+
+#[test]
+fn history_filters_by_subject_and_sequence() {
+    let root = root_with_every_kind();
+    let kinds = |args: &[&str]| -> Vec<String> {
+        let out = root.unilab().args(["history", "--json"]).args(args).assert().success().get_output().stdout.clone();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["kind"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        kinds(&["--daemon", "gpu-0f8e0c2a"]),
+        ["topology_resolved", "daemon_started", "daemon_verified_live", "daemon_stopped"]
+    );
+    assert_eq!(
+        kinds(&["--soak", "20261202T124210-3f9a"]),
+        ["soak_started", "soak_sampled", "soak_finished", "artifact_written"]
+    );
+    assert_eq!(kinds(&["--since", "10"]), ["soak_abandoned", "artifact_written"]);
+    assert_eq!(kinds(&["--daemon", "gpu-0f8e0c2a", "--since", "3"]), ["daemon_verified_live", "daemon_stopped"]);
+    assert!(kinds(&["--daemon", "nobody"]).is_empty());
+    root.unilab()
+        .args(["history", "--soak", "a", "--daemon", "b"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn history_into_a_closed_pipe_ends_quietly() {
+    let root = TestRoot::new();
+    root.log().append_all((0..2_000).map(|i| (Subject::Host, live(i)))).unwrap();
+    let script = format!(
+        "'{}' --root '{}' history | head -n 1 >/dev/null; echo \"${{PIPESTATUS[0]}}\"",
+        unilab_bin().display(),
+        root.root().display()
+    );
+    let output = std::process::Command::new("bash").arg("-c").arg(&script).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "0");
+    assert!(output.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[test]
+fn history_follow_prints_events_as_they_are_appended() {
+    let root = TestRoot::new();
+    let log = root.log();
+    log.append(Subject::Host, live(1)).unwrap();
+    let mut follower = std::process::Command::new(unilab_bin())
+        .args(["--root"])
+        .arg(root.root())
+        .args(["history", "--follow", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
+    let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["seq"], 1);
+    for pid in 2..=4 {
+        std::thread::sleep(Duration::from_millis(50));
+        log.append(Subject::Daemon("d".into()), live(pid)).unwrap();
+    }
+    for seq in 2..=4 {
+        let line: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert_eq!(line["seq"], seq);
+        assert_eq!(line["process"]["pid"], seq);
+    }
+    follower.kill().unwrap();
+    follower.wait().unwrap();
+}
+
+#[test]
+fn verify_passes_on_a_good_log_and_without_one() {
+    let root = TestRoot::new();
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("nothing to verify"));
+    let root = root_with_every_kind();
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with("ok: 11 events, chain head "))
+        .stdout(predicate::str::contains("(0 daemons, 1 soaks)"));
+    let out = root.unilab().args(["--json", "log", "verify"]).assert().success().get_output().stdout.clone();
+    let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["events"], 11);
+    assert_eq!(report["schema_version"], 1);
+}
+
+/// Flips one byte in every copy of `needle` in the file (redb's copy-on-write pages may leave
+/// stale copies; flipping all of them reaches the live one). Returns how many were found.
+fn flip_in_file(path: &std::path::Path, needle: &[u8]) -> usize {
+    let mut bytes = std::fs::read(path).unwrap();
+    let mut found = 0;
+    let mut at = 0;
+    while let Some(offset) = bytes[at..].windows(needle.len()).position(|w| w == needle) {
+        let i = at + offset;
+        bytes[i + needle.len() / 2] ^= 0x01;
+        found += 1;
+        at = i + needle.len();
+    }
+    std::fs::write(path, bytes).unwrap();
+    found
+}
+
+#[test]
+fn a_flipped_byte_inside_an_event_fails_verification_naming_its_sequence() {
+    let root = root_with_every_kind();
+    // Sequence 7 is the soak start; its progress directory appears in no other event.
+    assert!(flip_in_file(&root.log_path(), b"/home/u/project/progress") > 0);
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("fails verification at sequence 7"))
+        .stderr(predicate::str::contains("do not match its hash"))
+        .stderr(predicate::str::contains("panicked").not());
+    let out = root.unilab().args(["--json", "log", "verify"]).assert().code(5).get_output().stdout.clone();
+    let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["first_bad_seq"], 7);
+    // history shows what it can and stops at the damaged record with the same verdict.
+    root.unilab()
+        .arg("history")
+        .assert()
+        .code(5)
+        .stdout(predicate::str::contains("daemon_stale_cleaned"))
+        .stdout(predicate::str::contains("soak_started").not())
+        .stderr(predicate::str::contains("sequence 7"));
+}
+
+#[test]
+fn a_file_that_is_not_a_log_is_refused_with_exit_5() {
+    let root = TestRoot::new();
+    std::fs::create_dir_all(root.log_path().parent().unwrap()).unwrap();
+    std::fs::write(root.log_path(), b"this is not a redb file, just some text\n".repeat(200)).unwrap();
+    for args in [&["log", "verify"][..], &["history"][..]] {
+        root.unilab()
+            .args(args)
+            .assert()
+            .code(5)
+            .stderr(predicate::str::contains("is not a readable unilab event log"))
+            .stderr(predicate::str::contains("hint: move the file aside"))
+            .stderr(predicate::str::contains("panicked").not());
+    }
+    let err = EventLog::open(&root.log_path(), root.scope()).err().expect("refused");
+    assert_eq!(Error::from(err).exit(), Exit::LogBroken);
+}
+
+#[test]
+fn a_truncated_log_is_refused_with_exit_5() {
+    let root = TestRoot::new();
+    root.log().append_all((0..3_000).map(|i| (Subject::Host, live(i)))).unwrap();
+    let len = std::fs::metadata(root.log_path()).unwrap().len();
+    for keep in [len / 2, len / 3, 4096, 100] {
+        let copy = TestRoot::new();
+        std::fs::create_dir_all(copy.log_path().parent().unwrap()).unwrap();
+        let bytes = std::fs::read(root.log_path()).unwrap();
+        std::fs::write(copy.log_path(), &bytes[..keep as usize]).unwrap();
+        for args in [&["log", "verify"][..], &["history"][..]] {
+            let assert = copy.unilab().args(args).assert().code(5);
+            let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+            assert!(stderr.starts_with("error: "), "kept {keep} bytes: {stderr}");
+            assert!(!stderr.contains("panicked"), "kept {keep} bytes: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn a_log_of_another_user_or_host_is_refused_for_writing_and_flagged_for_reading() {
+    let root = TestRoot::new();
+    let foreign = Scope {
+        uid: root.scope().uid + 1,
+        host: "another-host".into(),
+    };
+    EventLog::open(&root.log_path(), foreign.clone())
+        .unwrap()
+        .append(Subject::Host, live(1))
+        .unwrap();
+
+    let err = EventLog::open(&root.log_path(), root.scope()).err().expect("refused");
+    assert!(matches!(&err, LogError::ForeignScope { found, .. } if *found == foreign));
+    let err = Error::from(err);
+    assert_eq!(err.exit(), Exit::Refused);
+    let rendered = err.render();
+    assert!(rendered.contains("belongs to uid"), "{rendered}");
+    assert!(rendered.contains("another-host"), "{rendered}");
+    assert!(rendered.contains("hint: "), "{rendered}");
+
+    // Reading is forensics: allowed, with a warning.
+    root.unilab()
+        .arg("history")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("daemon_verified_live"))
+        .stderr(predicate::str::contains("warning: this log was recorded for uid"));
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("another-host"));
+}
+
+#[test]
+fn the_log_lives_under_host_and_uid_with_private_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = TestRoot::new();
+    drop(root.log());
+    let paths = root.paths();
+    assert_eq!(
+        root.log_path(),
+        root.root().join(&paths.host).join(paths.uid.to_string()).join("events.redb")
+    );
+    let dir_mode = std::fs::metadata(paths.user_dir()).unwrap().permissions().mode() & 0o777;
+    let file_mode = std::fs::metadata(root.log_path()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(dir_mode, 0o700);
+    assert_eq!(file_mode, 0o600);
+}
+
+#[test]
+fn the_state_root_follows_the_documented_precedence() {
+    let root = TestRoot::new();
+    let env_root = root.root().join("from-env");
+    let xdg = root.root().join("xdg");
+    let verbose_path = |cmd: &mut assert_cmd::Command| -> String {
+        let out = cmd.args(["-v", "log", "verify"]).assert().success().get_output().stderr.clone();
+        String::from_utf8(out).unwrap()
+    };
+    let mut cmd = assert_cmd::Command::new(unilab_bin());
+    cmd.env_clear().env("HOME", root.root()).env("UNILAB_ROOT", &env_root).env("XDG_STATE_HOME", &xdg);
+    assert!(verbose_path(&mut cmd).contains(&env_root.display().to_string()));
+    let mut cmd = assert_cmd::Command::new(unilab_bin());
+    cmd.env_clear().env("HOME", root.root()).env("XDG_STATE_HOME", &xdg);
+    assert!(verbose_path(&mut cmd).contains(&xdg.join("unilab").display().to_string()));
+    let mut cmd = assert_cmd::Command::new(unilab_bin());
+    cmd.env_clear().env("HOME", root.root());
+    assert!(verbose_path(&mut cmd).contains(&root.root().join(".local/state/unilab").display().to_string()));
+    assert_cmd::Command::new(unilab_bin())
+        .env_clear()
+        .args(["log", "verify"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("`HOME` is not set"))
+        .stderr(predicate::str::contains("hint: pass `--root DIR`"));
+}
