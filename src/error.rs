@@ -52,9 +52,9 @@ impl Error {
     pub fn exit(&self) -> Exit {
         match self {
             Error::Log(e) => match e {
-                LogError::ForeignScope { .. } | LogError::Busy { .. } | LogError::StateDir { .. } => {
-                    Exit::Refused
-                }
+                LogError::ForeignScope { .. }
+                | LogError::Busy { .. }
+                | LogError::StateDir { .. } => Exit::Refused,
                 LogError::Encode { .. } => Exit::Internal,
                 _ => Exit::LogBroken,
             },
@@ -69,7 +69,9 @@ impl Error {
         match self {
             Error::Log(e) => e.hint(),
             Error::Paths(e) => e.hint(),
-            Error::Internal(_) => Some("this is a bug in unilab; please report it with the command you ran".into()),
+            Error::Internal(_) => {
+                Some("this is a bug in unilab; please report it with the command you ran".into())
+            }
             Error::Stdout(_) | Error::BrokenPipe => None,
         }
     }

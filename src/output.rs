@@ -35,8 +35,7 @@ impl Output {
 
     /// One JSON value, on one line.
     pub fn json_line(&mut self, value: &serde_json::Value) -> Result<(), Error> {
-        serde_json::to_writer(&mut self.stdout, value)
-            .map_err(|e| stdout_error(e.into()))?;
+        serde_json::to_writer(&mut self.stdout, value).map_err(|e| stdout_error(e.into()))?;
         self.stdout.write_all(b"\n").map_err(stdout_error)
     }
 

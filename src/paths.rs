@@ -112,8 +112,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
-        let pairs: Vec<(String, String)> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |name| {
             pairs
                 .iter()
@@ -137,7 +139,10 @@ mod tests {
     #[test]
     fn xdg_state_home_then_home() {
         let vars = env(&[("XDG_STATE_HOME", "/xdg"), ("HOME", "/home/u")]);
-        assert_eq!(state_root(None, vars).unwrap(), PathBuf::from("/xdg/unilab"));
+        assert_eq!(
+            state_root(None, vars).unwrap(),
+            PathBuf::from("/xdg/unilab")
+        );
         let vars = env(&[("XDG_STATE_HOME", "relative"), ("HOME", "/home/u")]);
         assert_eq!(
             state_root(None, vars).unwrap(),

@@ -19,7 +19,8 @@ struct SteppingClock(std::sync::atomic::AtomicI64);
 
 impl Clock for SteppingClock {
     fn now_us(&self) -> i64 {
-        self.0.fetch_add(1_500_000, std::sync::atomic::Ordering::Relaxed)
+        self.0
+            .fetch_add(1_500_000, std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -39,22 +40,41 @@ fn root_with_every_kind() -> TestRoot {
 
 fn live(pid: u32) -> Event {
     Event::DaemonVerifiedLive {
-        process: ProcessIdentity { pid, start_ticks: 7 },
+        process: ProcessIdentity {
+            pid,
+            start_ticks: 7,
+        },
     }
 }
 
 #[test]
 fn history_prints_a_readable_timeline() {
     let root = root_with_every_kind();
-    let output = root.unilab().arg("history").assert().success().get_output().clone();
-    assert!(output.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let output = root
+        .unilab()
+        .arg("history")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert!(
+        output.stderr.is_empty(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     insta::assert_snapshot!(String::from_utf8(output.stdout).unwrap());
 }
 
 #[test]
 fn history_json_is_one_object_a_line_with_every_kind() {
     let root = root_with_every_kind();
-    let output = root.unilab().args(["history", "--json"]).assert().success().get_output().clone();
+    let output = root
+        .unilab()
+        .args(["history", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
     let lines: Vec<serde_json::Value> = String::from_utf8(output.stdout)
         .unwrap()
         .lines()
@@ -89,23 +109,52 @@ fn history_json_is_one_object_a_line_with_every_kind() {
 fn history_filters_by_subject_and_sequence() {
     let root = root_with_every_kind();
     let kinds = |args: &[&str]| -> Vec<String> {
-        let out = root.unilab().args(["history", "--json"]).args(args).assert().success().get_output().stdout.clone();
+        let out = root
+            .unilab()
+            .args(["history", "--json"])
+            .args(args)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
         String::from_utf8(out)
             .unwrap()
             .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["kind"].as_str().unwrap().to_owned())
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["kind"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
             .collect()
     };
     assert_eq!(
         kinds(&["--daemon", "gpu-0f8e0c2a"]),
-        ["topology_resolved", "daemon_started", "daemon_verified_live", "daemon_stopped"]
+        [
+            "topology_resolved",
+            "daemon_started",
+            "daemon_verified_live",
+            "daemon_stopped"
+        ]
     );
     assert_eq!(
         kinds(&["--soak", "20261202T124210-3f9a"]),
-        ["soak_started", "soak_sampled", "soak_finished", "artifact_written"]
+        [
+            "soak_started",
+            "soak_sampled",
+            "soak_finished",
+            "artifact_written"
+        ]
     );
-    assert_eq!(kinds(&["--since", "10"]), ["soak_abandoned", "artifact_written"]);
-    assert_eq!(kinds(&["--daemon", "gpu-0f8e0c2a", "--since", "3"]), ["daemon_verified_live", "daemon_stopped"]);
+    assert_eq!(
+        kinds(&["--since", "10"]),
+        ["soak_abandoned", "artifact_written"]
+    );
+    assert_eq!(
+        kinds(&["--daemon", "gpu-0f8e0c2a", "--since", "3"]),
+        ["daemon_verified_live", "daemon_stopped"]
+    );
     assert!(kinds(&["--daemon", "nobody"]).is_empty());
     root.unilab()
         .args(["history", "--soak", "a", "--daemon", "b"])
@@ -116,15 +165,25 @@ fn history_filters_by_subject_and_sequence() {
 #[test]
 fn history_into_a_closed_pipe_ends_quietly() {
     let root = TestRoot::new();
-    root.log().append_all((0..2_000).map(|i| (Subject::Host, live(i)))).unwrap();
+    root.log()
+        .append_all((0..2_000).map(|i| (Subject::Host, live(i))))
+        .unwrap();
     let script = format!(
         "'{}' --root '{}' history | head -n 1 >/dev/null; echo \"${{PIPESTATUS[0]}}\"",
         unilab_bin().display(),
         root.root().display()
     );
-    let output = std::process::Command::new("bash").arg("-c").arg(&script).output().unwrap();
+    let output = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "0");
-    assert!(output.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.stderr.is_empty(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[test]
@@ -147,7 +206,8 @@ fn history_follow_prints_events_as_they_are_appended() {
         log.append(Subject::Daemon("d".into()), live(pid)).unwrap();
     }
     for seq in 2..=4 {
-        let line: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        let line: serde_json::Value =
+            serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
         assert_eq!(line["seq"], seq);
         assert_eq!(line["process"]["pid"], seq);
     }
@@ -170,7 +230,14 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .success()
         .stdout(predicate::str::starts_with("ok: 11 events, chain head "))
         .stdout(predicate::str::contains("(0 daemons, 1 soaks)"));
-    let out = root.unilab().args(["--json", "log", "verify"]).assert().success().get_output().stdout.clone();
+    let out = root
+        .unilab()
+        .args(["--json", "log", "verify"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(report["ok"], true);
     assert_eq!(report["events"], 11);
@@ -205,7 +272,14 @@ fn a_flipped_byte_inside_an_event_fails_verification_naming_its_sequence() {
         .stderr(predicate::str::contains("fails verification at sequence 7"))
         .stderr(predicate::str::contains("do not match its hash"))
         .stderr(predicate::str::contains("panicked").not());
-    let out = root.unilab().args(["--json", "log", "verify"]).assert().code(5).get_output().stdout.clone();
+    let out = root
+        .unilab()
+        .args(["--json", "log", "verify"])
+        .assert()
+        .code(5)
+        .get_output()
+        .stdout
+        .clone();
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(report["ok"], false);
     assert_eq!(report["first_bad_seq"], 7);
@@ -223,24 +297,34 @@ fn a_flipped_byte_inside_an_event_fails_verification_naming_its_sequence() {
 fn a_file_that_is_not_a_log_is_refused_with_exit_5() {
     let root = TestRoot::new();
     std::fs::create_dir_all(root.log_path().parent().unwrap()).unwrap();
-    std::fs::write(root.log_path(), b"this is not a redb file, just some text\n".repeat(200)).unwrap();
+    std::fs::write(
+        root.log_path(),
+        b"this is not a redb file, just some text\n".repeat(200),
+    )
+    .unwrap();
     for args in [&["log", "verify"][..], &["history"][..]] {
         root.unilab()
             .args(args)
             .assert()
             .code(5)
-            .stderr(predicate::str::contains("is not a readable unilab event log"))
+            .stderr(predicate::str::contains(
+                "is not a readable unilab event log",
+            ))
             .stderr(predicate::str::contains("hint: move the file aside"))
             .stderr(predicate::str::contains("panicked").not());
     }
-    let err = EventLog::open(&root.log_path(), root.scope()).err().expect("refused");
+    let err = EventLog::open(&root.log_path(), root.scope())
+        .err()
+        .expect("refused");
     assert_eq!(Error::from(err).exit(), Exit::LogBroken);
 }
 
 #[test]
 fn a_truncated_log_is_refused_with_exit_5() {
     let root = TestRoot::new();
-    root.log().append_all((0..3_000).map(|i| (Subject::Host, live(i)))).unwrap();
+    root.log()
+        .append_all((0..3_000).map(|i| (Subject::Host, live(i))))
+        .unwrap();
     let len = std::fs::metadata(root.log_path()).unwrap().len();
     for keep in [len / 2, len / 3, 4096, 100] {
         let copy = TestRoot::new();
@@ -268,7 +352,9 @@ fn a_log_of_another_user_or_host_is_refused_for_writing_and_flagged_for_reading(
         .append(Subject::Host, live(1))
         .unwrap();
 
-    let err = EventLog::open(&root.log_path(), root.scope()).err().expect("refused");
+    let err = EventLog::open(&root.log_path(), root.scope())
+        .err()
+        .expect("refused");
     assert!(matches!(&err, LogError::ForeignScope { found, .. } if *found == foreign));
     let err = Error::from(err);
     assert_eq!(err.exit(), Exit::Refused);
@@ -283,7 +369,9 @@ fn a_log_of_another_user_or_host_is_refused_for_writing_and_flagged_for_reading(
         .assert()
         .success()
         .stdout(predicate::str::contains("daemon_verified_live"))
-        .stderr(predicate::str::contains("warning: this log was recorded for uid"));
+        .stderr(predicate::str::contains(
+            "warning: this log was recorded for uid",
+        ));
     root.unilab()
         .args(["log", "verify"])
         .assert()
@@ -299,10 +387,21 @@ fn the_log_lives_under_host_and_uid_with_private_permissions() {
     let paths = root.paths();
     assert_eq!(
         root.log_path(),
-        root.root().join(&paths.host).join(paths.uid.to_string()).join("events.redb")
+        root.root()
+            .join(&paths.host)
+            .join(paths.uid.to_string())
+            .join("events.redb")
     );
-    let dir_mode = std::fs::metadata(paths.user_dir()).unwrap().permissions().mode() & 0o777;
-    let file_mode = std::fs::metadata(root.log_path()).unwrap().permissions().mode() & 0o777;
+    let dir_mode = std::fs::metadata(paths.user_dir())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    let file_mode = std::fs::metadata(root.log_path())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(dir_mode, 0o700);
     assert_eq!(file_mode, 0o600);
 }
@@ -313,18 +412,37 @@ fn the_state_root_follows_the_documented_precedence() {
     let env_root = root.root().join("from-env");
     let xdg = root.root().join("xdg");
     let verbose_path = |cmd: &mut assert_cmd::Command| -> String {
-        let out = cmd.args(["-v", "log", "verify"]).assert().success().get_output().stderr.clone();
+        let out = cmd
+            .args(["-v", "log", "verify"])
+            .assert()
+            .success()
+            .get_output()
+            .stderr
+            .clone();
         String::from_utf8(out).unwrap()
     };
     let mut cmd = assert_cmd::Command::new(unilab_bin());
-    cmd.env_clear().env("HOME", root.root()).env("UNILAB_ROOT", &env_root).env("XDG_STATE_HOME", &xdg);
+    cmd.env_clear()
+        .env("HOME", root.root())
+        .env("UNILAB_ROOT", &env_root)
+        .env("XDG_STATE_HOME", &xdg);
     assert!(verbose_path(&mut cmd).contains(&env_root.display().to_string()));
     let mut cmd = assert_cmd::Command::new(unilab_bin());
-    cmd.env_clear().env("HOME", root.root()).env("XDG_STATE_HOME", &xdg);
+    cmd.env_clear()
+        .env("HOME", root.root())
+        .env("XDG_STATE_HOME", &xdg);
     assert!(verbose_path(&mut cmd).contains(&xdg.join("unilab").display().to_string()));
     let mut cmd = assert_cmd::Command::new(unilab_bin());
     cmd.env_clear().env("HOME", root.root());
-    assert!(verbose_path(&mut cmd).contains(&root.root().join(".local/state/unilab").display().to_string()));
+    assert!(
+        verbose_path(&mut cmd).contains(
+            &root
+                .root()
+                .join(".local/state/unilab")
+                .display()
+                .to_string()
+        )
+    );
     assert_cmd::Command::new(unilab_bin())
         .env_clear()
         .args(["log", "verify"])
@@ -332,4 +450,61 @@ fn the_state_root_follows_the_documented_precedence() {
         .code(3)
         .stderr(predicate::str::contains("`HOME` is not set"))
         .stderr(predicate::str::contains("hint: pass `--root DIR`"));
+}
+
+/// Opens the log's redb file directly, as something other than unilab would.
+fn raw_write(root: &TestRoot, change: impl FnOnce(&redb::WriteTransaction)) {
+    let mut builder = redb::Builder::new();
+    builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    let db = builder.open(root.log_path()).unwrap();
+    let txn = db.begin_write().unwrap();
+    change(&txn);
+    txn.commit().unwrap();
+}
+
+#[test]
+fn records_cut_from_the_end_fail_verification() {
+    let root = root_with_every_kind();
+    raw_write(&root, |txn| {
+        let mut events = txn.open_table(unilab::log::tables::EVENTS).unwrap();
+        events.remove(11).unwrap();
+        events.remove(10).unwrap();
+    });
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("at sequence 10: it is missing"));
+}
+
+#[test]
+fn a_projection_that_disagrees_with_the_events_fails_verification() {
+    let root = TestRoot::new();
+    let log = root.log();
+    let (subject, started) = every_event_kind().swap_remove(1);
+    log.append(subject, started).unwrap();
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("(1 daemons, 0 soaks)"));
+    // A daemon row the events never put there.
+    raw_write(&root, |txn| {
+        let mut daemons = txn.open_table(unilab::log::tables::DAEMONS).unwrap();
+        let mut record = log.snapshot().unwrap().daemons().unwrap().remove(0);
+        record.pid += 1;
+        daemons
+            .insert(
+                "gpu-0f8e0c2a",
+                unilab::log::codec::encode(&record).unwrap().as_slice(),
+            )
+            .unwrap();
+    });
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains(
+            "the `daemons` projection disagrees with the events at `gpu-0f8e0c2a`",
+        ));
 }

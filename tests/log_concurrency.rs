@@ -77,7 +77,12 @@ fn four_writers_and_a_reader_share_one_log() {
             expected_seq += 1;
             let id = writer_identity(&record.envelope.event).expect("a writer's event");
             if let Some(previous) = last_i.insert(id.0, id.1) {
-                assert!(id.1 > previous, "writer {} reordered: {} after {previous}", id.0, id.1);
+                assert!(
+                    id.1 > previous,
+                    "writer {} reordered: {} after {previous}",
+                    id.0,
+                    id.1
+                );
             }
             assert!(
                 seen.insert(id, record.envelope.seq).is_none(),
@@ -89,7 +94,10 @@ fn four_writers_and_a_reader_share_one_log() {
     assert_eq!(seen.len() as u64, total);
     for writer in 1..=WRITERS {
         for i in 0..EVENTS_EACH {
-            assert!(seen.contains_key(&(writer, i)), "event ({writer}, {i}) is missing");
+            assert!(
+                seen.contains_key(&(writer, i)),
+                "event ({writer}, {i}) is missing"
+            );
         }
     }
 

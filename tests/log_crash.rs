@@ -87,15 +87,14 @@ fn a_writer_killed_at_any_point_loses_no_acknowledged_event() {
             continue;
         };
         let snapshot = reader.snapshot().expect("snapshot");
-        let report = snapshot
-            .verify()
-            .unwrap_or_else(|e| panic!("round {round}: the log does not verify after the kill: {e}"));
+        let report = snapshot.verify().unwrap_or_else(|e| {
+            panic!("round {round}: the log does not verify after the kill: {e}")
+        });
         assert!(report.events >= acked.len() as u64);
         for (&id, &seq) in &acked {
-            let record = snapshot
-                .get(seq)
-                .expect("read")
-                .unwrap_or_else(|| panic!("round {round}: acknowledged event {id:?} at {seq} is gone"));
+            let record = snapshot.get(seq).expect("read").unwrap_or_else(|| {
+                panic!("round {round}: acknowledged event {id:?} at {seq} is gone")
+            });
             assert_eq!(
                 writer_identity(&record.envelope.event),
                 Some(id),

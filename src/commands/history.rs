@@ -20,7 +20,10 @@ pub fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result<E
     };
     let mut reader = LogReader::open(&log_path)?;
     if reader.is_none() && !args.follow {
-        out.note(&format!("no events recorded yet in `{}`", log_path.display()));
+        out.note(&format!(
+            "no events recorded yet in `{}`",
+            log_path.display()
+        ));
         return Ok(Exit::Success);
     }
     let mut next = args.since.max(1);
@@ -111,7 +114,10 @@ pub fn record_json(record: &Record) -> serde_json::Value {
     let envelope = &record.envelope;
     let mut object = serde_json::Map::new();
     object.insert("seq".into(), envelope.seq.into());
-    object.insert("recorded_at".into(), unix_seconds(envelope.recorded_at_us).into());
+    object.insert(
+        "recorded_at".into(),
+        unix_seconds(envelope.recorded_at_us).into(),
+    );
     object.insert("subject".into(), envelope.subject.to_string().into());
     object.insert("kind".into(), envelope.event.kind().into());
     object.insert("uid".into(), envelope.scope.uid.into());

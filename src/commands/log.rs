@@ -22,7 +22,10 @@ pub fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
                     "events": 0,
                 }))?;
             }
-            out.note(&format!("no event log at `{}`: nothing to verify", log_path.display()));
+            out.note(&format!(
+                "no event log at `{}`: nothing to verify",
+                log_path.display()
+            ));
             return Ok(Exit::Success);
         }
         Err(e) => {

@@ -76,6 +76,12 @@ pub enum ChainFault {
     Undecodable(String),
     #[error("it is stored under key {key} but says it is sequence {body}")]
     MisfiledSequence { key: u64, body: u64 },
+    #[error("it is missing: the log's recorded head is sequence {head}")]
+    MissingTail { head: u64 },
+    #[error("the log's recorded head is sequence {head}, but the chain goes on past it")]
+    BeyondHead { head: u64 },
+    #[error("its hash differs from the log's recorded head")]
+    HeadMismatch,
 }
 
 /// The first place the chain breaks.
@@ -147,6 +153,32 @@ impl ChainWalker {
 
     pub fn is_empty(&self) -> bool {
         self.next_seq == 1
+    }
+
+    /// Ends the walk, checking that the chain ends exactly at `anchor`, the `(sequence, hash)`
+    /// the log recorded as its head (`(0, GENESIS)` for an empty log).
+    pub fn finish(self, anchor: (u64, Hash)) -> Result<(u64, Hash), ChainBreak> {
+        let (head, head_hash) = anchor;
+        let len = self.len();
+        if len < head {
+            return Err(ChainBreak {
+                seq: len + 1,
+                fault: ChainFault::MissingTail { head },
+            });
+        }
+        if len > head {
+            return Err(ChainBreak {
+                seq: head + 1,
+                fault: ChainFault::BeyondHead { head },
+            });
+        }
+        if self.head != head_hash {
+            return Err(ChainBreak {
+                seq: len,
+                fault: ChainFault::HeadMismatch,
+            });
+        }
+        Ok((len, self.head))
     }
 }
 

@@ -28,7 +28,11 @@ pub enum LogError {
         found: Scope,
         expected: Scope,
     },
-    #[error("the event log `{path}` has schema version {found}; this unilab reads up to {supported}")]
+    #[error("the event log `{path}` is inconsistent: {detail}")]
+    Inconsistent { path: PathBuf, detail: String },
+    #[error(
+        "the event log `{path}` has schema version {found}; this unilab reads up to {supported}"
+    )]
     NewerSchema {
         path: PathBuf,
         found: u32,
@@ -66,6 +70,10 @@ impl LogError {
             ),
             LogError::Chain { .. } => Some(
                 "the log was modified or corrupted after it was written; keep a copy and inspect it with `unilab history`"
+                    .into(),
+            ),
+            LogError::Inconsistent { .. } => Some(
+                "the events verify but a view derived from them does not; keep a copy of the file for forensics"
                     .into(),
             ),
             LogError::ForeignScope { .. } => Some(

@@ -66,7 +66,9 @@ pub enum Event {
         foreground: bool,
     },
     /// The daemon answered on its control socket.
-    DaemonVerifiedLive { process: ProcessIdentity },
+    DaemonVerifiedLive {
+        process: ProcessIdentity,
+    },
     /// Starting a daemon failed; anything it had started was stopped.
     DaemonStartFailed {
         reason: String,

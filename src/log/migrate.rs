@@ -40,7 +40,12 @@ pub enum MigrationError {
 }
 
 /// Runs `steps` from `from` up to `to` inside `txn`.
-pub fn run(txn: &WriteTransaction, from: u32, to: u32, steps: &[Step]) -> Result<(), MigrationError> {
+pub fn run(
+    txn: &WriteTransaction,
+    from: u32,
+    to: u32,
+    steps: &[Step],
+) -> Result<(), MigrationError> {
     for version in from..to {
         let step = steps
             .iter()

@@ -11,4 +11,6 @@ pub mod tables;
 
 pub use error::LogError;
 pub use event::{Envelope, Event, Scope, Subject};
-pub use store::{Appended, Clock, EventLog, LogReader, Record, Snapshot, SystemClock, VerifyReport};
+pub use store::{
+    Appended, Clock, EventLog, LogReader, Record, Snapshot, SystemClock, VerifyReport,
+};

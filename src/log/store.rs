@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use redb::{
     ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadOnlyTable, ReadTransaction,
     ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, TableError,
-    WriteTransaction,
+    TableHandle, WriteTransaction,
 };
 
 use super::chain::{self, ChainBreak, ChainWalker, Hash};
@@ -94,7 +94,10 @@ fn builder() -> redb::Builder {
 }
 
 /// Runs `f`, turning a panic inside redb into [`LogError::Damaged`].
-pub(crate) fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T, LogError>) -> Result<T, LogError> {
+pub(crate) fn guarded<T>(
+    path: &Path,
+    f: impl FnOnce() -> Result<T, LogError>,
+) -> Result<T, LogError> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
         let detail = payload
             .downcast_ref::<&str>()
@@ -225,7 +228,11 @@ impl EventLog {
         Self::open_with_clock(path, scope, Box::new(SystemClock))
     }
 
-    pub fn open_with_clock(path: &Path, scope: Scope, clock: Box<dyn Clock>) -> Result<Self, LogError> {
+    pub fn open_with_clock(
+        path: &Path,
+        scope: Scope,
+        clock: Box<dyn Clock>,
+    ) -> Result<Self, LogError> {
         create_file(path)?;
         let db = guarded(path, || open_patiently(path, || builder().create(path)))?;
         guarded(path, || prepare(&db, path, &scope))?;
@@ -271,9 +278,12 @@ impl EventLog {
         let mut appended = Vec::new();
         {
             let mut records = txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
-            let mut index = txn.open_table(tables::SUBJECT_INDEX).map_err(unreadable(path))?;
+            let mut index = txn
+                .open_table(tables::SUBJECT_INDEX)
+                .map_err(unreadable(path))?;
             let mut daemons = txn.open_table(Daemons::TABLE).map_err(unreadable(path))?;
             let mut soaks = txn.open_table(Soaks::TABLE).map_err(unreadable(path))?;
+            let mut meta = txn.open_table(tables::META).map_err(unreadable(path))?;
 
             let (mut seq, mut head) = match records.last().map_err(unreadable(path))? {
                 Some((key, stored)) => (
@@ -309,6 +319,8 @@ impl EventLog {
                     recorded_at_us: envelope.recorded_at_us,
                 });
             }
+            meta.insert(tables::HEAD_KEY, encode_for(path, &(seq, head))?.as_slice())
+                .map_err(unreadable(path))?;
         }
         txn.commit().map_err(unreadable(path))?;
         Ok(appended)
@@ -316,7 +328,9 @@ impl EventLog {
 
     /// A consistent view of everything committed so far.
     pub fn snapshot(&self) -> Result<Snapshot, LogError> {
-        let txn = guarded(&self.path, || self.db.begin_read().map_err(unreadable(&self.path)))?;
+        let txn = guarded(&self.path, || {
+            self.db.begin_read().map_err(unreadable(&self.path))
+        })?;
         Ok(Snapshot {
             txn,
             path: self.path.clone(),
@@ -357,7 +371,9 @@ fn prepare(db: &Database, path: &Path, scope: &Scope) -> Result<(), LogError> {
     let recorded = {
         let read = |txn: &WriteTransaction| -> Result<Option<(Vec<u8>, Vec<u8>)>, LogError> {
             let meta = txn.open_table(tables::META).map_err(unreadable(path))?;
-            let version = meta.get(tables::SCHEMA_VERSION_KEY).map_err(unreadable(path))?;
+            let version = meta
+                .get(tables::SCHEMA_VERSION_KEY)
+                .map_err(unreadable(path))?;
             let found = meta.get(tables::SCOPE_KEY).map_err(unreadable(path))?;
             Ok(match (version, found) {
                 (Some(v), Some(s)) => Some((v.value().to_vec(), s.value().to_vec())),
@@ -400,16 +416,25 @@ fn prepare(db: &Database, path: &Path, scope: &Scope) -> Result<(), LogError> {
 
 fn create_tables(path: &Path, txn: &WriteTransaction) -> Result<(), LogError> {
     txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
-    txn.open_table(tables::SUBJECT_INDEX).map_err(unreadable(path))?;
+    txn.open_table(tables::SUBJECT_INDEX)
+        .map_err(unreadable(path))?;
     txn.open_table(tables::DAEMONS).map_err(unreadable(path))?;
     txn.open_table(tables::SOAKS).map_err(unreadable(path))?;
     Ok(())
 }
 
-fn write_meta(path: &Path, txn: &WriteTransaction, version: u32, scope: &Scope) -> Result<(), LogError> {
+fn write_meta(
+    path: &Path,
+    txn: &WriteTransaction,
+    version: u32,
+    scope: &Scope,
+) -> Result<(), LogError> {
     let mut meta = txn.open_table(tables::META).map_err(unreadable(path))?;
-    meta.insert(tables::SCHEMA_VERSION_KEY, encode_for(path, &version)?.as_slice())
-        .map_err(unreadable(path))?;
+    meta.insert(
+        tables::SCHEMA_VERSION_KEY,
+        encode_for(path, &version)?.as_slice(),
+    )
+    .map_err(unreadable(path))?;
     meta.insert(tables::SCOPE_KEY, encode_for(path, scope)?.as_slice())
         .map_err(unreadable(path))?;
     Ok(())
@@ -533,7 +558,9 @@ impl LogReader {
     }
 
     pub fn snapshot(&self) -> Result<Snapshot, LogError> {
-        let txn = guarded(&self.path, || self.db.begin_read().map_err(unreadable(&self.path)))?;
+        let txn = guarded(&self.path, || {
+            self.db.begin_read().map_err(unreadable(&self.path))
+        })?;
         Ok(Snapshot {
             txn,
             path: self.path.clone(),
@@ -566,6 +593,21 @@ impl Snapshot {
                     chain::stored_hash(stored.value())
                         .ok_or_else(|| damaged(path, "its last record is truncated"))?,
                 )),
+                None => Ok((0, chain::GENESIS)),
+            }
+        })
+    }
+
+    /// The head the log recorded with its last append: `(0, GENESIS)` before the first.
+    fn recorded_head(&self) -> Result<(u64, Hash), LogError> {
+        let path = self.path.as_path();
+        guarded(path, || {
+            let Some(meta) = open_read_table(path, &self.txn, tables::META)? else {
+                return Ok((0, chain::GENESIS));
+            };
+            match meta.get(tables::HEAD_KEY).map_err(unreadable(path))? {
+                Some(stored) => codec::decode(stored.value())
+                    .map_err(|e| damaged(path, format!("its recorded head: {e}"))),
                 None => Ok((0, chain::GENESIS)),
             }
         })
@@ -627,23 +669,21 @@ impl Snapshot {
                 .range((key.as_str(), from)..=(key.as_str(), u64::MAX))
                 .map_err(unreadable(path))?;
             range
-                .map(|entry| {
-                    entry
-                        .map(|(k, _)| k.value().1)
-                        .map_err(unreadable(path))
-                })
+                .map(|entry| entry.map(|(k, _)| k.value().1).map_err(unreadable(path)))
                 .collect()
         })
     }
 
     /// Every daemon currently recorded as running, by name.
     pub fn daemons(&self) -> Result<Vec<DaemonRecord>, LogError> {
-        self.projection_rows::<Daemons>().map(|rows| rows.into_iter().map(|(_, r)| r).collect())
+        self.projection_rows::<Daemons>()
+            .map(|rows| rows.into_iter().map(|(_, r)| r).collect())
     }
 
     /// Every soak, by id.
     pub fn soaks(&self) -> Result<Vec<SoakSummary>, LogError> {
-        self.projection_rows::<Soaks>().map(|rows| rows.into_iter().map(|(_, r)| r).collect())
+        self.projection_rows::<Soaks>()
+            .map(|rows| rows.into_iter().map(|(_, r)| r).collect())
     }
 
     fn projection_rows<P: Projection>(&self) -> Result<Vec<(String, P::Row)>, LogError> {
@@ -655,9 +695,8 @@ impl Snapshot {
             let mut rows = Vec::new();
             for entry in table.iter().map_err(unreadable(path))? {
                 let (key, value) = entry.map_err(unreadable(path))?;
-                let row = codec::decode(value.value()).map_err(|e| {
-                    damaged(path, format!("projection row `{}`: {e}", key.value()))
-                })?;
+                let row = codec::decode(value.value())
+                    .map_err(|e| damaged(path, format!("projection row `{}`: {e}", key.value())))?;
                 rows.push((key.value().to_owned(), row));
             }
             Ok(rows)
@@ -683,13 +722,18 @@ impl Snapshot {
             };
             for entry in events.iter().map_err(unreadable(path))? {
                 let (key, stored) = entry.map_err(unreadable(path))?;
-                let envelope = walker.step(key.value(), stored.value()).map_err(chain_error)?;
+                let envelope = walker
+                    .step(key.value(), stored.value())
+                    .map_err(chain_error)?;
                 if let Some((_, scope)) = &meta
                     && envelope.scope != *scope
                 {
                     return Err(damaged(
                         path,
-                        format!("sequence {} was recorded for {}, not for the log's {scope}", envelope.seq, envelope.scope),
+                        format!(
+                            "sequence {} was recorded for {}, not for the log's {scope}",
+                            envelope.seq, envelope.scope
+                        ),
                     ));
                 }
                 index.push((envelope.subject.key(), envelope.seq));
@@ -711,6 +755,7 @@ impl Snapshot {
         let Some((schema_version, scope)) = meta else {
             return Err(damaged(path, "it holds events but no metadata"));
         };
+        let (events, head) = walker.finish(self.recorded_head()?).map_err(chain_error)?;
 
         let stored_index: Vec<(String, u64)> = guarded(path, || {
             let Some(table) = open_read_table(path, &self.txn, tables::SUBJECT_INDEX)? else {
@@ -731,16 +776,16 @@ impl Snapshot {
         })?;
         index.sort();
         if let Some(first) = first_difference(&index, &stored_index) {
-            return Err(damaged(
-                path,
-                format!("the subject index disagrees with the events at {first}"),
-            ));
+            return Err(LogError::Inconsistent {
+                path: path.to_owned(),
+                detail: format!("the subject index disagrees with the events at entry {first}"),
+            });
         }
         let daemon_count = daemons.compare(path, self.projection_rows::<Daemons>()?)?;
         let soak_count = soaks.compare(path, self.projection_rows::<Soaks>()?)?;
         Ok(VerifyReport {
-            events: walker.len(),
-            head: walker.head(),
+            events,
+            head,
             schema_version,
             scope: Some(scope),
             daemons: daemon_count,
@@ -812,7 +857,7 @@ impl<P: Projection> Rebuild<P> {
     }
 
     fn compare(self, path: &Path, stored: Vec<(String, P::Row)>) -> Result<usize, LogError> {
-        let table = P::TABLE.to_string();
+        let table = P::TABLE.name();
         let count = self.rows.len();
         let mut rebuilt = self.rows.into_iter();
         let mut stored = stored.into_iter();
@@ -821,11 +866,17 @@ impl<P: Projection> Rebuild<P> {
                 (None, None) => return Ok(count),
                 (Some(a), Some(b)) if a == b => {}
                 (a, b) => {
-                    let key = a.as_ref().or(b.as_ref()).map(|(k, _)| k.clone()).unwrap_or_default();
-                    return Err(damaged(
-                        path,
-                        format!("the `{table}` projection disagrees with the events at `{key}`"),
-                    ));
+                    let key = a
+                        .as_ref()
+                        .or(b.as_ref())
+                        .map(|(k, _)| k.clone())
+                        .unwrap_or_default();
+                    return Err(LogError::Inconsistent {
+                        path: path.to_owned(),
+                        detail: format!(
+                            "the `{table}` projection disagrees with the events at `{key}`"
+                        ),
+                    });
                 }
             }
         }

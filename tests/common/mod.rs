@@ -170,7 +170,12 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
             s(),
             Event::SoakStarted(Box::new(SoakStart {
                 soak_id: "20261202T124210-3f9a".into(),
-                command: vec!["python3".into(), "train.py".into(), "--steps".into(), "100".into()],
+                command: vec![
+                    "python3".into(),
+                    "train.py".into(),
+                    "--steps".into(),
+                    "100".into(),
+                ],
                 cwd: "/home/u/project".into(),
                 progress_dir: "/home/u/project/progress".into(),
                 output: "/home/u/soak.json".into(),
@@ -281,7 +286,10 @@ pub fn writer_event(writer: u32, i: u64) -> (Subject, Event) {
         let mut big = sample(i, 200);
         big.processes[0].pid = writer;
         big.processes[0].start_ticks = i;
-        return (Subject::Soak(format!("writer-{writer}")), Event::SoakSampled(Box::new(big)));
+        return (
+            Subject::Soak(format!("writer-{writer}")),
+            Event::SoakSampled(Box::new(big)),
+        );
     }
     (
         Subject::Daemon(format!("writer-{writer}")),
@@ -298,10 +306,7 @@ pub fn writer_event(writer: u32, i: u64) -> (Subject, Event) {
 pub fn writer_identity(event: &Event) -> Option<(u32, u64)> {
     match event {
         Event::DaemonVerifiedLive { process } => Some((process.pid, process.start_ticks)),
-        Event::SoakSampled(sample) => sample
-            .processes
-            .first()
-            .map(|p| (p.pid, p.start_ticks)),
+        Event::SoakSampled(sample) => sample.processes.first().map(|p| (p.pid, p.start_ticks)),
         _ => None,
     }
 }
@@ -310,10 +315,16 @@ pub fn writer_identity(event: &Event) -> Option<(u32, u64)> {
 /// `role` and extra environment. The child's stdout is piped.
 pub fn spawn_child(child_test: &str, role: &str, env: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
-    cmd.args([child_test, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-        .env("UNILAB_TEST_CHILD", role)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+    cmd.args([
+        child_test,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("UNILAB_TEST_CHILD", role)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
     for (k, v) in env {
         cmd.env(k, v);
     }

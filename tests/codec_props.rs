@@ -1,0 +1,455 @@
+//! Property tests: every event kind survives the codec round trip, arbitrary bytes never make
+//! a decoder panic, and the chain rejects any single modified, dropped or reordered record.
+
+use std::collections::BTreeMap;
+
+use proptest::collection::{btree_map, vec};
+use proptest::option;
+use proptest::prelude::*;
+use unilab::gpu::{GpuIdentity, TopologyMode};
+use unilab::log::chain::{self, ChainWalker, Hash};
+use unilab::log::codec;
+use unilab::log::event::EVENT_KINDS;
+use unilab::log::{Envelope, Event, Scope, Subject};
+use unilab::mps::{DaemonRecord, StaleReason, StopMethod};
+use unilab::process::ProcessIdentity;
+use unilab::soak::model::*;
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![".{0,24}", "[a-zA-Z0-9/_.-]{0,40}"]
+}
+
+fn identity() -> impl Strategy<Value = ProcessIdentity> {
+    (any::<u32>(), any::<u64>()).prop_map(|(pid, start_ticks)| ProcessIdentity { pid, start_ticks })
+}
+
+fn mode() -> impl Strategy<Value = TopologyMode> {
+    prop_oneof![
+        Just(TopologyMode::SingleGpu),
+        Just(TopologyMode::SingleTaskMultiGpu),
+        Just(TopologyMode::TaskPerGpu)
+    ]
+}
+
+fn record() -> impl Strategy<Value = DaemonRecord> {
+    (
+        text(),
+        any::<u32>(),
+        text(),
+        mode(),
+        vec(text(), 0..3),
+        text(),
+        text(),
+        identity(),
+        any::<f64>(),
+    )
+        .prop_map(
+            |(name, uid, host, topology_mode, gpu_uuids, pipe, log, p, created_at)| DaemonRecord {
+                name,
+                uid,
+                host,
+                topology_mode,
+                gpu_uuids,
+                pipe_directory: pipe,
+                log_directory: log,
+                pid: p.pid,
+                process_start_ticks: p.start_ticks,
+                created_at,
+            },
+        )
+}
+
+fn process_sample() -> impl Strategy<Value = ProcessSample> {
+    (
+        identity(),
+        any::<u32>(),
+        text(),
+        any::<char>(),
+        any::<(u64, u64, u32)>(),
+        any::<(Option<u32>, Option<u64>, Option<u64>)>(),
+    )
+        .prop_map(
+            |(
+                id,
+                ppid,
+                name,
+                state,
+                (rss_bytes, cpu_ticks, threads),
+                (open_fds, read_bytes, write_bytes),
+            )| {
+                ProcessSample {
+                    pid: id.pid,
+                    ppid,
+                    start_ticks: id.start_ticks,
+                    name,
+                    state,
+                    rss_bytes,
+                    cpu_ticks,
+                    threads,
+                    open_fds,
+                    read_bytes,
+                    write_bytes,
+                }
+            },
+        )
+}
+
+fn gpu_sample() -> impl Strategy<Value = GpuSample> {
+    (
+        any::<u32>(),
+        text(),
+        any::<(Option<u64>, Option<u64>, Option<u32>)>(),
+        vec(any::<(u32, Option<u64>)>(), 0..3),
+    )
+        .prop_map(|(index, uuid, (used, total, util), procs)| GpuSample {
+            index,
+            uuid,
+            memory_used_mib: used,
+            memory_total_mib: total,
+            utilization_percent: util,
+            processes: procs
+                .into_iter()
+                .map(|(pid, used_memory_mib)| GpuProcessSample {
+                    pid,
+                    used_memory_mib,
+                })
+                .collect(),
+        })
+}
+
+fn sample() -> impl Strategy<Value = Sample> {
+    (
+        any::<(u64, u64, u64)>(),
+        vec(process_sample(), 0..5),
+        vec(gpu_sample(), 0..3),
+        any::<(u64, u64, Option<i64>)>(),
+        vec(text(), 0..3),
+    )
+        .prop_map(
+            |(
+                (index, elapsed_ms, sampler_cost_us),
+                processes,
+                gpus,
+                (files, bytes, mtime),
+                errors,
+            )| Sample {
+                index,
+                elapsed_ms,
+                processes,
+                gpus,
+                progress: ProgressSignature {
+                    files,
+                    bytes,
+                    newest_mtime_ns: mtime,
+                },
+                sampler_cost_us,
+                errors,
+            },
+        )
+}
+
+fn soak_start() -> impl Strategy<Value = SoakStart> {
+    (
+        (text(), vec(text(), 1..4), text(), text(), text()),
+        any::<[u64; 5]>(),
+        btree_map(text(), text(), 0..3),
+        btree_map(text(), text(), 0..3),
+        identity(),
+        text(),
+    )
+        .prop_map(
+            |(
+                (soak_id, command, cwd, progress_dir, output),
+                p,
+                metadata,
+                environment,
+                supervisor,
+                runtime_json,
+            )| {
+                SoakStart {
+                    soak_id,
+                    command,
+                    cwd,
+                    progress_dir,
+                    output,
+                    parameters: SoakParameters {
+                        sample_interval_ms: p[0],
+                        startup_timeout_ms: p[1],
+                        stale_progress_ms: p[2],
+                        shutdown_grace_ms: p[3],
+                        min_duration_ms: p[4],
+                    },
+                    metadata,
+                    environment,
+                    supervisor,
+                    runtime_json,
+                }
+            },
+        )
+}
+
+fn failure_kind() -> impl Strategy<Value = FailureKind> {
+    prop_oneof![
+        Just(FailureKind::StartupTimeout),
+        Just(FailureKind::StaleProgress),
+        Just(FailureKind::CommandFailed),
+        Just(FailureKind::TooShort),
+        Just(FailureKind::LeakedProcesses),
+        Just(FailureKind::Interrupted),
+        Just(FailureKind::SpawnFailed),
+        Just(FailureKind::MonitorError),
+    ]
+}
+
+fn soak_end() -> impl Strategy<Value = SoakEnd> {
+    (
+        prop_oneof![
+            Just(OutcomeStatus::Passed),
+            Just(OutcomeStatus::Failed),
+            Just(OutcomeStatus::Abandoned)
+        ],
+        option::of(failure_kind()),
+        text(),
+        option::of(any::<(Option<i32>, Option<i32>)>()),
+        any::<(u64, Option<u64>, Option<u64>)>(),
+        vec((identity(), text(), vec(text(), 0..3)), 0..3),
+        (vec(any::<u8>(), 0..64), vec(any::<u8>(), 0..64)),
+    )
+        .prop_map(
+            |(
+                status,
+                failure_kind,
+                reason,
+                exit,
+                (duration_ms, first, last),
+                leaked,
+                (stdout_tail, stderr_tail),
+            )| {
+                SoakEnd {
+                    outcome: Outcome {
+                        status,
+                        failure_kind,
+                        reason,
+                    },
+                    exit: exit.map(|(code, signal)| ExitInfo { code, signal }),
+                    duration_ms,
+                    first_progress_ms: first,
+                    last_progress_ms: last,
+                    leaked_processes: leaked
+                        .into_iter()
+                        .map(|(identity, name, cmdline)| LeakedProcess {
+                            identity,
+                            name,
+                            cmdline,
+                        })
+                        .collect(),
+                    stdout_tail,
+                    stderr_tail,
+                }
+            },
+        )
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        (
+            text(),
+            mode(),
+            vec((any::<u32>(), text()), 0..3),
+            option::of(text())
+        )
+            .prop_map(|(selector, topology_mode, gpus, cuda_visible_devices)| {
+                Event::TopologyResolved {
+                    selector,
+                    topology_mode,
+                    gpus: gpus
+                        .into_iter()
+                        .map(|(index, uuid)| GpuIdentity { index, uuid })
+                        .collect(),
+                    cuda_visible_devices,
+                }
+            }),
+        (record(), any::<bool>())
+            .prop_map(|(record, foreground)| Event::DaemonStarted { record, foreground }),
+        identity().prop_map(|process| Event::DaemonVerifiedLive { process }),
+        (text(), option::of(identity()))
+            .prop_map(|(reason, process)| Event::DaemonStartFailed { reason, process }),
+        (
+            identity(),
+            prop_oneof![
+                Just(StaleReason::ProcessGone),
+                Just(StaleReason::PidReused),
+                Just(StaleReason::NotOwned)
+            ]
+        )
+            .prop_map(|(process, reason)| Event::DaemonStaleCleaned { process, reason }),
+        (
+            identity(),
+            prop_oneof![
+                Just(StopMethod::Quit),
+                Just(StopMethod::Terminated),
+                Just(StopMethod::Killed),
+                Just(StopMethod::Exited)
+            ]
+        )
+            .prop_map(|(process, method)| Event::DaemonStopped { process, method }),
+        soak_start().prop_map(|s| Event::SoakStarted(Box::new(s))),
+        sample().prop_map(|s| Event::SoakSampled(Box::new(s))),
+        soak_end().prop_map(|e| Event::SoakFinished(Box::new(e))),
+        (identity(), text())
+            .prop_map(|(supervisor, reason)| Event::SoakAbandoned { supervisor, reason }),
+        (text(), text(), any::<u64>()).prop_map(|(path, digest, bytes)| Event::ArtifactWritten {
+            path,
+            digest,
+            bytes
+        }),
+    ]
+}
+
+fn subject() -> impl Strategy<Value = Subject> {
+    prop_oneof![
+        Just(Subject::Host),
+        text().prop_map(Subject::Daemon),
+        text().prop_map(Subject::Soak)
+    ]
+}
+
+fn envelope() -> impl Strategy<Value = Envelope> {
+    (
+        any::<u64>(),
+        any::<i64>(),
+        any::<u32>(),
+        text(),
+        subject(),
+        event(),
+    )
+        .prop_map(
+            |(seq, recorded_at_us, uid, host, subject, event)| Envelope {
+                seq,
+                recorded_at_us,
+                scope: Scope { uid, host },
+                subject,
+                event,
+            },
+        )
+}
+
+/// A valid chain of the given events, as `(key, stored bytes)` pairs from sequence 1.
+fn build_chain(events: Vec<(Subject, Event)>) -> Vec<(u64, Vec<u8>)> {
+    let mut head: Hash = chain::GENESIS;
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, (subject, event))| {
+            let seq = i as u64 + 1;
+            let envelope = Envelope {
+                seq,
+                recorded_at_us: 1_764_676_800_000_000 + seq as i64,
+                scope: Scope {
+                    uid: 1000,
+                    host: "node".into(),
+                },
+                subject,
+                event,
+            };
+            let (stored, hash) = chain::seal(&head, &codec::encode(&envelope).unwrap());
+            head = hash;
+            (seq, stored)
+        })
+        .collect()
+}
+
+/// Walks a chain against the head its last record claims, as `log verify` walks a log against
+/// the head it recorded; the anchor is taken from the unmodified chain.
+fn walk(records: &[(u64, Vec<u8>)], anchor: (u64, Hash)) -> Result<(), u64> {
+    let mut walker = ChainWalker::default();
+    for (key, stored) in records {
+        walker.step(*key, stored).map_err(|b| b.seq)?;
+    }
+    walker.finish(anchor).map(|_| ()).map_err(|b| b.seq)
+}
+
+fn anchor_of(records: &[(u64, Vec<u8>)]) -> (u64, Hash) {
+    records
+        .last()
+        .map(|(k, v)| (*k, chain::stored_hash(v).unwrap()))
+        .unwrap_or((0, chain::GENESIS))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn every_envelope_round_trips(envelope in envelope()) {
+        let bytes = codec::encode(&envelope).unwrap();
+        let back: Envelope = codec::decode(&bytes).unwrap();
+        // f64 NaN is not equal to itself; compare the encodings instead.
+        prop_assert_eq!(codec::encode(&back).unwrap(), bytes);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_a_decoder(bytes in vec(any::<u8>(), 0..512)) {
+        let _ = codec::decode::<Envelope>(&bytes);
+        let _ = ChainWalker::default().step(1, &bytes);
+    }
+
+    #[test]
+    fn a_modified_byte_breaks_the_chain_at_its_record(
+        events in vec((subject(), event()), 1..12),
+        pick in any::<prop::sample::Index>(),
+        offset in any::<prop::sample::Index>(),
+        flip in 1u8..=255,
+    ) {
+        let mut records = build_chain(events);
+        let anchor = anchor_of(&records);
+        prop_assert_eq!(walk(&records, anchor), Ok(()));
+        let i = pick.index(records.len());
+        let at = offset.index(records[i].1.len());
+        records[i].1[at] ^= flip;
+        prop_assert_eq!(walk(&records, anchor), Err(i as u64 + 1));
+    }
+
+    #[test]
+    fn a_dropped_record_breaks_the_chain_at_its_place(
+        events in vec((subject(), event()), 1..12),
+        pick in any::<prop::sample::Index>(),
+    ) {
+        let mut records = build_chain(events);
+        let anchor = anchor_of(&records);
+        let i = pick.index(records.len());
+        records.remove(i);
+        prop_assert_eq!(walk(&records, anchor), Err(i as u64 + 1));
+    }
+
+    #[test]
+    fn swapped_records_break_the_chain_at_the_first(
+        events in vec((subject(), event()), 2..12),
+        a in any::<prop::sample::Index>(),
+        b in any::<prop::sample::Index>(),
+    ) {
+        let mut records = build_chain(events);
+        let anchor = anchor_of(&records);
+        let (i, j) = (a.index(records.len()), b.index(records.len()));
+        prop_assume!(i != j && records[i].1 != records[j].1);
+        // Swap the stored values, keeping the keys: the records trade places.
+        let (lo, hi) = (i.min(j), i.max(j));
+        let moved = std::mem::take(&mut records[lo].1);
+        records[lo].1 = std::mem::replace(&mut records[hi].1, moved);
+        prop_assert_eq!(walk(&records, anchor), Err(lo as u64 + 1));
+    }
+}
+
+#[test]
+fn the_strategy_covers_every_kind() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let mut seen = BTreeMap::new();
+    for _ in 0..2_000 {
+        let event = event().new_tree(&mut runner).unwrap().current();
+        *seen.entry(event.kind()).or_insert(0) += 1;
+    }
+    for kind in EVENT_KINDS {
+        assert!(seen.contains_key(kind), "no {kind} generated");
+    }
+}
