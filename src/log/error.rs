@@ -13,7 +13,7 @@ pub enum LogError {
     Unreadable {
         path: PathBuf,
         #[source]
-        source: redb::Error,
+        source: Box<redb::Error>,
     },
     #[error("the event log `{path}` is damaged: {detail}")]
     Damaged { path: PathBuf, detail: String },

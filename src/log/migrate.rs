@@ -35,7 +35,7 @@ pub enum MigrationError {
         from: u32,
         description: &'static str,
         #[source]
-        source: redb::Error,
+        source: Box<redb::Error>,
     },
 }
 
@@ -54,8 +54,90 @@ pub fn run(
         (step.apply)(txn).map_err(|source| MigrationError::StepFailed {
             from: version,
             description: step.description,
-            source,
+            source: Box::new(source),
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+
+    use super::*;
+
+    const TRAIL: TableDefinition<u32, u32> = TableDefinition::new("trail");
+
+    fn mark(txn: &WriteTransaction, from: u32) -> Result<(), redb::Error> {
+        let mut trail = txn.open_table(TRAIL)?;
+        let next = trail.len()? as u32;
+        trail.insert(next, from)?;
+        Ok(())
+    }
+
+    const TEST_STEPS: &[Step] = &[
+        Step {
+            from: 2,
+            description: "second",
+            apply: |txn| mark(txn, 2),
+        },
+        Step {
+            from: 1,
+            description: "first",
+            apply: |txn| mark(txn, 1),
+        },
+        Step {
+            from: 3,
+            description: "fails",
+            apply: |_| Err(redb::Error::Corrupted("step 3 refuses".into())),
+        },
+    ];
+
+    fn trail(db: &redb::Database) -> Vec<u32> {
+        let txn = db.begin_read().unwrap();
+        let Ok(table) = txn.open_table(TRAIL) else {
+            return Vec::new();
+        };
+        table
+            .iter()
+            .unwrap()
+            .map(|e| e.unwrap().1.value())
+            .collect()
+    }
+
+    #[test]
+    fn steps_run_in_version_order_inside_the_transaction() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let db = redb::Database::create(file.path()).unwrap();
+        let txn = db.begin_write().unwrap();
+        run(&txn, 1, 3, TEST_STEPS).unwrap();
+        txn.commit().unwrap();
+        assert_eq!(trail(&db), [1, 2]);
+    }
+
+    #[test]
+    fn a_failing_or_missing_step_leaves_the_log_untouched() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let db = redb::Database::create(file.path()).unwrap();
+        let txn = db.begin_write().unwrap();
+        let err = run(&txn, 1, 4, TEST_STEPS).unwrap_err();
+        assert!(matches!(err, MigrationError::StepFailed { from: 3, .. }));
+        drop(txn); // aborted, as the opening code does on error
+        assert!(trail(&db).is_empty());
+
+        let txn = db.begin_write().unwrap();
+        let err = run(&txn, 1, 6, &TEST_STEPS[..2]).unwrap_err();
+        assert!(matches!(err, MigrationError::NoStep(3)));
+    }
+
+    #[test]
+    fn the_current_version_needs_no_step() {
+        assert!(STEPS.iter().all(|s| s.from < SCHEMA_VERSION));
+        for version in (1..).take_while(|v| *v < SCHEMA_VERSION) {
+            assert!(
+                STEPS.iter().any(|s| s.from == version),
+                "no step from {version}"
+            );
+        }
+    }
 }

@@ -114,7 +114,7 @@ pub(crate) fn guarded<T>(
 fn unreadable<E: Into<redb::Error>>(path: &Path) -> impl Fn(E) -> LogError + '_ {
     move |e| LogError::Unreadable {
         path: path.to_owned(),
-        source: e.into(),
+        source: Box::new(e.into()),
     }
 }
 
@@ -179,20 +179,27 @@ fn create_file(path: &Path) -> Result<(), LogError> {
 
 /// The version and scope recorded in a log, `None` for a file that was never initialised.
 fn read_meta(path: &Path, txn: &ReadTransaction) -> Result<Option<(u32, Scope)>, LogError> {
-    let Some(meta) = open_read_table(path, txn, tables::META)? else {
-        return Ok(None);
-    };
-    let get = |key: &str| -> Result<Option<Vec<u8>>, LogError> {
-        Ok(meta
-            .get(key)
-            .map_err(unreadable(path))?
-            .map(|v| v.value().to_vec()))
-    };
-    match (get(tables::SCHEMA_VERSION_KEY)?, get(tables::SCOPE_KEY)?) {
+    match open_read_table(path, txn, tables::META)? {
+        Some(meta) => meta_of(path, &meta),
+        None => Ok(None),
+    }
+}
+
+/// The version and scope in a `meta` table, read or write.
+fn meta_of(
+    path: &Path,
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> Result<Option<(u32, Scope)>, LogError> {
+    let version = meta
+        .get(tables::SCHEMA_VERSION_KEY)
+        .map_err(unreadable(path))?;
+    let scope = meta.get(tables::SCOPE_KEY).map_err(unreadable(path))?;
+    match (version, scope) {
         (None, None) => Ok(None),
         (Some(version), Some(scope)) => {
-            let version = codec::decode(&version).map_err(|e| damaged(path, e.to_string()))?;
-            let scope = codec::decode(&scope).map_err(|e| damaged(path, e.to_string()))?;
+            let version =
+                codec::decode(version.value()).map_err(|e| damaged(path, e.to_string()))?;
+            let scope = codec::decode(scope.value()).map_err(|e| damaged(path, e.to_string()))?;
             Ok(Some((version, scope)))
         }
         _ => Err(damaged(path, "its metadata is incomplete")),
@@ -369,18 +376,8 @@ fn prepare(db: &Database, path: &Path, scope: &Scope) -> Result<(), LogError> {
     // Another process may initialise or migrate meanwhile: decide again under the write lock.
     let txn = db.begin_write().map_err(unreadable(path))?;
     let recorded = {
-        let read = |txn: &WriteTransaction| -> Result<Option<(Vec<u8>, Vec<u8>)>, LogError> {
-            let meta = txn.open_table(tables::META).map_err(unreadable(path))?;
-            let version = meta
-                .get(tables::SCHEMA_VERSION_KEY)
-                .map_err(unreadable(path))?;
-            let found = meta.get(tables::SCOPE_KEY).map_err(unreadable(path))?;
-            Ok(match (version, found) {
-                (Some(v), Some(s)) => Some((v.value().to_vec(), s.value().to_vec())),
-                _ => None,
-            })
-        };
-        read(&txn)?
+        let meta = txn.open_table(tables::META).map_err(unreadable(path))?;
+        meta_of(path, &meta)?
     };
     match recorded {
         None => {
@@ -392,12 +389,8 @@ fn prepare(db: &Database, path: &Path, scope: &Scope) -> Result<(), LogError> {
             create_tables(path, &txn)?;
             write_meta(path, &txn, SCHEMA_VERSION, scope)?;
         }
+        Some((version, _)) if version > SCHEMA_VERSION => return Err(newer(version)),
         Some((version, found)) => {
-            let version: u32 = codec::decode(&version).map_err(|e| damaged(path, e.to_string()))?;
-            let found: Scope = codec::decode(&found).map_err(|e| damaged(path, e.to_string()))?;
-            if version > SCHEMA_VERSION {
-                return Err(newer(version));
-            }
             check_scope(&found)?;
             if version < SCHEMA_VERSION {
                 migrate::run(&txn, version, SCHEMA_VERSION, migrate::STEPS).map_err(|source| {
@@ -494,7 +487,7 @@ impl LogReader {
             Err(source) => {
                 return Err(LogError::Unreadable {
                     path: path.to_owned(),
-                    source: redb::Error::Io(source),
+                    source: Box::new(redb::Error::Io(source)),
                 });
             }
         }
@@ -508,10 +501,10 @@ impl LogReader {
             let mut pause = Duration::from_millis(1);
             loop {
                 match open_patiently(path, || builder().open_read_only(path)) {
-                    Err(LogError::Unreadable {
-                        source: redb::Error::RepairAborted,
-                        ..
-                    }) if started.elapsed() < OPEN_PATIENCE => {
+                    Err(LogError::Unreadable { source, .. })
+                        if matches!(*source, redb::Error::RepairAborted)
+                            && started.elapsed() < OPEN_PATIENCE =>
+                    {
                         drop(open_patiently(path, || builder().open(path))?);
                         sleep(pause);
                         pause = (pause * 2).min(Duration::from_millis(50));

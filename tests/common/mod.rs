@@ -4,7 +4,10 @@
 //!
 //! `UNILAB_TEST_BIN` and `UNILAB_TEST_FIXTURES` override where the binary and the fakes are, so
 //! that CI can run the test binaries as an unprivileged user from a copy it can read.
-#![allow(dead_code)] // Each test crate uses a different part of the harness.
+#![allow(
+    dead_code,
+    reason = "each test crate uses a different part of the harness"
+)]
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -398,7 +401,7 @@ pub fn child_main() {
                 // Alternate a long-lived handle and a fresh open, as `history --follow` and a
                 // one-shot `history` would.
                 let fresh;
-                let reader = if reads % 2 == 0 {
+                let reader = if reads.is_multiple_of(2) {
                     &long_lived
                 } else {
                     fresh = unilab::log::LogReader::open(&path)

@@ -1,0 +1,221 @@
+//! The project's NVIDIA fakes behave like the real tools where unilab depends on them, so the
+//! MPS and soak tests that drive them test something real.
+
+mod common;
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn tool(name: &str) -> Command {
+    let mut cmd = Command::new(fixtures_dir().join(name));
+    cmd.env_remove("CUDA_MPS_PIPE_DIRECTORY")
+        .env_remove("CUDA_MPS_LOG_DIRECTORY")
+        .env_remove("FAKE_NVIDIA_SMI_GPUS")
+        .env_remove("FAKE_NVIDIA_SMI_MODE");
+    cmd
+}
+
+fn text(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn mps(dir: &Path, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = tool("nvidia-cuda-mps-control")
+        .args(args)
+        .env("CUDA_MPS_PIPE_DIRECTORY", dir.join("pipe"))
+        .env("CUDA_MPS_LOG_DIRECTORY", dir.join("log"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn fake_mps_control_daemonizes_answers_and_quits_like_nvidias() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipe = dir.path().join("pipe");
+
+    let none = mps(dir.path(), &[], "quit\n");
+    assert_eq!(none.status.code(), Some(1));
+    assert_eq!(text(&none).trim(), "Cannot find MPS control daemon process");
+
+    let started = mps(dir.path(), &["-d"], "");
+    assert!(started.status.success());
+    let pid_file = pipe.join("nvidia-cuda-mps-control.pid");
+    wait_for("the pid file", || pid_file.exists());
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let control = std::fs::symlink_metadata(pipe.join("control")).unwrap();
+    assert!(control.file_type().is_socket());
+    assert!(pipe.join("control_lock").is_file());
+    let log = std::fs::read_to_string(dir.path().join("log/control.log")).unwrap();
+    assert!(log.contains(&format!(
+        "Control {pid}] Starting control daemon using socket"
+    )));
+    // Detached: a new session, not our child.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split(' ').collect();
+    assert_eq!(
+        fields[3],
+        pid.to_string(),
+        "the daemon leads its own session"
+    );
+
+    let again = mps(dir.path(), &["-d"], "");
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&again.stderr)
+            .contains("An instance of this daemon is already running")
+    );
+
+    let answer = mps(dir.path(), &[], "get_default_active_thread_percentage\n");
+    assert_eq!(text(&answer).trim(), "100.0");
+
+    let quit = mps(dir.path(), &[], "quit\n");
+    assert!(quit.status.success());
+    wait_for("the daemon to exit", || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+    });
+    assert!(!pid_file.exists(), "the pid file goes with the daemon");
+    assert!(
+        pipe.join("control").exists(),
+        "the socket stays behind, as NVIDIA's does"
+    );
+    let after = mps(dir.path(), &[], "quit\n");
+    assert_eq!(
+        text(&after).trim(),
+        "Cannot find MPS control daemon process"
+    );
+}
+
+#[test]
+fn fake_mps_control_dies_on_a_control_path_too_long_to_bind() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("d".repeat(120));
+    let output = mps(&deep, &["-f"], "");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(!deep.join("pipe/nvidia-cuda-mps-control.pid").exists());
+    assert!(text(&output).contains("Starting control daemon using socket"));
+}
+
+#[test]
+fn fake_nvidia_smi_prints_csv_and_fails_like_nvidias() {
+    let query = |gpus: Option<&str>, mode: Option<&str>, args: &[&str]| {
+        let mut cmd = tool("nvidia-smi");
+        cmd.args(args);
+        if let Some(gpus) = gpus {
+            cmd.env("FAKE_NVIDIA_SMI_GPUS", gpus);
+        }
+        if let Some(mode) = mode {
+            cmd.env("FAKE_NVIDIA_SMI_MODE", mode);
+        }
+        cmd.output().unwrap()
+    };
+    let csv = [
+        "--query-gpu=index,uuid,memory.used,utilization.gpu",
+        "--format=csv,noheader,nounits",
+    ];
+    let two = "GPU-aaaa1111|NVIDIA H200|143771|[N/A]|[Not Supported];GPU-bbbb2222|NVIDIA H200|143771|1024|37";
+    let out = query(Some(two), None, &csv);
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out),
+        "0, GPU-aaaa1111, [N/A], [Not Supported]\n1, GPU-bbbb2222, 1024, 37\n"
+    );
+    // CUDA_VISIBLE_DEVICES does not change what nvidia-smi lists.
+    let masked = tool("nvidia-smi")
+        .args(csv)
+        .env("FAKE_NVIDIA_SMI_GPUS", two)
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .output()
+        .unwrap();
+    assert_eq!(text(&masked), text(&out));
+
+    let bad = query(None, None, &["--query-gpu=index,bogus", "--format=csv"]);
+    assert!(!bad.status.success());
+    assert_eq!(
+        text(&bad).trim(),
+        r#"Field "bogus" is not a valid field to query."#
+    );
+
+    for (mode, code, message) in [
+        (
+            "no-driver",
+            9,
+            "couldn't communicate with the NVIDIA driver",
+        ),
+        ("no-devices", 6, "No devices were found"),
+        ("mismatch", 18, "Driver/library version mismatch"),
+    ] {
+        let out = query(None, Some(mode), &csv);
+        assert_eq!(out.status.code(), Some(code), "{mode}");
+        assert!(text(&out).contains(message), "{mode}");
+    }
+    let xid = query(None, Some("xid"), &csv);
+    assert!(text(&xid).lines().next().unwrap().starts_with("Xid"));
+
+    let mut hung = tool("nvidia-smi")
+        .args(csv)
+        .env("FAKE_NVIDIA_SMI_MODE", "hang")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(hung.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        hung.try_wait().unwrap().is_none(),
+        "a hung nvidia-smi ignores SIGTERM"
+    );
+    hung.kill().unwrap();
+    hung.wait().unwrap();
+
+    let apps = tool("nvidia-smi")
+        .args([
+            "--query-compute-apps=pid,process_name,used_gpu_memory,gpu_uuid",
+            "--format=csv,noheader,nounits",
+        ])
+        .env(
+            "FAKE_NVIDIA_SMI_APPS",
+            "4242|nvidia-cuda-mps-server|30|GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&apps),
+        "4242, nvidia-cuda-mps-server, 30, GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f\n"
+    );
+}

@@ -1,0 +1,151 @@
+//! Schema versions: the frozen fixture log of every released version opens with the current
+//! code, reads back exactly as it did when it was frozen, and accepts new appends; a log of a
+//! newer version is refused.
+//!
+//! To freeze a fixture for a new version, run
+//! `UNILAB_FREEZE_FIXTURE=1 cargo test --test migrations freeze_fixture -- --ignored`
+//! with the new `SCHEMA_VERSION`, and commit `migrations/fixtures/v<N>/`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use predicates::prelude::*;
+use unilab::log::migrate::SCHEMA_VERSION;
+use unilab::log::{Clock, Event, EventLog, LogError, LogReader, Scope, Subject};
+use unilab::process::ProcessIdentity;
+
+struct FixedClock(std::sync::atomic::AtomicI64);
+
+impl Clock for FixedClock {
+    fn now_us(&self) -> i64 {
+        self.0
+            .fetch_add(1_000_000, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+fn fixture_scope() -> Scope {
+    Scope {
+        uid: 1000,
+        host: "fixture-host".into(),
+    }
+}
+
+fn fixture_dir(version: u32) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("migrations/fixtures/v{version}"))
+}
+
+/// Copies a frozen log to where `root`'s binary looks for the caller's log.
+fn install(version: u32, root: &TestRoot) {
+    std::fs::create_dir_all(root.log_path().parent().unwrap()).unwrap();
+    std::fs::copy(fixture_dir(version).join("events.redb"), root.log_path()).unwrap();
+}
+
+#[test]
+#[ignore = "writes a new frozen fixture; run by hand when releasing a schema version"]
+fn freeze_fixture() {
+    if std::env::var_os("UNILAB_FREEZE_FIXTURE").is_none() {
+        return;
+    }
+    let dir = fixture_dir(SCHEMA_VERSION);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("events.redb");
+    let _ = std::fs::remove_file(&path);
+    let clock = Box::new(FixedClock(std::sync::atomic::AtomicI64::new(
+        1_764_676_800_000_000,
+    )));
+    let log = EventLog::open_with_clock(&path, fixture_scope(), clock).unwrap();
+    log.append_all(every_event_kind()).unwrap();
+    drop(log);
+    let root = TestRoot::new();
+    install(SCHEMA_VERSION, &root);
+    let history = root.unilab().args(["history", "--json"]).output().unwrap();
+    std::fs::write(dir.join("history.jsonl"), history.stdout).unwrap();
+}
+
+#[test]
+fn every_frozen_fixture_reads_back_as_it_was_frozen() {
+    for version in 1..=SCHEMA_VERSION {
+        let root = TestRoot::new();
+        install(version, &root);
+        let expected = std::fs::read_to_string(fixture_dir(version).join("history.jsonl")).unwrap();
+        assert_eq!(expected.lines().count(), every_event_kind().len());
+        root.unilab()
+            .args(["history", "--json"])
+            .assert()
+            .success()
+            .stdout(expected);
+        root.unilab()
+            .args(["log", "verify"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(format!(
+                "{} events",
+                every_event_kind().len()
+            )))
+            .stdout(predicate::str::contains(format!(
+                "schema version {SCHEMA_VERSION}"
+            )));
+    }
+}
+
+#[test]
+fn a_frozen_fixture_opens_for_appending_with_the_current_code() {
+    for version in 1..=SCHEMA_VERSION {
+        let root = TestRoot::new();
+        install(version, &root);
+        let log = EventLog::open(&root.log_path(), fixture_scope()).unwrap();
+        let appended = log
+            .append(
+                Subject::Host,
+                Event::DaemonVerifiedLive {
+                    process: ProcessIdentity {
+                        pid: 1,
+                        start_ticks: 2,
+                    },
+                },
+            )
+            .unwrap();
+        assert_eq!(appended.seq, every_event_kind().len() as u64 + 1);
+        let report = log.snapshot().unwrap().verify().unwrap();
+        assert_eq!(report.schema_version, SCHEMA_VERSION);
+        assert_eq!(report.scope, Some(fixture_scope()));
+    }
+}
+
+#[test]
+fn a_log_of_a_newer_schema_is_refused() {
+    let root = TestRoot::new();
+    install(1, &root);
+    {
+        let mut builder = redb::Builder::new();
+        builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+        let db = builder.open(root.log_path()).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(unilab::log::tables::META).unwrap();
+            let newer = unilab::log::codec::encode(&(SCHEMA_VERSION + 1)).unwrap();
+            meta.insert(unilab::log::tables::SCHEMA_VERSION_KEY, newer.as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let err = LogReader::open(&root.log_path()).err().expect("refused");
+    assert!(matches!(err, LogError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1));
+    let err = EventLog::open(&root.log_path(), fixture_scope())
+        .err()
+        .expect("refused");
+    assert!(matches!(err, LogError::NewerSchema { .. }));
+    root.unilab()
+        .arg("history")
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains(format!(
+            "has schema version {}; this unilab reads up to {SCHEMA_VERSION}",
+            SCHEMA_VERSION + 1
+        )))
+        .stderr(predicate::str::contains(
+            "hint: use the unilab version that wrote this log",
+        ));
+}
