@@ -79,15 +79,13 @@ fn fake_mps_control_daemonizes_answers_and_quits_like_nvidias() {
     assert!(log.contains(&format!(
         "Control {pid}] Starting control daemon using socket"
     )));
-    // Detached: a new session, not our child.
+    // Detached: re-parented away from us, in a session of its own.
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let after = &stat[stat.rfind(')').unwrap() + 2..];
     let fields: Vec<&str> = after.split(' ').collect();
-    assert_eq!(
-        fields[3],
-        pid.to_string(),
-        "the daemon leads its own session"
-    );
+    assert_ne!(fields[1], std::process::id().to_string(), "not our child");
+    let our_session = nix::unistd::getsid(None).unwrap().to_string();
+    assert_ne!(fields[3], our_session, "not in our session");
 
     let again = mps(dir.path(), &["-d"], "");
     assert_eq!(again.status.code(), Some(1));
