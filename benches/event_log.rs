@@ -1,1 +1,150 @@
-fn main() {}
+//! Event log benchmarks:
+//! - `append/durable_single`: one event, one durable commit (what a soak sample costs);
+//! - `append/batch_100`: 100 events in one commit;
+//! - `open_read_last`: open a 1,000,000-event log read-only and read its last event;
+//! - `replay_1m`: decode and chain-verify every event of that log.
+//!
+//! Run with `cargo bench --bench event_log`. The 1,000,000-event log is built once under
+//! `target/bench-data/` and reused.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use unilab::log::{Event, EventLog, LogReader, Scope, Subject};
+use unilab::process::ProcessIdentity;
+use unilab::soak::model::{ProcessSample, ProgressSignature, Sample};
+
+const REPLAY_EVENTS: u64 = 1_000_000;
+
+fn scope() -> Scope {
+    Scope {
+        uid: nix::unistd::getuid().as_raw(),
+        host: "bench-host".into(),
+    }
+}
+
+/// The `i`-th event of the benchmark log: mostly daemon heartbeats, every 100th a soak sample
+/// of a 10-process tree, so the mix has small and larger records.
+fn event(i: u64) -> (Subject, Event) {
+    if i % 100 == 99 {
+        let sample = Sample {
+            index: i,
+            elapsed_ms: i * 1000,
+            processes: (0..10)
+                .map(|p| ProcessSample {
+                    pid: 1000 + p,
+                    ppid: 999,
+                    start_ticks: 5_000 + u64::from(p),
+                    name: format!("worker-{p}"),
+                    state: 'S',
+                    rss_bytes: 1 << 30,
+                    cpu_ticks: i + u64::from(p),
+                    threads: 12,
+                    open_fds: Some(40),
+                    read_bytes: Some(i << 10),
+                    write_bytes: Some(i << 8),
+                })
+                .collect(),
+            gpus: Vec::new(),
+            progress: ProgressSignature {
+                files: i / 100,
+                bytes: i * 10,
+                newest_mtime_ns: Some(1_764_676_800_000_000_000 + i as i64),
+            },
+            sampler_cost_us: 400,
+            errors: Vec::new(),
+        };
+        return (Subject::Soak("bench-soak".into()), Event::SoakSampled(Box::new(sample)));
+    }
+    (
+        Subject::Daemon(format!("gpu-{}", i % 8)),
+        Event::DaemonVerifiedLive {
+            process: ProcessIdentity {
+                pid: (i % 60_000) as u32,
+                start_ticks: i,
+            },
+        },
+    )
+}
+
+/// A log of [`REPLAY_EVENTS`] events, built once and reused across runs.
+fn big_log() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    let path = dir.join("replay-1m.redb");
+    let complete = dir.join("replay-1m.complete");
+    if complete.exists() {
+        return path;
+    }
+    std::fs::create_dir_all(&dir).expect("bench data directory");
+    let _ = std::fs::remove_file(&path);
+    let log = EventLog::open(&path, scope()).expect("open the bench log");
+    let batch = 20_000;
+    for start in (0..REPLAY_EVENTS).step_by(batch) {
+        log.append_all((start..start + batch as u64).map(event))
+            .expect("append a batch");
+    }
+    drop(log);
+    std::fs::write(&complete, b"").expect("mark the bench log complete");
+    path
+}
+
+fn append(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = EventLog::open(&dir.path().join("append.redb"), scope()).expect("open");
+    let mut group = c.benchmark_group("append");
+    group.measurement_time(Duration::from_secs(10));
+    let mut i = 0;
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("durable_single", |b| {
+        b.iter(|| {
+            i += 1;
+            let (subject, event) = event(i);
+            black_box(log.append(subject, event).expect("append"))
+        })
+    });
+    group.throughput(Throughput::Elements(100));
+    group.bench_function("batch_100", |b| {
+        b.iter_batched(
+            || {
+                i += 100;
+                (i..i + 100).map(event).collect::<Vec<_>>()
+            },
+            |events| black_box(log.append_all(events).expect("append")),
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+fn read(c: &mut Criterion) {
+    let path = big_log();
+    c.bench_function("open_read_last", |b| {
+        b.iter(|| {
+            let reader = LogReader::open(&path).expect("open").expect("exists");
+            let last = reader.snapshot().expect("snapshot").last().expect("read");
+            black_box(last.expect("a last event").envelope.seq)
+        })
+    });
+    let reader = LogReader::open(&path).expect("open").expect("exists");
+    let mut group = c.benchmark_group("replay");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    group.throughput(Throughput::Elements(REPLAY_EVENTS));
+    group.bench_function("replay_1m", |b| {
+        b.iter(|| {
+            let snapshot = reader.snapshot().expect("snapshot");
+            let mut sum = 0u64;
+            let walker = snapshot
+                .replay(|envelope| sum = sum.wrapping_add(envelope.seq))
+                .expect("replay");
+            assert_eq!(walker.len(), REPLAY_EVENTS);
+            black_box(sum)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, append, read);
+criterion_main!(benches);

@@ -32,8 +32,13 @@ fn fixture_scope() -> Scope {
     }
 }
 
+/// `migrations/fixtures/v<N>`, or under `UNILAB_TEST_MIGRATIONS` when CI runs the tests from a
+/// copy.
 fn fixture_dir(version: u32) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("migrations/fixtures/v{version}"))
+    std::env::var_os("UNILAB_TEST_MIGRATIONS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations"))
+        .join(format!("fixtures/v{version}"))
 }
 
 /// Copies a frozen log to where `root`'s binary looks for the caller's log.

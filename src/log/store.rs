@@ -696,19 +696,12 @@ impl Snapshot {
         })
     }
 
-    /// Walks the whole chain, then rebuilds the subject index and every projection from the
-    /// events and compares them with the materialised tables.
-    pub fn verify(&self) -> Result<VerifyReport, LogError> {
+    /// Replays the whole log in order: every record is checked against the chain (continuity,
+    /// link, hash, sequence) and decoded, then handed to `visit`. Returns the walker, positioned
+    /// after the last record, for the caller to check against the recorded head.
+    pub fn replay(&self, mut visit: impl FnMut(Envelope)) -> Result<ChainWalker, LogError> {
         let path = self.path.as_path();
-        let meta = self.meta()?;
-        let chain_error = |chain_break: ChainBreak| LogError::Chain {
-            path: path.to_owned(),
-            chain_break,
-        };
         let mut walker = ChainWalker::default();
-        let mut index = Vec::new();
-        let mut daemons = Rebuild::<Daemons>::default();
-        let mut soaks = Rebuild::<Soaks>::default();
         guarded(path, || {
             let Some(events) = open_read_table(path, &self.txn, tables::EVENTS)? else {
                 return Ok(());
@@ -717,24 +710,43 @@ impl Snapshot {
                 let (key, stored) = entry.map_err(unreadable(path))?;
                 let envelope = walker
                     .step(key.value(), stored.value())
-                    .map_err(chain_error)?;
-                if let Some((_, scope)) = &meta
-                    && envelope.scope != *scope
-                {
-                    return Err(damaged(
-                        path,
-                        format!(
-                            "sequence {} was recorded for {}, not for the log's {scope}",
-                            envelope.seq, envelope.scope
-                        ),
-                    ));
-                }
-                index.push((envelope.subject.key(), envelope.seq));
-                daemons.apply(&envelope);
-                soaks.apply(&envelope);
+                    .map_err(|chain_break| LogError::Chain {
+                        path: path.to_owned(),
+                        chain_break,
+                    })?;
+                visit(envelope);
             }
             Ok(())
         })?;
+        Ok(walker)
+    }
+
+    /// Walks the whole chain, then rebuilds the subject index and every projection from the
+    /// events and compares them with the materialised tables.
+    pub fn verify(&self) -> Result<VerifyReport, LogError> {
+        let path = self.path.as_path();
+        let meta = self.meta()?;
+        let mut index = Vec::new();
+        let mut daemons = Rebuild::<Daemons>::default();
+        let mut soaks = Rebuild::<Soaks>::default();
+        let mut foreign = None;
+        let walker = self.replay(|envelope| {
+            if let Some((_, scope)) = &meta
+                && envelope.scope != *scope
+                && foreign.is_none()
+            {
+                foreign = Some(format!(
+                    "sequence {} was recorded for {}, not for the log's {scope}",
+                    envelope.seq, envelope.scope
+                ));
+            }
+            index.push((envelope.subject.key(), envelope.seq));
+            daemons.apply(&envelope);
+            soaks.apply(&envelope);
+        })?;
+        if let Some(detail) = foreign {
+            return Err(damaged(path, detail));
+        }
         if walker.is_empty() && meta.is_none() {
             return Ok(VerifyReport {
                 events: 0,
@@ -748,7 +760,12 @@ impl Snapshot {
         let Some((schema_version, scope)) = meta else {
             return Err(damaged(path, "it holds events but no metadata"));
         };
-        let (events, head) = walker.finish(self.recorded_head()?).map_err(chain_error)?;
+        let (events, head) = walker
+            .finish(self.recorded_head()?)
+            .map_err(|chain_break| LogError::Chain {
+                path: path.to_owned(),
+                chain_break,
+            })?;
 
         let stored_index: Vec<(String, u64)> = guarded(path, || {
             let Some(table) = open_read_table(path, &self.txn, tables::SUBJECT_INDEX)? else {
