@@ -56,7 +56,10 @@ fn event(i: u64) -> (Subject, Event) {
             sampler_cost_us: 400,
             errors: Vec::new(),
         };
-        return (Subject::Soak("bench-soak".into()), Event::SoakSampled(Box::new(sample)));
+        return (
+            Subject::Soak("bench-soak".into()),
+            Event::SoakSampled(Box::new(sample)),
+        );
     }
     (
         Subject::Daemon(format!("gpu-{}", i % 8)),

@@ -32,6 +32,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         )?;
     }
-    eprintln!("appended {count} events to `{}`", paths.log_path().display());
+    eprintln!(
+        "appended {count} events to `{}`",
+        paths.log_path().display()
+    );
     Ok(())
 }
