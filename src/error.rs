@@ -6,30 +6,42 @@
 use std::fmt::Write as _;
 
 use crate::log::LogError;
+use crate::mps::error::MpsError;
 use crate::paths::PathError;
 
 /// unilab's exit codes, as documented in the README.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     /// Success, or a soak that passed.
-    Success = 0,
+    Success,
     /// A soak failed; its artifact is still written.
-    SoakFailed = 1,
+    SoakFailed,
     /// The command line was not understood.
-    Usage = 2,
+    Usage,
     /// A user-actionable refusal or error.
-    Refused = 3,
+    Refused,
     /// A recorded daemon was found stale and its record cleaned.
-    Stale = 4,
+    Stale,
     /// The event log failed verification or cannot be read.
-    LogBroken = 5,
+    LogBroken,
     /// A bug in unilab.
-    Internal = 70,
+    Internal,
+    /// The exit status of a command unilab ran for the user (`mps exec`).
+    Passthrough(u8),
 }
 
 impl Exit {
-    pub fn code(self) -> i32 {
-        self as i32
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Success => 0,
+            Exit::SoakFailed => 1,
+            Exit::Usage => 2,
+            Exit::Refused => 3,
+            Exit::Stale => 4,
+            Exit::LogBroken => 5,
+            Exit::Internal => 70,
+            Exit::Passthrough(code) => code,
+        }
     }
 }
 
@@ -39,6 +51,8 @@ pub enum Error {
     Log(#[from] LogError),
     #[error(transparent)]
     Paths(#[from] PathError),
+    #[error(transparent)]
+    Mps(MpsError),
     #[error("cannot write to standard output")]
     Stdout(#[source] std::io::Error),
     /// The reader of our standard output went away (`unilab history | head`): not a failure.
@@ -48,9 +62,20 @@ pub enum Error {
     Internal(String),
 }
 
+impl From<MpsError> for Error {
+    fn from(e: MpsError) -> Self {
+        match e {
+            MpsError::Log(log) => Error::Log(*log),
+            other => Error::Mps(other),
+        }
+    }
+}
+
 impl Error {
     pub fn exit(&self) -> Exit {
         match self {
+            Error::Mps(e) if e.is_stale() => Exit::Stale,
+            Error::Mps(_) => Exit::Refused,
             Error::Log(e) => match e {
                 LogError::ForeignScope { .. }
                 | LogError::Busy { .. }
@@ -69,6 +94,7 @@ impl Error {
         match self {
             Error::Log(e) => e.hint(),
             Error::Paths(e) => e.hint(),
+            Error::Mps(e) => e.hint(),
             Error::Internal(_) => {
                 Some("this is a bug in unilab; please report it with the command you ran".into())
             }

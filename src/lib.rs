@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod duration;
 pub mod env;
 pub mod error;
 pub mod gpu;
@@ -20,3 +21,4 @@ pub mod paths;
 pub mod process;
 pub mod projection;
 pub mod soak;
+pub mod tool;

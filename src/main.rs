@@ -37,5 +37,5 @@ fn main() -> ExitCode {
             error.exit()
         }
     };
-    ExitCode::from(exit.code() as u8)
+    ExitCode::from(exit.code())
 }

@@ -79,3 +79,18 @@ pub fn human_time(us: i64) -> String {
 pub fn unix_seconds(us: i64) -> f64 {
     us as f64 / 1_000_000.0
 }
+
+/// How long ago a Unix-seconds time was, compactly: `42s`, `3m12s`, `2h05m`, `4d03h`.
+pub fn age(since_unix_seconds: f64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let secs = (now - since_unix_seconds).max(0.0) as u64;
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        3600..86400 => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d{:02}h", secs / 86400, secs % 86400 / 3600),
+    }
+}

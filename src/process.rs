@@ -1,8 +1,12 @@
-//! Process identity: a pid alone names a process only until the kernel reuses it.
+//! Process identity and the only way unilab signals a process.
 //!
 //! A process is identified by `(pid, starttime)`, starttime being field 22 of `/proc/<pid>/stat`
 //! in clock ticks since boot. Two processes that share a pid never share a start time, so a record
-//! holding both still names the process it was taken from, or none.
+//! holding both still names the process it was taken from, or none. A record gives authority to
+//! signal only while both match and the process belongs to the expected user; the signal goes
+//! through a pidfd opened *before* that check, so a pid reused after the check is never hit.
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -16,5 +20,294 @@ pub struct ProcessIdentity {
 impl std::fmt::Display for ProcessIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "pid {} (started at tick {})", self.pid, self.start_ticks)
+    }
+}
+
+/// The fields of `/proc/<pid>/stat` unilab uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: u32,
+    pub comm: String,
+    pub state: char,
+    pub ppid: u32,
+    pub pgrp: i32,
+    pub session: i32,
+    /// User and system time, in clock ticks.
+    pub utime: u64,
+    pub stime: u64,
+    pub num_threads: u64,
+    pub start_ticks: u64,
+    /// Resident set size, in pages.
+    pub rss_pages: u64,
+}
+
+impl ProcStat {
+    pub fn identity(&self) -> ProcessIdentity {
+        ProcessIdentity {
+            pid: self.pid,
+            start_ticks: self.start_ticks,
+        }
+    }
+
+    /// A zombie or dead process has exited: only its pid is left.
+    pub fn has_exited(&self) -> bool {
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Parses `/proc/<pid>/stat`. `comm` may hold spaces and parentheses, so the fields are split
+/// after the *last* `)`. `None` for anything that is not a well-formed stat line.
+pub fn parse_stat(text: &str) -> Option<ProcStat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    if close < open {
+        return None;
+    }
+    let pid = text[..open].trim().parse().ok()?;
+    let comm = text[open + 1..close].to_owned();
+    // Fields from 3 (state) on; field N is at index N - 3.
+    let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
+    let field = |n: usize| rest.get(n - 3).copied();
+    let number = |n: usize| field(n).and_then(|f| f.parse::<u64>().ok());
+    let signed = |n: usize| field(n).and_then(|f| f.parse::<i32>().ok());
+    let mut state = field(3)?.chars();
+    let state_char = state.next()?;
+    if state.next().is_some() {
+        return None;
+    }
+    Some(ProcStat {
+        pid,
+        comm,
+        state: state_char,
+        ppid: u32::try_from(number(4)?).ok()?,
+        pgrp: signed(5)?,
+        session: signed(6)?,
+        utime: number(14)?,
+        stime: number(15)?,
+        num_threads: number(20)?,
+        start_ticks: number(22)?,
+        rss_pages: field(24)?.parse::<i64>().ok()?.max(0).unsigned_abs(),
+    })
+}
+
+/// Where process facts come from: `/proc` on a real host; tests may substitute another.
+pub trait ProcSource: Send + Sync {
+    fn stat(&self, pid: u32) -> Option<ProcStat>;
+    /// The real uid of the process.
+    fn uid(&self, pid: u32) -> Option<u32>;
+}
+
+/// `/proc` of this host.
+#[derive(Debug, Clone)]
+pub struct SystemProc {
+    root: PathBuf,
+}
+
+impl Default for SystemProc {
+    fn default() -> Self {
+        Self {
+            root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+impl ProcSource for SystemProc {
+    fn stat(&self, pid: u32) -> Option<ProcStat> {
+        let text = std::fs::read_to_string(self.root.join(pid.to_string()).join("stat")).ok()?;
+        parse_stat(&text)
+    }
+
+    fn uid(&self, pid: u32) -> Option<u32> {
+        let text = std::fs::read_to_string(self.root.join(pid.to_string()).join("status")).ok()?;
+        text.lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().next())
+            .and_then(|real| real.parse().ok())
+    }
+}
+
+/// What a recorded identity names now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// The same process, alive, of the expected user.
+    Live,
+    /// No process has the pid, or only a zombie is left.
+    Gone,
+    /// The pid belongs to a process with another start time.
+    Reused { start_ticks: u64 },
+    /// The same process, but it belongs to another user.
+    NotOwned { uid: u32 },
+}
+
+pub fn liveness(proc: &dyn ProcSource, identity: ProcessIdentity, uid: u32) -> Liveness {
+    let Some(stat) = proc.stat(identity.pid) else {
+        return Liveness::Gone;
+    };
+    if stat.start_ticks != identity.start_ticks {
+        return Liveness::Reused {
+            start_ticks: stat.start_ticks,
+        };
+    }
+    if stat.has_exited() {
+        return Liveness::Gone;
+    }
+    match proc.uid(identity.pid) {
+        Some(owner) if owner == uid => Liveness::Live,
+        Some(owner) => Liveness::NotOwned { uid: owner },
+        None => Liveness::Gone,
+    }
+}
+
+/// The signals unilab sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Interrupt,
+    Terminate,
+    Kill,
+}
+
+impl Signal {
+    fn to_rustix(self) -> rustix::process::Signal {
+        match self {
+            Signal::Interrupt => rustix::process::Signal::INT,
+            Signal::Terminate => rustix::process::Signal::TERM,
+            Signal::Kill => rustix::process::Signal::KILL,
+        }
+    }
+}
+
+/// Why a signal was not sent.
+#[derive(Debug, thiserror::Error)]
+pub enum SignalError {
+    #[error(
+        "{identity} is no longer the process unilab recorded ({liveness:?}); nothing was signalled"
+    )]
+    NotThatProcess {
+        identity: ProcessIdentity,
+        liveness: Liveness,
+    },
+    #[error("cannot signal {identity}")]
+    Failed {
+        identity: ProcessIdentity,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Sends `signal` to the process `identity` names, if and only if it is still that process and
+/// belongs to `uid`. The pidfd is opened first and the identity checked after, so the signal
+/// reaches the checked process even if the pid is reused in between.
+pub fn signal(
+    proc: &dyn ProcSource,
+    identity: ProcessIdentity,
+    uid: u32,
+    signal: Signal,
+) -> Result<(), SignalError> {
+    let not_that = |liveness| SignalError::NotThatProcess { identity, liveness };
+    let pid = i32::try_from(identity.pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or(not_that(Liveness::Gone))?;
+    let pidfd = match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::SRCH) => return Err(not_that(Liveness::Gone)),
+        Err(e) => {
+            return Err(SignalError::Failed {
+                identity,
+                source: e.into(),
+            });
+        }
+    };
+    match liveness(proc, identity, uid) {
+        Liveness::Live => {}
+        other => return Err(not_that(other)),
+    }
+    match rustix::process::pidfd_send_signal(&pidfd, signal.to_rustix()) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::SRCH) => Err(not_that(Liveness::Gone)),
+        Err(e) => Err(SignalError::Failed {
+            identity,
+            source: e.into(),
+        }),
+    }
+}
+
+/// Waits up to `timeout` for the process to exit (gone, a zombie, or its pid reused). Returns
+/// whether it did.
+pub fn wait_for_exit(
+    proc: &dyn ProcSource,
+    identity: ProcessIdentity,
+    timeout: std::time::Duration,
+) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let exited = match proc.stat(identity.pid) {
+            None => true,
+            Some(stat) => stat.start_ticks != identity.start_ticks || stat.has_exited(),
+        };
+        if exited {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comm_with_spaces_and_parentheses_is_split_at_the_last_paren() {
+        let line = "4242 (evil) (name ) S 1 4242 4242 0 -1 4194560 100 0 0 0 17 3 0 0 20 0 7 0 987654 1000000 250 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        let stat = parse_stat(line).unwrap();
+        assert_eq!(stat.pid, 4242);
+        assert_eq!(stat.comm, "evil) (name ");
+        assert_eq!(stat.state, 'S');
+        assert_eq!(stat.ppid, 1);
+        assert_eq!(stat.utime, 17);
+        assert_eq!(stat.stime, 3);
+        assert_eq!(stat.num_threads, 7);
+        assert_eq!(stat.start_ticks, 987_654);
+        assert_eq!(stat.rss_pages, 250);
+    }
+
+    #[test]
+    fn malformed_stat_lines_are_refused() {
+        for line in [
+            "",
+            "12",
+            "12 (x",
+            "x (y) S 1",
+            "12 (x) S",
+            "12 (x) SS 1 2 3",
+        ] {
+            assert_eq!(parse_stat(line), None, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn our_own_process_is_live_and_signalling_a_reused_pid_is_refused() {
+        let proc = SystemProc::default();
+        let me = proc.stat(std::process::id()).unwrap();
+        let uid = nix::unistd::getuid().as_raw();
+        assert_eq!(liveness(&proc, me.identity(), uid), Liveness::Live);
+        let other_start = ProcessIdentity {
+            start_ticks: me.start_ticks + 1,
+            ..me.identity()
+        };
+        assert!(matches!(
+            liveness(&proc, other_start, uid),
+            Liveness::Reused { .. }
+        ));
+        // Sending to a process with our pid but another start time must not reach us.
+        let err = signal(&proc, other_start, uid, Signal::Kill).unwrap_err();
+        assert!(matches!(err, SignalError::NotThatProcess { .. }));
+        assert!(matches!(
+            liveness(&proc, me.identity(), uid + 1),
+            Liveness::NotOwned { .. }
+        ));
     }
 }

@@ -1,8 +1,12 @@
 //! The command-line definitions (clap), apart from the logic in `commands`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::duration::parse_duration;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -38,6 +42,9 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Start, inspect and stop your own CUDA MPS control daemons
+    #[command(subcommand)]
+    Mps(MpsCommand),
     /// Replay the event log as a timeline
     History(HistoryArgs),
     /// Inspect the event log itself
@@ -65,4 +72,72 @@ pub struct HistoryArgs {
 pub enum LogCommand {
     /// Walk the hash chain and rebuild every projection from the events
     Verify,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MpsCommand {
+    /// What this host has: GPUs, control pipes, your daemons (read-only)
+    Status,
+    /// Check everything `mps start` depends on (read-only; exit 3 when a check fails)
+    Doctor {
+        /// GPU selector: `N`, `GPU-<uuid prefix>`, `A,B`, `each:A,B` or `all`
+        selector: Option<String>,
+    },
+    /// Start an MPS control daemon for one GPU
+    Start(StartArgs),
+    /// Stop a daemon unilab started (the sole live one when no name is given)
+    Stop(StopArgs),
+    /// List your daemons with their liveness (read-only)
+    List,
+    /// Print the environment that points CUDA clients at a daemon
+    Env(TargetArgs),
+    /// Run a command with the environment of a daemon
+    Exec {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// The command and its arguments
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<OsString>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// GPU selector: `N`, `GPU-<uuid prefix>`; omitted: the sole visible GPU
+    pub selector: Option<String>,
+    /// Daemon name (default: `gpu-` and the first 8 hex digits of the GPU's UUID)
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Pipe directory (default: under `$XDG_RUNTIME_DIR/unilab/mps` or `/tmp/unilab-<uid>/mps`)
+    #[arg(long = "pipe-dir", value_name = "DIR")]
+    pub pipe_dir: Option<PathBuf>,
+    /// Log directory (default: under the state root)
+    #[arg(long = "log-dir", value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// Run the daemon in the foreground; Ctrl-C stops it
+    #[arg(long)]
+    pub foreground: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// The daemon to stop
+    #[arg(conflicts_with = "all")]
+    pub name: Option<String>,
+    /// Stop every daemon you have recorded
+    #[arg(long)]
+    pub all: bool,
+    /// How long to wait after `quit`, and after SIGTERM, before escalating
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub grace: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// The daemon (default: the sole live one)
+    #[arg(conflicts_with = "gpu")]
+    pub name: Option<String>,
+    /// The sole live daemon serving this GPU UUID (or unique prefix)
+    #[arg(long, value_name = "UUID")]
+    pub gpu: Option<String>,
 }

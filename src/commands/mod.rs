@@ -3,6 +3,7 @@
 
 pub mod history;
 pub mod log;
+pub mod mps;
 
 use crate::cli::{Cli, Command, LogCommand};
 use crate::error::{Error, Exit};
@@ -16,6 +17,7 @@ pub fn run(cli: Cli) -> Result<Exit, Error> {
     let status = match cli.command {
         Command::History(args) => history::run(&paths, &args, &mut out),
         Command::Log(LogCommand::Verify) => log::verify(&paths, &mut out),
+        Command::Mps(command) => mps::run(&paths, command, &mut out),
     };
     // Flush what was printed before an error too, so partial output is not lost.
     let flushed = out.flush();

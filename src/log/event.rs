@@ -161,8 +161,13 @@ impl Event {
                 ..
             } => {
                 let uuids: Vec<&str> = gpus.iter().map(|g| g.uuid.as_str()).collect();
+                let selector = if selector.is_empty() {
+                    "(none: the sole visible GPU)".to_owned()
+                } else {
+                    format!("`{selector}`")
+                };
                 format!(
-                    "selector `{selector}` → {topology_mode} on {}",
+                    "selector {selector} → {topology_mode} on {}",
                     uuids.join(",")
                 )
             }

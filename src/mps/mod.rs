@@ -1,11 +1,95 @@
 //! User-owned CUDA MPS control daemons.
 //!
-//! This module holds what the event log records about a daemon. A record gives stop authority
-//! only while its `(pid, process_start_ticks)` still names a live process of the same user.
+//! A record gives stop authority only while its `(pid, process_start_ticks)` still names a live
+//! process of the same user; a daemon unilab cannot prove it started is never touched.
+
+pub mod control;
+pub mod daemon;
+pub mod dirs;
+pub mod doctor;
+pub mod error;
+pub mod status;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::env::{EnvVars, TOOL_TIMEOUT_SECS};
 use crate::gpu::TopologyMode;
+use crate::paths::StatePaths;
+use crate::process::ProcSource;
+use crate::tool::{Tool, program_from};
+
+/// The variables of the caller's environment that the MPS commands read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostEnv {
+    pub cuda_visible_devices: Option<String>,
+    pub cuda_device_order: Option<String>,
+    pub runtime_dir: Option<PathBuf>,
+    pub mps_pipe_directory: Option<PathBuf>,
+}
+
+impl HostEnv {
+    pub fn from_process() -> Self {
+        let var = |name| std::env::var_os(name);
+        Self {
+            cuda_visible_devices: var(EnvVars::CUDA_VISIBLE_DEVICES)
+                .map(|v| v.to_string_lossy().into_owned()),
+            cuda_device_order: var(EnvVars::CUDA_DEVICE_ORDER)
+                .map(|v| v.to_string_lossy().into_owned()),
+            runtime_dir: var(EnvVars::XDG_RUNTIME_DIR)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            mps_pipe_directory: var(EnvVars::CUDA_MPS_PIPE_DIRECTORY)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+        }
+    }
+}
+
+/// What the MPS operations work with: where state lives, the process table, the two NVIDIA
+/// tools, and the caller's environment. Each is a seam tests can replace.
+pub struct Mps<'a> {
+    pub paths: &'a StatePaths,
+    pub proc: &'a dyn ProcSource,
+    pub smi: Tool,
+    pub control: Tool,
+    pub env: HostEnv,
+}
+
+/// The tool timeout from `UNILAB_TOOL_TIMEOUT` (seconds), else the default.
+pub fn tool_timeout(value: Option<OsString>) -> Duration {
+    value
+        .and_then(|v| v.to_str().and_then(|s| s.trim().parse::<f64>().ok()))
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64)
+        .unwrap_or(Duration::from_secs_f64(TOOL_TIMEOUT_SECS))
+}
+
+impl<'a> Mps<'a> {
+    /// The tools as the process environment names them.
+    pub fn from_process(paths: &'a StatePaths, proc: &'a dyn ProcSource) -> Self {
+        let timeout = tool_timeout(std::env::var_os(EnvVars::UNILAB_TOOL_TIMEOUT));
+        Self {
+            paths,
+            proc,
+            smi: Tool::new(
+                program_from(std::env::var_os(EnvVars::UNILAB_NVIDIA_SMI), "nvidia-smi"),
+                timeout,
+            ),
+            control: Tool::new(
+                program_from(
+                    std::env::var_os(EnvVars::UNILAB_MPS_CONTROL),
+                    "nvidia-cuda-mps-control",
+                ),
+                timeout,
+            ),
+            env: HostEnv::from_process(),
+        }
+    }
+}
 
 /// What unilab knows about a daemon it started. Field names follow the original design, since
 /// they are the JSON surface of `mps list --json`.

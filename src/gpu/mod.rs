@@ -35,3 +35,24 @@ impl std::fmt::Display for TopologyMode {
         f.write_str(self.as_str())
     }
 }
+
+pub mod mask;
+pub mod selector;
+pub mod smi;
+
+/// A GPU as `nvidia-smi` lists it, before the visibility mask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuInfo {
+    /// nvidia-smi's own index (PCI order), not the CUDA ordinal.
+    pub index: u32,
+    pub uuid: String,
+    pub name: String,
+}
+
+/// A resolved selector: the GPUs it names and how they are to be used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyPlan {
+    pub selector: String,
+    pub topology_mode: TopologyMode,
+    pub gpus: Vec<GpuIdentity>,
+}

@@ -1,0 +1,363 @@
+//! `unilab mps ...`: the MPS daemons of this user on this host.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::cli::{MpsCommand, StartArgs, StopArgs, TargetArgs};
+use crate::env::STOP_GRACE_SECS;
+use crate::error::{Error, Exit};
+use crate::log::{EventLog, LogReader, Snapshot};
+use crate::mps::daemon::{self, StartRequest, Stopped};
+use crate::mps::doctor::{self, CheckStatus};
+use crate::mps::error::MpsError;
+use crate::mps::{DaemonRecord, Mps, status};
+use crate::output::{Output, age};
+use crate::paths::StatePaths;
+use crate::process::SystemProc;
+
+pub fn run(paths: &StatePaths, command: MpsCommand, out: &mut Output) -> Result<Exit, Error> {
+    let proc = SystemProc::default();
+    let mps = Mps::from_process(paths, &proc);
+    match command {
+        MpsCommand::Status => status_command(&mps, out),
+        MpsCommand::Doctor { selector } => doctor_command(&mps, selector.as_deref(), out),
+        MpsCommand::Start(args) => start(&mps, args, out),
+        MpsCommand::Stop(args) => stop(&mps, &args, out),
+        MpsCommand::List => list(&mps, out),
+        MpsCommand::Env(target) => env(&mps, &target, out),
+        MpsCommand::Exec { target, command } => exec(&mps, &target, &command, out),
+    }
+}
+
+/// A read-only view of the log, or none when nothing was ever recorded.
+fn read_log(paths: &StatePaths) -> Result<Option<Snapshot>, Error> {
+    Ok(match LogReader::open(&paths.log_path())? {
+        Some(reader) => Some(reader.snapshot()?),
+        None => None,
+    })
+}
+
+fn status_command(mps: &Mps, out: &mut Output) -> Result<Exit, Error> {
+    let snapshot = read_log(mps.paths)?;
+    let status = status::host_status(mps, snapshot.as_ref())?;
+    if out.json {
+        out.json_line(&serde_json::to_value(&status).map_err(|e| Error::Internal(e.to_string()))?)?;
+        return Ok(Exit::Success);
+    }
+    out.line(&format!("platform: {}", status.platform))?;
+    out.line(&format!(
+        "nvidia-smi: {}",
+        if status.nvidia_smi_available {
+            "available"
+        } else {
+            "unavailable"
+        }
+    ))?;
+    out.line(&format!(
+        "CUDA_VISIBLE_DEVICES: {}",
+        status
+            .cuda_visible_devices
+            .as_deref()
+            .map(|m| format!("`{m}`"))
+            .unwrap_or_else(|| "unset".into())
+    ))?;
+    if let Some(diagnostic) = &status.diagnostic {
+        out.line(&format!("diagnostic: {diagnostic}"))?;
+    }
+    out.line(&format!("visible GPUs: {}", status.gpus.len()))?;
+    for gpu in &status.gpus {
+        out.line(&format!("  {}  {}", gpu.index, gpu.uuid))?;
+    }
+    let modes: Vec<&str> = status
+        .compatible_topology_modes
+        .iter()
+        .map(|m| m.as_str())
+        .collect();
+    out.line(&format!(
+        "topology modes: {}",
+        if modes.is_empty() {
+            "none".into()
+        } else {
+            modes.join(", ")
+        }
+    ))?;
+    out.line(&format!("control pipes: {}", status.control_pipes.len()))?;
+    for pipe in &status.control_pipes {
+        let owner = if pipe.managed_names.is_empty() {
+            "not unilab's".to_owned()
+        } else {
+            format!("daemon {}", pipe.managed_names.join(", "))
+        };
+        out.line(&format!("  {}  ({}, {owner})", pipe.path, pipe.kind))?;
+    }
+    out.line(&format!("your daemons: {}", status.managed_daemons.len()))?;
+    for daemon in &status.managed_daemons {
+        out.line(&format!(
+            "  {}  pid {}  {}",
+            daemon.record.name, daemon.record.pid, daemon.state
+        ))?;
+    }
+    Ok(Exit::Success)
+}
+
+fn doctor_command(mps: &Mps, selector: Option<&str>, out: &mut Output) -> Result<Exit, Error> {
+    let snapshot = read_log(mps.paths)?;
+    let checks = doctor::doctor(mps, snapshot.as_ref(), selector)?;
+    let ok = checks.iter().all(|c| c.status != CheckStatus::Fail);
+    if out.json {
+        out.json_line(&serde_json::json!({ "ok": ok, "checks": checks }))?;
+    } else {
+        for check in &checks {
+            let mark = match check.status {
+                CheckStatus::Ok => "ok  ",
+                CheckStatus::Warn => "warn",
+                CheckStatus::Fail => "FAIL",
+            };
+            out.line(&format!("[{mark}] {:<16} {}", check.name, check.detail))?;
+            if let Some(hint) = &check.hint {
+                out.line(&format!("       {:<16} hint: {hint}", ""))?;
+            }
+        }
+    }
+    Ok(if ok { Exit::Success } else { Exit::Refused })
+}
+
+fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
+    let request = StartRequest {
+        selector: args.selector,
+        name: args.name,
+        pipe_directory: args.pipe_dir,
+        log_directory: args.log_dir,
+    };
+    // Validate everything before the log is opened or anything created.
+    let plan = daemon::plan(mps, &request)?;
+    let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope())?;
+    if args.foreground {
+        let stop = Arc::new(AtomicBool::new(false));
+        for signal in [
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+        ] {
+            signal_hook::flag::register(signal, Arc::clone(&stop))
+                .map_err(|e| Error::Internal(e.to_string()))?;
+        }
+        let grace = Duration::from_secs_f64(STOP_GRACE_SECS);
+        let mut ready = None;
+        let method = daemon::run_foreground(mps, &log, &plan, &stop, grace, |record| {
+            out.note(&format!(
+                "daemon `{}` (pid {}) runs in the foreground for {}; Ctrl-C stops it",
+                record.name, record.pid, plan.gpu
+            ));
+            ready = Some(record.clone());
+        })?;
+        out.note(&format!(
+            "daemon `{}` stopped ({})",
+            plan.name,
+            method.as_str()
+        ));
+        if let Some(record) = ready {
+            print_record(out, &record)?;
+        }
+        return Ok(Exit::Success);
+    }
+    let started = daemon::start(mps, &log, &plan)?;
+    for name in &started.cleaned {
+        out.note(&format!("cleaned the stale record of `{name}`"));
+    }
+    print_record(out, &started.record)?;
+    out.note(&format!(
+        "use it with `unilab mps exec {0} -- CMD`, or `eval \"$(unilab mps env {0})\"`",
+        started.record.name
+    ));
+    Ok(Exit::Success)
+}
+
+fn print_record(out: &mut Output, record: &DaemonRecord) -> Result<(), Error> {
+    if out.json {
+        return out
+            .json_line(&serde_json::to_value(record).map_err(|e| Error::Internal(e.to_string()))?);
+    }
+    out.line(&format!(
+        "started `{}` (pid {}) for {}, pipe `{}`",
+        record.name,
+        record.pid,
+        record.gpu_uuids.join(","),
+        record.pipe_directory
+    ))
+}
+
+fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
+    let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope())?;
+    let records = daemon::records(mps, &log.snapshot()?)?;
+    let targets: Vec<&DaemonRecord> = if args.all {
+        records.iter().collect()
+    } else {
+        vec![daemon::select(mps, &records, args.name.as_deref())?]
+    };
+    if targets.is_empty() {
+        out.note("no daemon is recorded; nothing to stop");
+        if out.json {
+            out.json_line(&serde_json::json!([]))?;
+        }
+        return Ok(Exit::Success);
+    }
+    let mut results = Vec::new();
+    let mut first_error = None;
+    for record in targets {
+        match daemon::stop(mps, &log, record, args.grace) {
+            Ok(outcome) => results.push(outcome),
+            Err(e) => {
+                out.warn(&format!("daemon `{}`: {e}", record.name));
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let mut json = Vec::new();
+    for result in &results {
+        match result {
+            Stopped::Stopped { name, method } => {
+                json.push(serde_json::json!({ "name": name, "outcome": "stopped", "method": method.as_str() }));
+                if !out.json {
+                    out.line(&format!("stopped `{name}` ({})", method.as_str()))?;
+                }
+            }
+            Stopped::Stale { name, reason } => {
+                json.push(serde_json::json!({ "name": name, "outcome": "stale_cleaned", "reason": reason.as_str() }));
+                out.warn(&format!(
+                    "daemon `{name}` was no longer running ({}); its record was cleaned and nothing was signalled",
+                    reason.as_str()
+                ));
+            }
+        }
+    }
+    if out.json {
+        out.json_line(&serde_json::Value::Array(json))?;
+    }
+    if let Some(e) = first_error {
+        return Err(e.into());
+    }
+    let stale = results.iter().any(|r| matches!(r, Stopped::Stale { .. }));
+    Ok(if stale { Exit::Stale } else { Exit::Success })
+}
+
+fn list(mps: &Mps, out: &mut Output) -> Result<Exit, Error> {
+    let snapshot = read_log(mps.paths)?;
+    let daemons = status::managed(mps, snapshot.as_ref())?;
+    if out.json {
+        out.json_line(
+            &serde_json::to_value(&daemons).map_err(|e| Error::Internal(e.to_string()))?,
+        )?;
+        return Ok(Exit::Success);
+    }
+    if daemons.is_empty() {
+        out.note("no daemons recorded; start one with `unilab mps start`");
+        return Ok(Exit::Success);
+    }
+    out.line(&format!(
+        "{:<20} {:>8} {:<14} {:>8}  {:<44} {}",
+        "NAME", "PID", "STATE", "AGE", "GPU", "PIPE"
+    ))?;
+    for daemon in &daemons {
+        out.line(&format!(
+            "{:<20} {:>8} {:<14} {:>8}  {:<44} {}",
+            daemon.record.name,
+            daemon.record.pid,
+            daemon.state,
+            age(daemon.record.created_at),
+            daemon.record.gpu_uuids.join(","),
+            daemon.record.pipe_directory
+        ))?;
+    }
+    Ok(Exit::Success)
+}
+
+/// The live daemon a command names, by name, GPU or as the sole one.
+fn target(mps: &Mps, target: &TargetArgs) -> Result<DaemonRecord, Error> {
+    let snapshot = read_log(mps.paths)?.ok_or(MpsError::NoDaemon)?;
+    let records = daemon::records(mps, &snapshot)?;
+    let record = match &target.gpu {
+        Some(gpu) => daemon::select_for_gpu(mps, &records, gpu)?,
+        None => daemon::select(mps, &records, target.name.as_deref())?,
+    };
+    daemon::require_live(mps, record)?;
+    Ok(record.clone())
+}
+
+/// Quotes a value for a POSIX shell.
+fn shell_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "'\\''"))
+}
+
+fn env(mps: &Mps, target_args: &TargetArgs, out: &mut Output) -> Result<Exit, Error> {
+    let record = target(mps, target_args)?;
+    let env = daemon::environment(&record);
+    if out.json {
+        let object: serde_json::Map<String, serde_json::Value> = env
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.into()))
+            .collect();
+        out.json_line(&serde_json::Value::Object(object))?;
+    } else {
+        for (key, value) in env {
+            out.line(&format!("export {key}={}", shell_quote(&value)))?;
+        }
+    }
+    Ok(Exit::Success)
+}
+
+fn exec(
+    mps: &Mps,
+    target_args: &TargetArgs,
+    command: &[std::ffi::OsString],
+    out: &mut Output,
+) -> Result<Exit, Error> {
+    use std::os::unix::process::ExitStatusExt;
+    let record = target(mps, target_args)?;
+    let (program, args) = command
+        .split_first()
+        .ok_or_else(|| Error::Internal("empty command".into()))?;
+    let display = program.to_string_lossy().into_owned();
+    out.flush()?;
+    // unilab waits for the command; signals that would end unilab first are passed on instead.
+    let forward = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(signal, Arc::clone(&forward))
+            .map_err(|e| Error::Internal(e.to_string()))?;
+    }
+    let interrupted = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted))
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .envs(daemon::environment(&record))
+        .spawn()
+        .map_err(|source| MpsError::Exec {
+            command: display,
+            source,
+        })?;
+    let status = loop {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| Error::Internal(e.to_string()))?
+        {
+            break status;
+        }
+        if forward.swap(false, Ordering::Relaxed)
+            && let Ok(pid) = i32::try_from(child.id())
+        {
+            // Our own unreaped child: its pid cannot have been reused.
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1);
+    Ok(Exit::Passthrough(
+        u8::try_from(code.clamp(0, 255)).unwrap_or(1),
+    ))
+}

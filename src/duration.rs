@@ -1,0 +1,49 @@
+//! Durations on the command line: plain seconds (`0.5`, `120`) or with a unit (`500ms`, `90s`,
+//! `10m`, `2h`).
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is not a duration; use seconds (`0.5`, `90`) or a unit (`500ms`, `90s`, `10m`, `2h`)"
+)]
+pub struct DurationError(pub String);
+
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+    let err = || DurationError(text.to_owned());
+    let trimmed = text.trim();
+    let (number, scale) = [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
+        .iter()
+        .find_map(|(unit, scale)| trimmed.strip_suffix(unit).map(|n| (n, *scale)))
+        .unwrap_or((trimmed, 1.0));
+    // `f64::from_str` also takes `inf`, `nan` and exponents: accept plain decimals only.
+    if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(err());
+    }
+    let value: f64 = number.parse().map_err(|_| err())?;
+    Duration::try_from_secs_f64(value * scale).map_err(|_| err())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_and_suffixed_forms() {
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("1.5h").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration(" 3 ").unwrap(), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn everything_else_is_refused() {
+        for bad in [
+            "", "s", "-1", "1e3", "inf", "nan", "10 m", "5d", "1..2", "0x10", "1e400",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+}

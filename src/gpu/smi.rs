@@ -1,0 +1,145 @@
+//! GPU discovery through `nvidia-smi --query-gpu=... --format=csv,noheader,nounits`.
+//!
+//! The parser is tolerant where nvidia-smi is loose (`[N/A]` and friends, Xid or ECC event lines
+//! between rows) and strict where it matters: a row counts only if it has every field, an integer
+//! index and a `GPU-` UUID. Failures map to the messages nvidia-smi prints for them.
+
+use crate::tool::{Tool, ToolError};
+
+use super::GpuInfo;
+
+pub const QUERY_GPU: &str = "--query-gpu=index,uuid,name";
+pub const FORMAT: &str = "--format=csv,noheader,nounits";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SmiError {
+    #[error("`nvidia-smi` was not found")]
+    Missing,
+    #[error("`nvidia-smi` did not answer within {0} s")]
+    Hung(f64),
+    #[error("cannot run `nvidia-smi`")]
+    Spawn(#[source] std::io::Error),
+    #[error("nvidia-smi cannot communicate with the NVIDIA driver")]
+    NoDriver,
+    #[error("nvidia-smi found no GPUs")]
+    NoDevices,
+    #[error("nvidia-smi reports a driver/library version mismatch")]
+    VersionMismatch,
+    #[error("nvidia-smi failed with exit code {code}: {message}")]
+    Failed { code: i32, message: String },
+    #[error("nvidia-smi printed no GPU list that unilab can read: {excerpt:?}")]
+    Unreadable { excerpt: String },
+}
+
+impl SmiError {
+    pub fn hint(&self) -> Option<&'static str> {
+        Some(match self {
+            SmiError::Missing => {
+                "install the NVIDIA driver utilities, or name the binary with `UNILAB_NVIDIA_SMI`"
+            }
+            SmiError::Hung(_) => "a GPU may be wedged; check `dmesg` for Xid errors",
+            SmiError::NoDriver => "load the NVIDIA kernel module, or run on a host with a GPU",
+            SmiError::NoDevices => "run on a host with an NVIDIA GPU",
+            SmiError::VersionMismatch => {
+                "the kernel module and the user-space driver differ; reboot or reload the module"
+            }
+            SmiError::Spawn(_) | SmiError::Failed { .. } | SmiError::Unreadable { .. } => {
+                return None;
+            }
+        })
+    }
+}
+
+/// Lists the GPUs of this host.
+pub fn discover(smi: &Tool) -> Result<Vec<GpuInfo>, SmiError> {
+    let mut cmd = smi.command();
+    cmd.args([QUERY_GPU, FORMAT]);
+    let output = smi.run(cmd, b"").map_err(|e| match e {
+        ToolError::NotFound { .. } => SmiError::Missing,
+        ToolError::Timeout { timeout, .. } => SmiError::Hung(timeout.as_secs_f64()),
+        ToolError::Spawn { source, .. } => SmiError::Spawn(source),
+    })?;
+    let text = format!("{}{}", output.stdout, output.stderr);
+    if !output.status.success() {
+        return Err(classify_failure(output.code(), &text));
+    }
+    let gpus = parse_gpu_csv(&output.stdout);
+    if gpus.is_empty() {
+        if text.contains("No devices were found") {
+            return Err(SmiError::NoDevices);
+        }
+        return Err(SmiError::Unreadable {
+            excerpt: text.chars().take(120).collect(),
+        });
+    }
+    Ok(gpus)
+}
+
+fn classify_failure(code: i32, text: &str) -> SmiError {
+    if code == 9 || text.contains("couldn't communicate with the NVIDIA driver") {
+        SmiError::NoDriver
+    } else if code == 6 || text.contains("No devices were found") {
+        SmiError::NoDevices
+    } else if code == 18 || text.contains("version mismatch") {
+        SmiError::VersionMismatch
+    } else {
+        SmiError::Failed {
+            code,
+            message: text.trim().lines().next().unwrap_or("").to_owned(),
+        }
+    }
+}
+
+/// Parses the rows of `--query-gpu=index,uuid,name`, skipping every line that is not one.
+pub fn parse_gpu_csv(text: &str) -> Vec<GpuInfo> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(", ").map(str::trim).collect();
+            let [index, uuid, name] = fields.as_slice() else {
+                return None;
+            };
+            let index = index.parse().ok()?;
+            if !uuid.starts_with("GPU-") || uuid.len() < 8 || uuid.contains(char::is_whitespace) {
+                return None;
+            }
+            Some(GpuInfo {
+                index,
+                uuid: (*uuid).to_owned(),
+                name: (*name).to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// A value of a `nounits` query: `None` for `[N/A]`, `[Not Supported]`, `[Unknown Error]` or
+/// anything else that is not a number.
+pub fn parse_value<T: std::str::FromStr>(field: &str) -> Option<T> {
+    field.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_read_and_other_lines_skipped() {
+        let text = "Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus.\n\
+                    0, GPU-aaaa1111-2222, NVIDIA H200\n\
+                    garbage\n\
+                    1, GPU-bbbb3333-4444, NVIDIA H200, extra\n\
+                    x, GPU-cccc5555-6666, NVIDIA H200\n\
+                    2, GPU-dddd7777-8888, NVIDIA H100 80GB HBM3\n";
+        let gpus = parse_gpu_csv(text);
+        assert_eq!(gpus.len(), 2);
+        assert_eq!(gpus[0].uuid, "GPU-aaaa1111-2222");
+        assert_eq!(gpus[1].index, 2);
+        assert_eq!(gpus[1].name, "NVIDIA H100 80GB HBM3");
+    }
+
+    #[test]
+    fn unavailable_values_are_none() {
+        assert_eq!(parse_value::<u64>("[N/A]"), None);
+        assert_eq!(parse_value::<u64>("[Not Supported]"), None);
+        assert_eq!(parse_value::<u64>(" 1024"), Some(1024));
+    }
+}

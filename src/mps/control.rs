@@ -1,0 +1,87 @@
+//! The MPS control client: `nvidia-cuda-mps-control` with commands on stdin, pointed at one
+//! daemon by `CUDA_MPS_PIPE_DIRECTORY`.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::tool::{Tool, ToolError, ToolOutput};
+
+/// What the client prints when no daemon answers in the pipe directory.
+pub const NO_DAEMON: &str = "Cannot find MPS control daemon process";
+
+/// The environment that points the control client, the daemon and CUDA clients at one daemon.
+pub fn environment(pipe_directory: &Path, log_directory: &Path) -> [(&'static str, String); 2] {
+    [
+        (
+            "CUDA_MPS_PIPE_DIRECTORY",
+            pipe_directory.display().to_string(),
+        ),
+        (
+            "CUDA_MPS_LOG_DIRECTORY",
+            log_directory.display().to_string(),
+        ),
+    ]
+}
+
+fn command(control: &Tool, pipe_directory: &Path, log_directory: &Path) -> Command {
+    let mut cmd = control.command();
+    cmd.envs(environment(pipe_directory, log_directory));
+    cmd
+}
+
+/// Sends one command line to the daemon of `pipe_directory`. `Ok(None)` when no daemon answers.
+pub fn send(
+    control: &Tool,
+    pipe_directory: &Path,
+    log_directory: &Path,
+    line: &str,
+) -> Result<Option<String>, ToolError> {
+    let cmd = command(control, pipe_directory, log_directory);
+    let output = control.run(cmd, format!("{line}\n").as_bytes())?;
+    if output.stdout.contains(NO_DAEMON)
+        || output.stderr.contains(NO_DAEMON)
+        || !output.status.success()
+    {
+        return Ok(None);
+    }
+    Ok(Some(output.stdout))
+}
+
+/// Whether the daemon answers a harmless query with what a daemon answers.
+pub fn answers(
+    control: &Tool,
+    pipe_directory: &Path,
+    log_directory: &Path,
+) -> Result<bool, ToolError> {
+    let reply = send(
+        control,
+        pipe_directory,
+        log_directory,
+        "get_default_active_thread_percentage",
+    )?;
+    Ok(reply.is_some_and(|r| r.trim().parse::<f64>().is_ok()))
+}
+
+/// Runs `nvidia-cuda-mps-control -d` for one GPU; returns once the daemon has detached.
+pub fn start_detached(
+    control: &Tool,
+    pipe_directory: &Path,
+    log_directory: &Path,
+    gpu_uuid: &str,
+) -> Result<ToolOutput, ToolError> {
+    let mut cmd = command(control, pipe_directory, log_directory);
+    cmd.arg("-d").env("CUDA_VISIBLE_DEVICES", gpu_uuid);
+    control.run(cmd, b"")
+}
+
+/// The command for a foreground daemon (`-f`), for the caller to spawn and supervise.
+pub fn foreground_command(
+    control: &Tool,
+    pipe_directory: &Path,
+    log_directory: &Path,
+    gpu_uuid: &str,
+) -> Command {
+    let mut cmd = command(control, pipe_directory, log_directory);
+    cmd.arg("-f").env("CUDA_VISIBLE_DEVICES", gpu_uuid);
+    cmd
+}

@@ -1,0 +1,645 @@
+//! Starting, finding and stopping the daemons of this user on this host.
+//!
+//! Authority to stop comes only from a record: a daemon unilab started, whose `(pid, starttime)`
+//! still names a live process of this user. Everything else is refused or left alone.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::control;
+use super::dirs::{self, Occupant};
+use super::error::MpsError;
+use super::{DaemonRecord, Mps, StaleReason, StopMethod};
+use crate::gpu::mask::{self, Visible};
+use crate::gpu::selector::Selector;
+use crate::gpu::{GpuInfo, TopologyMode, TopologyPlan, smi};
+use crate::log::{Event, EventLog, LogError, Snapshot, Subject};
+use crate::process::{self, Liveness, ProcessIdentity, Signal};
+
+/// What the GPUs of this host look like under the current mask.
+pub struct Topology {
+    pub gpus: Vec<GpuInfo>,
+    pub visible: Visible,
+}
+
+pub fn topology(mps: &Mps) -> Result<Topology, MpsError> {
+    let gpus = smi::discover(&mps.smi).map_err(MpsError::Smi)?;
+    let visible = mask::visible(mps.env.cuda_visible_devices.as_deref(), &gpus)?;
+    Ok(Topology { gpus, visible })
+}
+
+pub fn resolve(
+    mps: &Mps,
+    topology: &Topology,
+    selector: Option<&str>,
+) -> Result<TopologyPlan, MpsError> {
+    Selector::parse(selector)
+        .and_then(|s| {
+            s.resolve(
+                selector.unwrap_or(""),
+                &topology.visible.gpus,
+                mps.env.cuda_visible_devices.as_deref(),
+            )
+        })
+        .map_err(MpsError::Selector)
+}
+
+/// `gpu-` and the first 8 hex digits of the UUID: stable whatever the mask.
+pub fn default_name(uuid: &str) -> String {
+    let hex: String = uuid
+        .trim_start_matches("GPU-")
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .take(8)
+        .collect();
+    format!("gpu-{}", hex.to_ascii_lowercase())
+}
+
+pub fn validate_name(name: &str) -> Result<(), MpsError> {
+    let valid = (1..=64).contains(&name.len())
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(MpsError::BadName(name.to_owned()))
+    }
+}
+
+/// The daemon records of this user on this host (a record of another scope is never returned).
+pub fn records(mps: &Mps, snapshot: &Snapshot) -> Result<Vec<DaemonRecord>, LogError> {
+    Ok(snapshot
+        .daemons()?
+        .into_iter()
+        .filter(|r| r.uid == mps.paths.uid && r.host == mps.paths.host)
+        .collect())
+}
+
+pub fn identity(record: &DaemonRecord) -> ProcessIdentity {
+    ProcessIdentity {
+        pid: record.pid,
+        start_ticks: record.process_start_ticks,
+    }
+}
+
+pub fn liveness(mps: &Mps, record: &DaemonRecord) -> Liveness {
+    process::liveness(mps.proc, identity(record), mps.paths.uid)
+}
+
+pub fn stale_reason(liveness: Liveness) -> Option<StaleReason> {
+    match liveness {
+        Liveness::Live => None,
+        Liveness::Gone => Some(StaleReason::ProcessGone),
+        Liveness::Reused { .. } => Some(StaleReason::PidReused),
+        Liveness::NotOwned { .. } => Some(StaleReason::NotOwned),
+    }
+}
+
+/// What `mps start` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct StartRequest {
+    pub selector: Option<String>,
+    pub name: Option<String>,
+    pub pipe_directory: Option<PathBuf>,
+    pub log_directory: Option<PathBuf>,
+}
+
+/// A daemon about to be started: everything checked, nothing created yet.
+pub struct Plan {
+    pub name: String,
+    pub gpu: String,
+    pub topology: TopologyPlan,
+    pub pipe_directory: PathBuf,
+    pub log_directory: PathBuf,
+}
+
+/// Resolves and validates a start request without changing anything.
+pub fn plan(mps: &Mps, request: &StartRequest) -> Result<Plan, MpsError> {
+    let topology = topology(mps)?;
+    let plan = resolve(mps, &topology, request.selector.as_deref())?;
+    if plan.topology_mode != TopologyMode::SingleGpu {
+        return Err(MpsError::ModeNotStartable {
+            selector: plan.selector.clone(),
+            mode: plan.topology_mode,
+            gpus: plan.gpus.iter().map(|g| g.uuid.clone()).collect(),
+        });
+    }
+    let gpu = plan.gpus[0].uuid.clone();
+    let name = request.name.clone().unwrap_or_else(|| default_name(&gpu));
+    validate_name(&name)?;
+    let pipe_directory = match &request.pipe_directory {
+        Some(dir) => absolute(dir),
+        None => dirs::default_pipe_directory(mps.env.runtime_dir.as_deref(), mps.paths.uid, &name),
+    };
+    dirs::control_socket(&pipe_directory)?;
+    let log_directory = match &request.log_directory {
+        Some(dir) => absolute(dir),
+        None => mps.paths.user_dir().join("mps").join(&name).join("log"),
+    };
+    Ok(Plan {
+        name,
+        gpu,
+        topology: plan,
+        pipe_directory,
+        log_directory,
+    })
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(path))
+            .unwrap_or_else(|_| path.to_owned())
+    }
+}
+
+/// What a start found and did besides starting.
+pub struct Started {
+    pub record: DaemonRecord,
+    /// Records found stale for the same name or GPU, cleaned before the start.
+    pub cleaned: Vec<String>,
+}
+
+/// Refuses a start while a live daemon already serves the name or the GPU; cleans stale records
+/// that stand in the way. Returns the names cleaned.
+fn clear_the_way(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<String>, MpsError> {
+    let mut cleaned = Vec::new();
+    for record in records(mps, &log.snapshot()?)? {
+        if record.name != plan.name && !record.gpu_uuids.contains(&plan.gpu) {
+            continue;
+        }
+        match stale_reason(liveness(mps, &record)) {
+            None => {
+                return Err(MpsError::AlreadyRunning {
+                    name: record.name.clone(),
+                    pid: record.pid,
+                    gpu: record.gpu_uuids.join(","),
+                });
+            }
+            Some(reason) => {
+                log.append(
+                    Subject::Daemon(record.name.clone()),
+                    Event::DaemonStaleCleaned {
+                        process: identity(&record),
+                        reason,
+                    },
+                )?;
+                cleaned.push(record.name);
+            }
+        }
+    }
+    Ok(cleaned)
+}
+
+/// Prepares the pipe and log directories, refusing one a foreign daemon answers in.
+fn prepare_directories(mps: &Mps, plan: &Plan) -> Result<(), MpsError> {
+    let uid = mps.paths.uid;
+    let base = dirs::creation_base(&plan.pipe_directory, mps.env.runtime_dir.as_deref(), uid);
+    dirs::ensure_private(&base, &plan.pipe_directory, uid)?;
+    match dirs::occupant(mps.proc, &plan.pipe_directory) {
+        Occupant::Live { pid } => {
+            return Err(MpsError::ForeignDaemon {
+                pipe_directory: plan.pipe_directory.clone(),
+                pid,
+            });
+        }
+        Occupant::Leftovers => dirs::remove_leftovers_keeping_dir(&plan.pipe_directory),
+        Occupant::Empty => {}
+    }
+    let log_base = if plan.log_directory.starts_with(mps.paths.user_dir()) {
+        std::fs::create_dir_all(mps.paths.user_dir()).map_err(|source| MpsError::Io {
+            path: mps.paths.user_dir(),
+            source,
+        })?;
+        mps.paths.user_dir()
+    } else {
+        plan.log_directory
+            .parent()
+            .map(Path::to_owned)
+            .unwrap_or_else(|| PathBuf::from("/"))
+    };
+    dirs::ensure_private(&log_base, &plan.log_directory, uid)
+}
+
+fn now_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Waits for the daemon's pid file and reads the daemon's identity.
+fn wait_for_daemon(mps: &Mps, pipe_directory: &Path, timeout: Duration) -> Option<ProcessIdentity> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(pid) = dirs::read_pid_file(pipe_directory)
+            && let Some(stat) = mps.proc.stat(pid)
+            && !stat.has_exited()
+            && mps.proc.uid(pid) == Some(mps.paths.uid)
+        {
+            return Some(stat.identity());
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn record_for(mps: &Mps, plan: &Plan, daemon: ProcessIdentity) -> DaemonRecord {
+    DaemonRecord {
+        name: plan.name.clone(),
+        uid: mps.paths.uid,
+        host: mps.paths.host.clone(),
+        topology_mode: TopologyMode::SingleGpu,
+        gpu_uuids: vec![plan.gpu.clone()],
+        pipe_directory: plan.pipe_directory.display().to_string(),
+        log_directory: plan.log_directory.display().to_string(),
+        pid: daemon.pid,
+        process_start_ticks: daemon.start_ticks,
+        created_at: now_seconds(),
+    }
+}
+
+/// Everything before the daemon is launched: clears the way, prepares the directories, and
+/// records the resolved topology. Returns the stale records cleaned.
+fn begin(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<String>, MpsError> {
+    let cleaned = clear_the_way(mps, log, plan)?;
+    prepare_directories(mps, plan)?;
+    log.append(
+        Subject::Daemon(plan.name.clone()),
+        Event::TopologyResolved {
+            selector: plan.topology.selector.clone(),
+            topology_mode: plan.topology.topology_mode,
+            gpus: plan.topology.gpus.clone(),
+            cuda_visible_devices: mps.env.cuda_visible_devices.clone(),
+        },
+    )?;
+    Ok(cleaned)
+}
+
+/// Records a failed start and returns the error that reports it.
+fn failed(
+    log: &EventLog,
+    plan: &Plan,
+    reason: String,
+    process: Option<ProcessIdentity>,
+) -> MpsError {
+    let recorded = log.append(
+        Subject::Daemon(plan.name.clone()),
+        Event::DaemonStartFailed {
+            reason: reason.clone(),
+            process,
+        },
+    );
+    match recorded {
+        Ok(_) => MpsError::StartFailed {
+            name: plan.name.clone(),
+            reason,
+        },
+        Err(e) => e.into(),
+    }
+}
+
+/// Records a launched daemon and verifies that it answers on its control socket; a daemon that
+/// cannot be recorded or does not answer is stopped again.
+fn record_and_verify(
+    mps: &Mps,
+    log: &EventLog,
+    plan: &Plan,
+    daemon: ProcessIdentity,
+    foreground: bool,
+) -> Result<DaemonRecord, MpsError> {
+    let subject = || Subject::Daemon(plan.name.clone());
+    let record = record_for(mps, plan, daemon);
+    if let Err(e) = log.append(
+        subject(),
+        Event::DaemonStarted {
+            record: record.clone(),
+            foreground,
+        },
+    ) {
+        // A daemon without a record would have no owner: stop it before reporting.
+        let _ = halt(mps, &record, Duration::from_secs(2));
+        return Err(e.into());
+    }
+    match control::answers(&mps.control, &plan.pipe_directory, &plan.log_directory) {
+        Ok(true) => {
+            log.append(subject(), Event::DaemonVerifiedLive { process: daemon })?;
+            Ok(record)
+        }
+        outcome => {
+            let why = match outcome {
+                Err(e) => e.to_string(),
+                _ => "it did not answer on its control socket".to_owned(),
+            };
+            let _ = halt(mps, &record, Duration::from_secs(2));
+            dirs::remove_leftovers(&plan.pipe_directory);
+            Err(failed(log, plan, why, Some(daemon)))
+        }
+    }
+}
+
+/// Starts a detached daemon for a planned start, records it, and verifies that it answers.
+pub fn start(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Started, MpsError> {
+    let cleaned = begin(mps, log, plan)?;
+    let output = control::start_detached(
+        &mps.control,
+        &plan.pipe_directory,
+        &plan.log_directory,
+        &plan.gpu,
+    )
+    .map_err(|e| failed(log, plan, e.to_string(), None))?;
+    if !output.status.success() {
+        let said = format!("{}{}", output.stdout, output.stderr);
+        return Err(failed(
+            log,
+            plan,
+            format!(
+                "`{} -d` exited with code {}: {}",
+                mps.control.name(),
+                output.code(),
+                said.trim()
+            ),
+            None,
+        ));
+    }
+    let Some(daemon) = wait_for_daemon(mps, &plan.pipe_directory, mps.control.timeout) else {
+        return Err(failed(
+            log,
+            plan,
+            format!(
+                "no live daemon wrote `{}` within {} s",
+                dirs::PID_FILE,
+                mps.control.timeout.as_secs_f64()
+            ),
+            None,
+        ));
+    };
+    let record = record_and_verify(mps, log, plan, daemon, false)?;
+    Ok(Started { record, cleaned })
+}
+
+/// Runs the daemon in the foreground (`-f`) as a child, its log lines on standard error, until it
+/// exits or `stop` is raised (Ctrl-C, SIGTERM): then it is asked to quit and, if needed,
+/// escalated. Records the start and the stop like a detached daemon's.
+pub fn run_foreground(
+    mps: &Mps,
+    log: &EventLog,
+    plan: &Plan,
+    stop: &std::sync::atomic::AtomicBool,
+    grace: Duration,
+    on_ready: impl FnOnce(&DaemonRecord),
+) -> Result<StopMethod, MpsError> {
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::Ordering;
+    begin(mps, log, plan)?;
+    let mut cmd = control::foreground_command(
+        &mps.control,
+        &plan.pipe_directory,
+        &plan.log_directory,
+        &plan.gpu,
+    );
+    // Its own process group, so that Ctrl-C reaches unilab, which then asks it to quit.
+    cmd.process_group(0).stdin(std::process::Stdio::null());
+    if let Ok(stderr) = std::io::stderr().as_fd().try_clone_to_owned() {
+        cmd.stdout(std::process::Stdio::from(stderr));
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        failed(
+            log,
+            plan,
+            format!("cannot run `{} -f`: {e}", mps.control.name()),
+            None,
+        )
+    })?;
+    let daemon = mps
+        .proc
+        .stat(child.id())
+        .map(|s| s.identity())
+        .filter(|_| wait_for_daemon(mps, &plan.pipe_directory, mps.control.timeout).is_some());
+    let Some(daemon) = daemon else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(failed(
+            log,
+            plan,
+            "the foreground daemon did not come up".into(),
+            None,
+        ));
+    };
+    let record = match record_and_verify(mps, log, plan, daemon, true) {
+        Ok(record) => record,
+        Err(e) => {
+            let _ = child.wait();
+            return Err(e);
+        }
+    };
+    on_ready(&record);
+    let method = loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break StopMethod::Exited;
+        }
+        if stop.load(Ordering::Relaxed) {
+            // The child is unreaped, so its pid cannot be reused while we signal it.
+            let method = halt(mps, &record, grace)?;
+            let _ = child.wait();
+            break method;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    dirs::remove_leftovers(&plan.pipe_directory);
+    log.append(
+        Subject::Daemon(plan.name.clone()),
+        Event::DaemonStopped {
+            process: daemon,
+            method,
+        },
+    )?;
+    Ok(method)
+}
+
+/// Asks the daemon to quit, then escalates through its pidfd: SIGTERM, then SIGKILL, each after
+/// `grace`. Every signal re-checks the daemon's identity first.
+pub fn halt(mps: &Mps, record: &DaemonRecord, grace: Duration) -> Result<StopMethod, MpsError> {
+    let daemon = identity(record);
+    let pipe = Path::new(&record.pipe_directory);
+    let log_dir = Path::new(&record.log_directory);
+    // `quit` goes through the daemon's own socket; a daemon that cannot be reached is escalated.
+    let _ = control::send(&mps.control, pipe, log_dir, "quit");
+    if process::wait_for_exit(mps.proc, daemon, grace) {
+        return Ok(StopMethod::Quit);
+    }
+    for (signal, method) in [
+        (Signal::Terminate, StopMethod::Terminated),
+        (Signal::Kill, StopMethod::Killed),
+    ] {
+        match process::signal(mps.proc, daemon, mps.paths.uid, signal) {
+            Ok(()) => {}
+            // It exited (or its pid moved on) between the wait and the signal: it has stopped.
+            Err(process::SignalError::NotThatProcess { .. }) => return Ok(method),
+            Err(source) => {
+                return Err(MpsError::Signal {
+                    name: record.name.clone(),
+                    source,
+                });
+            }
+        }
+        if process::wait_for_exit(mps.proc, daemon, grace) {
+            return Ok(method);
+        }
+    }
+    Err(MpsError::Signal {
+        name: record.name.clone(),
+        source: process::SignalError::Failed {
+            identity: daemon,
+            source: std::io::Error::other("it survived SIGKILL"),
+        },
+    })
+}
+
+/// How a stop ended for one daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    Stopped { name: String, method: StopMethod },
+    Stale { name: String, reason: StaleReason },
+}
+
+/// Stops one recorded daemon, or cleans its record when it is not the live process it names.
+pub fn stop(
+    mps: &Mps,
+    log: &EventLog,
+    record: &DaemonRecord,
+    grace: Duration,
+) -> Result<Stopped, MpsError> {
+    let subject = Subject::Daemon(record.name.clone());
+    if let Some(reason) = stale_reason(liveness(mps, record)) {
+        log.append(
+            subject,
+            Event::DaemonStaleCleaned {
+                process: identity(record),
+                reason,
+            },
+        )?;
+        return Ok(Stopped::Stale {
+            name: record.name.clone(),
+            reason,
+        });
+    }
+    let method = halt(mps, record, grace)?;
+    dirs::remove_leftovers(Path::new(&record.pipe_directory));
+    log.append(
+        subject,
+        Event::DaemonStopped {
+            process: identity(record),
+            method,
+        },
+    )?;
+    Ok(Stopped::Stopped {
+        name: record.name.clone(),
+        method,
+    })
+}
+
+/// Picks one record: by name, else the sole record, else the sole live one.
+pub fn select<'r>(
+    mps: &Mps,
+    records: &'r [DaemonRecord],
+    name: Option<&str>,
+) -> Result<&'r DaemonRecord, MpsError> {
+    if let Some(name) = name {
+        return records
+            .iter()
+            .find(|r| r.name == name)
+            .ok_or_else(|| MpsError::NoSuchDaemon(name.to_owned()));
+    }
+    match records {
+        [] => Err(MpsError::NoDaemon),
+        [one] => Ok(one),
+        several => {
+            let live: Vec<&DaemonRecord> = several
+                .iter()
+                .filter(|r| liveness(mps, r) == Liveness::Live)
+                .collect();
+            match live.as_slice() {
+                [one] => Ok(one),
+                _ => Err(MpsError::SeveralDaemons(
+                    several.iter().map(|r| r.name.clone()).collect(),
+                )),
+            }
+        }
+    }
+}
+
+/// The sole live daemon serving `gpu` (a UUID or unique prefix).
+pub fn select_for_gpu<'r>(
+    mps: &Mps,
+    records: &'r [DaemonRecord],
+    gpu: &str,
+) -> Result<&'r DaemonRecord, MpsError> {
+    let serving: Vec<&DaemonRecord> = records
+        .iter()
+        .filter(|r| r.gpu_uuids.iter().any(|u| u.starts_with(gpu)))
+        .filter(|r| liveness(mps, r) == Liveness::Live)
+        .collect();
+    match serving.as_slice() {
+        [one] => Ok(one),
+        [] => Err(MpsError::NoDaemonForGpu(gpu.to_owned())),
+        several => Err(MpsError::SeveralDaemons(
+            several.iter().map(|r| r.name.clone()).collect(),
+        )),
+    }
+}
+
+/// The environment that points CUDA clients at a daemon.
+pub fn environment(record: &DaemonRecord) -> Vec<(&'static str, String)> {
+    let mut env: Vec<(&'static str, String)> = control::environment(
+        Path::new(&record.pipe_directory),
+        Path::new(&record.log_directory),
+    )
+    .into_iter()
+    .collect();
+    env.push(("CUDA_VISIBLE_DEVICES", record.gpu_uuids.join(",")));
+    env
+}
+
+/// A live record, or the reason it is not.
+pub fn require_live(mps: &Mps, record: &DaemonRecord) -> Result<(), MpsError> {
+    match stale_reason(liveness(mps, record)) {
+        None => Ok(()),
+        Some(reason) => Err(MpsError::NotRunning {
+            name: record.name.clone(),
+            pid: record.pid,
+            reason,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_names_come_from_the_uuid() {
+        assert_eq!(
+            default_name("GPU-0F8E0C2A-5b5e-4c47-9d0a-1a2b3c4d5e6f"),
+            "gpu-0f8e0c2a"
+        );
+        validate_name(&default_name("GPU-0f8e0c2a-5b5e")).unwrap();
+    }
+
+    #[test]
+    fn names_are_validated() {
+        for bad in ["", ".hidden", "a/b", "a b", &"x".repeat(65), "..", "ü"] {
+            assert!(validate_name(bad).is_err(), "{bad:?}");
+        }
+        for good in ["gpu-0f8e0c2a", "train_1", "a.b-c"] {
+            validate_name(good).unwrap();
+        }
+    }
+}

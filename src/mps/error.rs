@@ -1,0 +1,142 @@
+//! Errors of the MPS commands: each says what was refused and why, and what to do instead.
+
+use std::path::PathBuf;
+
+use crate::gpu::TopologyMode;
+use crate::gpu::mask::MaskError;
+use crate::gpu::selector::SelectorError;
+use crate::gpu::smi::SmiError;
+use crate::log::LogError;
+use crate::mps::StaleReason;
+use crate::process::SignalError;
+use crate::tool::ToolError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MpsError {
+    #[error(transparent)]
+    Log(Box<LogError>),
+    #[error("cannot list this host's GPUs")]
+    Smi(#[source] SmiError),
+    #[error(transparent)]
+    Mask(#[from] MaskError),
+    #[error("cannot use the selector")]
+    Selector(#[source] SelectorError),
+    #[error("`{selector}` resolves to {mode} on {} GPUs; only single_gpu can start an MPS daemon", .gpus.len())]
+    ModeNotStartable {
+        selector: String,
+        mode: TopologyMode,
+        gpus: Vec<String>,
+    },
+    #[error("`{0}` is not a valid daemon name")]
+    BadName(String),
+    #[error("daemon `{name}` (pid {pid}) already serves {gpu}")]
+    AlreadyRunning { name: String, pid: u32, gpu: String },
+    #[error("an MPS control daemon that unilab did not start answers in `{}`{}", .pipe_directory.display(), pid_note(*.pid))]
+    ForeignDaemon {
+        pipe_directory: PathBuf,
+        pid: Option<u32>,
+    },
+    #[error("refusing the directory `{}`: {reason}", .path.display())]
+    UnsafeDirectory { path: PathBuf, reason: String },
+    #[error("the control socket path `{}` is {len} bytes; UNIX sockets allow at most 107", .path.display())]
+    SocketPathTooLong { path: PathBuf, len: usize },
+    #[error("cannot prepare `{}`", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the MPS control daemon `{name}` did not start: {reason}")]
+    StartFailed { name: String, reason: String },
+    #[error("cannot run the MPS control client")]
+    Control(#[source] ToolError),
+    #[error("no MPS daemon is recorded for this user on this host")]
+    NoDaemon,
+    #[error("no daemon named `{0}` is recorded")]
+    NoSuchDaemon(String),
+    #[error("no live daemon serves {0}")]
+    NoDaemonForGpu(String),
+    #[error("several daemons are recorded ({}); name one", .0.join(", "))]
+    SeveralDaemons(Vec<String>),
+    #[error("daemon `{name}` (pid {pid}) is not running: {}", .reason.as_str())]
+    NotRunning {
+        name: String,
+        pid: u32,
+        reason: StaleReason,
+    },
+    #[error("daemon `{name}` was no longer running ({}); its record was cleaned and nothing was signalled", .reason.as_str())]
+    Stale { name: String, reason: StaleReason },
+    #[error("cannot stop daemon `{name}`")]
+    Signal {
+        name: String,
+        #[source]
+        source: SignalError,
+    },
+    #[error("cannot run `{command}`")]
+    Exec {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<LogError> for MpsError {
+    fn from(e: LogError) -> Self {
+        MpsError::Log(Box::new(e))
+    }
+}
+
+fn pid_note(pid: Option<u32>) -> String {
+    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+}
+
+impl MpsError {
+    pub fn is_stale(&self) -> bool {
+        matches!(self, MpsError::Stale { .. })
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            MpsError::Smi(e) => return e.hint().map(str::to_owned),
+            MpsError::Selector(e) => return e.hint(),
+            MpsError::Mask(_) => "set `CUDA_VISIBLE_DEVICES` to whole-GPU indices or UUIDs".into(),
+            MpsError::ModeNotStartable { gpus, .. } => format!(
+                "start one daemon per GPU, e.g. `unilab mps start {}`",
+                gpus.first().map(String::as_str).unwrap_or("0")
+            ),
+            MpsError::BadName(_) => {
+                "use 1 to 64 letters, digits, `-`, `_` or `.`, not starting with `.`".into()
+            }
+            MpsError::AlreadyRunning { name, .. } => format!(
+                "use it with `unilab mps exec {name} -- CMD`, or stop it with `unilab mps stop {name}`"
+            ),
+            MpsError::ForeignDaemon { .. } => {
+                "unilab never touches a daemon it cannot prove it started; choose another `--pipe-dir`"
+                    .into()
+            }
+            MpsError::UnsafeDirectory { .. } => {
+                "use a directory you own that others cannot write, or let unilab choose one".into()
+            }
+            MpsError::SocketPathTooLong { .. } => {
+                "choose a shorter `--pipe-dir` or `--name`".into()
+            }
+            MpsError::StartFailed { name, .. } => format!(
+                "see the daemon's `control.log`, and `unilab history --daemon {name}`"
+            ),
+            MpsError::NoDaemon => "start one with `unilab mps start`".into(),
+            MpsError::NoSuchDaemon(_) | MpsError::SeveralDaemons(_) => {
+                "see `unilab mps list`".into()
+            }
+            MpsError::NoDaemonForGpu(_) => "see `unilab mps list`, or start one with `unilab mps start`".into(),
+            MpsError::NotRunning { name, .. } => {
+                format!("`unilab mps stop {name}` cleans the record; then start a new daemon")
+            }
+            MpsError::Stale { .. } => "start a new daemon with `unilab mps start`".into(),
+            MpsError::Log(e) => return e.hint(),
+            MpsError::Io { .. }
+            | MpsError::Control(_)
+            | MpsError::Signal { .. }
+            | MpsError::Exec { .. } => return None,
+        })
+    }
+}

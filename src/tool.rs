@@ -1,0 +1,221 @@
+//! Running an external tool (`nvidia-smi`, `nvidia-cuda-mps-control`) with a timeout.
+//!
+//! A tool runs in its own process group; on timeout the group is killed. A process stuck in
+//! uninterruptible sleep (a wedged GPU) cannot be killed or reaped, so unilab never waits on one
+//! past the timeout: it stops reading, leaves it, and reports the timeout. Output is collected by
+//! reader threads into shared buffers, so a daemon that inherited the pipes and keeps them open
+//! cannot stall the caller either.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long to keep reading output after the tool exited, for pipes a daemon it forked holds.
+const DRAIN: Duration = Duration::from_millis(200);
+
+/// An external program unilab calls, as found on `PATH` or named by a variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tool {
+    pub program: OsString,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl ToolOutput {
+    /// The exit code, or `128 + signal` for a tool killed by a signal.
+    pub fn code(&self) -> i32 {
+        self.status
+            .code()
+            .or_else(|| self.status.signal().map(|s| 128 + s))
+            .unwrap_or(-1)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("`{}` was not found", program.to_string_lossy())]
+    NotFound { program: OsString },
+    #[error("cannot run `{}`", program.to_string_lossy())]
+    Spawn {
+        program: OsString,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{}` did not finish within {} s", program.to_string_lossy(), timeout.as_secs_f64())]
+    Timeout {
+        program: OsString,
+        timeout: Duration,
+    },
+}
+
+impl Tool {
+    pub fn new(program: impl Into<OsString>, timeout: Duration) -> Self {
+        Self {
+            program: program.into(),
+            timeout,
+        }
+    }
+
+    pub fn name(&self) -> String {
+        self.program.to_string_lossy().into_owned()
+    }
+
+    /// A command for this tool; add arguments and environment, then [`Tool::run`] it.
+    pub fn command(&self) -> Command {
+        Command::new(&self.program)
+    }
+
+    /// Runs `cmd` (made by [`Tool::command`]) to completion or timeout, feeding it `stdin`.
+    pub fn run(&self, mut cmd: Command, stdin: &[u8]) -> Result<ToolOutput, ToolError> {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = cmd.spawn().map_err(|source| match source.kind() {
+            ErrorKind::NotFound => ToolError::NotFound {
+                program: self.program.clone(),
+            },
+            _ => ToolError::Spawn {
+                program: self.program.clone(),
+                source,
+            },
+        })?;
+        let stdout = collect(child.stdout.take());
+        let stderr = collect(child.stderr.take());
+        if let Some(mut input) = child.stdin.take() {
+            // A tool that exits without reading its input closes the pipe: not an error here.
+            let _ = input.write_all(stdin);
+        }
+        let deadline = Instant::now() + self.timeout;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Ok(None) | Err(_) => {
+                    if let Ok(pid) = i32::try_from(child.id()) {
+                        // The group is the tool and what it forked without leaving the group.
+                        let _ = nix::sys::signal::killpg(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                    // Reap it if it dies promptly; a process in uninterruptible sleep is left.
+                    let reaped_by = Instant::now() + Duration::from_millis(500);
+                    while Instant::now() < reaped_by {
+                        if let Ok(Some(_)) = child.try_wait() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    return Err(ToolError::Timeout {
+                        program: self.program.clone(),
+                        timeout: self.timeout,
+                    });
+                }
+            }
+        };
+        let drained_by = Instant::now() + DRAIN;
+        while Instant::now() < drained_by && !(stdout.done() && stderr.done()) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(ToolOutput {
+            status,
+            stdout: stdout.text(),
+            stderr: stderr.text(),
+        })
+    }
+}
+
+/// Output read by a background thread.
+struct Collected {
+    buffer: Arc<Mutex<(Vec<u8>, bool)>>,
+}
+
+impl Collected {
+    fn done(&self) -> bool {
+        self.buffer.lock().map(|b| b.1).unwrap_or(true)
+    }
+
+    fn text(&self) -> String {
+        self.buffer
+            .lock()
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+fn collect(pipe: Option<impl Read + Send + 'static>) -> Collected {
+    let buffer = Arc::new(Mutex::new((Vec::new(), pipe.is_none())));
+    if let Some(mut pipe) = pipe {
+        let shared = Arc::clone(&buffer);
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            loop {
+                match pipe.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if let Ok(mut b) = shared.lock() {
+                            b.0.extend_from_slice(&chunk[..n]);
+                        }
+                    }
+                }
+            }
+            if let Ok(mut b) = shared.lock() {
+                b.1 = true;
+            }
+        });
+    }
+    Collected { buffer }
+}
+
+/// The program named by `variable` if set and not empty, else `default` (found on `PATH`).
+pub fn program_from(variable: Option<OsString>, default: &str) -> OsString {
+    variable
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| OsStr::new(default).to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_and_status_are_collected() {
+        let tool = Tool::new("sh", Duration::from_secs(5));
+        let mut cmd = tool.command();
+        cmd.args(["-c", "read x; echo out:$x; echo err >&2; exit 3"]);
+        let out = tool.run(cmd, b"hello\n").unwrap();
+        assert_eq!(out.code(), 3);
+        assert_eq!(out.stdout, "out:hello\n");
+        assert_eq!(out.stderr, "err\n");
+    }
+
+    #[test]
+    fn a_hung_tool_times_out_and_is_killed() {
+        let tool = Tool::new("sh", Duration::from_millis(300));
+        let mut cmd = tool.command();
+        cmd.args(["-c", "trap '' TERM; sleep 30"]);
+        let started = Instant::now();
+        let err = tool.run(cmd, b"").unwrap_err();
+        assert!(matches!(err, ToolError::Timeout { .. }));
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_missing_tool_says_so() {
+        let tool = Tool::new("unilab-no-such-tool", Duration::from_secs(1));
+        let err = tool.run(tool.command(), b"").unwrap_err();
+        assert!(matches!(err, ToolError::NotFound { .. }));
+    }
+}
