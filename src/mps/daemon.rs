@@ -135,6 +135,15 @@ pub fn plan(mps: &Mps, request: &StartRequest) -> Result<Plan, MpsError> {
         None => dirs::default_pipe_directory(mps.env.runtime_dir.as_deref(), mps.paths.uid, &name),
     };
     dirs::control_socket(&pipe_directory)?;
+    dirs::check_existing(
+        &dirs::creation_base(
+            &pipe_directory,
+            mps.env.runtime_dir.as_deref(),
+            mps.paths.uid,
+        ),
+        &pipe_directory,
+        mps.paths.uid,
+    )?;
     let log_directory = match &request.log_directory {
         Some(dir) => absolute(dir),
         None => mps.paths.user_dir().join("mps").join(&name).join("log"),

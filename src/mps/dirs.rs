@@ -106,6 +106,27 @@ pub fn ensure_private(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), 
     Ok(())
 }
 
+/// Checks, without creating anything, every level of `path` under `trusted_base` that exists.
+pub fn check_existing(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), MpsError> {
+    let Ok(relative) = path.strip_prefix(trusted_base) else {
+        return Ok(());
+    };
+    let mut level = trusted_base.to_owned();
+    for component in relative.components() {
+        level.push(component);
+        if std::fs::symlink_metadata(&level).is_err() {
+            return Ok(());
+        }
+        if let Some(reason) = distrust(&level, uid) {
+            return Err(MpsError::UnsafeDirectory {
+                path: level,
+                reason,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The base from which unilab creates a pipe directory: the parent of its first level that
 /// unilab may create. For the defaults that is `$XDG_RUNTIME_DIR` or `/tmp`; for a directory the
 /// user names, its parent.
@@ -211,7 +232,7 @@ mod tests {
         let long = PathBuf::from("/tmp").join("x".repeat(100));
         assert!(matches!(
             control_socket(&long),
-            Err(MpsError::SocketPathTooLong { len: 110, .. })
+            Err(MpsError::SocketPathTooLong { len: 113, .. })
         ));
     }
 

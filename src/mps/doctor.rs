@@ -224,24 +224,8 @@ fn pipe_check(mps: &Mps, pipe_directory: &Path, ours_live: bool) -> Check {
         mps.env.runtime_dir.as_deref(),
         mps.paths.uid,
     );
-    let mut level = base.clone();
-    for component in pipe_directory
-        .strip_prefix(&base)
-        .map(|r| r.components().collect::<Vec<_>>())
-        .unwrap_or_default()
-    {
-        level.push(component);
-        if std::fs::symlink_metadata(&level).is_err() {
-            break;
-        }
-        if let Some(reason) = dirs::distrust(&level, mps.paths.uid) {
-            return check(
-                "pipe directory",
-                CheckStatus::Fail,
-                format!("`{}`: {reason}", level.display()),
-                Some("use a directory you own that others cannot write, or `--pipe-dir`".into()),
-            );
-        }
+    if let Err(e) = dirs::check_existing(&base, pipe_directory, mps.paths.uid) {
+        return check("pipe directory", CheckStatus::Fail, e.to_string(), e.hint());
     }
     if !ours_live && let Occupant::Live { pid } = dirs::occupant(mps.proc, pipe_directory) {
         return check(

@@ -1,0 +1,1004 @@
+//! `unilab mps ...` end to end: the real binary, the fake `nvidia-smi` and the fake
+//! `nvidia-cuda-mps-control` (which daemonizes like NVIDIA's), and real processes.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use predicates::prelude::*;
+use serde_json::Value;
+use unilab::log::{Event, LogReader, Subject};
+
+const GPU_A: &str = "GPU-1111aaaa-0000-4000-8000-000000000001";
+const GPU_B: &str = "GPU-2222bbbb-0000-4000-8000-000000000002";
+
+/// A host with two fake GPUs, a private runtime directory for pipe directories, and cleanup of
+/// every fake daemon the test left running.
+struct Host {
+    root: TestRoot,
+    gpus: String,
+}
+
+impl Host {
+    fn two_gpus() -> Self {
+        let root = TestRoot::new();
+        std::fs::create_dir(root.root().join("run")).unwrap();
+        std::fs::set_permissions(
+            root.root().join("run"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
+        Host {
+            root,
+            gpus: format!("{GPU_A}|NVIDIA H200|143771|0|0;{GPU_B}|NVIDIA H200|143771|0|0"),
+        }
+    }
+
+    fn runtime(&self) -> PathBuf {
+        self.root.root().join("run")
+    }
+
+    fn unilab(&self) -> assert_cmd::Command {
+        let mut cmd = self.root.unilab();
+        cmd.env("FAKE_NVIDIA_SMI_GPUS", &self.gpus)
+            .env("XDG_RUNTIME_DIR", self.runtime())
+            .env("UNILAB_TOOL_TIMEOUT", "5");
+        cmd
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self
+            .unilab()
+            .arg("--json")
+            .args(args)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice(&out)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out)))
+    }
+
+    fn start(&self, args: &[&str]) -> Value {
+        let mut all = vec!["mps", "start"];
+        all.extend_from_slice(args);
+        self.json(&all)
+    }
+
+    fn kinds(&self, daemon: &str) -> Vec<String> {
+        let out = self
+            .unilab()
+            .args(["--json", "history", "--daemon", daemon])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["kind"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        // Stop any fake daemon a failing test left behind: they are this test's own.
+        let mut pid_files = Vec::new();
+        for dir in [
+            self.runtime().join("unilab/mps"),
+            self.root.root().join("pipes"),
+        ] {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                pid_files.extend(
+                    entries
+                        .flatten()
+                        .map(|e| e.path().join("nvidia-cuda-mps-control.pid")),
+                );
+            }
+        }
+        for pid_file in pid_files {
+            if let Some(pid) = std::fs::read_to_string(pid_file)
+                .ok()
+                .and_then(|p| p.trim().parse::<i32>().ok())
+            {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+/// Whether `pid` is gone (or only a zombie), waiting up to 5 s.
+fn gone(pid: u64) -> bool {
+    let started = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+        if stat.as_ref().map_or(true, |s| s.contains(") Z ")) {
+            return true;
+        }
+        if started.elapsed() > Duration::from_secs(5) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: u64) -> bool {
+    !gone_now(pid)
+}
+
+fn gone_now(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+}
+
+#[test]
+fn the_one_command_path_on_a_one_gpu_mask_round_trips() {
+    let host = Host::two_gpus();
+    let record = host
+        .unilab()
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .arg("--json")
+        .args(["mps", "start"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let record: Value = serde_json::from_slice(&record).unwrap();
+    assert_eq!(record["name"], "gpu-2222bbbb");
+    assert_eq!(record["gpu_uuids"][0], GPU_B);
+    assert_eq!(record["topology_mode"], "single_gpu");
+    let pid = record["pid"].as_u64().unwrap();
+    assert!(alive(pid));
+    let pipe = PathBuf::from(record["pipe_directory"].as_str().unwrap());
+    assert_eq!(pipe, host.runtime().join("unilab/mps/gpu-2222bbbb"));
+    let mode = std::fs::metadata(&pipe).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o700
+    );
+
+    let list = host.json(&["mps", "list"]);
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["live"], true);
+    assert_eq!(
+        list[0]["process_start_ticks"],
+        record["process_start_ticks"]
+    );
+
+    let env = host.json(&["mps", "env"]);
+    assert_eq!(env["CUDA_MPS_PIPE_DIRECTORY"], record["pipe_directory"]);
+    assert_eq!(env["CUDA_MPS_LOG_DIRECTORY"], record["log_directory"]);
+    assert_eq!(env["CUDA_VISIBLE_DEVICES"], GPU_B);
+    host.unilab()
+        .args(["mps", "env", "--gpu", "GPU-2222"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!(
+            "export CUDA_VISIBLE_DEVICES='{GPU_B}'"
+        )));
+
+    // exec: the command sees the daemon's environment, its exit code comes back, and a CUDA
+    // client under it reaches the daemon through the pipe directory.
+    host.unilab()
+        .args(["mps", "exec", "--", "sh", "-c", "test \"$CUDA_VISIBLE_DEVICES\" = \"$0\" && echo get_server_list | nvidia-cuda-mps-control >/dev/null && exit 7", GPU_B])
+        .assert()
+        .code(7);
+
+    host.unilab()
+        .args(["mps", "stop"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("stopped `gpu-2222bbbb` (quit)"));
+    assert!(gone(pid), "the daemon is really gone");
+    assert!(
+        !pipe.join("control").exists(),
+        "the stale socket was removed"
+    );
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+    assert_eq!(
+        host.kinds("gpu-2222bbbb"),
+        [
+            "topology_resolved",
+            "daemon_started",
+            "daemon_verified_live",
+            "daemon_stopped"
+        ]
+    );
+    host.unilab().args(["log", "verify"]).assert().success();
+}
+
+#[test]
+fn two_visible_gpus_need_a_selector() {
+    let host = Host::two_gpus();
+    host.unilab()
+        .args(["mps", "start"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "2 GPUs are visible, so a selector is needed",
+        ))
+        .stderr(predicate::str::contains(GPU_A))
+        .stderr(predicate::str::contains(GPU_B))
+        .stderr(predicate::str::contains("hint: pass one"));
+    assert!(
+        !host.root.log_path().exists(),
+        "a refused start records nothing"
+    );
+}
+
+#[test]
+fn every_selector_form_resolves_through_doctor() {
+    let host = Host::two_gpus();
+    let selector = |sel: &str, mask: Option<&str>| -> Value {
+        let mut cmd = host.unilab();
+        if let Some(mask) = mask {
+            cmd.env("CUDA_VISIBLE_DEVICES", mask);
+        }
+        let out = cmd
+            .args(["--json", "mps", "doctor", sel])
+            .assert()
+            .get_output()
+            .stdout
+            .clone();
+        let report: Value = serde_json::from_slice(&out).unwrap();
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "selector")
+            .cloned()
+            .unwrap()
+    };
+    assert!(
+        selector("1", None)["detail"]
+            .as_str()
+            .unwrap()
+            .contains(GPU_B)
+    );
+    assert!(
+        selector("GPU-1111", None)["detail"]
+            .as_str()
+            .unwrap()
+            .contains(GPU_A)
+    );
+    // Under a mask, ordinals follow the mask's order.
+    assert!(
+        selector("0", Some("1,0"))["detail"]
+            .as_str()
+            .unwrap()
+            .contains(GPU_B)
+    );
+    assert!(
+        selector("0", Some(GPU_B))["detail"]
+            .as_str()
+            .unwrap()
+            .contains(GPU_B)
+    );
+    assert!(
+        selector("1", Some("1"))["detail"]
+            .as_str()
+            .unwrap()
+            .contains("GPU 1 is not visible")
+    );
+    // The mask stops at its first invalid entry.
+    assert!(
+        selector("1", Some("0,GPU-ffff,1"))["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not visible")
+    );
+    assert!(
+        selector("all", Some(""))["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no GPU is visible")
+    );
+    assert_eq!(selector("all", Some("0"))["status"], "ok");
+    for (sel, mode) in [
+        ("0,1", "single_task_multi_gpu"),
+        ("each:0,1", "task_per_gpu"),
+        ("all", "single_task_multi_gpu"),
+    ] {
+        let check = selector(sel, None);
+        assert_eq!(check["status"], "fail", "{sel}");
+        assert!(
+            check["detail"].as_str().unwrap().contains(mode),
+            "{sel}: {check}"
+        );
+    }
+    assert!(
+        selector("GPU-12", None)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("at least 4 hex digits")
+    );
+    assert!(
+        selector("GPU-9999", None)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no visible GPU matches")
+    );
+
+    let mask_check = {
+        let out = host
+            .unilab()
+            .env("CUDA_VISIBLE_DEVICES", "0,7,1")
+            .args(["--json", "mps", "doctor", "0"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let report: Value = serde_json::from_slice(&out).unwrap();
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "visibility mask")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(mask_check["status"], "warn");
+    assert!(
+        mask_check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("stops at `7`")
+    );
+}
+
+#[test]
+fn multi_gpu_modes_and_mig_are_refused_by_start() {
+    let host = Host::two_gpus();
+    for (sel, mode) in [
+        ("0,1", "single_task_multi_gpu"),
+        ("each:0,1", "task_per_gpu"),
+        ("all", "single_task_multi_gpu"),
+    ] {
+        host.unilab()
+            .args(["mps", "start", sel])
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains(format!("resolves to {mode}")))
+            .stderr(predicate::str::contains(
+                "only single_gpu can start an MPS daemon",
+            ));
+    }
+    host.unilab()
+        .args(["mps", "start", "MIG-GPU-1111aaaa/1/0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("is a MIG device"));
+    host.unilab()
+        .env("CUDA_VISIBLE_DEVICES", "MIG-1111aaaa")
+        .args(["mps", "start", "0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("names the MIG device"));
+    assert!(!host.root.log_path().exists());
+}
+
+#[test]
+fn a_second_start_is_refused_while_the_first_runs() {
+    let host = Host::two_gpus();
+    let first = host.start(&["0"]);
+    host.unilab()
+        .args(["mps", "start", "0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("already serves"));
+    // Another name on the same GPU is refused too.
+    host.unilab()
+        .args(["mps", "start", "0", "--name", "other"])
+        .assert()
+        .code(3);
+    host.unilab().args(["mps", "stop"]).assert().success();
+    assert!(gone(first["pid"].as_u64().unwrap()));
+}
+
+#[test]
+fn a_daemon_killed_behind_unilabs_back_is_cleaned_with_exit_4() {
+    let host = Host::two_gpus();
+    let record = host.start(&["1"]);
+    let pid = record["pid"].as_u64().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(gone(pid));
+    assert_eq!(host.json(&["mps", "list"])[0]["state"], "process_gone");
+    host.unilab()
+        .args(["mps", "env"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("is not running: process_gone"));
+    host.unilab()
+        .args(["mps", "stop"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains(
+            "its record was cleaned and nothing was signalled",
+        ));
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+    assert_eq!(
+        host.kinds("gpu-2222bbbb").last().unwrap(),
+        "daemon_stale_cleaned"
+    );
+    // The way is clear for a new daemon.
+    let again = host.start(&["1"]);
+    host.unilab().args(["mps", "stop"]).assert().success();
+    assert!(gone(again["pid"].as_u64().unwrap()));
+}
+
+#[test]
+fn a_daemon_that_ignores_quit_is_escalated() {
+    let host = Host::two_gpus();
+    let record: Value = serde_json::from_slice(
+        &host
+            .unilab()
+            .env("FAKE_MPS_IGNORE_QUIT", "1")
+            .args(["--json", "mps", "start", "0"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    )
+    .unwrap();
+    let pid = record["pid"].as_u64().unwrap();
+    host.unilab()
+        .args(["mps", "stop", "--grace", "0.5"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("(terminated)"));
+    assert!(gone(pid));
+
+    let record: Value = serde_json::from_slice(
+        &host
+            .unilab()
+            .env("FAKE_MPS_IGNORE_QUIT", "1")
+            .env("FAKE_MPS_IGNORE_SIGTERM", "1")
+            .args(["--json", "mps", "start", "0"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    )
+    .unwrap();
+    let pid = record["pid"].as_u64().unwrap();
+    host.unilab()
+        .args(["mps", "stop", "--grace", "0.5"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("(killed)"));
+    assert!(gone(pid));
+    assert_eq!(
+        host.kinds("gpu-1111aaaa")
+            .iter()
+            .filter(|k| *k == "daemon_stopped")
+            .count(),
+        2
+    );
+}
+
+/// Starts a fake daemon unilab knows nothing about, in `pipe`.
+fn foreign_daemon(pipe: &Path) -> u64 {
+    let status = Command::new(fixtures_dir().join("nvidia-cuda-mps-control"))
+        .arg("-d")
+        .env("CUDA_MPS_PIPE_DIRECTORY", pipe)
+        .env("CUDA_MPS_LOG_DIRECTORY", pipe.join("../foreign-log"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let pid_file = pipe.join("nvidia-cuda-mps-control.pid");
+    let started = Instant::now();
+    while !pid_file.exists() {
+        assert!(started.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::read_to_string(pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_foreign_daemon_in_the_pipe_directory_is_refused_and_untouched() {
+    let host = Host::two_gpus();
+    let pipes = host.root.root().join("pipes");
+    std::fs::create_dir(&pipes).unwrap();
+    let pipe = pipes.join("shared");
+    std::fs::create_dir(&pipe).unwrap();
+    std::fs::set_permissions(&pipe, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let foreign = foreign_daemon(&pipe);
+    host.unilab()
+        .args(["mps", "start", "0", "--pipe-dir"])
+        .arg(&pipe)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "that unilab did not start answers in",
+        ))
+        .stderr(predicate::str::contains(
+            "never touches a daemon it cannot prove it started",
+        ));
+    host.unilab()
+        .args(["mps", "stop", "--all"])
+        .assert()
+        .success();
+    assert!(alive(foreign), "the foreign daemon was left alone");
+    assert!(pipe.join("control").exists());
+    // status shows the foreign socket, owned by none of this user's records.
+    let status = host
+        .unilab()
+        .env("CUDA_MPS_PIPE_DIRECTORY", &pipe)
+        .args(["--json", "mps", "status"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let status: Value = serde_json::from_slice(&status).unwrap();
+    let listed = status["control_pipes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == pipe.join("control").display().to_string())
+        .cloned()
+        .expect("the foreign pipe is listed");
+    assert_eq!(listed["managed_names"], serde_json::json!([]));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(foreign as i32),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+}
+
+#[test]
+fn unsafe_pipe_directories_are_refused() {
+    let host = Host::two_gpus();
+    let target = tempfile::tempdir().unwrap();
+    let link = host.root.root().join("link");
+    std::os::unix::fs::symlink(target.path(), &link).unwrap();
+    host.unilab()
+        .args(["mps", "start", "0", "--pipe-dir"])
+        .arg(&link)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("it is a symbolic link"));
+    let open = host.root.root().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    host.unilab()
+        .args(["mps", "start", "0", "--pipe-dir"])
+        .arg(&open)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("others can write to it"));
+    let long = host.root.root().join("p".repeat(110));
+    host.unilab()
+        .args(["mps", "start", "0", "--pipe-dir"])
+        .arg(&long)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("UNIX sockets allow at most 107"));
+    assert!(!long.exists(), "nothing is created before the length check");
+    assert!(!host.root.log_path().exists());
+}
+
+#[test]
+fn a_foreign_owned_pipe_directory_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to give a directory to another user");
+        return;
+    }
+    let host = Host::two_gpus();
+    let theirs = host.root.root().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::set_permissions(&theirs, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    host.unilab()
+        .args(["mps", "start", "0", "--pipe-dir"])
+        .arg(&theirs)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("it belongs to uid 65534"));
+}
+
+#[test]
+fn nvidia_smi_missing_hung_or_garbled_gives_clear_errors_in_time() {
+    let host = Host::two_gpus();
+    host.unilab()
+        .env(
+            "UNILAB_NVIDIA_SMI",
+            host.root.root().join("no-such-nvidia-smi"),
+        )
+        .args(["mps", "start"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("`nvidia-smi` was not found"))
+        .stderr(predicate::str::contains(
+            "hint: install the NVIDIA driver utilities",
+        ));
+    let started = Instant::now();
+    host.unilab()
+        .env("FAKE_NVIDIA_SMI_MODE", "hang")
+        .env("UNILAB_TOOL_TIMEOUT", "1")
+        .args(["mps", "start"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("did not answer within 1 s"));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the timeout held"
+    );
+    host.unilab()
+        .env("FAKE_NVIDIA_SMI_MODE", "garbage")
+        .args(["mps", "start"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "printed no GPU list that unilab can read",
+        ));
+    for (mode, says) in [
+        ("no-driver", "cannot communicate with the NVIDIA driver"),
+        ("no-devices", "found no GPUs"),
+        ("mismatch", "version mismatch"),
+    ] {
+        host.unilab()
+            .env("FAKE_NVIDIA_SMI_MODE", mode)
+            .args(["mps", "start"])
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains(says));
+    }
+    // status still answers, with the diagnostic.
+    let status: Value = serde_json::from_slice(
+        &host
+            .unilab()
+            .env("FAKE_NVIDIA_SMI_MODE", "no-driver")
+            .args(["--json", "mps", "status"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        status["diagnostic"]
+            .as_str()
+            .unwrap()
+            .contains("NVIDIA driver")
+    );
+    assert_eq!(status["gpus"].as_array().unwrap().len(), 0);
+    // doctor fails its first check and says why.
+    host.unilab()
+        .env("FAKE_NVIDIA_SMI_MODE", "no-driver")
+        .args(["mps", "doctor"])
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains("[FAIL] nvidia-smi"));
+}
+
+#[test]
+fn stop_all_stops_two_daemons() {
+    let host = Host::two_gpus();
+    let a = host.start(&["0"]);
+    let b = host.start(&["GPU-2222"]);
+    host.unilab()
+        .args(["mps", "stop"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("several daemons are recorded"));
+    let stopped = host.json(&["mps", "stop", "--all"]);
+    assert_eq!(stopped.as_array().unwrap().len(), 2);
+    assert!(
+        stopped
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["outcome"] == "stopped")
+    );
+    assert!(gone(a["pid"].as_u64().unwrap()));
+    assert!(gone(b["pid"].as_u64().unwrap()));
+}
+
+#[test]
+fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
+    let host = Host::two_gpus();
+    // A daemon record that names this very test process, but for another uid and another host.
+    let me = std::process::id();
+    let ticks = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+    let ticks: u64 = ticks[ticks.rfind(')').unwrap() + 2..]
+        .split(' ')
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let log = host.root.log();
+    let (subject, event) = every_event_kind().swap_remove(1);
+    let Event::DaemonStarted {
+        mut record,
+        foreground,
+    } = event
+    else {
+        unreachable!()
+    };
+    record.pid = me;
+    record.process_start_ticks = ticks;
+    for (name, uid, hostname) in [
+        (
+            "other-uid",
+            host.root.scope().uid + 1,
+            host.root.scope().host,
+        ),
+        ("other-host", host.root.scope().uid, "elsewhere".to_string()),
+    ] {
+        let mut r = record.clone();
+        r.name = name.into();
+        r.uid = uid;
+        r.host = hostname;
+        log.append(
+            Subject::Daemon(name.into()),
+            Event::DaemonStarted {
+                record: r,
+                foreground,
+            },
+        )
+        .unwrap();
+    }
+    drop(subject);
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+    assert!(
+        host.json(&["mps", "status"])["managed_daemons"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    host.unilab()
+        .args(["mps", "stop", "other-uid"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("no daemon named `other-uid`"));
+    host.unilab()
+        .args(["mps", "stop", "--all"])
+        .assert()
+        .success();
+    // Still here: nothing signalled this process.
+    let snapshot = LogReader::open(&host.root.log_path())
+        .unwrap()
+        .unwrap()
+        .snapshot()
+        .unwrap();
+    assert_eq!(
+        snapshot.daemons().unwrap().len(),
+        2,
+        "foreign records are not cleaned either"
+    );
+}
+
+#[test]
+fn read_only_commands_change_nothing() {
+    let host = Host::two_gpus();
+    for args in [
+        &["mps", "status"][..],
+        &["mps", "list"][..],
+        &["mps", "doctor", "0"][..],
+    ] {
+        host.unilab().args(args).assert().success();
+    }
+    host.unilab()
+        .args(["mps", "env"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("no MPS daemon is recorded"));
+    assert!(!host.root.log_path().exists(), "no log was created");
+    assert!(
+        !host.runtime().join("unilab").exists(),
+        "no pipe directory was created"
+    );
+    let record = host.start(&["0"]);
+    let seq_before = LogReader::open(&host.root.log_path())
+        .unwrap()
+        .unwrap()
+        .snapshot()
+        .unwrap()
+        .head()
+        .unwrap()
+        .0;
+    for args in [
+        &["mps", "status"][..],
+        &["mps", "list"][..],
+        &["mps", "doctor", "0"][..],
+        &["mps", "env"][..],
+    ] {
+        host.unilab().args(args).assert().success();
+    }
+    let seq_after = LogReader::open(&host.root.log_path())
+        .unwrap()
+        .unwrap()
+        .snapshot()
+        .unwrap()
+        .head()
+        .unwrap()
+        .0;
+    assert_eq!(seq_before, seq_after, "no events");
+    host.unilab().args(["mps", "stop"]).assert().success();
+    assert!(gone(record["pid"].as_u64().unwrap()));
+}
+
+#[test]
+fn status_finds_control_pipes_and_who_owns_them() {
+    let host = Host::two_gpus();
+    let record = host.start(&["0"]);
+    let status = host
+        .unilab()
+        .env("CUDA_VISIBLE_DEVICES", "0")
+        .arg("--json")
+        .args(["mps", "status"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let status: Value = serde_json::from_slice(&status).unwrap();
+    for field in [
+        "platform",
+        "nvidia_smi_available",
+        "cuda_visible_devices",
+        "gpus",
+        "control_pipes",
+        "managed_daemons",
+        "diagnostic",
+        "compatible_topology_modes",
+    ] {
+        assert!(status.get(field).is_some(), "HostStatus.{field}");
+    }
+    assert_eq!(status["cuda_visible_devices"], "0");
+    assert_eq!(
+        status["compatible_topology_modes"],
+        serde_json::json!(["single_gpu"])
+    );
+    let pipe = status["control_pipes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["managed_names"] == serde_json::json!(["gpu-1111aaaa"]))
+        .expect("the daemon's control pipe");
+    assert_eq!(pipe["kind"], "socket");
+    host.unilab().args(["mps", "stop"]).assert().success();
+    assert!(gone(record["pid"].as_u64().unwrap()));
+}
+
+#[test]
+fn foreground_daemons_stop_cleanly_on_ctrl_c() {
+    let host = Host::two_gpus();
+    let mut cmd = Command::new(unilab_bin());
+    cmd.env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", host.root.root())
+        .env("FAKE_NVIDIA_SMI_GPUS", &host.gpus)
+        .env("XDG_RUNTIME_DIR", host.runtime())
+        .arg("--root")
+        .arg(host.root.root())
+        .args(["mps", "start", "1", "--foreground"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let started = Instant::now();
+    let live = loop {
+        let list = host.json(&["mps", "list"]);
+        if list
+            .as_array()
+            .is_some_and(|l| l.len() == 1 && l[0]["live"] == true)
+        {
+            break list[0].clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the foreground daemon never came up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Wait for verification before interrupting.
+    while !host
+        .kinds("gpu-2222bbbb")
+        .contains(&"daemon_verified_live".to_string())
+    {
+        assert!(started.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::SIGINT,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(gone(live["pid"].as_u64().unwrap()));
+    let kinds = host.kinds("gpu-2222bbbb");
+    assert_eq!(kinds.last().unwrap(), "daemon_stopped");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("Starting control daemon using socket"),
+        "its log lines reach stderr"
+    );
+}
+
+/// Starts `sleep 60` with exactly `pid`, by setting the kernel's last pid just below it.
+fn process_with_pid(pid: u64) -> Option<std::process::Child> {
+    for _ in 0..200 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).ok()?;
+        let child = Command::new("sleep").arg("60").spawn().ok()?;
+        if u64::from(child.id()) == pid {
+            return Some(child);
+        }
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    None
+}
+
+#[test]
+fn a_pid_reused_by_another_process_is_never_signalled() {
+    if !is_root() {
+        eprintln!("skipped: forcing pid reuse through /proc/sys/kernel/ns_last_pid needs root");
+        return;
+    }
+    let host = Host::two_gpus();
+    let record = host.start(&["0"]);
+    let pid = record["pid"].as_u64().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    // The pid is free only once the zombie is reaped, not merely dead.
+    let started = Instant::now();
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "pid {pid} was never reaped"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let Some(mut impostor) = process_with_pid(pid) else {
+        eprintln!("skipped: the kernel would not hand out pid {pid} again");
+        return;
+    };
+    assert_eq!(host.json(&["mps", "list"])[0]["state"], "pid_reused");
+    host.unilab()
+        .args(["mps", "stop", "--grace", "0.2"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("pid_reused"));
+    assert!(
+        impostor.try_wait().unwrap().is_none(),
+        "the process that reused the pid was not signalled"
+    );
+    assert_eq!(
+        host.kinds("gpu-1111aaaa").last().unwrap(),
+        "daemon_stale_cleaned"
+    );
+    impostor.kill().unwrap();
+    impostor.wait().unwrap();
+}
