@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use crate::log::LogError;
 use crate::mps::error::MpsError;
 use crate::paths::PathError;
+use crate::soak::supervise::SoakError;
 
 /// unilab's exit codes, as documented in the README.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +54,8 @@ pub enum Error {
     Paths(#[from] PathError),
     #[error(transparent)]
     Mps(MpsError),
+    #[error(transparent)]
+    Soak(SoakError),
     #[error("cannot write to standard output")]
     Stdout(#[source] std::io::Error),
     /// The reader of our standard output went away (`unilab history | head`): not a failure.
@@ -71,9 +74,20 @@ impl From<MpsError> for Error {
     }
 }
 
+impl From<SoakError> for Error {
+    fn from(e: SoakError) -> Self {
+        match e {
+            SoakError::Log(log) => Error::Log(*log),
+            other => Error::Soak(other),
+        }
+    }
+}
+
 impl Error {
     pub fn exit(&self) -> Exit {
         match self {
+            Error::Soak(SoakError::Invalid(_)) => Exit::Usage,
+            Error::Soak(_) => Exit::Refused,
             Error::Mps(e) if e.is_stale() => Exit::Stale,
             Error::Mps(_) => Exit::Refused,
             Error::Log(e) => match e {
@@ -95,6 +109,7 @@ impl Error {
             Error::Log(e) => e.hint(),
             Error::Paths(e) => e.hint(),
             Error::Mps(e) => e.hint(),
+            Error::Soak(e) => e.hint(),
             Error::Internal(_) => {
                 Some("this is a bug in unilab; please report it with the command you ran".into())
             }

@@ -20,5 +20,6 @@ pub mod output;
 pub mod paths;
 pub mod process;
 pub mod projection;
+pub mod snapshot;
 pub mod soak;
 pub mod tool;

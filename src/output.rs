@@ -39,6 +39,15 @@ impl Output {
         self.stdout.write_all(b"\n").map_err(stdout_error)
     }
 
+    /// Bytes exactly as given, on standard output.
+    pub fn raw(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.stdout.write_all(bytes).map_err(stdout_error)
+    }
+
+    pub fn is_quiet(&self) -> bool {
+        self.quiet
+    }
+
     pub fn flush(&mut self) -> Result<(), Error> {
         self.stdout.flush().map_err(stdout_error)
     }

@@ -255,6 +255,43 @@ pub fn wait_for_exit(
     }
 }
 
+/// Every process on the host whose stat could be read, for building trees.
+pub fn all_processes(proc_root: &std::path::Path) -> Vec<ProcStat> {
+    let Ok(entries) = std::fs::read_dir(proc_root) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter_map(|pid| {
+            std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat"))
+                .ok()
+                .and_then(|text| parse_stat(&text))
+        })
+        .collect()
+}
+
+/// The descendants of `root` (not `root` itself) among `processes`, parents before children.
+pub fn descendants(root: u32, processes: &[ProcStat]) -> Vec<ProcStat> {
+    let mut children: std::collections::HashMap<u32, Vec<&ProcStat>> =
+        std::collections::HashMap::new();
+    for p in processes {
+        children.entry(p.ppid).or_default().push(p);
+    }
+    let mut found = Vec::new();
+    let mut queue = std::collections::VecDeque::from([root]);
+    while let Some(pid) = queue.pop_front() {
+        for child in children.get(&pid).into_iter().flatten() {
+            // A pid cannot be its own ancestor; guard against a corrupt table anyway.
+            if child.pid != root && !found.iter().any(|f: &ProcStat| f.pid == child.pid) {
+                found.push((*child).clone());
+                queue.push_back(child.pid);
+            }
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,11 +45,88 @@ pub enum Command {
     /// Start, inspect and stop your own CUDA MPS control daemons
     #[command(subcommand)]
     Mps(MpsCommand),
+    /// Supervise a long training command and judge it by its progress
+    #[command(subcommand)]
+    Soak(SoakCommand),
+    /// Print the runtime snapshot (source, GPU, software, environment) of a directory
+    Snapshot {
+        /// The directory whose git checkout to describe (default: the current one)
+        dir: Option<PathBuf>,
+    },
     /// Replay the event log as a timeline
     History(HistoryArgs),
     /// Inspect the event log itself
     #[command(subcommand)]
     Log(LogCommand),
+    /// Internal: the process between a soak's supervisor and its command
+    #[command(name = "__soak-guard", hide = true)]
+    SoakGuard {
+        #[arg(long)]
+        status: PathBuf,
+        #[arg(last = true)]
+        command: Vec<OsString>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SoakCommand {
+    /// Run a command under supervision until it passes or fails
+    Run(SoakRunArgs),
+    /// List soaks, newest last
+    List,
+    /// Show one soak's verdict and artifact
+    Show { id: String },
+    /// Regenerate a soak's artifact from the log, byte for byte
+    Export {
+        id: String,
+        /// Write it here (default: standard output)
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+}
+
+fn key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!("`{text}` is not KEY=VALUE")),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct SoakRunArgs {
+    /// The directory whose growth proves the command is alive (owned by you, not writable by others)
+    #[arg(long = "progress-dir", value_name = "DIR")]
+    pub progress_dir: PathBuf,
+    /// Where to write the artifact
+    #[arg(long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Time between samples
+    #[arg(long = "sample-interval", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub sample_interval: Duration,
+    /// Fail if no progress appears within this time
+    #[arg(long = "startup-timeout", value_name = "DURATION", default_value = "600s", value_parser = parse_duration)]
+    pub startup_timeout: Duration,
+    /// Fail if progress stops for this long
+    #[arg(long = "stale-progress", value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+    pub stale_progress: Duration,
+    /// How long processes get between SIGTERM and SIGKILL, and to exit after the command
+    #[arg(long = "shutdown-grace", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+    /// Fail a command that exits 0 sooner than this
+    #[arg(long = "min-duration", value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    pub min_duration: Duration,
+    /// Working directory of the command
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Set a variable for the command (values of credential-like names are never recorded)
+    #[arg(long = "env", value_name = "K=V", value_parser = key_value)]
+    pub env: Vec<(String, String)>,
+    /// Record metadata with the soak
+    #[arg(long = "meta", value_name = "K=V", value_parser = key_value)]
+    pub meta: Vec<(String, String)>,
+    /// The command and its arguments
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 pub mod history;
 pub mod log;
 pub mod mps;
+pub mod soak;
 
 use crate::cli::{Cli, Command, LogCommand};
 use crate::error::{Error, Exit};
@@ -12,12 +13,22 @@ use crate::paths::StatePaths;
 
 pub fn run(cli: Cli) -> Result<Exit, Error> {
     let mut out = Output::new(cli.global.json, cli.global.quiet, cli.global.verbose);
-    let paths = StatePaths::resolve(cli.global.root.as_deref())?;
-    out.detail(&format!("event log: `{}`", paths.log_path().display()));
+    let root = cli.global.root.as_deref();
+    let paths = |out: &Output| -> Result<StatePaths, Error> {
+        let paths = StatePaths::resolve(root)?;
+        out.detail(&format!("event log: `{}`", paths.log_path().display()));
+        Ok(paths)
+    };
     let status = match cli.command {
-        Command::History(args) => history::run(&paths, &args, &mut out),
-        Command::Log(LogCommand::Verify) => log::verify(&paths, &mut out),
-        Command::Mps(command) => mps::run(&paths, command, &mut out),
+        Command::History(args) => history::run(&paths(&out)?, &args, &mut out),
+        Command::Log(LogCommand::Verify) => log::verify(&paths(&out)?, &mut out),
+        Command::Mps(command) => mps::run(&paths(&out)?, command, &mut out),
+        Command::Soak(command) => soak::run(&paths(&out)?, command, &mut out),
+        Command::Snapshot { dir } => soak::snapshot(dir.as_deref(), &mut out),
+        // The guard needs no state: it only runs the command and reports on it.
+        Command::SoakGuard { status, command } => Ok(Exit::Passthrough(
+            u8::try_from(crate::soak::guard::run(&status, &command)).unwrap_or(1),
+        )),
     };
     // Flush what was printed before an error too, so partial output is not lost.
     let flushed = out.flush();

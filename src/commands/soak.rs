@@ -1,0 +1,287 @@
+//! `unilab soak ...` and `unilab snapshot`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use crate::cli::{SoakCommand, SoakRunArgs};
+use crate::env::EnvVars;
+use crate::error::{Error, Exit};
+use crate::log::{Event, EventLog, LogReader, Snapshot, Subject};
+use crate::mps::tool_timeout;
+use crate::output::{Output, human_time};
+use crate::paths::StatePaths;
+use crate::process::{self, Liveness, SystemProc};
+use crate::projection::soaks::{SoakState, SoakSummary};
+use crate::snapshot::runtime_snapshot;
+use crate::soak::artifact;
+use crate::soak::model::OutcomeStatus;
+use crate::soak::supervise::{self, SoakContext, SoakError, SoakSpec};
+use crate::tool::{Tool, program_from};
+
+fn smi_tool() -> Tool {
+    Tool::new(
+        program_from(std::env::var_os(EnvVars::UNILAB_NVIDIA_SMI), "nvidia-smi"),
+        tool_timeout(std::env::var_os(EnvVars::UNILAB_TOOL_TIMEOUT)),
+    )
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, Error> {
+    serde_json::to_value(value).map_err(|e| Error::Internal(e.to_string()))
+}
+
+pub fn run(paths: &StatePaths, command: SoakCommand, out: &mut Output) -> Result<Exit, Error> {
+    match command {
+        SoakCommand::Run(args) => soak_run(paths, args, out),
+        SoakCommand::List => list(paths, out),
+        SoakCommand::Show { id } => show(paths, &id, out),
+        SoakCommand::Export { id, output } => export(paths, &id, output.as_deref(), out),
+    }
+}
+
+pub fn snapshot(dir: Option<&Path>, out: &mut Output) -> Result<Exit, Error> {
+    let dir = match dir {
+        Some(dir) => dir.to_owned(),
+        None => std::env::current_dir().map_err(|e| Error::Internal(e.to_string()))?,
+    };
+    let value = runtime_snapshot(&dir, &smi_tool());
+    if out.json {
+        out.json_line(&value)?;
+    } else {
+        out.line(
+            &serde_json::to_string_pretty(&value).map_err(|e| Error::Internal(e.to_string()))?,
+        )?;
+    }
+    Ok(Exit::Success)
+}
+
+fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<Exit, Error> {
+    let spec = SoakSpec::validate(
+        args.command,
+        args.progress_dir,
+        args.output,
+        args.sample_interval,
+        args.startup_timeout,
+        args.stale_progress,
+        args.shutdown_grace,
+        args.min_duration,
+        args.cwd,
+        args.env,
+        args.meta,
+        paths.uid,
+    )?;
+    let log = EventLog::open(&paths.log_path(), paths.scope())?;
+    let smi = smi_tool();
+    let runtime_json = runtime_snapshot(&spec.cwd, &smi).to_string();
+    let guard_program = std::env::current_exe()
+        .map_err(|e| Error::Internal(format!("cannot find the unilab binary: {e}")))?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .map_err(|e| Error::Internal(e.to_string()))?;
+    }
+    out.flush()?;
+    let ctx = SoakContext {
+        paths,
+        log: &log,
+        smi,
+        guard_program,
+        runtime_json,
+        show_status: supervise::stderr_is_terminal() && !out.is_quiet(),
+    };
+    let verdict = supervise::run(&ctx, &spec, &interrupted)?;
+    let status = verdict.outcome.status.as_str();
+    if out.json {
+        out.json_line(&serde_json::json!({
+            "soak_id": verdict.soak_id,
+            "outcome": to_json(&verdict.outcome)?,
+            "artifact": verdict.artifact,
+            "digest": verdict.digest,
+        }))?;
+    } else {
+        out.line(&format!(
+            "soak {} {status}: {}",
+            verdict.soak_id, verdict.outcome.reason
+        ))?;
+        out.line(&format!("artifact: {}", verdict.artifact.display()))?;
+    }
+    Ok(if verdict.outcome.status == OutcomeStatus::Passed {
+        Exit::Success
+    } else {
+        Exit::SoakFailed
+    })
+}
+
+/// The soaks, after recording `soak_abandoned` for each running soak whose supervisor is gone.
+fn settled(paths: &StatePaths) -> Result<Option<(LogReader, Snapshot)>, Error> {
+    let Some(reader) = LogReader::open(&paths.log_path())? else {
+        return Ok(None);
+    };
+    let snapshot = reader.snapshot()?;
+    let proc = SystemProc::default();
+    let abandoned: Vec<SoakSummary> = snapshot
+        .soaks()?
+        .into_iter()
+        .filter(|s| s.state == SoakState::Running)
+        .filter(|s| process::liveness(&proc, s.supervisor, paths.uid) != Liveness::Live)
+        .collect();
+    if abandoned.is_empty() {
+        return Ok(Some((reader, snapshot)));
+    }
+    let log = EventLog::open(&paths.log_path(), paths.scope())?;
+    for soak in &abandoned {
+        // Another command may have recorded it meanwhile: decide again on the current state.
+        let current = log
+            .snapshot()?
+            .soaks()?
+            .into_iter()
+            .find(|s| s.soak_id == soak.soak_id);
+        if current.is_some_and(|s| s.state == SoakState::Running) {
+            log.append(
+                Subject::Soak(soak.soak_id.clone()),
+                Event::SoakAbandoned {
+                    supervisor: soak.supervisor,
+                    reason: "its supervisor is gone without a verdict".into(),
+                },
+            )?;
+        }
+    }
+    let snapshot = reader.snapshot()?;
+    Ok(Some((reader, snapshot)))
+}
+
+fn state_name(summary: &SoakSummary) -> &'static str {
+    match summary.state {
+        SoakState::Running => "running",
+        SoakState::Finished(status) => status.as_str(),
+    }
+}
+
+fn summary_json(summary: &SoakSummary) -> serde_json::Value {
+    serde_json::json!({
+        "soak_id": summary.soak_id,
+        "outcome": {
+            "status": state_name(summary),
+            "failure_kind": summary.failure_kind,
+            "reason": summary.reason,
+        },
+        "artifact": summary.output,
+        "digest": summary.artifact_digest,
+        "command": summary.command,
+        "samples": summary.samples,
+        "started_at": crate::output::unix_seconds(summary.started_at_us),
+        "ended_at": summary.ended_at_us.map(crate::output::unix_seconds),
+        "first_seq": summary.first_seq,
+        "last_seq": summary.last_seq,
+    })
+}
+
+fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
+    let soaks = match settled(paths)? {
+        Some((_, snapshot)) => {
+            let mut soaks = snapshot.soaks()?;
+            soaks.sort_by_key(|s| s.first_seq);
+            soaks
+        }
+        None => Vec::new(),
+    };
+    if out.json {
+        out.json_line(&serde_json::Value::Array(
+            soaks.iter().map(summary_json).collect(),
+        ))?;
+        return Ok(Exit::Success);
+    }
+    if soaks.is_empty() {
+        out.note("no soaks recorded; run one with `unilab soak run`");
+        return Ok(Exit::Success);
+    }
+    out.line(&format!(
+        "{:<22} {:<10} {:<19} {:>9} {:>8}  {}",
+        "ID", "STATUS", "STARTED", "DURATION", "SAMPLES", "COMMAND"
+    ))?;
+    for soak in &soaks {
+        let duration = soak
+            .ended_at_us
+            .map(|end| format!("{:.0}s", (end - soak.started_at_us) as f64 / 1e6))
+            .unwrap_or_else(|| "-".into());
+        let started: String = human_time(soak.started_at_us).chars().take(19).collect();
+        out.line(&format!(
+            "{:<22} {:<10} {:<19} {:>9} {:>8}  {}",
+            soak.soak_id,
+            state_name(soak),
+            started,
+            duration,
+            soak.samples,
+            soak.command.join(" ")
+        ))?;
+    }
+    Ok(Exit::Success)
+}
+
+fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
+    let snapshot = settled(paths)?.map(|(_, s)| s);
+    let summary = match &snapshot {
+        Some(snapshot) => snapshot.soaks()?.into_iter().find(|s| s.soak_id == id),
+        None => None,
+    }
+    .ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+    if out.json {
+        out.json_line(&summary_json(&summary))?;
+        return Ok(Exit::Success);
+    }
+    out.line(&format!("soak:     {}", summary.soak_id))?;
+    out.line(&format!("command:  {}", summary.command.join(" ")))?;
+    out.line(&format!("status:   {}", state_name(&summary)))?;
+    if let Some(kind) = summary.failure_kind {
+        out.line(&format!(
+            "failure:  {}",
+            to_json(&kind)?.as_str().unwrap_or_default()
+        ))?;
+    }
+    if let Some(reason) = &summary.reason {
+        out.line(&format!("reason:   {reason}"))?;
+    }
+    out.line(&format!("started:  {}", human_time(summary.started_at_us)))?;
+    if let Some(end) = summary.ended_at_us {
+        out.line(&format!("ended:    {}", human_time(end)))?;
+    }
+    out.line(&format!("samples:  {}", summary.samples))?;
+    out.line(&format!("artifact: {}", summary.output))?;
+    if let Some(digest) = &summary.artifact_digest {
+        out.line(&format!("digest:   {digest}"))?;
+    }
+    out.line(&format!(
+        "history:  unilab history --soak {}",
+        summary.soak_id
+    ))?;
+    Ok(Exit::Success)
+}
+
+fn export(
+    paths: &StatePaths,
+    id: &str,
+    output: Option<&Path>,
+    out: &mut Output,
+) -> Result<Exit, Error> {
+    let snapshot = settled(paths)?
+        .map(|(_, s)| s)
+        .ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+    let records =
+        artifact::collect(&snapshot, id)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+    let (bytes, digest) = artifact::render(&records);
+    match output {
+        Some(path) => {
+            artifact::write_atomically(path, &bytes).map_err(|source| SoakError::Output {
+                path: path.to_owned(),
+                source,
+            })?;
+            out.note(&format!("wrote `{}` (digest {digest})", path.display()));
+        }
+        None => out.raw(&bytes)?,
+    }
+    Ok(Exit::Success)
+}

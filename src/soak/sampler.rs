@@ -1,0 +1,250 @@
+//! One sample of a soak: the whole process tree from `/proc`, the GPUs from `nvidia-smi`, and the
+//! progress directory.
+//!
+//! nvidia-smi is polled by its own thread, so a hung or failing nvidia-smi is recorded as a
+//! sampler error and never stalls the process sampling or the schedule.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::model::{GpuProcessSample, GpuSample, ProcessSample, Sample};
+use super::progress;
+use crate::gpu::smi::{FORMAT, parse_value};
+use crate::process::{self, ProcStat};
+use crate::tool::{Tool, ToolError};
+
+/// Bytes in a memory page, for turning RSS pages into bytes.
+fn page_size() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .and_then(|p| u64::try_from(p).ok())
+        .unwrap_or(4096)
+}
+
+/// The samples of every descendant of `root` (the soak's guard), as `/proc` shows them now.
+pub fn process_tree(proc_root: &Path, root: u32) -> Vec<ProcessSample> {
+    let page = page_size();
+    process::descendants(root, &process::all_processes(proc_root))
+        .into_iter()
+        .map(|stat| process_sample(&stat, page))
+        .collect()
+}
+
+fn process_sample(stat: &ProcStat, page: u64) -> ProcessSample {
+    let handle = i32::try_from(stat.pid)
+        .ok()
+        .and_then(|pid| procfs::process::Process::new(pid).ok());
+    let io = handle.as_ref().and_then(|p| p.io().ok());
+    ProcessSample {
+        pid: stat.pid,
+        ppid: stat.ppid,
+        start_ticks: stat.start_ticks,
+        name: stat.comm.clone(),
+        state: stat.state,
+        rss_bytes: stat.rss_pages.saturating_mul(page),
+        cpu_ticks: stat.utime + stat.stime,
+        threads: u32::try_from(stat.num_threads).unwrap_or(u32::MAX),
+        open_fds: handle
+            .as_ref()
+            .and_then(|p| p.fd_count().ok())
+            .and_then(|n| u32::try_from(n).ok()),
+        read_bytes: io.as_ref().map(|io| io.read_bytes),
+        write_bytes: io.as_ref().map(|io| io.write_bytes),
+    }
+}
+
+/// What the GPU poller saw last.
+#[derive(Debug, Clone, Default)]
+struct GpuReading {
+    at: Option<Instant>,
+    gpus: Vec<GpuSample>,
+    error: Option<String>,
+}
+
+/// Polls nvidia-smi on its own thread, every `interval`.
+pub struct GpuPoller {
+    latest: Arc<Mutex<GpuReading>>,
+    stop: Arc<AtomicBool>,
+    interval: Duration,
+    started: Instant,
+}
+
+impl GpuPoller {
+    pub fn start(smi: Tool, interval: Duration) -> Self {
+        let latest = Arc::new(Mutex::new(GpuReading::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (shared, stopping) = (Arc::clone(&latest), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stopping.load(Ordering::Relaxed) {
+                let began = Instant::now();
+                let reading = match read_gpus(&smi) {
+                    Ok(gpus) => GpuReading {
+                        at: Some(Instant::now()),
+                        gpus,
+                        error: None,
+                    },
+                    Err(error) => GpuReading {
+                        at: Some(Instant::now()),
+                        gpus: Vec::new(),
+                        error: Some(error),
+                    },
+                };
+                if let Ok(mut slot) = shared.lock() {
+                    *slot = reading;
+                }
+                let next = began + interval;
+                while Instant::now() < next && !stopping.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20).min(interval));
+                }
+            }
+        });
+        Self {
+            latest,
+            stop,
+            interval,
+            started: Instant::now(),
+        }
+    }
+
+    /// The latest reading, with its compute processes narrowed to `pids`; or an error saying
+    /// what went wrong, including nvidia-smi not answering at all.
+    pub fn reading(
+        &self,
+        pids: &[u32],
+        tool_timeout: Duration,
+    ) -> (Vec<GpuSample>, Option<String>) {
+        let reading = self.latest.lock().map(|r| r.clone()).unwrap_or_default();
+        let patience = self.interval * 2 + tool_timeout;
+        let since = reading.at.unwrap_or(self.started);
+        if since.elapsed() > patience {
+            return (
+                Vec::new(),
+                Some(format!(
+                    "nvidia-smi has not answered for {:.1} s",
+                    since.elapsed().as_secs_f64()
+                )),
+            );
+        }
+        let gpus = reading
+            .gpus
+            .into_iter()
+            .map(|mut gpu| {
+                gpu.processes.retain(|p| pids.contains(&p.pid));
+                gpu
+            })
+            .collect();
+        (gpus, reading.error)
+    }
+}
+
+impl Drop for GpuPoller {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn run_query(smi: &Tool, query: &str) -> Result<String, String> {
+    let mut cmd = smi.command();
+    cmd.args([query, FORMAT]);
+    match smi.run(cmd, b"") {
+        Ok(out) if out.status.success() => Ok(out.stdout),
+        Ok(out) => Err(format!(
+            "nvidia-smi exited with code {}: {}",
+            out.code(),
+            format!("{}{}", out.stdout, out.stderr)
+                .trim()
+                .lines()
+                .next()
+                .unwrap_or("")
+        )),
+        Err(ToolError::Timeout { timeout, .. }) => Err(format!(
+            "nvidia-smi did not answer within {} s",
+            timeout.as_secs_f64()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// GPUs and their compute processes, from two nvidia-smi queries.
+pub fn read_gpus(smi: &Tool) -> Result<Vec<GpuSample>, String> {
+    let gpus = run_query(
+        smi,
+        "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu",
+    )?;
+    let mut samples: Vec<GpuSample> = gpus
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(", ").map(str::trim).collect();
+            let [index, uuid, used, total, util] = f.as_slice() else {
+                return None;
+            };
+            uuid.starts_with("GPU-").then_some(())?;
+            Some(GpuSample {
+                index: index.parse().ok()?,
+                uuid: (*uuid).to_owned(),
+                memory_used_mib: parse_value(used),
+                memory_total_mib: parse_value(total),
+                utilization_percent: parse_value(util),
+                processes: Vec::new(),
+            })
+        })
+        .collect();
+    if samples.is_empty() {
+        return Err("nvidia-smi listed no GPUs".into());
+    }
+    let apps = run_query(smi, "--query-compute-apps=pid,used_gpu_memory,gpu_uuid")?;
+    for line in apps.lines() {
+        let f: Vec<&str> = line.split(", ").map(str::trim).collect();
+        let [pid, memory, uuid] = f.as_slice() else {
+            continue;
+        };
+        let Ok(pid) = pid.parse() else {
+            continue;
+        };
+        if let Some(gpu) = samples.iter_mut().find(|g| g.uuid == *uuid) {
+            gpu.processes.push(GpuProcessSample {
+                pid,
+                used_memory_mib: parse_value(memory),
+            });
+        }
+    }
+    Ok(samples)
+}
+
+/// Takes one sample of the tree under `root`.
+pub struct Sampler {
+    pub proc_root: PathBuf,
+    pub progress_dir: PathBuf,
+    pub gpus: Option<GpuPoller>,
+    pub tool_timeout: Duration,
+}
+
+impl Sampler {
+    pub fn sample(&self, index: u64, elapsed: Duration, root: u32) -> Sample {
+        let began = Instant::now();
+        let processes = process_tree(&self.proc_root, root);
+        let pids: Vec<u32> = processes.iter().map(|p| p.pid).collect();
+        let mut errors = Vec::new();
+        let gpus = match &self.gpus {
+            Some(poller) => {
+                let (gpus, error) = poller.reading(&pids, self.tool_timeout);
+                errors.extend(error);
+                gpus
+            }
+            None => Vec::new(),
+        };
+        let progress = progress::signature(&self.progress_dir);
+        Sample {
+            index,
+            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            processes,
+            gpus,
+            progress,
+            sampler_cost_us: u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX),
+            errors,
+        }
+    }
+}
