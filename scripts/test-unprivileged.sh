@@ -29,6 +29,7 @@ cp target/debug/unilab "$work/bin/"
 cp -r tests/fixtures "$work/fixtures"
 cp -r tests/snapshots "$work/tests/snapshots"
 cp -r migrations "$work/migrations"
+cp scripts/example-trainer.py "$work/example-trainer.py"
 chmod -R a+rX "$work"
 chown "$user" "$work/home"
 status=0
@@ -40,6 +41,7 @@ while read -r name exe; do
     runuser -u "$user" -- env -i PATH="$PATH" HOME="$work/home" TMPDIR=/tmp CI=true \
         UNILAB_TEST_BIN="$work/bin/unilab" UNILAB_TEST_FIXTURES="$work/fixtures" \
         UNILAB_TEST_MIGRATIONS="$work/migrations" INSTA_WORKSPACE_ROOT="$work" \
+        UNILAB_TEST_TRAINER="$work/example-trainer.py" \
         "$work/bin/$name" --test-threads=2 || status=1
 done <<<"$binaries"
 exit $status

@@ -436,3 +436,10 @@ pub fn child_env(root: &TestRoot) -> Vec<(&'static str, String)> {
         ("UNILAB_TEST_HOST", scope.host),
     ]
 }
+
+/// The bundled example trainer (`UNILAB_TEST_TRAINER` overrides, for CI's unprivileged copy).
+pub fn trainer() -> PathBuf {
+    std::env::var_os("UNILAB_TEST_TRAINER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/example-trainer.py"))
+}

@@ -1,0 +1,823 @@
+//! `unilab soak ...` end to end, with real trainers: every outcome, the artifact and its export,
+//! what is left running afterwards (nothing), and what reaches the log (no credentials).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use predicates::prelude::*;
+use serde_json::Value;
+use unilab::soak::artifact::digest_matches;
+
+/// A state root with a private progress directory.
+struct Soak {
+    root: TestRoot,
+}
+
+impl Soak {
+    fn new() -> Self {
+        let root = TestRoot::new();
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(root.root().join("progress"))
+            .unwrap();
+        Soak { root }
+    }
+
+    fn progress(&self) -> PathBuf {
+        self.root.root().join("progress")
+    }
+
+    fn artifact_path(&self) -> PathBuf {
+        self.root.root().join("artifact.json")
+    }
+
+    fn unilab(&self) -> assert_cmd::Command {
+        let mut cmd = self.root.unilab();
+        cmd.env("UNILAB_TOOL_TIMEOUT", "2");
+        cmd
+    }
+
+    /// `soak run` with fast defaults, then `trainer_args` for the example trainer.
+    fn run(&self, soak_args: &[&str], trainer_args: &[&str]) -> (Output, Value) {
+        self.run_with(self.unilab(), soak_args, trainer_args)
+    }
+
+    fn run_with(
+        &self,
+        mut cmd: assert_cmd::Command,
+        soak_args: &[&str],
+        trainer_args: &[&str],
+    ) -> (Output, Value) {
+        cmd.args(["--json", "soak", "run", "--progress-dir"])
+            .arg(self.progress())
+            .arg("--output")
+            .arg(self.artifact_path())
+            .args(["--sample-interval", "0.2"])
+            .args(if soak_args.contains(&"--shutdown-grace") {
+                &[][..]
+            } else {
+                &["--shutdown-grace", "0.5"][..]
+            })
+            .args(soak_args)
+            .args(["--", "python3"])
+            .arg(trainer())
+            .arg("--progress-dir")
+            .arg(self.progress())
+            .args(trainer_args);
+        let output = cmd.output().unwrap();
+        let artifact = std::fs::read(self.artifact_path())
+            .map(|bytes| serde_json::from_slice(&bytes).unwrap())
+            .unwrap_or(Value::Null);
+        (output, artifact)
+    }
+
+    fn history_kinds(&self, soak_id: &str) -> Vec<String> {
+        let out = self
+            .unilab()
+            .args(["--json", "history", "--soak", soak_id])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["kind"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+}
+
+trait DirBuilderMode {
+    fn mode(&mut self, mode: u32) -> &mut Self;
+}
+impl DirBuilderMode for std::fs::DirBuilder {
+    fn mode(&mut self, mode: u32) -> &mut Self {
+        std::os::unix::fs::DirBuilderExt::mode(self, mode)
+    }
+}
+
+fn verdict(output: &Output) -> Value {
+    let text = String::from_utf8_lossy(&output.stdout);
+    let last = text.lines().last().unwrap_or_else(|| {
+        panic!(
+            "no output; stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {last}"))
+}
+
+/// Whether the process a leaked or sampled entry names is gone (or its pid reused).
+fn identity_gone(pid: u64, start_ticks: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+            fields[0] == "Z" || fields[19].parse::<u64>().unwrap() != start_ticks
+        }
+    }
+}
+
+fn eventually(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_healthy_run_passes_and_its_artifact_is_reproducible() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run(
+        &["--meta", "run=nightly"],
+        &["--steps", "8", "--step-seconds", "0.1"],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let verdict = verdict(&output);
+    assert_eq!(verdict["outcome"]["status"], "passed");
+    assert_eq!(
+        verdict["artifact"],
+        soak.artifact_path().display().to_string()
+    );
+    let id = verdict["soak_id"].as_str().unwrap();
+    // The trainer's stdout passed through.
+    assert!(String::from_utf8_lossy(&output.stdout).contains("step 8/8"));
+
+    for field in [
+        "schema",
+        "soak_id",
+        "command",
+        "cwd",
+        "parameters",
+        "metadata",
+        "runtime",
+        "started_at",
+        "ended_at",
+        "duration_seconds",
+        "outcome",
+        "exit",
+        "progress",
+        "samples",
+        "summary",
+        "leaked_processes",
+        "output_tail",
+        "log",
+        "digest",
+    ] {
+        assert!(artifact.get(field).is_some(), "artifact.{field}");
+    }
+    assert_eq!(artifact["soak_id"], id);
+    assert_eq!(artifact["exit"]["code"], 0);
+    assert_eq!(artifact["metadata"]["run"], "nightly");
+    assert_eq!(artifact["progress"]["files"], 4);
+    assert!(
+        artifact["output_tail"]["stdout"]
+            .as_str()
+            .unwrap()
+            .ends_with("step 8/8 loss 0.8987\n")
+    );
+    assert!(artifact["samples"].as_array().unwrap().len() >= 3);
+    assert!(
+        artifact["summary"]["peak_rss_bytes"].as_u64().unwrap() > 1_000_000,
+        "the trainer's RSS was sampled"
+    );
+
+    let written = std::fs::read(soak.artifact_path()).unwrap();
+    assert!(digest_matches(&written), "the digest checks");
+    let exported = soak
+        .unilab()
+        .args(["soak", "export", id])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(exported, written, "export is byte-identical");
+    let copy = soak.root.root().join("copy.json");
+    soak.unilab()
+        .args(["soak", "export", id, "--output"])
+        .arg(&copy)
+        .assert()
+        .success();
+    assert_eq!(std::fs::read(copy).unwrap(), written);
+
+    let kinds = soak.history_kinds(id);
+    assert_eq!(kinds.first().unwrap(), "soak_started");
+    assert!(kinds.iter().filter(|k| *k == "soak_sampled").count() >= 3);
+    assert_eq!(
+        &kinds[kinds.len() - 2..],
+        ["soak_finished", "artifact_written"]
+    );
+    let show: Value = serde_json::from_slice(
+        &soak
+            .unilab()
+            .args(["--json", "soak", "show", id])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(show["outcome"]["status"], "passed");
+    assert_eq!(show["artifact"], soak.artifact_path().display().to_string());
+    assert_eq!(show["digest"], artifact["digest"]);
+    soak.unilab().args(["log", "verify"]).assert().success();
+}
+
+#[test]
+fn no_progress_within_the_startup_timeout_fails() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run(
+        &["--startup-timeout", "1"],
+        &["--no-progress", "--steps", "100"],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(artifact["outcome"]["failure_kind"], "startup_timeout");
+    assert!(
+        artifact["outcome"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("startup timeout of 1 s")
+    );
+    assert!(artifact["duration_seconds"].as_f64().unwrap() < 5.0);
+}
+
+#[test]
+fn stale_progress_fails_within_the_stale_period_and_two_intervals() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run(
+        &["--stale-progress", "1"],
+        &[
+            "--steps",
+            "100",
+            "--step-seconds",
+            "0.1",
+            "--checkpoint-every",
+            "1",
+            "--hang-after",
+            "5",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(artifact["outcome"]["failure_kind"], "stale_progress");
+    let last_change = artifact["progress"]["last_change_seconds"]
+        .as_f64()
+        .unwrap();
+    let detected = artifact["samples"].as_array().unwrap().last().unwrap()["elapsed_seconds"]
+        .as_f64()
+        .unwrap();
+    assert!(detected - last_change >= 1.0, "not before the stale period");
+    assert!(
+        detected - last_change <= 1.0 + 2.0 * 0.2 + 0.05,
+        "detected {detected} s, last progress {last_change} s"
+    );
+    assert!(
+        artifact["output_tail"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("stuck in a collective")
+    );
+    // The hung trainer was stopped.
+    assert_eq!(artifact["exit"]["signal"], 15);
+}
+
+#[test]
+fn a_failing_command_fails_the_soak() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run(
+        &[],
+        &["--steps", "2", "--step-seconds", "0.1", "--exit-code", "3"],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(artifact["outcome"]["failure_kind"], "command_failed");
+    assert_eq!(artifact["exit"]["code"], 3);
+    assert!(
+        artifact["outcome"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("exited with code 3")
+    );
+}
+
+#[test]
+fn a_command_killed_by_a_signal_fails_the_soak() {
+    let soak = Soak::new();
+    let mut cmd = soak.unilab();
+    cmd.args(["--json", "soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args([
+            "--sample-interval",
+            "0.2",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.3; kill -KILL $$",
+        ]);
+    let output = cmd.output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+    assert_eq!(artifact["outcome"]["failure_kind"], "command_failed");
+    assert_eq!(artifact["exit"]["signal"], 9);
+    assert!(
+        artifact["outcome"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("SIGKILL")
+    );
+}
+
+#[test]
+fn a_run_shorter_than_the_minimum_fails() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run(
+        &["--min-duration", "30s"],
+        &["--steps", "2", "--step-seconds", "0.1"],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(artifact["outcome"]["failure_kind"], "too_short");
+}
+
+#[test]
+fn a_grandchild_that_escapes_with_setsid_is_a_leak_and_is_killed() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run(&[], &["--steps", "3", "--step-seconds", "0.1", "--leak"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(artifact["outcome"]["failure_kind"], "leaked_processes");
+    let leaked = artifact["leaked_processes"].as_array().unwrap();
+    assert_eq!(leaked.len(), 1, "{leaked:?}");
+    assert_eq!(leaked[0]["name"], "sleep");
+    assert_eq!(leaked[0]["cmdline"], serde_json::json!(["sleep", "600"]));
+    let (pid, ticks) = (
+        leaked[0]["pid"].as_u64().unwrap(),
+        leaked[0]["start_ticks"].as_u64().unwrap(),
+    );
+    eventually("the leaked process to die", Duration::from_secs(5), || {
+        identity_gone(pid, ticks)
+    });
+}
+
+#[test]
+fn a_child_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    let soak = Soak::new();
+    let started = Instant::now();
+    let (output, artifact) = soak.run(
+        &["--stale-progress", "0.4", "--shutdown-grace", "1"],
+        &[
+            "--steps",
+            "100",
+            "--step-seconds",
+            "0.1",
+            "--checkpoint-every",
+            "1",
+            "--hang-after",
+            "2",
+            "--ignore-sigterm",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(artifact["outcome"]["failure_kind"], "stale_progress");
+    assert_eq!(
+        artifact["exit"]["signal"], 9,
+        "SIGTERM was ignored, so SIGKILL ended it"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+/// The pids and start ticks of the last sampled tree of a soak.
+fn sampled_tree(soak: &Soak, id: &str) -> Vec<(u64, u64)> {
+    let out = soak
+        .unilab()
+        .args(["--json", "history", "--soak", id])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let Some(last) = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["kind"] == "soak_sampled")
+        .last()
+    else {
+        return Vec::new();
+    };
+    last["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["pid"].as_u64().unwrap(),
+                p["start_ticks"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn soak_ids(soak: &Soak) -> Vec<Value> {
+    let out = soak
+        .unilab()
+        .args(["--json", "soak", "list"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice::<Value>(&out)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn a_supervisor_killed_with_sigkill_leaves_no_survivors_and_is_reported_abandoned() {
+    let soak = Soak::new();
+    let mut supervisor = Command::new(unilab_bin())
+        .env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", soak.root.root())
+        .arg("--root")
+        .arg(soak.root.root())
+        .args(["soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--sample-interval", "0.2", "--", "python3"])
+        .arg(trainer())
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .args([
+            "--steps",
+            "1000",
+            "--step-seconds",
+            "0.1",
+            "--children",
+            "2",
+            "--leak",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut id = String::new();
+    let mut tree = Vec::new();
+    eventually(
+        "the whole tree to be sampled",
+        Duration::from_secs(15),
+        || {
+            if let Some(soak_id) = soak_ids(&soak)
+                .first()
+                .and_then(|s| s["soak_id"].as_str().map(str::to_owned))
+            {
+                id = soak_id;
+                tree = sampled_tree(&soak, &id);
+            }
+            // The trainer, its two children and the escaped grandchild.
+            tree.len() >= 4
+        },
+    );
+    supervisor.kill().unwrap();
+    supervisor.wait().unwrap();
+    for (pid, ticks) in &tree {
+        eventually(&format!("pid {pid} to die"), Duration::from_secs(5), || {
+            identity_gone(*pid, *ticks)
+        });
+    }
+    let listed = soak_ids(&soak);
+    assert_eq!(listed[0]["outcome"]["status"], "abandoned");
+    soak.unilab()
+        .args(["soak", "list"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("abandoned"));
+    let kinds = soak.history_kinds(&id);
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "soak_abandoned").count(),
+        1,
+        "recorded once"
+    );
+    // The artifact of an abandoned soak can still be made from the log.
+    let exported = soak
+        .unilab()
+        .args(["soak", "export", &id])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let artifact: Value = serde_json::from_slice(&exported).unwrap();
+    assert_eq!(artifact["outcome"]["status"], "abandoned");
+    assert!(digest_matches(&exported));
+}
+
+#[test]
+fn an_interrupted_soak_stops_its_tree_and_says_so() {
+    let soak = Soak::new();
+    let mut supervisor = Command::new(unilab_bin())
+        .env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", soak.root.root())
+        .arg("--root")
+        .arg(soak.root.root())
+        .args(["soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--sample-interval", "0.2", "--", "python3"])
+        .arg(trainer())
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .args([
+            "--steps",
+            "1000",
+            "--step-seconds",
+            "0.1",
+            "--children",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut tree = Vec::new();
+    eventually("a sampled tree", Duration::from_secs(15), || {
+        if let Some(id) = soak_ids(&soak)
+            .first()
+            .and_then(|s| s["soak_id"].as_str().map(str::to_owned))
+        {
+            tree = sampled_tree(&soak, &id);
+        }
+        tree.len() >= 2
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(supervisor.id() as i32),
+        nix::sys::signal::SIGINT,
+    )
+    .unwrap();
+    let status = supervisor.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+    assert_eq!(artifact["outcome"]["failure_kind"], "interrupted");
+    for (pid, ticks) in &tree {
+        eventually(&format!("pid {pid} to die"), Duration::from_secs(5), || {
+            identity_gone(*pid, *ticks)
+        });
+    }
+}
+
+#[test]
+fn a_hung_or_missing_nvidia_smi_is_recorded_and_the_soak_is_judged_on_progress() {
+    for (variable, value, says) in [
+        ("FAKE_NVIDIA_SMI_MODE", "hang", "did not answer within"),
+        (
+            "UNILAB_NVIDIA_SMI",
+            "/nonexistent/nvidia-smi",
+            "was not found",
+        ),
+    ] {
+        let soak = Soak::new();
+        let mut cmd = soak.unilab();
+        cmd.env(variable, value).env("UNILAB_TOOL_TIMEOUT", "0.3");
+        let started = Instant::now();
+        let (output, artifact) =
+            soak.run_with(cmd, &[], &["--steps", "12", "--step-seconds", "0.1"]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{value}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(started.elapsed() < Duration::from_secs(20));
+        assert!(
+            artifact["summary"]["sampler_errors"].as_u64().unwrap() > 0,
+            "{value}"
+        );
+        let errors: Vec<String> = artifact["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| {
+                s["errors"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e.as_str().unwrap().to_owned())
+            })
+            .collect();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains(says) || e.contains("has not answered")),
+            "{value}: {errors:?}"
+        );
+        // Sampling kept its schedule: about one sample per 0.2 s of the run.
+        let samples = artifact["samples"].as_array().unwrap().len() as f64;
+        let expected = artifact["duration_seconds"].as_f64().unwrap() / 0.2;
+        assert!(
+            samples >= expected - 2.0,
+            "{value}: {samples} samples in {expected} intervals"
+        );
+    }
+}
+
+#[test]
+fn gpu_samples_keep_only_the_trees_compute_processes() {
+    let soak = Soak::new();
+    let mut cmd = soak.unilab();
+    cmd.env(
+        "FAKE_NVIDIA_SMI_APPS",
+        "1|init|512|GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f",
+    );
+    cmd.env(
+        "FAKE_NVIDIA_SMI_GPUS",
+        "GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f|NVIDIA H200|143771|2048|55",
+    );
+    let (output, artifact) = soak.run_with(cmd, &[], &["--steps", "8", "--step-seconds", "0.1"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(artifact["summary"]["peak_gpu_memory_used_mib"], 2048);
+    assert_eq!(
+        artifact["summary"]["peak_tree_gpu_memory_mib"], 0,
+        "pid 1 is not in the tree"
+    );
+    assert_eq!(artifact["runtime"]["gpu"]["gpus"][0]["name"], "NVIDIA H200");
+    assert_eq!(artifact["runtime"]["gpu"]["driver_version"], "580.95.05");
+    assert_eq!(artifact["runtime"]["gpu"]["cuda_version"], "13.0");
+}
+
+#[test]
+fn an_untrustworthy_progress_directory_is_refused() {
+    let soak = Soak::new();
+    let open = soak.root.root().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    soak.unilab()
+        .args(["soak", "run", "--progress-dir"])
+        .arg(&open)
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--", "true"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("others can write to it"));
+    if is_root() {
+        let theirs = soak.root.root().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        soak.unilab()
+            .args(["soak", "run", "--progress-dir"])
+            .arg(&theirs)
+            .arg("--output")
+            .arg(soak.artifact_path())
+            .args(["--", "true"])
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains("it belongs to uid 65534"));
+    } else {
+        eprintln!("skipped the foreign-owner case: needs root to chown");
+    }
+    assert!(
+        !soak.root.log_path().exists(),
+        "a refused soak records nothing"
+    );
+}
+
+#[test]
+fn invalid_parameters_are_usage_errors() {
+    let soak = Soak::new();
+    let base = |extra: &[&str]| {
+        let mut cmd = soak.unilab();
+        cmd.args(["soak", "run", "--progress-dir"])
+            .arg(soak.progress())
+            .arg("--output")
+            .arg(soak.artifact_path())
+            .args(extra);
+        cmd
+    };
+    base(&[
+        "--sample-interval",
+        "5",
+        "--startup-timeout",
+        "1",
+        "--",
+        "true",
+    ])
+    .assert()
+    .code(2)
+    .stderr(predicate::str::contains("at least one sample interval"));
+    base(&["--sample-interval", "fast", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is not a duration"));
+    base(&["--env", "NOEQUALS", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is not KEY=VALUE"));
+    base(&[]).assert().code(2);
+    soak.unilab()
+        .args(["soak", "show", "nope"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("no soak `nope`"));
+}
+
+#[test]
+fn credentials_never_reach_the_log_or_the_artifact() {
+    let soak = Soak::new();
+    let mut cmd = soak.unilab();
+    cmd.env("WANDB_API_KEY", "sekrit-wandb-31337")
+        .env("CUDA_VISIBLE_DEVICES", "0");
+    let (output, artifact) = soak.run_with(
+        cmd,
+        &[
+            "--env",
+            "HF_TOKEN=sekrit-hf-424242",
+            "--env",
+            "NCCL_DEBUG=INFO",
+        ],
+        &["--steps", "4", "--step-seconds", "0.1"],
+    );
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        artifact["parameters"]["environment"]["HF_TOKEN"],
+        "[redacted]"
+    );
+    assert_eq!(artifact["parameters"]["environment"]["NCCL_DEBUG"], "INFO");
+    assert_eq!(
+        artifact["runtime"]["environment"]["WANDB_API_KEY"],
+        "[redacted]"
+    );
+    assert_eq!(
+        artifact["runtime"]["environment"]["CUDA_VISIBLE_DEVICES"],
+        "0"
+    );
+    let log = std::fs::read(soak.root.log_path()).unwrap();
+    let written = std::fs::read(soak.artifact_path()).unwrap();
+    for secret in [&b"sekrit-wandb-31337"[..], b"sekrit-hf-424242"] {
+        assert!(
+            !log.windows(secret.len()).any(|w| w == secret),
+            "a secret reached the log"
+        );
+        assert!(
+            !written.windows(secret.len()).any(|w| w == secret),
+            "a secret reached the artifact"
+        );
+    }
+}
+
+#[test]
+fn status_and_history_work_while_a_soak_appends() {
+    let soak = Soak::new();
+    let mut supervisor = Command::new(unilab_bin())
+        .env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", soak.root.root())
+        .arg("--root")
+        .arg(soak.root.root())
+        .args(["soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--sample-interval", "0.05", "--", "python3"])
+        .arg(trainer())
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .args(["--steps", "30", "--step-seconds", "0.1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reads = 0;
+    while supervisor.try_wait().unwrap().is_none() {
+        soak.unilab().args(["mps", "status"]).assert().success();
+        soak.unilab().args(["history", "--json"]).assert().success();
+        soak.unilab().args(["log", "verify"]).assert().success();
+        reads += 1;
+    }
+    assert!(supervisor.wait().unwrap().success());
+    assert!(
+        reads >= 3,
+        "only {reads} rounds of reads overlapped the soak"
+    );
+}
