@@ -415,9 +415,9 @@ fn sampled_tree(soak: &Soak, id: &str) -> Vec<(u64, u64)> {
     let Some(last) = String::from_utf8(out)
         .unwrap()
         .lines()
+        .rev()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v["kind"] == "soak_sampled")
-        .last()
+        .find(|v| v["kind"] == "soak_sampled")
     else {
         return Vec::new();
     };
