@@ -271,6 +271,58 @@ pub fn all_processes(proc_root: &std::path::Path) -> Vec<ProcStat> {
         .collect()
 }
 
+/// The pids of the descendants of `root`, parents before children, read from
+/// `/proc/<pid>/task/<tid>/children` of each process in the tree (a thread may fork too). `None`
+/// when the kernel does not provide those files.
+pub fn descendant_pids(proc_root: &std::path::Path, root: u32) -> Option<Vec<u32>> {
+    let children_of = |pid: u32| -> Option<Vec<u32>> {
+        let tasks = std::fs::read_dir(proc_root.join(pid.to_string()).join("task")).ok()?;
+        let mut children = Vec::new();
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                children.extend(text.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+            }
+        }
+        Some(children)
+    };
+    if !proc_root
+        .join(root.to_string())
+        .join("task")
+        .join(root.to_string())
+        .join("children")
+        .exists()
+    {
+        return None;
+    }
+    let mut found: Vec<u32> = Vec::new();
+    let mut queue = std::collections::VecDeque::from([root]);
+    while let Some(pid) = queue.pop_front() {
+        for child in children_of(pid).unwrap_or_default() {
+            if child != root && !found.contains(&child) {
+                found.push(child);
+                queue.push_back(child);
+            }
+        }
+    }
+    Some(found)
+}
+
+/// The processes of the tree under `root` (not `root` itself), parents before children: through
+/// the kernel's `children` files where it has them, else by scanning every process.
+pub fn tree(proc_root: &std::path::Path, root: u32) -> Vec<ProcStat> {
+    match descendant_pids(proc_root, root) {
+        Some(pids) => pids
+            .into_iter()
+            .filter_map(|pid| {
+                std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat"))
+                    .ok()
+                    .and_then(|text| parse_stat(&text))
+            })
+            .collect(),
+        None => descendants(root, &all_processes(proc_root)),
+    }
+}
+
 /// The descendants of `root` (not `root` itself) among `processes`, parents before children.
 pub fn descendants(root: u32, processes: &[ProcStat]) -> Vec<ProcStat> {
     let mut children: std::collections::HashMap<u32, Vec<&ProcStat>> =
@@ -323,6 +375,37 @@ mod tests {
         ] {
             assert_eq!(parse_stat(line), None, "{line:?}");
         }
+    }
+
+    #[test]
+    fn both_ways_of_walking_a_tree_agree() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & (sleep 30 &) ; wait"])
+            .spawn()
+            .unwrap();
+        let root = child.id();
+        let proc_root = std::path::Path::new("/proc");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while tree(proc_root, root).len() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut by_children: Vec<u32> = tree(proc_root, root).iter().map(|s| s.pid).collect();
+        let mut by_scan: Vec<u32> = descendants(root, &all_processes(proc_root))
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        by_children.sort_unstable();
+        by_scan.sort_unstable();
+        for pid in by_scan.iter().chain(&by_children) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid as i32),
+                nix::sys::signal::SIGKILL,
+            );
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(by_children.len(), 2, "{by_children:?}");
+        assert_eq!(by_children, by_scan);
     }
 
     #[test]

@@ -19,12 +19,13 @@ use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::sys::wait::{WaitStatus, waitpid};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
 use crate::process::{self, ProcSource, ProcessIdentity, Signal, SystemProc};
 
@@ -78,23 +79,30 @@ fn report(path: &Path, line: &str) {
     }
 }
 
-/// Runs the guard; returns its exit code.
+/// Runs the guard; returns its exit code. It blocks rather than polls: one thread in
+/// `waitpid`, one on its standard input, one on signals, so it costs nothing while it waits.
 pub fn run(status_path: &Path, command: &[OsString]) -> i32 {
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    let shutdown = Arc::new(AtomicBool::new(false));
-    // Ctrl-C is the supervisor's to handle; SIGTERM or SIGHUP to the guard mean shut down.
-    let ignored = Arc::new(AtomicBool::new(false));
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&ignored));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
-        let _ = signal_hook::flag::register(signal, Arc::clone(&shutdown));
-    }
+    let (shutdown, requested) = mpsc::channel::<()>();
     {
-        let shutdown = Arc::clone(&shutdown);
+        // End of input: the supervisor is done with the soak, or gone.
+        let shutdown = shutdown.clone();
         std::thread::spawn(move || {
             let mut sink = [0u8; 64];
             let mut stdin = std::io::stdin();
             while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-            shutdown.store(true, Ordering::Relaxed);
+            let _ = shutdown.send(());
+        });
+    }
+    // Ctrl-C at the terminal is the supervisor's to handle; SIGTERM or SIGHUP mean shut down.
+    if let Ok(mut signals) = Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+        let shutdown = shutdown.clone();
+        std::thread::spawn(move || {
+            for signal in signals.forever() {
+                if signal != SIGINT {
+                    let _ = shutdown.send(());
+                }
+            }
         });
     }
     let proc = SystemProc::default();
@@ -118,50 +126,47 @@ pub fn run(status_path: &Path, command: &[OsString]) -> i32 {
             Err(e) => {
                 report(
                     status_path,
-                    &format!(
-                        "spawn_failed cannot run `{}`: {e}",
-                        program.to_string_lossy()
-                    ),
+                    &format!("spawn_failed cannot run `{}`: {e}", program.to_string_lossy()),
                 );
                 None
             }
         },
     };
-    while !shutdown.load(Ordering::Relaxed) {
-        reap(command_pid, status_path);
-        std::thread::sleep(Duration::from_millis(10));
+    {
+        let status_path = status_path.to_owned();
+        std::thread::spawn(move || reap_forever(command_pid, &status_path));
     }
-    // Kill until nothing is left: a process may fork while the tree is being killed.
+    let _ = requested.recv();
+    // Kill until nothing is left: a process may fork while the tree is being killed. The reaper
+    // thread collects the dead.
+    let me = std::process::id();
     let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
+    loop {
         kill_tree(&proc);
-        if reap(command_pid, status_path) {
+        std::thread::sleep(Duration::from_millis(10));
+        let left = process::tree(Path::new("/proc"), me);
+        if left.iter().all(|s| s.has_exited()) || Instant::now() >= deadline {
             break;
         }
-        std::thread::sleep(Duration::from_millis(10));
     }
     0
 }
 
-/// Reaps every child that has exited, reporting the command's status. Returns whether the guard
-/// has no children left.
-fn reap(command_pid: Option<u32>, status_path: &Path) -> bool {
+/// Reaps every child as it exits, reporting the command's own exit.
+fn reap_forever(command_pid: Option<u32>, status_path: &Path) {
+    let command = command_pid.and_then(|p| i32::try_from(p).ok());
     loop {
-        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) => {
-                if Some(pid.as_raw()) == command_pid.and_then(|p| i32::try_from(p).ok()) {
-                    report(status_path, &format!("exited code {code}"));
-                }
+        match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) if Some(pid.as_raw()) == command => {
+                report(status_path, &format!("exited code {code}"));
             }
-            Ok(WaitStatus::Signaled(pid, signal, _)) => {
-                if Some(pid.as_raw()) == command_pid.and_then(|p| i32::try_from(p).ok()) {
-                    report(status_path, &format!("exited signal {}", signal as i32));
-                }
+            Ok(WaitStatus::Signaled(pid, signal, _)) if Some(pid.as_raw()) == command => {
+                report(status_path, &format!("exited signal {}", signal as i32));
             }
-            Ok(WaitStatus::StillAlive) => return false,
             Ok(_) => {}
-            Err(Errno::ECHILD) => return true,
-            Err(_) => return false,
+            // No children for now: adopted orphans may still arrive, so look again later.
+            Err(Errno::ECHILD) => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
 }
@@ -170,7 +175,7 @@ fn reap(command_pid: Option<u32>, status_path: &Path) -> bool {
 fn kill_tree(proc: &SystemProc) {
     let uid = nix::unistd::getuid().as_raw();
     let me = std::process::id();
-    for stat in process::descendants(me, &process::all_processes(Path::new("/proc"))) {
+    for stat in process::tree(Path::new("/proc"), me) {
         let _ = process::signal(proc, stat.identity(), uid, Signal::Kill);
     }
 }

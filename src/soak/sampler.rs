@@ -5,7 +5,6 @@
 //! sampler error and never stalls the process sampling or the schedule.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,17 +26,18 @@ fn page_size() -> u64 {
 /// The samples of every descendant of `root` (the soak's guard), as `/proc` shows them now.
 pub fn process_tree(proc_root: &Path, root: u32) -> Vec<ProcessSample> {
     let page = page_size();
-    process::descendants(root, &process::all_processes(proc_root))
+    process::tree(proc_root, root)
         .into_iter()
-        .map(|stat| process_sample(&stat, page))
+        .map(|stat| process_sample(proc_root, &stat, page))
         .collect()
 }
 
-fn process_sample(stat: &ProcStat, page: u64) -> ProcessSample {
-    let handle = i32::try_from(stat.pid)
+fn process_sample(proc_root: &Path, stat: &ProcStat, page: u64) -> ProcessSample {
+    let dir = proc_root.join(stat.pid.to_string());
+    // `io` of another user's process is unreadable: `None`, not an error.
+    let io: Option<procfs::process::Io> = std::fs::read(dir.join("io"))
         .ok()
-        .and_then(|pid| procfs::process::Process::new(pid).ok());
-    let io = handle.as_ref().and_then(|p| p.io().ok());
+        .and_then(|bytes| procfs::FromBufRead::from_buf_read(bytes.as_slice()).ok());
     ProcessSample {
         pid: stat.pid,
         ppid: stat.ppid,
@@ -47,10 +47,9 @@ fn process_sample(stat: &ProcStat, page: u64) -> ProcessSample {
         rss_bytes: stat.rss_pages.saturating_mul(page),
         cpu_ticks: stat.utime + stat.stime,
         threads: u32::try_from(stat.num_threads).unwrap_or(u32::MAX),
-        open_fds: handle
-            .as_ref()
-            .and_then(|p| p.fd_count().ok())
-            .and_then(|n| u32::try_from(n).ok()),
+        open_fds: std::fs::read_dir(dir.join("fd"))
+            .ok()
+            .and_then(|entries| u32::try_from(entries.count()).ok()),
         read_bytes: io.as_ref().map(|io| io.read_bytes),
         write_bytes: io.as_ref().map(|io| io.write_bytes),
     }
@@ -67,7 +66,8 @@ struct GpuReading {
 /// Polls nvidia-smi on its own thread, every `interval`.
 pub struct GpuPoller {
     latest: Arc<Mutex<GpuReading>>,
-    stop: Arc<AtomicBool>,
+    /// Dropping the sender wakes the poller and ends it.
+    _stop: std::sync::mpsc::Sender<()>,
     interval: Duration,
     started: Instant,
 }
@@ -75,10 +75,10 @@ pub struct GpuPoller {
 impl GpuPoller {
     pub fn start(smi: Tool, interval: Duration) -> Self {
         let latest = Arc::new(Mutex::new(GpuReading::default()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (shared, stopping) = (Arc::clone(&latest), Arc::clone(&stop));
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let shared = Arc::clone(&latest);
         std::thread::spawn(move || {
-            while !stopping.load(Ordering::Relaxed) {
+            loop {
                 let began = Instant::now();
                 let reading = match read_gpus(&smi) {
                     Ok(gpus) => GpuReading {
@@ -95,15 +95,18 @@ impl GpuPoller {
                 if let Ok(mut slot) = shared.lock() {
                     *slot = reading;
                 }
-                let next = began + interval;
-                while Instant::now() < next && !stopping.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(20).min(interval));
+                let wait = (began + interval).saturating_duration_since(Instant::now());
+                if !matches!(
+                    stopped.recv_timeout(wait),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                ) {
+                    break;
                 }
             }
         });
         Self {
             latest,
-            stop,
+            _stop: stop,
             interval,
             started: Instant::now(),
         }
@@ -137,12 +140,6 @@ impl GpuPoller {
             })
             .collect();
         (gpus, reading.error)
-    }
-}
-
-impl Drop for GpuPoller {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

@@ -235,14 +235,14 @@ fn pump(
 }
 
 fn signal_tree(proc: &dyn ProcSource, root: u32, uid: u32, signal: Signal) {
-    for stat in process::descendants(root, &process::all_processes(Path::new("/proc"))) {
+    for stat in process::tree(Path::new("/proc"), root) {
         let _ = process::signal(proc, stat.identity(), uid, signal);
     }
 }
 
 /// Live descendants of `root` (zombies awaiting the guard's reaping do not count).
 fn live_tree(root: u32) -> Vec<process::ProcStat> {
-    process::descendants(root, &process::all_processes(Path::new("/proc")))
+    process::tree(Path::new("/proc"), root)
         .into_iter()
         .filter(|s| !s.has_exited())
         .collect()
