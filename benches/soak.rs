@@ -35,7 +35,10 @@ impl Tree {
         let pid = root.id();
         let started = std::time::Instant::now();
         while process::descendants(pid, &process::all_processes(Path::new("/proc"))).len() < n {
-            assert!(started.elapsed() < Duration::from_secs(60), "the tree never grew");
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the tree never grew"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Tree { root }
@@ -46,7 +49,10 @@ impl Drop for Tree {
     fn drop(&mut self) {
         let pid = self.root.id();
         for stat in process::descendants(pid, &process::all_processes(Path::new("/proc"))) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(stat.pid as i32), nix::sys::signal::SIGKILL);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(stat.pid as i32),
+                nix::sys::signal::SIGKILL,
+            );
         }
         let _ = self.root.kill();
         let _ = self.root.wait();
@@ -130,10 +136,16 @@ fn soak_log() -> PathBuf {
     }
     std::fs::create_dir_all(&dir).expect("bench data directory");
     let _ = std::fs::remove_file(&path);
-    let scope = Scope { uid: nix::unistd::getuid().as_raw(), host: "bench-host".into() };
+    let scope = Scope {
+        uid: nix::unistd::getuid().as_raw(),
+        host: "bench-host".into(),
+    };
     let log = EventLog::open(&path, scope).expect("open");
     let subject = || Subject::Soak("bench".into());
-    let supervisor = ProcessIdentity { pid: 1, start_ticks: 1 };
+    let supervisor = ProcessIdentity {
+        pid: 1,
+        start_ticks: 1,
+    };
     log.append(
         subject(),
         Event::SoakStarted(Box::new(SoakStart {
@@ -157,14 +169,23 @@ fn soak_log() -> PathBuf {
     )
     .expect("start");
     for start in (0..EXPORT_SAMPLES).step_by(10_000) {
-        log.append_all((start..start + 10_000).map(|i| (subject(), Event::SoakSampled(Box::new(sample(i))))))
-            .expect("samples");
+        log.append_all(
+            (start..start + 10_000).map(|i| (subject(), Event::SoakSampled(Box::new(sample(i))))),
+        )
+        .expect("samples");
     }
     log.append(
         subject(),
         Event::SoakFinished(Box::new(SoakEnd {
-            outcome: Outcome { status: OutcomeStatus::Passed, failure_kind: None, reason: "ok".into() },
-            exit: Some(ExitInfo { code: Some(0), signal: None }),
+            outcome: Outcome {
+                status: OutcomeStatus::Passed,
+                failure_kind: None,
+                reason: "ok".into(),
+            },
+            exit: Some(ExitInfo {
+                code: Some(0),
+                signal: None,
+            }),
             duration_ms: EXPORT_SAMPLES * 1000,
             first_progress_ms: Some(1000),
             last_progress_ms: Some(EXPORT_SAMPLES * 1000),
@@ -188,7 +209,9 @@ fn export(c: &mut Criterion) {
     group.bench_function("export_100k", |b| {
         b.iter(|| {
             let snapshot = reader.snapshot().expect("snapshot");
-            let records = artifact::collect(&snapshot, "bench").expect("collect").expect("the soak");
+            let records = artifact::collect(&snapshot, "bench")
+                .expect("collect")
+                .expect("the soak");
             assert_eq!(records.samples.len() as u64, EXPORT_SAMPLES);
             black_box(artifact::render(&records).0.len())
         })

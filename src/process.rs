@@ -271,56 +271,80 @@ pub fn all_processes(proc_root: &std::path::Path) -> Vec<ProcStat> {
         .collect()
 }
 
-/// The pids of the descendants of `root`, parents before children, read from
-/// `/proc/<pid>/task/<tid>/children` of each process in the tree (a thread may fork too). `None`
-/// when the kernel does not provide those files.
-pub fn descendant_pids(proc_root: &std::path::Path, root: u32) -> Option<Vec<u32>> {
-    let children_of = |pid: u32| -> Option<Vec<u32>> {
-        let tasks = std::fs::read_dir(proc_root.join(pid.to_string()).join("task")).ok()?;
-        let mut children = Vec::new();
-        for task in tasks.flatten() {
-            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-                children.extend(text.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
-            }
+/// Reads a small `/proc` file into `buf` with one open and no `stat` (std's `read_to_string`
+/// asks for the size first, which `/proc` cannot answer anyway). `None` if it cannot be read.
+pub fn read_proc_file<'b>(path: &std::path::Path, buf: &'b mut Vec<u8>) -> Option<&'b str> {
+    use std::io::Read;
+    buf.clear();
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut chunk = [0u8; 4096];
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => return None,
         }
-        Some(children)
+    }
+    std::str::from_utf8(buf).ok()
+}
+
+/// The children of one process: from each of its threads' `children` file (a thread may fork).
+/// A single-threaded process has one, so its task directory need not be listed.
+fn children_of(proc_root: &std::path::Path, stat: &ProcStat, buf: &mut Vec<u8>) -> Vec<u32> {
+    let task_dir = proc_root.join(stat.pid.to_string()).join("task");
+    let tasks: Vec<std::path::PathBuf> = if stat.num_threads <= 1 {
+        vec![task_dir.join(stat.pid.to_string())]
+    } else {
+        std::fs::read_dir(&task_dir)
+            .map(|entries| entries.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
     };
-    if !proc_root
+    let mut children = Vec::new();
+    for task in tasks {
+        if let Some(text) = read_proc_file(&task.join("children"), buf) {
+            children.extend(
+                text.split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    children
+}
+
+/// The processes of the tree under `root` (not `root` itself), parents before children: walked
+/// down through the kernel's `children` files where it has them (reading only the tree), else
+/// found by scanning every process.
+pub fn tree(proc_root: &std::path::Path, root: u32) -> Vec<ProcStat> {
+    let mut buf = Vec::with_capacity(4096);
+    let stat_of = |pid: u32, buf: &mut Vec<u8>| {
+        read_proc_file(&proc_root.join(pid.to_string()).join("stat"), buf).and_then(parse_stat)
+    };
+    let Some(root_stat) = stat_of(root, &mut buf) else {
+        return Vec::new();
+    };
+    let probe = proc_root
         .join(root.to_string())
         .join("task")
         .join(root.to_string())
-        .join("children")
-        .exists()
-    {
-        return None;
+        .join("children");
+    if !probe.exists() {
+        return descendants(root, &all_processes(proc_root));
     }
-    let mut found: Vec<u32> = Vec::new();
-    let mut queue = std::collections::VecDeque::from([root]);
-    while let Some(pid) = queue.pop_front() {
-        for child in children_of(pid).unwrap_or_default() {
-            if child != root && !found.contains(&child) {
-                found.push(child);
-                queue.push_back(child);
+    let mut found: Vec<ProcStat> = Vec::new();
+    let mut queue = std::collections::VecDeque::from([root_stat]);
+    while let Some(parent) = queue.pop_front() {
+        for child in children_of(proc_root, &parent, &mut buf) {
+            if child == root || found.iter().any(|f| f.pid == child) {
+                continue;
+            }
+            // Gone between the two reads, or re-parented: not part of the tree any more.
+            if let Some(stat) = stat_of(child, &mut buf).filter(|s| s.ppid == parent.pid) {
+                found.push(stat.clone());
+                queue.push_back(stat);
             }
         }
     }
-    Some(found)
-}
-
-/// The processes of the tree under `root` (not `root` itself), parents before children: through
-/// the kernel's `children` files where it has them, else by scanning every process.
-pub fn tree(proc_root: &std::path::Path, root: u32) -> Vec<ProcStat> {
-    match descendant_pids(proc_root, root) {
-        Some(pids) => pids
-            .into_iter()
-            .filter_map(|pid| {
-                std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat"))
-                    .ok()
-                    .and_then(|text| parse_stat(&text))
-            })
-            .collect(),
-        None => descendants(root, &all_processes(proc_root)),
-    }
+    found
 }
 
 /// The descendants of `root` (not `root` itself) among `processes`, parents before children.
@@ -390,6 +414,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         let mut by_children: Vec<u32> = tree(proc_root, root).iter().map(|s| s.pid).collect();
+        assert!(proc_root.join("self/task").exists());
         let mut by_scan: Vec<u32> = descendants(root, &all_processes(proc_root))
             .iter()
             .map(|s| s.pid)

@@ -37,7 +37,7 @@ use crate::projection::{Projection, Update};
 
 /// redb's page cache. The default (1 GiB) is far more than a log needs, and a supervisor that
 /// appends for days would grow into it; appends touch only the right edge of each tree.
-const CACHE_BYTES: usize = 4 * 1024 * 1024;
+const CACHE_BYTES: usize = 1024 * 1024;
 
 /// How long an open waits for a process that holds the file in a conflicting way.
 const OPEN_PATIENCE: Duration = Duration::from_secs(10);

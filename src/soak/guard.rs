@@ -126,7 +126,10 @@ pub fn run(status_path: &Path, command: &[OsString]) -> i32 {
             Err(e) => {
                 report(
                     status_path,
-                    &format!("spawn_failed cannot run `{}`: {e}", program.to_string_lossy()),
+                    &format!(
+                        "spawn_failed cannot run `{}`: {e}",
+                        program.to_string_lossy()
+                    ),
                 );
                 None
             }

@@ -26,18 +26,23 @@ fn page_size() -> u64 {
 /// The samples of every descendant of `root` (the soak's guard), as `/proc` shows them now.
 pub fn process_tree(proc_root: &Path, root: u32) -> Vec<ProcessSample> {
     let page = page_size();
+    let mut buf = Vec::with_capacity(4096);
     process::tree(proc_root, root)
         .into_iter()
-        .map(|stat| process_sample(proc_root, &stat, page))
+        .map(|stat| process_sample(proc_root, &stat, page, &mut buf))
         .collect()
 }
 
-fn process_sample(proc_root: &Path, stat: &ProcStat, page: u64) -> ProcessSample {
+fn process_sample(
+    proc_root: &Path,
+    stat: &ProcStat,
+    page: u64,
+    buf: &mut Vec<u8>,
+) -> ProcessSample {
     let dir = proc_root.join(stat.pid.to_string());
     // `io` of another user's process is unreadable: `None`, not an error.
-    let io: Option<procfs::process::Io> = std::fs::read(dir.join("io"))
-        .ok()
-        .and_then(|bytes| procfs::FromBufRead::from_buf_read(bytes.as_slice()).ok());
+    let io: Option<procfs::process::Io> = process::read_proc_file(&dir.join("io"), buf)
+        .and_then(|text| procfs::FromBufRead::from_buf_read(text.as_bytes()).ok());
     ProcessSample {
         pid: stat.pid,
         ppid: stat.ppid,

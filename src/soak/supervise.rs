@@ -396,7 +396,8 @@ pub fn run(
             && !GuardStatus::read(&status_path).exited()
         {
             std::thread::sleep(
-                Duration::from_millis(20).min(due.saturating_duration_since(Instant::now())),
+                // The verdict may wait this long after the command exits; sampling does not.
+                Duration::from_millis(100).min(due.saturating_duration_since(Instant::now())),
             );
         }
         let elapsed = t0.elapsed();
