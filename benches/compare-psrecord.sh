@@ -5,7 +5,7 @@
 #     CPU time over wall time, and what each records;
 #  2. unilab's resident memory after about 1,000 and 10,000 samples (a soak sampled every 10 ms).
 # Needs Python 3 and pip (psrecord and psutil are installed from PyPI). No GPU is needed; without
-# nvidia-smi the samples record that GPUs could not be read.
+# nvidia-smi the samples record that GPUs could not be read. ONLY_MEMORY=1 runs part 2 alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-60}
@@ -22,6 +22,7 @@ tck=$(getconf CLK_TCK)
 ticks() { [ -n "$1" ] && awk '{ split($0, a, ") "); split(a[2], f, " "); print f[12] + f[13] }' "/proc/$1/stat" 2>/dev/null || true; }
 now() { date +%s.%N; }
 
+if [ "${ONLY_MEMORY:-}" != 1 ]; then
 echo "== 1. unilab vs psrecord: a 100-process tree, 1 s interval, ${DURATION} s"
 mkdir -m 700 "$work/progress"
 start=$(now)
@@ -71,6 +72,8 @@ print(f"psrecord: {psr / tck:.2f} s CPU over {pwall:.1f} s wall = {100 * psr / t
 print(f"ratio: psrecord used {psr / max(sup + guard, 1):.1f}x the CPU of unilab")
 PY
 
+fi
+
 echo "== 2. unilab's resident memory as samples accumulate (every 10 ms)"
 rm -rf "$work/progress2"; mkdir -m 700 "$work/progress2"
 "$unilab" --root "$work/root2" soak run --progress-dir "$work/progress2" --output "$work/soak2.json" \
@@ -81,8 +84,13 @@ supervisor=$!
 samples() { "$unilab" --root "$work/root2" --json soak list 2>/dev/null | python3 -c 'import json,sys; l=json.load(sys.stdin); print(l[0]["samples"] if l else 0)'; }
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 report_at() {
-    while [ "$(samples)" -lt "$1" ]; do sleep 0.5; done
-    echo "after $(samples) samples: supervisor VmRSS $(rss "$supervisor") kB"
+    local n=0
+    while [ "$n" -lt "$1" ]; do
+        sleep 0.5
+        n=$(samples || true)
+        n=${n:-0}
+    done
+    echo "after $n samples: supervisor VmRSS $(rss "$supervisor") kB"
 }
 report_at 1000
 report_at "$LONG_SAMPLES"
