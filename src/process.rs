@@ -331,10 +331,11 @@ pub fn tree(proc_root: &std::path::Path, root: u32) -> Vec<ProcStat> {
         return descendants(root, &all_processes(proc_root));
     }
     let mut found: Vec<ProcStat> = Vec::new();
+    let mut seen = std::collections::HashSet::from([root]);
     let mut queue = std::collections::VecDeque::from([root_stat]);
     while let Some(parent) = queue.pop_front() {
         for child in children_of(proc_root, &parent, &mut buf) {
-            if child == root || found.iter().any(|f| f.pid == child) {
+            if !seen.insert(child) {
                 continue;
             }
             // Gone between the two reads, or re-parented: not part of the tree any more.
@@ -355,11 +356,12 @@ pub fn descendants(root: u32, processes: &[ProcStat]) -> Vec<ProcStat> {
         children.entry(p.ppid).or_default().push(p);
     }
     let mut found = Vec::new();
+    // A pid cannot be its own ancestor; guard against a table read mid-change anyway.
+    let mut seen = std::collections::HashSet::from([root]);
     let mut queue = std::collections::VecDeque::from([root]);
     while let Some(pid) = queue.pop_front() {
         for child in children.get(&pid).into_iter().flatten() {
-            // A pid cannot be its own ancestor; guard against a corrupt table anyway.
-            if child.pid != root && !found.iter().any(|f: &ProcStat| f.pid == child.pid) {
+            if seen.insert(child.pid) {
                 found.push((*child).clone());
                 queue.push_back(child.pid);
             }
