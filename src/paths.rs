@@ -6,6 +6,7 @@
 //! the host in the path.
 
 use std::ffi::OsString;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::env::EnvVars;
@@ -105,6 +106,31 @@ pub fn state_root(
     std::env::current_dir()
         .map(|cwd| cwd.join(&chosen))
         .map_err(|e| PathError::CurrentDir(chosen, e))
+}
+
+/// Why an existing directory cannot be trusted to be the user's alone, or `None` when it can:
+/// it must be a real directory (not a symlink), owned by `uid`, and closed to writes by others.
+pub fn distrust_directory(path: &Path, uid: u32) -> Option<String> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) => return Some(format!("cannot inspect it: {e}")),
+    };
+    if meta.file_type().is_symlink() {
+        return Some("it is a symbolic link".into());
+    }
+    if !meta.is_dir() {
+        return Some("it is not a directory".into());
+    }
+    if meta.uid() != uid {
+        return Some(format!("it belongs to uid {}, not {uid}", meta.uid()));
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        return Some(format!(
+            "others can write to it (mode {:o})",
+            meta.permissions().mode() & 0o7777
+        ));
+    }
+    None
 }
 
 #[cfg(test)]

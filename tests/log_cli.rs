@@ -108,27 +108,7 @@ fn history_json_is_one_object_a_line_with_every_kind() {
 #[test]
 fn history_filters_by_subject_and_sequence() {
     let root = root_with_every_kind();
-    let kinds = |args: &[&str]| -> Vec<String> {
-        let out = root
-            .unilab()
-            .args(["history", "--json"])
-            .args(args)
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                serde_json::from_str::<serde_json::Value>(l).unwrap()["kind"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned()
-            })
-            .collect()
-    };
+    let kinds = |args: &[&str]| history_kinds(root.unilab(), args);
     assert_eq!(
         kinds(&["--daemon", "gpu-0f8e0c2a"]),
         [

@@ -70,24 +70,7 @@ impl Host {
     }
 
     fn kinds(&self, daemon: &str) -> Vec<String> {
-        let out = self
-            .unilab()
-            .args(["--json", "history", "--daemon", daemon])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                serde_json::from_str::<Value>(l).unwrap()["kind"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned()
-            })
-            .collect()
+        history_kinds(self.unilab(), &["--daemon", daemon])
     }
 }
 

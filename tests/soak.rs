@@ -76,24 +76,7 @@ impl Soak {
     }
 
     fn history_kinds(&self, soak_id: &str) -> Vec<String> {
-        let out = self
-            .unilab()
-            .args(["--json", "history", "--soak", soak_id])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                serde_json::from_str::<Value>(l).unwrap()["kind"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned()
-            })
-            .collect()
+        history_kinds(self.unilab(), &["--soak", soak_id])
     }
 }
 
@@ -104,6 +87,29 @@ impl DirBuilderMode for std::fs::DirBuilder {
     fn mode(&mut self, mode: u32) -> &mut Self {
         std::os::unix::fs::DirBuilderExt::mode(self, mode)
     }
+}
+
+/// `soak run` of the example trainer in the background, sampled every `interval`.
+fn spawn_soak(soak: &Soak, interval: &str, trainer_args: &[&str]) -> std::process::Child {
+    Command::new(unilab_bin())
+        .env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", soak.root.root())
+        .arg("--root")
+        .arg(soak.root.root())
+        .args(["soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--sample-interval", interval, "--", "python3"])
+        .arg(trainer())
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .args(trainer_args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn unilab soak run")
 }
 
 fn verdict(output: &Output) -> Value {
@@ -453,21 +459,10 @@ fn soak_ids(soak: &Soak) -> Vec<Value> {
 #[test]
 fn a_supervisor_killed_with_sigkill_leaves_no_survivors_and_is_reported_abandoned() {
     let soak = Soak::new();
-    let mut supervisor = Command::new(unilab_bin())
-        .env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", soak.root.root())
-        .arg("--root")
-        .arg(soak.root.root())
-        .args(["soak", "run", "--progress-dir"])
-        .arg(soak.progress())
-        .arg("--output")
-        .arg(soak.artifact_path())
-        .args(["--sample-interval", "0.2", "--", "python3"])
-        .arg(trainer())
-        .arg("--progress-dir")
-        .arg(soak.progress())
-        .args([
+    let mut supervisor = spawn_soak(
+        &soak,
+        "0.2",
+        &[
             "--steps",
             "1000",
             "--step-seconds",
@@ -475,11 +470,8 @@ fn a_supervisor_killed_with_sigkill_leaves_no_survivors_and_is_reported_abandone
             "--children",
             "2",
             "--leak",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+    );
     let mut id = String::new();
     let mut tree = Vec::new();
     eventually(
@@ -534,32 +526,18 @@ fn a_supervisor_killed_with_sigkill_leaves_no_survivors_and_is_reported_abandone
 #[test]
 fn an_interrupted_soak_stops_its_tree_and_says_so() {
     let soak = Soak::new();
-    let mut supervisor = Command::new(unilab_bin())
-        .env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", soak.root.root())
-        .arg("--root")
-        .arg(soak.root.root())
-        .args(["soak", "run", "--progress-dir"])
-        .arg(soak.progress())
-        .arg("--output")
-        .arg(soak.artifact_path())
-        .args(["--sample-interval", "0.2", "--", "python3"])
-        .arg(trainer())
-        .arg("--progress-dir")
-        .arg(soak.progress())
-        .args([
+    let mut supervisor = spawn_soak(
+        &soak,
+        "0.2",
+        &[
             "--steps",
             "1000",
             "--step-seconds",
             "0.1",
             "--children",
             "1",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+    );
     let mut tree = Vec::new();
     eventually("a sampled tree", Duration::from_secs(15), || {
         if let Some(id) = soak_ids(&soak)
@@ -789,25 +767,7 @@ fn credentials_never_reach_the_log_or_the_artifact() {
 #[test]
 fn status_and_history_work_while_a_soak_appends() {
     let soak = Soak::new();
-    let mut supervisor = Command::new(unilab_bin())
-        .env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", soak.root.root())
-        .arg("--root")
-        .arg(soak.root.root())
-        .args(["soak", "run", "--progress-dir"])
-        .arg(soak.progress())
-        .arg("--output")
-        .arg(soak.artifact_path())
-        .args(["--sample-interval", "0.05", "--", "python3"])
-        .arg(trainer())
-        .arg("--progress-dir")
-        .arg(soak.progress())
-        .args(["--steps", "30", "--step-seconds", "0.1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut supervisor = spawn_soak(&soak, "0.05", &["--steps", "30", "--step-seconds", "0.1"]);
     let mut reads = 0;
     while supervisor.try_wait().unwrap().is_none() {
         soak.unilab().args(["mps", "status"]).assert().success();

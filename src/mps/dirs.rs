@@ -12,6 +12,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::error::MpsError;
+use crate::paths::distrust_directory;
 use crate::process::ProcSource;
 
 /// The AF_UNIX limit on a socket path, without its terminating NUL.
@@ -43,32 +44,8 @@ pub fn control_socket(pipe_directory: &Path) -> Result<PathBuf, MpsError> {
     Ok(path)
 }
 
-/// Why an existing directory cannot be trusted, or `None` when it can.
-pub fn distrust(path: &Path, uid: u32) -> Option<String> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) => return Some(format!("cannot inspect it: {e}")),
-    };
-    if meta.file_type().is_symlink() {
-        return Some("it is a symbolic link".into());
-    }
-    if !meta.is_dir() {
-        return Some("it is not a directory".into());
-    }
-    if meta.uid() != uid {
-        return Some(format!("it belongs to uid {}, not {uid}", meta.uid()));
-    }
-    if meta.permissions().mode() & 0o022 != 0 {
-        return Some(format!(
-            "others can write to it (mode {:o})",
-            meta.permissions().mode() & 0o7777
-        ));
-    }
-    None
-}
-
 /// Creates `path` and any missing parents `0700`, checking every level from `trusted_base` down
-/// (the base itself must exist). Levels that already exist must pass [`distrust`].
+/// (the base itself must exist). Levels that already exist must pass [`distrust_directory`].
 pub fn ensure_private(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), MpsError> {
     let relative = path
         .strip_prefix(trusted_base)
@@ -96,7 +73,7 @@ pub fn ensure_private(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), 
                 });
             }
         }
-        if let Some(reason) = distrust(&current, uid) {
+        if let Some(reason) = distrust_directory(&current, uid) {
             return Err(MpsError::UnsafeDirectory {
                 path: current,
                 reason,
@@ -117,7 +94,7 @@ pub fn check_existing(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), 
         if std::fs::symlink_metadata(&level).is_err() {
             return Ok(());
         }
-        if let Some(reason) = distrust(&level, uid) {
+        if let Some(reason) = distrust_directory(&level, uid) {
             return Err(MpsError::UnsafeDirectory {
                 path: level,
                 reason,

@@ -1,4 +1,4 @@
-//! The progress directory: its signature, and whether unilab may trust it.
+//! The progress directory's signature.
 //!
 //! Growth of the directory is the backend-independent liveness signal: any change of file count,
 //! total size or newest modification time is progress.
@@ -37,30 +37,6 @@ pub fn signature(dir: &Path) -> ProgressSignature {
         }
     }
     sig
-}
-
-/// Why the directory cannot be trusted as a liveness signal, or `None`.
-pub fn distrust(dir: &Path, uid: u32) -> Option<String> {
-    let meta = match std::fs::symlink_metadata(dir) {
-        Ok(meta) => meta,
-        Err(e) => return Some(format!("cannot inspect it: {e}")),
-    };
-    if meta.file_type().is_symlink() {
-        return Some("it is a symbolic link".into());
-    }
-    if !meta.is_dir() {
-        return Some("it is not a directory".into());
-    }
-    if meta.uid() != uid {
-        return Some(format!("it belongs to uid {}, not {uid}", meta.uid()));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Some(format!(
-            "others can write to it (mode {:o}), so its growth proves nothing",
-            meta.mode() & 0o7777
-        ));
-    }
-    None
 }
 
 #[cfg(test)]

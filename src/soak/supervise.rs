@@ -145,7 +145,8 @@ impl SoakSpec {
                 source,
             })?;
         }
-        if let Some(reason) = progress::distrust(&progress_dir, uid) {
+        // Others' writes would fake progress: the directory must be the user's alone.
+        if let Some(reason) = crate::paths::distrust_directory(&progress_dir, uid) {
             return Err(SoakError::ProgressDir {
                 path: progress_dir,
                 reason,

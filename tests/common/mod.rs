@@ -443,3 +443,23 @@ pub fn trainer() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/example-trainer.py"))
 }
+
+/// The `kind` of every event that `unilab --json history ARGS` prints through `unilab`.
+pub fn history_kinds(mut unilab: assert_cmd::Command, args: &[&str]) -> Vec<String> {
+    let out = unilab
+        .args(["--json", "history"])
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(out)
+        .expect("UTF-8")
+        .lines()
+        .map(|l| {
+            let event: serde_json::Value = serde_json::from_str(l).expect("one JSON object a line");
+            event["kind"].as_str().expect("a kind").to_owned()
+        })
+        .collect()
+}
