@@ -431,44 +431,25 @@ fn a_daemon_killed_behind_unilabs_back_is_cleaned_with_exit_4() {
 #[test]
 fn a_daemon_that_ignores_quit_is_escalated() {
     let host = Host::two_gpus();
-    let record: Value = serde_json::from_slice(
-        &host
-            .unilab()
-            .env("FAKE_MPS_IGNORE_QUIT", "1")
-            .args(["--json", "mps", "start", "0"])
+    let ignore_quit = ("FAKE_MPS_IGNORE_QUIT", "1");
+    let ignore_term = ("FAKE_MPS_IGNORE_SIGTERM", "1");
+    for (behaviour, method) in [
+        (vec![ignore_quit], "(terminated)"),
+        (vec![ignore_quit, ignore_term], "(killed)"),
+    ] {
+        // The fake daemon inherits these from unilab, which starts it.
+        let mut start = host.unilab();
+        start.envs(behaviour).args(["--json", "mps", "start", "0"]);
+        let record: Value =
+            serde_json::from_slice(&start.assert().success().get_output().stdout).unwrap();
+        let pid = record["pid"].as_u64().unwrap();
+        host.unilab()
+            .args(["mps", "stop", "--grace", "0.5"])
             .assert()
             .success()
-            .get_output()
-            .stdout,
-    )
-    .unwrap();
-    let pid = record["pid"].as_u64().unwrap();
-    host.unilab()
-        .args(["mps", "stop", "--grace", "0.5"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("(terminated)"));
-    assert!(gone(pid));
-
-    let record: Value = serde_json::from_slice(
-        &host
-            .unilab()
-            .env("FAKE_MPS_IGNORE_QUIT", "1")
-            .env("FAKE_MPS_IGNORE_SIGTERM", "1")
-            .args(["--json", "mps", "start", "0"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout,
-    )
-    .unwrap();
-    let pid = record["pid"].as_u64().unwrap();
-    host.unilab()
-        .args(["mps", "stop", "--grace", "0.5"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("(killed)"));
-    assert!(gone(pid));
+            .stdout(predicate::str::contains(method));
+        assert!(gone(pid), "{method}");
+    }
     assert_eq!(
         host.kinds("gpu-1111aaaa")
             .iter()
