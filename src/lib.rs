@@ -3,9 +3,12 @@
 //!
 //! The binary is a thin shell over [`cli::run`]; everything else lives here:
 //! - [`log`]: the event log (store, codec, chain, migrations) and [`projection`]s over it;
-//! - the domain: [`gpu`], [`mps`], [`soak`], [`process`];
+//! - the domain: [`gpu`] (discovery, visibility mask, selectors), [`mps`] (daemons), [`soak`]
+//!   (supervision, sampling, artifacts), [`snapshot`] (runtime provenance), [`process`] (identity
+//!   and the only way unilab signals);
 //! - [`commands`]: one module per verb group, on top of the [`cli`] definitions;
-//! - [`paths`] and [`env`]: where state lives and the variables that steer it.
+//! - [`paths`], [`env`], [`tool`], [`duration`], [`output`], [`error`]: where state lives, the
+//!   variables that steer unilab, external tools under timeouts, and how results are shown.
 #![forbid(unsafe_code)]
 
 pub mod cli;
