@@ -8,7 +8,7 @@
 //! the subject index and the projections, so the log and its caches never disagree.
 //!
 //! redb may panic on a file that is not what it expects (a damaged or foreign file). No input
-//! may make unilab panic, so every call into redb on a user's file goes through [`guarded`].
+//! may make unilab panic, so every call into redb on a user's file goes through `guarded`.
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::io::ErrorKind;
