@@ -966,3 +966,35 @@ fn a_pid_reused_by_another_process_is_never_signalled() {
     impostor.kill().unwrap();
     impostor.wait().unwrap();
 }
+
+#[test]
+fn a_daemon_that_does_not_answer_is_stopped_and_the_start_recorded_as_failed() {
+    let host = Host::two_gpus();
+    host.unilab()
+        .env("FAKE_MPS_GARBLED", "1")
+        .args(["mps", "start", "0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "did not start: it did not answer on its control socket",
+        ));
+    assert_eq!(
+        host.kinds("gpu-1111aaaa"),
+        ["topology_resolved", "daemon_started", "daemon_start_failed"]
+    );
+    let started = LogReader::open(&host.root.log_path())
+        .unwrap()
+        .unwrap()
+        .snapshot()
+        .unwrap();
+    let pid = started
+        .get(2)
+        .unwrap()
+        .map(|r| match r.envelope.event {
+            Event::DaemonStarted { record, .. } => u64::from(record.pid),
+            other => panic!("{other:?}"),
+        })
+        .unwrap();
+    assert!(gone(pid), "the daemon that did not answer was stopped");
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+}

@@ -162,8 +162,9 @@ fn a_healthy_run_passes_and_its_artifact_is_reproducible() {
         soak.artifact_path().display().to_string()
     );
     let id = verdict["soak_id"].as_str().unwrap();
-    // The trainer's stdout passed through.
+    // The trainer's stdout passed through; no live status line when stderr is not a terminal.
     assert!(String::from_utf8_lossy(&output.stdout).contains("step 8/8"));
+    assert!(!String::from_utf8_lossy(&output.stderr).contains('\r'));
 
     for field in [
         "schema",
@@ -780,4 +781,77 @@ fn status_and_history_work_while_a_soak_appends() {
         reads >= 3,
         "only {reads} rounds of reads overlapped the soak"
     );
+}
+
+#[test]
+fn a_command_that_cannot_be_started_fails_as_spawn_failed() {
+    let soak = Soak::new();
+    let mut cmd = soak.unilab();
+    cmd.args(["soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--sample-interval", "0.2", "--", "/nonexistent/trainer"]);
+    cmd.assert()
+        .code(1)
+        .stdout(predicate::str::contains("failed"));
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+    assert_eq!(artifact["outcome"]["failure_kind"], "spawn_failed");
+    assert!(
+        artifact["outcome"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/trainer")
+    );
+    assert_eq!(artifact["exit"], Value::Null);
+}
+
+#[test]
+fn the_runtime_snapshot_describes_source_gpu_software_and_environment() {
+    let soak = Soak::new();
+    let repo = soak.root.root().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(&repo)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("git");
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("train.py"), "print(1)\n").unwrap();
+    git(&["add", "train.py"]);
+    git(&["commit", "-q", "-m", "first"]);
+    std::fs::write(repo.join("train.py"), "print(2)\n").unwrap();
+    let out = soak
+        .unilab()
+        .env("NCCL_DEBUG", "INFO")
+        .env("HF_TOKEN", "sekrit-77")
+        .args(["--json", "snapshot"])
+        .arg(&repo)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let snapshot: Value = serde_json::from_slice(&out).unwrap();
+    let git_info = &snapshot["source"]["git"];
+    assert_eq!(git_info["commit"].as_str().unwrap().len(), 40);
+    assert_eq!(git_info["branch"], "main");
+    assert_eq!(git_info["dirty"], true);
+    assert_eq!(git_info["diff_blake3"].as_str().unwrap().len(), 64);
+    assert_eq!(
+        snapshot["gpu"]["gpus"][0]["uuid"],
+        "GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f"
+    );
+    assert_eq!(snapshot["software"]["unilab"], env!("CARGO_PKG_VERSION"));
+    assert!(snapshot["software"]["kernel"].is_string());
+    assert_eq!(snapshot["environment"]["NCCL_DEBUG"], "INFO");
+    assert_eq!(snapshot["environment"]["HF_TOKEN"], "[redacted]");
+    assert!(!String::from_utf8_lossy(&out).contains("sekrit-77"));
 }
