@@ -50,8 +50,14 @@ impl Host {
     }
 
     fn json(&self, args: &[&str]) -> Value {
+        self.json_with(&[], args)
+    }
+
+    /// `--json ARGS` with extra environment, which must succeed; its output parsed.
+    fn json_with(&self, env: &[(&str, &str)], args: &[&str]) -> Value {
         let out = self
             .unilab()
+            .envs(env.iter().copied())
             .arg("--json")
             .args(args)
             .assert()
@@ -108,8 +114,7 @@ impl Drop for Host {
 fn gone(pid: u64) -> bool {
     let started = Instant::now();
     loop {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
-        if stat.as_ref().map_or(true, |s| s.contains(") Z ")) {
+        if gone_now(pid) {
             return true;
         }
         if started.elapsed() > Duration::from_secs(5) {
@@ -130,17 +135,7 @@ fn gone_now(pid: u64) -> bool {
 #[test]
 fn the_one_command_path_on_a_one_gpu_mask_round_trips() {
     let host = Host::two_gpus();
-    let record = host
-        .unilab()
-        .env("CUDA_VISIBLE_DEVICES", "1")
-        .arg("--json")
-        .args(["mps", "start"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let record: Value = serde_json::from_slice(&record).unwrap();
+    let record = host.json_with(&[("CUDA_VISIBLE_DEVICES", "1")], &["mps", "start"]);
     assert_eq!(record["name"], "gpu-2222bbbb");
     assert_eq!(record["gpu_uuids"][0], GPU_B);
     assert_eq!(record["topology_mode"], "single_gpu");
@@ -317,16 +312,10 @@ fn every_selector_form_resolves_through_doctor() {
     );
 
     let mask_check = {
-        let out = host
-            .unilab()
-            .env("CUDA_VISIBLE_DEVICES", "0,7,1")
-            .args(["--json", "mps", "doctor", "0"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let report: Value = serde_json::from_slice(&out).unwrap();
+        let report = host.json_with(
+            &[("CUDA_VISIBLE_DEVICES", "0,7,1")],
+            &["mps", "doctor", "0"],
+        );
         report["checks"]
             .as_array()
             .unwrap()
@@ -438,10 +427,7 @@ fn a_daemon_that_ignores_quit_is_escalated() {
         (vec![ignore_quit, ignore_term], "(killed)"),
     ] {
         // The fake daemon inherits these from unilab, which starts it.
-        let mut start = host.unilab();
-        start.envs(behaviour).args(["--json", "mps", "start", "0"]);
-        let record: Value =
-            serde_json::from_slice(&start.assert().success().get_output().stdout).unwrap();
+        let record = host.json_with(&behaviour, &["mps", "start", "0"]);
         let pid = record["pid"].as_u64().unwrap();
         host.unilab()
             .args(["mps", "stop", "--grace", "0.5"])
@@ -508,16 +494,11 @@ fn a_foreign_daemon_in_the_pipe_directory_is_refused_and_untouched() {
     assert!(alive(foreign), "the foreign daemon was left alone");
     assert!(pipe.join("control").exists());
     // status shows the foreign socket, owned by none of this user's records.
-    let status = host
-        .unilab()
-        .env("CUDA_MPS_PIPE_DIRECTORY", &pipe)
-        .args(["--json", "mps", "status"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let status: Value = serde_json::from_slice(&status).unwrap();
+    let pipe_env = pipe.display().to_string();
+    let status = host.json_with(
+        &[("CUDA_MPS_PIPE_DIRECTORY", &pipe_env)],
+        &["mps", "status"],
+    );
     let listed = status["control_pipes"]
         .as_array()
         .unwrap()
@@ -632,17 +613,7 @@ fn nvidia_smi_missing_hung_or_garbled_gives_clear_errors_in_time() {
             .stderr(predicate::str::contains(says));
     }
     // status still answers, with the diagnostic.
-    let status: Value = serde_json::from_slice(
-        &host
-            .unilab()
-            .env("FAKE_NVIDIA_SMI_MODE", "no-driver")
-            .args(["--json", "mps", "status"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout,
-    )
-    .unwrap();
+    let status = host.json_with(&[("FAKE_NVIDIA_SMI_MODE", "no-driver")], &["mps", "status"]);
     assert!(
         status["diagnostic"]
             .as_str()
@@ -810,17 +781,7 @@ fn read_only_commands_change_nothing() {
 fn status_finds_control_pipes_and_who_owns_them() {
     let host = Host::two_gpus();
     let record = host.start(&["0"]);
-    let status = host
-        .unilab()
-        .env("CUDA_VISIBLE_DEVICES", "0")
-        .arg("--json")
-        .args(["mps", "status"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let status: Value = serde_json::from_slice(&status).unwrap();
+    let status = host.json_with(&[("CUDA_VISIBLE_DEVICES", "0")], &["mps", "status"]);
     for field in [
         "platform",
         "nvidia_smi_available",
