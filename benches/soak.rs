@@ -68,7 +68,6 @@ fn sampler(c: &mut Criterion) {
         proc_root: PathBuf::from("/proc"),
         progress_dir: progress.path().to_owned(),
         gpus: None,
-        tool_timeout: Duration::from_secs(10),
     };
     let mut group = c.benchmark_group("sampler");
     for n in [10, 100, 1000] {

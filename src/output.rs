@@ -7,6 +7,7 @@
 use std::io::{BufWriter, Stdout, Write};
 
 use crate::error::{Error, stdout_error};
+use crate::log::{Clock, SystemClock};
 
 pub struct Output {
     pub json: bool,
@@ -91,10 +92,7 @@ pub fn unix_seconds(us: i64) -> f64 {
 
 /// How long ago a Unix-seconds time was, compactly: `42s`, `3m12s`, `2h05m`, `4d03h`.
 pub fn age(since_unix_seconds: f64) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
+    let now = unix_seconds(SystemClock.now_us());
     let secs = (now - since_unix_seconds).max(0.0) as u64;
     match secs {
         0..60 => format!("{secs}s"),

@@ -13,6 +13,8 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::env::{EnvVars, TOOL_TIMEOUT_SECS};
+
 /// How long to keep reading output after the tool exited, for pipes a daemon it forked holds.
 const DRAIN: Duration = Duration::from_millis(200);
 
@@ -180,10 +182,38 @@ fn collect(pipe: Option<impl Read + Send + 'static>) -> Collected {
 }
 
 /// The program named by `variable` if set and not empty, else `default` (found on `PATH`).
-pub fn program_from(variable: Option<OsString>, default: &str) -> OsString {
+fn program_from(variable: Option<OsString>, default: &str) -> OsString {
     variable
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| OsStr::new(default).to_owned())
+}
+
+/// The timeout of every external tool: `UNILAB_TOOL_TIMEOUT` (seconds), else the default.
+fn timeout_from(value: Option<OsString>) -> Duration {
+    value
+        .and_then(|v| v.to_str().and_then(|s| s.trim().parse::<f64>().ok()))
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64)
+        .unwrap_or(Duration::from_secs_f64(TOOL_TIMEOUT_SECS))
+}
+
+/// `nvidia-smi`, as the process environment names it.
+pub fn nvidia_smi() -> Tool {
+    Tool::new(
+        program_from(std::env::var_os(EnvVars::UNILAB_NVIDIA_SMI), "nvidia-smi"),
+        timeout_from(std::env::var_os(EnvVars::UNILAB_TOOL_TIMEOUT)),
+    )
+}
+
+/// `nvidia-cuda-mps-control`, as the process environment names it.
+pub fn mps_control() -> Tool {
+    Tool::new(
+        program_from(
+            std::env::var_os(EnvVars::UNILAB_MPS_CONTROL),
+            "nvidia-cuda-mps-control",
+        ),
+        timeout_from(std::env::var_os(EnvVars::UNILAB_TOOL_TIMEOUT)),
+    )
 }
 
 #[cfg(test)]

@@ -5,10 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use crate::cli::{SoakCommand, SoakRunArgs};
-use crate::env::EnvVars;
 use crate::error::{Error, Exit};
 use crate::log::{Event, EventLog, LogReader, Snapshot, Subject};
-use crate::mps::tool_timeout;
 use crate::output::{Output, human_time};
 use crate::paths::StatePaths;
 use crate::process::{self, Liveness, SystemProc};
@@ -17,14 +15,7 @@ use crate::snapshot::runtime_snapshot;
 use crate::soak::artifact;
 use crate::soak::model::OutcomeStatus;
 use crate::soak::supervise::{self, SoakContext, SoakError, SoakSpec};
-use crate::tool::{Tool, program_from};
-
-fn smi_tool() -> Tool {
-    Tool::new(
-        program_from(std::env::var_os(EnvVars::UNILAB_NVIDIA_SMI), "nvidia-smi"),
-        tool_timeout(std::env::var_os(EnvVars::UNILAB_TOOL_TIMEOUT)),
-    )
-}
+use crate::tool;
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, Error> {
     serde_json::to_value(value).map_err(|e| Error::Internal(e.to_string()))
@@ -44,7 +35,7 @@ pub fn snapshot(dir: Option<&Path>, out: &mut Output) -> Result<Exit, Error> {
         Some(dir) => dir.to_owned(),
         None => std::env::current_dir().map_err(|e| Error::Internal(e.to_string()))?,
     };
-    let value = runtime_snapshot(&dir, &smi_tool());
+    let value = runtime_snapshot(&dir, &tool::nvidia_smi());
     if out.json {
         out.json_line(&value)?;
     } else {
@@ -71,7 +62,7 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
         paths.uid,
     )?;
     let log = EventLog::open(&paths.log_path(), paths.scope())?;
-    let smi = smi_tool();
+    let smi = tool::nvidia_smi();
     let runtime_json = runtime_snapshot(&spec.cwd, &smi).to_string();
     let guard_program = std::env::current_exe()
         .map_err(|e| Error::Internal(format!("cannot find the unilab binary: {e}")))?;

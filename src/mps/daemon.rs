@@ -14,7 +14,8 @@ use super::{DaemonRecord, Mps, StaleReason, StopMethod};
 use crate::gpu::mask::{self, Visible};
 use crate::gpu::selector::Selector;
 use crate::gpu::{GpuInfo, TopologyMode, TopologyPlan, smi};
-use crate::log::{Event, EventLog, LogError, Snapshot, Subject};
+use crate::log::{Clock, Event, EventLog, LogError, Snapshot, Subject, SystemClock};
+use crate::output::unix_seconds;
 use crate::process::{self, Liveness, ProcessIdentity, Signal};
 
 /// What the GPUs of this host look like under the current mask.
@@ -235,13 +236,6 @@ fn prepare_directories(mps: &Mps, plan: &Plan) -> Result<(), MpsError> {
     dirs::ensure_private(&log_base, &plan.log_directory, uid)
 }
 
-fn now_seconds() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 /// Waits for the daemon's pid file and reads the daemon's identity.
 fn wait_for_daemon(mps: &Mps, pipe_directory: &Path, timeout: Duration) -> Option<ProcessIdentity> {
     let deadline = Instant::now() + timeout;
@@ -271,7 +265,7 @@ fn record_for(mps: &Mps, plan: &Plan, daemon: ProcessIdentity) -> DaemonRecord {
         log_directory: plan.log_directory.display().to_string(),
         pid: daemon.pid,
         process_start_ticks: daemon.start_ticks,
-        created_at: now_seconds(),
+        created_at: unix_seconds(SystemClock.now_us()),
     }
 }
 

@@ -10,17 +10,15 @@ pub mod doctor;
 pub mod error;
 pub mod status;
 
-use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::env::{EnvVars, TOOL_TIMEOUT_SECS};
+use crate::env::EnvVars;
 use crate::gpu::TopologyMode;
 use crate::paths::StatePaths;
 use crate::process::ProcSource;
-use crate::tool::{Tool, program_from};
+use crate::tool::{self, Tool};
 
 /// The variables of the caller's environment that the MPS commands read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -59,33 +57,14 @@ pub struct Mps<'a> {
     pub env: HostEnv,
 }
 
-/// The tool timeout from `UNILAB_TOOL_TIMEOUT` (seconds), else the default.
-pub fn tool_timeout(value: Option<OsString>) -> Duration {
-    value
-        .and_then(|v| v.to_str().and_then(|s| s.trim().parse::<f64>().ok()))
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map(Duration::from_secs_f64)
-        .unwrap_or(Duration::from_secs_f64(TOOL_TIMEOUT_SECS))
-}
-
 impl<'a> Mps<'a> {
     /// The tools as the process environment names them.
     pub fn from_process(paths: &'a StatePaths, proc: &'a dyn ProcSource) -> Self {
-        let timeout = tool_timeout(std::env::var_os(EnvVars::UNILAB_TOOL_TIMEOUT));
         Self {
             paths,
             proc,
-            smi: Tool::new(
-                program_from(std::env::var_os(EnvVars::UNILAB_NVIDIA_SMI), "nvidia-smi"),
-                timeout,
-            ),
-            control: Tool::new(
-                program_from(
-                    std::env::var_os(EnvVars::UNILAB_MPS_CONTROL),
-                    "nvidia-cuda-mps-control",
-                ),
-                timeout,
-            ),
+            smi: tool::nvidia_smi(),
+            control: tool::mps_control(),
             env: HostEnv::from_process(),
         }
     }

@@ -73,12 +73,14 @@ pub struct GpuPoller {
     latest: Arc<Mutex<GpuReading>>,
     /// Dropping the sender wakes the poller and ends it.
     _stop: std::sync::mpsc::Sender<()>,
-    interval: Duration,
+    /// How long without an answer before that is itself the error: two intervals and a timeout.
+    patience: Duration,
     started: Instant,
 }
 
 impl GpuPoller {
     pub fn start(smi: Tool, interval: Duration) -> Self {
+        let timeout = smi.timeout;
         let latest = Arc::new(Mutex::new(GpuReading::default()));
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let shared = Arc::clone(&latest);
@@ -112,22 +114,17 @@ impl GpuPoller {
         Self {
             latest,
             _stop: stop,
-            interval,
+            patience: interval * 2 + timeout,
             started: Instant::now(),
         }
     }
 
     /// The latest reading, with its compute processes narrowed to `pids`; or an error saying
     /// what went wrong, including nvidia-smi not answering at all.
-    pub fn reading(
-        &self,
-        pids: &[u32],
-        tool_timeout: Duration,
-    ) -> (Vec<GpuSample>, Option<String>) {
+    pub fn reading(&self, pids: &[u32]) -> (Vec<GpuSample>, Option<String>) {
         let reading = self.latest.lock().map(|r| r.clone()).unwrap_or_default();
-        let patience = self.interval * 2 + tool_timeout;
         let since = reading.at.unwrap_or(self.started);
-        if since.elapsed() > patience {
+        if since.elapsed() > self.patience {
             return (
                 Vec::new(),
                 Some(format!(
@@ -221,7 +218,6 @@ pub struct Sampler {
     pub proc_root: PathBuf,
     pub progress_dir: PathBuf,
     pub gpus: Option<GpuPoller>,
-    pub tool_timeout: Duration,
 }
 
 impl Sampler {
@@ -232,7 +228,7 @@ impl Sampler {
         let mut errors = Vec::new();
         let gpus = match &self.gpus {
             Some(poller) => {
-                let (gpus, error) = poller.reading(&pids, self.tool_timeout);
+                let (gpus, error) = poller.reading(&pids);
                 errors.extend(error);
                 gpus
             }

@@ -382,7 +382,6 @@ pub fn run(
         proc_root: PathBuf::from("/proc"),
         progress_dir: spec.progress_dir.clone(),
         gpus: Some(GpuPoller::start(ctx.smi.clone(), interval)),
-        tool_timeout: ctx.smi.timeout,
     };
 
     let mut last_signature = baseline;
