@@ -7,6 +7,8 @@
 //! Run with `cargo bench --bench event_log`. The 1,000,000-event log is built once under
 //! `target/bench-data/` and reused.
 
+mod common;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,7 +16,7 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use unilab::log::{Event, EventLog, LogReader, Scope, Subject};
 use unilab::process::ProcessIdentity;
-use unilab::soak::model::{ProcessSample, ProgressSignature, Sample};
+use unilab::soak::model::{ProgressSignature, Sample};
 
 const REPLAY_EVENTS: u64 = 1_000_000;
 
@@ -32,21 +34,7 @@ fn event(i: u64) -> (Subject, Event) {
         let sample = Sample {
             index: i,
             elapsed_ms: i * 1000,
-            processes: (0..10)
-                .map(|p| ProcessSample {
-                    pid: 1000 + p,
-                    ppid: 999,
-                    start_ticks: 5_000 + u64::from(p),
-                    name: format!("worker-{p}"),
-                    state: 'S',
-                    rss_bytes: 1 << 30,
-                    cpu_ticks: i + u64::from(p),
-                    threads: 12,
-                    open_fds: Some(40),
-                    read_bytes: Some(i << 10),
-                    write_bytes: Some(i << 8),
-                })
-                .collect(),
+            processes: common::training_tree(i),
             gpus: Vec::new(),
             progress: ProgressSignature {
                 files: i / 100,

@@ -6,6 +6,8 @@
 //! Run with `cargo bench --bench soak`. The 100,000-sample log is built once under
 //! `target/bench-data/`.
 
+mod common;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -89,21 +91,7 @@ fn sample(i: u64) -> Sample {
     Sample {
         index: i,
         elapsed_ms: i * 1000,
-        processes: (0..10)
-            .map(|p| ProcessSample {
-                pid: 1000 + p,
-                ppid: 999,
-                start_ticks: 5_000 + u64::from(p),
-                name: format!("worker-{p}"),
-                state: 'S',
-                rss_bytes: 1 << 30,
-                cpu_ticks: i + u64::from(p),
-                threads: 12,
-                open_fds: Some(40),
-                read_bytes: Some(i << 10),
-                write_bytes: Some(i << 8),
-            })
-            .collect(),
+        processes: common::training_tree(i),
         gpus: vec![GpuSample {
             index: 0,
             uuid: "GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f".into(),
