@@ -388,7 +388,6 @@ pub fn run(
     let mut first_progress: Option<Duration> = None;
     let mut last_change: Option<Duration> = None;
     let mut index = 0u64;
-    let mut peak_rss = 0u64;
     while failure.is_none() {
         let due = t0 + interval.mul_f64(index as f64);
         while Instant::now() < due
@@ -407,15 +406,14 @@ pub fn run(
             first_progress.get_or_insert(elapsed);
             last_change = Some(elapsed);
         }
-        let rss: u64 = sample.processes.iter().map(|p| p.rss_bytes).sum();
-        peak_rss = peak_rss.max(rss);
-        let gpu_mib: u64 = sample
-            .gpus
-            .iter()
-            .flat_map(|g| &g.processes)
-            .filter_map(|p| p.used_memory_mib)
-            .sum();
         if ctx.show_status {
+            let rss: u64 = sample.processes.iter().map(|p| p.rss_bytes).sum();
+            let gpu_mib: u64 = sample
+                .gpus
+                .iter()
+                .flat_map(|g| &g.processes)
+                .filter_map(|p| p.used_memory_mib)
+                .sum();
             let progress_age = last_change
                 .map(|c| format!("{:.0} s ago", (elapsed - c).as_secs_f64()))
                 .unwrap_or_else(|| "none yet".into());
