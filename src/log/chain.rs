@@ -141,11 +141,6 @@ impl ChainWalker {
         Ok(envelope)
     }
 
-    /// The hash of the last record accepted ([`GENESIS`] before the first).
-    pub fn head(&self) -> Hash {
-        self.head
-    }
-
     /// How many records were accepted.
     pub fn len(&self) -> u64 {
         self.next_seq - 1

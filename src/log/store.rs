@@ -252,14 +252,6 @@ impl EventLog {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn scope(&self) -> &Scope {
-        &self.scope
-    }
-
     /// Appends one event; durable when it returns.
     pub fn append(&self, subject: Subject, event: Event) -> Result<Appended, LogError> {
         let appended = self.append_all([(subject, event)])?;
@@ -545,10 +537,6 @@ impl LogReader {
                 }))
             }
         }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     pub fn snapshot(&self) -> Result<Snapshot, LogError> {
