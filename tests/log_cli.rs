@@ -488,3 +488,37 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
             "the `daemons` projection disagrees with the events at `gpu-0f8e0c2a`",
         ));
 }
+
+/// A reader that opened the log in the instant between a writer creating the file and redb
+/// initialising it got "Database file is empty" and exit 5 (seen as a `soak list` racing a
+/// starting soak in CI). An empty file is what every new log is for that instant: readers must
+/// see no log yet.
+#[test]
+fn readers_racing_a_writer_that_is_creating_the_log_see_no_log_yet() {
+    let root = TestRoot::new();
+    std::fs::create_dir_all(root.log_path().parent().unwrap()).unwrap();
+    std::fs::write(root.log_path(), b"").unwrap();
+    root.unilab()
+        .arg("history")
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("no events recorded yet"));
+    root.unilab().args(["log", "verify"]).assert().success();
+    root.unilab()
+        .args(["--json", "soak", "list"])
+        .assert()
+        .success()
+        .stdout("[]\n");
+    root.unilab()
+        .args(["--json", "mps", "list"])
+        .assert()
+        .success()
+        .stdout("[]\n");
+    // The writer then initialises it as usual.
+    root.log().append(Subject::Host, live(1)).unwrap();
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("ok: 1 events"));
+}

@@ -475,6 +475,9 @@ impl LogReader {
     /// that crashed is repaired first by a writable open, as redb's read-only open refuses it.
     pub fn open(path: &Path) -> Result<Option<Self>, LogError> {
         match std::fs::metadata(path) {
+            // A writer creates the file (0600) before redb initialises it: for that instant the
+            // log exists but holds nothing, which is no log yet, not a damaged one.
+            Ok(meta) if meta.len() == 0 => return Ok(None),
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(source) => {
