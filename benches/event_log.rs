@@ -14,9 +14,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use unilab::log::{Event, EventLog, LogReader, Scope, Subject};
+use unilab::event::soak::{ProgressSignature, Sample};
+use unilab::event::{Event, Scope, Subject};
+use unilab::log::{EventLog, LogReader};
 use unilab::process::ProcessIdentity;
-use unilab::soak::model::{ProgressSignature, Sample};
+use unilab::projection;
 
 const REPLAY_EVENTS: u64 = 1_000_000;
 
@@ -70,7 +72,7 @@ fn big_log() -> PathBuf {
     }
     std::fs::create_dir_all(&dir).expect("bench data directory");
     let _ = std::fs::remove_file(&path);
-    let log = EventLog::open(&path, scope()).expect("open the bench log");
+    let log = EventLog::open(&path, scope(), projection::ALL).expect("open the bench log");
     let batch = 20_000;
     for start in (0..REPLAY_EVENTS).step_by(batch) {
         log.append_all((start..start + batch as u64).map(event))
@@ -83,7 +85,8 @@ fn big_log() -> PathBuf {
 
 fn append(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = EventLog::open(&dir.path().join("append.redb"), scope()).expect("open");
+    let log =
+        EventLog::open(&dir.path().join("append.redb"), scope(), projection::ALL).expect("open");
     let mut group = c.benchmark_group("append");
     group.measurement_time(Duration::from_secs(10));
     let mut i = 0;

@@ -14,10 +14,12 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use unilab::log::{Event, EventLog, LogReader, Scope, Subject};
+use unilab::event::soak::*;
+use unilab::event::{Event, Scope, Subject};
+use unilab::log::{EventLog, LogReader};
 use unilab::process::{self, ProcessIdentity};
+use unilab::projection;
 use unilab::soak::artifact;
-use unilab::soak::model::*;
 use unilab::soak::sampler::Sampler;
 
 const EXPORT_SAMPLES: u64 = 100_000;
@@ -127,7 +129,7 @@ fn soak_log() -> PathBuf {
         uid: nix::unistd::getuid().as_raw(),
         host: "bench-host".into(),
     };
-    let log = EventLog::open(&path, scope).expect("open");
+    let log = EventLog::open(&path, scope, projection::ALL).expect("open");
     let subject = || Subject::Soak("bench".into());
     let supervisor = ProcessIdentity {
         pid: 1,

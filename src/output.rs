@@ -7,7 +7,7 @@
 use std::io::{BufWriter, Stdout, Write};
 
 use crate::error::{Error, stdout_error};
-use crate::log::{Clock, SystemClock};
+use crate::time::{Clock, SystemClock, unix_seconds};
 
 pub struct Output {
     pub json: bool,
@@ -83,11 +83,6 @@ pub fn human_time(us: i64) -> String {
             .to_string(),
         Err(_) => format!("@{us}us"),
     }
-}
-
-/// A Unix-microsecond time as JSON's float seconds.
-pub fn unix_seconds(us: i64) -> f64 {
-    us as f64 / 1_000_000.0
 }
 
 /// How long ago a Unix-seconds time was, compactly: `42s`, `3m12s`, `2h05m`, `4d03h`.

@@ -10,7 +10,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::env::EnvVars;
-use crate::log::Scope;
+use crate::event::Scope;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {

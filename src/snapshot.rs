@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::gpu::smi;
-use crate::soak::redact::redact;
+use crate::redact::redact;
 use crate::tool::Tool;
 
 /// Variables that describe a training run's setup, by prefix or exact name.

@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use proptest::collection::{btree_map, vec};
 use proptest::option;
 use proptest::prelude::*;
-use unilab::gpu::{GpuIdentity, TopologyMode};
+use unilab::event::EVENT_KINDS;
+use unilab::event::soak::*;
+use unilab::event::{Envelope, Event, Scope, Subject};
+use unilab::event::{GpuIdentity, TopologyMode};
+use unilab::event::{StaleReason, StartedDaemon, StopMethod};
 use unilab::log::chain::{self, ChainWalker, Hash};
 use unilab::log::codec;
-use unilab::log::event::EVENT_KINDS;
-use unilab::log::{Envelope, Event, Scope, Subject};
-use unilab::mps::{DaemonRecord, StaleReason, StopMethod};
 use unilab::process::ProcessIdentity;
-use unilab::soak::model::*;
 
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![".{0,24}", "[a-zA-Z0-9/_.-]{0,40}"]
@@ -31,7 +31,7 @@ fn mode() -> impl Strategy<Value = TopologyMode> {
     ]
 }
 
-fn record() -> impl Strategy<Value = DaemonRecord> {
+fn record() -> impl Strategy<Value = StartedDaemon> {
     (
         text(),
         any::<u32>(),
@@ -44,7 +44,7 @@ fn record() -> impl Strategy<Value = DaemonRecord> {
         any::<f64>(),
     )
         .prop_map(
-            |(name, uid, host, topology_mode, gpu_uuids, pipe, log, p, created_at)| DaemonRecord {
+            |(name, uid, host, topology_mode, gpu_uuids, pipe, log, p, created_at)| StartedDaemon {
                 name,
                 uid,
                 host,

@@ -10,9 +10,13 @@ use std::time::Duration;
 use common::*;
 use predicates::prelude::*;
 use unilab::error::{Error, Exit};
-use unilab::log::event::EVENT_KINDS;
-use unilab::log::{Clock, Event, EventLog, LogError, Scope, Subject};
+use unilab::event::EVENT_KINDS;
+use unilab::event::{Event, Scope, Subject};
+use unilab::log::Projection;
+use unilab::log::{EventLog, LogError};
 use unilab::process::ProcessIdentity;
+use unilab::projection::{self, Daemons};
+use unilab::time::Clock;
 
 /// A clock that starts at 2026-12-02 12:00:00 UTC and advances 1.5 s a reading.
 struct SteppingClock(std::sync::atomic::AtomicI64);
@@ -33,7 +37,13 @@ fn fixed_clock() -> Box<dyn Clock> {
 /// A root whose log holds one event of every kind, recorded by a fixed clock.
 fn root_with_every_kind() -> TestRoot {
     let root = TestRoot::new();
-    let log = EventLog::open_with_clock(&root.log_path(), root.scope(), fixed_clock()).unwrap();
+    let log = EventLog::open_with_clock(
+        &root.log_path(),
+        root.scope(),
+        projection::ALL,
+        fixed_clock(),
+    )
+    .unwrap();
     log.append_all(every_event_kind()).unwrap();
     root
 }
@@ -293,7 +303,7 @@ fn a_file_that_is_not_a_log_is_refused_with_exit_5() {
             .stderr(predicate::str::contains("hint: move the file aside"))
             .stderr(predicate::str::contains("panicked").not());
     }
-    let err = EventLog::open(&root.log_path(), root.scope())
+    let err = EventLog::open(&root.log_path(), root.scope(), projection::ALL)
         .err()
         .expect("refused");
     assert_eq!(Error::from(err).exit(), Exit::LogBroken);
@@ -327,12 +337,12 @@ fn a_log_of_another_user_or_host_is_refused_for_writing_and_flagged_for_reading(
         uid: root.scope().uid + 1,
         host: "another-host".into(),
     };
-    EventLog::open(&root.log_path(), foreign.clone())
+    EventLog::open(&root.log_path(), foreign.clone(), projection::ALL)
         .unwrap()
         .append(Subject::Host, live(1))
         .unwrap();
 
-    let err = EventLog::open(&root.log_path(), root.scope())
+    let err = EventLog::open(&root.log_path(), root.scope(), projection::ALL)
         .err()
         .expect("refused");
     assert!(matches!(&err, LogError::ForeignScope { found, .. } if *found == foreign));
@@ -470,9 +480,9 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
         .stdout(predicate::str::contains("(1 daemons, 0 soaks)"));
     // A daemon row the events never put there.
     raw_write(&root, |txn| {
-        let mut daemons = txn.open_table(unilab::log::tables::DAEMONS).unwrap();
-        let mut record = log.snapshot().unwrap().daemons().unwrap().remove(0);
-        record.pid += 1;
+        let mut daemons = txn.open_table(Daemons::TABLE).unwrap();
+        let mut record = Daemons::rows(&log.snapshot().unwrap()).unwrap().remove(0);
+        record.0.pid += 1;
         daemons
             .insert(
                 "gpu-0f8e0c2a",

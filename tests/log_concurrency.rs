@@ -63,7 +63,9 @@ fn four_writers_and_a_reader_share_one_log() {
 
     let log = LogReader::open(&root.log_path()).unwrap().unwrap();
     let snapshot = log.snapshot().unwrap();
-    let report = snapshot.verify().expect("the chain verifies");
+    let report = snapshot
+        .verify(unilab::projection::ALL)
+        .expect("the chain verifies");
     let total = u64::from(WRITERS) * EVENTS_EACH;
     assert_eq!(report.events, total);
 

@@ -12,9 +12,12 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use predicates::prelude::*;
+use unilab::event::{Event, Scope, Subject};
 use unilab::log::migrate::SCHEMA_VERSION;
-use unilab::log::{Clock, Event, EventLog, LogError, LogReader, Scope, Subject};
+use unilab::log::{EventLog, LogError, LogReader};
 use unilab::process::ProcessIdentity;
+use unilab::projection;
+use unilab::time::Clock;
 
 struct FixedClock(std::sync::atomic::AtomicI64);
 
@@ -60,7 +63,7 @@ fn freeze_fixture() {
     let clock = Box::new(FixedClock(std::sync::atomic::AtomicI64::new(
         1_764_676_800_000_000,
     )));
-    let log = EventLog::open_with_clock(&path, fixture_scope(), clock).unwrap();
+    let log = EventLog::open_with_clock(&path, fixture_scope(), projection::ALL, clock).unwrap();
     log.append_all(every_event_kind()).unwrap();
     drop(log);
     let root = TestRoot::new();
@@ -100,7 +103,7 @@ fn a_frozen_fixture_opens_for_appending_with_the_current_code() {
     for version in 1..=SCHEMA_VERSION {
         let root = TestRoot::new();
         install(version, &root);
-        let log = EventLog::open(&root.log_path(), fixture_scope()).unwrap();
+        let log = EventLog::open(&root.log_path(), fixture_scope(), projection::ALL).unwrap();
         let appended = log
             .append(
                 Subject::Host,
@@ -113,7 +116,7 @@ fn a_frozen_fixture_opens_for_appending_with_the_current_code() {
             )
             .unwrap();
         assert_eq!(appended.seq, every_event_kind().len() as u64 + 1);
-        let report = log.snapshot().unwrap().verify().unwrap();
+        let report = log.snapshot().unwrap().verify(projection::ALL).unwrap();
         assert_eq!(report.schema_version, SCHEMA_VERSION);
         assert_eq!(report.scope, Some(fixture_scope()));
     }
@@ -138,7 +141,7 @@ fn a_log_of_a_newer_schema_is_refused() {
     }
     let err = LogReader::open(&root.log_path()).err().expect("refused");
     assert!(matches!(err, LogError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1));
-    let err = EventLog::open(&root.log_path(), fixture_scope())
+    let err = EventLog::open(&root.log_path(), fixture_scope(), projection::ALL)
         .err()
         .expect("refused");
     assert!(matches!(err, LogError::NewerSchema { .. }));

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use predicates::prelude::*;
 use serde_json::Value;
-use unilab::log::{Event, LogReader, Subject};
+use unilab::event::{Event, Subject};
+use unilab::log::LogReader;
 
 const GPU_A: &str = "GPU-1111aaaa-0000-4000-8000-000000000001";
 const GPU_B: &str = "GPU-2222bbbb-0000-4000-8000-000000000002";
@@ -721,7 +722,7 @@ fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
         .snapshot()
         .unwrap();
     assert_eq!(
-        snapshot.daemons().unwrap().len(),
+        unilab::projection::Daemons::rows(&snapshot).unwrap().len(),
         2,
         "foreign records are not cleaned either"
     );

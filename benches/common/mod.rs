@@ -1,6 +1,6 @@
 //! Data shared by the benchmarks.
 
-use unilab::soak::model::ProcessSample;
+use unilab::event::soak::ProcessSample;
 
 /// The processes of the `i`-th sample of a 10-process training tree.
 pub fn training_tree(i: u64) -> Vec<ProcessSample> {

@@ -6,10 +6,12 @@ use std::time::Duration;
 use crate::cli::HistoryArgs;
 use crate::env::FOLLOW_POLL_MS;
 use crate::error::{Error, Exit};
+use crate::event::Subject;
 use crate::log::chain::to_hex;
-use crate::log::{LogReader, Record, Snapshot, Subject};
-use crate::output::{Output, human_time, unix_seconds};
+use crate::log::{LogReader, Record, Snapshot};
+use crate::output::{Output, human_time};
 use crate::paths::StatePaths;
+use crate::time::unix_seconds;
 
 pub fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result<Exit, Error> {
     let log_path = paths.log_path();

@@ -5,11 +5,12 @@ use crate::log::chain::to_hex;
 use crate::log::{LogError, LogReader};
 use crate::output::Output;
 use crate::paths::StatePaths;
+use crate::projection;
 
 pub fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
     let log_path = paths.log_path();
     let result = LogReader::open(&log_path).and_then(|reader| match reader {
-        Some(reader) => reader.snapshot()?.verify().map(Some),
+        Some(reader) => reader.snapshot()?.verify(projection::ALL).map(Some),
         None => Ok(None),
     });
     let report = match result {
@@ -53,23 +54,29 @@ pub fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
         ));
     }
     if out.json {
-        out.json_line(&serde_json::json!({
+        let mut object = serde_json::json!({
             "ok": true,
             "path": log_path,
             "events": report.events,
             "head": to_hex(&report.head),
             "schema_version": report.schema_version,
-            "daemons": report.daemons,
-            "soaks": report.soaks,
-        }))?;
+        });
+        for (table, rows) in &report.views {
+            object[table.as_str()] = (*rows).into();
+        }
+        out.json_line(&object)?;
     } else {
+        let views: Vec<String> = report
+            .views
+            .iter()
+            .map(|(table, rows)| format!("{rows} {table}"))
+            .collect();
         out.line(&format!(
-            "ok: {} events, chain head {}, schema version {}; projections match ({} daemons, {} soaks)",
+            "ok: {} events, chain head {}, schema version {}; projections match ({})",
             report.events,
             to_hex(&report.head),
             report.schema_version,
-            report.daemons,
-            report.soaks
+            views.join(", ")
         ))?;
     }
     Ok(Exit::Success)

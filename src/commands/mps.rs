@@ -15,6 +15,7 @@ use crate::mps::{DaemonRecord, Mps, status};
 use crate::output::{Output, age};
 use crate::paths::StatePaths;
 use crate::process::SystemProc;
+use crate::projection;
 
 pub fn run(paths: &StatePaths, command: MpsCommand, out: &mut Output) -> Result<Exit, Error> {
     let proc = SystemProc::default();
@@ -132,7 +133,7 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
     };
     // Validate everything before the log is opened or anything created.
     let plan = daemon::plan(mps, &request)?;
-    let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope())?;
+    let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL)?;
     if args.foreground {
         let stop = Arc::new(AtomicBool::new(false));
         for signal in [
@@ -189,7 +190,7 @@ fn print_record(out: &mut Output, record: &DaemonRecord) -> Result<(), Error> {
 }
 
 fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
-    let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope())?;
+    let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL)?;
     let records = daemon::records(mps, &log.snapshot()?)?;
     let targets: Vec<&DaemonRecord> = if args.all {
         records.iter().collect()

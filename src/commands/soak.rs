@@ -6,15 +6,16 @@ use std::sync::atomic::AtomicBool;
 
 use crate::cli::{SoakCommand, SoakRunArgs};
 use crate::error::{Error, Exit};
-use crate::log::{Event, EventLog, LogReader, Snapshot, Subject};
+use crate::event::soak::OutcomeStatus;
+use crate::log::{EventLog, Snapshot};
 use crate::output::{Output, human_time};
 use crate::paths::StatePaths;
-use crate::process::{self, Liveness, SystemProc};
-use crate::projection::soaks::{SoakState, SoakSummary};
+use crate::process::SystemProc;
+use crate::projection::{self, SoakSummary, Soaks};
 use crate::snapshot::runtime_snapshot;
-use crate::soak::artifact;
-use crate::soak::model::OutcomeStatus;
 use crate::soak::supervise::{self, SoakContext, SoakError, SoakSpec};
+use crate::soak::{abandon, artifact};
+use crate::time::unix_seconds;
 use crate::tool;
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, Error> {
@@ -61,7 +62,7 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
         args.meta,
         paths.uid,
     )?;
-    let log = EventLog::open(&paths.log_path(), paths.scope())?;
+    let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     let smi = tool::nvidia_smi();
     let runtime_json = runtime_snapshot(&spec.cwd, &smi).to_string();
     let guard_program = std::env::current_exe()
@@ -107,56 +108,16 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
     })
 }
 
-/// The soaks, after recording `soak_abandoned` for each running soak whose supervisor is gone.
-fn settled(paths: &StatePaths) -> Result<Option<(LogReader, Snapshot)>, Error> {
-    let Some(reader) = LogReader::open(&paths.log_path())? else {
-        return Ok(None);
-    };
-    let snapshot = reader.snapshot()?;
-    let proc = SystemProc::default();
-    let abandoned: Vec<SoakSummary> = snapshot
-        .soaks()?
-        .into_iter()
-        .filter(|s| s.state == SoakState::Running)
-        .filter(|s| process::liveness(&proc, s.supervisor, paths.uid) != Liveness::Live)
-        .collect();
-    if abandoned.is_empty() {
-        return Ok(Some((reader, snapshot)));
-    }
-    let log = EventLog::open(&paths.log_path(), paths.scope())?;
-    for soak in &abandoned {
-        // Another command may have recorded it meanwhile: decide again on the current state.
-        let current = log
-            .snapshot()?
-            .soaks()?
-            .into_iter()
-            .find(|s| s.soak_id == soak.soak_id);
-        if current.is_some_and(|s| s.state == SoakState::Running) {
-            log.append(
-                Subject::Soak(soak.soak_id.clone()),
-                Event::SoakAbandoned {
-                    supervisor: soak.supervisor,
-                    reason: "its supervisor is gone without a verdict".into(),
-                },
-            )?;
-        }
-    }
-    let snapshot = reader.snapshot()?;
-    Ok(Some((reader, snapshot)))
-}
-
-fn state_name(summary: &SoakSummary) -> &'static str {
-    match summary.state {
-        SoakState::Running => "running",
-        SoakState::Finished(status) => status.as_str(),
-    }
+/// A read of the soaks after settling the abandoned ones; `None` when nothing was recorded.
+fn settled(paths: &StatePaths) -> Result<Option<Snapshot>, Error> {
+    Ok(abandon::settle(paths, &SystemProc::default())?.map(|(_, snapshot)| snapshot))
 }
 
 fn summary_json(summary: &SoakSummary) -> serde_json::Value {
     serde_json::json!({
         "soak_id": summary.soak_id,
         "outcome": {
-            "status": state_name(summary),
+            "status": summary.state.as_str(),
             "failure_kind": summary.failure_kind,
             "reason": summary.reason,
         },
@@ -164,8 +125,8 @@ fn summary_json(summary: &SoakSummary) -> serde_json::Value {
         "digest": summary.artifact_digest,
         "command": summary.command,
         "samples": summary.samples,
-        "started_at": crate::output::unix_seconds(summary.started_at_us),
-        "ended_at": summary.ended_at_us.map(crate::output::unix_seconds),
+        "started_at": unix_seconds(summary.started_at_us),
+        "ended_at": summary.ended_at_us.map(unix_seconds),
         "first_seq": summary.first_seq,
         "last_seq": summary.last_seq,
     })
@@ -173,8 +134,8 @@ fn summary_json(summary: &SoakSummary) -> serde_json::Value {
 
 fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
     let soaks = match settled(paths)? {
-        Some((_, snapshot)) => {
-            let mut soaks = snapshot.soaks()?;
+        Some(snapshot) => {
+            let mut soaks = Soaks::rows(&snapshot)?;
             soaks.sort_by_key(|s| s.first_seq);
             soaks
         }
@@ -203,7 +164,7 @@ fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
         out.line(&format!(
             "{:<22} {:<10} {:<19} {:>9} {:>8}  {}",
             soak.soak_id,
-            state_name(soak),
+            soak.state.as_str(),
             started,
             duration,
             soak.samples,
@@ -214,9 +175,8 @@ fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
 }
 
 fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
-    let snapshot = settled(paths)?.map(|(_, s)| s);
-    let summary = match &snapshot {
-        Some(snapshot) => snapshot.soaks()?.into_iter().find(|s| s.soak_id == id),
+    let summary = match settled(paths)? {
+        Some(snapshot) => Soaks::find(&snapshot, id)?,
         None => None,
     }
     .ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
@@ -226,7 +186,7 @@ fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
     }
     out.line(&format!("soak:     {}", summary.soak_id))?;
     out.line(&format!("command:  {}", summary.command.join(" ")))?;
-    out.line(&format!("status:   {}", state_name(&summary)))?;
+    out.line(&format!("status:   {}", summary.state.as_str()))?;
     if let Some(kind) = summary.failure_kind {
         out.line(&format!(
             "failure:  {}",
@@ -258,9 +218,7 @@ fn export(
     output: Option<&Path>,
     out: &mut Output,
 ) -> Result<Exit, Error> {
-    let snapshot = settled(paths)?
-        .map(|(_, s)| s)
-        .ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+    let snapshot = settled(paths)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
     let records =
         artifact::collect(&snapshot, id)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
     let (bytes, digest) = artifact::render(&records);

@@ -6,7 +6,8 @@
 //! repeated device), keeping what came before. The survivors are renumbered 0, 1, ... in mask
 //! order: those are the ordinals CUDA programs see. nvidia-smi ignores the mask; unilab applies it.
 
-use super::{GpuIdentity, GpuInfo};
+use super::GpuInfo;
+use crate::event::GpuIdentity;
 
 /// The GPUs a CUDA program would see, and the entry where parsing stopped, if it stopped early.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,7 +9,8 @@
 //!
 //! Everything resolves to canonical UUIDs of visible GPUs. MIG identifiers are refused.
 
-use super::{GpuIdentity, TopologyMode, TopologyPlan};
+use super::TopologyPlan;
+use crate::event::{GpuIdentity, TopologyMode};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Atom {

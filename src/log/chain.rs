@@ -7,7 +7,7 @@
 //! this chain is what makes silent corruption and tampering visible.
 
 use super::codec;
-use super::event::Envelope;
+use crate::event::Envelope;
 
 pub const HASH_LEN: usize = 32;
 pub type Hash = [u8; HASH_LEN];

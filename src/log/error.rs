@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use super::chain::ChainBreak;
 use super::codec::CodecError;
-use super::event::Scope;
 use super::migrate::MigrationError;
+use crate::event::Scope;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {

@@ -1,16 +1,26 @@
 //! The event log: an append-only, hash-chained record of everything unilab does, per user and
 //! per host, in one redb file.
+//!
+//! It stores the events of [`crate::event`] and keeps the views it is handed ([`View`]) up to
+//! date in the same transaction as each append; it names no view itself. Its parts: [`open`]
+//! (create, repair, migrate, check scope), [`append`], [`read`] (snapshots), [`verify`] (chain
+//! and views), over one [`codec`] and one [`chain`].
 
+pub mod append;
 pub mod chain;
 pub mod codec;
 pub mod error;
-pub mod event;
+mod io;
 pub mod migrate;
-pub mod store;
+pub mod open;
+pub mod read;
 pub mod tables;
+pub mod verify;
+pub mod view;
 
+pub use append::Appended;
 pub use error::LogError;
-pub use event::{Envelope, Event, Scope, Subject};
-pub use store::{
-    Appended, Clock, EventLog, LogReader, Record, Snapshot, SystemClock, VerifyReport,
-};
+pub use open::{EventLog, LogReader};
+pub use read::{Record, Snapshot};
+pub use verify::VerifyReport;
+pub use view::{Fold, Projection, Update, View, Views};

@@ -1,7 +1,6 @@
-//! Every redb table of the event log, in one place.
-//!
-//! `events` is the log itself; the others are caches derived from it, updated in the same write
-//! transaction as the append and rebuilt and compared by `unilab log verify`.
+//! The log's own redb tables. Each projection owns the definition of its table (see
+//! [`View::table`](super::View::table)); the store creates and fills those through the views it
+//! was handed.
 
 use redb::TableDefinition;
 
@@ -19,8 +18,5 @@ pub const HEAD_KEY: &str = "head";
 /// `(subject, sequence)` → nothing: the sequences of each subject, in order.
 pub const SUBJECT_INDEX: TableDefinition<(&str, u64), ()> = TableDefinition::new("subject_index");
 
-/// Daemon name → encoded `DaemonRecord` of every daemon currently recorded as running.
-pub const DAEMONS: TableDefinition<&str, &[u8]> = TableDefinition::new("daemons");
-
-/// Soak id → encoded `SoakSummary`.
-pub const SOAKS: TableDefinition<&str, &[u8]> = TableDefinition::new("soaks");
+/// The table type of every view: a string key to an encoded row.
+pub type ViewTable = TableDefinition<'static, &'static str, &'static [u8]>;

@@ -10,13 +10,15 @@ use std::time::{Duration, Instant};
 use super::control;
 use super::dirs::{self, Occupant};
 use super::error::MpsError;
-use super::{DaemonRecord, Mps, StaleReason, StopMethod};
+use super::{DaemonRecord, Mps};
+use crate::event::{Event, StaleReason, StartedDaemon, StopMethod, Subject, TopologyMode};
 use crate::gpu::mask::{self, Visible};
 use crate::gpu::selector::Selector;
-use crate::gpu::{GpuInfo, TopologyMode, TopologyPlan, smi};
-use crate::log::{Clock, Event, EventLog, LogError, Snapshot, Subject, SystemClock};
-use crate::output::unix_seconds;
+use crate::gpu::{GpuInfo, TopologyPlan, smi};
+use crate::log::{EventLog, LogError, Snapshot};
 use crate::process::{self, Liveness, ProcessIdentity, Signal};
+use crate::projection::Daemons;
+use crate::time::{Clock, SystemClock, unix_seconds};
 
 /// What the GPUs of this host look like under the current mask.
 pub struct Topology {
@@ -72,22 +74,15 @@ pub fn validate_name(name: &str) -> Result<(), MpsError> {
 
 /// The daemon records of this user on this host (a record of another scope is never returned).
 pub fn records(mps: &Mps, snapshot: &Snapshot) -> Result<Vec<DaemonRecord>, LogError> {
-    Ok(snapshot
-        .daemons()?
+    Ok(Daemons::rows(snapshot)?
         .into_iter()
+        .map(|row| DaemonRecord::from(row.0))
         .filter(|r| r.uid == mps.paths.uid && r.host == mps.paths.host)
         .collect())
 }
 
-pub fn identity(record: &DaemonRecord) -> ProcessIdentity {
-    ProcessIdentity {
-        pid: record.pid,
-        start_ticks: record.process_start_ticks,
-    }
-}
-
 pub fn liveness(mps: &Mps, record: &DaemonRecord) -> Liveness {
-    process::liveness(mps.proc, identity(record), mps.paths.uid)
+    process::liveness(mps.proc, record.identity(), mps.paths.uid)
 }
 
 pub fn stale_reason(liveness: Liveness) -> Option<StaleReason> {
@@ -195,7 +190,7 @@ fn clear_the_way(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<String>, 
                 log.append(
                     Subject::Daemon(record.name.clone()),
                     Event::DaemonStaleCleaned {
-                        process: identity(&record),
+                        process: record.identity(),
                         reason,
                     },
                 )?;
@@ -254,8 +249,8 @@ fn wait_for_daemon(mps: &Mps, pipe_directory: &Path, timeout: Duration) -> Optio
     }
 }
 
-fn record_for(mps: &Mps, plan: &Plan, daemon: ProcessIdentity) -> DaemonRecord {
-    DaemonRecord {
+fn record_for(mps: &Mps, plan: &Plan, daemon: ProcessIdentity) -> StartedDaemon {
+    StartedDaemon {
         name: plan.name.clone(),
         uid: mps.paths.uid,
         host: mps.paths.host.clone(),
@@ -319,14 +314,16 @@ fn record_and_verify(
     foreground: bool,
 ) -> Result<DaemonRecord, MpsError> {
     let subject = || Subject::Daemon(plan.name.clone());
-    let record = record_for(mps, plan, daemon);
-    if let Err(e) = log.append(
+    let started = record_for(mps, plan, daemon);
+    let appended = log.append(
         subject(),
         Event::DaemonStarted {
-            record: record.clone(),
+            record: started.clone(),
             foreground,
         },
-    ) {
+    );
+    let record = DaemonRecord::from(started);
+    if let Err(e) = appended {
         // A daemon without a record would have no owner: stop it before reporting.
         let _ = halt(mps, &record, Duration::from_secs(2));
         return Err(e.into());
@@ -470,7 +467,7 @@ pub fn run_foreground(
 /// Asks the daemon to quit, then escalates through its pidfd: SIGTERM, then SIGKILL, each after
 /// `grace`. Every signal re-checks the daemon's identity first.
 pub fn halt(mps: &Mps, record: &DaemonRecord, grace: Duration) -> Result<StopMethod, MpsError> {
-    let daemon = identity(record);
+    let daemon = record.identity();
     let pipe = Path::new(&record.pipe_directory);
     let log_dir = Path::new(&record.log_directory);
     // `quit` goes through the daemon's own socket; a daemon that cannot be reached is escalated.
@@ -525,7 +522,7 @@ pub fn stop(
         log.append(
             subject,
             Event::DaemonStaleCleaned {
-                process: identity(record),
+                process: record.identity(),
                 reason,
             },
         )?;
@@ -539,7 +536,7 @@ pub fn stop(
     log.append(
         subject,
         Event::DaemonStopped {
-            process: identity(record),
+            process: record.identity(),
             method,
         },
     )?;

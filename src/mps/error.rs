@@ -2,12 +2,11 @@
 
 use std::path::PathBuf;
 
-use crate::gpu::TopologyMode;
+use crate::event::{StaleReason, TopologyMode};
 use crate::gpu::mask::MaskError;
 use crate::gpu::selector::SelectorError;
 use crate::gpu::smi::SmiError;
 use crate::log::LogError;
-use crate::mps::StaleReason;
 use crate::process::SignalError;
 use crate::tool::ToolError;
 

@@ -12,12 +12,12 @@ pub mod status;
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::env::EnvVars;
-use crate::gpu::TopologyMode;
+use crate::event::{StartedDaemon, TopologyMode};
 use crate::paths::StatePaths;
-use crate::process::ProcSource;
+use crate::process::{ProcSource, ProcessIdentity};
 use crate::tool::{self, Tool};
 
 /// The variables of the caller's environment that the MPS commands read.
@@ -70,9 +70,10 @@ impl<'a> Mps<'a> {
     }
 }
 
-/// What unilab knows about a daemon it started. Field names follow the original design, since
-/// they are the JSON surface of `mps list --json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A daemon of this user as the MPS commands show it: the JSON of `mps list`, `mps start --json`
+/// and the daemons in `mps status`. Field names follow the original design. Built from the
+/// stored [`StartedDaemon`], so that a change here never changes the stored format.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DaemonRecord {
     pub name: String,
     pub uid: u32,
@@ -87,49 +88,41 @@ pub struct DaemonRecord {
     pub created_at: f64,
 }
 
-/// Why a record was found stale and cleaned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StaleReason {
-    /// No process has the recorded pid.
-    ProcessGone,
-    /// The pid now belongs to a process with another start time.
-    PidReused,
-    /// The process belongs to another user.
-    NotOwned,
-}
-
-impl StaleReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StaleReason::ProcessGone => "process_gone",
-            StaleReason::PidReused => "pid_reused",
-            StaleReason::NotOwned => "not_owned",
+impl From<StartedDaemon> for DaemonRecord {
+    fn from(started: StartedDaemon) -> Self {
+        let StartedDaemon {
+            name,
+            uid,
+            host,
+            topology_mode,
+            gpu_uuids,
+            pipe_directory,
+            log_directory,
+            pid,
+            process_start_ticks,
+            created_at,
+        } = started;
+        Self {
+            name,
+            uid,
+            host,
+            topology_mode,
+            gpu_uuids,
+            pipe_directory,
+            log_directory,
+            pid,
+            process_start_ticks,
+            created_at,
         }
     }
 }
 
-/// How a daemon came to stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopMethod {
-    /// It obeyed `quit` on its control socket.
-    Quit,
-    /// It ignored `quit` and ended on SIGTERM.
-    Terminated,
-    /// It survived SIGTERM and was killed.
-    Killed,
-    /// A foreground daemon that exited on its own or on Ctrl-C.
-    Exited,
-}
-
-impl StopMethod {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopMethod::Quit => "quit",
-            StopMethod::Terminated => "terminated",
-            StopMethod::Killed => "killed",
-            StopMethod::Exited => "exited",
+impl DaemonRecord {
+    /// The process this record gives authority over.
+    pub fn identity(&self) -> ProcessIdentity {
+        ProcessIdentity {
+            pid: self.pid,
+            start_ticks: self.process_start_ticks,
         }
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::daemon::{self, stale_reason};
 use super::{DaemonRecord, Mps, dirs};
 use crate::env::DEFAULT_MPS_PIPE_DIRECTORY;
-use crate::gpu::{GpuIdentity, TopologyMode};
+use crate::event::{GpuIdentity, TopologyMode};
 use crate::log::{LogError, Snapshot};
 
 /// A control pipe found on the host, and which of this user's records own it.

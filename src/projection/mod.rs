@@ -1,34 +1,38 @@
-//! Projections: views of the event log, materialised as tables.
+//! Projections: views of the event log, materialised as tables beside it.
 //!
-//! A projection is a pure fold over the events of one kind of subject. The store applies it
-//! inside the append's write transaction; `log verify` folds the whole log again in memory and
-//! compares. Projections are caches: the events are the truth.
+//! A projection is a pure fold over the events of one kind of subject ([`Projection`]). The
+//! log applies every projection in [`ALL`] inside each append's write transaction, and
+//! `log verify` folds the whole log again in memory and compares. Projections are caches: the
+//! events are the truth. Adding one touches this folder only: write it, give it its table, and
+//! list it in [`ALL`].
 
 pub mod daemons;
 pub mod soaks;
 
-use redb::TableDefinition;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
 
-use crate::log::event::{Envelope, Subject};
+use crate::event::Envelope;
+use crate::log::codec::{self, CodecError};
+use crate::log::{Fold, Projection, Views};
 
-/// What an event does to a projection's row.
-#[derive(Debug, PartialEq)]
-pub enum Update<Row> {
-    Keep,
-    Put(Row),
-    Delete,
-}
+pub use daemons::{DaemonRow, Daemons};
+pub use soaks::{SoakState, SoakSummary, Soaks};
 
-pub trait Projection {
-    type Row: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug;
-    /// The table this projection is materialised in.
-    const TABLE: TableDefinition<'static, &'static str, &'static [u8]>;
+/// Every projection the log keeps.
+pub static ALL: Views = &[&Daemons, &Soaks];
 
-    /// The row key for a subject, or `None` when this projection ignores the subject.
-    fn key(subject: &Subject) -> Option<&str>;
-
-    /// How `envelope` changes the row `current`.
-    fn apply(current: Option<&Self::Row>, envelope: &Envelope) -> Update<Self::Row>;
+/// The rows `projection` holds after `events`, folded in memory through the same [`Fold`] and
+/// codec that `log verify` uses: given these events, the projection holds these rows.
+pub fn fold<P: Projection>(
+    projection: &P,
+    events: &[Envelope],
+) -> Result<BTreeMap<String, P::Row>, CodecError> {
+    let mut fold = Fold::new(projection);
+    for envelope in events {
+        fold.apply(envelope)?;
+    }
+    fold.into_rows()
+        .into_iter()
+        .map(|(key, row)| Ok((key, codec::decode(&row)?)))
+        .collect()
 }

@@ -1,21 +1,30 @@
 //! Soak summaries: one row a soak, from its start to its verdict.
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 
-use super::{Projection, Update};
-use crate::log::event::{Envelope, Event, Subject};
-use crate::log::tables;
+use crate::event::soak::{FailureKind, OutcomeStatus};
+use crate::event::{Envelope, Event, Subject};
+use crate::log::tables::ViewTable;
+use crate::log::{LogError, Projection, Snapshot, Update};
 use crate::process::ProcessIdentity;
-use crate::soak::model::{FailureKind, OutcomeStatus};
 
-/// Where a soak stands. `Running` with a vanished supervisor is reported as abandoned by the
-/// soak commands, which then record `soak_abandoned`.
+/// Where a soak stands. A `Running` soak whose supervisor is gone is settled as abandoned by
+/// `soak::abandon`, which records `soak_abandoned`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SoakState {
     Running,
     Finished(OutcomeStatus),
+}
+
+impl SoakState {
+    /// `running`, or the verdict's status: how every command and the artifact spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SoakState::Running => "running",
+            SoakState::Finished(status) => status.as_str(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,9 +46,23 @@ pub struct SoakSummary {
 
 pub struct Soaks;
 
+impl Soaks {
+    /// Every soak, by id.
+    pub fn rows(snapshot: &Snapshot) -> Result<Vec<SoakSummary>, LogError> {
+        snapshot.rows(Self::TABLE)
+    }
+
+    /// One soak's summary.
+    pub fn find(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakSummary>, LogError> {
+        Ok(Self::rows(snapshot)?
+            .into_iter()
+            .find(|s| s.soak_id == soak_id))
+    }
+}
+
 impl Projection for Soaks {
     type Row = SoakSummary;
-    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = tables::SOAKS;
+    const TABLE: ViewTable = ViewTable::new("soaks");
 
     fn key(subject: &Subject) -> Option<&str> {
         match subject {
@@ -89,5 +112,169 @@ impl Projection for Soaks {
             _ => return Update::Keep,
         }
         Update::Put(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::event::soak::{Outcome, SoakEnd, SoakParameters, SoakStart};
+    use crate::event::{Sample, Scope};
+    use crate::projection::fold;
+
+    const SUPERVISOR: ProcessIdentity = ProcessIdentity {
+        pid: 99,
+        start_ticks: 5,
+    };
+
+    fn envelope(seq: u64, id: &str, event: Event) -> Envelope {
+        Envelope {
+            seq,
+            recorded_at_us: seq as i64 * 1_000_000,
+            scope: Scope {
+                uid: 1000,
+                host: "node".into(),
+            },
+            subject: Subject::Soak(id.into()),
+            event,
+        }
+    }
+
+    fn started(id: &str) -> Event {
+        Event::SoakStarted(Box::new(SoakStart {
+            soak_id: id.into(),
+            command: vec!["python3".into(), "train.py".into()],
+            cwd: "/work".into(),
+            progress_dir: "/work/progress".into(),
+            output: "/work/soak.json".into(),
+            parameters: SoakParameters {
+                sample_interval_ms: 1000,
+                startup_timeout_ms: 10_000,
+                stale_progress_ms: 5000,
+                shutdown_grace_ms: 1000,
+                min_duration_ms: 0,
+            },
+            metadata: BTreeMap::new(),
+            environment: BTreeMap::new(),
+            supervisor: SUPERVISOR,
+            runtime_json: "{}".into(),
+        }))
+    }
+
+    fn sampled(index: u64) -> Event {
+        Event::SoakSampled(Box::new(Sample {
+            index,
+            elapsed_ms: index * 1000,
+            processes: Vec::new(),
+            gpus: Vec::new(),
+            progress: Default::default(),
+            sampler_cost_us: 10,
+            errors: Vec::new(),
+        }))
+    }
+
+    fn finished(status: OutcomeStatus, kind: Option<FailureKind>) -> Event {
+        Event::SoakFinished(Box::new(SoakEnd {
+            outcome: Outcome {
+                status,
+                failure_kind: kind,
+                reason: "because".into(),
+            },
+            exit: None,
+            duration_ms: 3000,
+            first_progress_ms: None,
+            last_progress_ms: None,
+            leaked_processes: Vec::new(),
+            stdout_tail: Vec::new(),
+            stderr_tail: Vec::new(),
+        }))
+    }
+
+    #[test]
+    fn given_a_start_and_samples_the_soak_is_running_and_counts_them() {
+        let events = [
+            envelope(3, "s", started("s")),
+            envelope(4, "s", sampled(0)),
+            envelope(5, "s", sampled(1)),
+        ];
+        let row = &fold(&Soaks, &events).unwrap()["s"];
+        assert_eq!(row.state, SoakState::Running);
+        assert_eq!(row.state.as_str(), "running");
+        assert_eq!((row.samples, row.first_seq, row.last_seq), (2, 3, 5));
+        assert_eq!(row.started_at_us, 3_000_000);
+        assert_eq!(row.supervisor, SUPERVISOR);
+        assert_eq!(row.ended_at_us, None);
+    }
+
+    #[test]
+    fn given_a_verdict_and_an_artifact_the_soak_is_finished_with_its_digest() {
+        let events = [
+            envelope(1, "s", started("s")),
+            envelope(2, "s", sampled(0)),
+            envelope(
+                3,
+                "s",
+                finished(OutcomeStatus::Failed, Some(FailureKind::StaleProgress)),
+            ),
+            envelope(
+                4,
+                "s",
+                Event::ArtifactWritten {
+                    path: "/work/soak.json".into(),
+                    digest: "abc".into(),
+                    bytes: 10,
+                },
+            ),
+        ];
+        let row = &fold(&Soaks, &events).unwrap()["s"];
+        assert_eq!(row.state, SoakState::Finished(OutcomeStatus::Failed));
+        assert_eq!(row.state.as_str(), "failed");
+        assert_eq!(row.failure_kind, Some(FailureKind::StaleProgress));
+        assert_eq!(row.reason.as_deref(), Some("because"));
+        assert_eq!(row.ended_at_us, Some(3_000_000));
+        assert_eq!(row.artifact_digest.as_deref(), Some("abc"));
+        assert_eq!(row.last_seq, 4);
+    }
+
+    #[test]
+    fn given_an_abandonment_the_soak_is_abandoned_with_the_reason() {
+        let events = [
+            envelope(1, "s", started("s")),
+            envelope(
+                2,
+                "s",
+                Event::SoakAbandoned {
+                    supervisor: SUPERVISOR,
+                    reason: "gone".into(),
+                },
+            ),
+        ];
+        let row = &fold(&Soaks, &events).unwrap()["s"];
+        assert_eq!(row.state.as_str(), "abandoned");
+        assert_eq!(row.reason.as_deref(), Some("gone"));
+        assert_eq!(row.failure_kind, None);
+    }
+
+    #[test]
+    fn events_of_a_soak_whose_start_is_not_in_the_log_change_nothing() {
+        let events = [
+            envelope(1, "s", sampled(0)),
+            envelope(2, "s", finished(OutcomeStatus::Passed, None)),
+        ];
+        assert!(fold(&Soaks, &events).unwrap().is_empty());
+    }
+
+    #[test]
+    fn soaks_are_kept_apart() {
+        let events = [
+            envelope(1, "a", started("a")),
+            envelope(2, "b", started("b")),
+            envelope(3, "b", finished(OutcomeStatus::Passed, None)),
+        ];
+        let rows = fold(&Soaks, &events).unwrap();
+        assert_eq!(rows["a"].state, SoakState::Running);
+        assert_eq!(rows["b"].state, SoakState::Finished(OutcomeStatus::Passed));
     }
 }

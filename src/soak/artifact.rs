@@ -10,11 +10,12 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use super::model::{OutcomeStatus, Sample, SoakEnd, SoakStart};
+use crate::event::soak::{OutcomeStatus, ProcessSample, Sample, SoakEnd, SoakStart};
+use crate::event::{Event, Subject};
 use crate::log::chain::{Hash, to_hex};
-use crate::log::{Event, LogError, Snapshot, Subject};
-use crate::output::unix_seconds;
+use crate::log::{LogError, Snapshot};
 use crate::process::ProcessIdentity;
+use crate::time::unix_seconds;
 
 pub const SCHEMA: &str = "unilab.soak.artifact/1";
 
@@ -92,9 +93,7 @@ fn ticks_per_second() -> f64 {
 }
 
 fn sample_row(sample: &Sample, ticks: f64) -> Value {
-    let sum = |f: fn(&super::model::ProcessSample) -> u64| -> u64 {
-        sample.processes.iter().map(f).sum()
-    };
+    let sum = |f: fn(&ProcessSample) -> u64| -> u64 { sample.processes.iter().map(f).sum() };
     let gpu_memory: u64 = sample.gpus.iter().filter_map(|g| g.memory_used_mib).sum();
     let tree_gpu_memory: u64 = sample
         .gpus

@@ -6,7 +6,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use super::model::ProgressSignature;
+use crate::event::soak::ProgressSignature;
 
 /// Walks the directory (not following symlinks) and sums it up. Unreadable entries are skipped:
 /// a trainer may be replacing files while unilab looks.

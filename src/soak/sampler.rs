@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::model::{GpuProcessSample, GpuSample, ProcessSample, Sample};
 use super::progress;
+use crate::event::soak::{GpuProcessSample, GpuSample, ProcessSample, Sample};
 use crate::gpu::smi::{FORMAT, parse_value};
 use crate::process::{self, ProcStat};
 use crate::tool::{Tool, ToolError};

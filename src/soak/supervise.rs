@@ -17,13 +17,14 @@ use std::time::{Duration, Instant};
 
 use super::artifact;
 use super::guard::{self, GuardStatus};
-use super::model::*;
 use super::progress;
-use super::redact::redact;
 use super::sampler::{GpuPoller, Sampler};
-use crate::log::{Event, EventLog, LogError, Subject};
+use crate::event::soak::*;
+use crate::event::{Event, Subject};
+use crate::log::{EventLog, LogError};
 use crate::paths::StatePaths;
 use crate::process::{self, ProcSource, ProcessIdentity, Signal, SystemProc};
+use crate::redact::redact;
 use crate::tool::Tool;
 
 /// How much of each output stream the artifact keeps.

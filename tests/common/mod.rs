@@ -14,12 +14,14 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use unilab::gpu::{GpuIdentity, TopologyMode};
-use unilab::log::{Event, EventLog, Scope, Subject};
-use unilab::mps::{DaemonRecord, StaleReason, StopMethod};
+use unilab::event::soak::*;
+use unilab::event::{Event, Scope, Subject};
+use unilab::event::{GpuIdentity, TopologyMode};
+use unilab::event::{StaleReason, StartedDaemon, StopMethod};
+use unilab::log::EventLog;
 use unilab::paths::StatePaths;
 use unilab::process::ProcessIdentity;
-use unilab::soak::model::*;
+use unilab::projection;
 
 pub fn unilab_bin() -> PathBuf {
     std::env::var_os("UNILAB_TEST_BIN")
@@ -76,7 +78,7 @@ impl TestRoot {
 
     /// The log of this user on this host, opened for appending.
     pub fn log(&self) -> EventLog {
-        EventLog::open(&self.log_path(), self.scope()).expect("open the event log")
+        EventLog::open(&self.log_path(), self.scope(), projection::ALL).expect("open the event log")
     }
 
     /// The real binary, with this root, the fakes first on `PATH`, and no inherited unilab or
@@ -109,7 +111,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         pid: 4242,
         start_ticks: 987_654,
     };
-    let record = DaemonRecord {
+    let record = StartedDaemon {
         name: "gpu-0f8e0c2a".into(),
         uid: 1000,
         host: "node-7".into(),
@@ -360,7 +362,7 @@ pub fn child_main() {
     let mut stdout = std::io::stdout().lock();
     match role.as_str() {
         "long" => {
-            let log = EventLog::open(&path, scope).expect("open");
+            let log = EventLog::open(&path, scope, projection::ALL).expect("open");
             for i in 0..count {
                 let (subject, event) = writer_event(writer, i);
                 log.append(subject, event).expect("append");
@@ -368,14 +370,14 @@ pub fn child_main() {
         }
         "short" => {
             for i in 0..count {
-                let log = EventLog::open(&path, scope.clone()).expect("open");
+                let log = EventLog::open(&path, scope.clone(), projection::ALL).expect("open");
                 let (subject, event) = writer_event(writer, i);
                 log.append(subject, event).expect("append");
             }
         }
         "crash" => {
             let batch: u64 = var("UNILAB_TEST_BATCH").parse().unwrap_or(1).max(1);
-            let log = EventLog::open(&path, scope).expect("open");
+            let log = EventLog::open(&path, scope, projection::ALL).expect("open");
             let mut i = 0;
             loop {
                 let events: Vec<_> = (i..i + batch).map(|j| writer_event(writer, j)).collect();
@@ -411,7 +413,7 @@ pub fn child_main() {
                 };
                 let report = reader
                     .snapshot()
-                    .and_then(|s| s.verify())
+                    .and_then(|s| s.verify(unilab::projection::ALL))
                     .unwrap_or_else(|e| panic!("a concurrent read failed: {e}"));
                 assert!(
                     report.events >= last_seen,

@@ -1,15 +1,31 @@
-//! The events of the log: one past-tense enum, and the envelope each is stored in.
+//! The bottom layer: the event vocabulary of the log, and the envelope each event is stored in.
 //!
-//! Events are immutable once appended. Their encoding is the codec's (bincode); new kinds are
-//! added at the end of [`Event`] so that older records keep decoding. Changing the fields of an
-//! existing kind is a schema change and needs a migration step (see `migrations/`).
+//! **These types are the frozen on-disk schema.** Every record is the codec's encoding of an
+//! [`Envelope`]; bincode encodes structs by field *order* and enums by variant *index*, so:
+//! - a new event kind is added at the end of [`Event`] (older records keep decoding);
+//! - a new payload type is added beside the others, never by changing one in place;
+//! - renaming, reordering, adding or removing a field of a stored type, or reordering variants,
+//!   changes what old records mean: that is a schema change, which bumps
+//!   `log::migrate::SCHEMA_VERSION`, adds a step to `log::migrate::STEPS` and freezes a fixture
+//!   log of the old version in `migrations/fixtures/` (see `migrations/README.md`).
+//!
+//! Field *names* are not stored, but they are the event's fields in `history --json`. The JSON
+//! views of the commands (`mps list`, the soak artifact) have their own types in their domain,
+//! so that a change of a view never touches the stored format.
+//!
+//! This module depends only on leaf modules (`process`).
+
+pub mod daemon;
+pub mod soak;
+pub mod topology;
 
 use serde::{Deserialize, Serialize};
 
-use crate::gpu::{GpuIdentity, TopologyMode};
-use crate::mps::{DaemonRecord, StaleReason, StopMethod};
+pub use daemon::{StaleReason, StartedDaemon, StopMethod};
+pub use soak::{Sample, SoakEnd, SoakStart};
+pub use topology::{GpuIdentity, TopologyMode};
+
 use crate::process::ProcessIdentity;
-use crate::soak::model::{Sample, SoakEnd, SoakStart};
 
 /// Whose log this is. Stored once in the log and in every envelope; commands that change state
 /// refuse a log whose scope is not the caller's.
@@ -62,7 +78,7 @@ pub enum Event {
     },
     /// A daemon was started and its `(pid, starttime)` recorded.
     DaemonStarted {
-        record: DaemonRecord,
+        record: StartedDaemon,
         foreground: bool,
     },
     /// The daemon answered on its control socket.

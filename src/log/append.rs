@@ -1,0 +1,131 @@
+//! Appending: one durable write transaction that reads the head, links the new records to it,
+//! and updates the subject index and every view, so the log and its caches never disagree.
+
+use std::path::Path;
+
+use redb::{ReadableTable, Table};
+
+use super::chain::{self, Hash};
+use super::error::LogError;
+use super::io::{damaged, encode_for, guarded, unreadable};
+use super::open::EventLog;
+use super::tables;
+use super::view::{Update, View};
+use crate::event::{Envelope, Event, Subject};
+
+/// What an append returns once it is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub seq: u64,
+    pub hash: Hash,
+    pub recorded_at_us: i64,
+}
+
+impl EventLog {
+    /// Appends one event; durable when it returns.
+    pub fn append(&self, subject: Subject, event: Event) -> Result<Appended, LogError> {
+        let appended = self.append_all([(subject, event)])?;
+        appended
+            .into_iter()
+            .next()
+            .ok_or_else(|| damaged(&self.path, "an append returned nothing"))
+    }
+
+    /// Appends events in one transaction: all of them or none, with one durable commit.
+    pub fn append_all(
+        &self,
+        events: impl IntoIterator<Item = (Subject, Event)>,
+    ) -> Result<Vec<Appended>, LogError> {
+        guarded(&self.path, || self.append_in_transaction(events))
+    }
+
+    fn append_in_transaction(
+        &self,
+        events: impl IntoIterator<Item = (Subject, Event)>,
+    ) -> Result<Vec<Appended>, LogError> {
+        let path = self.path.as_path();
+        let txn = self.db.begin_write().map_err(unreadable(path))?;
+        let mut appended = Vec::new();
+        {
+            let mut records = txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
+            let mut index = txn
+                .open_table(tables::SUBJECT_INDEX)
+                .map_err(unreadable(path))?;
+            let mut views = self
+                .views
+                .iter()
+                .map(|view| Ok((*view, txn.open_table(view.table())?)))
+                .collect::<Result<Vec<_>, redb::TableError>>()
+                .map_err(unreadable(path))?;
+            let mut meta = txn.open_table(tables::META).map_err(unreadable(path))?;
+
+            let (mut seq, mut head) = match records.last().map_err(unreadable(path))? {
+                Some((key, stored)) => (
+                    key.value(),
+                    chain::stored_hash(stored.value())
+                        .ok_or_else(|| damaged(path, "its last record is truncated"))?,
+                ),
+                None => (0, chain::GENESIS),
+            };
+            for (subject, event) in events {
+                seq += 1;
+                let envelope = Envelope {
+                    seq,
+                    recorded_at_us: self.clock.now_us(),
+                    scope: self.scope.clone(),
+                    subject,
+                    event,
+                };
+                let body = encode_for(path, &envelope)?;
+                let (stored, hash) = chain::seal(&head, &body);
+                records
+                    .insert(seq, stored.as_slice())
+                    .map_err(unreadable(path))?;
+                index
+                    .insert((envelope.subject.key().as_str(), seq), ())
+                    .map_err(unreadable(path))?;
+                for (view, table) in &mut views {
+                    apply_view(path, *view, table, &envelope)?;
+                }
+                head = hash;
+                appended.push(Appended {
+                    seq,
+                    hash,
+                    recorded_at_us: envelope.recorded_at_us,
+                });
+            }
+            meta.insert(tables::HEAD_KEY, encode_for(path, &(seq, head))?.as_slice())
+                .map_err(unreadable(path))?;
+        }
+        txn.commit().map_err(unreadable(path))?;
+        Ok(appended)
+    }
+}
+
+fn apply_view(
+    path: &Path,
+    view: &dyn View,
+    table: &mut Table<&str, &[u8]>,
+    envelope: &Envelope,
+) -> Result<(), LogError> {
+    let Some(key) = view.key(&envelope.subject) else {
+        return Ok(());
+    };
+    let update = {
+        let current = table.get(key).map_err(unreadable(path))?;
+        view.apply_encoded(current.as_ref().map(|c| c.value()), envelope)
+            .map_err(|e| damaged(path, format!("projection row `{key}`: {e}")))?
+    };
+    match update {
+        Update::Keep => {}
+        Update::Put(row) => {
+            table
+                .insert(key, row.as_slice())
+                .map_err(unreadable(path))?;
+        }
+        Update::Delete => {
+            table.remove(key).map_err(unreadable(path))?;
+        }
+    }
+    Ok(())
+}

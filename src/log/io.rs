@@ -1,0 +1,64 @@
+//! The few helpers every part of the store uses to talk to redb: a panic guard, and the mapping
+//! of redb's and the codec's errors onto [`LogError`].
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+
+use redb::{ReadOnlyTable, ReadTransaction, TableDefinition, TableError};
+
+use super::codec;
+use super::error::LogError;
+
+/// Runs `f`, turning a panic inside redb into [`LogError::Damaged`]. redb may panic on a file
+/// that is not what it expects (a damaged or foreign file), and no input may make unilab panic,
+/// so every call into redb on a user's file goes through here.
+pub(super) fn guarded<T>(
+    path: &Path,
+    f: impl FnOnce() -> Result<T, LogError>,
+) -> Result<T, LogError> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let detail = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "the storage engine gave up on it".to_owned());
+        Err(LogError::Damaged {
+            path: path.to_owned(),
+            detail,
+        })
+    })
+}
+
+pub(super) fn unreadable<E: Into<redb::Error>>(path: &Path) -> impl Fn(E) -> LogError + '_ {
+    move |e| LogError::Unreadable {
+        path: path.to_owned(),
+        source: Box::new(e.into()),
+    }
+}
+
+pub(super) fn damaged(path: &Path, detail: impl Into<String>) -> LogError {
+    LogError::Damaged {
+        path: path.to_owned(),
+        detail: detail.into(),
+    }
+}
+
+pub(super) fn encode_for<T: serde::Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, LogError> {
+    codec::encode(value).map_err(|source| LogError::Encode {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Opens a table for reading; `None` when it was never created.
+pub(super) fn open_read_table<K: redb::Key + 'static, V: redb::Value + 'static>(
+    path: &Path,
+    txn: &ReadTransaction,
+    definition: TableDefinition<K, V>,
+) -> Result<Option<ReadOnlyTable<K, V>>, LogError> {
+    match txn.open_table(definition) {
+        Ok(table) => Ok(Some(table)),
+        Err(TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(unreadable(path)(e)),
+    }
+}

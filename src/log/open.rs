@@ -1,0 +1,339 @@
+//! Opening a log: creating, repairing, initialising and migrating it, and checking its scope.
+//!
+//! Several processes share one log: a soak supervisor appends for days while `mps stop` or
+//! `history` run beside it. Every handle opens the file in redb's `MultiWriter` mode; writers
+//! serialise on redb's write lock, readers see a snapshot and never block a writer.
+
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use redb::{
+    ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase,
+    ReadableTable, ReadableTableMetadata, WriteTransaction,
+};
+
+use super::error::LogError;
+use super::io::{damaged, encode_for, guarded, open_read_table, unreadable};
+use super::migrate::{self, SCHEMA_VERSION};
+use super::read::Snapshot;
+use super::tables;
+use super::view::Views;
+use super::{codec, migrate::MigrationError};
+use crate::event::Scope;
+use crate::time::{Clock, SystemClock};
+
+/// redb's page cache. The default (1 GiB) is far more than a log needs, and a supervisor that
+/// appends for days would grow into it; appends touch only the right edge of each tree.
+const CACHE_BYTES: usize = 1024 * 1024;
+
+/// How long an open waits for a process that holds the file in a conflicting way.
+const OPEN_PATIENCE: Duration = Duration::from_secs(10);
+
+fn builder() -> redb::Builder {
+    let mut builder = redb::Builder::new();
+    builder
+        .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        .set_cache_size(CACHE_BYTES);
+    builder
+}
+
+/// Opens with `open`, retrying while another process holds the file in a way that excludes us.
+fn open_patiently<T>(
+    path: &Path,
+    mut open: impl FnMut() -> Result<T, DatabaseError>,
+) -> Result<T, LogError> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match open() {
+            Ok(db) => return Ok(db),
+            Err(DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < OPEN_PATIENCE => {
+                sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            Err(DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(LogError::Busy {
+                    path: path.to_owned(),
+                    waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                });
+            }
+            Err(e) => return Err(unreadable(path)(e)),
+        }
+    }
+}
+
+/// Creates the log's directory (0700) and the file (0600) if they do not exist.
+fn create_file(path: &Path) -> Result<(), LogError> {
+    if let Some(parent) = path.parent() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|source| LogError::StateDir {
+                path: parent.to_owned(),
+                source,
+            })?;
+    }
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(LogError::StateDir {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The version and scope recorded in a log, `None` for a file that was never initialised.
+pub(super) fn read_meta(
+    path: &Path,
+    txn: &ReadTransaction,
+) -> Result<Option<(u32, Scope)>, LogError> {
+    match open_read_table(path, txn, tables::META)? {
+        Some(meta) => meta_of(path, &meta),
+        None => Ok(None),
+    }
+}
+
+/// The version and scope in a `meta` table, read or write.
+fn meta_of(
+    path: &Path,
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> Result<Option<(u32, Scope)>, LogError> {
+    let version = meta
+        .get(tables::SCHEMA_VERSION_KEY)
+        .map_err(unreadable(path))?;
+    let scope = meta.get(tables::SCOPE_KEY).map_err(unreadable(path))?;
+    match (version, scope) {
+        (None, None) => Ok(None),
+        (Some(version), Some(scope)) => {
+            let version =
+                codec::decode(version.value()).map_err(|e| damaged(path, e.to_string()))?;
+            let scope = codec::decode(scope.value()).map_err(|e| damaged(path, e.to_string()))?;
+            Ok(Some((version, scope)))
+        }
+        _ => Err(damaged(path, "its metadata is incomplete")),
+    }
+}
+
+/// A log opened for appending. Keep it open for as long as the process appends: opening costs a
+/// read of the metadata, appending costs one durable commit.
+pub struct EventLog {
+    pub(super) db: Database,
+    pub(super) path: PathBuf,
+    pub(super) scope: Scope,
+    pub(super) clock: Box<dyn Clock>,
+    pub(super) views: Views,
+}
+
+impl EventLog {
+    /// Opens (creating, repairing or migrating as needed) the log at `path` for `scope`, keeping
+    /// `views` up to date with every append, and refuses a log that belongs to another scope.
+    pub fn open(path: &Path, scope: Scope, views: Views) -> Result<Self, LogError> {
+        Self::open_with_clock(path, scope, views, Box::new(SystemClock))
+    }
+
+    pub fn open_with_clock(
+        path: &Path,
+        scope: Scope,
+        views: Views,
+        clock: Box<dyn Clock>,
+    ) -> Result<Self, LogError> {
+        create_file(path)?;
+        let db = guarded(path, || open_patiently(path, || builder().create(path)))?;
+        guarded(path, || prepare(&db, path, &scope, views))?;
+        Ok(Self {
+            db,
+            path: path.to_owned(),
+            scope,
+            clock,
+            views,
+        })
+    }
+
+    /// A consistent view of everything committed so far.
+    pub fn snapshot(&self) -> Result<Snapshot, LogError> {
+        Snapshot::begin(&self.db, &self.path)
+    }
+}
+
+/// Initialises a new log or migrates an old one, and checks its scope.
+fn prepare(db: &Database, path: &Path, scope: &Scope, views: Views) -> Result<(), LogError> {
+    let check_scope = |found: &Scope| {
+        if found == scope {
+            Ok(())
+        } else {
+            Err(LogError::ForeignScope {
+                path: path.to_owned(),
+                found: found.clone(),
+                expected: scope.clone(),
+            })
+        }
+    };
+    let newer = |found| LogError::NewerSchema {
+        path: path.to_owned(),
+        found,
+        supported: SCHEMA_VERSION,
+    };
+
+    // The common case, a current log, needs no write transaction.
+    let txn = db.begin_read().map_err(unreadable(path))?;
+    match read_meta(path, &txn)? {
+        Some((version, found)) if version == SCHEMA_VERSION => return check_scope(&found),
+        Some((version, _)) if version > SCHEMA_VERSION => return Err(newer(version)),
+        _ => {}
+    }
+    drop(txn);
+
+    // Another process may initialise or migrate meanwhile: decide again under the write lock.
+    let txn = db.begin_write().map_err(unreadable(path))?;
+    let recorded = {
+        let meta = txn.open_table(tables::META).map_err(unreadable(path))?;
+        meta_of(path, &meta)?
+    };
+    match recorded {
+        None => {
+            let events = txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
+            if !events.is_empty().map_err(unreadable(path))? {
+                return Err(damaged(path, "it holds events but no schema version"));
+            }
+            drop(events);
+            create_tables(path, &txn, views)?;
+            write_meta(path, &txn, SCHEMA_VERSION, scope)?;
+        }
+        Some((version, _)) if version > SCHEMA_VERSION => return Err(newer(version)),
+        Some((version, found)) => {
+            check_scope(&found)?;
+            if version < SCHEMA_VERSION {
+                migrate::run(&txn, version, SCHEMA_VERSION, migrate::STEPS).map_err(
+                    |source: MigrationError| LogError::Migration {
+                        path: path.to_owned(),
+                        source,
+                    },
+                )?;
+                create_tables(path, &txn, views)?;
+                write_meta(path, &txn, SCHEMA_VERSION, &found)?;
+            }
+        }
+    }
+    txn.commit().map_err(unreadable(path))
+}
+
+fn create_tables(path: &Path, txn: &WriteTransaction, views: Views) -> Result<(), LogError> {
+    txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
+    txn.open_table(tables::SUBJECT_INDEX)
+        .map_err(unreadable(path))?;
+    for view in views {
+        txn.open_table(view.table()).map_err(unreadable(path))?;
+    }
+    Ok(())
+}
+
+fn write_meta(
+    path: &Path,
+    txn: &WriteTransaction,
+    version: u32,
+    scope: &Scope,
+) -> Result<(), LogError> {
+    let mut meta = txn.open_table(tables::META).map_err(unreadable(path))?;
+    meta.insert(
+        tables::SCHEMA_VERSION_KEY,
+        encode_for(path, &version)?.as_slice(),
+    )
+    .map_err(unreadable(path))?;
+    meta.insert(tables::SCOPE_KEY, encode_for(path, scope)?.as_slice())
+        .map_err(unreadable(path))?;
+    Ok(())
+}
+
+/// A log opened read-only. It never blocks a writer and sees each writer's commits in new
+/// snapshots.
+pub struct LogReader {
+    db: ReadOnlyDatabase,
+    path: PathBuf,
+}
+
+impl LogReader {
+    /// Opens the log at `path`; `Ok(None)` when there is none. A log left unclean by a writer
+    /// that crashed is repaired first by a writable open, as redb's read-only open refuses it.
+    pub fn open(path: &Path) -> Result<Option<Self>, LogError> {
+        match std::fs::metadata(path) {
+            // A writer creates the file (0600) before redb initialises it: for that instant the
+            // log exists but holds nothing, which is no log yet, not a damaged one.
+            Ok(meta) if meta.len() == 0 => return Ok(None),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(LogError::Unreadable {
+                    path: path.to_owned(),
+                    source: Box::new(redb::Error::Io(source)),
+                });
+            }
+        }
+        guarded(path, || {
+            // redb refuses a read-only open of a file a writer left unclean until a writable
+            // open repairs it. Under concurrent writers the same refusal also shows up for an
+            // instant while a peer opens or closes (seen in the multi-process stress test), so
+            // each refusal is answered by a writable open, which repairs a crashed writer's
+            // leftovers and is harmless beside live writers, and the read is tried again.
+            let started = Instant::now();
+            let mut pause = Duration::from_millis(1);
+            loop {
+                match open_patiently(path, || builder().open_read_only(path)) {
+                    Err(LogError::Unreadable { source, .. })
+                        if matches!(*source, redb::Error::RepairAborted)
+                            && started.elapsed() < OPEN_PATIENCE =>
+                    {
+                        drop(open_patiently(path, || builder().open(path))?);
+                        sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(50));
+                    }
+                    Err(e) => return Err(e),
+                    Ok(db) => return Self::checked(db, path),
+                }
+            }
+        })
+    }
+
+    fn checked(db: ReadOnlyDatabase, path: &Path) -> Result<Option<Self>, LogError> {
+        let txn = db.begin_read().map_err(unreadable(path))?;
+        let db = match read_meta(path, &txn)? {
+            Some((version, _)) if version > SCHEMA_VERSION => {
+                return Err(LogError::NewerSchema {
+                    path: path.to_owned(),
+                    found: version,
+                    supported: SCHEMA_VERSION,
+                });
+            }
+            Some((version, scope)) if version < SCHEMA_VERSION => {
+                // A read-only handle cannot migrate: do it through a writable open of the log's
+                // own scope (the views' tables come with the next append), then read the migrated log.
+                drop(txn);
+                drop(db);
+                drop(EventLog::open(path, scope, &[])?);
+                open_patiently(path, || builder().open_read_only(path))?
+            }
+            _ => {
+                drop(txn);
+                db
+            }
+        };
+        Ok(Some(Self {
+            db,
+            path: path.to_owned(),
+        }))
+    }
+
+    pub fn snapshot(&self) -> Result<Snapshot, LogError> {
+        Snapshot::begin(&self.db, &self.path)
+    }
+}

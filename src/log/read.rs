@@ -1,0 +1,199 @@
+//! Reading: one consistent snapshot of the log, its records checked against their own hashes as
+//! they are decoded, and the rows of any view's table.
+
+use std::path::{Path, PathBuf};
+
+use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
+use serde::de::DeserializeOwned;
+
+use super::chain::{self, ChainBreak, ChainWalker, Hash};
+use super::codec;
+use super::error::LogError;
+use super::io::{damaged, guarded, open_read_table, unreadable};
+use super::open::read_meta;
+use super::tables::{self, ViewTable};
+use crate::event::{Envelope, Scope, Subject};
+
+/// A stored record, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub envelope: Envelope,
+    pub prev_hash: Hash,
+    pub hash: Hash,
+}
+
+/// One consistent read of the log.
+pub struct Snapshot {
+    pub(super) txn: ReadTransaction,
+    pub(super) path: PathBuf,
+}
+
+impl Snapshot {
+    pub(super) fn begin(db: &impl ReadableDatabase, path: &Path) -> Result<Self, LogError> {
+        let txn = guarded(path, || db.begin_read().map_err(unreadable(path)))?;
+        Ok(Self {
+            txn,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The recorded schema version and scope; `None` for a log never written.
+    pub fn meta(&self) -> Result<Option<(u32, Scope)>, LogError> {
+        guarded(&self.path, || read_meta(&self.path, &self.txn))
+    }
+
+    /// The sequence and hash of the last record: `(0, GENESIS)` for an empty log.
+    pub fn head(&self) -> Result<(u64, Hash), LogError> {
+        let path = self.path.as_path();
+        guarded(path, || {
+            let Some(events) = open_read_table(path, &self.txn, tables::EVENTS)? else {
+                return Ok((0, chain::GENESIS));
+            };
+            match events.last().map_err(unreadable(path))? {
+                Some((key, stored)) => Ok((
+                    key.value(),
+                    chain::stored_hash(stored.value())
+                        .ok_or_else(|| damaged(path, "its last record is truncated"))?,
+                )),
+                None => Ok((0, chain::GENESIS)),
+            }
+        })
+    }
+
+    /// The record at `seq`, decoded after checking its own hash.
+    pub fn get(&self, seq: u64) -> Result<Option<Record>, LogError> {
+        let path = self.path.as_path();
+        guarded(path, || {
+            let Some(events) = open_read_table(path, &self.txn, tables::EVENTS)? else {
+                return Ok(None);
+            };
+            let Some(stored) = events.get(seq).map_err(unreadable(path))? else {
+                return Ok(None);
+            };
+            decode_record(path, seq, stored.value()).map(Some)
+        })
+    }
+
+    /// The last record, if any.
+    pub fn last(&self) -> Result<Option<Record>, LogError> {
+        match self.head()? {
+            (0, _) => Ok(None),
+            (seq, _) => self.get(seq),
+        }
+    }
+
+    /// Calls `visit` with every record from `from` on, in order, each checked against its own
+    /// hash. `visit` returns `false` to stop.
+    pub fn scan(
+        &self,
+        from: u64,
+        mut visit: impl FnMut(Record) -> Result<bool, LogError>,
+    ) -> Result<(), LogError> {
+        let path = self.path.as_path();
+        guarded(path, || {
+            let Some(events) = open_read_table(path, &self.txn, tables::EVENTS)? else {
+                return Ok(());
+            };
+            for entry in events.range(from..).map_err(unreadable(path))? {
+                let (key, stored) = entry.map_err(unreadable(path))?;
+                if !visit(decode_record(path, key.value(), stored.value())?)? {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// The sequences of `subject`, from `from` on, by the subject index.
+    pub fn subject_seqs(&self, subject: &Subject, from: u64) -> Result<Vec<u64>, LogError> {
+        let path = self.path.as_path();
+        let key = subject.key();
+        guarded(path, || {
+            let Some(index) = open_read_table(path, &self.txn, tables::SUBJECT_INDEX)? else {
+                return Ok(Vec::new());
+            };
+            let range = index
+                .range((key.as_str(), from)..=(key.as_str(), u64::MAX))
+                .map_err(unreadable(path))?;
+            range
+                .map(|entry| entry.map(|(k, _)| k.value().1).map_err(unreadable(path)))
+                .collect()
+        })
+    }
+
+    /// Every row of a view's table, decoded, by key.
+    pub fn rows<Row: DeserializeOwned>(&self, table: ViewTable) -> Result<Vec<Row>, LogError> {
+        self.encoded_rows(table)?
+            .into_iter()
+            .map(|(key, bytes)| {
+                codec::decode(&bytes)
+                    .map_err(|e| damaged(&self.path, format!("projection row `{key}`: {e}")))
+            })
+            .collect()
+    }
+
+    /// Every row of a view's table as stored, by key.
+    pub(super) fn encoded_rows(
+        &self,
+        table: ViewTable,
+    ) -> Result<Vec<(String, Vec<u8>)>, LogError> {
+        let path = self.path.as_path();
+        guarded(path, || {
+            let Some(table) = open_read_table(path, &self.txn, table)? else {
+                return Ok(Vec::new());
+            };
+            table
+                .iter()
+                .map_err(unreadable(path))?
+                .map(|entry| {
+                    entry
+                        .map(|(key, value)| (key.value().to_owned(), value.value().to_vec()))
+                        .map_err(unreadable(path))
+                })
+                .collect()
+        })
+    }
+
+    /// Replays the whole log in order: every record is checked against the chain (continuity,
+    /// link, hash, sequence) and decoded, then handed to `visit`. Returns the walker, positioned
+    /// after the last record, for the caller to check against the recorded head.
+    pub fn replay(&self, mut visit: impl FnMut(Envelope)) -> Result<ChainWalker, LogError> {
+        let path = self.path.as_path();
+        let mut walker = ChainWalker::default();
+        guarded(path, || {
+            let Some(events) = open_read_table(path, &self.txn, tables::EVENTS)? else {
+                return Ok(());
+            };
+            for entry in events.iter().map_err(unreadable(path))? {
+                let (key, stored) = entry.map_err(unreadable(path))?;
+                let envelope = walker
+                    .step(key.value(), stored.value())
+                    .map_err(|chain_break| LogError::Chain {
+                        path: path.to_owned(),
+                        chain_break,
+                    })?;
+                visit(envelope);
+            }
+            Ok(())
+        })?;
+        Ok(walker)
+    }
+}
+
+fn decode_record(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogError> {
+    let fault = |fault| LogError::Chain {
+        path: path.to_owned(),
+        chain_break: ChainBreak { seq, fault },
+    };
+    let raw = chain::split(stored).ok_or_else(|| fault(chain::ChainFault::Truncated))?;
+    if chain::hash_of(&raw.prev_hash, raw.body) != raw.hash {
+        return Err(fault(chain::ChainFault::HashMismatch));
+    }
+    let envelope: Envelope = codec::decode(raw.body)
+        .map_err(|e| fault(chain::ChainFault::Undecodable(e.to_string())))?;
+    Ok(Record {
+        envelope,
+        prev_hash: raw.prev_hash,
+        hash: raw.hash,
+    })
+}

@@ -1,0 +1,177 @@
+//! `log verify`: walk the whole chain, check it ends at the recorded head, then rebuild the
+//! subject index and every view from the events and compare them with the stored tables.
+
+use redb::{ReadableTable, TableHandle};
+
+use super::chain::{self, Hash};
+use super::codec;
+use super::error::LogError;
+use super::io::{damaged, guarded, open_read_table, unreadable};
+use super::migrate::SCHEMA_VERSION;
+use super::read::Snapshot;
+use super::tables;
+use super::view::{Fold, Views};
+use crate::event::Scope;
+
+/// What `log verify` found in a log that verifies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub events: u64,
+    pub head: Hash,
+    pub schema_version: u32,
+    pub scope: Option<Scope>,
+    /// Each view's table and how many rows it holds.
+    pub views: Vec<(String, usize)>,
+}
+
+impl Snapshot {
+    /// Walks the whole chain, then rebuilds the subject index and each of `views` from the
+    /// events and compares them with the materialised tables.
+    pub fn verify(&self, views: Views) -> Result<VerifyReport, LogError> {
+        let path = self.path.as_path();
+        let meta = self.meta()?;
+        let mut index = Vec::new();
+        let mut folds: Vec<Fold> = views.iter().map(|v| Fold::new(*v)).collect();
+        let mut fault = None;
+        let walker = self.replay(|envelope| {
+            if fault.is_some() {
+                return;
+            }
+            if let Some((_, scope)) = &meta
+                && envelope.scope != *scope
+            {
+                fault = Some(damaged(
+                    path,
+                    format!(
+                        "sequence {} was recorded for {}, not for the log's {scope}",
+                        envelope.seq, envelope.scope
+                    ),
+                ));
+                return;
+            }
+            index.push((envelope.subject.key(), envelope.seq));
+            for fold in &mut folds {
+                if let Err(e) = fold.apply(&envelope) {
+                    fault = Some(damaged(path, format!("sequence {}: {e}", envelope.seq)));
+                }
+            }
+        })?;
+        if let Some(fault) = fault {
+            return Err(fault);
+        }
+        if walker.is_empty() && meta.is_none() {
+            return Ok(VerifyReport {
+                events: 0,
+                head: chain::GENESIS,
+                schema_version: SCHEMA_VERSION,
+                scope: None,
+                views: views
+                    .iter()
+                    .map(|v| (v.table().name().to_owned(), 0))
+                    .collect(),
+            });
+        }
+        let Some((schema_version, scope)) = meta else {
+            return Err(damaged(path, "it holds events but no metadata"));
+        };
+        let (events, head) = walker
+            .finish(self.recorded_head()?)
+            .map_err(|chain_break| LogError::Chain {
+                path: path.to_owned(),
+                chain_break,
+            })?;
+        self.compare_index(index)?;
+        let mut counts = Vec::new();
+        for (view, fold) in views.iter().zip(folds) {
+            let table = view.table();
+            let rebuilt = fold.into_rows();
+            let stored = self.encoded_rows(table)?;
+            let count = rebuilt.len();
+            let mut rebuilt = rebuilt.into_iter();
+            let mut stored = stored.into_iter();
+            let disagreement = loop {
+                match (rebuilt.next(), stored.next()) {
+                    (None, None) => break None,
+                    (Some(a), Some(b)) if a == b => {}
+                    (a, b) => break a.or(b).map(|(key, _)| key),
+                }
+            };
+            if let Some(key) = disagreement {
+                return Err(LogError::Inconsistent {
+                    path: path.to_owned(),
+                    detail: format!(
+                        "the `{}` projection disagrees with the events at `{key}`",
+                        table.name()
+                    ),
+                });
+            }
+            counts.push((table.name().to_owned(), count));
+        }
+        Ok(VerifyReport {
+            events,
+            head,
+            schema_version,
+            scope: Some(scope),
+            views: counts,
+        })
+    }
+
+    /// The head the log recorded with its last append: `(0, GENESIS)` before the first.
+    fn recorded_head(&self) -> Result<(u64, Hash), LogError> {
+        let path = self.path.as_path();
+        guarded(path, || {
+            let Some(meta) = open_read_table(path, &self.txn, tables::META)? else {
+                return Ok((0, chain::GENESIS));
+            };
+            match meta.get(tables::HEAD_KEY).map_err(unreadable(path))? {
+                Some(stored) => codec::decode(stored.value())
+                    .map_err(|e| damaged(path, format!("its recorded head: {e}"))),
+                None => Ok((0, chain::GENESIS)),
+            }
+        })
+    }
+
+    fn compare_index(&self, mut rebuilt: Vec<(String, u64)>) -> Result<(), LogError> {
+        let path = self.path.as_path();
+        let stored: Vec<(String, u64)> = guarded(path, || {
+            let Some(table) = open_read_table(path, &self.txn, tables::SUBJECT_INDEX)? else {
+                return Ok(Vec::new());
+            };
+            table
+                .iter()
+                .map_err(unreadable(path))?
+                .map(|entry| {
+                    entry
+                        .map(|(k, _)| {
+                            let (subject, seq) = k.value();
+                            (subject.to_owned(), seq)
+                        })
+                        .map_err(unreadable(path))
+                })
+                .collect()
+        })?;
+        rebuilt.sort();
+        match first_difference(&rebuilt, &stored) {
+            None => Ok(()),
+            Some(first) => Err(LogError::Inconsistent {
+                path: path.to_owned(),
+                detail: format!("the subject index disagrees with the events at entry {first}"),
+            }),
+        }
+    }
+}
+
+/// Where two sorted lists first differ, described for a person.
+fn first_difference(rebuilt: &[(String, u64)], stored: &[(String, u64)]) -> Option<String> {
+    let describe = |entry: Option<&(String, u64)>| match entry {
+        Some((subject, seq)) => format!("`{subject}` sequence {seq}"),
+        None => "the end".to_owned(),
+    };
+    let at = (0..rebuilt.len().max(stored.len())).find(|&i| rebuilt.get(i) != stored.get(i))?;
+    Some(format!(
+        "{} (events say {}, index says {})",
+        at,
+        describe(rebuilt.get(at)),
+        describe(stored.get(at))
+    ))
+}

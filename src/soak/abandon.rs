@@ -1,0 +1,111 @@
+//! Settling soaks whose supervisor vanished.
+//!
+//! A soak is recorded as running from `soak_started` until its verdict. When its supervisor
+//! process is gone (killed, the host rebooted) no verdict will come: the soak is abandoned, and
+//! the first command that reads the soaks afterwards records `soak_abandoned` — once, since the
+//! decision is taken again on the log's current state just before each append.
+
+use crate::event::{Event, Subject};
+use crate::log::{EventLog, LogError, LogReader, Snapshot};
+use crate::paths::StatePaths;
+use crate::process::{self, Liveness, ProcSource, ProcessIdentity};
+use crate::projection::{self, SoakState, SoakSummary, Soaks};
+
+/// Why an abandoned soak is abandoned, as recorded.
+pub const REASON: &str = "its supervisor is gone without a verdict";
+
+/// The soaks among `soaks` that are abandoned: recorded as running, but their supervisor is not
+/// `live`.
+pub fn abandoned(
+    soaks: &[SoakSummary],
+    live: impl Fn(ProcessIdentity) -> bool,
+) -> Vec<&SoakSummary> {
+    soaks
+        .iter()
+        .filter(|s| s.state == SoakState::Running && !live(s.supervisor))
+        .collect()
+}
+
+/// Opens the log for reading after recording `soak_abandoned` for every abandoned soak. `None`
+/// when nothing was ever recorded.
+pub fn settle(
+    paths: &StatePaths,
+    proc: &dyn ProcSource,
+) -> Result<Option<(LogReader, Snapshot)>, LogError> {
+    let Some(reader) = LogReader::open(&paths.log_path())? else {
+        return Ok(None);
+    };
+    let snapshot = reader.snapshot()?;
+    let live = |identity| process::liveness(proc, identity, paths.uid) == Liveness::Live;
+    let soaks = Soaks::rows(&snapshot)?;
+    if abandoned(&soaks, live).is_empty() {
+        return Ok(Some((reader, snapshot)));
+    }
+    let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
+    for soak in abandoned(&soaks, live) {
+        // Another command may have recorded it meanwhile: decide again on the current state.
+        let current = Soaks::find(&log.snapshot()?, &soak.soak_id)?;
+        if current.is_some_and(|s| s.state == SoakState::Running) {
+            log.append(
+                Subject::Soak(soak.soak_id.clone()),
+                Event::SoakAbandoned {
+                    supervisor: soak.supervisor,
+                    reason: REASON.into(),
+                },
+            )?;
+        }
+    }
+    let snapshot = reader.snapshot()?;
+    Ok(Some((reader, snapshot)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::soak::OutcomeStatus;
+
+    fn summary(id: &str, pid: u32, state: SoakState) -> SoakSummary {
+        SoakSummary {
+            soak_id: id.into(),
+            command: vec!["train".into()],
+            output: "/out.json".into(),
+            supervisor: ProcessIdentity {
+                pid,
+                start_ticks: 1,
+            },
+            started_at_us: 0,
+            ended_at_us: None,
+            state,
+            failure_kind: None,
+            reason: None,
+            samples: 0,
+            first_seq: 1,
+            last_seq: 1,
+            artifact_digest: None,
+        }
+    }
+
+    #[test]
+    fn given_running_soaks_only_those_whose_supervisor_is_gone_are_abandoned() {
+        let soaks = [
+            summary("alive", 10, SoakState::Running),
+            summary("gone", 11, SoakState::Running),
+            summary("done", 12, SoakState::Finished(OutcomeStatus::Passed)),
+        ];
+        let ids: Vec<&str> = abandoned(&soaks, |p| p.pid == 10)
+            .iter()
+            .map(|s| s.soak_id.as_str())
+            .collect();
+        assert_eq!(ids, ["gone"]);
+    }
+
+    #[test]
+    fn a_finished_soak_is_never_abandoned_whatever_its_supervisor() {
+        let soaks = [summary(
+            "done",
+            12,
+            SoakState::Finished(OutcomeStatus::Failed),
+        )];
+        assert!(abandoned(&soaks, |_| false).is_empty());
+    }
+}
