@@ -1,50 +1,20 @@
-//! The top-level error, its exit code, and how it is shown to a person.
+//! The top-level error, and how it is shown to a person.
 //!
 //! Rendered as `error: <what>`, then one `caused by: <why>` line for each source, then an
-//! optional `hint: <what to do>`. No colour, no trailing period.
+//! optional `hint: <what to do>` — the first hint found walking from the error along its
+//! `source()` chain. No colour, no trailing period. The exit code is the boundary error's own
+//! decision ([`Boundary::exit`]).
 
+use std::error::Error as StdError;
 use std::fmt::Write as _;
 
+use crate::diagnostic::{Boundary, Exit, Hint};
+use crate::gpu::selector::SelectorError;
+use crate::gpu::smi::SmiError;
 use crate::log::LogError;
 use crate::mps::error::MpsError;
 use crate::paths::PathError;
-use crate::soak::supervise::SoakError;
-
-/// unilab's exit codes, as documented in the README.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// Success, or a soak that passed.
-    Success,
-    /// A soak failed; its artifact is still written.
-    SoakFailed,
-    /// The command line was not understood.
-    Usage,
-    /// A user-actionable refusal or error.
-    Refused,
-    /// A recorded daemon was found stale and its record cleaned.
-    Stale,
-    /// The event log failed verification or cannot be read.
-    LogBroken,
-    /// A bug in unilab.
-    Internal,
-    /// The exit status of a command unilab ran for the user (`mps exec`).
-    Passthrough(u8),
-}
-
-impl Exit {
-    pub fn code(self) -> u8 {
-        match self {
-            Exit::Success => 0,
-            Exit::SoakFailed => 1,
-            Exit::Usage => 2,
-            Exit::Refused => 3,
-            Exit::Stale => 4,
-            Exit::LogBroken => 5,
-            Exit::Internal => 70,
-            Exit::Passthrough(code) => code,
-        }
-    }
-}
+use crate::soak::error::SoakError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -61,6 +31,13 @@ pub enum Error {
     /// The reader of our standard output went away (`unilab history | head`): not a failure.
     #[error("standard output was closed")]
     BrokenPipe,
+    /// The environment unilab runs in failed it: not a bug, and not the user's input.
+    #[error("cannot {action}")]
+    Environment {
+        action: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -84,43 +61,58 @@ impl From<SoakError> for Error {
 }
 
 impl Error {
-    pub fn exit(&self) -> Exit {
-        match self {
-            Error::Soak(SoakError::Invalid(_)) => Exit::Usage,
-            Error::Soak(_) => Exit::Refused,
-            Error::Mps(e) if e.is_stale() => Exit::Stale,
-            Error::Mps(_) => Exit::Refused,
-            Error::Log(e) => match e {
-                LogError::ForeignScope { .. }
-                | LogError::Busy { .. }
-                | LogError::StateDir { .. } => Exit::Refused,
-                LogError::Encode { .. } => Exit::Internal,
-                _ => Exit::LogBroken,
-            },
-            Error::Paths(_) => Exit::Refused,
-            Error::Stdout(_) => Exit::Refused,
-            Error::BrokenPipe => Exit::Success,
-            Error::Internal(_) => Exit::Internal,
+    /// An environment failure while trying to `action` (e.g. "read the current directory").
+    pub fn environment(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        move |source| Error::Environment {
+            action: action.into(),
+            source,
         }
     }
 
-    pub fn hint(&self) -> Option<String> {
+    /// The boundary error this wraps, if any.
+    fn boundary(&self) -> Option<&dyn Boundary> {
         match self {
-            Error::Log(e) => e.hint(),
-            Error::Paths(e) => e.hint(),
-            Error::Mps(e) => e.hint(),
-            Error::Soak(e) => e.hint(),
-            Error::Internal(_) => {
-                Some("this is a bug in unilab; please report it with the command you ran".into())
-            }
-            Error::Stdout(_) | Error::BrokenPipe => None,
+            Error::Log(e) => Some(e),
+            Error::Paths(e) => Some(e),
+            Error::Mps(e) => Some(e),
+            Error::Soak(e) => Some(e),
+            _ => None,
         }
+    }
+
+    pub fn exit(&self) -> Exit {
+        match (self.boundary(), self) {
+            (Some(boundary), _) => boundary.exit(),
+            (None, Error::BrokenPipe) => Exit::Success,
+            (None, Error::Internal(_)) => Exit::Internal,
+            (None, _) => Exit::Refused,
+        }
+    }
+
+    /// The first hint along the chain: this error's own, then each source's.
+    pub fn hint(&self) -> Option<String> {
+        if let Error::Internal(_) = self {
+            return Some(
+                "this is a bug in unilab; please report it with the command you ran".into(),
+            );
+        }
+        if let Some(hint) = self.boundary().and_then(Hint::hint) {
+            return Some(hint);
+        }
+        let mut cause = StdError::source(self);
+        while let Some(error) = cause {
+            if let Some(hint) = hint_of(error) {
+                return Some(hint);
+            }
+            cause = error.source();
+        }
+        None
     }
 
     /// The text shown on standard error.
     pub fn render(&self) -> String {
         let mut out = format!("error: {self}\n");
-        let mut source = std::error::Error::source(self);
+        let mut source = StdError::source(self);
         while let Some(cause) = source {
             let _ = writeln!(out, "  caused by: {cause}");
             source = cause.source();
@@ -130,6 +122,20 @@ impl Error {
         }
         out
     }
+}
+
+/// The hint of one error in a chain, for every error type that has hints.
+fn hint_of(error: &(dyn StdError + 'static)) -> Option<String> {
+    fn via<T: Hint + 'static>(error: &(dyn StdError + 'static)) -> Option<Option<String>> {
+        error.downcast_ref::<T>().map(Hint::hint)
+    }
+    via::<LogError>(error)
+        .or_else(|| via::<PathError>(error))
+        .or_else(|| via::<MpsError>(error))
+        .or_else(|| via::<SoakError>(error))
+        .or_else(|| via::<SmiError>(error))
+        .or_else(|| via::<SelectorError>(error))
+        .flatten()
 }
 
 /// Turns a write error on stdout into the right [`Error`].

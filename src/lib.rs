@@ -13,6 +13,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod diagnostic;
 pub mod duration;
 pub mod env;
 pub mod error;

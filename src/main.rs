@@ -7,7 +7,8 @@ use std::sync::Mutex;
 
 use clap::Parser;
 use unilab::cli::Cli;
-use unilab::error::{Error, Exit};
+use unilab::diagnostic::Exit;
+use unilab::error::Error;
 
 /// Where the panic hook leaves the message of a panic for the renderer.
 static PANIC_MESSAGE: Mutex<Option<String>> = Mutex::new(None);

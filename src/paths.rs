@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::diagnostic::{Boundary, Exit, Hint};
 use crate::env::EnvVars;
 use crate::event::Scope;
 
@@ -24,8 +25,14 @@ pub enum PathError {
     BadHostname(String),
 }
 
-impl PathError {
-    pub fn hint(&self) -> Option<String> {
+impl Boundary for PathError {
+    fn exit(&self) -> Exit {
+        Exit::Refused
+    }
+}
+
+impl Hint for PathError {
+    fn hint(&self) -> Option<String> {
         match self {
             PathError::NoHome => Some("pass `--root DIR` or set `UNILAB_ROOT`".into()),
             PathError::BadHostname(_) | PathError::Hostname(_) => {

@@ -2,17 +2,16 @@
 //! environment provenance — with credentials redacted. Soaks embed it in their artifacts.
 //!
 //! Everything is read from files and command-line tools (`git`, `nvidia-smi`, `python3`) under
-//! timeouts, never from a GPU framework, so it works while a trainer owns the GPU. What cannot be
+//! the one tool timeout (`UNILAB_TOOL_TIMEOUT`), never from a GPU framework, so it works while a trainer owns the GPU. What cannot be
 //! read is `null`, with the reason in `errors`.
 
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
 use crate::gpu::smi;
 use crate::redact::redact;
-use crate::tool::Tool;
+use crate::tool::{self, Tool};
 
 /// Variables that describe a training run's setup, by prefix or exact name.
 const ENV_PREFIXES: &[&str] = &[
@@ -42,7 +41,7 @@ const ENV_NAMES: &[&str] = &[
 ];
 
 fn run(program: &str, args: &[&str], dir: &Path) -> Option<String> {
-    let tool = Tool::new(program, Duration::from_secs(10));
+    let tool = tool::external(program);
     let mut cmd = tool.command();
     cmd.args(args).current_dir(dir);
     let out = tool.run(cmd, b"").ok()?;
@@ -74,18 +73,7 @@ fn gpu(smi_tool: &Tool, errors: &mut Vec<String>) -> Value {
             return json!({ "driver_version": null, "cuda_version": null, "gpus": [] });
         }
     };
-    let mut cmd = smi_tool.command();
-    cmd.args(["--query-gpu=driver_version", smi::FORMAT]);
-    let driver = smi_tool
-        .run(cmd, b"")
-        .ok()
-        .and_then(|o| o.stdout.lines().next().map(|l| l.trim().to_owned()));
-    let cuda = smi_tool.run(smi_tool.command(), b"").ok().and_then(|o| {
-        o.stdout
-            .split("CUDA Version:")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next().map(str::to_owned))
-    });
+    let (driver, cuda) = smi::versions(smi_tool);
     json!({
         "driver_version": driver,
         "cuda_version": cuda,

@@ -197,23 +197,28 @@ fn timeout_from(value: Option<OsString>) -> Duration {
         .unwrap_or(Duration::from_secs_f64(TOOL_TIMEOUT_SECS))
 }
 
-/// `nvidia-smi`, as the process environment names it.
-pub fn nvidia_smi() -> Tool {
+/// `program` (found on `PATH`) under the one timeout policy of every external tool.
+pub fn external(program: impl Into<OsString>) -> Tool {
     Tool::new(
-        program_from(std::env::var_os(EnvVars::UNILAB_NVIDIA_SMI), "nvidia-smi"),
+        program,
         timeout_from(std::env::var_os(EnvVars::UNILAB_TOOL_TIMEOUT)),
     )
 }
 
+/// `nvidia-smi`, as the process environment names it.
+pub fn nvidia_smi() -> Tool {
+    external(program_from(
+        std::env::var_os(EnvVars::UNILAB_NVIDIA_SMI),
+        "nvidia-smi",
+    ))
+}
+
 /// `nvidia-cuda-mps-control`, as the process environment names it.
 pub fn mps_control() -> Tool {
-    Tool::new(
-        program_from(
-            std::env::var_os(EnvVars::UNILAB_MPS_CONTROL),
-            "nvidia-cuda-mps-control",
-        ),
-        timeout_from(std::env::var_os(EnvVars::UNILAB_TOOL_TIMEOUT)),
-    )
+    external(program_from(
+        std::env::var_os(EnvVars::UNILAB_MPS_CONTROL),
+        "nvidia-cuda-mps-control",
+    ))
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use crate::cli::HistoryArgs;
+use crate::diagnostic::Exit;
 use crate::env::FOLLOW_POLL_MS;
-use crate::error::{Error, Exit};
+use crate::error::Error;
 use crate::event::Subject;
 use crate::log::chain::to_hex;
 use crate::log::{LogReader, Record, Snapshot};

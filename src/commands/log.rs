@@ -1,6 +1,7 @@
 //! `unilab log verify`: walk the chain and rebuild the projections.
 
-use crate::error::{Error, Exit};
+use crate::diagnostic::Exit;
+use crate::error::Error;
 use crate::log::chain::to_hex;
 use crate::log::{LogError, LogReader};
 use crate::output::Output;

@@ -7,7 +7,8 @@ pub mod mps;
 pub mod soak;
 
 use crate::cli::{Cli, Command, LogCommand};
-use crate::error::{Error, Exit};
+use crate::diagnostic::Exit;
+use crate::error::Error;
 use crate::output::Output;
 use crate::paths::StatePaths;
 

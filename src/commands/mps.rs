@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::cli::{MpsCommand, StartArgs, StopArgs, TargetArgs};
+use crate::diagnostic::Exit;
 use crate::env::STOP_GRACE_SECS;
-use crate::error::{Error, Exit};
+use crate::error::Error;
 use crate::log::{EventLog, LogReader, Snapshot};
 use crate::mps::daemon::{self, StartRequest, Stopped};
 use crate::mps::doctor::{self, CheckStatus};
@@ -142,7 +143,7 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
             signal_hook::consts::SIGHUP,
         ] {
             signal_hook::flag::register(signal, Arc::clone(&stop))
-                .map_err(|e| Error::Internal(e.to_string()))?;
+                .map_err(Error::environment("install a signal handler"))?;
         }
         let grace = Duration::from_secs_f64(STOP_GRACE_SECS);
         let mut ready = None;
@@ -325,11 +326,11 @@ fn exec(
     let forward = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
         signal_hook::flag::register(signal, Arc::clone(&forward))
-            .map_err(|e| Error::Internal(e.to_string()))?;
+            .map_err(Error::environment("install a signal handler"))?;
     }
     let interrupted = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted))
-        .map_err(|e| Error::Internal(e.to_string()))?;
+        .map_err(Error::environment("install a signal handler"))?;
     let mut child = std::process::Command::new(program)
         .args(args)
         .envs(daemon::environment(&record))
@@ -341,7 +342,7 @@ fn exec(
     let status = loop {
         if let Some(status) = child
             .try_wait()
-            .map_err(|e| Error::Internal(e.to_string()))?
+            .map_err(Error::environment("wait for the command"))?
         {
             break status;
         }

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use crate::cli::{SoakCommand, SoakRunArgs};
-use crate::error::{Error, Exit};
+use crate::diagnostic::Exit;
+use crate::error::Error;
 use crate::event::soak::OutcomeStatus;
 use crate::log::{EventLog, Snapshot};
 use crate::output::{Output, human_time};
@@ -13,7 +14,9 @@ use crate::paths::StatePaths;
 use crate::process::SystemProc;
 use crate::projection::{self, SoakSummary, Soaks};
 use crate::snapshot::runtime_snapshot;
-use crate::soak::supervise::{self, SoakContext, SoakError, SoakSpec};
+use crate::soak::error::SoakError;
+use crate::soak::request::SoakRequest;
+use crate::soak::supervise::{self, SoakContext};
 use crate::soak::{abandon, artifact};
 use crate::time::unix_seconds;
 use crate::tool;
@@ -34,7 +37,9 @@ pub fn run(paths: &StatePaths, command: SoakCommand, out: &mut Output) -> Result
 pub fn snapshot(dir: Option<&Path>, out: &mut Output) -> Result<Exit, Error> {
     let dir = match dir {
         Some(dir) => dir.to_owned(),
-        None => std::env::current_dir().map_err(|e| Error::Internal(e.to_string()))?,
+        None => {
+            std::env::current_dir().map_err(Error::environment("read the current directory"))?
+        }
     };
     let value = runtime_snapshot(&dir, &tool::nvidia_smi());
     if out.json {
@@ -48,25 +53,26 @@ pub fn snapshot(dir: Option<&Path>, out: &mut Output) -> Result<Exit, Error> {
 }
 
 fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<Exit, Error> {
-    let spec = SoakSpec::validate(
-        args.command,
-        args.progress_dir,
-        args.output,
-        args.sample_interval,
-        args.startup_timeout,
-        args.stale_progress,
-        args.shutdown_grace,
-        args.min_duration,
-        args.cwd,
-        args.env,
-        args.meta,
-        paths.uid,
-    )?;
+    let spec = SoakRequest {
+        command: args.command,
+        progress_dir: args.progress_dir,
+        output: args.output,
+        sample_interval: args.sample_interval,
+        startup_timeout: args.startup_timeout,
+        stale_progress: args.stale_progress,
+        shutdown_grace: args.shutdown_grace,
+        min_duration: args.min_duration,
+        cwd: args.cwd,
+        env: args.env,
+        metadata: args.meta,
+    }
+    .validate(paths.uid)?;
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     let smi = tool::nvidia_smi();
     let runtime_json = runtime_snapshot(&spec.cwd, &smi).to_string();
-    let guard_program = std::env::current_exe()
-        .map_err(|e| Error::Internal(format!("cannot find the unilab binary: {e}")))?;
+    let guard_program = std::env::current_exe().map_err(Error::environment(
+        "find the unilab binary to run as the soak guard",
+    ))?;
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [
         signal_hook::consts::SIGINT,
@@ -74,7 +80,7 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
         signal_hook::consts::SIGHUP,
     ] {
         signal_hook::flag::register(signal, Arc::clone(&interrupted))
-            .map_err(|e| Error::Internal(e.to_string()))?;
+            .map_err(Error::environment("install a signal handler"))?;
     }
     out.flush()?;
     let ctx = SoakContext {

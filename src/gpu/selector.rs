@@ -10,6 +10,7 @@
 //! Everything resolves to canonical UUIDs of visible GPUs. MIG identifiers are refused.
 
 use super::TopologyPlan;
+use crate::diagnostic::Hint;
 use crate::event::{GpuIdentity, TopologyMode};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,8 +60,8 @@ pub enum SelectorError {
     Repeated(String),
 }
 
-impl SelectorError {
-    pub fn hint(&self) -> Option<String> {
+impl Hint for SelectorError {
+    fn hint(&self) -> Option<String> {
         match self {
             SelectorError::Ambiguous { visible } => Some(format!(
                 "pass one, e.g. `unilab mps start {}` or `unilab mps start {}`",

@@ -1,9 +1,13 @@
-//! GPU discovery through `nvidia-smi --query-gpu=... --format=csv,noheader,nounits`.
+//! Everything unilab asks `nvidia-smi`: GPU discovery (`mps doctor`, `status`, `start`), usage
+//! (the soak sampler) and versions (the runtime snapshot), through one query runner with the
+//! tool's timeout, one CSV splitter and one error type.
 //!
 //! The parser is tolerant where nvidia-smi is loose (`[N/A]` and friends, Xid or ECC event lines
 //! between rows) and strict where it matters: a row counts only if it has every field, an integer
 //! index and a `GPU-` UUID. Failures map to the messages nvidia-smi prints for them.
 
+use crate::diagnostic::Hint;
+use crate::event::soak::{GpuProcessSample, GpuSample};
 use crate::tool::{Tool, ToolError};
 
 use super::GpuInfo;
@@ -31,8 +35,8 @@ pub enum SmiError {
     Unreadable { excerpt: String },
 }
 
-impl SmiError {
-    pub fn hint(&self) -> Option<&'static str> {
+impl Hint for SmiError {
+    fn hint(&self) -> Option<String> {
         Some(match self {
             SmiError::Missing => {
                 "install the NVIDIA driver utilities, or name the binary with `UNILAB_NVIDIA_SMI`"
@@ -46,24 +50,46 @@ impl SmiError {
             SmiError::Spawn(_) | SmiError::Failed { .. } | SmiError::Unreadable { .. } => {
                 return None;
             }
-        })
+        }
+        .into())
     }
 }
 
-/// Lists the GPUs of this host.
-pub fn discover(smi: &Tool) -> Result<Vec<GpuInfo>, SmiError> {
+/// Runs one nvidia-smi query under the tool's timeout; its standard output, or what failed.
+fn query(smi: &Tool, args: &[&str]) -> Result<String, SmiError> {
     let mut cmd = smi.command();
-    cmd.args([QUERY_GPU, FORMAT]);
+    cmd.args(args);
     let output = smi.run(cmd, b"").map_err(|e| match e {
         ToolError::NotFound { .. } => SmiError::Missing,
         ToolError::Timeout { timeout, .. } => SmiError::Hung(timeout.as_secs_f64()),
         ToolError::Spawn { source, .. } => SmiError::Spawn(source),
     })?;
-    let text = format!("{}{}", output.stdout, output.stderr);
     if !output.status.success() {
-        return Err(classify_failure(output.code(), &text));
+        return Err(classify_failure(
+            output.code(),
+            &format!("{}{}", output.stdout, output.stderr),
+        ));
     }
-    let gpus = parse_gpu_csv(&output.stdout);
+    Ok(output.stdout)
+}
+
+/// The rows of a `--format=csv,noheader,nounits` answer that have exactly `fields` fields:
+/// nvidia-smi separates them by `", "`, and prints other lines (Xid or ECC events) between rows.
+fn csv_rows(text: &str, fields: usize) -> impl Iterator<Item = Vec<&str>> {
+    text.lines().filter_map(move |line| {
+        let row: Vec<&str> = line.split(", ").map(str::trim).collect();
+        (row.len() == fields).then_some(row)
+    })
+}
+
+fn is_uuid(field: &str) -> bool {
+    field.starts_with("GPU-") && field.len() >= 8 && !field.contains(char::is_whitespace)
+}
+
+/// Lists the GPUs of this host.
+pub fn discover(smi: &Tool) -> Result<Vec<GpuInfo>, SmiError> {
+    let text = query(smi, &[QUERY_GPU, FORMAT])?;
+    let gpus = parse_gpu_csv(&text);
     if gpus.is_empty() {
         if text.contains("No devices were found") {
             return Err(SmiError::NoDevices);
@@ -92,18 +118,14 @@ fn classify_failure(code: i32, text: &str) -> SmiError {
 
 /// Parses the rows of `--query-gpu=index,uuid,name`, skipping every line that is not one.
 pub fn parse_gpu_csv(text: &str) -> Vec<GpuInfo> {
-    text.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split(", ").map(str::trim).collect();
-            let [index, uuid, name] = fields.as_slice() else {
+    csv_rows(text, 3)
+        .filter_map(|row| {
+            let [index, uuid, name] = row.as_slice() else {
                 return None;
             };
-            let index = index.parse().ok()?;
-            if !uuid.starts_with("GPU-") || uuid.len() < 8 || uuid.contains(char::is_whitespace) {
-                return None;
-            }
+            is_uuid(uuid).then_some(())?;
             Some(GpuInfo {
-                index,
+                index: index.parse().ok()?,
                 uuid: (*uuid).to_owned(),
                 name: (*name).to_owned(),
             })
@@ -115,6 +137,70 @@ pub fn parse_gpu_csv(text: &str) -> Vec<GpuInfo> {
 /// anything else that is not a number.
 pub fn parse_value<T: std::str::FromStr>(field: &str) -> Option<T> {
     field.trim().parse().ok()
+}
+
+/// Every GPU's memory and utilisation now, with the compute processes on each: two queries.
+pub fn usage(smi: &Tool) -> Result<Vec<GpuSample>, SmiError> {
+    let text = query(
+        smi,
+        &[
+            "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu",
+            FORMAT,
+        ],
+    )?;
+    let mut gpus: Vec<GpuSample> = csv_rows(&text, 5)
+        .filter_map(|row| {
+            let [index, uuid, used, total, util] = row.as_slice() else {
+                return None;
+            };
+            is_uuid(uuid).then_some(())?;
+            Some(GpuSample {
+                index: index.parse().ok()?,
+                uuid: (*uuid).to_owned(),
+                memory_used_mib: parse_value(used),
+                memory_total_mib: parse_value(total),
+                utilization_percent: parse_value(util),
+                processes: Vec::new(),
+            })
+        })
+        .collect();
+    if gpus.is_empty() {
+        return Err(SmiError::NoDevices);
+    }
+    let apps = query(
+        smi,
+        &["--query-compute-apps=pid,used_gpu_memory,gpu_uuid", FORMAT],
+    )?;
+    for row in csv_rows(&apps, 3) {
+        let [pid, memory, uuid] = row.as_slice() else {
+            continue;
+        };
+        let Ok(pid) = pid.parse() else {
+            continue;
+        };
+        if let Some(gpu) = gpus.iter_mut().find(|g| g.uuid == *uuid) {
+            gpu.processes.push(GpuProcessSample {
+                pid,
+                used_memory_mib: parse_value(memory),
+            });
+        }
+    }
+    Ok(gpus)
+}
+
+/// The driver version (from a query) and the CUDA version (from the banner of a plain
+/// `nvidia-smi`), each `None` when nvidia-smi does not say.
+pub fn versions(smi: &Tool) -> (Option<String>, Option<String>) {
+    let driver = query(smi, &["--query-gpu=driver_version", FORMAT])
+        .ok()
+        .and_then(|text| text.lines().next().map(|l| l.trim().to_owned()));
+    let cuda = query(smi, &[]).ok().and_then(|banner| {
+        banner
+            .split("CUDA Version:")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next().map(str::to_owned))
+    });
+    (driver, cuda)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use super::chain::ChainBreak;
 use super::codec::CodecError;
 use super::migrate::MigrationError;
+use crate::diagnostic::{Boundary, Exit, Hint};
 use crate::event::Scope;
 
 #[derive(Debug, thiserror::Error)]
@@ -60,9 +61,20 @@ pub enum LogError {
     },
 }
 
-impl LogError {
-    /// A short suggestion of what to do next.
-    pub fn hint(&self) -> Option<String> {
+impl Boundary for LogError {
+    fn exit(&self) -> Exit {
+        match self {
+            LogError::ForeignScope { .. } | LogError::Busy { .. } | LogError::StateDir { .. } => {
+                Exit::Refused
+            }
+            LogError::Encode { .. } => Exit::Internal,
+            _ => Exit::LogBroken,
+        }
+    }
+}
+
+impl Hint for LogError {
+    fn hint(&self) -> Option<String> {
         match self {
             LogError::Unreadable { .. } | LogError::Damaged { .. } => Some(
                 "move the file aside to keep it for forensics; unilab starts a new log at that path"

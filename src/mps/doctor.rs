@@ -8,6 +8,7 @@ use super::daemon::{self, StartRequest};
 use super::dirs::{self, Occupant};
 use super::error::MpsError;
 use super::{Mps, status};
+use crate::diagnostic::Hint;
 use crate::env::DEFAULT_MPS_PIPE_DIRECTORY;
 use crate::log::{LogError, Snapshot};
 
@@ -64,10 +65,9 @@ pub fn doctor(
             topology
         }
         Err(e) => {
-            let hint = e.hint();
-            let detail = match &e {
-                MpsError::Smi(source) => source.to_string(),
-                other => other.to_string(),
+            let (detail, hint) = match &e {
+                MpsError::Smi(source) => (source.to_string(), source.hint()),
+                other => (other.to_string(), other.hint()),
             };
             checks.push(check("nvidia-smi", CheckStatus::Fail, detail, hint));
             return Ok(checks);
@@ -139,10 +139,9 @@ pub fn doctor(
             plan
         }
         Err(e) => {
-            let hint = e.hint();
-            let detail = match &e {
-                MpsError::Selector(source) => source.to_string(),
-                other => other.to_string(),
+            let (detail, hint) = match &e {
+                MpsError::Selector(source) => (source.to_string(), source.hint()),
+                other => (other.to_string(), other.hint()),
             };
             checks.push(check("selector", CheckStatus::Fail, detail, hint));
             return Ok(checks);

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::diagnostic::{Boundary, Exit, Hint};
 use crate::event::{StaleReason, TopologyMode};
 use crate::gpu::mask::MaskError;
 use crate::gpu::selector::SelectorError;
@@ -63,8 +64,6 @@ pub enum MpsError {
         pid: u32,
         reason: StaleReason,
     },
-    #[error("daemon `{name}` was no longer running ({}); its record was cleaned and nothing was signalled", .reason.as_str())]
-    Stale { name: String, reason: StaleReason },
     #[error("cannot stop daemon `{name}`")]
     Signal {
         name: String,
@@ -89,15 +88,18 @@ fn pid_note(pid: Option<u32>) -> String {
     pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
 }
 
-impl MpsError {
-    pub fn is_stale(&self) -> bool {
-        matches!(self, MpsError::Stale { .. })
+impl Boundary for MpsError {
+    fn exit(&self) -> Exit {
+        match self {
+            MpsError::Log(e) => e.exit(),
+            _ => Exit::Refused,
+        }
     }
+}
 
-    pub fn hint(&self) -> Option<String> {
+impl Hint for MpsError {
+    fn hint(&self) -> Option<String> {
         Some(match self {
-            MpsError::Smi(e) => return e.hint().map(str::to_owned),
-            MpsError::Selector(e) => return e.hint(),
             MpsError::Mask(_) => "set `CUDA_VISIBLE_DEVICES` to whole-GPU indices or UUIDs".into(),
             MpsError::ModeNotStartable { gpus, .. } => format!(
                 "start one daemon per GPU, e.g. `unilab mps start {}`",
@@ -130,9 +132,12 @@ impl MpsError {
             MpsError::NotRunning { name, .. } => {
                 format!("`unilab mps stop {name}` cleans the record; then start a new daemon")
             }
-            MpsError::Stale { .. } => "start a new daemon with `unilab mps start`".into(),
+            // Transparent: the log error's own hint, which the source chain skips.
             MpsError::Log(e) => return e.hint(),
-            MpsError::Io { .. }
+            // Their sources (nvidia-smi, the selector) carry the hint.
+            MpsError::Smi(_)
+            | MpsError::Selector(_)
+            | MpsError::Io { .. }
             | MpsError::Control(_)
             | MpsError::Signal { .. }
             | MpsError::Exec { .. } => return None,

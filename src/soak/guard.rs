@@ -27,6 +27,7 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+use super::watch::CommandState;
 use crate::process::{self, ProcSource, ProcessIdentity, Signal, SystemProc};
 
 /// The hidden subcommand the supervisor runs the guard as.
@@ -66,6 +67,15 @@ impl GuardStatus {
 
     pub fn exited(&self) -> bool {
         self.exit_code.is_some() || self.exit_signal.is_some() || self.spawn_failed.is_some()
+    }
+
+    /// The command's state as the soak's rules see it.
+    pub fn command_state(&self) -> CommandState {
+        match &self.spawn_failed {
+            Some(reason) => CommandState::SpawnFailed(reason.clone()),
+            None if self.exited() => CommandState::Exited,
+            None => CommandState::Running,
+        }
     }
 }
 

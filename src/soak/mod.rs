@@ -1,8 +1,18 @@
 //! Soak supervision: a long training command, its process tree, its GPUs and its progress.
+//!
+//! The rules that decide a soak — liveness by progress, the startup and stale limits, the
+//! verdict — are a pure core in [`watch`]. Around it: [`request`] (arguments to a checked spec),
+//! [`supervise`] (the I/O shell: guard, schedule, teardown, recording), [`guard`] (the process
+//! between supervisor and command), [`sampler`] and [`progress`] (what one sample reads),
+//! [`artifact`] (the canonical JSON rendered from the log) and [`abandon`] (soaks whose
+//! supervisor vanished).
 
 pub mod abandon;
 pub mod artifact;
+pub mod error;
 pub mod guard;
 pub mod progress;
+pub mod request;
 pub mod sampler;
 pub mod supervise;
+pub mod watch;

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::progress;
-use crate::event::soak::{GpuProcessSample, GpuSample, ProcessSample, Sample};
-use crate::gpu::smi::{FORMAT, parse_value};
+use crate::event::soak::{GpuSample, ProcessSample, Sample};
+use crate::gpu::smi;
 use crate::process::{self, ProcStat};
-use crate::tool::{Tool, ToolError};
+use crate::tool::Tool;
 
 /// Bytes in a memory page, for turning RSS pages into bytes.
 fn page_size() -> u64 {
@@ -87,7 +87,7 @@ impl GpuPoller {
         std::thread::spawn(move || {
             loop {
                 let began = Instant::now();
-                let reading = match read_gpus(&smi) {
+                let reading = match smi::usage(&smi) {
                     Ok(gpus) => GpuReading {
                         at: Some(Instant::now()),
                         gpus,
@@ -96,7 +96,7 @@ impl GpuPoller {
                     Err(error) => GpuReading {
                         at: Some(Instant::now()),
                         gpus: Vec::new(),
-                        error: Some(error),
+                        error: Some(error.to_string()),
                     },
                 };
                 if let Ok(mut slot) = shared.lock() {
@@ -143,74 +143,6 @@ impl GpuPoller {
             .collect();
         (gpus, reading.error)
     }
-}
-
-fn run_query(smi: &Tool, query: &str) -> Result<String, String> {
-    let mut cmd = smi.command();
-    cmd.args([query, FORMAT]);
-    match smi.run(cmd, b"") {
-        Ok(out) if out.status.success() => Ok(out.stdout),
-        Ok(out) => Err(format!(
-            "nvidia-smi exited with code {}: {}",
-            out.code(),
-            format!("{}{}", out.stdout, out.stderr)
-                .trim()
-                .lines()
-                .next()
-                .unwrap_or("")
-        )),
-        Err(ToolError::Timeout { timeout, .. }) => Err(format!(
-            "nvidia-smi did not answer within {} s",
-            timeout.as_secs_f64()
-        )),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// GPUs and their compute processes, from two nvidia-smi queries.
-pub fn read_gpus(smi: &Tool) -> Result<Vec<GpuSample>, String> {
-    let gpus = run_query(
-        smi,
-        "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu",
-    )?;
-    let mut samples: Vec<GpuSample> = gpus
-        .lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split(", ").map(str::trim).collect();
-            let [index, uuid, used, total, util] = f.as_slice() else {
-                return None;
-            };
-            uuid.starts_with("GPU-").then_some(())?;
-            Some(GpuSample {
-                index: index.parse().ok()?,
-                uuid: (*uuid).to_owned(),
-                memory_used_mib: parse_value(used),
-                memory_total_mib: parse_value(total),
-                utilization_percent: parse_value(util),
-                processes: Vec::new(),
-            })
-        })
-        .collect();
-    if samples.is_empty() {
-        return Err("nvidia-smi listed no GPUs".into());
-    }
-    let apps = run_query(smi, "--query-compute-apps=pid,used_gpu_memory,gpu_uuid")?;
-    for line in apps.lines() {
-        let f: Vec<&str> = line.split(", ").map(str::trim).collect();
-        let [pid, memory, uuid] = f.as_slice() else {
-            continue;
-        };
-        let Ok(pid) = pid.parse() else {
-            continue;
-        };
-        if let Some(gpu) = samples.iter_mut().find(|g| g.uuid == *uuid) {
-            gpu.processes.push(GpuProcessSample {
-                pid,
-                used_memory_mib: parse_value(memory),
-            });
-        }
-    }
-    Ok(samples)
 }
 
 /// Takes one sample of the tree under `root`.

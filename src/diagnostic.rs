@@ -1,0 +1,56 @@
+//! How an error presents itself to a person: the exit code it ends unilab with, and a hint of
+//! what to do next.
+//!
+//! Every error type that has something to suggest implements [`Hint`] for its own variants only;
+//! a variant that wraps another error as its `source()` leaves the suggestion to that error, and
+//! the renderer walks the `source()` chain to find the first hint. Each error at a boundary (the
+//! log, the MPS commands, the soak commands, the state paths) implements [`Boundary`] and decides
+//! its own exit code.
+
+/// unilab's exit codes, as documented in the README.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Success, or a soak that passed.
+    Success,
+    /// A soak failed; its artifact is still written.
+    SoakFailed,
+    /// The command line was not understood.
+    Usage,
+    /// A user-actionable refusal or error, including a failure of the environment (an
+    /// unreadable current directory, a signal handler that cannot be installed).
+    Refused,
+    /// A recorded daemon was found stale and its record cleaned.
+    Stale,
+    /// The event log failed verification or cannot be read.
+    LogBroken,
+    /// A bug in unilab.
+    Internal,
+    /// The exit status of a command unilab ran for the user (`mps exec`).
+    Passthrough(u8),
+}
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Success => 0,
+            Exit::SoakFailed => 1,
+            Exit::Usage => 2,
+            Exit::Refused => 3,
+            Exit::Stale => 4,
+            Exit::LogBroken => 5,
+            Exit::Internal => 70,
+            Exit::Passthrough(code) => code,
+        }
+    }
+}
+
+/// An error that may suggest what to do next.
+pub trait Hint: std::error::Error {
+    /// A short suggestion, or `None` when this error has none of its own (its source may).
+    fn hint(&self) -> Option<String>;
+}
+
+/// An error at a boundary of unilab, which decides the exit code it ends unilab with.
+pub trait Boundary: Hint {
+    fn exit(&self) -> Exit;
+}

@@ -1,0 +1,64 @@
+//! Errors of the soak commands.
+
+use std::path::PathBuf;
+
+use crate::diagnostic::{Boundary, Exit, Hint};
+use crate::log::LogError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SoakError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("refusing the progress directory `{}`: {reason}", .path.display())]
+    ProgressDir { path: PathBuf, reason: String },
+    #[error("cannot write the artifact `{}`", .path.display())]
+    Output {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot prepare `{}`", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Log(Box<LogError>),
+    #[error("no soak `{0}` is recorded")]
+    NoSuchSoak(String),
+}
+
+impl From<LogError> for SoakError {
+    fn from(e: LogError) -> Self {
+        SoakError::Log(Box::new(e))
+    }
+}
+
+impl Boundary for SoakError {
+    fn exit(&self) -> Exit {
+        match self {
+            SoakError::Invalid(_) => Exit::Usage,
+            SoakError::Log(e) => e.exit(),
+            _ => Exit::Refused,
+        }
+    }
+}
+
+impl Hint for SoakError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            SoakError::Invalid(_) => Some("see `unilab soak run --help`".into()),
+            SoakError::ProgressDir { .. } => Some(
+                "use a directory you own that others cannot write (e.g. `chmod go-w DIR`)".into(),
+            ),
+            SoakError::Output { .. } => {
+                Some("`unilab soak export ID --output FILE` writes it again from the log".into())
+            }
+            SoakError::NoSuchSoak(_) => Some("see `unilab soak list`".into()),
+            // Transparent: the log error's own hint, which the source chain skips.
+            SoakError::Log(e) => e.hint(),
+            SoakError::Io { .. } => None,
+        }
+    }
+}

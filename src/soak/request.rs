@@ -1,0 +1,121 @@
+//! `soak run`'s arguments, and the checked specification a soak runs from.
+//!
+//! Validate, then act: [`SoakRequest::validate`] checks the limits against each other and the
+//! directories against the user before anything is spawned or recorded.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::error::SoakError;
+use crate::event::soak::SoakParameters;
+
+/// What `soak run` was asked for, as given.
+#[derive(Debug, Clone)]
+pub struct SoakRequest {
+    pub command: Vec<String>,
+    pub progress_dir: PathBuf,
+    pub output: PathBuf,
+    pub sample_interval: Duration,
+    pub startup_timeout: Duration,
+    pub stale_progress: Duration,
+    pub shutdown_grace: Duration,
+    pub min_duration: Duration,
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+    pub metadata: Vec<(String, String)>,
+}
+
+/// A validated `soak run`: absolute, existing, trusted paths and consistent limits.
+#[derive(Debug, Clone)]
+pub struct SoakSpec {
+    pub command: Vec<String>,
+    pub progress_dir: PathBuf,
+    pub output: PathBuf,
+    pub parameters: SoakParameters,
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+pub(crate) fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn invalid<T>(message: impl Into<String>) -> Result<T, SoakError> {
+    Err(SoakError::Invalid(message.into()))
+}
+
+fn absolute(path: PathBuf) -> Result<PathBuf, SoakError> {
+    if path.is_absolute() {
+        return Ok(path);
+    }
+    std::env::current_dir()
+        .map(|cwd| cwd.join(&path))
+        .map_err(|source| SoakError::Io { path, source })
+}
+
+impl SoakRequest {
+    /// Checks the limits against each other and the directories against `uid`, creating the
+    /// progress directory if it does not exist.
+    pub fn validate(self, uid: u32) -> Result<SoakSpec, SoakError> {
+        if self.command.is_empty() {
+            return invalid("no command to run: put it after `--`");
+        }
+        if self.sample_interval < Duration::from_millis(10) {
+            return invalid("`--sample-interval` must be at least 10 ms");
+        }
+        if self.startup_timeout < self.sample_interval {
+            return invalid("`--startup-timeout` must be at least one sample interval");
+        }
+        if self.stale_progress < self.sample_interval {
+            return invalid("`--stale-progress` must be at least one sample interval");
+        }
+        let cwd = absolute(self.cwd.unwrap_or_else(|| PathBuf::from(".")))?;
+        let cwd = match std::fs::canonicalize(&cwd) {
+            Ok(resolved) if resolved.is_dir() => resolved,
+            _ => return invalid(format!("`--cwd {}` is not a directory", cwd.display())),
+        };
+        let progress_dir = trusted_progress_dir(absolute(self.progress_dir)?, uid)?;
+        let output = absolute(self.output)?;
+        if !output.parent().is_some_and(Path::is_dir) {
+            return invalid(format!(
+                "the directory of `--output {}` does not exist",
+                output.display()
+            ));
+        }
+        Ok(SoakSpec {
+            command: self.command,
+            progress_dir,
+            output,
+            parameters: SoakParameters {
+                sample_interval_ms: ms(self.sample_interval),
+                startup_timeout_ms: ms(self.startup_timeout),
+                stale_progress_ms: ms(self.stale_progress),
+                shutdown_grace_ms: ms(self.shutdown_grace),
+                min_duration_ms: ms(self.min_duration),
+            },
+            cwd,
+            env: self.env,
+            metadata: self.metadata.into_iter().collect(),
+        })
+    }
+}
+
+/// The progress directory, created if missing. Others' writes would fake progress: it must be
+/// the user's alone.
+fn trusted_progress_dir(progress_dir: PathBuf, uid: u32) -> Result<PathBuf, SoakError> {
+    if !progress_dir.exists() {
+        std::fs::create_dir_all(&progress_dir).map_err(|source| SoakError::Io {
+            path: progress_dir.clone(),
+            source,
+        })?;
+    }
+    match crate::paths::distrust_directory(&progress_dir, uid) {
+        None => Ok(progress_dir),
+        Some(reason) => Err(SoakError::ProgressDir {
+            path: progress_dir,
+            reason,
+        }),
+    }
+}

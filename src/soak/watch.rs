@@ -1,0 +1,451 @@
+//! The soak's rules as a pure core: no processes, no clock, no I/O.
+//!
+//! [`Watch`] is fed one [`Observation`] per sample — how long the command has run, the progress
+//! directory's signature, what its guard reported, whether unilab was interrupted — and says
+//! whether the soak goes on, the command has exited, or the soak must fail and why. [`verdict`]
+//! turns what the run ended with into the recorded [`Outcome`]. The supervisor (`supervise`) is
+//! a thin I/O shell over these two.
+
+use std::time::Duration;
+
+use crate::event::soak::{
+    ExitInfo, FailureKind, LeakedProcess, Outcome, OutcomeStatus, ProgressSignature, SoakParameters,
+};
+
+/// What the command's guard has reported so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandState {
+    Running,
+    Exited,
+    SpawnFailed(String),
+}
+
+/// What the supervisor saw at one sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    /// Time since the command was spawned.
+    pub elapsed: Duration,
+    pub progress: ProgressSignature,
+    pub command: CommandState,
+    pub interrupted: bool,
+}
+
+/// Why a soak fails, decided before the command's own exit could judge it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub reason: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, reason: impl Into<String>) -> Self {
+        Self {
+            kind,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What the supervisor does after an observation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Sample again at the next due time.
+    Continue,
+    /// The command exited: stop sampling and judge it.
+    Exited,
+    /// The soak fails: stop the tree.
+    Fail(Failure),
+}
+
+/// The liveness rules of one soak, and what it has seen of the progress directory.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    startup_timeout: Duration,
+    stale_progress: Duration,
+    progress_dir: String,
+    last_signature: ProgressSignature,
+    first_progress: Option<Duration>,
+    last_change: Option<Duration>,
+}
+
+fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis)
+}
+
+fn secs(millis: u64) -> f64 {
+    millis as f64 / 1000.0
+}
+
+impl Watch {
+    /// A watch over `progress_dir`, whose signature before the command started is `baseline`.
+    pub fn new(
+        parameters: &SoakParameters,
+        progress_dir: &str,
+        baseline: ProgressSignature,
+    ) -> Self {
+        Self {
+            startup_timeout: ms(parameters.startup_timeout_ms),
+            stale_progress: ms(parameters.stale_progress_ms),
+            progress_dir: progress_dir.to_owned(),
+            last_signature: baseline,
+            first_progress: None,
+            last_change: None,
+        }
+    }
+
+    /// When progress was first seen, after spawn.
+    pub fn first_progress(&self) -> Option<Duration> {
+        self.first_progress
+    }
+
+    /// When the progress directory last changed, after spawn.
+    pub fn last_change(&self) -> Option<Duration> {
+        self.last_change
+    }
+
+    /// Takes in one observation. Any change of the signature is progress. Then, in this order:
+    /// a command that could not be spawned fails the soak; one that exited ends the watch; an
+    /// interruption fails it; no progress by the startup timeout fails it; and once progress was
+    /// seen, no change for the stale period fails it.
+    pub fn observe(&mut self, observation: &Observation) -> Next {
+        let elapsed = observation.elapsed;
+        if observation.progress != self.last_signature {
+            self.last_signature = observation.progress;
+            self.first_progress.get_or_insert(elapsed);
+            self.last_change = Some(elapsed);
+        }
+        match &observation.command {
+            CommandState::SpawnFailed(reason) => {
+                return Next::Fail(Failure::new(FailureKind::SpawnFailed, reason.clone()));
+            }
+            CommandState::Exited => return Next::Exited,
+            CommandState::Running => {}
+        }
+        if observation.interrupted {
+            return Next::Fail(Failure::new(
+                FailureKind::Interrupted,
+                "unilab was interrupted; the command was stopped",
+            ));
+        }
+        if self.first_progress.is_none() && elapsed >= self.startup_timeout {
+            return Next::Fail(Failure::new(
+                FailureKind::StartupTimeout,
+                format!(
+                    "no progress in `{}` within the startup timeout of {} s",
+                    self.progress_dir,
+                    self.startup_timeout.as_secs_f64()
+                ),
+            ));
+        }
+        if let Some(change) = self.last_change
+            && elapsed.saturating_sub(change) >= self.stale_progress
+        {
+            return Next::Fail(Failure::new(
+                FailureKind::StaleProgress,
+                format!(
+                    "no progress for {:.1} s (stale after {} s)",
+                    (elapsed - change).as_secs_f64(),
+                    self.stale_progress.as_secs_f64()
+                ),
+            ));
+        }
+        Next::Continue
+    }
+}
+
+/// How the command exited, in words, or `None` for exit code 0.
+fn describe_exit(exit: ExitInfo) -> Option<String> {
+    match (exit.code, exit.signal) {
+        (Some(0), _) => None,
+        (Some(code), _) => Some(format!("the command exited with code {code}")),
+        (None, Some(signal)) => Some(format!(
+            "the command was killed by signal {signal}{}",
+            nix::sys::signal::Signal::try_from(signal)
+                .map(|s| format!(" ({})", s.as_str()))
+                .unwrap_or_default()
+        )),
+        (None, None) => Some("the command's exit status is unknown".into()),
+    }
+}
+
+fn failed(kind: FailureKind, reason: String) -> Outcome {
+    Outcome {
+        status: OutcomeStatus::Failed,
+        failure_kind: Some(kind),
+        reason,
+    }
+}
+
+/// The outcome of a soak, from the first that applies: a failure the watch or the supervisor
+/// decided; the command's own failure; processes that outlived it; a run shorter than the
+/// minimum; else it passed.
+pub fn verdict(
+    failure: Option<Failure>,
+    exit: ExitInfo,
+    leaked: &[LeakedProcess],
+    run_time: Duration,
+    parameters: &SoakParameters,
+) -> Outcome {
+    if let Some(Failure { kind, reason }) = failure {
+        return failed(kind, reason);
+    }
+    if let Some(reason) = describe_exit(exit) {
+        return failed(FailureKind::CommandFailed, reason);
+    }
+    if !leaked.is_empty() {
+        let names: Vec<String> = leaked
+            .iter()
+            .map(|l| format!("{} ({})", l.identity.pid, l.name))
+            .collect();
+        return failed(
+            FailureKind::LeakedProcesses,
+            format!(
+                "{} process(es) outlived the command by the {} s grace period and were killed: {}",
+                leaked.len(),
+                secs(parameters.shutdown_grace_ms),
+                names.join(", ")
+            ),
+        );
+    }
+    let min_duration = ms(parameters.min_duration_ms);
+    if run_time < min_duration {
+        return failed(
+            FailureKind::TooShort,
+            format!(
+                "ran {:.1} s, less than the minimum of {} s",
+                run_time.as_secs_f64(),
+                min_duration.as_secs_f64()
+            ),
+        );
+    }
+    Outcome {
+        status: OutcomeStatus::Passed,
+        failure_kind: None,
+        reason: format!("the command exited 0 after {:.1} s", run_time.as_secs_f64()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::ProcessIdentity;
+
+    const PARAMETERS: SoakParameters = SoakParameters {
+        sample_interval_ms: 1000,
+        startup_timeout_ms: 10_000,
+        stale_progress_ms: 5000,
+        shutdown_grace_ms: 2000,
+        min_duration_ms: 30_000,
+    };
+
+    fn signature(files: u64) -> ProgressSignature {
+        ProgressSignature {
+            files,
+            bytes: files * 10,
+            newest_mtime_ns: Some(files as i64),
+        }
+    }
+
+    fn at(seconds: u64, files: u64) -> Observation {
+        Observation {
+            elapsed: Duration::from_secs(seconds),
+            progress: signature(files),
+            command: CommandState::Running,
+            interrupted: false,
+        }
+    }
+
+    /// Feeds `observations` to a fresh watch whose baseline has no files; returns every answer.
+    fn given(observations: &[Observation]) -> (Watch, Vec<Next>) {
+        let mut watch = Watch::new(&PARAMETERS, "/progress", signature(0));
+        let answers = observations.iter().map(|o| watch.observe(o)).collect();
+        (watch, answers)
+    }
+
+    fn kind(next: &Next) -> Option<FailureKind> {
+        match next {
+            Next::Fail(failure) => Some(failure.kind),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn no_progress_before_the_startup_timeout_goes_on_and_at_it_fails() {
+        let (_, answers) = given(&[at(0, 0), at(9, 0), at(10, 0)]);
+        assert_eq!(answers[0], Next::Continue);
+        assert_eq!(answers[1], Next::Continue);
+        assert_eq!(kind(&answers[2]), Some(FailureKind::StartupTimeout));
+        let Next::Fail(failure) = &answers[2] else {
+            unreachable!()
+        };
+        assert_eq!(
+            failure.reason,
+            "no progress in `/progress` within the startup timeout of 10 s"
+        );
+    }
+
+    #[test]
+    fn progress_first_seen_at_the_startup_deadline_counts() {
+        let (watch, answers) = given(&[at(0, 0), at(10, 1)]);
+        assert_eq!(answers[1], Next::Continue);
+        assert_eq!(watch.first_progress(), Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn what_the_directory_held_before_the_command_is_not_progress() {
+        let mut watch = Watch::new(&PARAMETERS, "/progress", signature(3));
+        assert_eq!(watch.observe(&at(1, 3)), Next::Continue);
+        assert_eq!(watch.first_progress(), None);
+        assert_eq!(watch.observe(&at(2, 4)), Next::Continue);
+        assert_eq!(watch.first_progress(), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn progress_that_stops_fails_exactly_at_the_stale_period() {
+        let (watch, answers) = given(&[at(1, 1), at(2, 2), at(6, 2), at(7, 2)]);
+        assert_eq!(
+            answers[..3],
+            [Next::Continue, Next::Continue, Next::Continue]
+        );
+        assert_eq!(kind(&answers[3]), Some(FailureKind::StaleProgress));
+        assert_eq!(watch.first_progress(), Some(Duration::from_secs(1)));
+        assert_eq!(watch.last_change(), Some(Duration::from_secs(2)));
+        let Next::Fail(failure) = &answers[3] else {
+            unreachable!()
+        };
+        assert_eq!(failure.reason, "no progress for 5.0 s (stale after 5 s)");
+    }
+
+    #[test]
+    fn any_change_of_the_signature_is_progress_even_a_shrinking_one() {
+        let (watch, answers) = given(&[at(1, 5), at(5, 2), at(9, 2)]);
+        assert!(answers.iter().all(|a| *a == Next::Continue), "{answers:?}");
+        assert_eq!(watch.last_change(), Some(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn once_progress_was_seen_the_startup_timeout_no_longer_applies() {
+        let (_, answers) = given(&[at(1, 1), at(3, 2), at(5, 3), at(8, 4), at(12, 5)]);
+        assert!(answers.iter().all(|a| *a == Next::Continue), "{answers:?}");
+    }
+
+    #[test]
+    fn an_exited_command_ends_the_watch_even_when_progress_is_stale() {
+        let mut exited = at(30, 1);
+        exited.command = CommandState::Exited;
+        let (_, answers) = given(&[at(1, 1), exited]);
+        assert_eq!(answers[1], Next::Exited);
+    }
+
+    #[test]
+    fn a_spawn_failure_fails_with_the_guards_reason() {
+        let mut observation = at(0, 0);
+        observation.command = CommandState::SpawnFailed("cannot run `x`".into());
+        let (_, answers) = given(&[observation]);
+        assert_eq!(
+            answers[0],
+            Next::Fail(Failure::new(FailureKind::SpawnFailed, "cannot run `x`"))
+        );
+    }
+
+    #[test]
+    fn an_interruption_wins_over_a_timeout_seen_at_the_same_time() {
+        let mut observation = at(60, 0);
+        observation.interrupted = true;
+        let (_, answers) = given(&[observation]);
+        assert_eq!(kind(&answers[0]), Some(FailureKind::Interrupted));
+    }
+
+    #[test]
+    fn an_exit_seen_with_an_interruption_is_judged_as_an_exit() {
+        let mut observation = at(60, 1);
+        observation.interrupted = true;
+        observation.command = CommandState::Exited;
+        let (_, answers) = given(&[observation]);
+        assert_eq!(answers[0], Next::Exited);
+    }
+
+    const CLEAN: ExitInfo = ExitInfo {
+        code: Some(0),
+        signal: None,
+    };
+
+    fn long_enough() -> Duration {
+        Duration::from_secs(30)
+    }
+
+    #[test]
+    fn a_clean_exit_after_the_minimum_passes() {
+        let outcome = verdict(None, CLEAN, &[], long_enough(), &PARAMETERS);
+        assert_eq!(outcome.status, OutcomeStatus::Passed);
+        assert_eq!(outcome.reason, "the command exited 0 after 30.0 s");
+    }
+
+    #[test]
+    fn a_run_just_under_the_minimum_is_too_short() {
+        let run = long_enough() - Duration::from_millis(1);
+        let outcome = verdict(None, CLEAN, &[], run, &PARAMETERS);
+        assert_eq!(outcome.failure_kind, Some(FailureKind::TooShort));
+        assert_eq!(outcome.reason, "ran 30.0 s, less than the minimum of 30 s");
+    }
+
+    #[test]
+    fn a_failure_decided_during_the_run_wins_over_everything_after_it() {
+        let failure = Failure::new(FailureKind::StaleProgress, "stale");
+        let outcome = verdict(Some(failure), CLEAN, &[], Duration::ZERO, &PARAMETERS);
+        assert_eq!(outcome.failure_kind, Some(FailureKind::StaleProgress));
+        assert_eq!(outcome.reason, "stale");
+    }
+
+    #[test]
+    fn the_commands_exit_is_judged_before_leaks_and_duration() {
+        for (exit, reason) in [
+            (
+                ExitInfo {
+                    code: Some(3),
+                    signal: None,
+                },
+                "the command exited with code 3",
+            ),
+            (
+                ExitInfo {
+                    code: None,
+                    signal: Some(9),
+                },
+                "the command was killed by signal 9 (SIGKILL)",
+            ),
+            (
+                ExitInfo {
+                    code: None,
+                    signal: None,
+                },
+                "the command's exit status is unknown",
+            ),
+        ] {
+            let outcome = verdict(None, exit, &leak(), Duration::ZERO, &PARAMETERS);
+            assert_eq!(outcome.failure_kind, Some(FailureKind::CommandFailed));
+            assert_eq!(outcome.reason, reason);
+        }
+    }
+
+    fn leak() -> Vec<LeakedProcess> {
+        vec![LeakedProcess {
+            identity: ProcessIdentity {
+                pid: 77,
+                start_ticks: 1,
+            },
+            name: "sleep".into(),
+            cmdline: vec!["sleep".into(), "600".into()],
+        }]
+    }
+
+    #[test]
+    fn processes_that_outlive_a_clean_exit_fail_the_soak_by_name() {
+        let outcome = verdict(None, CLEAN, &leak(), long_enough(), &PARAMETERS);
+        assert_eq!(outcome.failure_kind, Some(FailureKind::LeakedProcesses));
+        assert_eq!(
+            outcome.reason,
+            "1 process(es) outlived the command by the 2 s grace period and were killed: 77 (sleep)"
+        );
+    }
+}
