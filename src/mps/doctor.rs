@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::daemon::{self, StartRequest};
+use super::daemon::{self, Plan, StartRequest, Topology};
 use super::dirs::{self, Occupant};
 use super::error::MpsError;
 use super::{Mps, status};
@@ -50,20 +50,7 @@ pub fn doctor(
 ) -> Result<Vec<Check>, LogError> {
     let mut checks = Vec::new();
     let topology = match daemon::topology(mps) {
-        Ok(topology) => {
-            let names: Vec<String> = topology
-                .gpus
-                .iter()
-                .map(|g| format!("{} {}", g.index, g.uuid))
-                .collect();
-            checks.push(check(
-                "nvidia-smi",
-                CheckStatus::Ok,
-                format!("{} GPU(s): {}", topology.gpus.len(), names.join(", ")),
-                None,
-            ));
-            topology
-        }
+        Ok(topology) => topology,
         Err(e) => {
             let (detail, hint) = match &e {
                 MpsError::Smi(source) => (source.to_string(), source.hint()),
@@ -73,7 +60,63 @@ pub fn doctor(
             return Ok(checks);
         }
     };
+    checks.extend(topology_checks(mps, &topology));
+    let request = StartRequest {
+        selector: selector.map(str::to_owned),
+        ..StartRequest::default()
+    };
+    let plan = match daemon::plan(mps, &request) {
+        Ok(plan) => {
+            checks.push(check(
+                "selector",
+                CheckStatus::Ok,
+                format!(
+                    "`{}` → {} on {}",
+                    selector.unwrap_or("(none)"),
+                    plan.topology.topology_mode,
+                    plan.gpu
+                ),
+                None,
+            ));
+            plan
+        }
+        Err(e) => {
+            let (detail, hint) = match &e {
+                MpsError::Selector(source) => (source.to_string(), source.hint()),
+                other => (other.to_string(), other.hint()),
+            };
+            checks.push(check("selector", CheckStatus::Fail, detail, hint));
+            return Ok(checks);
+        }
+    };
+    let managed = status::managed(mps, snapshot)?;
+    let ours: Vec<&status::ManagedDaemon> = managed
+        .iter()
+        .filter(|m| m.record.name == plan.name || m.record.gpu_uuids.contains(&plan.gpu))
+        .collect();
+    let live_here = ours
+        .iter()
+        .any(|m| m.live && Path::new(&m.record.pipe_directory) == plan.pipe_directory);
+    checks.push(daemon_check(&plan, &ours));
+    checks.push(pipe_check(mps, &plan.pipe_directory, live_here));
+    checks.push(log_check(&plan.log_directory));
+    checks.extend(system_daemon_check(mps));
+    Ok(checks)
+}
 
+/// What nvidia-smi lists, what the mask leaves visible, and whether CUDA's ordinals match.
+fn topology_checks(mps: &Mps, topology: &Topology) -> Vec<Check> {
+    let names: Vec<String> = topology
+        .gpus
+        .iter()
+        .map(|g| format!("{} {}", g.index, g.uuid))
+        .collect();
+    let mut checks = vec![check(
+        "nvidia-smi",
+        CheckStatus::Ok,
+        format!("{} GPU(s): {}", topology.gpus.len(), names.join(", ")),
+        None,
+    )];
     let mask = mps.env.cuda_visible_devices.as_deref();
     let visible: Vec<&str> = topology
         .visible
@@ -118,46 +161,13 @@ pub fn doctor(
             Some("`export CUDA_DEVICE_ORDER=PCI_BUS_ID`, or select GPUs by UUID".into()),
         ));
     }
+    checks
+}
 
-    let request = StartRequest {
-        selector: selector.map(str::to_owned),
-        ..StartRequest::default()
-    };
-    let plan = match daemon::plan(mps, &request) {
-        Ok(plan) => {
-            checks.push(check(
-                "selector",
-                CheckStatus::Ok,
-                format!(
-                    "`{}` → {} on {}",
-                    selector.unwrap_or("(none)"),
-                    plan.topology.topology_mode,
-                    plan.gpu
-                ),
-                None,
-            ));
-            plan
-        }
-        Err(e) => {
-            let (detail, hint) = match &e {
-                MpsError::Selector(source) => (source.to_string(), source.hint()),
-                other => (other.to_string(), other.hint()),
-            };
-            checks.push(check("selector", CheckStatus::Fail, detail, hint));
-            return Ok(checks);
-        }
-    };
-
-    let managed = status::managed(mps, snapshot)?;
-    let ours: Vec<&status::ManagedDaemon> = managed
-        .iter()
-        .filter(|m| m.record.name == plan.name || m.record.gpu_uuids.contains(&plan.gpu))
-        .collect();
-    let live_here = ours
-        .iter()
-        .any(|m| m.live && Path::new(&m.record.pipe_directory) == plan.pipe_directory);
-    checks.push(match ours.iter().find(|m| m.live) {
-        Some(m) => check(
+/// Whether a daemon of this user already serves the planned name or GPU.
+fn daemon_check(plan: &Plan, ours: &[&status::ManagedDaemon]) -> Check {
+    if let Some(m) = ours.iter().find(|m| m.live) {
+        return check(
             "daemon",
             CheckStatus::Ok,
             format!(
@@ -165,41 +175,42 @@ pub fn doctor(
                 m.record.name, m.record.pid, plan.gpu
             ),
             None,
-        ),
-        None => match ours.first() {
-            Some(m) => check(
-                "daemon",
-                CheckStatus::Warn,
-                format!("the record of `{}` is stale ({})", m.record.name, m.state),
-                Some(format!("`unilab mps stop {}` cleans it", m.record.name)),
-            ),
-            None => check(
-                "daemon",
-                CheckStatus::Ok,
-                format!(
-                    "none yet for {}; `unilab mps start` would name it `{}`",
-                    plan.gpu, plan.name
-                ),
-                None,
-            ),
-        },
-    });
-
-    checks.push(pipe_check(mps, &plan.pipe_directory, live_here));
-    checks.push(log_check(&plan.log_directory));
-    if let Occupant::Live { pid } = dirs::occupant(mps.proc, Path::new(DEFAULT_MPS_PIPE_DIRECTORY))
-    {
-        checks.push(check(
-            "system daemon",
-            CheckStatus::Warn,
-            format!(
-                "a daemon{} answers in NVIDIA's default `{DEFAULT_MPS_PIPE_DIRECTORY}`; clients without CUDA_MPS_PIPE_DIRECTORY use it",
-                pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
-            ),
-            Some("run clients through `unilab mps exec` or `unilab mps env` to reach your own".into()),
-        ));
+        );
     }
-    Ok(checks)
+    match ours.first() {
+        Some(m) => check(
+            "daemon",
+            CheckStatus::Warn,
+            format!("the record of `{}` is stale ({})", m.record.name, m.state),
+            Some(format!("`unilab mps stop {}` cleans it", m.record.name)),
+        ),
+        None => check(
+            "daemon",
+            CheckStatus::Ok,
+            format!(
+                "none yet for {}; `unilab mps start` would name it `{}`",
+                plan.gpu, plan.name
+            ),
+            None,
+        ),
+    }
+}
+
+/// A daemon in NVIDIA's default pipe directory, which clients reach unless told otherwise.
+fn system_daemon_check(mps: &Mps) -> Option<Check> {
+    let Occupant::Live { pid } = dirs::occupant(mps.proc, Path::new(DEFAULT_MPS_PIPE_DIRECTORY))
+    else {
+        return None;
+    };
+    Some(check(
+        "system daemon",
+        CheckStatus::Warn,
+        format!(
+            "a daemon{} answers in NVIDIA's default `{DEFAULT_MPS_PIPE_DIRECTORY}`; clients without CUDA_MPS_PIPE_DIRECTORY use it",
+            pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+        ),
+        Some("run clients through `unilab mps exec` or `unilab mps env` to reach your own".into()),
+    ))
 }
 
 fn pipe_check(mps: &Mps, pipe_directory: &Path, ours_live: bool) -> Check {

@@ -10,10 +10,11 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use crate::event::soak::{OutcomeStatus, ProcessSample, Sample, SoakEnd, SoakStart};
+use crate::event::soak::{ProcessSample, Sample, SoakEnd, SoakStart};
 use crate::event::{Event, Subject};
 use crate::log::chain::{Hash, to_hex};
-use crate::log::{LogError, Snapshot};
+use crate::log::{LogError, Projection, Snapshot, Update};
+use crate::projection::{SoakState, SoakSummary, Soaks};
 use crate::process::ProcessIdentity;
 use crate::time::unix_seconds;
 
@@ -29,54 +30,61 @@ pub enum Ending {
     },
 }
 
-/// Everything the artifact is made of.
+/// Everything the artifact is made of: the soak's events up to and including its verdict.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SoakRecords {
+    /// The `soaks` projection folded over exactly these events: state, times and sequences.
+    pub summary: SoakSummary,
     pub start: SoakStart,
-    pub started_at_us: i64,
     pub samples: Vec<Sample>,
-    pub ending: Option<(Ending, i64)>,
-    pub first_seq: u64,
-    pub last_seq: u64,
+    pub ending: Option<Ending>,
+    /// The hash of the last of these events, which ties the artifact to the chain.
     pub last_hash: Hash,
 }
 
-/// Gathers a soak's events, up to and including its verdict; `None` for an unknown soak.
+/// Gathers a soak's events, up to and including its verdict; `None` for an unknown soak. Which
+/// events belong to the soak is the projection's rule ([`Soaks::apply`]), applied here too.
 pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>, LogError> {
-    let mut records: Option<SoakRecords> = None;
+    let mut summary: Option<SoakSummary> = None;
+    let mut start = None;
+    let mut samples = Vec::new();
+    let mut ending = None;
+    let mut last_hash = None;
     for seq in snapshot.subject_seqs(&Subject::Soak(soak_id.to_owned()), 1)? {
+        if summary
+            .as_ref()
+            .is_some_and(|s| s.state != SoakState::Running)
+        {
+            break;
+        }
         let Some(record) = snapshot.get(seq)? else {
             continue;
         };
-        let at = record.envelope.recorded_at_us;
-        match (record.envelope.event, records.as_mut()) {
-            (Event::SoakStarted(start), None) => {
-                records = Some(SoakRecords {
-                    start: *start,
-                    started_at_us: at,
-                    samples: Vec::new(),
-                    ending: None,
-                    first_seq: seq,
-                    last_seq: seq,
-                    last_hash: record.hash,
-                });
-            }
-            (event, Some(r)) if r.ending.is_none() => {
-                match event {
-                    Event::SoakSampled(sample) => r.samples.push(*sample),
-                    Event::SoakFinished(end) => r.ending = Some((Ending::Finished(end), at)),
-                    Event::SoakAbandoned { supervisor, reason } => {
-                        r.ending = Some((Ending::Abandoned { supervisor, reason }, at));
-                    }
-                    _ => continue,
-                }
-                r.last_seq = seq;
-                r.last_hash = record.hash;
+        let Update::Put(next) = Soaks::apply(summary.as_ref(), &record.envelope) else {
+            continue;
+        };
+        summary = Some(next);
+        last_hash = Some(record.hash);
+        match record.envelope.event {
+            Event::SoakStarted(started) => start = Some(*started),
+            Event::SoakSampled(sample) => samples.push(*sample),
+            Event::SoakFinished(end) => ending = Some(Ending::Finished(end)),
+            Event::SoakAbandoned { supervisor, reason } => {
+                ending = Some(Ending::Abandoned { supervisor, reason });
             }
             _ => {}
         }
     }
-    Ok(records)
+    Ok(match (summary, start, last_hash) {
+        (Some(summary), Some(start), Some(last_hash)) => Some(SoakRecords {
+            summary,
+            start,
+            samples,
+            ending,
+            last_hash,
+        }),
+        _ => None,
+    })
 }
 
 fn seconds(ms: u64) -> f64 {
@@ -156,77 +164,48 @@ fn body(records: &SoakRecords) -> Value {
         .iter()
         .map(|s| sample_row(s, ticks))
         .collect();
-    let params = &start.parameters;
-    let runtime: Value = serde_json::from_str(&start.runtime_json).unwrap_or(Value::Null);
-    let (outcome, exit, duration, end, ended_at) = match &records.ending {
-        Some((Ending::Finished(end), at)) => (
-            json!({
-                "status": end.outcome.status.as_str(),
-                "failure_kind": end.outcome.failure_kind.map(|k| serde_json::to_value(k).unwrap_or(Value::Null)),
-                "reason": end.outcome.reason,
-            }),
-            end.exit
-                .map(|e| json!({ "code": e.code, "signal": e.signal })),
-            Some(seconds(end.duration_ms)),
-            Some(end.as_ref()),
-            Some(unix_seconds(*at)),
-        ),
-        Some((Ending::Abandoned { supervisor, reason }, at)) => (
-            json!({
-                "status": OutcomeStatus::Abandoned.as_str(),
-                "failure_kind": null,
-                "reason": format!("{reason} (supervisor pid {})", supervisor.pid),
-            }),
-            None,
-            None,
-            None,
-            Some(unix_seconds(*at)),
-        ),
-        None => (
-            json!({ "status": "running", "failure_kind": null, "reason": "" }),
-            None,
-            None,
-            None,
-            None,
-        ),
+    let end = match &records.ending {
+        Some(Ending::Finished(end)) => Some(end.as_ref()),
+        _ => None,
     };
     let last_progress = records
         .samples
         .last()
         .map(|s| s.progress)
         .unwrap_or_default();
+    let summary_row = &records.summary;
     let mut object = Map::new();
     object.insert("schema".into(), SCHEMA.into());
     object.insert("soak_id".into(), start.soak_id.clone().into());
     object.insert("command".into(), json!(start.command));
     object.insert("cwd".into(), start.cwd.clone().into());
-    object.insert(
-        "parameters".into(),
-        json!({
-            "sample_interval_seconds": seconds(params.sample_interval_ms),
-            "startup_timeout_seconds": seconds(params.startup_timeout_ms),
-            "stale_progress_seconds": seconds(params.stale_progress_ms),
-            "shutdown_grace_seconds": seconds(params.shutdown_grace_ms),
-            "min_duration_seconds": seconds(params.min_duration_ms),
-            "progress_dir": start.progress_dir,
-            "output": start.output,
-            "environment": start.environment,
-        }),
-    );
+    object.insert("parameters".into(), parameters(start));
     object.insert("metadata".into(), json!(start.metadata));
-    object.insert("runtime".into(), runtime);
+    object.insert(
+        "runtime".into(),
+        serde_json::from_str(&start.runtime_json).unwrap_or(Value::Null),
+    );
     object.insert(
         "supervisor".into(),
         json!({ "pid": start.supervisor.pid, "start_ticks": start.supervisor.start_ticks }),
     );
     object.insert(
         "started_at".into(),
-        unix_seconds(records.started_at_us).into(),
+        unix_seconds(summary_row.started_at_us).into(),
     );
-    object.insert("ended_at".into(), json!(ended_at));
-    object.insert("duration_seconds".into(), json!(duration));
-    object.insert("outcome".into(), outcome);
-    object.insert("exit".into(), json!(exit));
+    object.insert(
+        "ended_at".into(),
+        json!(summary_row.ended_at_us.map(unix_seconds)),
+    );
+    object.insert(
+        "duration_seconds".into(),
+        json!(end.map(|e| seconds(e.duration_ms))),
+    );
+    object.insert("outcome".into(), outcome(records));
+    object.insert(
+        "exit".into(),
+        json!(end.and_then(|e| e.exit).map(|e| json!({ "code": e.code, "signal": e.signal }))),
+    );
     object.insert(
         "progress".into(),
         json!({
@@ -238,15 +217,7 @@ fn body(records: &SoakRecords) -> Value {
     );
     object.insert("summary".into(), summary(&records.samples, &rows));
     object.insert("samples".into(), Value::Array(rows));
-    object.insert(
-        "leaked_processes".into(),
-        json!(end.map(|e| e
-            .leaked_processes
-            .iter()
-            .map(|l| json!({ "pid": l.identity.pid, "start_ticks": l.identity.start_ticks, "name": l.name, "cmdline": l.cmdline }))
-            .collect::<Vec<_>>())
-            .unwrap_or_default()),
-    );
+    object.insert("leaked_processes".into(), leaked_processes(end));
     object.insert(
         "output_tail".into(),
         json!({
@@ -256,9 +227,52 @@ fn body(records: &SoakRecords) -> Value {
     );
     object.insert(
         "log".into(),
-        json!({ "first_seq": records.first_seq, "last_seq": records.last_seq, "chain_hash": to_hex(&records.last_hash) }),
+        json!({ "first_seq": summary_row.first_seq, "last_seq": summary_row.last_seq, "chain_hash": to_hex(&records.last_hash) }),
     );
     Value::Object(object)
+}
+
+fn parameters(start: &SoakStart) -> Value {
+    let params = &start.parameters;
+    json!({
+        "sample_interval_seconds": seconds(params.sample_interval_ms),
+        "startup_timeout_seconds": seconds(params.startup_timeout_ms),
+        "stale_progress_seconds": seconds(params.stale_progress_ms),
+        "shutdown_grace_seconds": seconds(params.shutdown_grace_ms),
+        "min_duration_seconds": seconds(params.min_duration_ms),
+        "progress_dir": start.progress_dir,
+        "output": start.output,
+        "environment": start.environment,
+    })
+}
+
+/// `status` (`running` until the verdict), `failure_kind` and `reason`.
+fn outcome(records: &SoakRecords) -> Value {
+    match &records.ending {
+        Some(Ending::Finished(end)) => json!({
+            "status": end.outcome.status.as_str(),
+            "failure_kind": end.outcome.failure_kind,
+            "reason": end.outcome.reason,
+        }),
+        Some(Ending::Abandoned { supervisor, reason }) => json!({
+            "status": records.summary.state.as_str(),
+            "failure_kind": null,
+            "reason": format!("{reason} (supervisor pid {})", supervisor.pid),
+        }),
+        None => json!({
+            "status": records.summary.state.as_str(),
+            "failure_kind": null,
+            "reason": "",
+        }),
+    }
+}
+
+fn leaked_processes(end: Option<&SoakEnd>) -> Value {
+    let leaked = end.map(|e| e.leaked_processes.as_slice()).unwrap_or_default();
+    json!(leaked
+        .iter()
+        .map(|l| json!({ "pid": l.identity.pid, "start_ticks": l.identity.start_ticks, "name": l.name, "cmdline": l.cmdline }))
+        .collect::<Vec<_>>())
 }
 
 fn canonical(value: &Value) -> Vec<u8> {
