@@ -97,6 +97,46 @@ pub trait ProcSource: Send + Sync {
     fn uid(&self, pid: u32) -> Option<u32>;
 }
 
+/// A process table in memory, for tests of the rules that read one.
+#[cfg(test)]
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FakeProc {
+    processes: std::collections::HashMap<u32, (ProcStat, u32)>,
+}
+
+#[cfg(test)]
+impl FakeProc {
+    /// Adds a process in `state` (`S`, `Z`, ...) owned by `uid`.
+    pub(crate) fn with(mut self, identity: ProcessIdentity, state: char, uid: u32) -> Self {
+        let stat = ProcStat {
+            pid: identity.pid,
+            comm: "fake".into(),
+            state,
+            ppid: 1,
+            pgrp: 0,
+            session: 0,
+            utime: 0,
+            stime: 0,
+            num_threads: 1,
+            start_ticks: identity.start_ticks,
+            rss_pages: 0,
+        };
+        self.processes.insert(identity.pid, (stat, uid));
+        self
+    }
+}
+
+#[cfg(test)]
+impl ProcSource for FakeProc {
+    fn stat(&self, pid: u32) -> Option<ProcStat> {
+        self.processes.get(&pid).map(|(stat, _)| stat.clone())
+    }
+
+    fn uid(&self, pid: u32) -> Option<u32> {
+        self.processes.get(&pid).map(|(_, uid)| *uid)
+    }
+}
+
 /// `/proc` of this host.
 #[derive(Debug, Clone)]
 pub struct SystemProc {
@@ -433,6 +473,59 @@ mod tests {
         let _ = child.wait();
         assert_eq!(by_children.len(), 2, "{by_children:?}");
         assert_eq!(by_children, by_scan);
+    }
+
+    const RECORDED: ProcessIdentity = ProcessIdentity {
+        pid: 4242,
+        start_ticks: 100,
+    };
+
+    #[test]
+    fn a_recorded_identity_is_live_only_while_pid_start_time_and_owner_all_match() {
+        let cases = [
+            (FakeProc::default(), Liveness::Gone),
+            (
+                FakeProc::default().with(RECORDED, 'Z', 1000),
+                Liveness::Gone,
+            ),
+            (
+                FakeProc::default().with(
+                    ProcessIdentity {
+                        start_ticks: 101,
+                        ..RECORDED
+                    },
+                    'S',
+                    1000,
+                ),
+                Liveness::Reused { start_ticks: 101 },
+            ),
+            (
+                FakeProc::default().with(RECORDED, 'S', 0),
+                Liveness::NotOwned { uid: 0 },
+            ),
+            (
+                FakeProc::default().with(RECORDED, 'S', 1000),
+                Liveness::Live,
+            ),
+        ];
+        for (proc, expected) in cases {
+            assert_eq!(liveness(&proc, RECORDED, 1000), expected);
+        }
+    }
+
+    #[test]
+    fn a_reused_pid_counts_as_exited_for_a_waiter() {
+        let reused = FakeProc::default().with(
+            ProcessIdentity {
+                start_ticks: 999,
+                ..RECORDED
+            },
+            'S',
+            1000,
+        );
+        assert!(wait_for_exit(&reused, RECORDED, std::time::Duration::ZERO));
+        let live = FakeProc::default().with(RECORDED, 'R', 1000);
+        assert!(!wait_for_exit(&live, RECORDED, std::time::Duration::ZERO));
     }
 
     #[test]

@@ -623,6 +623,106 @@ pub fn require_live(mps: &Mps, record: &DaemonRecord) -> Result<(), MpsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paths::StatePaths;
+    use crate::process::FakeProc;
+
+    const UID: u32 = 1000;
+
+    fn paths() -> StatePaths {
+        StatePaths {
+            root: PathBuf::from("/state"),
+            host: "node".into(),
+            uid: UID,
+        }
+    }
+
+    fn record(name: &str, pid: u32, gpu: &str) -> DaemonRecord {
+        DaemonRecord {
+            name: name.into(),
+            uid: UID,
+            host: "node".into(),
+            topology_mode: TopologyMode::SingleGpu,
+            gpu_uuids: vec![gpu.into()],
+            pipe_directory: format!("/tmp/unilab-{UID}/mps/{name}"),
+            log_directory: format!("/state/node/{UID}/mps/{name}/log"),
+            pid,
+            process_start_ticks: 7,
+            created_at: 0.0,
+        }
+    }
+
+    fn mps<'a>(paths: &'a StatePaths, proc: &'a FakeProc) -> Mps<'a> {
+        Mps {
+            paths,
+            proc,
+            smi: crate::tool::Tool::new("nvidia-smi", Duration::from_secs(1)),
+            control: crate::tool::Tool::new("nvidia-cuda-mps-control", Duration::from_secs(1)),
+            env: crate::mps::HostEnv::default(),
+        }
+    }
+
+    fn live(pids: &[u32]) -> FakeProc {
+        pids.iter().fold(FakeProc::default(), |proc, pid| {
+            proc.with(
+                ProcessIdentity {
+                    pid: *pid,
+                    start_ticks: 7,
+                },
+                'S',
+                UID,
+            )
+        })
+    }
+
+    #[test]
+    fn without_a_name_the_sole_record_or_else_the_sole_live_one_is_chosen() {
+        let paths = paths();
+        let records = [
+            record("a", 10, "GPU-aaaa1111"),
+            record("b", 11, "GPU-bbbb2222"),
+        ];
+        let proc = live(&[11]);
+        assert_eq!(
+            select(&mps(&paths, &proc), &records, None).unwrap().name,
+            "b"
+        );
+        let proc = live(&[]);
+        assert_eq!(
+            select(&mps(&paths, &proc), &records[..1], None)
+                .unwrap()
+                .name,
+            "a",
+            "a sole record is chosen even when it is stale, so that stop can clean it"
+        );
+        let proc = live(&[10, 11]);
+        assert!(matches!(
+            select(&mps(&paths, &proc), &records, None),
+            Err(MpsError::SeveralDaemons(names)) if names == ["a", "b"]
+        ));
+        assert!(matches!(
+            select(&mps(&paths, &proc), &records, Some("c")),
+            Err(MpsError::NoSuchDaemon(_))
+        ));
+    }
+
+    #[test]
+    fn a_gpu_is_served_only_by_a_live_daemon_found_by_uuid_prefix() {
+        let paths = paths();
+        let records = [
+            record("a", 10, "GPU-aaaa1111"),
+            record("b", 11, "GPU-bbbb2222"),
+        ];
+        let proc = live(&[10]);
+        let mps = mps(&paths, &proc);
+        assert_eq!(
+            select_for_gpu(&mps, &records, "GPU-aaaa").unwrap().name,
+            "a"
+        );
+        assert!(matches!(
+            select_for_gpu(&mps, &records, "GPU-bbbb"),
+            Err(MpsError::NoDaemonForGpu(_))
+        ));
+    }
 
     #[test]
     fn default_names_come_from_the_uuid() {

@@ -14,8 +14,8 @@ use crate::event::soak::{ProcessSample, Sample, SoakEnd, SoakStart};
 use crate::event::{Event, Subject};
 use crate::log::chain::{Hash, to_hex};
 use crate::log::{LogError, Projection, Snapshot, Update};
-use crate::projection::{SoakState, SoakSummary, Soaks};
 use crate::process::ProcessIdentity;
+use crate::projection::{SoakState, SoakSummary, Soaks};
 use crate::time::unix_seconds;
 
 pub const SCHEMA: &str = "unilab.soak.artifact/1";
@@ -204,7 +204,10 @@ fn body(records: &SoakRecords) -> Value {
     object.insert("outcome".into(), outcome(records));
     object.insert(
         "exit".into(),
-        json!(end.and_then(|e| e.exit).map(|e| json!({ "code": e.code, "signal": e.signal }))),
+        json!(
+            end.and_then(|e| e.exit)
+                .map(|e| json!({ "code": e.code, "signal": e.signal }))
+        ),
     );
     object.insert(
         "progress".into(),
@@ -268,7 +271,9 @@ fn outcome(records: &SoakRecords) -> Value {
 }
 
 fn leaked_processes(end: Option<&SoakEnd>) -> Value {
-    let leaked = end.map(|e| e.leaked_processes.as_slice()).unwrap_or_default();
+    let leaked = end
+        .map(|e| e.leaked_processes.as_slice())
+        .unwrap_or_default();
     json!(leaked
         .iter()
         .map(|l| json!({ "pid": l.identity.pid, "start_ticks": l.identity.start_ticks, "name": l.name, "cmdline": l.cmdline }))
