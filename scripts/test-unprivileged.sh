@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the integration tests as an unprivileged user (`nobody`), since root hides permission
-# bugs. The test binaries, the unilab binary and the fixtures are copied to a directory that user
-# can read; the harness finds them through UNILAB_TEST_BIN, UNILAB_TEST_FIXTURES and
+# bugs. The integration test binary, the unilab binary and the fixtures are copied to a directory
+# that user can read; the harness finds them through UNILAB_TEST_BIN, UNILAB_TEST_FIXTURES and
 # UNILAB_TEST_MIGRATIONS. Run after `cargo test` has built everything. Skips, saying so, when
 # not root (there is no one to switch to) or when `runuser` is missing.
 set -euo pipefail
@@ -18,13 +18,18 @@ user=${UNILAB_TEST_USER:-nobody}
 work=$(mktemp -d /tmp/unilab-unprivileged.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bin" "$work/tests" "$work/home"
-binaries=$(cargo test --locked --no-run --message-format=json 2>/dev/null | python3 -c '
+exe=$(cargo test --locked --test integration --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        print(m["target"]["name"], m["executable"])
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "integration":
+        print(m["executable"])
 ')
+if [ -z "$exe" ]; then
+    echo "test-unprivileged: cargo built no integration test binary" >&2
+    exit 1
+fi
+cp "$exe" "$work/bin/integration"
 cp target/debug/unilab "$work/bin/"
 cp -r tests/fixtures "$work/fixtures"
 cp -r tests/snapshots "$work/tests/snapshots"
@@ -32,16 +37,9 @@ cp -r migrations "$work/migrations"
 cp scripts/example-trainer.py "$work/example-trainer.py"
 chmod -R a+rX "$work"
 chown "$user" "$work/home"
-status=0
-while read -r name exe; do
-    [ -n "$name" ] || continue
-    cp "$exe" "$work/bin/$name"
-    chmod a+rx "$work/bin/$name"
-    echo "test-unprivileged: $name as $user"
-    runuser -u "$user" -- env -i PATH="$PATH" HOME="$work/home" TMPDIR=/tmp CI=true \
-        UNILAB_TEST_BIN="$work/bin/unilab" UNILAB_TEST_FIXTURES="$work/fixtures" \
-        UNILAB_TEST_MIGRATIONS="$work/migrations" INSTA_WORKSPACE_ROOT="$work" \
-        UNILAB_TEST_TRAINER="$work/example-trainer.py" \
-        "$work/bin/$name" --test-threads=2 || status=1
-done <<<"$binaries"
-exit $status
+echo "test-unprivileged: integration as $user"
+runuser -u "$user" -- env -i PATH="$PATH" HOME="$work/home" TMPDIR=/tmp CI=true \
+    UNILAB_TEST_BIN="$work/bin/unilab" UNILAB_TEST_FIXTURES="$work/fixtures" \
+    UNILAB_TEST_MIGRATIONS="$work/migrations" INSTA_WORKSPACE_ROOT="$work" \
+    UNILAB_TEST_TRAINER="$work/example-trainer.py" \
+    "$work/bin/integration" --test-threads=2

@@ -1,14 +1,12 @@
 //! The project's NVIDIA fakes behave like the real tools where unilab depends on them, so the
 //! MPS and soak tests that drive them test something real.
 
-mod common;
-
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 fn tool(name: &str) -> Command {
     let mut cmd = Command::new(fixtures_dir().join(name));
@@ -43,17 +41,6 @@ fn mps(dir: &Path, args: &[&str], stdin: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn fake_mps_control_daemonizes_answers_and_quits_like_nvidias() {
     let dir = tempfile::tempdir().unwrap();
@@ -66,7 +53,9 @@ fn fake_mps_control_daemonizes_answers_and_quits_like_nvidias() {
     let started = mps(dir.path(), &["-d"], "");
     assert!(started.status.success());
     let pid_file = pipe.join("nvidia-cuda-mps-control.pid");
-    wait_for("the pid file", || pid_file.exists());
+    eventually("the pid file", Duration::from_secs(10), || {
+        pid_file.exists()
+    });
     let pid: i32 = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
@@ -80,12 +69,10 @@ fn fake_mps_control_daemonizes_answers_and_quits_like_nvidias() {
         "Control {pid}] Starting control daemon using socket"
     )));
     // Detached: re-parented away from us, in a session of its own.
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = after.split(' ').collect();
-    assert_ne!(fields[1], std::process::id().to_string(), "not our child");
-    let our_session = nix::unistd::getsid(None).unwrap().to_string();
-    assert_ne!(fields[3], our_session, "not in our session");
+    let stat = proc_stat(pid).unwrap();
+    assert_ne!(stat.ppid, std::process::id(), "not our child");
+    let our_session = nix::unistd::getsid(None).unwrap().as_raw();
+    assert_ne!(stat.session, our_session, "not in our session");
 
     let again = mps(dir.path(), &["-d"], "");
     assert_eq!(again.status.code(), Some(1));
@@ -99,10 +86,8 @@ fn fake_mps_control_daemonizes_answers_and_quits_like_nvidias() {
 
     let quit = mps(dir.path(), &[], "quit\n");
     assert!(quit.status.success());
-    wait_for("the daemon to exit", || {
-        !Path::new(&format!("/proc/{pid}")).exists()
-            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .is_ok_and(|s| s.contains(") Z "))
+    eventually("the daemon to exit", Duration::from_secs(10), || {
+        exited(pid)
     });
     assert!(!pid_file.exists(), "the pid file goes with the daemon");
     assert!(

@@ -1,15 +1,14 @@
 //! `unilab history` and `unilab log verify` on real logs: good ones, tampered ones, files that
 //! are not logs, and logs of another user or host.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use predicates::prelude::*;
-use unilab::error::{Error, Exit};
+use unilab::diagnostic::Exit;
+use unilab::error::Error;
 use unilab::event::EVENT_KINDS;
 use unilab::event::{Event, Scope, Subject};
 use unilab::log::Projection;
@@ -18,20 +17,9 @@ use unilab::process::ProcessIdentity;
 use unilab::projection::{self, Daemons};
 use unilab::time::Clock;
 
-/// A clock that starts at 2026-12-02 12:00:00 UTC and advances 1.5 s a reading.
-struct SteppingClock(std::sync::atomic::AtomicI64);
-
-impl Clock for SteppingClock {
-    fn now_us(&self) -> i64 {
-        self.0
-            .fetch_add(1_500_000, std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
+/// A clock that starts at 2025-12-02 12:00:00 UTC and advances 1.5 s a reading.
 fn fixed_clock() -> Box<dyn Clock> {
-    Box::new(SteppingClock(std::sync::atomic::AtomicI64::new(
-        1_764_676_800_000_000,
-    )))
+    SteppingClock::boxed(1_764_676_800_000_000, 1_500_000)
 }
 
 /// A root whose log holds one event of every kind, recorded by a fixed clock.

@@ -2,12 +2,10 @@
 //! No event may be lost, duplicated or reordered, the sequence stays gap-free, the chain
 //! verifies, and the reader never fails.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use common::*;
+use crate::common::*;
 use unilab::log::LogReader;
 
 const WRITERS: u32 = 4;
@@ -27,7 +25,7 @@ fn four_writers_and_a_reader_share_one_log() {
     let stop = root.root().join("stop-reader");
     let mut reader_env = child_env(&root);
     reader_env.push(("UNILAB_TEST_STOP", stop.display().to_string()));
-    let mut reader = spawn_child("child", "reader", &reader_env);
+    let mut reader = spawn_child("log_concurrency::child", "reader", &reader_env);
 
     let writers: Vec<_> = (0..WRITERS)
         .map(|writer| {
@@ -36,7 +34,7 @@ fn four_writers_and_a_reader_share_one_log() {
             let mut env = child_env(&root);
             env.push(("UNILAB_TEST_WRITER", (writer + 1).to_string()));
             env.push(("UNILAB_TEST_COUNT", EVENTS_EACH.to_string()));
-            spawn_child("child", role, &env)
+            spawn_child("log_concurrency::child", role, &env)
         })
         .collect();
     for mut writer in writers {

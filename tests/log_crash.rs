@@ -3,13 +3,11 @@
 //! (read-only, which needs the crashed writer's leftovers repaired first), verifies, and holds
 //! every event whose append had returned, at the sequence the append reported.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use unilab::event::{Event, Subject};
 use unilab::log::LogReader;
 use unilab::process::ProcessIdentity;
@@ -45,7 +43,7 @@ fn a_writer_killed_at_any_point_loses_no_acknowledged_event() {
         let mut env = child_env(&root);
         env.push(("UNILAB_TEST_WRITER", writer.to_string()));
         env.push(("UNILAB_TEST_BATCH", batch.to_string()));
-        let mut child = spawn_child("child", "crash", &env);
+        let mut child = spawn_child("log_crash::child", "crash", &env);
         let mut lines = BufReader::new(child.stdout.take().expect("child stdout"));
         let mut seen = 0;
         let mut line = String::new();

@@ -3,30 +3,18 @@
 //! newer version is refused.
 //!
 //! To freeze a fixture for a new version, run
-//! `UNILAB_FREEZE_FIXTURE=1 cargo test --test migrations freeze_fixture -- --ignored`
+//! `UNILAB_FREEZE_FIXTURE=1 cargo test --test integration migrations::freeze_fixture -- --ignored`
 //! with the new `SCHEMA_VERSION`, and commit `migrations/fixtures/v<N>/`.
-
-mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use predicates::prelude::*;
 use unilab::event::{Event, Scope, Subject};
 use unilab::log::migrate::SCHEMA_VERSION;
 use unilab::log::{EventLog, LogError, LogReader};
 use unilab::process::ProcessIdentity;
 use unilab::projection;
-use unilab::time::Clock;
-
-struct FixedClock(std::sync::atomic::AtomicI64);
-
-impl Clock for FixedClock {
-    fn now_us(&self) -> i64 {
-        self.0
-            .fetch_add(1_000_000, std::sync::atomic::Ordering::Relaxed)
-    }
-}
 
 fn fixture_scope() -> Scope {
     Scope {
@@ -60,9 +48,7 @@ fn freeze_fixture() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("events.redb");
     let _ = std::fs::remove_file(&path);
-    let clock = Box::new(FixedClock(std::sync::atomic::AtomicI64::new(
-        1_764_676_800_000_000,
-    )));
+    let clock = SteppingClock::boxed(1_764_676_800_000_000, 1_000_000);
     let log = EventLog::open_with_clock(&path, fixture_scope(), projection::ALL, clock).unwrap();
     log.append_all(every_event_kind()).unwrap();
     drop(log);

@@ -1,13 +1,11 @@
 //! `unilab mps ...` end to end: the real binary, the fake `nvidia-smi` and the fake
 //! `nvidia-cuda-mps-control` (which daemonizes like NVIDIA's), and real processes.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use predicates::prelude::*;
 use serde_json::Value;
 use unilab::event::{Event, Subject};
@@ -113,24 +111,11 @@ impl Drop for Host {
 
 /// Whether `pid` is gone (or only a zombie), waiting up to 5 s.
 fn gone(pid: u64) -> bool {
-    let started = Instant::now();
-    loop {
-        if gone_now(pid) {
-            return true;
-        }
-        if started.elapsed() > Duration::from_secs(5) {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    within(Duration::from_secs(5), || exited(pid))
 }
 
 fn alive(pid: u64) -> bool {
-    !gone_now(pid)
-}
-
-fn gone_now(pid: u64) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+    !exited(pid)
 }
 
 #[test]
@@ -456,11 +441,11 @@ fn foreign_daemon(pipe: &Path) -> u64 {
         .unwrap();
     assert!(status.success());
     let pid_file = pipe.join("nvidia-cuda-mps-control.pid");
-    let started = Instant::now();
-    while !pid_file.exists() {
-        assert!(started.elapsed() < Duration::from_secs(5));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        "the foreign daemon's pid file",
+        Duration::from_secs(5),
+        || pid_file.exists(),
+    );
     std::fs::read_to_string(pid_file)
         .unwrap()
         .trim()
@@ -659,13 +644,7 @@ fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
     let host = Host::two_gpus();
     // A daemon record that names this very test process, but for another uid and another host.
     let me = std::process::id();
-    let ticks = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
-    let ticks: u64 = ticks[ticks.rfind(')').unwrap() + 2..]
-        .split(' ')
-        .nth(19)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let ticks = proc_stat(me).unwrap().start_ticks;
     let log = host.root.log();
     let (subject, event) = every_event_kind().swap_remove(1);
     let Event::DaemonStarted {
@@ -826,29 +805,30 @@ fn foreground_daemons_stop_cleanly_on_ctrl_c() {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
-    let started = Instant::now();
-    let live = loop {
-        let list = host.json(&["mps", "list"]);
-        if list
-            .as_array()
-            .is_some_and(|l| l.len() == 1 && l[0]["live"] == true)
-        {
-            break list[0].clone();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the foreground daemon never came up"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut live = Value::Null;
+    eventually(
+        "the foreground daemon to come up",
+        Duration::from_secs(10),
+        || {
+            let list = host.json(&["mps", "list"]);
+            match list.as_array() {
+                Some(l) if l.len() == 1 && l[0]["live"] == true => {
+                    live = l[0].clone();
+                    true
+                }
+                _ => false,
+            }
+        },
+    );
     // Wait for verification before interrupting.
-    while !host
-        .kinds("gpu-2222bbbb")
-        .contains(&"daemon_verified_live".to_string())
-    {
-        assert!(started.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        "the foreground daemon's verification",
+        Duration::from_secs(10),
+        || {
+            host.kinds("gpu-2222bbbb")
+                .contains(&"daemon_verified_live".to_string())
+        },
+    );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::SIGINT,
@@ -899,14 +879,11 @@ fn a_pid_reused_by_another_process_is_never_signalled() {
     )
     .unwrap();
     // The pid is free only once the zombie is reaped, not merely dead.
-    let started = Instant::now();
-    while Path::new(&format!("/proc/{pid}")).exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "pid {pid} was never reaped"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        &format!("pid {pid} to be reaped"),
+        Duration::from_secs(10),
+        || proc_stat(pid).is_none(),
+    );
     let Some(mut impostor) = process_with_pid(pid) else {
         eprintln!("skipped: the kernel would not hand out pid {pid} again");
         return;

@@ -1,13 +1,11 @@
 //! `unilab soak ...` end to end, with real trainers: every outcome, the artifact and its export,
 //! what is left running afterwards (nothing), and what reaches the log (no credentials).
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use predicates::prelude::*;
 use serde_json::Value;
 use unilab::soak::artifact::digest_matches;
@@ -125,21 +123,7 @@ fn verdict(output: &Output) -> Value {
 
 /// Whether the process a leaked or sampled entry names is gone (or its pid reused).
 fn identity_gone(pid: u64, start_ticks: u64) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => {
-            let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-            fields[0] == "Z" || fields[19].parse::<u64>().unwrap() != start_ticks
-        }
-    }
-}
-
-fn eventually(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    proc_stat(pid).is_none_or(|stat| stat.has_exited() || stat.start_ticks != start_ticks)
 }
 
 #[test]

@@ -1,18 +1,17 @@
 //! The test harness shared by the integration tests: a temporary state root, the real `unilab`
 //! binary pointed at it, the NVIDIA fakes on `PATH`, sample events of every kind, and child
-//! processes that append to or read one log, for the multi-process tests.
+//! processes that append to or read one log, for the multi-process tests; a test clock, a
+//! bounded wait, and `/proc` lookups of real processes.
 //!
 //! `UNILAB_TEST_BIN` and `UNILAB_TEST_FIXTURES` override where the binary and the fakes are, so
-//! that CI can run the test binaries as an unprivileged user from a copy it can read.
-#![allow(
-    dead_code,
-    reason = "each test crate uses a different part of the harness"
-)]
+//! that CI can run the test binary as an unprivileged user from a copy it can read.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
 
 use unilab::event::soak::*;
 use unilab::event::{Event, Scope, Subject};
@@ -20,8 +19,9 @@ use unilab::event::{GpuIdentity, TopologyMode};
 use unilab::event::{StaleReason, StartedDaemon, StopMethod};
 use unilab::log::EventLog;
 use unilab::paths::StatePaths;
-use unilab::process::ProcessIdentity;
+use unilab::process::{ProcStat, ProcessIdentity, parse_stat};
 use unilab::projection;
+use unilab::time::Clock;
 
 pub fn unilab_bin() -> PathBuf {
     std::env::var_os("UNILAB_TEST_BIN")
@@ -37,6 +37,57 @@ pub fn fixtures_dir() -> PathBuf {
 
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
+}
+
+/// A clock whose first reading is `start_us` and which advances `step_us` a reading.
+pub struct SteppingClock {
+    next_us: AtomicI64,
+    step_us: i64,
+}
+
+impl SteppingClock {
+    pub fn boxed(start_us: i64, step_us: i64) -> Box<dyn Clock> {
+        Box::new(Self {
+            next_us: AtomicI64::new(start_us),
+            step_us,
+        })
+    }
+}
+
+impl Clock for SteppingClock {
+    fn now_us(&self) -> i64 {
+        self.next_us.fetch_add(self.step_us, Ordering::Relaxed)
+    }
+}
+
+/// Whether `done` holds within `timeout`, asking every 20 ms.
+pub fn within(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    loop {
+        if done() {
+            return true;
+        }
+        if started.elapsed() > timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `done` holds, failing the test if it does not within `timeout`.
+pub fn eventually(what: &str, timeout: Duration, done: impl FnMut() -> bool) {
+    assert!(within(timeout, done), "timed out waiting for {what}");
+}
+
+/// `/proc/<pid>/stat`, parsed by the library's parser; `None` when there is no such process.
+pub fn proc_stat(pid: impl std::fmt::Display) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(parse_stat(&text).unwrap_or_else(|| panic!("an unreadable /proc/{pid}/stat: {text:?}")))
+}
+
+/// Whether `pid` has exited: there is no such process, or only its zombie is left.
+pub fn exited(pid: impl std::fmt::Display) -> bool {
+    proc_stat(pid).is_none_or(|stat| stat.has_exited())
 }
 
 /// A fresh state root in a temporary directory, removed at the end of the test.
@@ -317,7 +368,8 @@ pub fn writer_identity(event: &Event) -> Option<(u32, u64)> {
 }
 
 /// Spawns this test binary again as a child that runs the ignored test `child_test` with
-/// `role` and extra environment. The child's stdout is piped.
+/// `role` and extra environment. The child's stdout is piped. `child_test` is the test's full
+/// path in this crate (`module::name`), since the child runs only the test of exactly that name.
 pub fn spawn_child(child_test: &str, role: &str, env: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
     cmd.args([

@@ -1,0 +1,15 @@
+//! The integration tests, as one crate: one harness (`common`), one link, one binary.
+//!
+//! Each module is one area, driven through the real `unilab` binary or the library's public API.
+
+mod common;
+
+mod codec_props;
+mod fakes;
+mod log_cli;
+mod log_concurrency;
+mod log_crash;
+mod migrations;
+mod mps;
+mod parser_props;
+mod soak;
