@@ -46,4 +46,25 @@ mod tests {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn durations_read_back(
+            ms in 0u64..10_000_000,
+            unit in proptest::sample::select(vec!["ms", "s", ""]),
+        ) {
+            let text = match unit {
+                "ms" => format!("{ms}ms"),
+                _ => format!("{}.{:03}{unit}", ms / 1000, ms % 1000),
+            };
+            proptest::prop_assert_eq!(parse_duration(&text).unwrap(), Duration::from_millis(ms));
+        }
+
+        #[test]
+        fn no_text_makes_it_panic(text in ".{0,200}") {
+            let _ = parse_duration(&text);
+        }
+    }
 }

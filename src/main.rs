@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 
 use clap::Parser;
-use unilab::cli::Cli;
+use unilab::Cli;
 use unilab::diagnostic::Exit;
 use unilab::error::Error;
 
@@ -22,7 +22,7 @@ fn main() -> ExitCode {
         }
     }));
     let cli = Cli::parse();
-    let result = panic::catch_unwind(|| unilab::commands::run(cli)).unwrap_or_else(|_| {
+    let result = panic::catch_unwind(|| unilab::run(cli)).unwrap_or_else(|_| {
         let message = PANIC_MESSAGE
             .lock()
             .ok()

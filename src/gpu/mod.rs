@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use crate::event::{GpuIdentity, TopologyMode};
 
 pub mod mask;
+#[cfg(test)]
+mod props;
 pub mod selector;
 pub mod smi;
 

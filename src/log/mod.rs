@@ -6,17 +6,17 @@
 //! (create, repair, migrate, check scope), [`append`], [`read`] (snapshots), [`verify`] (chain
 //! and views), over one [`codec`] and one [`chain`].
 
-pub mod append;
+mod append;
 pub mod chain;
 pub mod codec;
-pub mod error;
+mod error;
 mod io;
 pub mod migrate;
-pub mod open;
-pub mod read;
+mod open;
+mod read;
 pub mod tables;
-pub mod verify;
-pub mod view;
+mod verify;
+mod view;
 
 pub use append::Appended;
 pub use error::LogError;

@@ -7,12 +7,12 @@
 //! [`artifact`] (the canonical JSON rendered from the log) and [`abandon`] (soaks whose
 //! supervisor vanished).
 
-pub mod abandon;
+pub(crate) mod abandon;
 pub mod artifact;
-pub mod error;
-pub mod guard;
-pub mod progress;
-pub mod request;
+pub(crate) mod error;
+pub(crate) mod guard;
+mod progress;
+pub(crate) mod request;
 pub mod sampler;
-pub mod supervise;
-pub mod watch;
+pub(crate) mod supervise;
+pub(crate) mod watch;
