@@ -7,9 +7,9 @@ use std::time::Duration;
 #[error(
     "`{0}` is not a duration; use seconds (`0.5`, `90`) or a unit (`500ms`, `90s`, `10m`, `2h`)"
 )]
-pub struct DurationError(pub String);
+pub(crate) struct DurationError(pub String);
 
-pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let err = || DurationError(text.to_owned());
     let trimmed = text.trim();
     let (number, scale) = [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]

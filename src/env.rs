@@ -1,42 +1,42 @@
 //! Every environment variable unilab reads, and the defaults it falls back to.
 
 /// Names of the environment variables unilab reads.
-pub struct EnvVars;
+pub(crate) struct EnvVars;
 
 impl EnvVars {
     /// The state root, when `--root` is not given.
-    pub const UNILAB_ROOT: &'static str = "UNILAB_ROOT";
+    pub(crate) const UNILAB_ROOT: &'static str = "UNILAB_ROOT";
     /// XDG base directory for state; the state root defaults to `$XDG_STATE_HOME/unilab`.
-    pub const XDG_STATE_HOME: &'static str = "XDG_STATE_HOME";
+    pub(crate) const XDG_STATE_HOME: &'static str = "XDG_STATE_HOME";
     /// The home directory; the state root falls back to `~/.local/state/unilab`.
-    pub const HOME: &'static str = "HOME";
+    pub(crate) const HOME: &'static str = "HOME";
 }
 
 /// How often `history --follow` looks for new events, in milliseconds.
-pub const FOLLOW_POLL_MS: u64 = 200;
+pub(crate) const FOLLOW_POLL_MS: u64 = 200;
 
 impl EnvVars {
     /// Names the `nvidia-smi` binary explicitly.
-    pub const UNILAB_NVIDIA_SMI: &'static str = "UNILAB_NVIDIA_SMI";
+    pub(crate) const UNILAB_NVIDIA_SMI: &'static str = "UNILAB_NVIDIA_SMI";
     /// Names the `nvidia-cuda-mps-control` binary explicitly.
-    pub const UNILAB_MPS_CONTROL: &'static str = "UNILAB_MPS_CONTROL";
+    pub(crate) const UNILAB_MPS_CONTROL: &'static str = "UNILAB_MPS_CONTROL";
     /// Seconds an external tool may take before it is killed (default [`TOOL_TIMEOUT_SECS`]).
-    pub const UNILAB_TOOL_TIMEOUT: &'static str = "UNILAB_TOOL_TIMEOUT";
+    pub(crate) const UNILAB_TOOL_TIMEOUT: &'static str = "UNILAB_TOOL_TIMEOUT";
     /// The CUDA visibility mask; unilab applies it to what nvidia-smi lists.
-    pub const CUDA_VISIBLE_DEVICES: &'static str = "CUDA_VISIBLE_DEVICES";
+    pub(crate) const CUDA_VISIBLE_DEVICES: &'static str = "CUDA_VISIBLE_DEVICES";
     /// CUDA's device order; `PCI_BUS_ID` makes CUDA ordinals match nvidia-smi's.
-    pub const CUDA_DEVICE_ORDER: &'static str = "CUDA_DEVICE_ORDER";
+    pub(crate) const CUDA_DEVICE_ORDER: &'static str = "CUDA_DEVICE_ORDER";
     /// Where MPS clients look for a daemon's control socket.
-    pub const CUDA_MPS_PIPE_DIRECTORY: &'static str = "CUDA_MPS_PIPE_DIRECTORY";
+    pub(crate) const CUDA_MPS_PIPE_DIRECTORY: &'static str = "CUDA_MPS_PIPE_DIRECTORY";
     /// Where an MPS daemon writes its logs.
-    pub const CUDA_MPS_LOG_DIRECTORY: &'static str = "CUDA_MPS_LOG_DIRECTORY";
+    pub(crate) const CUDA_MPS_LOG_DIRECTORY: &'static str = "CUDA_MPS_LOG_DIRECTORY";
     /// The user's runtime directory; MPS pipe directories go there when it is the user's.
-    pub const XDG_RUNTIME_DIR: &'static str = "XDG_RUNTIME_DIR";
+    pub(crate) const XDG_RUNTIME_DIR: &'static str = "XDG_RUNTIME_DIR";
 }
 
 /// Default seconds an external tool may run.
-pub const TOOL_TIMEOUT_SECS: f64 = 10.0;
+pub(crate) const TOOL_TIMEOUT_SECS: f64 = 10.0;
 /// NVIDIA's default pipe directory, which `mps status` inspects.
-pub const DEFAULT_MPS_PIPE_DIRECTORY: &str = "/tmp/nvidia-mps";
+pub(crate) const DEFAULT_MPS_PIPE_DIRECTORY: &str = "/tmp/nvidia-mps";
 /// How long `mps stop` waits after `quit`, and after SIGTERM, by default.
-pub const STOP_GRACE_SECS: f64 = 5.0;
+pub(crate) const STOP_GRACE_SECS: f64 = 5.0;

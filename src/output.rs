@@ -9,7 +9,7 @@ use std::io::{BufWriter, Stdout, Write};
 use crate::error::{Error, stdout_error};
 use crate::time::{Clock, SystemClock, unix_seconds};
 
-pub struct Output {
+pub(crate) struct Output {
     pub json: bool,
     quiet: bool,
     verbose: u8,
@@ -17,7 +17,7 @@ pub struct Output {
 }
 
 impl Output {
-    pub fn new(json: bool, quiet: bool, verbose: u8) -> Self {
+    pub(crate) fn new(json: bool, quiet: bool, verbose: u8) -> Self {
         Self {
             json,
             quiet,
@@ -27,7 +27,7 @@ impl Output {
     }
 
     /// One line of data on standard output.
-    pub fn line(&mut self, text: &str) -> Result<(), Error> {
+    pub(crate) fn line(&mut self, text: &str) -> Result<(), Error> {
         self.stdout
             .write_all(text.as_bytes())
             .and_then(|()| self.stdout.write_all(b"\n"))
@@ -35,39 +35,39 @@ impl Output {
     }
 
     /// One JSON value, on one line.
-    pub fn json_line(&mut self, value: &serde_json::Value) -> Result<(), Error> {
+    pub(crate) fn json_line(&mut self, value: &serde_json::Value) -> Result<(), Error> {
         serde_json::to_writer(&mut self.stdout, value).map_err(|e| stdout_error(e.into()))?;
         self.stdout.write_all(b"\n").map_err(stdout_error)
     }
 
     /// Bytes exactly as given, on standard output.
-    pub fn raw(&mut self, bytes: &[u8]) -> Result<(), Error> {
+    pub(crate) fn raw(&mut self, bytes: &[u8]) -> Result<(), Error> {
         self.stdout.write_all(bytes).map_err(stdout_error)
     }
 
-    pub fn is_quiet(&self) -> bool {
+    pub(crate) fn is_quiet(&self) -> bool {
         self.quiet
     }
 
-    pub fn flush(&mut self) -> Result<(), Error> {
+    pub(crate) fn flush(&mut self) -> Result<(), Error> {
         self.stdout.flush().map_err(stdout_error)
     }
 
     /// Something a person may want to know; silenced by `-q`.
-    pub fn note(&self, text: &str) {
+    pub(crate) fn note(&self, text: &str) {
         if !self.quiet {
             let _ = writeln!(std::io::stderr(), "{text}");
         }
     }
 
-    pub fn warn(&self, text: &str) {
+    pub(crate) fn warn(&self, text: &str) {
         if !self.quiet {
             let _ = writeln!(std::io::stderr(), "warning: {text}");
         }
     }
 
     /// Detail shown with `-v`.
-    pub fn detail(&self, text: &str) {
+    pub(crate) fn detail(&self, text: &str) {
         if self.verbose > 0 && !self.quiet {
             let _ = writeln!(std::io::stderr(), "{text}");
         }
@@ -75,7 +75,7 @@ impl Output {
 }
 
 /// A Unix-microsecond time as a person reads it, in the local time zone, to the millisecond.
-pub fn human_time(us: i64) -> String {
+pub(crate) fn human_time(us: i64) -> String {
     match jiff::Timestamp::from_microsecond(us) {
         Ok(ts) => ts
             .to_zoned_datetime(jiff::tz::TimeZone::system())
@@ -86,7 +86,7 @@ pub fn human_time(us: i64) -> String {
 }
 
 /// How long ago a Unix-seconds time was, compactly: `42s`, `3m12s`, `2h05m`, `4d03h`.
-pub fn age(since_unix_seconds: f64) -> String {
+pub(crate) fn age(since_unix_seconds: f64) -> String {
     let now = unix_seconds(SystemClock.now_us());
     let secs = (now - since_unix_seconds).max(0.0) as u64;
     match secs {

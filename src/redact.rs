@@ -3,7 +3,7 @@
 //! A variable whose name looks like a credential keeps its name but loses its value.
 
 /// What replaces a credential's value.
-pub const REDACTED: &str = "[redacted]";
+pub(crate) const REDACTED: &str = "[redacted]";
 
 const CONTAINS: &[&str] = &[
     "TOKEN",
@@ -21,7 +21,7 @@ const CONTAINS: &[&str] = &[
 ];
 
 /// Whether a variable's name looks like it holds a credential.
-pub fn is_credential(name: &str) -> bool {
+pub(crate) fn is_credential(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     upper.starts_with("AWS_")
         || upper.ends_with("_KEY")
@@ -30,7 +30,7 @@ pub fn is_credential(name: &str) -> bool {
 }
 
 /// The value to record for a variable.
-pub fn redact<'a>(name: &str, value: &'a str) -> &'a str {
+pub(crate) fn redact<'a>(name: &str, value: &'a str) -> &'a str {
     if is_credential(name) { REDACTED } else { value }
 }
 

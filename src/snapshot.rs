@@ -112,7 +112,7 @@ fn software() -> Value {
 }
 
 /// The environment variables worth keeping, credentials redacted.
-pub fn relevant_environment(vars: impl Iterator<Item = (String, String)>) -> Map<String, Value> {
+pub(crate) fn relevant_environment(vars: impl Iterator<Item = (String, String)>) -> Map<String, Value> {
     vars.filter(|(k, _)| {
         ENV_NAMES.contains(&k.as_str()) || ENV_PREFIXES.iter().any(|p| k.starts_with(p))
     })
@@ -124,7 +124,7 @@ pub fn relevant_environment(vars: impl Iterator<Item = (String, String)>) -> Map
 }
 
 /// The snapshot of `dir` (its git checkout, if any) on this host.
-pub fn runtime_snapshot(dir: &Path, smi_tool: &Tool) -> Value {
+pub(crate) fn runtime_snapshot(dir: &Path, smi_tool: &Tool) -> Value {
     let mut errors = Vec::new();
     let gpu = gpu(smi_tool, &mut errors);
     json!({

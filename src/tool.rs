@@ -198,7 +198,7 @@ fn timeout_from(value: Option<OsString>) -> Duration {
 }
 
 /// `program` (found on `PATH`) under the one timeout policy of every external tool.
-pub fn external(program: impl Into<OsString>) -> Tool {
+pub(crate) fn external(program: impl Into<OsString>) -> Tool {
     Tool::new(
         program,
         timeout_from(std::env::var_os(EnvVars::UNILAB_TOOL_TIMEOUT)),
@@ -206,7 +206,7 @@ pub fn external(program: impl Into<OsString>) -> Tool {
 }
 
 /// `nvidia-smi`, as the process environment names it.
-pub fn nvidia_smi() -> Tool {
+pub(crate) fn nvidia_smi() -> Tool {
     external(program_from(
         std::env::var_os(EnvVars::UNILAB_NVIDIA_SMI),
         "nvidia-smi",
@@ -214,7 +214,7 @@ pub fn nvidia_smi() -> Tool {
 }
 
 /// `nvidia-cuda-mps-control`, as the process environment names it.
-pub fn mps_control() -> Tool {
+pub(crate) fn mps_control() -> Tool {
     external(program_from(
         std::env::var_os(EnvVars::UNILAB_MPS_CONTROL),
         "nvidia-cuda-mps-control",

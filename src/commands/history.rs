@@ -14,7 +14,7 @@ use crate::output::{Output, human_time};
 use crate::paths::StatePaths;
 use crate::time::unix_seconds;
 
-pub fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result<Exit, Error> {
+pub(crate) fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result<Exit, Error> {
     let log_path = paths.log_path();
     let subject = match (&args.soak, &args.daemon) {
         (Some(id), _) => Some(Subject::Soak(id.clone())),
@@ -100,7 +100,7 @@ fn print_from(
 }
 
 /// One line of the human timeline.
-pub fn record_line(record: &Record) -> String {
+pub(crate) fn record_line(record: &Record) -> String {
     let envelope = &record.envelope;
     format!(
         "{:>6}  {}  {:<28}  {:<22}  {}",
@@ -113,7 +113,7 @@ pub fn record_line(record: &Record) -> String {
 }
 
 /// One object of `history --json`: the envelope's fields, then the event's own.
-pub fn record_json(record: &Record) -> serde_json::Value {
+pub(crate) fn record_json(record: &Record) -> serde_json::Value {
     let envelope = &record.envelope;
     let mut object = serde_json::Map::new();
     object.insert("seq".into(), envelope.seq.into());

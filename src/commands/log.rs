@@ -8,7 +8,7 @@ use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::projection;
 
-pub fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
+pub(crate) fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
     let log_path = paths.log_path();
     let result = LogReader::open(&log_path).and_then(|reader| match reader {
         Some(reader) => reader.snapshot()?.verify(projection::ALL).map(Some),

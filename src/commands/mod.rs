@@ -1,10 +1,10 @@
 //! The commands, one module per verb group. Each takes validated arguments and an [`Output`] and
 //! returns the exit status; errors bubble up to `main` for rendering.
 
-pub mod history;
-pub mod log;
-pub mod mps;
-pub mod soak;
+pub(crate) mod history;
+pub(crate) mod log;
+pub(crate) mod mps;
+pub(crate) mod soak;
 
 use crate::cli::{Cli, Command, LogCommand};
 use crate::diagnostic::Exit;

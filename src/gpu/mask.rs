@@ -11,13 +11,13 @@ use crate::event::GpuIdentity;
 
 /// The GPUs a CUDA program would see, and the entry where parsing stopped, if it stopped early.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Visible {
+pub(crate) struct Visible {
     pub gpus: Vec<GpuIdentity>,
     pub stopped_at: Option<StoppedAt>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoppedAt {
+pub(crate) struct StoppedAt {
     pub entry: String,
     pub reason: String,
 }
@@ -30,7 +30,7 @@ pub enum MaskError {
 
 /// Applies `mask` (the value of `CUDA_VISIBLE_DEVICES`, `None` when unset) to `gpus` as listed
 /// by nvidia-smi.
-pub fn visible(mask: Option<&str>, gpus: &[GpuInfo]) -> Result<Visible, MaskError> {
+pub(crate) fn visible(mask: Option<&str>, gpus: &[GpuInfo]) -> Result<Visible, MaskError> {
     let Some(mask) = mask else {
         return Ok(Visible {
             gpus: gpus

@@ -5,15 +5,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{GpuIdentity, TopologyMode};
 
-pub mod mask;
+pub(crate) mod mask;
 #[cfg(test)]
 mod props;
-pub mod selector;
-pub mod smi;
+pub(crate) mod selector;
+pub(crate) mod smi;
 
 /// A GPU as `nvidia-smi` lists it, before the visibility mask.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GpuInfo {
+pub(crate) struct GpuInfo {
     /// nvidia-smi's own index (PCI order), not the CUDA ordinal.
     pub index: u32,
     pub uuid: String,
@@ -22,7 +22,7 @@ pub struct GpuInfo {
 
 /// A resolved selector: the GPUs it names and how they are to be used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopologyPlan {
+pub(crate) struct TopologyPlan {
     pub selector: String,
     pub topology_mode: TopologyMode,
     pub gpus: Vec<GpuIdentity>,

@@ -14,13 +14,13 @@ use crate::diagnostic::Hint;
 use crate::event::{GpuIdentity, TopologyMode};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Atom {
+pub(crate) enum Atom {
     Ordinal(u32),
     UuidPrefix(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Selector {
+pub(crate) enum Selector {
     /// No selector: the sole visible GPU.
     Sole,
     One(Atom),
@@ -128,7 +128,7 @@ fn parse_list(text: &str) -> Result<Vec<Atom>, SelectorError> {
 }
 
 impl Selector {
-    pub fn parse(text: Option<&str>) -> Result<Self, SelectorError> {
+    pub(crate) fn parse(text: Option<&str>) -> Result<Self, SelectorError> {
         let Some(text) = text.map(str::trim) else {
             return Ok(Selector::Sole);
         };
@@ -145,7 +145,7 @@ impl Selector {
     }
 
     /// Resolves against the visible GPUs. `mask` is only for messages.
-    pub fn resolve(
+    pub(crate) fn resolve(
         &self,
         text: &str,
         visible: &[GpuIdentity],

@@ -12,8 +12,8 @@ use crate::tool::{Tool, ToolError};
 
 use super::GpuInfo;
 
-pub const QUERY_GPU: &str = "--query-gpu=index,uuid,name";
-pub const FORMAT: &str = "--format=csv,noheader,nounits";
+pub(crate) const QUERY_GPU: &str = "--query-gpu=index,uuid,name";
+pub(crate) const FORMAT: &str = "--format=csv,noheader,nounits";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SmiError {
@@ -87,7 +87,7 @@ fn is_uuid(field: &str) -> bool {
 }
 
 /// Lists the GPUs of this host.
-pub fn discover(smi: &Tool) -> Result<Vec<GpuInfo>, SmiError> {
+pub(crate) fn discover(smi: &Tool) -> Result<Vec<GpuInfo>, SmiError> {
     let text = query(smi, &[QUERY_GPU, FORMAT])?;
     let gpus = parse_gpu_csv(&text);
     if gpus.is_empty() {
@@ -117,7 +117,7 @@ fn classify_failure(code: i32, text: &str) -> SmiError {
 }
 
 /// Parses the rows of `--query-gpu=index,uuid,name`, skipping every line that is not one.
-pub fn parse_gpu_csv(text: &str) -> Vec<GpuInfo> {
+pub(crate) fn parse_gpu_csv(text: &str) -> Vec<GpuInfo> {
     csv_rows(text, 3)
         .filter_map(|row| {
             let [index, uuid, name] = row.as_slice() else {
@@ -135,12 +135,12 @@ pub fn parse_gpu_csv(text: &str) -> Vec<GpuInfo> {
 
 /// A value of a `nounits` query: `None` for `[N/A]`, `[Not Supported]`, `[Unknown Error]` or
 /// anything else that is not a number.
-pub fn parse_value<T: std::str::FromStr>(field: &str) -> Option<T> {
+pub(crate) fn parse_value<T: std::str::FromStr>(field: &str) -> Option<T> {
     field.trim().parse().ok()
 }
 
 /// Every GPU's memory and utilisation now, with the compute processes on each: two queries.
-pub fn usage(smi: &Tool) -> Result<Vec<GpuSample>, SmiError> {
+pub(crate) fn usage(smi: &Tool) -> Result<Vec<GpuSample>, SmiError> {
     let text = query(
         smi,
         &[
@@ -190,7 +190,7 @@ pub fn usage(smi: &Tool) -> Result<Vec<GpuSample>, SmiError> {
 
 /// The driver version (from a query) and the CUDA version (from the banner of a plain
 /// `nvidia-smi`), each `None` when nvidia-smi does not say.
-pub fn versions(smi: &Tool) -> (Option<String>, Option<String>) {
+pub(crate) fn versions(smi: &Tool) -> (Option<String>, Option<String>) {
     let driver = query(smi, &["--query-gpu=driver_version", FORMAT])
         .ok()
         .and_then(|text| text.lines().next().map(|l| l.trim().to_owned()));

@@ -7,10 +7,10 @@ use std::process::Command;
 use crate::tool::{Tool, ToolError, ToolOutput};
 
 /// What the client prints when no daemon answers in the pipe directory.
-pub const NO_DAEMON: &str = "Cannot find MPS control daemon process";
+pub(crate) const NO_DAEMON: &str = "Cannot find MPS control daemon process";
 
 /// The environment that points the control client, the daemon and CUDA clients at one daemon.
-pub fn environment(pipe_directory: &Path, log_directory: &Path) -> [(&'static str, String); 2] {
+pub(crate) fn environment(pipe_directory: &Path, log_directory: &Path) -> [(&'static str, String); 2] {
     [
         (
             "CUDA_MPS_PIPE_DIRECTORY",
@@ -30,7 +30,7 @@ fn command(control: &Tool, pipe_directory: &Path, log_directory: &Path) -> Comma
 }
 
 /// Sends one command line to the daemon of `pipe_directory`. `Ok(None)` when no daemon answers.
-pub fn send(
+pub(crate) fn send(
     control: &Tool,
     pipe_directory: &Path,
     log_directory: &Path,
@@ -48,7 +48,7 @@ pub fn send(
 }
 
 /// Whether the daemon answers a harmless query with what a daemon answers.
-pub fn answers(
+pub(crate) fn answers(
     control: &Tool,
     pipe_directory: &Path,
     log_directory: &Path,
@@ -63,7 +63,7 @@ pub fn answers(
 }
 
 /// Runs `nvidia-cuda-mps-control -d` for one GPU; returns once the daemon has detached.
-pub fn start_detached(
+pub(crate) fn start_detached(
     control: &Tool,
     pipe_directory: &Path,
     log_directory: &Path,
@@ -75,7 +75,7 @@ pub fn start_detached(
 }
 
 /// The command for a foreground daemon (`-f`), for the caller to spawn and supervise.
-pub fn foreground_command(
+pub(crate) fn foreground_command(
     control: &Tool,
     pipe_directory: &Path,
     log_directory: &Path,

@@ -21,18 +21,18 @@ use crate::projection::Daemons;
 use crate::time::{Clock, SystemClock, unix_seconds};
 
 /// What the GPUs of this host look like under the current mask.
-pub struct Topology {
+pub(crate) struct Topology {
     pub gpus: Vec<GpuInfo>,
     pub visible: Visible,
 }
 
-pub fn topology(mps: &Mps) -> Result<Topology, MpsError> {
+pub(crate) fn topology(mps: &Mps) -> Result<Topology, MpsError> {
     let gpus = smi::discover(&mps.smi).map_err(MpsError::Smi)?;
     let visible = mask::visible(mps.env.cuda_visible_devices.as_deref(), &gpus)?;
     Ok(Topology { gpus, visible })
 }
 
-pub fn resolve(
+pub(crate) fn resolve(
     mps: &Mps,
     topology: &Topology,
     selector: Option<&str>,
@@ -49,7 +49,7 @@ pub fn resolve(
 }
 
 /// `gpu-` and the first 8 hex digits of the UUID: stable whatever the mask.
-pub fn default_name(uuid: &str) -> String {
+pub(crate) fn default_name(uuid: &str) -> String {
     let hex: String = uuid
         .trim_start_matches("GPU-")
         .chars()
@@ -59,7 +59,7 @@ pub fn default_name(uuid: &str) -> String {
     format!("gpu-{}", hex.to_ascii_lowercase())
 }
 
-pub fn validate_name(name: &str) -> Result<(), MpsError> {
+pub(crate) fn validate_name(name: &str) -> Result<(), MpsError> {
     let valid = (1..=64).contains(&name.len())
         && !name.starts_with('.')
         && name
@@ -73,7 +73,7 @@ pub fn validate_name(name: &str) -> Result<(), MpsError> {
 }
 
 /// The daemon records of this user on this host (a record of another scope is never returned).
-pub fn records(mps: &Mps, snapshot: &Snapshot) -> Result<Vec<DaemonRecord>, LogError> {
+pub(crate) fn records(mps: &Mps, snapshot: &Snapshot) -> Result<Vec<DaemonRecord>, LogError> {
     Ok(Daemons::rows(snapshot)?
         .into_iter()
         .map(|row| DaemonRecord::from(row.0))
@@ -81,11 +81,11 @@ pub fn records(mps: &Mps, snapshot: &Snapshot) -> Result<Vec<DaemonRecord>, LogE
         .collect())
 }
 
-pub fn liveness(mps: &Mps, record: &DaemonRecord) -> Liveness {
+pub(crate) fn liveness(mps: &Mps, record: &DaemonRecord) -> Liveness {
     process::liveness(mps.proc, record.identity(), mps.paths.uid)
 }
 
-pub fn stale_reason(liveness: Liveness) -> Option<StaleReason> {
+pub(crate) fn stale_reason(liveness: Liveness) -> Option<StaleReason> {
     match liveness {
         Liveness::Live => None,
         Liveness::Gone => Some(StaleReason::ProcessGone),
@@ -96,7 +96,7 @@ pub fn stale_reason(liveness: Liveness) -> Option<StaleReason> {
 
 /// What `mps start` asks for.
 #[derive(Debug, Clone, Default)]
-pub struct StartRequest {
+pub(crate) struct StartRequest {
     pub selector: Option<String>,
     pub name: Option<String>,
     pub pipe_directory: Option<PathBuf>,
@@ -104,7 +104,7 @@ pub struct StartRequest {
 }
 
 /// A daemon about to be started: everything checked, nothing created yet.
-pub struct Plan {
+pub(crate) struct Plan {
     pub name: String,
     pub gpu: String,
     pub topology: TopologyPlan,
@@ -113,7 +113,7 @@ pub struct Plan {
 }
 
 /// Resolves and validates a start request without changing anything.
-pub fn plan(mps: &Mps, request: &StartRequest) -> Result<Plan, MpsError> {
+pub(crate) fn plan(mps: &Mps, request: &StartRequest) -> Result<Plan, MpsError> {
     let topology = topology(mps)?;
     let plan = resolve(mps, &topology, request.selector.as_deref())?;
     if plan.topology_mode != TopologyMode::SingleGpu {
@@ -164,7 +164,7 @@ fn absolute(path: &Path) -> PathBuf {
 }
 
 /// What a start found and did besides starting.
-pub struct Started {
+pub(crate) struct Started {
     pub record: DaemonRecord,
     /// Records found stale for the same name or GPU, cleaned before the start.
     pub cleaned: Vec<String>,
@@ -346,7 +346,7 @@ fn record_and_verify(
 }
 
 /// Starts a detached daemon for a planned start, records it, and verifies that it answers.
-pub fn start(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Started, MpsError> {
+pub(crate) fn start(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Started, MpsError> {
     let cleaned = begin(mps, log, plan)?;
     let output = control::start_detached(
         &mps.control,
@@ -388,7 +388,7 @@ pub fn start(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Started, MpsError
 /// Runs the daemon in the foreground (`-f`) as a child, its log lines on standard error, until it
 /// exits or `stop` is raised (Ctrl-C, SIGTERM): then it is asked to quit and, if needed,
 /// escalated. Records the start and the stop like a detached daemon's.
-pub fn run_foreground(
+pub(crate) fn run_foreground(
     mps: &Mps,
     log: &EventLog,
     plan: &Plan,
@@ -466,7 +466,7 @@ pub fn run_foreground(
 
 /// Asks the daemon to quit, then escalates through its pidfd: SIGTERM, then SIGKILL, each after
 /// `grace`. Every signal re-checks the daemon's identity first.
-pub fn halt(mps: &Mps, record: &DaemonRecord, grace: Duration) -> Result<StopMethod, MpsError> {
+pub(crate) fn halt(mps: &Mps, record: &DaemonRecord, grace: Duration) -> Result<StopMethod, MpsError> {
     let daemon = record.identity();
     let pipe = Path::new(&record.pipe_directory);
     let log_dir = Path::new(&record.log_directory);
@@ -505,13 +505,13 @@ pub fn halt(mps: &Mps, record: &DaemonRecord, grace: Duration) -> Result<StopMet
 
 /// How a stop ended for one daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stopped {
+pub(crate) enum Stopped {
     Stopped { name: String, method: StopMethod },
     Stale { name: String, reason: StaleReason },
 }
 
 /// Stops one recorded daemon, or cleans its record when it is not the live process it names.
-pub fn stop(
+pub(crate) fn stop(
     mps: &Mps,
     log: &EventLog,
     record: &DaemonRecord,
@@ -547,7 +547,7 @@ pub fn stop(
 }
 
 /// Picks one record: by name, else the sole record, else the sole live one.
-pub fn select<'r>(
+pub(crate) fn select<'r>(
     mps: &Mps,
     records: &'r [DaemonRecord],
     name: Option<&str>,
@@ -577,7 +577,7 @@ pub fn select<'r>(
 }
 
 /// The sole live daemon serving `gpu` (a UUID or unique prefix).
-pub fn select_for_gpu<'r>(
+pub(crate) fn select_for_gpu<'r>(
     mps: &Mps,
     records: &'r [DaemonRecord],
     gpu: &str,
@@ -597,7 +597,7 @@ pub fn select_for_gpu<'r>(
 }
 
 /// The environment that points CUDA clients at a daemon.
-pub fn environment(record: &DaemonRecord) -> Vec<(&'static str, String)> {
+pub(crate) fn environment(record: &DaemonRecord) -> Vec<(&'static str, String)> {
     let mut env: Vec<(&'static str, String)> = control::environment(
         Path::new(&record.pipe_directory),
         Path::new(&record.log_directory),
@@ -609,7 +609,7 @@ pub fn environment(record: &DaemonRecord) -> Vec<(&'static str, String)> {
 }
 
 /// A live record, or the reason it is not.
-pub fn require_live(mps: &Mps, record: &DaemonRecord) -> Result<(), MpsError> {
+pub(crate) fn require_live(mps: &Mps, record: &DaemonRecord) -> Result<(), MpsError> {
     match stale_reason(liveness(mps, record)) {
         None => Ok(()),
         Some(reason) => Err(MpsError::NotRunning {

@@ -16,14 +16,14 @@ use crate::paths::distrust_directory;
 use crate::process::ProcSource;
 
 /// The AF_UNIX limit on a socket path, without its terminating NUL.
-pub const MAX_SOCKET_PATH: usize = 107;
+pub(crate) const MAX_SOCKET_PATH: usize = 107;
 
-pub const CONTROL_SOCKET: &str = "control";
-pub const PID_FILE: &str = "nvidia-cuda-mps-control.pid";
-pub const CONTROL_LOCK: &str = "control_lock";
+pub(crate) const CONTROL_SOCKET: &str = "control";
+pub(crate) const PID_FILE: &str = "nvidia-cuda-mps-control.pid";
+pub(crate) const CONTROL_LOCK: &str = "control_lock";
 
 /// The default pipe directory of daemon `name`.
-pub fn default_pipe_directory(runtime_dir: Option<&Path>, uid: u32, name: &str) -> PathBuf {
+pub(crate) fn default_pipe_directory(runtime_dir: Option<&Path>, uid: u32, name: &str) -> PathBuf {
     let owned_runtime = runtime_dir.filter(|dir| {
         dir.is_absolute()
             && std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid)
@@ -35,7 +35,7 @@ pub fn default_pipe_directory(runtime_dir: Option<&Path>, uid: u32, name: &str) 
 }
 
 /// `<pipe>/control`, refused when too long to bind.
-pub fn control_socket(pipe_directory: &Path) -> Result<PathBuf, MpsError> {
+pub(crate) fn control_socket(pipe_directory: &Path) -> Result<PathBuf, MpsError> {
     let path = pipe_directory.join(CONTROL_SOCKET);
     let len = path.as_os_str().len();
     if len > MAX_SOCKET_PATH {
@@ -46,7 +46,7 @@ pub fn control_socket(pipe_directory: &Path) -> Result<PathBuf, MpsError> {
 
 /// Creates `path` and any missing parents `0700`, checking every level from `trusted_base` down
 /// (the base itself must exist). Levels that already exist must pass [`distrust_directory`].
-pub fn ensure_private(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), MpsError> {
+pub(crate) fn ensure_private(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), MpsError> {
     let relative = path
         .strip_prefix(trusted_base)
         .map_err(|_| MpsError::UnsafeDirectory {
@@ -84,7 +84,7 @@ pub fn ensure_private(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), 
 }
 
 /// Checks, without creating anything, every level of `path` under `trusted_base` that exists.
-pub fn check_existing(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), MpsError> {
+pub(crate) fn check_existing(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), MpsError> {
     let Ok(relative) = path.strip_prefix(trusted_base) else {
         return Ok(());
     };
@@ -107,7 +107,7 @@ pub fn check_existing(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), 
 /// The base from which unilab creates a pipe directory: the parent of its first level that
 /// unilab may create. For the defaults that is `$XDG_RUNTIME_DIR` or `/tmp`; for a directory the
 /// user names, its parent.
-pub fn creation_base(pipe_directory: &Path, runtime_dir: Option<&Path>, uid: u32) -> PathBuf {
+pub(crate) fn creation_base(pipe_directory: &Path, runtime_dir: Option<&Path>, uid: u32) -> PathBuf {
     let tmp_root = PathBuf::from(format!("/tmp/unilab-{uid}"));
     if pipe_directory.starts_with(&tmp_root) {
         return PathBuf::from("/tmp");
@@ -125,7 +125,7 @@ pub fn creation_base(pipe_directory: &Path, runtime_dir: Option<&Path>, uid: u32
 
 /// Who holds a pipe directory's control socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Occupant {
+pub(crate) enum Occupant {
     /// No socket and no live pid file.
     Empty,
     /// A socket or pid file left behind by a daemon that is gone.
@@ -135,7 +135,7 @@ pub enum Occupant {
 }
 
 /// Looks at a pipe directory without changing it.
-pub fn occupant(proc: &dyn ProcSource, pipe_directory: &Path) -> Occupant {
+pub(crate) fn occupant(proc: &dyn ProcSource, pipe_directory: &Path) -> Occupant {
     let pid = read_pid_file(pipe_directory);
     if let Some(pid) = pid
         && proc.stat(pid).is_some_and(|stat| !stat.has_exited())
@@ -157,14 +157,14 @@ pub fn occupant(proc: &dyn ProcSource, pipe_directory: &Path) -> Occupant {
 }
 
 /// The pid in the daemon's pid file, if it holds one.
-pub fn read_pid_file(pipe_directory: &Path) -> Option<u32> {
+pub(crate) fn read_pid_file(pipe_directory: &Path) -> Option<u32> {
     std::fs::read_to_string(pipe_directory.join(PID_FILE))
         .ok()
         .and_then(|text| text.trim().parse().ok())
 }
 
 /// Whether something accepts connections on the SEQPACKET socket at `path`.
-pub fn socket_answers(path: &Path) -> bool {
+pub(crate) fn socket_answers(path: &Path) -> bool {
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
     let Ok(addr) = UnixAddr::new(path) else {
         return false;
@@ -183,13 +183,13 @@ pub fn socket_answers(path: &Path) -> bool {
 
 /// Removes what a stopped daemon leaves in its pipe directory (the socket, the pid file and the
 /// lock file, never following a symlink), then the directory itself if it is empty.
-pub fn remove_leftovers(pipe_directory: &Path) {
+pub(crate) fn remove_leftovers(pipe_directory: &Path) {
     remove_leftovers_keeping_dir(pipe_directory);
     let _ = std::fs::remove_dir(pipe_directory);
 }
 
 /// Removes a gone daemon's socket, pid file and lock file, keeping the directory.
-pub fn remove_leftovers_keeping_dir(pipe_directory: &Path) {
+pub(crate) fn remove_leftovers_keeping_dir(pipe_directory: &Path) {
     for name in [CONTROL_SOCKET, PID_FILE, CONTROL_LOCK] {
         let path = pipe_directory.join(name);
         if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_dir()) {

@@ -14,14 +14,14 @@ use crate::log::{LogError, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CheckStatus {
+pub(crate) enum CheckStatus {
     Ok,
     Warn,
     Fail,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Check {
+pub(crate) struct Check {
     pub name: &'static str,
     pub status: CheckStatus,
     pub detail: String,
@@ -43,7 +43,7 @@ fn check(
 }
 
 /// Runs every check; nothing is created, started or recorded.
-pub fn doctor(
+pub(crate) fn doctor(
     mps: &Mps,
     snapshot: Option<&Snapshot>,
     selector: Option<&str>,

@@ -3,12 +3,12 @@
 //! A record gives stop authority only while its `(pid, process_start_ticks)` still names a live
 //! process of the same user; a daemon unilab cannot prove it started is never touched.
 
-pub mod control;
-pub mod daemon;
-pub mod dirs;
-pub mod doctor;
-pub mod error;
-pub mod status;
+pub(crate) mod control;
+pub(crate) mod daemon;
+pub(crate) mod dirs;
+pub(crate) mod doctor;
+pub(crate) mod error;
+pub(crate) mod status;
 
 use std::path::PathBuf;
 
@@ -22,7 +22,7 @@ use crate::tool::{self, Tool};
 
 /// The variables of the caller's environment that the MPS commands read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HostEnv {
+pub(crate) struct HostEnv {
     pub cuda_visible_devices: Option<String>,
     pub cuda_device_order: Option<String>,
     pub runtime_dir: Option<PathBuf>,
@@ -30,7 +30,7 @@ pub struct HostEnv {
 }
 
 impl HostEnv {
-    pub fn from_process() -> Self {
+    pub(crate) fn from_process() -> Self {
         let var = |name| std::env::var_os(name);
         Self {
             cuda_visible_devices: var(EnvVars::CUDA_VISIBLE_DEVICES)
@@ -49,7 +49,7 @@ impl HostEnv {
 
 /// What the MPS operations work with: where state lives, the process table, the two NVIDIA
 /// tools, and the caller's environment. Each is a seam tests can replace.
-pub struct Mps<'a> {
+pub(crate) struct Mps<'a> {
     pub paths: &'a StatePaths,
     pub proc: &'a dyn ProcSource,
     pub smi: Tool,
@@ -59,7 +59,7 @@ pub struct Mps<'a> {
 
 impl<'a> Mps<'a> {
     /// The tools as the process environment names them.
-    pub fn from_process(paths: &'a StatePaths, proc: &'a dyn ProcSource) -> Self {
+    pub(crate) fn from_process(paths: &'a StatePaths, proc: &'a dyn ProcSource) -> Self {
         Self {
             paths,
             proc,
@@ -74,7 +74,7 @@ impl<'a> Mps<'a> {
 /// and the daemons in `mps status`. Field names follow the original design. Built from the
 /// stored [`StartedDaemon`], so that a change here never changes the stored format.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DaemonRecord {
+pub(crate) struct DaemonRecord {
     pub name: String,
     pub uid: u32,
     pub host: String,
@@ -119,7 +119,7 @@ impl From<StartedDaemon> for DaemonRecord {
 
 impl DaemonRecord {
     /// The process this record gives authority over.
-    pub fn identity(&self) -> ProcessIdentity {
+    pub(crate) fn identity(&self) -> ProcessIdentity {
         ProcessIdentity {
             pid: self.pid,
             start_ticks: self.process_start_ticks,

@@ -14,7 +14,7 @@ use crate::log::{LogError, Snapshot};
 
 /// A control pipe found on the host, and which of this user's records own it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ControlPipeStatus {
+pub(crate) struct ControlPipeStatus {
     pub path: String,
     pub kind: &'static str,
     pub managed_names: Vec<String>,
@@ -22,7 +22,7 @@ pub struct ControlPipeStatus {
 
 /// A record with what it names now.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ManagedDaemon {
+pub(crate) struct ManagedDaemon {
     #[serde(flatten)]
     pub record: DaemonRecord,
     pub live: bool,
@@ -31,7 +31,7 @@ pub struct ManagedDaemon {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HostStatus {
+pub(crate) struct HostStatus {
     pub platform: String,
     pub nvidia_smi_available: bool,
     pub cuda_visible_devices: Option<String>,
@@ -42,7 +42,7 @@ pub struct HostStatus {
     pub compatible_topology_modes: Vec<TopologyMode>,
 }
 
-pub fn managed(mps: &Mps, snapshot: Option<&Snapshot>) -> Result<Vec<ManagedDaemon>, LogError> {
+pub(crate) fn managed(mps: &Mps, snapshot: Option<&Snapshot>) -> Result<Vec<ManagedDaemon>, LogError> {
     let Some(snapshot) = snapshot else {
         return Ok(Vec::new());
     };
@@ -59,7 +59,7 @@ pub fn managed(mps: &Mps, snapshot: Option<&Snapshot>) -> Result<Vec<ManagedDaem
         .collect())
 }
 
-pub fn host_status(mps: &Mps, snapshot: Option<&Snapshot>) -> Result<HostStatus, LogError> {
+pub(crate) fn host_status(mps: &Mps, snapshot: Option<&Snapshot>) -> Result<HostStatus, LogError> {
     let managed_daemons = managed(mps, snapshot)?;
     let (nvidia_smi_available, gpus, diagnostic) = match daemon::topology(mps) {
         Ok(topology) => {

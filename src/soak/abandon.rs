@@ -12,11 +12,11 @@ use crate::process::{self, Liveness, ProcSource, ProcessIdentity};
 use crate::projection::{self, SoakState, SoakSummary, Soaks};
 
 /// Why an abandoned soak is abandoned, as recorded.
-pub const REASON: &str = "its supervisor is gone without a verdict";
+pub(crate) const REASON: &str = "its supervisor is gone without a verdict";
 
 /// The soaks among `soaks` that are abandoned: recorded as running, but their supervisor is not
 /// `live`.
-pub fn abandoned(
+pub(crate) fn abandoned(
     soaks: &[SoakSummary],
     live: impl Fn(ProcessIdentity) -> bool,
 ) -> Vec<&SoakSummary> {
@@ -28,7 +28,7 @@ pub fn abandoned(
 
 /// Opens the log for reading after recording `soak_abandoned` for every abandoned soak. `None`
 /// when nothing was ever recorded.
-pub fn settle(
+pub(crate) fn settle(
     paths: &StatePaths,
     proc: &dyn ProcSource,
 ) -> Result<Option<(LogReader, Snapshot)>, LogError> {

@@ -31,11 +31,11 @@ use super::watch::CommandState;
 use crate::process::{self, ProcSource, ProcessIdentity, Signal, SystemProc};
 
 /// The hidden subcommand the supervisor runs the guard as.
-pub const SUBCOMMAND: &str = "__soak-guard";
+pub(crate) const SUBCOMMAND: &str = "__soak-guard";
 
 /// What the guard reported in its status file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GuardStatus {
+pub(crate) struct GuardStatus {
     pub started: Option<ProcessIdentity>,
     pub exit_code: Option<i32>,
     pub exit_signal: Option<i32>,
@@ -43,7 +43,7 @@ pub struct GuardStatus {
 }
 
 impl GuardStatus {
-    pub fn read(path: &Path) -> Self {
+    pub(crate) fn read(path: &Path) -> Self {
         let mut status = GuardStatus::default();
         let Ok(text) = std::fs::read_to_string(path) else {
             return status;
@@ -65,12 +65,12 @@ impl GuardStatus {
         status
     }
 
-    pub fn exited(&self) -> bool {
+    pub(crate) fn exited(&self) -> bool {
         self.exit_code.is_some() || self.exit_signal.is_some() || self.spawn_failed.is_some()
     }
 
     /// The command's state as the soak's rules see it.
-    pub fn command_state(&self) -> CommandState {
+    pub(crate) fn command_state(&self) -> CommandState {
         match &self.spawn_failed {
             Some(reason) => CommandState::SpawnFailed(reason.clone()),
             None if self.exited() => CommandState::Exited,
@@ -91,7 +91,7 @@ fn report(path: &Path, line: &str) {
 
 /// Runs the guard; returns its exit code. It blocks rather than polls: one thread in
 /// `waitpid`, one on its standard input, one on signals, so it costs nothing while it waits.
-pub fn run(status_path: &Path, command: &[OsString]) -> i32 {
+pub(crate) fn run(status_path: &Path, command: &[OsString]) -> i32 {
     let _ = nix::sys::prctl::set_child_subreaper(true);
     let (shutdown, requested) = mpsc::channel::<()>();
     {

@@ -10,7 +10,7 @@ use crate::event::soak::ProgressSignature;
 
 /// Walks the directory (not following symlinks) and sums it up. Unreadable entries are skipped:
 /// a trainer may be replacing files while unilab looks.
-pub fn signature(dir: &Path) -> ProgressSignature {
+pub(super) fn signature(dir: &Path) -> ProgressSignature {
     let mut sig = ProgressSignature::default();
     let mut stack = vec![dir.to_owned()];
     while let Some(current) = stack.pop() {

@@ -12,7 +12,7 @@ use crate::event::soak::SoakParameters;
 
 /// What `soak run` was asked for, as given.
 #[derive(Debug, Clone)]
-pub struct SoakRequest {
+pub(crate) struct SoakRequest {
     pub command: Vec<String>,
     pub progress_dir: PathBuf,
     pub output: PathBuf,
@@ -28,7 +28,7 @@ pub struct SoakRequest {
 
 /// A validated `soak run`: absolute, existing, trusted paths and consistent limits.
 #[derive(Debug, Clone)]
-pub struct SoakSpec {
+pub(crate) struct SoakSpec {
     pub command: Vec<String>,
     pub progress_dir: PathBuf,
     pub output: PathBuf,
@@ -58,7 +58,7 @@ fn absolute(path: PathBuf) -> Result<PathBuf, SoakError> {
 impl SoakRequest {
     /// Checks the limits against each other and the directories against `uid`, creating the
     /// progress directory if it does not exist.
-    pub fn validate(self, uid: u32) -> Result<SoakSpec, SoakError> {
+    pub(crate) fn validate(self, uid: u32) -> Result<SoakSpec, SoakError> {
         if self.command.is_empty() {
             return invalid("no command to run: put it after `--`");
         }

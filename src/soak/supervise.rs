@@ -34,11 +34,11 @@ use crate::redact::redact;
 use crate::tool::Tool;
 
 /// How much of each output stream the artifact keeps.
-pub const TAIL_BYTES: usize = 64 * 1024;
+pub(crate) const TAIL_BYTES: usize = 64 * 1024;
 
 /// What `soak run` reports.
 #[derive(Debug, Clone)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub soak_id: String,
     pub outcome: Outcome,
     pub artifact: PathBuf,
@@ -46,7 +46,7 @@ pub struct Verdict {
 }
 
 /// What a soak runs against.
-pub struct SoakContext<'a> {
+pub(crate) struct SoakContext<'a> {
     pub paths: &'a StatePaths,
     pub log: &'a EventLog,
     pub smi: Tool,
@@ -66,7 +66,7 @@ fn new_soak_id() -> String {
 }
 
 /// Runs the soak to its verdict. The verdict is recorded even when writing the artifact fails.
-pub fn run(
+pub(crate) fn run(
     ctx: &SoakContext,
     spec: &SoakSpec,
     interrupted: &AtomicBool,
@@ -462,7 +462,7 @@ fn cmdline(pid: u32) -> Vec<String> {
 }
 
 /// Renders the soak's artifact from the log, writes it atomically to `path` and records that.
-pub fn write_artifact(log: &EventLog, soak_id: &str, path: &Path) -> Result<String, SoakError> {
+pub(crate) fn write_artifact(log: &EventLog, soak_id: &str, path: &Path) -> Result<String, SoakError> {
     let records = artifact::collect(&log.snapshot()?, soak_id)?
         .ok_or_else(|| SoakError::NoSuchSoak(soak_id.to_owned()))?;
     let (bytes, digest) = artifact::render(&records);
@@ -482,6 +482,6 @@ pub fn write_artifact(log: &EventLog, soak_id: &str, path: &Path) -> Result<Stri
 }
 
 /// Whether standard error is a terminal, for the live status line.
-pub fn stderr_is_terminal() -> bool {
+pub(crate) fn stderr_is_terminal() -> bool {
     std::io::stderr().is_terminal()
 }

@@ -14,7 +14,7 @@ use crate::event::soak::{
 
 /// What the command's guard has reported so far.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommandState {
+pub(crate) enum CommandState {
     Running,
     Exited,
     SpawnFailed(String),
@@ -22,7 +22,7 @@ pub enum CommandState {
 
 /// What the supervisor saw at one sample.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Observation {
+pub(crate) struct Observation {
     /// Time since the command was spawned.
     pub elapsed: Duration,
     pub progress: ProgressSignature,
@@ -32,13 +32,13 @@ pub struct Observation {
 
 /// Why a soak fails, decided before the command's own exit could judge it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub kind: FailureKind,
     pub reason: String,
 }
 
 impl Failure {
-    pub fn new(kind: FailureKind, reason: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: FailureKind, reason: impl Into<String>) -> Self {
         Self {
             kind,
             reason: reason.into(),
@@ -48,7 +48,7 @@ impl Failure {
 
 /// What the supervisor does after an observation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// Sample again at the next due time.
     Continue,
     /// The command exited: stop sampling and judge it.
@@ -59,7 +59,7 @@ pub enum Next {
 
 /// The liveness rules of one soak, and what it has seen of the progress directory.
 #[derive(Debug, Clone)]
-pub struct Watch {
+pub(crate) struct Watch {
     startup_timeout: Duration,
     stale_progress: Duration,
     progress_dir: String,
@@ -78,7 +78,7 @@ fn secs(millis: u64) -> f64 {
 
 impl Watch {
     /// A watch over `progress_dir`, whose signature before the command started is `baseline`.
-    pub fn new(
+    pub(crate) fn new(
         parameters: &SoakParameters,
         progress_dir: &str,
         baseline: ProgressSignature,
@@ -94,12 +94,12 @@ impl Watch {
     }
 
     /// When progress was first seen, after spawn.
-    pub fn first_progress(&self) -> Option<Duration> {
+    pub(crate) fn first_progress(&self) -> Option<Duration> {
         self.first_progress
     }
 
     /// When the progress directory last changed, after spawn.
-    pub fn last_change(&self) -> Option<Duration> {
+    pub(crate) fn last_change(&self) -> Option<Duration> {
         self.last_change
     }
 
@@ -107,7 +107,7 @@ impl Watch {
     /// a command that could not be spawned fails the soak; one that exited ends the watch; an
     /// interruption fails it; no progress by the startup timeout fails it; and once progress was
     /// seen, no change for the stale period fails it.
-    pub fn observe(&mut self, observation: &Observation) -> Next {
+    pub(crate) fn observe(&mut self, observation: &Observation) -> Next {
         let elapsed = observation.elapsed;
         if observation.progress != self.last_signature {
             self.last_signature = observation.progress;
@@ -179,7 +179,7 @@ fn failed(kind: FailureKind, reason: String) -> Outcome {
 /// The outcome of a soak, from the first that applies: a failure the watch or the supervisor
 /// decided; the command's own failure; processes that outlived it; a run shorter than the
 /// minimum; else it passed.
-pub fn verdict(
+pub(crate) fn verdict(
     failure: Option<Failure>,
     exit: ExitInfo,
     leaked: &[LeakedProcess],
