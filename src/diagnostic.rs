@@ -1,10 +1,10 @@
 //! How an error presents itself to a person: the exit code it ends unilab with, and a hint of
 //! what to do next.
 //!
-//! Every error type that has something to suggest implements [`Hint`] for its own variants only;
+//! Every error type that has something to suggest implements `Hint` for its own variants only;
 //! a variant that wraps another error as its `source()` leaves the suggestion to that error, and
 //! the renderer walks the `source()` chain to find the first hint. Each error at a boundary (the
-//! log, the MPS commands, the soak commands, the state paths) implements [`Boundary`] and decides
+//! log, the MPS commands, the soak commands, the state paths) implements `Boundary` and decides
 //! its own exit code.
 
 /// unilab's exit codes, as documented in the README.
@@ -45,12 +45,12 @@ impl Exit {
 }
 
 /// An error that may suggest what to do next.
-pub trait Hint: std::error::Error {
+pub(crate) trait Hint: std::error::Error {
     /// A short suggestion, or `None` when this error has none of its own (its source may).
     fn hint(&self) -> Option<String>;
 }
 
 /// An error at a boundary of unilab, which decides the exit code it ends unilab with.
-pub trait Boundary: Hint {
+pub(crate) trait Boundary: Hint {
     fn exit(&self) -> Exit;
 }

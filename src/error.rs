@@ -3,7 +3,7 @@
 //! Rendered as `error: <what>`, then one `caused by: <why>` line for each source, then an
 //! optional `hint: <what to do>` — the first hint found walking from the error along its
 //! `source()` chain. No colour, no trailing period. The exit code is the boundary error's own
-//! decision ([`Boundary::exit`]).
+//! decision (`Boundary::exit`).
 
 use std::error::Error as StdError;
 use std::fmt::Write as _;
@@ -139,7 +139,7 @@ fn hint_of(error: &(dyn StdError + 'static)) -> Option<String> {
 }
 
 /// Turns a write error on stdout into the right [`Error`].
-pub fn stdout_error(e: std::io::Error) -> Error {
+pub(crate) fn stdout_error(e: std::io::Error) -> Error {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         Error::BrokenPipe
     } else {

@@ -88,7 +88,7 @@ impl StatePaths {
 
 /// The state root by the documented precedence, with `var` standing in for the environment.
 /// Empty and relative XDG values are ignored, as the XDG specification asks.
-pub fn state_root(
+pub(crate) fn state_root(
     root_flag: Option<&Path>,
     var: impl Fn(&str) -> Option<OsString>,
 ) -> Result<PathBuf, PathError> {
@@ -117,7 +117,7 @@ pub fn state_root(
 
 /// Why an existing directory cannot be trusted to be the user's alone, or `None` when it can:
 /// it must be a real directory (not a symlink), owned by `uid`, and closed to writes by others.
-pub fn distrust_directory(path: &Path, uid: u32) -> Option<String> {
+pub(crate) fn distrust_directory(path: &Path, uid: u32) -> Option<String> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) => return Some(format!("cannot inspect it: {e}")),

@@ -91,7 +91,7 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
 }
 
 /// Where process facts come from: `/proc` on a real host; tests may substitute another.
-pub trait ProcSource: Send + Sync {
+pub(crate) trait ProcSource: Send + Sync {
     fn stat(&self, pid: u32) -> Option<ProcStat>;
     /// The real uid of the process.
     fn uid(&self, pid: u32) -> Option<u32>;
@@ -139,7 +139,7 @@ impl ProcSource for FakeProc {
 
 /// `/proc` of this host.
 #[derive(Debug, Clone)]
-pub struct SystemProc {
+pub(crate) struct SystemProc {
     root: PathBuf,
 }
 
@@ -179,7 +179,7 @@ pub enum Liveness {
     NotOwned { uid: u32 },
 }
 
-pub fn liveness(proc: &dyn ProcSource, identity: ProcessIdentity, uid: u32) -> Liveness {
+pub(crate) fn liveness(proc: &dyn ProcSource, identity: ProcessIdentity, uid: u32) -> Liveness {
     let Some(stat) = proc.stat(identity.pid) else {
         return Liveness::Gone;
     };
@@ -200,8 +200,7 @@ pub fn liveness(proc: &dyn ProcSource, identity: ProcessIdentity, uid: u32) -> L
 
 /// The signals unilab sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    Interrupt,
+pub(crate) enum Signal {
     Terminate,
     Kill,
 }
@@ -209,7 +208,6 @@ pub enum Signal {
 impl Signal {
     fn to_rustix(self) -> rustix::process::Signal {
         match self {
-            Signal::Interrupt => rustix::process::Signal::INT,
             Signal::Terminate => rustix::process::Signal::TERM,
             Signal::Kill => rustix::process::Signal::KILL,
         }
@@ -237,7 +235,7 @@ pub enum SignalError {
 /// Sends `signal` to the process `identity` names, if and only if it is still that process and
 /// belongs to `uid`. The pidfd is opened first and the identity checked after, so the signal
 /// reaches the checked process even if the pid is reused in between.
-pub fn signal(
+pub(crate) fn signal(
     proc: &dyn ProcSource,
     identity: ProcessIdentity,
     uid: u32,
@@ -274,7 +272,7 @@ pub fn signal(
 
 /// Waits up to `timeout` for the process to exit (gone, a zombie, or its pid reused). Returns
 /// whether it did.
-pub fn wait_for_exit(
+pub(crate) fn wait_for_exit(
     proc: &dyn ProcSource,
     identity: ProcessIdentity,
     timeout: std::time::Duration,
@@ -313,7 +311,7 @@ pub fn all_processes(proc_root: &std::path::Path) -> Vec<ProcStat> {
 
 /// Reads a small `/proc` file into `buf` with one open and no `stat` (std's `read_to_string`
 /// asks for the size first, which `/proc` cannot answer anyway). `None` if it cannot be read.
-pub fn read_proc_file<'b>(path: &std::path::Path, buf: &'b mut Vec<u8>) -> Option<&'b str> {
+pub(crate) fn read_proc_file<'b>(path: &std::path::Path, buf: &'b mut Vec<u8>) -> Option<&'b str> {
     use std::io::Read;
     buf.clear();
     let mut file = std::fs::File::open(path).ok()?;

@@ -112,7 +112,9 @@ fn software() -> Value {
 }
 
 /// The environment variables worth keeping, credentials redacted.
-pub(crate) fn relevant_environment(vars: impl Iterator<Item = (String, String)>) -> Map<String, Value> {
+pub(crate) fn relevant_environment(
+    vars: impl Iterator<Item = (String, String)>,
+) -> Map<String, Value> {
     vars.filter(|(k, _)| {
         ENV_NAMES.contains(&k.as_str()) || ENV_PREFIXES.iter().any(|p| k.starts_with(p))
     })

@@ -21,6 +21,6 @@ impl Clock for SystemClock {
 }
 
 /// A Unix-microsecond time as JSON's float seconds.
-pub fn unix_seconds(us: i64) -> f64 {
+pub(crate) fn unix_seconds(us: i64) -> f64 {
     us as f64 / 1_000_000.0
 }

@@ -18,7 +18,11 @@ use crate::paths::StatePaths;
 use crate::process::SystemProc;
 use crate::projection;
 
-pub(crate) fn run(paths: &StatePaths, command: MpsCommand, out: &mut Output) -> Result<Exit, Error> {
+pub(crate) fn run(
+    paths: &StatePaths,
+    command: MpsCommand,
+    out: &mut Output,
+) -> Result<Exit, Error> {
     let proc = SystemProc::default();
     let mps = Mps::from_process(paths, &proc);
     match command {

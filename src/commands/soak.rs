@@ -25,7 +25,11 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, Error> {
     serde_json::to_value(value).map_err(|e| Error::Internal(e.to_string()))
 }
 
-pub(crate) fn run(paths: &StatePaths, command: SoakCommand, out: &mut Output) -> Result<Exit, Error> {
+pub(crate) fn run(
+    paths: &StatePaths,
+    command: SoakCommand,
+    out: &mut Output,
+) -> Result<Exit, Error> {
     match command {
         SoakCommand::Run(args) => soak_run(paths, args, out),
         SoakCommand::List => list(paths, out),

@@ -2,8 +2,8 @@
 //! per host, in one redb file.
 //!
 //! It stores the events of [`crate::event`] and keeps the views it is handed ([`View`]) up to
-//! date in the same transaction as each append; it names no view itself. Its parts: [`open`]
-//! (create, repair, migrate, check scope), [`append`], [`read`] (snapshots), [`verify`] (chain
+//! date in the same transaction as each append; it names no view itself. Its parts: `open`
+//! (create, repair, migrate, check scope), `append`, `read` (snapshots), `verify` (chain
 //! and views), over one [`codec`] and one [`chain`].
 
 mod append;

@@ -4,20 +4,24 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::env::EnvVars;
 use crate::tool::{Tool, ToolError, ToolOutput};
 
 /// What the client prints when no daemon answers in the pipe directory.
 pub(crate) const NO_DAEMON: &str = "Cannot find MPS control daemon process";
 
 /// The environment that points the control client, the daemon and CUDA clients at one daemon.
-pub(crate) fn environment(pipe_directory: &Path, log_directory: &Path) -> [(&'static str, String); 2] {
+pub(crate) fn environment(
+    pipe_directory: &Path,
+    log_directory: &Path,
+) -> [(&'static str, String); 2] {
     [
         (
-            "CUDA_MPS_PIPE_DIRECTORY",
+            EnvVars::CUDA_MPS_PIPE_DIRECTORY,
             pipe_directory.display().to_string(),
         ),
         (
-            "CUDA_MPS_LOG_DIRECTORY",
+            EnvVars::CUDA_MPS_LOG_DIRECTORY,
             log_directory.display().to_string(),
         ),
     ]
@@ -70,7 +74,7 @@ pub(crate) fn start_detached(
     gpu_uuid: &str,
 ) -> Result<ToolOutput, ToolError> {
     let mut cmd = command(control, pipe_directory, log_directory);
-    cmd.arg("-d").env("CUDA_VISIBLE_DEVICES", gpu_uuid);
+    cmd.arg("-d").env(EnvVars::CUDA_VISIBLE_DEVICES, gpu_uuid);
     control.run(cmd, b"")
 }
 
@@ -82,6 +86,6 @@ pub(crate) fn foreground_command(
     gpu_uuid: &str,
 ) -> Command {
     let mut cmd = command(control, pipe_directory, log_directory);
-    cmd.arg("-f").env("CUDA_VISIBLE_DEVICES", gpu_uuid);
+    cmd.arg("-f").env(EnvVars::CUDA_VISIBLE_DEVICES, gpu_uuid);
     cmd
 }

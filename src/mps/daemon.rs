@@ -11,6 +11,7 @@ use super::control;
 use super::dirs::{self, Occupant};
 use super::error::MpsError;
 use super::{DaemonRecord, Mps};
+use crate::env::EnvVars;
 use crate::event::{Event, StaleReason, StartedDaemon, StopMethod, Subject, TopologyMode};
 use crate::gpu::mask::{self, Visible};
 use crate::gpu::selector::Selector;
@@ -466,7 +467,11 @@ pub(crate) fn run_foreground(
 
 /// Asks the daemon to quit, then escalates through its pidfd: SIGTERM, then SIGKILL, each after
 /// `grace`. Every signal re-checks the daemon's identity first.
-pub(crate) fn halt(mps: &Mps, record: &DaemonRecord, grace: Duration) -> Result<StopMethod, MpsError> {
+pub(crate) fn halt(
+    mps: &Mps,
+    record: &DaemonRecord,
+    grace: Duration,
+) -> Result<StopMethod, MpsError> {
     let daemon = record.identity();
     let pipe = Path::new(&record.pipe_directory);
     let log_dir = Path::new(&record.log_directory);
@@ -604,7 +609,7 @@ pub(crate) fn environment(record: &DaemonRecord) -> Vec<(&'static str, String)> 
     )
     .into_iter()
     .collect();
-    env.push(("CUDA_VISIBLE_DEVICES", record.gpu_uuids.join(",")));
+    env.push((EnvVars::CUDA_VISIBLE_DEVICES, record.gpu_uuids.join(",")));
     env
 }
 

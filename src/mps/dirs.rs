@@ -107,7 +107,11 @@ pub(crate) fn check_existing(trusted_base: &Path, path: &Path, uid: u32) -> Resu
 /// The base from which unilab creates a pipe directory: the parent of its first level that
 /// unilab may create. For the defaults that is `$XDG_RUNTIME_DIR` or `/tmp`; for a directory the
 /// user names, its parent.
-pub(crate) fn creation_base(pipe_directory: &Path, runtime_dir: Option<&Path>, uid: u32) -> PathBuf {
+pub(crate) fn creation_base(
+    pipe_directory: &Path,
+    runtime_dir: Option<&Path>,
+    uid: u32,
+) -> PathBuf {
     let tmp_root = PathBuf::from(format!("/tmp/unilab-{uid}"));
     if pipe_directory.starts_with(&tmp_root) {
         return PathBuf::from("/tmp");

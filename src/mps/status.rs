@@ -42,7 +42,10 @@ pub(crate) struct HostStatus {
     pub compatible_topology_modes: Vec<TopologyMode>,
 }
 
-pub(crate) fn managed(mps: &Mps, snapshot: Option<&Snapshot>) -> Result<Vec<ManagedDaemon>, LogError> {
+pub(crate) fn managed(
+    mps: &Mps,
+    snapshot: Option<&Snapshot>,
+) -> Result<Vec<ManagedDaemon>, LogError> {
     let Some(snapshot) = snapshot else {
         return Ok(Vec::new());
     };

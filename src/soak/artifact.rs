@@ -18,7 +18,7 @@ use crate::process::ProcessIdentity;
 use crate::projection::{SoakState, SoakSummary, Soaks};
 use crate::time::unix_seconds;
 
-pub const SCHEMA: &str = "unilab.soak.artifact/1";
+pub(crate) const SCHEMA: &str = "unilab.soak.artifact/1";
 
 /// How a soak ended, as the log tells it.
 #[derive(Debug, Clone, PartialEq)]
@@ -311,7 +311,7 @@ pub fn digest_matches(bytes: &[u8]) -> bool {
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file beside it, synced, then renamed.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path
         .parent()

@@ -1,10 +1,10 @@
 //! Soak supervision: a long training command, its process tree, its GPUs and its progress.
 //!
 //! The rules that decide a soak — liveness by progress, the startup and stale limits, the
-//! verdict — are a pure core in [`watch`]. Around it: [`request`] (arguments to a checked spec),
-//! [`supervise`] (the I/O shell: guard, schedule, teardown, recording), [`guard`] (the process
-//! between supervisor and command), [`sampler`] and [`progress`] (what one sample reads),
-//! [`artifact`] (the canonical JSON rendered from the log) and [`abandon`] (soaks whose
+//! verdict — are a pure core in `watch`. Around it: `request` (arguments to a checked spec),
+//! `supervise` (the I/O shell: guard, schedule, teardown, recording), `guard` (the process
+//! between supervisor and command), [`sampler`] and `progress` (what one sample reads),
+//! [`artifact`] (the canonical JSON rendered from the log) and `abandon` (soaks whose
 //! supervisor vanished).
 
 pub(crate) mod abandon;

@@ -24,7 +24,7 @@ fn page_size() -> u64 {
 }
 
 /// The samples of every descendant of `root` (the soak's guard), as `/proc` shows them now.
-pub fn process_tree(proc_root: &Path, root: u32) -> Vec<ProcessSample> {
+pub(crate) fn process_tree(proc_root: &Path, root: u32) -> Vec<ProcessSample> {
     let page = page_size();
     let mut buf = Vec::with_capacity(4096);
     process::tree(proc_root, root)

@@ -462,7 +462,11 @@ fn cmdline(pid: u32) -> Vec<String> {
 }
 
 /// Renders the soak's artifact from the log, writes it atomically to `path` and records that.
-pub(crate) fn write_artifact(log: &EventLog, soak_id: &str, path: &Path) -> Result<String, SoakError> {
+pub(crate) fn write_artifact(
+    log: &EventLog,
+    soak_id: &str,
+    path: &Path,
+) -> Result<String, SoakError> {
     let records = artifact::collect(&log.snapshot()?, soak_id)?
         .ok_or_else(|| SoakError::NoSuchSoak(soak_id.to_owned()))?;
     let (bytes, digest) = artifact::render(&records);
