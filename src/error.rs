@@ -146,3 +146,65 @@ pub(crate) fn stdout_error(e: std::io::Error) -> Error {
         Error::Stdout(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hint_comes_from_the_first_error_along_the_chain_that_has_one() {
+        // The MPS error has no hint of its own for nvidia-smi's failure: its source does.
+        let error = Error::from(MpsError::Smi(SmiError::NoDriver));
+        assert_eq!(error.exit(), Exit::Refused);
+        let rendered = error.render();
+        assert_eq!(
+            rendered,
+            "error: cannot list this host's GPUs\n  caused by: nvidia-smi cannot communicate with the NVIDIA driver\nhint: load the NVIDIA kernel module, or run on a host with a GPU\n"
+        );
+    }
+
+    #[test]
+    fn each_boundary_decides_its_exit_code() {
+        let log = |e: LogError| Error::from(e).exit();
+        assert_eq!(
+            log(LogError::Busy {
+                path: "/x".into(),
+                waited_ms: 1
+            }),
+            Exit::Refused
+        );
+        assert_eq!(
+            log(LogError::Damaged {
+                path: "/x".into(),
+                detail: "torn".into()
+            }),
+            Exit::LogBroken
+        );
+        assert_eq!(
+            Error::from(SoakError::Invalid("no command".into())).exit(),
+            Exit::Usage
+        );
+        // A log error inside a domain error is still the log's to classify.
+        let wrapped = Error::from(MpsError::from(LogError::Damaged {
+            path: "/x".into(),
+            detail: "torn".into(),
+        }));
+        assert_eq!(wrapped.exit(), Exit::LogBroken);
+        assert_eq!(Error::Internal("oops".into()).exit(), Exit::Internal);
+        assert_eq!(Error::BrokenPipe.exit(), Exit::Success);
+    }
+
+    #[test]
+    fn an_environment_failure_is_not_a_bug() {
+        let error = Error::environment("read the current directory")(std::io::Error::from(
+            std::io::ErrorKind::NotFound,
+        ));
+        assert_eq!(error.exit(), Exit::Refused);
+        assert!(error.hint().is_none());
+        assert!(
+            error
+                .render()
+                .starts_with("error: cannot read the current directory\n  caused by: ")
+        );
+    }
+}

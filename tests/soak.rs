@@ -839,3 +839,32 @@ fn the_runtime_snapshot_describes_source_gpu_software_and_environment() {
     assert_eq!(snapshot["environment"]["HF_TOKEN"], "[redacted]");
     assert!(!String::from_utf8_lossy(&out).contains("sekrit-77"));
 }
+
+/// `unilab snapshot` in a current directory that was removed reported "internal error" and exit
+/// 70, a bug in unilab by the documented codes, although unilab was fine and the environment was
+/// not. A failure of the environment is a user-actionable error: exit 3, saying what it could
+/// not do and why.
+#[test]
+fn a_current_directory_that_is_gone_is_an_environment_error_not_a_bug() {
+    let soak = Soak::new();
+    let gone = soak.root.root().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let output = Command::new("sh")
+        .args([
+            "-c",
+            r#"cd "$GONE" && rmdir "$GONE" && exec "$UNILAB" --root "$ROOT" snapshot"#,
+        ])
+        .env("GONE", &gone)
+        .env("UNILAB", unilab_bin())
+        .env("ROOT", soak.root.root())
+        .env("PATH", path_with_fixtures())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("error: cannot read the current directory\n  caused by: "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("internal error"), "{stderr}");
+}

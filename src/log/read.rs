@@ -137,17 +137,25 @@ impl Snapshot {
         &self,
         table: ViewTable,
     ) -> Result<Vec<(String, Vec<u8>)>, LogError> {
+        self.entries(table, |key, value| (key.to_owned(), value.to_vec()))
+    }
+
+    /// Every entry of a table, in key order, as `entry` makes it; none for a missing table.
+    pub(super) fn entries<K: redb::Key + 'static, V: redb::Value + 'static, T>(
+        &self,
+        definition: redb::TableDefinition<K, V>,
+        entry: impl Fn(K::SelfType<'_>, V::SelfType<'_>) -> T,
+    ) -> Result<Vec<T>, LogError> {
         let path = self.path.as_path();
         guarded(path, || {
-            let Some(table) = open_read_table(path, &self.txn, table)? else {
+            let Some(table) = open_read_table(path, &self.txn, definition)? else {
                 return Ok(Vec::new());
             };
             table
                 .iter()
                 .map_err(unreadable(path))?
-                .map(|entry| {
-                    entry
-                        .map(|(key, value)| (key.value().to_owned(), value.value().to_vec()))
+                .map(|item| {
+                    item.map(|(key, value)| entry(key.value(), value.value()))
                         .map_err(unreadable(path))
                 })
                 .collect()

@@ -1,7 +1,7 @@
 //! `log verify`: walk the whole chain, check it ends at the recorded head, then rebuild the
 //! subject index and every view from the events and compare them with the stored tables.
 
-use redb::{ReadableTable, TableHandle};
+use redb::TableHandle;
 
 use super::chain::{self, Hash};
 use super::codec;
@@ -133,22 +133,8 @@ impl Snapshot {
 
     fn compare_index(&self, mut rebuilt: Vec<(String, u64)>) -> Result<(), LogError> {
         let path = self.path.as_path();
-        let stored: Vec<(String, u64)> = guarded(path, || {
-            let Some(table) = open_read_table(path, &self.txn, tables::SUBJECT_INDEX)? else {
-                return Ok(Vec::new());
-            };
-            table
-                .iter()
-                .map_err(unreadable(path))?
-                .map(|entry| {
-                    entry
-                        .map(|(k, _)| {
-                            let (subject, seq) = k.value();
-                            (subject.to_owned(), seq)
-                        })
-                        .map_err(unreadable(path))
-                })
-                .collect()
+        let stored = self.entries(tables::SUBJECT_INDEX, |(subject, seq), ()| {
+            (subject.to_owned(), seq)
         })?;
         rebuilt.sort();
         match first_difference(&rebuilt, &stored) {

@@ -52,11 +52,7 @@ pub(crate) fn doctor(
     let topology = match daemon::topology(mps) {
         Ok(topology) => topology,
         Err(e) => {
-            let (detail, hint) = match &e {
-                MpsError::Smi(source) => (source.to_string(), source.hint()),
-                other => (other.to_string(), other.hint()),
-            };
-            checks.push(check("nvidia-smi", CheckStatus::Fail, detail, hint));
+            checks.push(failed("nvidia-smi", &e));
             return Ok(checks);
         }
     };
@@ -81,11 +77,7 @@ pub(crate) fn doctor(
             plan
         }
         Err(e) => {
-            let (detail, hint) = match &e {
-                MpsError::Selector(source) => (source.to_string(), source.hint()),
-                other => (other.to_string(), other.hint()),
-            };
-            checks.push(check("selector", CheckStatus::Fail, detail, hint));
+            checks.push(failed("selector", &e));
             return Ok(checks);
         }
     };
@@ -102,6 +94,17 @@ pub(crate) fn doctor(
     checks.push(log_check(&plan.log_directory));
     checks.extend(system_daemon_check(mps));
     Ok(checks)
+}
+
+/// A failed check, in the words of the error that failed it: the nvidia-smi or selector error
+/// itself where the MPS error wraps one.
+fn failed(name: &'static str, e: &MpsError) -> Check {
+    let (detail, hint) = match e {
+        MpsError::Smi(source) => (source.to_string(), source.hint()),
+        MpsError::Selector(source) => (source.to_string(), source.hint()),
+        other => (other.to_string(), other.hint()),
+    };
+    check(name, CheckStatus::Fail, detail, hint)
 }
 
 /// What nvidia-smi lists, what the mask leaves visible, and whether CUDA's ordinals match.
