@@ -84,6 +84,38 @@ fn every_frozen_fixture_reads_back_as_it_was_frozen() {
     }
 }
 
+/// A soak recorded by an older version exports exactly the artifact that version wrote: the
+/// frozen `artifact-<id>.json` beside each fixture that has one.
+#[test]
+fn every_frozen_soak_exports_its_frozen_artifact() {
+    let mut checked = 0;
+    for version in 1..=SCHEMA_VERSION {
+        let Ok(entries) = std::fs::read_dir(fixture_dir(version)) else {
+            continue;
+        };
+        for entry in entries.map(Result::unwrap) {
+            let name = entry.file_name().into_string().unwrap();
+            let Some(id) = name
+                .strip_prefix("artifact-")
+                .and_then(|n| n.strip_suffix(".json"))
+            else {
+                continue;
+            };
+            let root = TestRoot::new();
+            install(version, &root);
+            let frozen = std::fs::read(entry.path()).unwrap();
+            let exported = root.unilab().args(["soak", "export", id]).output().unwrap();
+            assert!(exported.status.success(), "v{version} soak {id}: {exported:?}");
+            assert!(
+                exported.stdout == frozen,
+                "v{version} soak {id} no longer exports its frozen artifact"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 1, "no frozen artifact found");
+}
+
 #[test]
 fn a_frozen_fixture_opens_for_appending_with_the_current_code() {
     for version in 1..=SCHEMA_VERSION {
