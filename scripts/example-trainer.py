@@ -10,6 +10,7 @@ tests, chosen by flags:
   --ignore-sigterm      ignore SIGTERM
   --no-progress         never write to the progress directory
   --children K          keep K child processes alive while training (a process tree)
+  --print-env NAME      print NAME=<value of the variable> first (without flushing)
 """
 import argparse
 import math
@@ -30,7 +31,11 @@ parser.add_argument("--leak", action="store_true")
 parser.add_argument("--ignore-sigterm", action="store_true")
 parser.add_argument("--no-progress", action="store_true")
 parser.add_argument("--children", type=int, default=0)
+parser.add_argument("--print-env", default=None)
 args = parser.parse_args()
+
+if args.print_env is not None:
+    print(f"{args.print_env}={os.environ.get(args.print_env)}")
 
 if args.ignore_sigterm:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -105,7 +105,10 @@ fn every_frozen_soak_exports_its_frozen_artifact() {
             install(version, &root);
             let frozen = std::fs::read(entry.path()).unwrap();
             let exported = root.unilab().args(["soak", "export", id]).output().unwrap();
-            assert!(exported.status.success(), "v{version} soak {id}: {exported:?}");
+            assert!(
+                exported.status.success(),
+                "v{version} soak {id}: {exported:?}"
+            );
             assert!(
                 exported.stdout == frozen,
                 "v{version} soak {id} no longer exports its frozen artifact"

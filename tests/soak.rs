@@ -112,13 +112,15 @@ fn spawn_soak(soak: &Soak, interval: &str, trainer_args: &[&str]) -> std::proces
 
 fn verdict(output: &Output) -> Value {
     let text = String::from_utf8_lossy(&output.stdout);
-    let last = text.lines().last().unwrap_or_else(|| {
-        panic!(
-            "no output; stderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {last}"))
+    // Under `--json` standard output is exactly one JSON object: the command's output is not
+    // mixed in.
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "stdout: {text}\nstderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 /// Whether the process a leaked or sampled entry names is gone (or its pid reused).
@@ -146,8 +148,9 @@ fn a_healthy_run_passes_and_its_artifact_is_reproducible() {
         soak.artifact_path().display().to_string()
     );
     let id = verdict["soak_id"].as_str().unwrap();
-    // The trainer's stdout passed through; no live status line when stderr is not a terminal.
-    assert!(String::from_utf8_lossy(&output.stdout).contains("step 8/8"));
+    // The trainer's stdout passed through, to stderr under `--json`; no live status line when
+    // stderr is not a terminal.
+    assert!(String::from_utf8_lossy(&output.stderr).contains("step 8/8"));
     assert!(!String::from_utf8_lossy(&output.stderr).contains('\r'));
 
     for field in [
@@ -867,4 +870,105 @@ fn a_current_directory_that_is_gone_is_an_environment_error_not_a_bug() {
         "{stderr}"
     );
     assert!(!stderr.contains("internal error"), "{stderr}");
+}
+
+/// `soak run` of the trainer on a pseudo-terminal (Python's `pty`), with `TERM=term`: what the
+/// terminal received, standard output and standard error together.
+fn on_a_terminal(soak: &Soak, term: &str, trainer_args: &[&str]) -> String {
+    const PTY: &str =
+        "import os, pty, sys\nsys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))";
+    let output = Command::new("python3")
+        .env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", soak.root.root())
+        .env("TERM", term)
+        .env("UNILAB_TOOL_TIMEOUT", "2")
+        .args(["-c", PTY])
+        .arg(unilab_bin())
+        .arg("--root")
+        .arg(soak.root.root())
+        .args(["soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--sample-interval", "0.05", "--", "python3"])
+        .arg(trainer())
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .args(trainer_args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_status_line_never_splices_into_the_commands_output() {
+    let soak = Soak::new();
+    let screen = on_a_terminal(&soak, "xterm", &["--steps", "30", "--step-seconds", "0.03"]);
+    assert!(
+        screen.contains("samples, progress"),
+        "a status line: {screen:?}"
+    );
+    let steps: Vec<usize> = screen.match_indices("step ").map(|(at, _)| at).collect();
+    assert_eq!(steps.len(), 30, "{screen:?}");
+    for at in steps {
+        let before = &screen[..at];
+        assert!(
+            before.is_empty() || before.ends_with('\n') || before.ends_with("\r\x1b[2K"),
+            "a line of the command starts mid-line: {:?}",
+            &screen[at.saturating_sub(60)..at + 20]
+        );
+    }
+    // The status line itself starts on a cleared line, and is gone at the end.
+    for (at, _) in screen.match_indices("soak ") {
+        let before = &screen[..at];
+        assert!(
+            before.ends_with("\r\x1b[2K") || before.ends_with('\n'),
+            "{:?}",
+            &screen[at.saturating_sub(40)..at + 10]
+        );
+    }
+}
+
+#[test]
+fn no_status_line_on_a_dumb_terminal() {
+    let soak = Soak::new();
+    let screen = on_a_terminal(&soak, "dumb", &["--steps", "10", "--step-seconds", "0.03"]);
+    assert!(screen.contains("step 10/10"), "{screen:?}");
+    assert!(!screen.contains("\x1b["), "{screen:?}");
+    assert!(!screen.contains("samples, progress"), "{screen:?}");
+}
+
+#[test]
+fn python_output_is_unbuffered_unless_the_user_says_otherwise() {
+    for (env, expected) in [
+        (None, "PYTHONUNBUFFERED=1"),
+        (Some("PYTHONUNBUFFERED=0"), "PYTHONUNBUFFERED=0"),
+    ] {
+        let soak = Soak::new();
+        let mut args = vec![];
+        if let Some(env) = env {
+            args.extend(["--env", env]);
+        }
+        let (output, artifact) = soak.run(
+            &args,
+            &[
+                "--steps",
+                "4",
+                "--step-seconds",
+                "0.05",
+                "--print-env",
+                "PYTHONUNBUFFERED",
+            ],
+        );
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let tail = artifact["output_tail"]["stdout"].as_str().unwrap();
+        assert!(tail.starts_with(&format!("{expected}\n")), "{tail:?}");
+        assert_eq!(
+            artifact["parameters"]["environment"]["PYTHONUNBUFFERED"],
+            expected.split_once('=').unwrap().1
+        );
+    }
 }

@@ -14,6 +14,7 @@ use crate::paths::StatePaths;
 use crate::process::SystemProc;
 use crate::projection::{self, SoakSummary, Soaks};
 use crate::snapshot::runtime_snapshot;
+use crate::soak::console::Console;
 use crate::soak::error::SoakError;
 use crate::soak::request::SoakRequest;
 use crate::soak::supervise::{self, SoakContext};
@@ -93,7 +94,7 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
         smi,
         guard_program,
         runtime_json,
-        show_status: supervise::stderr_is_terminal() && !out.is_quiet(),
+        console: Arc::new(Console::of_this_process(out.is_quiet(), out.json)),
     };
     let verdict = supervise::run(&ctx, &spec, &interrupted)?;
     let status = verdict.outcome.status.as_str();

@@ -9,6 +9,7 @@
 
 pub(crate) mod abandon;
 pub mod artifact;
+pub(crate) mod console;
 pub(crate) mod error;
 pub(crate) mod guard;
 mod progress;

@@ -38,6 +38,9 @@ pub(crate) struct SoakSpec {
     pub metadata: BTreeMap<String, String>,
 }
 
+/// Set for the command unless the user set it: unbuffered Python output.
+const UNBUFFERED: &str = "PYTHONUNBUFFERED";
+
 pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -84,6 +87,12 @@ impl SoakRequest {
                 output.display()
             ));
         }
+        let mut env = self.env;
+        // Python buffers a pipe 8 KiB at a time: without this a trainer's `print()` lines would
+        // reach the terminal and the tail late, in bursts. Unless the user decided otherwise.
+        if std::env::var_os(UNBUFFERED).is_none() && !env.iter().any(|(k, _)| k == UNBUFFERED) {
+            env.push((UNBUFFERED.to_owned(), "1".to_owned()));
+        }
         Ok(SoakSpec {
             command: self.command,
             progress_dir,
@@ -96,7 +105,7 @@ impl SoakRequest {
                 min_duration_ms: ms(self.min_duration),
             },
             cwd,
-            env: self.env,
+            env,
             metadata: self.metadata.into_iter().collect(),
         })
     }

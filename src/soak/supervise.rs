@@ -6,7 +6,7 @@
 //! the sampler's own cost. Between samples the supervisor watches for the command's exit and for
 //! signals, so a verdict never waits a whole interval.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::artifact;
+use super::console::{Console, Stream};
 use super::error::SoakError;
 use super::guard::{self, GuardStatus};
 use super::progress;
@@ -53,7 +54,8 @@ pub(crate) struct SoakContext<'a> {
     /// The binary to run as the guard (`unilab` itself).
     pub guard_program: PathBuf,
     pub runtime_json: String,
-    pub show_status: bool,
+    /// Where the command's output and the live status line go.
+    pub console: Arc<Console>,
 }
 
 fn new_soak_id() -> String {
@@ -209,7 +211,7 @@ fn sample_until_done(
         let elapsed = t0.elapsed();
         let sample = sampler.sample(index, elapsed, guard.pid);
         let progress = sample.progress;
-        let status_line = ctx.show_status.then(|| StatusLine::of(&sample));
+        let status_line = ctx.console.shows_status().then(|| StatusLine::of(&sample));
         if let Err(e) = ctx
             .log
             .append(soak.subject(), Event::SoakSampled(Box::new(sample)))
@@ -227,7 +229,8 @@ fn sample_until_done(
             interrupted: interrupted.load(Ordering::Relaxed),
         });
         if let Some(line) = status_line {
-            line.show(&soak.id, elapsed, index, watch.last_change());
+            ctx.console
+                .status(line.text(&soak.id, elapsed, index, watch.last_change()));
         }
         match next {
             Next::Continue => {}
@@ -235,9 +238,7 @@ fn sample_until_done(
             Next::Fail(failure) => break Some(failure),
         }
     };
-    if ctx.show_status {
-        let _ = writeln!(std::io::stderr());
-    }
+    ctx.console.finish();
     failure
 }
 
@@ -260,19 +261,22 @@ impl StatusLine {
         }
     }
 
-    fn show(&self, soak_id: &str, elapsed: Duration, samples: u64, last_change: Option<Duration>) {
+    fn text(
+        &self,
+        soak_id: &str,
+        elapsed: Duration,
+        samples: u64,
+        last_change: Option<Duration>,
+    ) -> String {
         let progress_age = last_change
             .map(|c| format!("{:.0} s ago", (elapsed - c).as_secs_f64()))
             .unwrap_or_else(|| "none yet".into());
-        let mut err = std::io::stderr();
-        let _ = write!(
-            err,
-            "\r\x1b[2Ksoak {soak_id}: {:.0} s, {samples} samples, progress {progress_age}, RSS {} MiB, GPU {} MiB",
+        format!(
+            "soak {soak_id}: {:.0} s, {samples} samples, progress {progress_age}, RSS {} MiB, GPU {} MiB",
             elapsed.as_secs_f64(),
             self.rss_bytes >> 20,
             self.gpu_mib
-        );
-        let _ = err.flush();
+        )
     }
 }
 
@@ -283,8 +287,8 @@ struct Tail {
 }
 
 impl Tail {
-    /// Copies `from` through to `to`, keeping the last [`TAIL_BYTES`].
-    fn pump(mut from: impl Read + Send + 'static, mut to: impl Write + Send + 'static) -> Self {
+    /// Relays `from` through the console as `stream`, keeping the last [`TAIL_BYTES`].
+    fn pump(mut from: impl Read + Send + 'static, console: Arc<Console>, stream: Stream) -> Self {
         let kept = Arc::new(Mutex::new(Vec::new()));
         let tail = Arc::clone(&kept);
         let pump = std::thread::spawn(move || {
@@ -293,8 +297,7 @@ impl Tail {
                 match from.read(&mut chunk) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        // A closed terminal must not stop the command: keep reading regardless.
-                        let _ = to.write_all(&chunk[..n]).and_then(|()| to.flush());
+                        console.relay(stream, &chunk[..n]);
                         if let Ok(mut tail) = tail.lock() {
                             tail.extend_from_slice(&chunk[..n]);
                             if tail.len() > TAIL_BYTES {
@@ -357,11 +360,11 @@ impl Guard {
         let stdout = child
             .stdout
             .take()
-            .map(|out| Tail::pump(out, std::io::stdout()));
+            .map(|out| Tail::pump(out, Arc::clone(&ctx.console), Stream::Stdout));
         let stderr = child
             .stderr
             .take()
-            .map(|err| Tail::pump(err, std::io::stderr()));
+            .map(|err| Tail::pump(err, Arc::clone(&ctx.console), Stream::Stderr));
         Ok(Self {
             pid: child.id(),
             child,
@@ -483,9 +486,4 @@ pub(crate) fn write_artifact(
         },
     )?;
     Ok(digest)
-}
-
-/// Whether standard error is a terminal, for the live status line.
-pub(crate) fn stderr_is_terminal() -> bool {
-    std::io::stderr().is_terminal()
 }
