@@ -85,14 +85,38 @@ pub(crate) fn human_time(us: i64) -> String {
     }
 }
 
-/// How long ago a Unix-seconds time was, compactly: `42s`, `3m12s`, `2h05m`, `4d03h`.
+/// How long ago a Unix-seconds time was, as [`duration`] writes it.
 pub(crate) fn age(since_unix_seconds: f64) -> String {
-    let now = unix_seconds(SystemClock.now_us());
-    let secs = (now - since_unix_seconds).max(0.0) as u64;
+    duration(unix_seconds(SystemClock.now_us()) - since_unix_seconds)
+}
+
+/// A span of seconds as a person reads it, to its two largest units: `0.4s`, `42s`, `3m 12s`,
+/// `2h 05m`, `4d 3h`.
+pub(crate) fn duration(seconds: f64) -> String {
+    let seconds = seconds.max(0.0);
+    if seconds < 10.0 {
+        return format!("{seconds:.1}s");
+    }
+    let secs = seconds as u64;
     match secs {
         0..60 => format!("{secs}s"),
-        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
-        3600..86400 => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
-        _ => format!("{}d{:02}h", secs / 86400, secs % 86400 / 3600),
+        60..3600 => format!("{}m {:02}s", secs / 60, secs % 60),
+        3600..86400 => format!("{}h {:02}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d {}h", secs / 86400, secs % 86400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration;
+
+    #[test]
+    fn durations_read_in_their_two_largest_units() {
+        assert_eq!(duration(0.42), "0.4s");
+        assert_eq!(duration(-3.0), "0.0s");
+        assert_eq!(duration(42.9), "42s");
+        assert_eq!(duration(192.0), "3m 12s");
+        assert_eq!(duration(7_500.0), "2h 05m");
+        assert_eq!(duration(183_600.0), "2d 3h");
     }
 }

@@ -1,6 +1,7 @@
 //! `unilab soak ...` end to end, with real trainers: every outcome, the artifact and its export,
 //! what is left running afterwards (nothing), and what reaches the log (no credentials).
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -971,4 +972,122 @@ fn python_output_is_unbuffered_unless_the_user_says_otherwise() {
             expected.split_once('=').unwrap().1
         );
     }
+}
+
+#[test]
+fn soaks_are_named_by_prefix_or_latest_and_list_shows_why_they_failed() {
+    let soak = Soak::new();
+    let (first, _) = soak.run(&[], &["--steps", "2", "--step-seconds", "0.05"]);
+    let (second, _) = soak.run(
+        &[],
+        &["--steps", "2", "--step-seconds", "0.05", "--exit-code", "3"],
+    );
+    let first = verdict(&first)["soak_id"].as_str().unwrap().to_owned();
+    let second = verdict(&second)["soak_id"].as_str().unwrap().to_owned();
+
+    let list = soak.unilab().args(["soak", "list"]).assert().success();
+    let list = String::from_utf8_lossy(&list.get_output().stdout).into_owned();
+    let row = list.lines().find(|l| l.starts_with(&second)).unwrap();
+    assert!(row.contains("failed (command_failed)"), "{list}");
+    // Durations read as a person would write them: tenths below ten seconds.
+    assert!(
+        row.split_whitespace()
+            .any(|w| w.ends_with('s') && w.contains('.')),
+        "{list}"
+    );
+
+    let shown = |id: &str| -> Value {
+        serde_json::from_slice(
+            &soak
+                .unilab()
+                .args(["--json", "soak", "show", id])
+                .assert()
+                .success()
+                .get_output()
+                .stdout,
+        )
+        .unwrap()
+    };
+    assert_eq!(shown("latest")["soak_id"], second.as_str());
+    assert_eq!(shown(&first[..first.len() - 1])["soak_id"], first.as_str());
+    soak.unilab()
+        .args(["soak", "export", "latest"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!(
+            "\"soak_id\": \"{second}\""
+        )));
+    soak.unilab()
+        .args(["history", "--soak", "latest"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("soak_finished"));
+    soak.unilab()
+        .args(["soak", "show", "20"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("names 2 soaks"))
+        .stderr(predicate::str::contains(&first))
+        .stderr(predicate::str::contains(&second));
+    soak.unilab()
+        .args(["soak", "show", "19"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("no soak `19` is recorded"));
+}
+
+#[test]
+fn export_refuses_a_running_soak_and_an_existing_file() {
+    let soak = Soak::new();
+    let mut child = spawn_soak(&soak, "0.1", &["--steps", "200", "--step-seconds", "0.05"]);
+    eventually("the soak to be recorded", Duration::from_secs(10), || {
+        !soak_ids(&soak).is_empty()
+    });
+    soak.unilab()
+        .args(["soak", "export", "latest"])
+        .assert()
+        .code(3)
+        .stdout("")
+        .stderr(predicate::str::contains("is still running"));
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    child.wait().unwrap();
+
+    let existing = soak.root.root().join("existing.json");
+    std::fs::write(&existing, "keep me").unwrap();
+    soak.unilab()
+        .args(["soak", "export", "latest", "--output"])
+        .arg(&existing)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("already exists"))
+        .stderr(predicate::str::contains("--force"));
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me");
+    soak.unilab()
+        .args(["soak", "export", "latest", "--force", "--output"])
+        .arg(&existing)
+        .assert()
+        .success();
+    assert!(digest_matches(&std::fs::read(&existing).unwrap()));
+    // Never a rename over something that is not a regular file, even with --force.
+    soak.unilab()
+        .args([
+            "soak",
+            "export",
+            "latest",
+            "--force",
+            "--output",
+            "/dev/null",
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("not a regular file"));
+    assert!(
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
 }

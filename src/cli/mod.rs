@@ -74,14 +74,21 @@ pub enum SoakCommand {
     Run(SoakRunArgs),
     /// List soaks, newest last
     List,
-    /// Show one soak's verdict and artifact
-    Show { id: String },
-    /// Regenerate a soak's artifact from the log, byte for byte
+    /// Show one soak: its verdict and why, or how a running one is going
+    Show {
+        /// A soak id, a unique prefix of one, or `latest`
+        id: String,
+    },
+    /// Regenerate a finished soak's artifact from the log, byte for byte
     Export {
+        /// A soak id, a unique prefix of one, or `latest`
         id: String,
         /// Write it here (default: standard output)
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Replace `--output` if it exists
+        #[arg(long, requires = "output")]
+        force: bool,
     },
 }
 

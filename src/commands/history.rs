@@ -14,14 +14,24 @@ use crate::output::{Output, human_time};
 use crate::paths::StatePaths;
 use crate::time::unix_seconds;
 
+/// The full id of the soak `id` names (a unique prefix, `latest`); as given when the log does not
+/// know it (yet: `--follow` may wait for it).
+fn soak_id(reader: Option<&LogReader>, id: &str) -> Result<String, Error> {
+    let Some(reader) = reader else {
+        return Ok(id.to_owned());
+    };
+    Ok(super::soak::named(&reader.snapshot()?, id)?
+        .map_or_else(|| id.to_owned(), |summary| summary.soak_id))
+}
+
 pub(crate) fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result<Exit, Error> {
     let log_path = paths.log_path();
+    let mut reader = LogReader::open(&log_path)?;
     let subject = match (&args.soak, &args.daemon) {
-        (Some(id), _) => Some(Subject::Soak(id.clone())),
+        (Some(id), _) => Some(Subject::Soak(soak_id(reader.as_ref(), id)?)),
         (_, Some(name)) => Some(Subject::Daemon(name.clone())),
         _ => None,
     };
-    let mut reader = LogReader::open(&log_path)?;
     if reader.is_none() && !args.follow {
         out.note(&format!(
             "no events recorded yet in `{}`",

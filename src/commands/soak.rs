@@ -9,10 +9,10 @@ use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::event::soak::OutcomeStatus;
 use crate::log::{EventLog, Snapshot};
-use crate::output::{Output, human_time};
+use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
 use crate::process::SystemProc;
-use crate::projection::{self, SoakSummary, Soaks};
+use crate::projection::{self, Found, SoakState, SoakSummary, Soaks};
 use crate::snapshot::runtime_snapshot;
 use crate::soak::console::Console;
 use crate::soak::error::SoakError;
@@ -35,7 +35,9 @@ pub(crate) fn run(
         SoakCommand::Run(args) => soak_run(paths, args, out),
         SoakCommand::List => list(paths, out),
         SoakCommand::Show { id } => show(paths, &id, out),
-        SoakCommand::Export { id, output } => export(paths, &id, output.as_deref(), out),
+        SoakCommand::Export { id, output, force } => {
+            export(paths, &id, output.as_deref(), force, out)
+        }
     }
 }
 
@@ -124,6 +126,33 @@ fn settled(paths: &StatePaths) -> Result<Option<Snapshot>, Error> {
     Ok(abandon::settle(paths, &SystemProc::default())?.map(|(_, snapshot)| snapshot))
 }
 
+/// The soak `id` names (an id, a unique prefix or `latest`), in a settled read of the log.
+fn resolve(paths: &StatePaths, id: &str) -> Result<(Snapshot, SoakSummary), Error> {
+    let snapshot = settled(paths)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+    let summary = named(&snapshot, id)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+    Ok((snapshot, summary))
+}
+
+/// The soak `id` names, if any; a prefix of several is an error that lists them.
+pub(crate) fn named(snapshot: &Snapshot, id: &str) -> Result<Option<SoakSummary>, SoakError> {
+    match Soaks::find(snapshot, id)? {
+        Found::One(summary) => Ok(Some(*summary)),
+        Found::None => Ok(None),
+        Found::Ambiguous(candidates) => Err(SoakError::Ambiguous {
+            id: id.to_owned(),
+            candidates,
+        }),
+    }
+}
+
+/// `failed (stale_progress)`, or just the state.
+fn status_text(summary: &SoakSummary) -> String {
+    match summary.failure_kind {
+        Some(kind) => format!("{} ({})", summary.state.as_str(), kind.as_str()),
+        None => summary.state.as_str().to_owned(),
+    }
+}
+
 fn summary_json(summary: &SoakSummary) -> serde_json::Value {
     serde_json::json!({
         "soak_id": summary.soak_id,
@@ -162,22 +191,21 @@ fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
         out.note("no soaks recorded; run one with `unilab soak run`");
         return Ok(Exit::Success);
     }
+    let statuses: Vec<String> = soaks.iter().map(status_text).collect();
+    let width = statuses.iter().map(String::len).max().unwrap_or(0).max(6);
     out.line(&format!(
-        "{:<22} {:<10} {:<19} {:>9} {:>8}  {}",
+        "{:<22} {:<width$} {:<19} {:>8} {:>8}  {}",
         "ID", "STATUS", "STARTED", "DURATION", "SAMPLES", "COMMAND"
     ))?;
-    for soak in &soaks {
-        let duration = soak
-            .ended_at_us
-            .map(|end| format!("{:.0}s", (end - soak.started_at_us) as f64 / 1e6))
-            .unwrap_or_else(|| "-".into());
+    for (soak, status) in soaks.iter().zip(&statuses) {
+        let duration = match soak.ended_at_us {
+            Some(end) => output::duration((end - soak.started_at_us) as f64 / 1e6),
+            None => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
+        };
         let started: String = human_time(soak.started_at_us).chars().take(19).collect();
         out.line(&format!(
-            "{:<22} {:<10} {:<19} {:>9} {:>8}  {}",
+            "{:<22} {status:<width$} {started:<19} {duration:>8} {:>8}  {}",
             soak.soak_id,
-            soak.state.as_str(),
-            started,
-            duration,
             soak.samples,
             soak.command.join(" ")
         ))?;
@@ -186,11 +214,7 @@ fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
 }
 
 fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
-    let summary = match settled(paths)? {
-        Some(snapshot) => Soaks::find(&snapshot, id)?,
-        None => None,
-    }
-    .ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+    let (_, summary) = resolve(paths, id)?;
     if out.json {
         out.json_line(&summary_json(&summary))?;
         return Ok(Exit::Success);
@@ -199,10 +223,7 @@ fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
     out.line(&format!("command:  {}", summary.command.join(" ")))?;
     out.line(&format!("status:   {}", summary.state.as_str()))?;
     if let Some(kind) = summary.failure_kind {
-        out.line(&format!(
-            "failure:  {}",
-            to_json(&kind)?.as_str().unwrap_or_default()
-        ))?;
+        out.line(&format!("failure:  {}", kind.as_str()))?;
     }
     if let Some(reason) = &summary.reason {
         out.line(&format!("reason:   {reason}"))?;
@@ -227,11 +248,18 @@ fn export(
     paths: &StatePaths,
     id: &str,
     output: Option<&Path>,
+    force: bool,
     out: &mut Output,
 ) -> Result<Exit, Error> {
-    let snapshot = settled(paths)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
-    let records =
-        artifact::collect(&snapshot, id)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+    let (snapshot, summary) = resolve(paths, id)?;
+    if summary.state == SoakState::Running {
+        return Err(SoakError::StillRunning(summary.soak_id).into());
+    }
+    if let Some(path) = output {
+        refuse_to_replace(path, force)?;
+    }
+    let records = artifact::collect(&snapshot, &summary.soak_id)?
+        .ok_or_else(|| SoakError::NoSuchSoak(summary.soak_id.clone()))?;
     let (bytes, digest) = artifact::render(&records);
     match output {
         Some(path) => {
@@ -244,4 +272,18 @@ fn export(
         None => out.raw(&bytes)?,
     }
     Ok(Exit::Success)
+}
+
+/// An existing `--output` is replaced only with `--force`, and only if it is a regular file: a
+/// rename over a device, a FIFO or a symlink would replace that instead of writing into it.
+fn refuse_to_replace(path: &Path, force: bool) -> Result<(), SoakError> {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => Ok(()),
+        Ok(meta) if !meta.file_type().is_file() => Err(SoakError::Output {
+            path: path.to_owned(),
+            source: std::io::Error::other("it exists and is not a regular file"),
+        }),
+        Ok(_) if force => Ok(()),
+        Ok(_) => Err(SoakError::OutputExists(path.to_owned())),
+    }
 }

@@ -130,6 +130,22 @@ pub enum FailureKind {
     MonitorError,
 }
 
+impl FailureKind {
+    /// The snake_case name the artifact and every command use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::StartupTimeout => "startup_timeout",
+            FailureKind::StaleProgress => "stale_progress",
+            FailureKind::CommandFailed => "command_failed",
+            FailureKind::TooShort => "too_short",
+            FailureKind::LeakedProcesses => "leaked_processes",
+            FailureKind::Interrupted => "interrupted",
+            FailureKind::SpawnFailed => "spawn_failed",
+            FailureKind::MonitorError => "monitor_error",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
     pub status: OutcomeStatus,

@@ -16,7 +16,7 @@ use crate::log::codec::{self, CodecError};
 use crate::log::{Fold, Projection, Views};
 
 pub use daemons::{DaemonRow, Daemons};
-pub use soaks::{SoakState, SoakSummary, Soaks};
+pub use soaks::{Found, SoakState, SoakSummary, Soaks};
 
 /// Every projection the log keeps.
 pub static ALL: Views = &[&Daemons, &Soaks];

@@ -52,11 +52,40 @@ impl Soaks {
         snapshot.rows(Self::TABLE)
     }
 
-    /// One soak's summary.
-    pub fn find(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakSummary>, LogError> {
-        Ok(Self::rows(snapshot)?
+    /// The soak `id` names: its full id, a unique prefix of one, or `latest` (the most recently
+    /// started).
+    pub fn find(snapshot: &Snapshot, id: &str) -> Result<Found, LogError> {
+        Ok(Found::among(Self::rows(snapshot)?, id))
+    }
+}
+
+/// What a soak id, as a person types it, names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    One(Box<SoakSummary>),
+    None,
+    /// A prefix of several ids: all of them, oldest first.
+    Ambiguous(Vec<String>),
+}
+
+impl Found {
+    fn among(mut soaks: Vec<SoakSummary>, id: &str) -> Self {
+        soaks.sort_by_key(|s| s.first_seq);
+        if id == "latest" {
+            return soaks.pop().map_or(Found::None, |s| Found::One(Box::new(s)));
+        }
+        if let Some(exact) = soaks.iter().position(|s| s.soak_id == id) {
+            return Found::One(Box::new(soaks.swap_remove(exact)));
+        }
+        let mut matching: Vec<SoakSummary> = soaks
             .into_iter()
-            .find(|s| s.soak_id == soak_id))
+            .filter(|s| !id.is_empty() && s.soak_id.starts_with(id))
+            .collect();
+        match matching.len() {
+            0 => Found::None,
+            1 => Found::One(Box::new(matching.remove(0))),
+            _ => Found::Ambiguous(matching.into_iter().map(|s| s.soak_id).collect()),
+        }
     }
 }
 
@@ -276,5 +305,33 @@ mod tests {
         let rows = fold(&Soaks, &events).unwrap();
         assert_eq!(rows["a"].state, SoakState::Running);
         assert_eq!(rows["b"].state, SoakState::Finished(OutcomeStatus::Passed));
+    }
+
+    #[test]
+    fn a_soak_is_named_by_its_id_a_unique_prefix_or_latest() {
+        let events = [
+            envelope(1, "20261202T100000-aaaa", started("20261202T100000-aaaa")),
+            envelope(2, "20261202T110000-bbbb", started("20261202T110000-bbbb")),
+            envelope(3, "20261202T110000-bbbc", started("20261202T110000-bbbc")),
+        ];
+        let rows: Vec<SoakSummary> = fold(&Soaks, &events).unwrap().into_values().collect();
+        let found = |id: &str| match Found::among(rows.clone(), id) {
+            Found::One(s) => Ok(s.soak_id),
+            Found::None => Err(Vec::new()),
+            Found::Ambiguous(ids) => Err(ids),
+        };
+        assert_eq!(
+            found("20261202T100000-aaaa").unwrap(),
+            "20261202T100000-aaaa"
+        );
+        assert_eq!(found("20261202T10").unwrap(), "20261202T100000-aaaa");
+        assert_eq!(found("latest").unwrap(), "20261202T110000-bbbc");
+        assert_eq!(
+            found("20261202T11").unwrap_err(),
+            ["20261202T110000-bbbb", "20261202T110000-bbbc"]
+        );
+        assert_eq!(found("2025").unwrap_err(), Vec::<String>::new());
+        assert_eq!(found("").unwrap_err(), Vec::<String>::new());
+        assert!(matches!(Found::among(Vec::new(), "latest"), Found::None));
     }
 }

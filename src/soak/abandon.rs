@@ -9,7 +9,7 @@ use crate::event::{Event, Subject};
 use crate::log::{EventLog, LogError, LogReader, Snapshot};
 use crate::paths::StatePaths;
 use crate::process::{self, Liveness, ProcSource, ProcessIdentity};
-use crate::projection::{self, SoakState, SoakSummary, Soaks};
+use crate::projection::{self, Found, SoakState, SoakSummary, Soaks};
 
 /// Why an abandoned soak is abandoned, as recorded.
 pub(crate) const REASON: &str = "its supervisor is gone without a verdict";
@@ -45,7 +45,7 @@ pub(crate) fn settle(
     for soak in abandoned(&soaks, live) {
         // Another command may have recorded it meanwhile: decide again on the current state.
         let current = Soaks::find(&log.snapshot()?, &soak.soak_id)?;
-        if current.is_some_and(|s| s.state == SoakState::Running) {
+        if matches!(current, Found::One(s) if s.state == SoakState::Running) {
             log.append(
                 Subject::Soak(soak.soak_id.clone()),
                 Event::SoakAbandoned {

@@ -27,6 +27,12 @@ pub enum SoakError {
     Log(Box<LogError>),
     #[error("no soak `{0}` is recorded")]
     NoSuchSoak(String),
+    #[error("`{id}` names {} soaks: {}", .candidates.len(), .candidates.join(", "))]
+    Ambiguous { id: String, candidates: Vec<String> },
+    #[error("soak `{0}` is still running: it has no verdict and no artifact yet")]
+    StillRunning(String),
+    #[error("`{}` already exists", .0.display())]
+    OutputExists(PathBuf),
 }
 
 impl From<LogError> for SoakError {
@@ -56,6 +62,15 @@ impl Hint for SoakError {
                 Some("`unilab soak export ID --output FILE` writes it again from the log".into())
             }
             SoakError::NoSuchSoak(_) => Some("see `unilab soak list`".into()),
+            SoakError::Ambiguous { .. } => {
+                Some("give more of the id (`unilab soak list` shows them)".into())
+            }
+            SoakError::StillRunning(id) => Some(format!(
+                "wait for its verdict; `unilab soak show {id}` shows how it is going"
+            )),
+            SoakError::OutputExists(_) => {
+                Some("choose another file, or add `--force` to replace it".into())
+            }
             // Transparent: the log error's own hint, which the source chain skips.
             SoakError::Log(e) => e.hint(),
             SoakError::Io { .. } => None,
