@@ -36,8 +36,10 @@ fn event(i: u64) -> (Subject, Event) {
         let sample = Sample {
             index: i,
             elapsed_ms: i * 1000,
+            after_exit: false,
             processes: common::training_tree(i),
-            gpus: Vec::new(),
+            reaped_cpu_ticks: 0,
+            gpus: Some(Vec::new()),
             progress: ProgressSignature {
                 files: i / 100,
                 bytes: i * 10,

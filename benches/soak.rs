@@ -79,7 +79,7 @@ fn sampler(c: &mut Criterion) {
         let root = tree.root.id();
         group.bench_with_input(BenchmarkId::new("tree", n), &n, |b, &n| {
             b.iter(|| {
-                let sample = sampler.sample(0, Duration::ZERO, root);
+                let sample = sampler.sample(0, Duration::ZERO, root, false);
                 assert!(sample.processes.len() >= n);
                 black_box(sample)
             })
@@ -93,8 +93,10 @@ fn sample(i: u64) -> Sample {
     Sample {
         index: i,
         elapsed_ms: i * 1000,
+        after_exit: false,
         processes: common::training_tree(i),
-        gpus: vec![GpuSample {
+        reaped_cpu_ticks: i,
+        gpus: Some(vec![GpuSample {
             index: 0,
             uuid: "GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f".into(),
             memory_used_mib: Some(40_000),
@@ -104,7 +106,7 @@ fn sample(i: u64) -> Sample {
                 pid: 1000,
                 used_memory_mib: Some(39_000),
             }],
-        }],
+        }]),
         progress: ProgressSignature {
             files: i / 60,
             bytes: i * 100,
@@ -118,8 +120,8 @@ fn sample(i: u64) -> Sample {
 /// A log holding one soak of [`EXPORT_SAMPLES`] samples and its verdict.
 fn soak_log() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    let path = dir.join("soak-100k.redb");
-    let complete = dir.join("soak-100k.complete");
+    let path = dir.join("soak-100k-v2.redb");
+    let complete = dir.join("soak-100k-v2.complete");
     if complete.exists() {
         return path;
     }
@@ -150,10 +152,12 @@ fn soak_log() -> PathBuf {
                 shutdown_grace_ms: 5000,
                 min_duration_ms: 0,
             },
+            require_progress: true,
             metadata: Default::default(),
             environment: Default::default(),
             supervisor,
             runtime_json: "{}".into(),
+            ticks_per_second: 100,
         })),
     )
     .expect("start");
@@ -175,7 +179,8 @@ fn soak_log() -> PathBuf {
                 code: Some(0),
                 signal: None,
             }),
-            duration_ms: EXPORT_SAMPLES * 1000,
+            run_ms: EXPORT_SAMPLES * 1000,
+            teardown_ms: 50,
             first_progress_ms: Some(1000),
             last_progress_ms: Some(EXPORT_SAMPLES * 1000),
             leaked_processes: Vec::new(),
@@ -201,7 +206,10 @@ fn export(c: &mut Criterion) {
             let records = artifact::collect(&snapshot, "bench")
                 .expect("collect")
                 .expect("the soak");
-            assert_eq!(records.samples.len() as u64, EXPORT_SAMPLES);
+            let artifact::Recorded::V2(soak) = &records.soak else {
+                panic!("recorded in schema 2's form")
+            };
+            assert_eq!(soak.samples.len() as u64, EXPORT_SAMPLES);
             black_box(artifact::render(&records).0.len())
         })
     });

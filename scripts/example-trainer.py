@@ -11,6 +11,9 @@ tests, chosen by flags:
   --no-progress         never write to the progress directory
   --children K          keep K child processes alive while training (a process tree)
   --print-env NAME      print NAME=<value of the variable> first (without flushing)
+  --burn-child SECONDS  first run a child process that burns SECONDS of CPU time and exits
+  --gpu-memory MIB      "use" MIB of GPU memory: with FAKE_NVIDIA_SMI_APPS_FILE set (tests), list
+                        itself there as a compute process of the fake nvidia-smi's first GPU
 """
 import argparse
 import math
@@ -32,7 +35,18 @@ parser.add_argument("--ignore-sigterm", action="store_true")
 parser.add_argument("--no-progress", action="store_true")
 parser.add_argument("--children", type=int, default=0)
 parser.add_argument("--print-env", default=None)
+parser.add_argument("--gpu-memory", type=int, default=None)
+parser.add_argument("--burn-child", type=float, default=None)
 args = parser.parse_args()
+
+if args.burn_child is not None:
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < %f: pass\n"
+    subprocess.run([sys.executable, "-c", burn % args.burn_child], check=True)
+
+if args.gpu_memory is not None and os.environ.get("FAKE_NVIDIA_SMI_APPS_FILE"):
+    uuid = "GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f"
+    with open(os.environ["FAKE_NVIDIA_SMI_APPS_FILE"], "w") as f:
+        f.write(f"{os.getpid()}|python3|{args.gpu_memory}|{uuid}\n")
 
 if args.print_env is not None:
     print(f"{args.print_env}={os.environ.get(args.print_env)}")

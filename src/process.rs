@@ -35,6 +35,9 @@ pub struct ProcStat {
     /// User and system time, in clock ticks.
     pub utime: u64,
     pub stime: u64,
+    /// User and system time of the children it has waited for, in clock ticks.
+    pub cutime: u64,
+    pub cstime: u64,
     pub num_threads: u64,
     pub start_ticks: u64,
     /// Resident set size, in pages.
@@ -53,6 +56,17 @@ impl ProcStat {
     pub fn has_exited(&self) -> bool {
         matches!(self.state, 'Z' | 'X' | 'x')
     }
+}
+
+/// `sysconf(_SC_CLK_TCK)`: the clock ticks a second that `/proc/<pid>/stat` counts CPU time and
+/// start times in (100 where it cannot be read).
+pub fn ticks_per_second() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .and_then(|t| u64::try_from(t).ok())
+        .filter(|t| *t > 0)
+        .unwrap_or(100)
 }
 
 /// Parses `/proc/<pid>/stat`. `comm` may hold spaces and parentheses, so the fields are split
@@ -84,6 +98,8 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         session: signed(6)?,
         utime: number(14)?,
         stime: number(15)?,
+        cutime: field(16)?.parse::<i64>().ok()?.max(0).unsigned_abs(),
+        cstime: field(17)?.parse::<i64>().ok()?.max(0).unsigned_abs(),
         num_threads: number(20)?,
         start_ticks: number(22)?,
         rss_pages: field(24)?.parse::<i64>().ok()?.max(0).unsigned_abs(),
@@ -117,6 +133,8 @@ impl FakeProc {
             session: 0,
             utime: 0,
             stime: 0,
+            cutime: 0,
+            cstime: 0,
             num_threads: 1,
             start_ticks: identity.start_ticks,
             rss_pages: 0,

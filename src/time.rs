@@ -24,3 +24,14 @@ impl Clock for SystemClock {
 pub(crate) fn unix_seconds(us: i64) -> f64 {
     us as f64 / 1_000_000.0
 }
+
+/// Nanoseconds on the system-wide monotonic clock: comparable between processes of one host (the
+/// soak's guard reports its command's spawn and exit on it), unaffected by wall-clock steps.
+pub(crate) fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| {
+            u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000_000
+                + u64::try_from(t.tv_nsec()).unwrap_or(0)
+        })
+        .unwrap_or(0)
+}

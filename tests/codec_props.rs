@@ -59,7 +59,7 @@ fn record() -> impl Strategy<Value = StartedDaemon> {
         )
 }
 
-fn process_sample() -> impl Strategy<Value = ProcessSample> {
+fn process_sample() -> impl Strategy<Value = v1::ProcessSample> {
     (
         identity(),
         any::<u32>(),
@@ -77,7 +77,7 @@ fn process_sample() -> impl Strategy<Value = ProcessSample> {
                 (rss_bytes, cpu_ticks, threads),
                 (open_fds, read_bytes, write_bytes),
             )| {
-                ProcessSample {
+                v1::ProcessSample {
                     pid: id.pid,
                     ppid,
                     start_ticks: id.start_ticks,
@@ -117,7 +117,7 @@ fn gpu_sample() -> impl Strategy<Value = GpuSample> {
         })
 }
 
-fn sample() -> impl Strategy<Value = Sample> {
+fn sample_v1() -> impl Strategy<Value = v1::Sample> {
     (
         any::<(u64, u64, u64)>(),
         vec(process_sample(), 0..5),
@@ -132,7 +132,7 @@ fn sample() -> impl Strategy<Value = Sample> {
                 gpus,
                 (files, bytes, mtime),
                 errors,
-            )| Sample {
+            )| v1::Sample {
                 index,
                 elapsed_ms,
                 processes,
@@ -148,7 +148,7 @@ fn sample() -> impl Strategy<Value = Sample> {
         )
 }
 
-fn soak_start() -> impl Strategy<Value = SoakStart> {
+fn soak_start_v1() -> impl Strategy<Value = v1::SoakStart> {
     (
         (text(), vec(text(), 1..4), text(), text(), text()),
         any::<[u64; 5]>(),
@@ -166,7 +166,7 @@ fn soak_start() -> impl Strategy<Value = SoakStart> {
                 supervisor,
                 runtime_json,
             )| {
-                SoakStart {
+                v1::SoakStart {
                     soak_id,
                     command,
                     cwd,
@@ -198,10 +198,11 @@ fn failure_kind() -> impl Strategy<Value = FailureKind> {
         Just(FailureKind::Interrupted),
         Just(FailureKind::SpawnFailed),
         Just(FailureKind::MonitorError),
+        Just(FailureKind::NoProgress),
     ]
 }
 
-fn soak_end() -> impl Strategy<Value = SoakEnd> {
+fn soak_end_v1() -> impl Strategy<Value = v1::SoakEnd> {
     (
         prop_oneof![
             Just(OutcomeStatus::Passed),
@@ -225,7 +226,7 @@ fn soak_end() -> impl Strategy<Value = SoakEnd> {
                 leaked,
                 (stdout_tail, stderr_tail),
             )| {
-                SoakEnd {
+                v1::SoakEnd {
                     outcome: Outcome {
                         status,
                         failure_kind,
@@ -248,6 +249,77 @@ fn soak_end() -> impl Strategy<Value = SoakEnd> {
                 }
             },
         )
+}
+
+/// Schema 2's sample: schema 1's and what it added.
+fn sample() -> impl Strategy<Value = Sample> {
+    (
+        sample_v1(),
+        any::<(bool, u64, bool)>(),
+        vec(any::<u64>(), 0..5),
+    )
+        .prop_map(
+            |(old, (after_exit, reaped_cpu_ticks, gpus_known), reaped)| Sample {
+                index: old.index,
+                elapsed_ms: old.elapsed_ms,
+                after_exit,
+                processes: old
+                    .processes
+                    .into_iter()
+                    .zip(reaped.into_iter().chain(std::iter::repeat(0)))
+                    .map(|(p, reaped_children_cpu_ticks)| ProcessSample {
+                        pid: p.pid,
+                        ppid: p.ppid,
+                        start_ticks: p.start_ticks,
+                        name: p.name,
+                        state: p.state,
+                        rss_bytes: p.rss_bytes,
+                        cpu_ticks: p.cpu_ticks,
+                        reaped_children_cpu_ticks,
+                        threads: p.threads,
+                        open_fds: p.open_fds,
+                        read_bytes: p.read_bytes,
+                        write_bytes: p.write_bytes,
+                    })
+                    .collect(),
+                reaped_cpu_ticks,
+                gpus: gpus_known.then_some(old.gpus),
+                progress: old.progress,
+                sampler_cost_us: old.sampler_cost_us,
+                errors: old.errors,
+            },
+        )
+}
+
+fn soak_start() -> impl Strategy<Value = SoakStart> {
+    (soak_start_v1(), any::<(bool, u64)>()).prop_map(|(old, (require_progress, ticks))| SoakStart {
+        soak_id: old.soak_id,
+        command: old.command,
+        cwd: old.cwd,
+        progress_dir: old.progress_dir,
+        output: old.output,
+        parameters: old.parameters,
+        require_progress,
+        metadata: old.metadata,
+        environment: old.environment,
+        supervisor: old.supervisor,
+        runtime_json: old.runtime_json,
+        ticks_per_second: ticks,
+    })
+}
+
+fn soak_end() -> impl Strategy<Value = SoakEnd> {
+    (soak_end_v1(), any::<u64>()).prop_map(|(old, teardown_ms)| SoakEnd {
+        outcome: old.outcome,
+        exit: old.exit,
+        run_ms: old.duration_ms,
+        teardown_ms,
+        first_progress_ms: old.first_progress_ms,
+        last_progress_ms: old.last_progress_ms,
+        leaked_processes: old.leaked_processes,
+        stdout_tail: old.stdout_tail,
+        stderr_tail: old.stderr_tail,
+    })
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -293,6 +365,9 @@ fn event() -> impl Strategy<Value = Event> {
             ]
         )
             .prop_map(|(process, method)| Event::DaemonStopped { process, method }),
+        soak_start_v1().prop_map(|s| Event::SoakStartedV1(Box::new(s))),
+        sample_v1().prop_map(|s| Event::SoakSampledV1(Box::new(s))),
+        soak_end_v1().prop_map(|e| Event::SoakFinishedV1(Box::new(e))),
         soak_start().prop_map(|s| Event::SoakStarted(Box::new(s))),
         sample().prop_map(|s| Event::SoakSampled(Box::new(s))),
         soak_end().prop_map(|e| Event::SoakFinished(Box::new(e))),

@@ -12,6 +12,7 @@ use unilab::error::Error;
 use unilab::event::EVENT_KINDS;
 use unilab::event::{Event, Scope, Subject};
 use unilab::log::Projection;
+use unilab::log::migrate::SCHEMA_VERSION;
 use unilab::log::{EventLog, LogError};
 use unilab::process::ProcessIdentity;
 use unilab::projection::{self, Daemons};
@@ -81,6 +82,7 @@ fn history_json_is_one_object_a_line_with_every_kind() {
     let kinds: Vec<&str> = every_event_kind().iter().map(|(_, e)| e.kind()).collect();
     let mut distinct = kinds.clone();
     distinct.sort();
+    distinct.dedup();
     let mut all = EVENT_KINDS.to_vec();
     all.sort();
     assert_eq!(distinct, all, "the sample log holds every kind once");
@@ -127,7 +129,15 @@ fn history_filters_by_subject_and_sequence() {
     );
     assert_eq!(
         kinds(&["--since", "10"]),
-        ["soak_abandoned", "artifact_written"]
+        [
+            "soak_abandoned",
+            "artifact_written",
+            "soak_started",
+            "soak_sampled",
+            "soak_sampled",
+            "soak_finished",
+            "artifact_written"
+        ]
     );
     assert_eq!(
         kinds(&["--daemon", "gpu-0f8e0c2a", "--since", "3"]),
@@ -206,8 +216,8 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::starts_with("ok: 11 events, chain head "))
-        .stdout(predicate::str::contains("(0 daemons, 1 soaks)"));
+        .stdout(predicate::str::starts_with("ok: 16 events, chain head "))
+        .stdout(predicate::str::contains("(0 daemons, 2 soaks)"));
     let out = root
         .unilab()
         .args(["--json", "log", "verify"])
@@ -218,8 +228,8 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .clone();
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(report["ok"], true);
-    assert_eq!(report["events"], 11);
-    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["events"], 16);
+    assert_eq!(report["schema_version"], SCHEMA_VERSION);
 }
 
 /// Flips one byte in every copy of `needle` in the file (redb's copy-on-write pages may leave
@@ -445,14 +455,14 @@ fn records_cut_from_the_end_fail_verification() {
     let root = root_with_every_kind();
     raw_write(&root, |txn| {
         let mut events = txn.open_table(unilab::log::tables::EVENTS).unwrap();
-        events.remove(11).unwrap();
-        events.remove(10).unwrap();
+        events.remove(16).unwrap();
+        events.remove(15).unwrap();
     });
     root.unilab()
         .args(["log", "verify"])
         .assert()
         .code(5)
-        .stderr(predicate::str::contains("at sequence 10: it is missing"));
+        .stderr(predicate::str::contains("at sequence 15: it is missing"));
 }
 
 #[test]

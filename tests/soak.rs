@@ -599,6 +599,14 @@ fn a_hung_or_missing_nvidia_smi_is_recorded_and_the_soak_is_judged_on_progress()
                 .any(|e| e.contains(says) || e.contains("has not answered")),
             "{value}: {errors:?}"
         );
+        // Nothing is known of the GPUs: null, never a made-up 0, and each such sample says why
+        // (the first may precede the first answer).
+        for sample in artifact["samples"].as_array().unwrap() {
+            assert_eq!(sample["gpus"], Value::Null, "{value}: {sample}");
+            assert_eq!(sample["host_gpu_memory_used_mib"], Value::Null);
+            assert_eq!(sample["tree_gpu_memory_mib"], Value::Null);
+        }
+        assert_eq!(artifact["summary"]["peak_tree_gpu_memory_mib"], Value::Null);
         // Sampling kept its schedule: about one sample per 0.2 s of the run.
         let samples = artifact["samples"].as_array().unwrap().len() as f64;
         let expected = artifact["duration_seconds"].as_f64().unwrap() / 0.2;
@@ -610,24 +618,64 @@ fn a_hung_or_missing_nvidia_smi_is_recorded_and_the_soak_is_judged_on_progress()
 }
 
 #[test]
-fn gpu_samples_keep_only_the_trees_compute_processes() {
+fn gpu_samples_name_each_gpu_and_keep_the_trees_memory_apart_from_the_hosts() {
     let soak = Soak::new();
+    let gpu = "GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f";
     let mut cmd = soak.unilab();
-    cmd.env(
-        "FAKE_NVIDIA_SMI_APPS",
-        "1|init|512|GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f",
+    // Another tenant (pid 1) holds 512 MiB; the trainer lists itself with 300 MiB.
+    cmd.env("FAKE_NVIDIA_SMI_APPS", format!("1|init|512|{gpu}"))
+        .env("FAKE_NVIDIA_SMI_APPS_FILE", soak.root.root().join("apps"))
+        .env(
+            "FAKE_NVIDIA_SMI_GPUS",
+            format!("{gpu}|NVIDIA H200|143771|2048|55;GPU-11111111-2222-3333-4444-555555555555|NVIDIA H200|143771|[N/A]|0"),
+        );
+    let (output, artifact) = soak.run_with(
+        cmd,
+        &[],
+        &[
+            "--steps",
+            "10",
+            "--step-seconds",
+            "0.1",
+            "--gpu-memory",
+            "300",
+        ],
     );
-    cmd.env(
-        "FAKE_NVIDIA_SMI_GPUS",
-        "GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f|NVIDIA H200|143771|2048|55",
-    );
-    let (output, artifact) = soak.run_with(cmd, &[], &["--steps", "8", "--step-seconds", "0.1"]);
-    assert_eq!(output.status.code(), Some(0));
-    assert_eq!(artifact["summary"]["peak_gpu_memory_used_mib"], 2048);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(artifact["schema"], "unilab.soak.artifact/2");
+    let summary = &artifact["summary"];
+    assert_eq!(summary["peak_host_gpu_memory_used_mib"], 2048);
     assert_eq!(
-        artifact["summary"]["peak_tree_gpu_memory_mib"], 0,
-        "pid 1 is not in the tree"
+        summary["peak_tree_gpu_memory_mib"], 300,
+        "the tenant's 512 MiB is not ours"
     );
+    let samples = artifact["samples"].as_array().unwrap();
+    let known: Vec<&Value> = samples.iter().filter(|s| !s["gpus"].is_null()).collect();
+    assert!(!known.is_empty(), "{samples:?}");
+    for sample in &known {
+        let gpus = sample["gpus"].as_array().unwrap();
+        assert_eq!(gpus.len(), 2);
+        assert_eq!(gpus[0]["uuid"], gpu);
+        assert_eq!(gpus[0]["index"], 0);
+        assert_eq!(gpus[0]["utilization_percent"], 55);
+        assert_eq!(gpus[0]["memory_used_mib"], 2048);
+        assert_eq!(gpus[0]["memory_total_mib"], 143771);
+        // Unknown is null, not 0.
+        assert_eq!(gpus[1]["memory_used_mib"], Value::Null);
+        assert_eq!(gpus[1]["tree_memory_mib"], 0);
+        assert_eq!(sample["host_gpu_memory_used_mib"], 2048);
+    }
+    assert!(
+        known
+            .iter()
+            .any(|s| s["gpus"][0]["tree_memory_mib"] == 300 && s["tree_gpu_memory_mib"] == 300),
+        "{known:?}"
+    );
+    // Until nvidia-smi first answers, the GPUs are unknown: null, not zeros, and no error.
+    for sample in samples.iter().filter(|s| s["gpus"].is_null()) {
+        assert_eq!(sample["host_gpu_memory_used_mib"], Value::Null);
+        assert_eq!(sample["tree_gpu_memory_mib"], Value::Null);
+    }
     assert_eq!(artifact["runtime"]["gpu"]["gpus"][0]["name"], "NVIDIA H200");
     assert_eq!(artifact["runtime"]["gpu"]["driver_version"], "580.95.05");
     assert_eq!(artifact["runtime"]["gpu"]["cuda_version"], "13.0");
@@ -1090,4 +1138,134 @@ fn export_refuses_a_running_soak_and_an_existing_file() {
             .file_type()
             .is_char_device()
     );
+}
+
+#[test]
+fn cpu_time_counts_reaped_children_and_never_decreases() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run(
+        &[],
+        &[
+            "--burn-child",
+            "0.6",
+            "--steps",
+            "6",
+            "--step-seconds",
+            "0.1",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let samples = artifact["samples"].as_array().unwrap();
+    let cpu: Vec<f64> = samples
+        .iter()
+        .map(|s| s["cpu_seconds"].as_f64().unwrap())
+        .collect();
+    assert!(cpu.windows(2).all(|w| w[0] <= w[1]), "{cpu:?}");
+    let total = artifact["summary"]["final_cpu_seconds"].as_f64().unwrap();
+    assert!(
+        total >= 0.55,
+        "the burning child's 0.6 s are counted: {total}"
+    );
+    assert_eq!(total, *cpu.last().unwrap());
+    assert_eq!(samples[0]["cpu_percent"], Value::Null);
+    assert!(
+        samples[1..]
+            .iter()
+            .all(|s| s["cpu_percent"].as_f64().is_some()),
+        "{samples:?}"
+    );
+    assert!(artifact["summary"]["peak_cpu_percent"].as_f64().unwrap() > 10.0);
+}
+
+#[test]
+fn the_series_starts_with_the_running_command_and_marks_the_sample_after_its_exit() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run(&[], &["--steps", "6", "--step-seconds", "0.1"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let samples = artifact["samples"].as_array().unwrap();
+    assert!(
+        samples[0]["processes"].as_u64().unwrap() >= 1,
+        "the first sample sees the command: {}",
+        samples[0]
+    );
+    let (last, running) = samples.split_last().unwrap();
+    assert_eq!(last["after_exit"], true, "{last}");
+    assert!(running.iter().all(|s| s["after_exit"] == false));
+}
+
+#[test]
+fn the_duration_is_the_commands_own_and_the_teardown_is_reported_apart() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run(
+        &["--shutdown-grace", "2"],
+        &["--leak", "--steps", "4", "--step-seconds", "0.05"],
+    );
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(artifact["outcome"]["failure_kind"], "leaked_processes");
+    let duration = artifact["duration_seconds"].as_f64().unwrap();
+    let teardown = artifact["teardown_seconds"].as_f64().unwrap();
+    assert!(
+        duration < 1.5,
+        "the grace period is not run time: {duration}"
+    );
+    assert!(duration >= 0.2, "{duration}");
+    assert!(teardown >= 2.0, "the grace period is teardown: {teardown}");
+}
+
+#[test]
+fn the_sampling_hosts_tick_rate_is_recorded_with_the_soak() {
+    let soak = Soak::new();
+    let (output, _) = soak.run(&[], &["--steps", "2", "--step-seconds", "0.05"]);
+    let id = verdict(&output)["soak_id"].as_str().unwrap().to_owned();
+    let history = soak
+        .unilab()
+        .args(["--json", "history", "--soak", &id])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let started: Value =
+        serde_json::from_str(String::from_utf8_lossy(&history).lines().next().unwrap()).unwrap();
+    assert_eq!(started["kind"], "soak_started");
+    let getconf = Command::new("getconf").arg("CLK_TCK").output().unwrap();
+    let ticks: u64 = String::from_utf8_lossy(&getconf.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(started["ticks_per_second"], ticks);
+}
+
+#[test]
+fn a_soak_that_never_shows_progress_does_not_pass() {
+    let soak = Soak::new();
+    // A missing progress directory is refused before anything starts, and not created.
+    let missing = soak.root.root().join("typo");
+    soak.unilab()
+        .args(["soak", "run", "--progress-dir"])
+        .arg(&missing)
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--", "true"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("it does not exist"));
+    assert!(!missing.exists());
+    assert!(soak_ids(&soak).is_empty(), "nothing was recorded");
+
+    let (output, artifact) = soak.run(
+        &[],
+        &["--no-progress", "--steps", "3", "--step-seconds", "0.05"],
+    );
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(artifact["outcome"]["failure_kind"], "no_progress");
+    assert_eq!(artifact["parameters"]["require_progress"], true);
+
+    let (output, artifact) = soak.run(
+        &["--allow-no-progress"],
+        &["--no-progress", "--steps", "3", "--step-seconds", "0.05"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(artifact["outcome"]["status"], "passed");
+    assert_eq!(artifact["parameters"]["require_progress"], false);
 }

@@ -13,6 +13,7 @@ pub fn training_tree(i: u64) -> Vec<ProcessSample> {
             state: 'S',
             rss_bytes: 1 << 30,
             cpu_ticks: i + u64::from(p),
+            reaped_children_cpu_ticks: 0,
             threads: 12,
             open_fds: Some(40),
             read_bytes: Some(i << 10),

@@ -131,6 +131,9 @@ pub struct SoakRunArgs {
     /// Record metadata with the soak
     #[arg(long = "meta", value_name = "K=V", value_parser = key_value)]
     pub meta: Vec<(String, String)>,
+    /// Pass a command that exits 0 without its progress directory ever changing
+    #[arg(long = "allow-no-progress")]
+    pub allow_no_progress: bool,
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -72,6 +72,7 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
         cwd: args.cwd,
         env: args.env,
         metadata: args.meta,
+        allow_no_progress: args.allow_no_progress,
     }
     .validate(paths.uid)?;
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;

@@ -82,9 +82,7 @@ pub enum Event {
         foreground: bool,
     },
     /// The daemon answered on its control socket.
-    DaemonVerifiedLive {
-        process: ProcessIdentity,
-    },
+    DaemonVerifiedLive { process: ProcessIdentity },
     /// Starting a daemon failed; anything it had started was stopped.
     DaemonStartFailed {
         reason: String,
@@ -100,9 +98,12 @@ pub enum Event {
         process: ProcessIdentity,
         method: StopMethod,
     },
-    SoakStarted(Box<SoakStart>),
-    SoakSampled(Box<Sample>),
-    SoakFinished(Box<SoakEnd>),
+    /// A soak started (schema 1's form).
+    SoakStartedV1(Box<soak::v1::SoakStart>),
+    /// One sample of a soak (schema 1's form).
+    SoakSampledV1(Box<soak::v1::Sample>),
+    /// A soak's verdict (schema 1's form).
+    SoakFinishedV1(Box<soak::v1::SoakEnd>),
     /// The soak's supervisor vanished before it recorded a verdict.
     SoakAbandoned {
         supervisor: ProcessIdentity,
@@ -114,9 +115,16 @@ pub enum Event {
         digest: String,
         bytes: u64,
     },
+    /// A soak started (schema 2). Same kind as its schema 1 form.
+    SoakStarted(Box<SoakStart>),
+    /// One sample of a soak (schema 2).
+    SoakSampled(Box<Sample>),
+    /// A soak's verdict, written once the last child is gone (schema 2).
+    SoakFinished(Box<SoakEnd>),
 }
 
-/// Every event kind, in the order of [`Event`]'s variants.
+/// Every event kind, in the order its first variant has in [`Event`]. A kind whose payload
+/// changed in a schema version has one variant per form, all with the same kind.
 pub const EVENT_KINDS: [&str; 11] = [
     "topology_resolved",
     "daemon_started",
@@ -141,9 +149,9 @@ impl Event {
             Event::DaemonStartFailed { .. } => 3,
             Event::DaemonStaleCleaned { .. } => 4,
             Event::DaemonStopped { .. } => 5,
-            Event::SoakStarted(_) => 6,
-            Event::SoakSampled(_) => 7,
-            Event::SoakFinished(_) => 8,
+            Event::SoakStartedV1(_) | Event::SoakStarted(_) => 6,
+            Event::SoakSampledV1(_) | Event::SoakSampled(_) => 7,
+            Event::SoakFinishedV1(_) | Event::SoakFinished(_) => 8,
             Event::SoakAbandoned { .. } => 9,
             Event::ArtifactWritten { .. } => 10,
         };
@@ -204,40 +212,71 @@ impl Event {
             Event::DaemonStopped { process, method } => {
                 format!("pid {} stopped ({})", process.pid, method.as_str())
             }
-            Event::SoakStarted(start) => format!(
-                "`{}` (every {} ms, stale after {} ms)",
-                start.command.join(" "),
-                start.parameters.sample_interval_ms,
-                start.parameters.stale_progress_ms
+            Event::SoakStartedV1(start) => started(&start.command, &start.parameters),
+            Event::SoakStarted(start) => started(&start.command, &start.parameters),
+            Event::SoakSampledV1(sample) => sampled(
+                sample.index,
+                sample.elapsed_ms,
+                sample.processes.iter().map(|p| p.rss_bytes).sum(),
+                sample.processes.len(),
+                &sample.progress,
+                sample.errors.len(),
             ),
-            Event::SoakSampled(sample) => {
-                let rss: u64 = sample.processes.iter().map(|p| p.rss_bytes).sum();
-                format!(
-                    "#{} at {:.1} s: {} processes, RSS {} MiB, {} progress files{}",
-                    sample.index,
-                    sample.elapsed_ms as f64 / 1000.0,
-                    sample.processes.len(),
-                    rss / (1024 * 1024),
-                    sample.progress.files,
-                    if sample.errors.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", {} sampler errors", sample.errors.len())
-                    }
-                )
-            }
-            Event::SoakFinished(end) => format!(
-                "{} after {:.1} s: {}",
-                end.outcome.status.as_str(),
-                end.duration_ms as f64 / 1000.0,
-                end.outcome.reason
+            Event::SoakSampled(sample) => sampled(
+                sample.index,
+                sample.elapsed_ms,
+                sample.processes.iter().map(|p| p.rss_bytes).sum(),
+                sample.processes.len(),
+                &sample.progress,
+                sample.errors.len(),
             ),
+            Event::SoakFinishedV1(end) => finished(&end.outcome, end.duration_ms),
+            Event::SoakFinished(end) => finished(&end.outcome, end.run_ms),
             Event::SoakAbandoned { supervisor, reason } => {
                 format!("supervisor pid {} gone: {reason}", supervisor.pid)
             }
             Event::ArtifactWritten { path, digest, .. } => format!("`{path}` (digest {digest})"),
         }
     }
+}
+
+fn started(command: &[String], parameters: &soak::SoakParameters) -> String {
+    format!(
+        "`{}` (every {} ms, stale after {} ms)",
+        command.join(" "),
+        parameters.sample_interval_ms,
+        parameters.stale_progress_ms
+    )
+}
+
+fn sampled(
+    index: u64,
+    elapsed_ms: u64,
+    rss_bytes: u64,
+    processes: usize,
+    progress: &soak::ProgressSignature,
+    errors: usize,
+) -> String {
+    format!(
+        "#{index} at {:.1} s: {processes} processes, RSS {} MiB, {} progress files{}",
+        elapsed_ms as f64 / 1000.0,
+        rss_bytes / (1024 * 1024),
+        progress.files,
+        if errors == 0 {
+            String::new()
+        } else {
+            format!(", {errors} sampler errors")
+        }
+    )
+}
+
+fn finished(outcome: &soak::Outcome, run_ms: u64) -> String {
+    format!(
+        "{} after {:.1} s: {}",
+        outcome.status.as_str(),
+        run_ms as f64 / 1000.0,
+        outcome.reason
+    )
 }
 
 /// The hashed part of a stored record.

@@ -101,12 +101,17 @@ impl Projection for Soaks {
     }
 
     fn apply(current: Option<&SoakSummary>, envelope: &Envelope) -> Update<SoakSummary> {
-        if let Event::SoakStarted(start) = &envelope.event {
+        let started = match &envelope.event {
+            Event::SoakStartedV1(s) => Some((&s.soak_id, &s.command, &s.output, s.supervisor)),
+            Event::SoakStarted(s) => Some((&s.soak_id, &s.command, &s.output, s.supervisor)),
+            _ => None,
+        };
+        if let Some((soak_id, command, output, supervisor)) = started {
             return Update::Put(SoakSummary {
-                soak_id: start.soak_id.clone(),
-                command: start.command.clone(),
-                output: start.output.clone(),
-                supervisor: start.supervisor,
+                soak_id: soak_id.clone(),
+                command: command.clone(),
+                output: output.clone(),
+                supervisor,
                 started_at_us: envelope.recorded_at_us,
                 ended_at_us: None,
                 state: SoakState::Running,
@@ -124,14 +129,20 @@ impl Projection for Soaks {
         };
         let mut next = current.clone();
         next.last_seq = envelope.seq;
+        let finished = match &envelope.event {
+            Event::SoakFinishedV1(end) => Some(&end.outcome),
+            Event::SoakFinished(end) => Some(&end.outcome),
+            _ => None,
+        };
+        if let Some(outcome) = finished {
+            next.state = SoakState::Finished(outcome.status);
+            next.failure_kind = outcome.failure_kind;
+            next.reason = Some(outcome.reason.clone());
+            next.ended_at_us = Some(envelope.recorded_at_us);
+            return Update::Put(next);
+        }
         match &envelope.event {
-            Event::SoakSampled(_) => next.samples += 1,
-            Event::SoakFinished(end) => {
-                next.state = SoakState::Finished(end.outcome.status);
-                next.failure_kind = end.outcome.failure_kind;
-                next.reason = Some(end.outcome.reason.clone());
-                next.ended_at_us = Some(envelope.recorded_at_us);
-            }
+            Event::SoakSampledV1(_) | Event::SoakSampled(_) => next.samples += 1,
             Event::SoakAbandoned { reason, .. } => {
                 next.state = SoakState::Finished(OutcomeStatus::Abandoned);
                 next.reason = Some(reason.clone());
@@ -149,8 +160,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::event::soak::{Outcome, SoakEnd, SoakParameters, SoakStart};
-    use crate::event::{Sample, Scope};
+    use crate::event::Scope;
+    use crate::event::soak::{Outcome, Sample, SoakEnd, SoakParameters, SoakStart, v1};
     use crate::projection::fold;
 
     const SUPERVISOR: ProcessIdentity = ProcessIdentity {
@@ -185,10 +196,12 @@ mod tests {
                 shutdown_grace_ms: 1000,
                 min_duration_ms: 0,
             },
+            require_progress: true,
             metadata: BTreeMap::new(),
             environment: BTreeMap::new(),
             supervisor: SUPERVISOR,
             runtime_json: "{}".into(),
+            ticks_per_second: 100,
         }))
     }
 
@@ -196,8 +209,10 @@ mod tests {
         Event::SoakSampled(Box::new(Sample {
             index,
             elapsed_ms: index * 1000,
+            after_exit: false,
             processes: Vec::new(),
-            gpus: Vec::new(),
+            reaped_cpu_ticks: 0,
+            gpus: None,
             progress: Default::default(),
             sampler_cost_us: 10,
             errors: Vec::new(),
@@ -212,7 +227,8 @@ mod tests {
                 reason: "because".into(),
             },
             exit: None,
-            duration_ms: 3000,
+            run_ms: 3000,
+            teardown_ms: 10,
             first_progress_ms: None,
             last_progress_ms: None,
             leaked_processes: Vec::new(),
@@ -333,5 +349,65 @@ mod tests {
         assert_eq!(found("2025").unwrap_err(), Vec::<String>::new());
         assert_eq!(found("").unwrap_err(), Vec::<String>::new());
         assert!(matches!(Found::among(Vec::new(), "latest"), Found::None));
+    }
+
+    #[test]
+    fn soaks_recorded_in_schema_1s_forms_fold_alike() {
+        let Event::SoakStarted(start) = started("old") else {
+            unreachable!()
+        };
+        let events = [
+            envelope(
+                1,
+                "old",
+                Event::SoakStartedV1(Box::new(v1::SoakStart {
+                    soak_id: start.soak_id,
+                    command: start.command,
+                    cwd: start.cwd,
+                    progress_dir: start.progress_dir,
+                    output: start.output,
+                    parameters: start.parameters,
+                    metadata: start.metadata,
+                    environment: start.environment,
+                    supervisor: start.supervisor,
+                    runtime_json: start.runtime_json,
+                })),
+            ),
+            envelope(
+                2,
+                "old",
+                Event::SoakSampledV1(Box::new(v1::Sample {
+                    index: 0,
+                    elapsed_ms: 0,
+                    processes: Vec::new(),
+                    gpus: Vec::new(),
+                    progress: Default::default(),
+                    sampler_cost_us: 1,
+                    errors: Vec::new(),
+                })),
+            ),
+            envelope(
+                3,
+                "old",
+                Event::SoakFinishedV1(Box::new(v1::SoakEnd {
+                    outcome: Outcome {
+                        status: OutcomeStatus::Passed,
+                        failure_kind: None,
+                        reason: "fine".into(),
+                    },
+                    exit: None,
+                    duration_ms: 5,
+                    first_progress_ms: None,
+                    last_progress_ms: None,
+                    leaked_processes: Vec::new(),
+                    stdout_tail: Vec::new(),
+                    stderr_tail: Vec::new(),
+                })),
+            ),
+        ];
+        let row = &fold(&Soaks, &events).unwrap()["old"];
+        assert_eq!(row.state.as_str(), "passed");
+        assert_eq!((row.samples, row.first_seq, row.last_seq), (1, 1, 3));
+        assert_eq!(row.supervisor, SUPERVISOR);
     }
 }

@@ -6,9 +6,12 @@
 //! process group of its own, reaps every child, and writes what happens to a status file:
 //!
 //! ```text
-//! started <pid> <start ticks>
-//! exited code <n> | exited signal <n> | spawn_failed <reason>
+//! started <pid> <start ticks> <monotonic ns>
+//! exited code <n> <monotonic ns> | exited signal <n> <monotonic ns> | spawn_failed <reason>
 //! ```
+//!
+//! The times are on the host's monotonic clock (`time::monotonic_ns`), so the supervisor measures
+//! the command's own run time, spawn to exit, whatever it was doing meanwhile.
 //!
 //! Its standard input is a pipe from the supervisor. When that pipe closes — the supervisor is
 //! done, or was killed, even by SIGKILL — the guard kills every process left in its tree and
@@ -29,6 +32,7 @@ use signal_hook::iterator::Signals;
 
 use super::watch::CommandState;
 use crate::process::{self, ProcSource, ProcessIdentity, Signal, SystemProc};
+use crate::time::monotonic_ns;
 
 /// The hidden subcommand the supervisor runs the guard as.
 pub(crate) const SUBCOMMAND: &str = "__soak-guard";
@@ -37,8 +41,12 @@ pub(crate) const SUBCOMMAND: &str = "__soak-guard";
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct GuardStatus {
     pub started: Option<ProcessIdentity>,
+    /// When the command was spawned, monotonic nanoseconds.
+    pub started_ns: Option<u64>,
     pub exit_code: Option<i32>,
     pub exit_signal: Option<i32>,
+    /// When the guard reaped the command, monotonic nanoseconds.
+    pub exited_ns: Option<u64>,
     pub spawn_failed: Option<String>,
 }
 
@@ -49,16 +57,26 @@ impl GuardStatus {
             return status;
         };
         for line in text.lines() {
-            let words: Vec<&str> = line.splitn(3, ' ').collect();
+            if let Some(reason) = line.strip_prefix("spawn_failed ") {
+                status.spawn_failed = Some(reason.to_owned());
+                continue;
+            }
+            let words: Vec<&str> = line.split(' ').collect();
             match words.as_slice() {
-                ["started", pid, ticks] => {
+                ["started", pid, ticks, ns] => {
                     if let (Ok(pid), Ok(start_ticks)) = (pid.parse(), ticks.parse()) {
                         status.started = Some(ProcessIdentity { pid, start_ticks });
+                        status.started_ns = ns.parse().ok();
                     }
                 }
-                ["exited", "code", n] => status.exit_code = n.parse().ok(),
-                ["exited", "signal", n] => status.exit_signal = n.parse().ok(),
-                ["spawn_failed", rest @ ..] => status.spawn_failed = Some(rest.join(" ")),
+                ["exited", "code", n, ns] => {
+                    status.exit_code = n.parse().ok();
+                    status.exited_ns = ns.parse().ok();
+                }
+                ["exited", "signal", n, ns] => {
+                    status.exit_signal = n.parse().ok();
+                    status.exited_ns = ns.parse().ok();
+                }
                 _ => {}
             }
         }
@@ -85,7 +103,8 @@ fn report(path: &Path, line: &str) {
         .create(true)
         .open(path)
     {
-        let _ = writeln!(file, "{line}");
+        // One write a line, so that a reader never sees half of one.
+        let _ = file.write_all(format!("{line}\n").as_bytes());
     }
 }
 
@@ -129,8 +148,9 @@ pub(crate) fn run(status_path: &Path, command: &[OsString]) -> i32 {
         {
             Ok(child) => {
                 let pid = child.id();
+                let spawned = monotonic_ns();
                 let ticks = proc.stat(pid).map(|s| s.start_ticks).unwrap_or(0);
-                report(status_path, &format!("started {pid} {ticks}"));
+                report(status_path, &format!("started {pid} {ticks} {spawned}"));
                 Some(pid)
             }
             Err(e) => {
@@ -171,10 +191,16 @@ fn reap_forever(command_pid: Option<u32>, status_path: &Path) {
     loop {
         match waitpid(None, None) {
             Ok(WaitStatus::Exited(pid, code)) if Some(pid.as_raw()) == command => {
-                report(status_path, &format!("exited code {code}"));
+                report(
+                    status_path,
+                    &format!("exited code {code} {}", monotonic_ns()),
+                );
             }
             Ok(WaitStatus::Signaled(pid, signal, _)) if Some(pid.as_raw()) == command => {
-                report(status_path, &format!("exited signal {}", signal as i32));
+                report(
+                    status_path,
+                    &format!("exited signal {} {}", signal as i32, monotonic_ns()),
+                );
             }
             Ok(_) => {}
             // No children for now: adopted orphans may still arrive, so look again later.
@@ -190,5 +216,49 @@ fn kill_tree(proc: &SystemProc) {
     let me = std::process::id();
     for stat in process::tree(Path::new("/proc"), me) {
         let _ = process::signal(proc, stat.identity(), uid, Signal::Kill);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status_of(text: &str) -> GuardStatus {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        GuardStatus::read(file.path())
+    }
+
+    #[test]
+    fn the_status_file_gives_the_commands_spawn_and_exit_with_their_times() {
+        let status = status_of("started 42 1000 5000000\nexited code 3 9000000\n");
+        assert_eq!(
+            status.started,
+            Some(ProcessIdentity {
+                pid: 42,
+                start_ticks: 1000
+            })
+        );
+        assert_eq!(
+            (status.started_ns, status.exited_ns),
+            (Some(5_000_000), Some(9_000_000))
+        );
+        assert_eq!(status.exit_code, Some(3));
+        assert_eq!(status.command_state(), CommandState::Exited);
+
+        let killed = status_of("started 42 1000 5\nexited signal 9 7\n");
+        assert_eq!((killed.exit_signal, killed.exited_ns), (Some(9), Some(7)));
+
+        let failed = status_of("spawn_failed cannot run `x`: No such file or directory\n");
+        assert_eq!(
+            failed.command_state(),
+            CommandState::SpawnFailed("cannot run `x`: No such file or directory".into())
+        );
+        // A line being written, or nothing yet: still running.
+        assert_eq!(
+            status_of("started 42 10").command_state(),
+            CommandState::Running
+        );
+        assert_eq!(status_of("").command_state(), CommandState::Running);
     }
 }

@@ -24,6 +24,8 @@ pub(crate) struct SoakRequest {
     pub cwd: Option<PathBuf>,
     pub env: Vec<(String, String)>,
     pub metadata: Vec<(String, String)>,
+    /// `--allow-no-progress`: a clean exit without progress passes.
+    pub allow_no_progress: bool,
 }
 
 /// A validated `soak run`: absolute, existing, trusted paths and consistent limits.
@@ -36,6 +38,8 @@ pub(crate) struct SoakSpec {
     pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
     pub metadata: BTreeMap<String, String>,
+    /// A clean exit passes only if progress was seen.
+    pub require_progress: bool,
 }
 
 /// Set for the command unless the user set it: unbuffered Python output.
@@ -59,8 +63,8 @@ fn absolute(path: PathBuf) -> Result<PathBuf, SoakError> {
 }
 
 impl SoakRequest {
-    /// Checks the limits against each other and the directories against `uid`, creating the
-    /// progress directory if it does not exist.
+    /// Checks the limits against each other and the directories against `uid`. The progress
+    /// directory must exist: a typo must not become a soak that watches nothing.
     pub(crate) fn validate(self, uid: u32) -> Result<SoakSpec, SoakError> {
         if self.command.is_empty() {
             return invalid("no command to run: put it after `--`");
@@ -107,18 +111,23 @@ impl SoakRequest {
             cwd,
             env,
             metadata: self.metadata.into_iter().collect(),
+            require_progress: !self.allow_no_progress,
         })
     }
 }
 
-/// The progress directory, created if missing. Others' writes would fake progress: it must be
-/// the user's alone.
+/// The progress directory, which must exist. Others' writes would fake progress: it must be the
+/// user's alone.
 fn trusted_progress_dir(progress_dir: PathBuf, uid: u32) -> Result<PathBuf, SoakError> {
-    if !progress_dir.exists() {
-        std::fs::create_dir_all(&progress_dir).map_err(|source| SoakError::Io {
-            path: progress_dir.clone(),
-            source,
-        })?;
+    if !progress_dir.is_dir() {
+        return Err(SoakError::ProgressDir {
+            reason: if progress_dir.exists() {
+                "it is not a directory".into()
+            } else {
+                "it does not exist".into()
+            },
+            path: progress_dir,
+        });
     }
     match crate::paths::distrust_directory(&progress_dir, uid) {
         None => Ok(progress_dir),

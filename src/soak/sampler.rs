@@ -51,6 +51,7 @@ fn process_sample(
         state: stat.state,
         rss_bytes: stat.rss_pages.saturating_mul(page),
         cpu_ticks: stat.utime + stat.stime,
+        reaped_children_cpu_ticks: stat.cutime + stat.cstime,
         threads: u32::try_from(stat.num_threads).unwrap_or(u32::MAX),
         open_fds: std::fs::read_dir(dir.join("fd"))
             .ok()
@@ -64,7 +65,8 @@ fn process_sample(
 #[derive(Debug, Clone, Default)]
 struct GpuReading {
     at: Option<Instant>,
-    gpus: Vec<GpuSample>,
+    /// `None` when nvidia-smi failed.
+    gpus: Option<Vec<GpuSample>>,
     error: Option<String>,
 }
 
@@ -90,12 +92,12 @@ impl GpuPoller {
                 let reading = match smi::usage(&smi) {
                     Ok(gpus) => GpuReading {
                         at: Some(Instant::now()),
-                        gpus,
+                        gpus: Some(gpus),
                         error: None,
                     },
                     Err(error) => GpuReading {
                         at: Some(Instant::now()),
-                        gpus: Vec::new(),
+                        gpus: None,
                         error: Some(error.to_string()),
                     },
                 };
@@ -119,28 +121,29 @@ impl GpuPoller {
         }
     }
 
-    /// The latest reading, with its compute processes narrowed to `pids`; or an error saying
-    /// what went wrong, including nvidia-smi not answering at all.
-    pub fn reading(&self, pids: &[u32]) -> (Vec<GpuSample>, Option<String>) {
+    /// The latest reading, with its compute processes narrowed to `pids`; `None` while none is
+    /// known — before the first answer (no error: it is on its way), after a failure, or when
+    /// nvidia-smi has not answered for too long (with the error saying so).
+    pub fn reading(&self, pids: &[u32]) -> (Option<Vec<GpuSample>>, Option<String>) {
         let reading = self.latest.lock().map(|r| r.clone()).unwrap_or_default();
         let since = reading.at.unwrap_or(self.started);
         if since.elapsed() > self.patience {
             return (
-                Vec::new(),
+                None,
                 Some(format!(
                     "nvidia-smi has not answered for {:.1} s",
                     since.elapsed().as_secs_f64()
                 )),
             );
         }
-        let gpus = reading
-            .gpus
-            .into_iter()
-            .map(|mut gpu| {
-                gpu.processes.retain(|p| pids.contains(&p.pid));
-                gpu
-            })
-            .collect();
+        let gpus = reading.gpus.map(|gpus| {
+            gpus.into_iter()
+                .map(|mut gpu| {
+                    gpu.processes.retain(|p| pids.contains(&p.pid));
+                    gpu
+                })
+                .collect()
+        });
         (gpus, reading.error)
     }
 }
@@ -153,9 +156,18 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    pub fn sample(&self, index: u64, elapsed: Duration, root: u32) -> Sample {
+    /// Samples the tree under `root` (the guard, whose reaped children's CPU time is the tree's
+    /// that is gone). `after_exit`: the command had exited before this sample began.
+    pub fn sample(&self, index: u64, elapsed: Duration, root: u32, after_exit: bool) -> Sample {
         let began = Instant::now();
         let processes = process_tree(&self.proc_root, root);
+        let mut buf = Vec::with_capacity(1024);
+        let reaped_cpu_ticks = process::read_proc_file(
+            &self.proc_root.join(root.to_string()).join("stat"),
+            &mut buf,
+        )
+        .and_then(process::parse_stat)
+        .map_or(0, |guard| guard.cutime + guard.cstime);
         let pids: Vec<u32> = processes.iter().map(|p| p.pid).collect();
         let mut errors = Vec::new();
         let gpus = match &self.gpus {
@@ -164,13 +176,15 @@ impl Sampler {
                 errors.extend(error);
                 gpus
             }
-            None => Vec::new(),
+            None => None,
         };
         let progress = progress::signature(&self.progress_dir);
         Sample {
             index,
             elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            after_exit,
             processes,
+            reaped_cpu_ticks,
             gpus,
             progress,
             sampler_cost_us: u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX),

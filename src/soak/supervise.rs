@@ -23,7 +23,7 @@ use super::guard::{self, GuardStatus};
 use super::progress;
 use super::request::{SoakSpec, ms};
 use super::sampler::{GpuPoller, Sampler};
-use super::watch::{Failure, Next, Observation, Watch, verdict};
+use super::watch::{CommandState, Failure, Next, Observation, RunEnd, Watch, verdict};
 use crate::event::soak::{
     ExitInfo, FailureKind, LeakedProcess, Outcome, Sample, SoakEnd, SoakStart,
 };
@@ -32,6 +32,7 @@ use crate::log::EventLog;
 use crate::paths::StatePaths;
 use crate::process::{self, ProcSource, ProcessIdentity, Signal, SystemProc};
 use crate::redact::redact;
+use crate::time::monotonic_ns;
 use crate::tool::Tool;
 
 /// How much of each output stream the artifact keeps.
@@ -81,28 +82,46 @@ pub(crate) fn run(
         baseline,
     );
     let t0 = Instant::now();
-    let (failure, leaked, ended) = match Guard::spawn(ctx, spec, &soak.status_path) {
-        Err(failure) => (Some(failure), Vec::new(), Ended::default()),
+    let (failure, leaked, ended, times) = match Guard::spawn(ctx, spec, &soak.status_path) {
+        Err(failure) => (
+            Some(failure),
+            Vec::new(),
+            Ended::default(),
+            RunTimes::default(),
+        ),
         Ok(guard) => {
             let failure = sample_until_done(ctx, spec, &soak, &guard, &mut watch, t0, interrupted);
+            let stopping = monotonic_ns();
             let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
             let leaked = stop_tree(ctx.paths.uid, &guard, failure.is_some(), grace);
-            (failure, leaked, guard.finish())
+            let ended = guard.finish();
+            let times = RunTimes::of(&ended.status, stopping, monotonic_ns());
+            (failure, leaked, ended, times)
         }
     };
-    let run_time = t0.elapsed();
     let status = ended.status;
     let exit = ExitInfo {
         code: status.exit_code,
         signal: status.exit_signal,
     };
-    let outcome = verdict(failure, exit, &leaked, run_time, &spec.parameters);
+    let outcome = verdict(
+        RunEnd {
+            failure,
+            exit,
+            leaked: &leaked,
+            run_time: times.run,
+            progress_seen: watch.first_progress().is_some(),
+        },
+        &spec.parameters,
+        spec.require_progress,
+    );
     ctx.log.append(
         soak.subject(),
         Event::SoakFinished(Box::new(SoakEnd {
             outcome: outcome.clone(),
             exit: status.started.map(|_| exit),
-            duration_ms: ms(run_time),
+            run_ms: ms(times.run),
+            teardown_ms: ms(times.teardown),
             first_progress_ms: watch.first_progress().map(ms),
             last_progress_ms: watch.last_change().map(ms),
             leaked_processes: leaked,
@@ -118,6 +137,29 @@ pub(crate) fn run(
         artifact: spec.output.clone(),
         digest,
     })
+}
+
+/// How long the command itself ran, and the teardown after it.
+#[derive(Debug, Default, Clone, Copy)]
+struct RunTimes {
+    run: Duration,
+    teardown: Duration,
+}
+
+impl RunTimes {
+    /// The run is the command's spawn to its exit as the guard saw them, or to `stopping` — when
+    /// the supervisor began to stop the tree — if that came first (the soak was failed). The
+    /// teardown is from there to `done`. Monotonic nanoseconds throughout.
+    fn of(status: &GuardStatus, stopping: u64, done: u64) -> Self {
+        let Some(spawned) = status.started_ns else {
+            return Self::default();
+        };
+        let run_end = status.exited_ns.unwrap_or(stopping).min(stopping);
+        Self {
+            run: Duration::from_nanos(run_end.saturating_sub(spawned)),
+            teardown: Duration::from_nanos(done.saturating_sub(run_end)),
+        }
+    }
 }
 
 /// A soak whose start is recorded: its id and its private working directory.
@@ -161,6 +203,7 @@ impl Recording {
                 progress_dir: spec.progress_dir.display().to_string(),
                 output: spec.output.display().to_string(),
                 parameters: spec.parameters.clone(),
+                require_progress: spec.require_progress,
                 metadata: spec.metadata.clone(),
                 environment: spec
                     .env
@@ -169,6 +212,7 @@ impl Recording {
                     .collect(),
                 supervisor: me,
                 runtime_json: ctx.runtime_json.clone(),
+                ticks_per_second: process::ticks_per_second(),
             })),
         )?;
         Ok(recording)
@@ -196,6 +240,12 @@ fn sample_until_done(
         progress_dir: spec.progress_dir.clone(),
         gpus: Some(GpuPoller::start(ctx.smi.clone(), interval)),
     };
+    // The series starts with the running command: wait for the guard to report its spawn.
+    let startup = Duration::from_millis(spec.parameters.startup_timeout_ms);
+    wait_until(t0 + startup, || {
+        let status = guard.status();
+        status.started.is_some() || status.exited() || interrupted.load(Ordering::Relaxed)
+    });
     let mut index = 0u64;
     let failure = loop {
         let due = t0 + interval.mul_f64(index as f64);
@@ -208,8 +258,11 @@ fn sample_until_done(
                 Duration::from_millis(100).min(due.saturating_duration_since(Instant::now())),
             );
         }
+        // Read before sampling: a sample taken after the exit was known says so.
+        let command = guard.status().command_state();
         let elapsed = t0.elapsed();
-        let sample = sampler.sample(index, elapsed, guard.pid);
+        let after_exit = command != CommandState::Running;
+        let sample = sampler.sample(index, elapsed, guard.pid, after_exit);
         let progress = sample.progress;
         let status_line = ctx.console.shows_status().then(|| StatusLine::of(&sample));
         if let Err(e) = ctx
@@ -225,7 +278,7 @@ fn sample_until_done(
         let next = watch.observe(&Observation {
             elapsed,
             progress,
-            command: guard.status().command_state(),
+            command,
             interrupted: interrupted.load(Ordering::Relaxed),
         });
         if let Some(line) = status_line {
@@ -255,6 +308,7 @@ impl StatusLine {
             gpu_mib: sample
                 .gpus
                 .iter()
+                .flatten()
                 .flat_map(|g| &g.processes)
                 .filter_map(|p| p.used_memory_mib)
                 .sum(),

@@ -176,16 +176,30 @@ fn failed(kind: FailureKind, reason: String) -> Outcome {
     }
 }
 
+/// How a run ended, for the [`verdict`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RunEnd<'a> {
+    /// A failure the watch or the supervisor decided during the run.
+    pub failure: Option<Failure>,
+    pub exit: ExitInfo,
+    pub leaked: &'a [LeakedProcess],
+    /// The command's own run time: spawn to exit (or to the failure).
+    pub run_time: Duration,
+    /// Whether the progress directory ever changed while it ran.
+    pub progress_seen: bool,
+}
+
 /// The outcome of a soak, from the first that applies: a failure the watch or the supervisor
-/// decided; the command's own failure; processes that outlived it; a run shorter than the
-/// minimum; else it passed.
-pub(crate) fn verdict(
-    failure: Option<Failure>,
-    exit: ExitInfo,
-    leaked: &[LeakedProcess],
-    run_time: Duration,
-    parameters: &SoakParameters,
-) -> Outcome {
+/// decided; the command's own failure; processes that outlived it; no progress ever (when
+/// progress is required); a run shorter than the minimum; else it passed.
+pub(crate) fn verdict(end: RunEnd, parameters: &SoakParameters, require_progress: bool) -> Outcome {
+    let RunEnd {
+        failure,
+        exit,
+        leaked,
+        run_time,
+        progress_seen,
+    } = end;
     if let Some(Failure { kind, reason }) = failure {
         return failed(kind, reason);
     }
@@ -205,6 +219,14 @@ pub(crate) fn verdict(
                 secs(parameters.shutdown_grace_ms),
                 names.join(", ")
             ),
+        );
+    }
+    if require_progress && !progress_seen {
+        return failed(
+            FailureKind::NoProgress,
+            "the command exited 0 but its progress directory never changed (pass \
+             `--allow-no-progress` if that is expected)"
+                .into(),
         );
     }
     let min_duration = ms(parameters.min_duration_ms);
@@ -374,9 +396,26 @@ mod tests {
         Duration::from_secs(30)
     }
 
+    /// A run that ended with `exit` after `run_time`, progress seen.
+    fn ended(
+        failure: Option<Failure>,
+        exit: ExitInfo,
+        leaked: &[LeakedProcess],
+        run_time: Duration,
+    ) -> Outcome {
+        let end = RunEnd {
+            failure,
+            exit,
+            leaked,
+            run_time,
+            progress_seen: true,
+        };
+        verdict(end, &PARAMETERS, true)
+    }
+
     #[test]
     fn a_clean_exit_after_the_minimum_passes() {
-        let outcome = verdict(None, CLEAN, &[], long_enough(), &PARAMETERS);
+        let outcome = ended(None, CLEAN, &[], long_enough());
         assert_eq!(outcome.status, OutcomeStatus::Passed);
         assert_eq!(outcome.reason, "the command exited 0 after 30.0 s");
     }
@@ -384,7 +423,7 @@ mod tests {
     #[test]
     fn a_run_just_under_the_minimum_is_too_short() {
         let run = long_enough() - Duration::from_millis(1);
-        let outcome = verdict(None, CLEAN, &[], run, &PARAMETERS);
+        let outcome = ended(None, CLEAN, &[], run);
         assert_eq!(outcome.failure_kind, Some(FailureKind::TooShort));
         assert_eq!(outcome.reason, "ran 30.0 s, less than the minimum of 30 s");
     }
@@ -392,7 +431,7 @@ mod tests {
     #[test]
     fn a_failure_decided_during_the_run_wins_over_everything_after_it() {
         let failure = Failure::new(FailureKind::StaleProgress, "stale");
-        let outcome = verdict(Some(failure), CLEAN, &[], Duration::ZERO, &PARAMETERS);
+        let outcome = ended(Some(failure), CLEAN, &[], Duration::ZERO);
         assert_eq!(outcome.failure_kind, Some(FailureKind::StaleProgress));
         assert_eq!(outcome.reason, "stale");
     }
@@ -422,7 +461,7 @@ mod tests {
                 "the command's exit status is unknown",
             ),
         ] {
-            let outcome = verdict(None, exit, &leak(), Duration::ZERO, &PARAMETERS);
+            let outcome = ended(None, exit, &leak(), Duration::ZERO);
             assert_eq!(outcome.failure_kind, Some(FailureKind::CommandFailed));
             assert_eq!(outcome.reason, reason);
         }
@@ -441,11 +480,44 @@ mod tests {
 
     #[test]
     fn processes_that_outlive_a_clean_exit_fail_the_soak_by_name() {
-        let outcome = verdict(None, CLEAN, &leak(), long_enough(), &PARAMETERS);
+        let outcome = ended(None, CLEAN, &leak(), long_enough());
         assert_eq!(outcome.failure_kind, Some(FailureKind::LeakedProcesses));
         assert_eq!(
             outcome.reason,
             "1 process(es) outlived the command by the 2 s grace period and were killed: 77 (sleep)"
+        );
+    }
+
+    #[test]
+    fn a_clean_exit_without_any_progress_fails_unless_allowed() {
+        let end = |progress_seen| RunEnd {
+            failure: None,
+            exit: CLEAN,
+            leaked: &[],
+            run_time: long_enough(),
+            progress_seen,
+        };
+        let outcome = verdict(end(false), &PARAMETERS, true);
+        assert_eq!(outcome.failure_kind, Some(FailureKind::NoProgress));
+        assert!(
+            outcome.reason.contains("--allow-no-progress"),
+            "{}",
+            outcome.reason
+        );
+        assert_eq!(
+            verdict(end(false), &PARAMETERS, false).status,
+            OutcomeStatus::Passed
+        );
+        assert_eq!(
+            verdict(end(true), &PARAMETERS, true).status,
+            OutcomeStatus::Passed
+        );
+        // A failing exit is judged as such first.
+        let mut failing = end(false);
+        failing.exit.code = Some(1);
+        assert_eq!(
+            verdict(failing, &PARAMETERS, true).failure_kind,
+            Some(FailureKind::CommandFailed)
         );
     }
 }

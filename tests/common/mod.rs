@@ -180,7 +180,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         pid: 5000,
         start_ticks: 1_000_000,
     };
-    vec![
+    let mut events = vec![
         (
             d(),
             Event::TopologyResolved {
@@ -224,7 +224,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         ),
         (
             s(),
-            Event::SoakStarted(Box::new(SoakStart {
+            Event::SoakStartedV1(Box::new(v1::SoakStart {
                 soak_id: "20261202T124210-3f9a".into(),
                 command: vec![
                     "python3".into(),
@@ -248,10 +248,10 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
                 runtime_json: r#"{"software":{"unilab":"0.1.0"}}"#.into(),
             })),
         ),
-        (s(), Event::SoakSampled(Box::new(sample(0, 3)))),
+        (s(), Event::SoakSampledV1(Box::new(sample_v1(0, 3)))),
         (
             s(),
-            Event::SoakFinished(Box::new(SoakEnd {
+            Event::SoakFinishedV1(Box::new(v1::SoakEnd {
                 outcome: Outcome {
                     status: OutcomeStatus::Failed,
                     failure_kind: Some(FailureKind::StaleProgress),
@@ -291,16 +291,75 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
                 bytes: 123_456,
             },
         ),
-    ]
+    ];
+    // Schema 2: a soak recorded in the new forms.
+    let s2 = || Subject::Soak("20261202T130000-5b7c".into());
+    events.extend([
+        (
+            s2(),
+            Event::SoakStarted(Box::new(SoakStart {
+                soak_id: "20261202T130000-5b7c".into(),
+                command: vec!["python3".into(), "train.py".into()],
+                cwd: "/home/u/project".into(),
+                progress_dir: "/home/u/project/progress".into(),
+                output: "/home/u/soak-2.json".into(),
+                parameters: SoakParameters {
+                    sample_interval_ms: 1_000,
+                    startup_timeout_ms: 60_000,
+                    stale_progress_ms: 30_000,
+                    shutdown_grace_ms: 2_000,
+                    min_duration_ms: 0,
+                },
+                require_progress: true,
+                metadata: BTreeMap::from([("HF_TOKEN".into(), "[redacted]".into())]),
+                environment: BTreeMap::from([("PYTHONUNBUFFERED".into(), "1".into())]),
+                supervisor,
+                runtime_json: r#"{"software":{"unilab":"0.2.0"}}"#.into(),
+                ticks_per_second: 100,
+            })),
+        ),
+        (s2(), Event::SoakSampled(Box::new(sample(0, 3)))),
+        (s2(), Event::SoakSampled(Box::new(sample(1, 2)))),
+        (
+            s2(),
+            Event::SoakFinished(Box::new(SoakEnd {
+                outcome: Outcome {
+                    status: OutcomeStatus::Failed,
+                    failure_kind: Some(FailureKind::NoProgress),
+                    reason: "the command exited 0 but its progress directory never changed".into(),
+                },
+                exit: Some(ExitInfo {
+                    code: Some(0),
+                    signal: None,
+                }),
+                run_ms: 9_500,
+                teardown_ms: 120,
+                first_progress_ms: None,
+                last_progress_ms: None,
+                leaked_processes: Vec::new(),
+                stdout_tail: b"step 10/10\n".to_vec(),
+                stderr_tail: Vec::new(),
+            })),
+        ),
+        (
+            s2(),
+            Event::ArtifactWritten {
+                path: "/home/u/soak-2.json".into(),
+                digest: "cd".repeat(32),
+                bytes: 4_321,
+            },
+        ),
+    ]);
+    events
 }
 
-/// A soak sample of a tree of `processes` processes.
-pub fn sample(index: u64, processes: u32) -> Sample {
-    Sample {
+/// A soak sample in schema 1's form, of a tree of `processes` processes.
+pub fn sample_v1(index: u64, processes: u32) -> v1::Sample {
+    v1::Sample {
         index,
         elapsed_ms: index * 5_000,
         processes: (0..processes)
-            .map(|i| ProcessSample {
+            .map(|i| v1::ProcessSample {
                 pid: 5000 + i,
                 ppid: if i == 0 { 4999 } else { 5000 },
                 start_ticks: 1_000_000 + u64::from(i),
@@ -332,6 +391,39 @@ pub fn sample(index: u64, processes: u32) -> Sample {
         },
         sampler_cost_us: 850,
         errors: vec!["nvidia-smi did not answer within 10 s".into()],
+    }
+}
+
+/// A soak sample of a tree of `processes` processes, the command still running.
+pub fn sample(index: u64, processes: u32) -> Sample {
+    let old = sample_v1(index, processes);
+    Sample {
+        index,
+        elapsed_ms: old.elapsed_ms,
+        after_exit: false,
+        processes: old
+            .processes
+            .into_iter()
+            .map(|p| ProcessSample {
+                pid: p.pid,
+                ppid: p.ppid,
+                start_ticks: p.start_ticks,
+                name: p.name,
+                state: p.state,
+                rss_bytes: p.rss_bytes,
+                cpu_ticks: p.cpu_ticks + index * 100,
+                reaped_children_cpu_ticks: 7,
+                threads: p.threads,
+                open_fds: p.open_fds,
+                read_bytes: p.read_bytes,
+                write_bytes: p.write_bytes,
+            })
+            .collect(),
+        reaped_cpu_ticks: 2_000 * index,
+        gpus: Some(old.gpus),
+        progress: old.progress,
+        sampler_cost_us: old.sampler_cost_us,
+        errors: old.errors,
     }
 }
 

@@ -1,0 +1,291 @@
+//! The soak artifact: canonical JSON rendered from the soak's events alone, so that
+//! `soak export` regenerates the bytes written when the soak ended.
+//!
+//! Canonical: keys in a fixed order (serde_json's sorted maps), numbers as serde_json prints
+//! them, two-space indentation, a final newline. `digest` is blake3 over the rendering of the
+//! same object without `digest`. Per-sample rows carry the tree's totals; every process of every
+//! sample stays in the log (`unilab history --soak ID --json`).
+//!
+//! A soak recorded in schema 1's events renders as `unilab.soak.artifact/1` ([`v1`], frozen:
+//! byte for byte what was written then); one recorded in schema 2's as `/2` ([`v2`]).
+
+mod v1;
+mod v2;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use crate::event::soak::{self, Outcome, SoakParameters};
+use crate::event::{Event, Subject};
+use crate::log::chain::{Hash, to_hex};
+use crate::log::{LogError, Projection, Snapshot, Update};
+use crate::process::ProcessIdentity;
+use crate::projection::{SoakState, SoakSummary, Soaks};
+use crate::time::unix_seconds;
+
+/// A soak's start, samples and verdict, in the form of one schema version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Form<Start, Sample, End> {
+    pub start: Start,
+    pub samples: Vec<Sample>,
+    pub end: Option<Box<End>>,
+}
+
+/// A soak as recorded: in schema 1's events or in schema 2's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recorded {
+    V1(Form<soak::v1::SoakStart, soak::v1::Sample, soak::v1::SoakEnd>),
+    V2(Form<soak::SoakStart, soak::Sample, soak::SoakEnd>),
+}
+
+/// The supervisor vanished before a verdict: `soak_abandoned`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Abandonment {
+    pub supervisor: ProcessIdentity,
+    pub reason: String,
+}
+
+/// Everything the artifact is made of: the soak's events up to and including its verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SoakRecords {
+    /// The `soaks` projection folded over exactly these events: state, times and sequences.
+    pub summary: SoakSummary,
+    pub soak: Recorded,
+    pub abandoned: Option<Abandonment>,
+    /// The hash of the last of these events, which ties the artifact to the chain.
+    pub last_hash: Hash,
+}
+
+/// Gathers a soak's events, up to and including its verdict; `None` for an unknown soak. Which
+/// events belong to the soak is the projection's rule ([`Soaks::apply`]), applied here too. A
+/// soak is recorded in one schema's form; events of the other form are not part of it.
+pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>, LogError> {
+    let mut summary: Option<SoakSummary> = None;
+    let mut soak = None;
+    let mut abandoned = None;
+    let mut last_hash = None;
+    for seq in snapshot.subject_seqs(&Subject::Soak(soak_id.to_owned()), 1)? {
+        if summary
+            .as_ref()
+            .is_some_and(|s| s.state != SoakState::Running)
+        {
+            break;
+        }
+        let Some(record) = snapshot.get(seq)? else {
+            continue;
+        };
+        let Update::Put(next) = Soaks::apply(summary.as_ref(), &record.envelope) else {
+            continue;
+        };
+        summary = Some(next);
+        last_hash = Some(record.hash);
+        match (record.envelope.event, &mut soak) {
+            (Event::SoakStartedV1(start), _) => {
+                soak = Some(Recorded::V1(Form {
+                    start: *start,
+                    samples: Vec::new(),
+                    end: None,
+                }));
+            }
+            (Event::SoakStarted(start), _) => {
+                soak = Some(Recorded::V2(Form {
+                    start: *start,
+                    samples: Vec::new(),
+                    end: None,
+                }));
+            }
+            (Event::SoakSampledV1(sample), Some(Recorded::V1(form))) => form.samples.push(*sample),
+            (Event::SoakSampled(sample), Some(Recorded::V2(form))) => form.samples.push(*sample),
+            (Event::SoakFinishedV1(end), Some(Recorded::V1(form))) => form.end = Some(end),
+            (Event::SoakFinished(end), Some(Recorded::V2(form))) => form.end = Some(end),
+            (Event::SoakAbandoned { supervisor, reason }, _) => {
+                abandoned = Some(Abandonment { supervisor, reason });
+            }
+            _ => {}
+        }
+    }
+    Ok(match (summary, soak, last_hash) {
+        (Some(summary), Some(soak), Some(last_hash)) => Some(SoakRecords {
+            summary,
+            soak,
+            abandoned,
+            last_hash,
+        }),
+        _ => None,
+    })
+}
+
+fn seconds(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+/// `status` (`running` until the verdict), `failure_kind` and `reason`.
+fn outcome(records: &SoakRecords, verdict: Option<&Outcome>) -> Value {
+    match (verdict, &records.abandoned) {
+        (Some(outcome), _) => json!({
+            "status": outcome.status.as_str(),
+            "failure_kind": outcome.failure_kind,
+            "reason": outcome.reason,
+        }),
+        (None, Some(Abandonment { supervisor, reason })) => json!({
+            "status": records.summary.state.as_str(),
+            "failure_kind": null,
+            "reason": format!("{reason} (supervisor pid {})", supervisor.pid),
+        }),
+        (None, None) => json!({
+            "status": records.summary.state.as_str(),
+            "failure_kind": null,
+            "reason": "",
+        }),
+    }
+}
+
+/// The limits, where the progress was watched and what unilab set for the command.
+fn parameters(
+    params: &SoakParameters,
+    progress_dir: &str,
+    output: &str,
+    environment: &BTreeMap<String, String>,
+) -> Map<String, Value> {
+    let mut object = Map::new();
+    for (key, ms) in [
+        ("sample_interval_seconds", params.sample_interval_ms),
+        ("startup_timeout_seconds", params.startup_timeout_ms),
+        ("stale_progress_seconds", params.stale_progress_ms),
+        ("shutdown_grace_seconds", params.shutdown_grace_ms),
+        ("min_duration_seconds", params.min_duration_ms),
+    ] {
+        object.insert(key.into(), seconds(ms).into());
+    }
+    object.insert("progress_dir".into(), progress_dir.into());
+    object.insert("output".into(), output.into());
+    object.insert("environment".into(), json!(environment));
+    object
+}
+
+/// What every version of the artifact shows alike.
+struct Frame<'a> {
+    schema: &'static str,
+    soak_id: &'a str,
+    command: &'a [String],
+    cwd: &'a str,
+    metadata: &'a BTreeMap<String, String>,
+    runtime_json: &'a str,
+    supervisor: ProcessIdentity,
+    outcome: Option<&'a Outcome>,
+    exit: Option<soak::ExitInfo>,
+    leaked: &'a [soak::LeakedProcess],
+    /// Standard output and error, once the soak has ended.
+    tails: Option<(&'a [u8], &'a [u8])>,
+}
+
+/// The fields every version shows alike: identity, times, outcome, exit, leaks, output, and the
+/// place in the log.
+fn frame(records: &SoakRecords, frame: &Frame) -> Map<String, Value> {
+    let summary = &records.summary;
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    let mut object = Map::new();
+    object.insert("schema".into(), frame.schema.into());
+    object.insert("soak_id".into(), frame.soak_id.into());
+    object.insert("command".into(), json!(frame.command));
+    object.insert("cwd".into(), frame.cwd.into());
+    object.insert("metadata".into(), json!(frame.metadata));
+    object.insert(
+        "runtime".into(),
+        serde_json::from_str(frame.runtime_json).unwrap_or(Value::Null),
+    );
+    object.insert(
+        "supervisor".into(),
+        json!({ "pid": frame.supervisor.pid, "start_ticks": frame.supervisor.start_ticks }),
+    );
+    object.insert(
+        "started_at".into(),
+        unix_seconds(summary.started_at_us).into(),
+    );
+    object.insert(
+        "ended_at".into(),
+        json!(summary.ended_at_us.map(unix_seconds)),
+    );
+    object.insert("outcome".into(), outcome(records, frame.outcome));
+    object.insert(
+        "exit".into(),
+        json!(
+            frame
+                .exit
+                .map(|e| json!({ "code": e.code, "signal": e.signal }))
+        ),
+    );
+    object.insert(
+        "leaked_processes".into(),
+        json!(frame.leaked
+            .iter()
+            .map(|l| json!({ "pid": l.identity.pid, "start_ticks": l.identity.start_ticks, "name": l.name, "cmdline": l.cmdline }))
+            .collect::<Vec<_>>()),
+    );
+    object.insert(
+        "output_tail".into(),
+        json!({
+            "stdout": frame.tails.map(|(out, _)| text(out)).unwrap_or_default(),
+            "stderr": frame.tails.map(|(_, err)| text(err)).unwrap_or_default(),
+        }),
+    );
+    object.insert(
+        "log".into(),
+        json!({ "first_seq": summary.first_seq, "last_seq": summary.last_seq, "chain_hash": to_hex(&records.last_hash) }),
+    );
+    object
+}
+
+fn canonical(value: &Value) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(value).unwrap_or_default();
+    bytes.push(b'\n');
+    bytes
+}
+
+/// The artifact's bytes and its digest.
+pub fn render(records: &SoakRecords) -> (Vec<u8>, String) {
+    let mut value = match &records.soak {
+        Recorded::V1(soak) => v1::body(records, soak),
+        Recorded::V2(soak) => v2::body(records, soak),
+    };
+    let digest = blake3::hash(&canonical(&value)).to_hex().to_string();
+    if let Value::Object(object) = &mut value {
+        object.insert("digest".into(), digest.clone().into());
+    }
+    (canonical(&value), digest)
+}
+
+/// Checks an artifact's digest: blake3 of its rendering without `digest`.
+pub fn digest_matches(bytes: &[u8]) -> bool {
+    let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(bytes) else {
+        return false;
+    };
+    let Some(Value::String(digest)) = object.remove("digest") else {
+        return false;
+    };
+    blake3::hash(&canonical(&Value::Object(object)))
+        .to_hex()
+        .to_string()
+        == digest
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, synced, then renamed.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+    temp.write_all(bytes)?;
+    // Readable like any report: it holds no credentials.
+    std::fs::set_permissions(
+        temp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

@@ -1,0 +1,265 @@
+//! `unilab.soak.artifact/2`: the artifact of a soak recorded in schema 2's events.
+//!
+//! Against `/1`: each sample carries a per-GPU list (`uuid`, `index`, utilisation, memory, and
+//! this tree's memory on it), with the tree's GPU memory apart from the host's and `null` where a
+//! value is unknown; CPU time includes the tree's reaped processes and never decreases, with CPU %
+//! per interval; the sample taken after the command exited says so; `duration_seconds` is the
+//! command's own run time and `teardown_seconds` the shutdown after it; ticks are read with the
+//! sampling host's tick rate, recorded with the soak; `parameters.require_progress`.
+
+use serde_json::{Value, json};
+
+use super::{Form, Frame, SoakRecords, frame, parameters, seconds};
+use crate::event::soak::{GpuSample, Sample, SoakEnd, SoakStart};
+
+const SCHEMA: &str = "unilab.soak.artifact/2";
+
+/// The tree's GPU memory on one GPU: the sum over its compute processes; `null` when it has some
+/// and none of them reported its memory.
+fn tree_memory(gpu: &GpuSample) -> Option<u64> {
+    let known: Vec<u64> = gpu
+        .processes
+        .iter()
+        .filter_map(|p| p.used_memory_mib)
+        .collect();
+    (gpu.processes.is_empty() || !known.is_empty()).then(|| known.iter().sum())
+}
+
+/// The sum of the known values; `None` when none is known.
+fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
+    values.flatten().reduce(|a, b| a + b)
+}
+
+/// CPU seconds of the whole tree, living and reaped, never decreasing: a process whose parent
+/// lets the kernel reap it (SIGCHLD ignored) takes its time with it, and the series then holds
+/// its last value rather than dropping.
+struct CpuClock {
+    ticks_per_second: f64,
+    total_ticks: u64,
+    last: Option<(f64, f64)>,
+}
+
+impl CpuClock {
+    /// This sample's cumulative CPU seconds and the CPU % since the previous sample.
+    fn advance(&mut self, sample: &Sample) -> (f64, Option<f64>) {
+        let tree: u64 = sample.reaped_cpu_ticks
+            + sample
+                .processes
+                .iter()
+                .map(|p| p.cpu_ticks + p.reaped_children_cpu_ticks)
+                .sum::<u64>();
+        self.total_ticks = self.total_ticks.max(tree);
+        let cpu = self.total_ticks as f64 / self.ticks_per_second;
+        let at = seconds(sample.elapsed_ms);
+        let percent = match self.last {
+            Some((cpu_before, at_before)) if at > at_before => {
+                Some(((cpu - cpu_before) / (at - at_before) * 1000.0).round() / 10.0)
+            }
+            _ => None,
+        };
+        self.last = Some((cpu, at));
+        (cpu, percent)
+    }
+}
+
+fn sample_row(sample: &Sample, cpu: &mut CpuClock) -> Value {
+    let sum = |f: fn(&crate::event::soak::ProcessSample) -> u64| -> u64 {
+        sample.processes.iter().map(f).sum()
+    };
+    let (cpu_seconds, cpu_percent) = cpu.advance(sample);
+    let gpus = sample.gpus.as_ref();
+    json!({
+        "index": sample.index,
+        "elapsed_seconds": seconds(sample.elapsed_ms),
+        "after_exit": sample.after_exit,
+        "processes": sample.processes.len(),
+        "rss_bytes": sum(|p| p.rss_bytes),
+        "cpu_seconds": cpu_seconds,
+        "cpu_percent": cpu_percent,
+        "threads": sum(|p| u64::from(p.threads)),
+        "open_fds": sum(|p| u64::from(p.open_fds.unwrap_or(0))),
+        "read_bytes": sum(|p| p.read_bytes.unwrap_or(0)),
+        "write_bytes": sum(|p| p.write_bytes.unwrap_or(0)),
+        "gpus": gpus.map(|gpus| gpus.iter().map(|g| json!({
+            "index": g.index,
+            "uuid": g.uuid,
+            "utilization_percent": g.utilization_percent,
+            "memory_used_mib": g.memory_used_mib,
+            "memory_total_mib": g.memory_total_mib,
+            "tree_memory_mib": tree_memory(g),
+        })).collect::<Vec<_>>()),
+        "host_gpu_memory_used_mib": gpus.and_then(|g| sum_known(g.iter().map(|g| g.memory_used_mib))),
+        "tree_gpu_memory_mib": gpus.and_then(|g| sum_known(g.iter().map(tree_memory))),
+        "progress_files": sample.progress.files,
+        "progress_bytes": sample.progress.bytes,
+        "sampler_cost_us": sample.sampler_cost_us,
+        "errors": sample.errors,
+    })
+}
+
+fn summary(samples: &[Sample], rows: &[Value]) -> Value {
+    let peak = |key: &str| rows.iter().filter_map(|r| r[key].as_u64()).max();
+    let peak_percent = rows
+        .iter()
+        .filter_map(|r| r["cpu_percent"].as_f64())
+        .reduce(f64::max);
+    let costs: Vec<u64> = samples.iter().map(|s| s.sampler_cost_us).collect();
+    let last = rows.last();
+    json!({
+        "samples": samples.len(),
+        "peak_processes": peak("processes").unwrap_or(0),
+        "peak_rss_bytes": peak("rss_bytes").unwrap_or(0),
+        "peak_threads": peak("threads").unwrap_or(0),
+        "peak_open_fds": peak("open_fds").unwrap_or(0),
+        "peak_cpu_percent": peak_percent,
+        "peak_host_gpu_memory_used_mib": peak("host_gpu_memory_used_mib"),
+        "peak_tree_gpu_memory_mib": peak("tree_gpu_memory_mib"),
+        "final_cpu_seconds": last.map(|r| r["cpu_seconds"].clone()).unwrap_or(json!(0.0)),
+        "final_read_bytes": last.map(|r| r["read_bytes"].clone()).unwrap_or(json!(0)),
+        "final_write_bytes": last.map(|r| r["write_bytes"].clone()).unwrap_or(json!(0)),
+        "sampler_errors": samples.iter().map(|s| s.errors.len()).sum::<usize>(),
+        "sampler_cost_us_mean": if costs.is_empty() { 0 } else { costs.iter().sum::<u64>() / costs.len() as u64 },
+        "sampler_cost_us_max": costs.iter().copied().max().unwrap_or(0),
+    })
+}
+
+/// The artifact as a JSON object, without `digest`.
+pub(super) fn body(records: &SoakRecords, soak: &Form<SoakStart, Sample, SoakEnd>) -> Value {
+    let start = &soak.start;
+    let mut cpu = CpuClock {
+        ticks_per_second: (start.ticks_per_second as f64).max(1.0),
+        total_ticks: 0,
+        last: None,
+    };
+    let rows: Vec<Value> = soak
+        .samples
+        .iter()
+        .map(|s| sample_row(s, &mut cpu))
+        .collect();
+    let end = soak.end.as_deref();
+    let mut params = parameters(
+        &start.parameters,
+        &start.progress_dir,
+        &start.output,
+        &start.environment,
+    );
+    params.insert("require_progress".into(), start.require_progress.into());
+    let mut object = frame(
+        records,
+        &Frame {
+            schema: SCHEMA,
+            soak_id: &start.soak_id,
+            command: &start.command,
+            cwd: &start.cwd,
+            metadata: &start.metadata,
+            runtime_json: &start.runtime_json,
+            supervisor: start.supervisor,
+            outcome: end.map(|e| &e.outcome),
+            exit: end.and_then(|e| e.exit),
+            leaked: end
+                .map(|e| e.leaked_processes.as_slice())
+                .unwrap_or_default(),
+            tails: end.map(|e| (e.stdout_tail.as_slice(), e.stderr_tail.as_slice())),
+        },
+    );
+    let last_progress = soak.samples.last().map(|s| s.progress).unwrap_or_default();
+    object.insert("parameters".into(), Value::Object(params));
+    object.insert(
+        "duration_seconds".into(),
+        json!(end.map(|e| seconds(e.run_ms))),
+    );
+    object.insert(
+        "teardown_seconds".into(),
+        json!(end.map(|e| seconds(e.teardown_ms))),
+    );
+    object.insert(
+        "progress".into(),
+        json!({
+            "first_seen_seconds": end.and_then(|e| e.first_progress_ms).map(seconds),
+            "last_change_seconds": end.and_then(|e| e.last_progress_ms).map(seconds),
+            "files": last_progress.files,
+            "bytes": last_progress.bytes,
+        }),
+    );
+    object.insert("summary".into(), summary(&soak.samples, &rows));
+    object.insert("samples".into(), Value::Array(rows));
+    Value::Object(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::soak::{ProcessSample, ProgressSignature};
+
+    fn sample(elapsed_ms: u64, live_ticks: &[u64], reaped_cpu_ticks: u64) -> Sample {
+        Sample {
+            index: 0,
+            elapsed_ms,
+            after_exit: false,
+            processes: live_ticks
+                .iter()
+                .enumerate()
+                .map(|(i, ticks)| ProcessSample {
+                    pid: i as u32 + 10,
+                    ppid: 1,
+                    start_ticks: 1,
+                    name: "p".into(),
+                    state: 'R',
+                    rss_bytes: 0,
+                    cpu_ticks: *ticks,
+                    reaped_children_cpu_ticks: 0,
+                    threads: 1,
+                    open_fds: None,
+                    read_bytes: None,
+                    write_bytes: None,
+                })
+                .collect(),
+            reaped_cpu_ticks,
+            gpus: None,
+            progress: ProgressSignature::default(),
+            sampler_cost_us: 0,
+            errors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn cpu_time_is_read_at_the_recorded_tick_rate_and_never_decreases() {
+        // Recorded on a host of 250 ticks a second, whatever this host's rate is.
+        let mut cpu = CpuClock {
+            ticks_per_second: 250.0,
+            total_ticks: 0,
+            last: None,
+        };
+        assert_eq!(cpu.advance(&sample(0, &[250], 0)), (1.0, None));
+        // A child exited and was reaped: its 500 ticks move to the guard's count.
+        assert_eq!(cpu.advance(&sample(1000, &[250], 500)), (3.0, Some(200.0)));
+        // Reaped by nobody who counts (SIGCHLD ignored): the total holds, it does not drop.
+        assert_eq!(cpu.advance(&sample(2000, &[], 0)), (3.0, Some(0.0)));
+    }
+
+    #[test]
+    fn the_trees_gpu_memory_is_null_only_when_none_of_its_processes_reported_it() {
+        let gpu = |processes: Vec<Option<u64>>| GpuSample {
+            index: 0,
+            uuid: "GPU-1".into(),
+            memory_used_mib: Some(10),
+            memory_total_mib: None,
+            utilization_percent: None,
+            processes: processes
+                .into_iter()
+                .enumerate()
+                .map(
+                    |(pid, used_memory_mib)| crate::event::soak::GpuProcessSample {
+                        pid: pid as u32,
+                        used_memory_mib,
+                    },
+                )
+                .collect(),
+        };
+        assert_eq!(tree_memory(&gpu(vec![])), Some(0));
+        assert_eq!(tree_memory(&gpu(vec![None])), None);
+        assert_eq!(tree_memory(&gpu(vec![None, Some(5), Some(7)])), Some(12));
+        assert_eq!(sum_known([None, None].into_iter()), None);
+        assert_eq!(sum_known([None, Some(3)].into_iter()), Some(3));
+    }
+}
