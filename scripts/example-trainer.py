@@ -10,7 +10,7 @@ tests, chosen by flags:
   --ignore-sigterm      ignore SIGTERM
   --no-progress         never write to the progress directory
   --children K          keep K child processes alive while training (a process tree)
-  --print-env NAME      print NAME=<value of the variable> first (without flushing)
+  --print-env NAME      print NAME=<value of the variable> first (without flushing; repeatable)
   --burn-child SECONDS  first run a child process that burns SECONDS of CPU time and exits
   --gpu-memory MIB      "use" MIB of GPU memory: with FAKE_NVIDIA_SMI_APPS_FILE set (tests), list
                         itself there as a compute process of the fake nvidia-smi's first GPU
@@ -34,7 +34,7 @@ parser.add_argument("--leak", action="store_true")
 parser.add_argument("--ignore-sigterm", action="store_true")
 parser.add_argument("--no-progress", action="store_true")
 parser.add_argument("--children", type=int, default=0)
-parser.add_argument("--print-env", default=None)
+parser.add_argument("--print-env", action="append", default=[])
 parser.add_argument("--gpu-memory", type=int, default=None)
 parser.add_argument("--burn-child", type=float, default=None)
 args = parser.parse_args()
@@ -48,8 +48,8 @@ if args.gpu_memory is not None and os.environ.get("FAKE_NVIDIA_SMI_APPS_FILE"):
     with open(os.environ["FAKE_NVIDIA_SMI_APPS_FILE"], "w") as f:
         f.write(f"{os.getpid()}|python3|{args.gpu_memory}|{uuid}\n")
 
-if args.print_env is not None:
-    print(f"{args.print_env}={os.environ.get(args.print_env)}")
+for name in args.print_env:
+    print(f"{name}={os.environ.get(name)}")
 
 if args.ignore_sigterm:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

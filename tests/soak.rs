@@ -770,10 +770,42 @@ fn credentials_never_reach_the_log_or_the_artifact() {
             "HF_TOKEN=sekrit-hf-424242",
             "--env",
             "NCCL_DEBUG=INFO",
+            "--meta",
+            "note=run with sekrit-hf-424242",
+            "--meta",
+            "repo=https://me:sekrit-url-777@git.example.com/r.git",
         ],
-        &["--steps", "4", "--step-seconds", "0.1"],
+        // The command prints them, and carries one on its command line.
+        &[
+            "--steps",
+            "4",
+            "--step-seconds",
+            "0.1",
+            "--print-env",
+            "HF_TOKEN",
+            "--print-env",
+            "WANDB_API_KEY",
+            "--print-env",
+            "sekrit-wandb-31337",
+        ],
     );
-    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let tail = artifact["output_tail"]["stdout"].as_str().unwrap();
+    assert!(
+        tail.starts_with("HF_TOKEN=[redacted]\nWANDB_API_KEY=[redacted]\n[redacted]=None\n"),
+        "{tail}"
+    );
+    assert_eq!(artifact["metadata"]["note"], "run with [redacted]");
+    assert_eq!(
+        artifact["metadata"]["repo"],
+        "https://me:[redacted]@git.example.com/r.git"
+    );
+    assert!(
+        artifact["command"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("[redacted]"))
+    );
     assert_eq!(
         artifact["parameters"]["environment"]["HF_TOKEN"],
         "[redacted]"
@@ -789,7 +821,11 @@ fn credentials_never_reach_the_log_or_the_artifact() {
     );
     let log = std::fs::read(soak.root.log_path()).unwrap();
     let written = std::fs::read(soak.artifact_path()).unwrap();
-    for secret in [&b"sekrit-wandb-31337"[..], b"sekrit-hf-424242"] {
+    for secret in [
+        &b"sekrit-wandb-31337"[..],
+        b"sekrit-hf-424242",
+        b"sekrit-url-777",
+    ] {
         assert!(
             !log.windows(secret.len()).any(|w| w == secret),
             "a secret reached the log"

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::error::SoakError;
 use crate::event::soak::SoakParameters;
+use crate::redact::Secrets;
 
 /// What `soak run` was asked for, as given.
 #[derive(Debug, Clone)]
@@ -40,6 +41,8 @@ pub(crate) struct SoakSpec {
     pub metadata: BTreeMap<String, String>,
     /// A clean exit passes only if progress was seen.
     pub require_progress: bool,
+    /// The credential values the command is handed, masked in everything recorded.
+    pub secrets: Secrets,
 }
 
 /// Set for the command unless the user set it: unbuffered Python output.
@@ -109,9 +112,10 @@ impl SoakRequest {
                 min_duration_ms: ms(self.min_duration),
             },
             cwd,
-            env,
             metadata: self.metadata.into_iter().collect(),
             require_progress: !self.allow_no_progress,
+            secrets: Secrets::handed_to_command(&env),
+            env,
         })
     }
 }

@@ -93,7 +93,15 @@ pub(crate) fn run(
             let failure = sample_until_done(ctx, spec, &soak, &guard, &mut watch, t0, interrupted);
             let stopping = monotonic_ns();
             let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
-            let leaked = stop_tree(ctx.paths.uid, &guard, failure.is_some(), grace);
+            let leaked = stop_tree(ctx.paths.uid, &guard, failure.is_some(), grace)
+                .into_iter()
+                .map(|mut leak| {
+                    for arg in &mut leak.cmdline {
+                        *arg = spec.secrets.mask(arg).into_owned();
+                    }
+                    leak
+                })
+                .collect();
             let ended = guard.finish();
             let times = RunTimes::of(&ended.status, stopping, monotonic_ns());
             (failure, leaked, ended, times)
@@ -125,8 +133,8 @@ pub(crate) fn run(
             first_progress_ms: watch.first_progress().map(ms),
             last_progress_ms: watch.last_change().map(ms),
             leaked_processes: leaked,
-            stdout_tail: ended.stdout_tail,
-            stderr_tail: ended.stderr_tail,
+            stdout_tail: spec.secrets.mask_tail(&ended.stdout_tail),
+            stderr_tail: spec.secrets.mask_tail(&ended.stderr_tail),
         })),
     )?;
     let _ = std::fs::remove_dir_all(&soak.work_dir);
@@ -194,24 +202,28 @@ impl Recording {
             work_dir,
             id,
         };
+        let secrets = &spec.secrets;
+        let mask = |text: &str| secrets.mask(text).into_owned();
+        // What the user named a credential keeps its name only; any value that is one is masked.
+        let masked_map = |pairs: &mut dyn Iterator<Item = (&String, &String)>| {
+            pairs
+                .map(|(k, v)| (k.clone(), mask(redact(k, v))))
+                .collect()
+        };
         ctx.log.append(
             recording.subject(),
             Event::SoakStarted(Box::new(SoakStart {
                 soak_id: recording.id.clone(),
-                command: spec.command.clone(),
+                command: spec.command.iter().map(|a| mask(a)).collect(),
                 cwd: spec.cwd.display().to_string(),
                 progress_dir: spec.progress_dir.display().to_string(),
                 output: spec.output.display().to_string(),
                 parameters: spec.parameters.clone(),
                 require_progress: spec.require_progress,
-                metadata: spec.metadata.clone(),
-                environment: spec
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), redact(k, v).to_owned()))
-                    .collect(),
+                metadata: masked_map(&mut spec.metadata.iter()),
+                environment: masked_map(&mut spec.env.iter().map(|(k, v)| (k, v))),
                 supervisor: me,
-                runtime_json: ctx.runtime_json.clone(),
+                runtime_json: mask(&ctx.runtime_json),
                 ticks_per_second: process::ticks_per_second(),
             })),
         )?;
