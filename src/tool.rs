@@ -10,6 +10,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,32 @@ const DRAIN: Duration = Duration::from_millis(200);
 pub struct Tool {
     pub program: OsString,
     pub timeout: Duration,
+    /// When fired, a run in flight is killed and reaped at once.
+    pub(crate) cancel: Option<Cancel>,
 }
+
+/// Cancels the runs of a [`Tool`] in flight: whoever started a tool on a thread of its own fires
+/// this before it goes, so that no tool outlives its caller.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub(crate) fn fire(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn fired(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl PartialEq for Cancel {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Cancel {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolOutput {
@@ -57,6 +83,8 @@ pub enum ToolError {
         program: OsString,
         timeout: Duration,
     },
+    #[error("`{}` was stopped: its caller is done", program.to_string_lossy())]
+    Cancelled { program: OsString },
 }
 
 impl Tool {
@@ -64,7 +92,20 @@ impl Tool {
         Self {
             program: program.into(),
             timeout,
+            cancel: None,
         }
+    }
+
+    /// This tool, with runs that `cancel` stops.
+    pub(crate) fn cancelled_by(mut self, cancel: Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// This tool with at most `limit` to answer.
+    pub(crate) fn within(mut self, limit: Duration) -> Self {
+        self.timeout = self.timeout.min(limit);
+        self
     }
 
     pub fn name(&self) -> String {
@@ -98,10 +139,11 @@ impl Tool {
             let _ = input.write_all(stdin);
         }
         let deadline = Instant::now() + self.timeout;
+        let cancelled = || self.cancel.as_ref().is_some_and(Cancel::fired);
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
-                Ok(None) if Instant::now() < deadline => {
+                Ok(None) if Instant::now() < deadline && !cancelled() => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Ok(None) | Err(_) => {
@@ -120,9 +162,15 @@ impl Tool {
                         }
                         std::thread::sleep(Duration::from_millis(10));
                     }
-                    return Err(ToolError::Timeout {
-                        program: self.program.clone(),
-                        timeout: self.timeout,
+                    return Err(if cancelled() {
+                        ToolError::Cancelled {
+                            program: self.program.clone(),
+                        }
+                    } else {
+                        ToolError::Timeout {
+                            program: self.program.clone(),
+                            timeout: self.timeout,
+                        }
                     });
                 }
             }
@@ -223,6 +271,8 @@ pub(crate) fn mps_control() -> Tool {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
@@ -252,5 +302,29 @@ mod tests {
         let tool = Tool::new("unilab-no-such-tool", Duration::from_secs(1));
         let err = tool.run(tool.command(), b"").unwrap_err();
         assert!(matches!(err, ToolError::NotFound { .. }));
+    }
+
+    #[test]
+    fn a_cancelled_run_is_killed_and_reaped_at_once() {
+        let cancel = Cancel::default();
+        let tool = Tool::new("sh", Duration::from_secs(60)).cancelled_by(cancel.clone());
+        let pid_file = tempfile::NamedTempFile::new().unwrap();
+        let mut cmd = tool.command();
+        cmd.args(["-c", "trap '' TERM; echo $$ > \"$0\"; exec sleep 30"])
+            .arg(pid_file.path());
+        let firing = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            cancel.fire();
+        });
+        let started = Instant::now();
+        let err = tool.run(cmd, b"").unwrap_err();
+        firing.join().unwrap();
+        assert!(matches!(err, ToolError::Cancelled { .. }), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let pid = std::fs::read_to_string(pid_file.path()).unwrap();
+        assert!(
+            !Path::new(&format!("/proc/{}", pid.trim())).exists(),
+            "the tool was reaped, not left as a zombie or an orphan"
+        );
     }
 }

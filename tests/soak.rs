@@ -1305,3 +1305,36 @@ fn a_soak_that_never_shows_progress_does_not_pass() {
     assert_eq!(artifact["outcome"]["status"], "passed");
     assert_eq!(artifact["parameters"]["require_progress"], false);
 }
+
+#[test]
+fn a_hung_nvidia_smi_neither_delays_the_start_nor_outlives_the_soak() {
+    let soak = Soak::new();
+    let pids = soak.root.root().join("smi-pids");
+    let mut cmd = soak.unilab();
+    // Longer than the whole soak: a poll is in flight when it ends.
+    cmd.env("FAKE_NVIDIA_SMI_MODE", "hang")
+        .env("FAKE_NVIDIA_SMI_PIDS", &pids)
+        .env("UNILAB_TOOL_TIMEOUT", "20");
+    let started = Instant::now();
+    let (output, artifact) = soak.run_with(cmd, &[], &["--steps", "6", "--step-seconds", "0.1"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(12),
+        "the runtime snapshot waited {:?} for nvidia-smi",
+        started.elapsed()
+    );
+    let errors = artifact["runtime"]["errors"].to_string();
+    assert!(errors.contains("did not answer within 2 s"), "{errors}");
+    let pids = std::fs::read_to_string(&pids).unwrap();
+    assert!(
+        pids.lines().count() >= 2,
+        "the snapshot's and the poller's: {pids}"
+    );
+    for pid in pids.lines() {
+        let pid: u64 = pid.parse().unwrap();
+        assert!(
+            proc_stat(pid).is_none(),
+            "nvidia-smi {pid} outlived the soak (or was left unreaped)"
+        );
+    }
+}

@@ -59,6 +59,10 @@ pub(crate) fn snapshot(dir: Option<&Path>, out: &mut Output) -> Result<Exit, Err
     Ok(Exit::Success)
 }
 
+/// How long `soak run` waits for nvidia-smi's part of the runtime snapshot before it starts the
+/// command anyway.
+const SNAPSHOT_SMI_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<Exit, Error> {
     let spec = SoakRequest {
         command: args.command,
@@ -77,7 +81,16 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
     .validate(paths.uid)?;
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     let smi = tool::nvidia_smi();
-    let runtime_json = runtime_snapshot(&spec.cwd, &smi).to_string();
+    // A hung nvidia-smi must not hold the command back: the snapshot waits for it briefly, and
+    // records that it did not answer.
+    let runtime = runtime_snapshot(&spec.cwd, &smi.clone().within(SNAPSHOT_SMI_LIMIT));
+    for error in runtime["errors"].as_array().into_iter().flatten() {
+        out.detail(&format!(
+            "runtime snapshot: {}",
+            error.as_str().unwrap_or_default()
+        ));
+    }
+    let runtime_json = runtime.to_string();
     let guard_program = std::env::current_exe().map_err(Error::environment(
         "find the unilab binary to run as the soak guard",
     ))?;

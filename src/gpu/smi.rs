@@ -23,6 +23,8 @@ pub enum SmiError {
     Hung(f64),
     #[error("cannot run `nvidia-smi`")]
     Spawn(#[source] std::io::Error),
+    #[error("`nvidia-smi` was stopped: its answer is no longer needed")]
+    Cancelled,
     #[error("nvidia-smi cannot communicate with the NVIDIA driver")]
     NoDriver,
     #[error("nvidia-smi found no GPUs")]
@@ -47,7 +49,10 @@ impl Hint for SmiError {
             SmiError::VersionMismatch => {
                 "the kernel module and the user-space driver differ; reboot or reload the module"
             }
-            SmiError::Spawn(_) | SmiError::Failed { .. } | SmiError::Unreadable { .. } => {
+            SmiError::Spawn(_)
+            | SmiError::Cancelled
+            | SmiError::Failed { .. }
+            | SmiError::Unreadable { .. } => {
                 return None;
             }
         }
@@ -63,6 +68,7 @@ fn query(smi: &Tool, args: &[&str]) -> Result<String, SmiError> {
         ToolError::NotFound { .. } => SmiError::Missing,
         ToolError::Timeout { timeout, .. } => SmiError::Hung(timeout.as_secs_f64()),
         ToolError::Spawn { source, .. } => SmiError::Spawn(source),
+        ToolError::Cancelled { .. } => SmiError::Cancelled,
     })?;
     if !output.status.success() {
         return Err(classify_failure(

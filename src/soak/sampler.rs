@@ -12,7 +12,7 @@ use super::progress;
 use crate::event::soak::{GpuSample, ProcessSample, Sample};
 use crate::gpu::smi;
 use crate::process::{self, ProcStat};
-use crate::tool::Tool;
+use crate::tool::{Cancel, Tool};
 
 /// Bytes in a memory page, for turning RSS pages into bytes.
 fn page_size() -> u64 {
@@ -70,11 +70,14 @@ struct GpuReading {
     error: Option<String>,
 }
 
-/// Polls nvidia-smi on its own thread, every `interval`.
+/// Polls nvidia-smi on its own thread, every `interval`. Dropping it stops the thread and kills
+/// and reaps an nvidia-smi in flight: no helper of unilab's outlives the soak.
 pub struct GpuPoller {
     latest: Arc<Mutex<GpuReading>>,
     /// Dropping the sender wakes the poller and ends it.
-    _stop: std::sync::mpsc::Sender<()>,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    cancel: Cancel,
+    thread: Option<std::thread::JoinHandle<()>>,
     /// How long without an answer before that is itself the error: two intervals and a timeout.
     patience: Duration,
     started: Instant,
@@ -83,10 +86,12 @@ pub struct GpuPoller {
 impl GpuPoller {
     pub fn start(smi: Tool, interval: Duration) -> Self {
         let timeout = smi.timeout;
+        let cancel = Cancel::default();
+        let smi = smi.cancelled_by(cancel.clone());
         let latest = Arc::new(Mutex::new(GpuReading::default()));
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let shared = Arc::clone(&latest);
-        std::thread::spawn(move || {
+        let thread = std::thread::spawn(move || {
             loop {
                 let began = Instant::now();
                 let reading = match smi::usage(&smi) {
@@ -115,7 +120,9 @@ impl GpuPoller {
         });
         Self {
             latest,
-            _stop: stop,
+            stop: Some(stop),
+            cancel,
+            thread: Some(thread),
             patience: interval * 2 + timeout,
             started: Instant::now(),
         }
@@ -145,6 +152,16 @@ impl GpuPoller {
                 .collect()
         });
         (gpus, reading.error)
+    }
+}
+
+impl Drop for GpuPoller {
+    fn drop(&mut self) {
+        self.cancel.fire();
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
