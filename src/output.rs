@@ -106,9 +106,25 @@ pub(crate) fn duration(seconds: f64) -> String {
     }
 }
 
+/// A byte count as a person reads it: `512 B`, `3.2 MiB`, `1.5 GiB`.
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::duration;
+    use super::{bytes, duration};
 
     #[test]
     fn durations_read_in_their_two_largest_units() {
@@ -118,5 +134,12 @@ mod tests {
         assert_eq!(duration(192.0), "3m 12s");
         assert_eq!(duration(7_500.0), "2h 05m");
         assert_eq!(duration(183_600.0), "2d 3h");
+    }
+
+    #[test]
+    fn byte_counts_read_in_binary_units() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(3_355_443), "3.2 MiB");
+        assert_eq!(bytes(1_610_612_736), "1.5 GiB");
     }
 }

@@ -1338,3 +1338,81 @@ fn a_hung_nvidia_smi_neither_delays_the_start_nor_outlives_the_soak() {
         );
     }
 }
+
+#[test]
+fn show_says_why_a_soak_failed_and_how_a_running_one_is_going() {
+    let soak = Soak::new();
+    let (output, _) = soak.run(
+        &[],
+        &["--steps", "4", "--step-seconds", "0.05", "--exit-code", "3"],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let shown = soak
+        .unilab()
+        .args(["soak", "show", "latest"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&shown.get_output().stdout).into_owned();
+    for expected in [
+        "status:   failed (command_failed)",
+        "exit:     code 3",
+        "progress: first at ",
+        "peaks:    RSS ",
+        "last lines of stdout:\n",
+        "  step 4/4 loss",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in:\n{text}");
+    }
+    let json: Value = serde_json::from_slice(
+        &soak
+            .unilab()
+            .args(["--json", "soak", "show", "latest"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(json["exit"]["code"], 3);
+    assert!(json["peaks"]["rss_bytes"].as_u64().unwrap() > 0);
+    assert!(json["progress"]["last_change_seconds"].as_f64().is_some());
+    assert!(json["output_tail"]["stdout"].as_array().unwrap().len() <= 10);
+    assert_eq!(json["live"], Value::Null);
+
+    // A running soak: how long, how its progress is, what it uses now; no artifact yet.
+    let live = Soak::new();
+    let mut child = spawn_soak(&live, "0.1", &["--steps", "400", "--step-seconds", "0.05"]);
+    eventually("a few samples", Duration::from_secs(10), || {
+        soak_ids(&live)
+            .first()
+            .is_some_and(|s| s["samples"].as_u64().unwrap_or(0) >= 5)
+    });
+    let json: Value = serde_json::from_slice(
+        &live
+            .unilab()
+            .args(["--json", "soak", "show", "latest"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(json["outcome"]["status"], "running");
+    assert_eq!(json["artifact"], Value::Null, "not written yet");
+    assert!(json["live"]["elapsed_seconds"].as_f64().unwrap() > 0.3);
+    assert!(json["live"]["rss_bytes"].as_u64().unwrap() > 1_000_000);
+    let text = live
+        .unilab()
+        .args(["soak", "show", "latest"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&text.get_output().stdout).into_owned();
+    assert!(text.contains("elapsed:  "), "{text}");
+    assert!(text.contains("now:      RSS "), "{text}");
+    assert!(text.contains("when the soak ends"), "{text}");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    child.wait().unwrap();
+}

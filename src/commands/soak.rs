@@ -19,8 +19,9 @@ use crate::soak::error::SoakError;
 use crate::soak::request::SoakRequest;
 use crate::soak::supervise::{self, SoakContext};
 use crate::soak::{abandon, artifact};
-use crate::time::unix_seconds;
+use crate::time::{Clock, SystemClock, unix_seconds};
 use crate::tool;
+use serde_json::{Value, json};
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, Error> {
     serde_json::to_value(value).map_err(|e| Error::Internal(e.to_string()))
@@ -175,7 +176,9 @@ fn summary_json(summary: &SoakSummary) -> serde_json::Value {
             "failure_kind": summary.failure_kind,
             "reason": summary.reason,
         },
-        "artifact": summary.output,
+        // Only once it was written; `output` is where it goes.
+        "artifact": summary.artifact_digest.as_ref().map(|_| &summary.output),
+        "output": summary.output,
         "digest": summary.artifact_digest,
         "command": summary.command,
         "samples": summary.samples,
@@ -227,34 +230,210 @@ fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
     Ok(Exit::Success)
 }
 
+/// How the progress went (and, for a running soak, how it is going now).
+fn progress_lines(summary: &SoakSummary, details: &Value) -> Vec<(&'static str, String)> {
+    let mut lines = Vec::new();
+    let progress = &details["progress"];
+    match (
+        progress["first_seen_seconds"].as_f64(),
+        progress["last_change_seconds"].as_f64(),
+    ) {
+        (Some(first), Some(last)) => lines.push((
+            "progress",
+            format!(
+                "first at {}, last change at {} ({} files, {})",
+                output::duration(first),
+                output::duration(last),
+                progress["files"],
+                output::bytes(progress["bytes"].as_u64().unwrap_or(0))
+            ),
+        )),
+        _ if summary.state != SoakState::Running => lines.push(("progress", "none seen".into())),
+        _ => {}
+    }
+    let live = &details["live"];
+    if !live.is_null() {
+        lines.push((
+            "elapsed",
+            output::duration(live["elapsed_seconds"].as_f64().unwrap_or(0.0)),
+        ));
+        lines.push((
+            "progress",
+            match live["progress_age_seconds"].as_f64() {
+                Some(age) => format!(
+                    "last changed {} before the latest sample",
+                    output::duration(age)
+                ),
+                None => "no change seen yet".into(),
+            },
+        ));
+        if let Some(rss) = live["rss_bytes"].as_u64() {
+            lines.push((
+                "now",
+                format!(
+                    "RSS {}, {} processes",
+                    output::bytes(rss),
+                    live["processes"]
+                ),
+            ));
+        }
+    }
+    lines
+}
+
+/// The run's peaks, in one line.
+fn peaks_line(peaks: &Value) -> String {
+    let mut peak = vec![
+        format!(
+            "RSS {}",
+            output::bytes(peaks["rss_bytes"].as_u64().unwrap_or(0))
+        ),
+        format!("{} processes", peaks["processes"]),
+        format!("{} threads", peaks["threads"]),
+    ];
+    if let Some(cpu) = peaks["cpu_percent"].as_f64() {
+        peak.push(format!("CPU {cpu:.0}%"));
+    }
+    if let Some(gpu) = peaks["tree_gpu_memory_mib"].as_u64() {
+        peak.push(format!("GPU {gpu} MiB"));
+    }
+    peak.join(", ")
+}
+
+/// How many lines of each output tail `soak show` prints.
+const SHOWN_TAIL_LINES: usize = 10;
+
+/// What `soak show` adds to the summary, read from the artifact's view of the soak: how the
+/// command exited, its progress, its peaks, the end of its output; and for a running soak how it
+/// is going now.
+fn details(view: &Value, summary: &SoakSummary, now_us: i64) -> Value {
+    let rows = view["samples"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let last_lines = |text: &Value| -> Vec<String> {
+        let lines: Vec<&str> = text.as_str().unwrap_or_default().lines().collect();
+        lines[lines.len().saturating_sub(SHOWN_TAIL_LINES)..]
+            .iter()
+            .map(|l| (*l).to_owned())
+            .collect()
+    };
+    let summary_of = &view["summary"];
+    let live = (summary.state == SoakState::Running).then(|| {
+        // The samples show the progress directory's files and bytes: its last change among them.
+        let changed_at = rows
+            .windows(2)
+            .filter(|w| {
+                (&w[0]["progress_files"], &w[0]["progress_bytes"])
+                    != (&w[1]["progress_files"], &w[1]["progress_bytes"])
+            })
+            .filter_map(|w| w[1]["elapsed_seconds"].as_f64())
+            .next_back();
+        let last = rows.last();
+        let sampled_at = last.and_then(|r| r["elapsed_seconds"].as_f64());
+        json!({
+            "elapsed_seconds": (now_us - summary.started_at_us) as f64 / 1e6,
+            "last_sample_seconds": sampled_at,
+            "progress_changed_seconds": changed_at,
+            "progress_age_seconds": changed_at.zip(sampled_at).map(|(c, s)| s - c),
+            "rss_bytes": last.map(|r| r["rss_bytes"].clone()),
+            "processes": last.map(|r| r["processes"].clone()),
+        })
+    });
+    json!({
+        "exit": view["exit"],
+        "duration_seconds": view["duration_seconds"],
+        "progress": view["progress"],
+        "peaks": {
+            "rss_bytes": summary_of["peak_rss_bytes"],
+            "processes": summary_of["peak_processes"],
+            "threads": summary_of["peak_threads"],
+            "cpu_percent": summary_of["peak_cpu_percent"],
+            "tree_gpu_memory_mib": summary_of["peak_tree_gpu_memory_mib"],
+        },
+        "final_cpu_seconds": summary_of["final_cpu_seconds"],
+        "output_tail": {
+            "stdout": last_lines(&view["output_tail"]["stdout"]),
+            "stderr": last_lines(&view["output_tail"]["stderr"]),
+        },
+        "live": live,
+    })
+}
+
 fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
-    let (_, summary) = resolve(paths, id)?;
+    let (snapshot, summary) = resolve(paths, id)?;
+    let records = artifact::collect(&snapshot, &summary.soak_id)?
+        .ok_or_else(|| SoakError::NoSuchSoak(summary.soak_id.clone()))?;
+    let details = details(&artifact::view(&records), &summary, SystemClock.now_us());
     if out.json {
-        out.json_line(&summary_json(&summary))?;
+        let mut object = summary_json(&summary);
+        if let (Value::Object(object), Value::Object(details)) = (&mut object, details) {
+            object.extend(details);
+        }
+        out.json_line(&object)?;
         return Ok(Exit::Success);
     }
-    out.line(&format!("soak:     {}", summary.soak_id))?;
-    out.line(&format!("command:  {}", summary.command.join(" ")))?;
-    out.line(&format!("status:   {}", summary.state.as_str()))?;
-    if let Some(kind) = summary.failure_kind {
-        out.line(&format!("failure:  {}", kind.as_str()))?;
-    }
+    let mut lines = vec![
+        ("soak", summary.soak_id.clone()),
+        ("command", summary.command.join(" ")),
+        ("status", status_text(&summary)),
+    ];
     if let Some(reason) = &summary.reason {
-        out.line(&format!("reason:   {reason}"))?;
+        lines.push(("reason", reason.clone()));
     }
-    out.line(&format!("started:  {}", human_time(summary.started_at_us)))?;
+    if let Some(exit) = details["exit"].as_object() {
+        lines.push((
+            "exit",
+            match (exit["code"].as_i64(), exit["signal"].as_i64()) {
+                (Some(code), _) => format!("code {code}"),
+                (None, Some(signal)) => format!("killed by signal {signal}"),
+                _ => "unknown".into(),
+            },
+        ));
+    }
+    lines.push(("started", human_time(summary.started_at_us)));
     if let Some(end) = summary.ended_at_us {
-        out.line(&format!("ended:    {}", human_time(end)))?;
+        lines.push(("ended", human_time(end)));
     }
-    out.line(&format!("samples:  {}", summary.samples))?;
-    out.line(&format!("artifact: {}", summary.output))?;
-    if let Some(digest) = &summary.artifact_digest {
-        out.line(&format!("digest:   {digest}"))?;
+    if let Some(duration) = details["duration_seconds"].as_f64() {
+        lines.push(("ran", output::duration(duration)));
     }
-    out.line(&format!(
-        "history:  unilab history --soak {}",
-        summary.soak_id
-    ))?;
+    lines.extend(progress_lines(&summary, &details));
+    lines.push(("peaks", peaks_line(&details["peaks"])));
+    lines.push(("samples", summary.samples.to_string()));
+    lines.push(match &summary.artifact_digest {
+        Some(digest) => ("artifact", format!("{} (digest {digest})", summary.output)),
+        None if summary.state == SoakState::Running => (
+            "artifact",
+            format!("written to {} when the soak ends", summary.output),
+        ),
+        None => (
+            "artifact",
+            format!(
+                "not written (`unilab soak export {} --output FILE`)",
+                summary.soak_id
+            ),
+        ),
+    });
+    lines.push((
+        "history",
+        format!("unilab history --soak {}", summary.soak_id),
+    ));
+    for (label, value) in lines {
+        out.line(&format!("{:<10}{value}", format!("{label}:")))?;
+    }
+    for stream in ["stdout", "stderr"] {
+        let tail = details["output_tail"][stream]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if !tail.is_empty() {
+            out.line(&format!("last lines of {stream}:"))?;
+            for line in tail {
+                out.line(&format!("  {}", line.as_str().unwrap_or_default()))?;
+            }
+        }
+    }
     Ok(Exit::Success)
 }
 

@@ -244,12 +244,18 @@ fn canonical(value: &Value) -> Vec<u8> {
     bytes
 }
 
-/// The artifact's bytes and its digest.
-pub fn render(records: &SoakRecords) -> (Vec<u8>, String) {
-    let mut value = match &records.soak {
+/// The artifact as a JSON object, without `digest`: also what `soak show` reads a soak from,
+/// running or not.
+pub fn view(records: &SoakRecords) -> Value {
+    match &records.soak {
         Recorded::V1(soak) => v1::body(records, soak),
         Recorded::V2(soak) => v2::body(records, soak),
-    };
+    }
+}
+
+/// The artifact's bytes and its digest.
+pub fn render(records: &SoakRecords) -> (Vec<u8>, String) {
+    let mut value = view(records);
     let digest = blake3::hash(&canonical(&value)).to_hex().to_string();
     if let Value::Object(object) = &mut value {
         object.insert("digest".into(), digest.clone().into());
