@@ -29,6 +29,62 @@ fn parse_ack(line: &str) -> Option<((u32, u64), u64)> {
     Some(((writer, i), seq))
 }
 
+/// A writer killed while it creates the log leaves either no log or a whole one — never a file
+/// that no later command can open — and the next writer sweeps up what the dead one left.
+#[test]
+fn a_writer_killed_while_it_creates_the_log_leaves_no_half_made_log() {
+    const CREATIONS: u32 = 30;
+    for round in 0..CREATIONS {
+        let root = TestRoot::new();
+        let log_path = root.log_path();
+        let dir = log_path.parent().expect("the log's directory").to_owned();
+        std::fs::create_dir_all(&dir).expect("the log's directory");
+        let mut env = child_env(&root);
+        env.push(("UNILAB_TEST_WRITER", "1".to_owned()));
+        let mut child = spawn_child("log_crash::child", "crash", &env);
+        // Kill within a few milliseconds of the first file appearing: inside the creation,
+        // which is that short, so the directory is watched without pausing.
+        let started = std::time::Instant::now();
+        while !std::fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some()) {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "round {round}: the writer created nothing"
+            );
+            std::hint::spin_loop();
+        }
+        std::thread::sleep(Duration::from_micros(u64::from(round * 97 % 3000)));
+        child.kill().expect("SIGKILL the writer");
+        child.wait().expect("reap the writer");
+
+        if let Some(reader) = LogReader::open(&log_path).unwrap_or_else(|e| {
+            panic!("round {round}: a creation cut short left a log that does not open: {e}")
+        }) {
+            let snapshot = reader.snapshot().expect("snapshot");
+            snapshot
+                .verify(unilab::projection::ALL)
+                .unwrap_or_else(|e| panic!("round {round}: the log does not verify: {e}"));
+        }
+        root.log()
+            .append(
+                Subject::Host,
+                Event::DaemonVerifiedLive {
+                    process: ProcessIdentity {
+                        pid: 1,
+                        start_ticks: 1,
+                    },
+                },
+            )
+            .unwrap_or_else(|e| panic!("round {round}: no append after the kill: {e}"));
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .expect("list the log's directory")
+            .map(|e| e.expect("entry").file_name())
+            .filter(|name| name != "events.redb")
+            .collect();
+        assert!(left.is_empty(), "round {round}: left behind: {left:?}");
+        root.unilab().args(["log", "verify"]).assert().success();
+    }
+}
+
 #[test]
 fn a_writer_killed_at_any_point_loses_no_acknowledged_event() {
     let root = TestRoot::new();

@@ -66,31 +66,87 @@ fn open_patiently<T>(
     }
 }
 
-/// Creates the log's directory (0700) and the file (0600) if they do not exist.
-fn create_file(path: &Path) -> Result<(), LogError> {
-    if let Some(parent) = path.parent() {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
-            .map_err(|source| LogError::StateDir {
-                path: parent.to_owned(),
-                source,
-            })?;
+/// Makes sure a whole, initialised log exists at `path`, in a directory of its own (0700).
+///
+/// redb writes a new file's header last, so a creator killed half-way would leave a file no
+/// open accepts, and every later command would refuse the log. A new log is therefore built
+/// under a temporary name beside it (0600), initialised and committed there, and only then
+/// linked into place, which fails rather than replaces if another process got there first: at
+/// `path` there is either nothing or a complete log. Temporary files of creators that died are
+/// removed on the way.
+fn create_whole(path: &Path, scope: &Scope, views: Views) -> Result<(), LogError> {
+    let state_dir = |source| LogError::StateDir {
+        path: path.to_owned(),
+        source,
+    };
+    let parent = path.parent().unwrap_or(Path::new("."));
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(parent)
+        .map_err(|source| LogError::StateDir {
+            path: parent.to_owned(),
+            source,
+        })?;
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(state_dir(e)),
     }
-    match OpenOptions::new()
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let prefix = format!(".{name}.");
+    remove_dead_creators(parent, &prefix);
+    let temp = parent.join(format!("{prefix}{}{CREATING}", std::process::id()));
+    // A leftover of an earlier process with this pid (the pid was reused): no one builds it now.
+    let _ = std::fs::remove_file(&temp);
+    OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(path)
-    {
-        Ok(_) => Ok(()),
+        .open(&temp)
+        .map_err(state_dir)?;
+    let built = guarded(path, || {
+        let db = open_patiently(path, || builder().create(&temp))?;
+        prepare(&db, path, scope, views)
+    })
+    .and_then(|()| match std::fs::hard_link(&temp, path) {
+        Ok(()) => sync_dir(parent).map_err(state_dir),
         Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
-        Err(source) => Err(LogError::StateDir {
-            path: path.to_owned(),
-            source,
-        }),
+        Err(e) => Err(state_dir(e)),
+    });
+    let _ = std::fs::remove_file(&temp);
+    built
+}
+
+/// How the temporary file of a log being created ends: `.<log name>.<pid>.creating`.
+const CREATING: &str = ".creating";
+
+/// Removes the temporary files of log creators that no longer run (killed half-way).
+fn remove_dead_creators(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix)?.strip_suffix(CREATING))
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // Signal 0 delivers nothing; it only asks whether the process exists.
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH);
+        if gone {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
+}
+
+/// Makes a new directory entry durable.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// The version and scope recorded in a log, `None` for a file that was never initialised.
@@ -148,7 +204,9 @@ impl EventLog {
         views: Views,
         clock: Box<dyn Clock>,
     ) -> Result<Self, LogError> {
-        create_file(path)?;
+        create_whole(path, &scope, views)?;
+        // `create` rather than `open`: it also initialises an empty file, which is what a
+        // creator of an earlier version left when it was killed before redb wrote anything.
         let db = guarded(path, || open_patiently(path, || builder().create(path)))?;
         guarded(path, || prepare(&db, path, &scope, views))?;
         Ok(Self {
@@ -267,8 +325,8 @@ impl LogReader {
     /// that crashed is repaired first by a writable open, as redb's read-only open refuses it.
     pub fn open(path: &Path) -> Result<Option<Self>, LogError> {
         match std::fs::metadata(path) {
-            // A writer creates the file (0600) before redb initialises it: for that instant the
-            // log exists but holds nothing, which is no log yet, not a damaged one.
+            // Earlier versions created the file before redb initialised it: an empty file is
+            // no log yet, not a damaged one. (Logs are now linked into place whole.)
             Ok(meta) if meta.len() == 0 => return Ok(None),
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
