@@ -25,6 +25,11 @@ pub enum Exit {
     LogBroken,
     /// A bug in unilab.
     Internal,
+    /// The command unilab was to run for the user was found but cannot be run (`mps exec`),
+    /// as `env` and `sudo` say it.
+    CannotRun,
+    /// The command unilab was to run for the user was not found (`mps exec`).
+    CommandNotFound,
     /// The exit status of a command unilab ran for the user (`mps exec`).
     Passthrough(u8),
 }
@@ -39,6 +44,8 @@ impl Exit {
             Exit::Stale => 4,
             Exit::LogBroken => 5,
             Exit::Internal => 70,
+            Exit::CannotRun => 126,
+            Exit::CommandNotFound => 127,
             Exit::Passthrough(code) => code,
         }
     }

@@ -111,6 +111,8 @@ pub(crate) trait ProcSource: Send + Sync {
     fn stat(&self, pid: u32) -> Option<ProcStat>;
     /// The real uid of the process.
     fn uid(&self, pid: u32) -> Option<u32>;
+    /// The children of `pid`, zombies included.
+    fn children(&self, pid: u32) -> Vec<ProcStat>;
 }
 
 /// A process table in memory, for tests of the rules that read one.
@@ -153,6 +155,14 @@ impl ProcSource for FakeProc {
     fn uid(&self, pid: u32) -> Option<u32> {
         self.processes.get(&pid).map(|(_, uid)| *uid)
     }
+
+    fn children(&self, pid: u32) -> Vec<ProcStat> {
+        self.processes
+            .values()
+            .filter(|(stat, _)| stat.ppid == pid)
+            .map(|(stat, _)| stat.clone())
+            .collect()
+    }
 }
 
 /// `/proc` of this host.
@@ -181,6 +191,13 @@ impl ProcSource for SystemProc {
             .find_map(|line| line.strip_prefix("Uid:"))
             .and_then(|ids| ids.split_whitespace().next())
             .and_then(|real| real.parse().ok())
+    }
+
+    fn children(&self, pid: u32) -> Vec<ProcStat> {
+        all_processes(&self.root)
+            .into_iter()
+            .filter(|stat| stat.ppid == pid)
+            .collect()
     }
 }
 

@@ -397,6 +397,20 @@ fn a_daemon_killed_behind_unilabs_back_is_cleaned_with_exit_4() {
         host.kinds("gpu-2222bbbb").last().unwrap(),
         "daemon_stale_cleaned"
     );
+    // The daemon is proven gone: what it left in its pipe directory goes with its record, and
+    // status no longer lists a socket that is "not unilab's".
+    let pipe = PathBuf::from(record["pipe_directory"].as_str().unwrap());
+    assert!(!pipe.join("control").exists(), "its socket was removed");
+    assert!(
+        !pipe.join("nvidia-cuda-mps-control.pid").exists(),
+        "its pid file was removed"
+    );
+    assert!(
+        host.json(&["mps", "status"])["control_pipes"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     // The way is clear for a new daemon.
     let again = host.start(&["1"]);
     host.unilab().args(["mps", "stop"]).assert().success();
@@ -559,6 +573,17 @@ fn nvidia_smi_missing_hung_or_garbled_gives_clear_errors_in_time() {
             "UNILAB_NVIDIA_SMI",
             host.root.root().join("no-such-nvidia-smi"),
         )
+        .args(["mps", "start"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(format!(
+            "`{}` was not found",
+            host.root.root().join("no-such-nvidia-smi").display()
+        )))
+        .stderr(predicate::str::contains("hint: `UNILAB_NVIDIA_SMI` names"));
+    // Searched on a PATH that has none: the hint is to install it.
+    host.unilab()
+        .env("PATH", host.root.root().join("no-bin"))
         .args(["mps", "start"])
         .assert()
         .code(3)
@@ -802,9 +827,17 @@ fn foreground_daemons_stop_cleanly_on_ctrl_c() {
         .arg("--root")
         .arg(host.root.root())
         .args(["mps", "start", "1", "--foreground"])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap();
+    let mut child = cmd.spawn().unwrap();
+    // The "started" line must reach a reader while the daemon runs, not when it stops.
+    let stdout = child.stdout.take().unwrap();
+    let (first_line, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        let _ = first_line.send(line);
+    });
     let mut live = Value::Null;
     eventually(
         "the foreground daemon to come up",
@@ -829,6 +862,10 @@ fn foreground_daemons_stop_cleanly_on_ctrl_c() {
                 .contains(&"daemon_verified_live".to_string())
         },
     );
+    let line = received
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the started line arrives while the daemon runs");
+    assert!(line.starts_with("started `gpu-2222bbbb`"), "{line:?}");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::SIGINT,
@@ -935,5 +972,389 @@ fn a_daemon_that_does_not_answer_is_stopped_and_the_start_recorded_as_failed() {
         })
         .unwrap();
     assert!(gone(pid), "the daemon that did not answer was stopped");
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+}
+
+/// `mps plan --json` for `selector` under `mask` (unset when `None`), with its exit code.
+fn plan(host: &Host, selector: Option<&str>, mask: Option<&str>) -> (i32, Value) {
+    let mut cmd = host.unilab();
+    if let Some(mask) = mask {
+        cmd.env("CUDA_VISIBLE_DEVICES", mask);
+    }
+    let out = cmd
+        .args(["--json", "mps", "plan"])
+        .args(selector)
+        .assert()
+        .get_output()
+        .clone();
+    let code = out.status.code().unwrap();
+    let value = if code == 0 {
+        serde_json::from_slice(&out.stdout).unwrap()
+    } else {
+        Value::String(String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    (code, value)
+}
+
+fn uuids(plan: &Value) -> Vec<&str> {
+    plan["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["uuid"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn plan_gives_the_topology_plan_for_every_selector_form_and_mask() {
+    let host = Host::two_gpus();
+    // (selector, mask, mode, GPUs in order, whether a daemon can start)
+    for (selector, mask, mode, gpus, can_start) in [
+        (Some("1"), None, "single_gpu", vec![GPU_B], true),
+        (Some("GPU-1111"), None, "single_gpu", vec![GPU_A], true),
+        (Some(GPU_B), None, "single_gpu", vec![GPU_B], true),
+        // Ordinals follow the mask's order; the mask may name GPUs by UUID.
+        (Some("0"), Some("1,0"), "single_gpu", vec![GPU_B], true),
+        (Some("0"), Some(GPU_B), "single_gpu", vec![GPU_B], true),
+        (None, Some("1"), "single_gpu", vec![GPU_B], true),
+        // The mask stops at its first invalid entry, keeping what came before.
+        (
+            Some("all"),
+            Some("0,GPU-ffff,1"),
+            "single_gpu",
+            vec![GPU_A],
+            true,
+        ),
+        (
+            Some("0,1"),
+            None,
+            "single_task_multi_gpu",
+            vec![GPU_A, GPU_B],
+            false,
+        ),
+        (
+            Some("1,0"),
+            None,
+            "single_task_multi_gpu",
+            vec![GPU_B, GPU_A],
+            false,
+        ),
+        (
+            Some("each:0,1"),
+            None,
+            "task_per_gpu",
+            vec![GPU_A, GPU_B],
+            false,
+        ),
+        (
+            Some("all"),
+            None,
+            "single_task_multi_gpu",
+            vec![GPU_A, GPU_B],
+            false,
+        ),
+        (Some("all"), Some("0"), "single_gpu", vec![GPU_A], true),
+    ] {
+        let (code, plan) = plan(&host, selector, mask);
+        let case = format!("{selector:?} under {mask:?}: {plan}");
+        assert_eq!(code, 0, "{case}");
+        assert_eq!(plan["selector"], selector.unwrap_or(""), "{case}");
+        assert_eq!(plan["topology_mode"], mode, "{case}");
+        assert_eq!(uuids(&plan), gpus, "{case}");
+        assert_eq!(plan["can_start"], can_start, "{case}");
+        assert_eq!(plan["cannot_start"].is_null(), can_start, "{case}");
+        assert_eq!(
+            plan["cuda_visible_devices"],
+            mask.map_or(Value::Null, Value::from),
+            "{case}"
+        );
+        if !can_start {
+            assert!(
+                plan["cannot_start"]
+                    .as_str()
+                    .unwrap()
+                    .contains("only single_gpu can start"),
+                "{case}"
+            );
+        }
+    }
+    let (_, stopped) = plan(&host, Some("all"), Some("0,GPU-ffff,1"));
+    assert_eq!(stopped["mask_stopped_at"]["entry"], "GPU-ffff");
+
+    // No selector with two GPUs: not an error; a single-GPU choice for each, by UUID.
+    let (code, ambiguous) = plan(&host, None, None);
+    assert_eq!(code, 0);
+    assert_eq!(ambiguous["topology_mode"], Value::Null);
+    assert_eq!(ambiguous["can_start"], false);
+    let choices = ambiguous["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 2);
+    assert_eq!(choices[1]["selector"], GPU_B);
+    assert_eq!(choices[1]["topology_mode"], "single_gpu");
+    assert_eq!(uuids(&choices[1]), [GPU_B]);
+
+    // Selectors that name no GPU are refused, saying why.
+    for (selector, mask, says) in [
+        ("1", Some("1"), "GPU 1 is not visible"),
+        ("all", Some(""), "no GPU is visible"),
+        ("GPU-12", None, "at least 4 hex digits"),
+        ("GPU-9999", None, "no visible GPU matches"),
+        ("0,0", None, "names GPU"),
+        ("MIG-GPU-1111aaaa/1/0", None, "is a MIG device"),
+        ("0", Some("MIG-1111aaaa"), "names the MIG device"),
+    ] {
+        let (code, stderr) = plan(&host, Some(selector), mask);
+        assert_eq!(code, 3, "{selector} under {mask:?}");
+        assert!(
+            stderr.as_str().unwrap().contains(says),
+            "{selector}: {stderr}"
+        );
+    }
+
+    // The text form says the same, and doctor carries the same object under `plan`.
+    host.unilab()
+        .args(["mps", "plan", "0,1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("mode: single_task_multi_gpu"))
+        .stdout(predicate::str::contains(GPU_B))
+        .stdout(predicate::str::contains("start: no:"));
+    let (_, planned) = plan(&host, Some("GPU-2222"), None);
+    assert_eq!(host.json(&["mps", "doctor", "GPU-2222"])["plan"], planned);
+    assert!(!host.root.log_path().exists(), "plan records nothing");
+}
+
+/// `mps doctor --json` with extra environment: its exit code and its report.
+fn doctor(host: &Host, env: &[(&str, &str)], selector: Option<&str>) -> (i32, Value) {
+    let out = host
+        .unilab()
+        .envs(env.iter().copied())
+        .args(["--json", "mps", "doctor"])
+        .args(selector)
+        .assert()
+        .get_output()
+        .clone();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code().unwrap(), report)
+}
+
+/// The status of each check by name, in order.
+fn statuses(report: &Value) -> Vec<(String, String)> {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn status_of(report: &Value, name: &str) -> Option<String> {
+    statuses(report)
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, s)| s)
+}
+
+fn detail_of(report: &Value, name: &str) -> String {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .map(|c| c["detail"].as_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn doctor_runs_every_check_and_files_each_finding_under_its_own() {
+    let host = Host::two_gpus();
+    // Without nvidia-smi the checks that do not need it still run.
+    let missing = host.root.root().join("no-such-nvidia-smi");
+    let (code, report) = doctor(
+        &host,
+        &[("UNILAB_NVIDIA_SMI", missing.to_str().unwrap())],
+        None,
+    );
+    assert_eq!(code, 3);
+    assert_eq!(
+        statuses(&report),
+        [
+            ("nvidia-smi", "fail"),
+            ("visibility mask", "skip"),
+            ("selector", "skip"),
+            ("daemon", "skip"),
+            ("pipe directory", "ok"),
+            ("log directory", "ok"),
+        ]
+        .map(|(n, s)| (n.to_owned(), s.to_owned()))
+    );
+    assert!(detail_of(&report, "nvidia-smi").contains(missing.to_str().unwrap()));
+    assert_eq!(report["plan"], Value::Null);
+
+    // Two GPUs and no selector: nothing is wrong; the plan shows each GPU, exit 0.
+    let (code, report) = doctor(&host, &[], None);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["ok"], true);
+    assert_eq!(status_of(&report, "selector").unwrap(), "ok");
+    assert!(detail_of(&report, "selector").contains("needs a selector"));
+    assert_eq!(report["plan"]["choices"].as_array().unwrap().len(), 2);
+
+    // A socket path that is too long is the pipe directory's finding, not the selector's.
+    let long = host.root.root().join("r".repeat(90));
+    std::fs::create_dir(&long).unwrap();
+    std::fs::set_permissions(&long, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let (code, report) = doctor(
+        &host,
+        &[("XDG_RUNTIME_DIR", long.to_str().unwrap())],
+        Some("GPU-1111"),
+    );
+    assert_eq!(code, 3);
+    assert_eq!(status_of(&report, "selector").unwrap(), "ok");
+    assert_eq!(status_of(&report, "pipe directory").unwrap(), "fail");
+    assert!(detail_of(&report, "pipe directory").contains("at most 107"));
+    // `start` refuses it the same way, through the same check.
+    host.unilab()
+        .env("XDG_RUNTIME_DIR", &long)
+        .args(["mps", "start", "GPU-1111"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("at most 107"));
+
+    // A MIG mask is the mask's finding; nvidia-smi itself is fine.
+    let (code, report) = doctor(
+        &host,
+        &[("CUDA_VISIBLE_DEVICES", "MIG-1111aaaa")],
+        Some("0"),
+    );
+    assert_eq!(code, 3);
+    assert_eq!(status_of(&report, "nvidia-smi").unwrap(), "ok");
+    assert_eq!(status_of(&report, "visibility mask").unwrap(), "fail");
+    assert!(detail_of(&report, "visibility mask").contains("MIG"));
+
+    // The device order matters only where GPUs are named by ordinal.
+    let (_, by_uuid) = doctor(&host, &[], Some("GPU-2222"));
+    assert_eq!(status_of(&by_uuid, "device order"), None);
+    let (_, by_uuid_mask) = doctor(&host, &[("CUDA_VISIBLE_DEVICES", GPU_B)], None);
+    assert_eq!(status_of(&by_uuid_mask, "device order"), None);
+    let (_, by_ordinal) = doctor(&host, &[], Some("1"));
+    assert_eq!(status_of(&by_ordinal, "device order").unwrap(), "warn");
+    let (_, by_mask_index) = doctor(&host, &[("CUDA_VISIBLE_DEVICES", "1")], None);
+    assert_eq!(status_of(&by_mask_index, "device order").unwrap(), "warn");
+    let (_, pci) = doctor(&host, &[("CUDA_DEVICE_ORDER", "PCI_BUS_ID")], Some("1"));
+    assert_eq!(status_of(&pci, "device order"), None);
+}
+
+#[test]
+fn a_start_that_fails_stops_what_it_launched_and_leaves_the_gpu_startable() {
+    let host = Host::two_gpus();
+    // The daemon takes 3 s to come up; unilab waits 1 s.
+    host.unilab()
+        .env("FAKE_MPS_START_DELAY", "3")
+        .env("UNILAB_TOOL_TIMEOUT", "1")
+        .args(["mps", "start", "0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("did not start"))
+        .stderr(predicate::str::contains("stopped what it launched: pid"));
+    // Had it been left running, it would have written its pid file by now.
+    std::thread::sleep(Duration::from_secs(4));
+    let pipe = host.runtime().join("unilab/mps/gpu-1111aaaa");
+    assert!(
+        !pipe.join("nvidia-cuda-mps-control.pid").exists(),
+        "a daemon came up after the failed start"
+    );
+    assert!(!pipe.join("control").exists());
+    assert_eq!(
+        host.kinds("gpu-1111aaaa"),
+        ["topology_resolved", "daemon_start_failed"]
+    );
+    // The GPU is startable again, and nothing calls a daemon "not unilab's".
+    let record = host.start(&["0"]);
+    assert_eq!(record["name"], "gpu-1111aaaa");
+    host.unilab().args(["mps", "stop"]).assert().success();
+    assert!(gone(record["pid"].as_u64().unwrap()));
+}
+
+#[test]
+fn env_and_exec_take_any_selector_that_names_one_gpu() {
+    let host = Host::two_gpus();
+    let b = host.start(&["1"]);
+    for selector in ["1", "GPU-2222", GPU_B] {
+        let env = host.json(&["mps", "env", "--gpu", selector]);
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], GPU_B, "{selector}");
+    }
+    host.unilab()
+        .args(["mps", "env", "--gpu", "0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(format!(
+            "no live daemon serves {GPU_A}"
+        )));
+    host.unilab()
+        .args(["mps", "env", "--gpu", "0,1"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("selects 2 GPUs"));
+    host.unilab()
+        .args(["mps", "exec", "--gpu", "1", "--", "true"])
+        .assert()
+        .success();
+    host.unilab().args(["mps", "stop"]).assert().success();
+    assert!(gone(b["pid"].as_u64().unwrap()));
+}
+
+#[test]
+fn exit_codes_follow_conventions() {
+    let host = Host::two_gpus();
+    // A bad name is a usage error, before anything is resolved or recorded.
+    host.unilab()
+        .args(["mps", "start", "0", "--name", "a b"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is not a valid daemon name"));
+    let a = host.start(&["0"]);
+    // exec: 127 when the command is not found, 126 when it cannot be run, as env and sudo.
+    host.unilab()
+        .args(["mps", "exec", "--", "/nonexistent/command"])
+        .assert()
+        .code(127)
+        .stderr(predicate::str::contains(
+            "cannot run `/nonexistent/command`",
+        ));
+    let not_executable = host.root.root().join("not-executable");
+    std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").unwrap();
+    host.unilab()
+        .arg("mps")
+        .arg("exec")
+        .arg("--")
+        .arg(&not_executable)
+        .assert()
+        .code(126);
+    // Stale records: `stop NAME` and `stop --all` both clean them and exit 4.
+    let b = host.start(&["1"]);
+    for pid in [a["pid"].as_u64().unwrap(), b["pid"].as_u64().unwrap()] {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::SIGKILL,
+        )
+        .unwrap();
+        assert!(gone(pid));
+    }
+    host.unilab()
+        .args(["mps", "stop", "gpu-1111aaaa"])
+        .assert()
+        .code(4);
+    host.unilab()
+        .args(["mps", "stop", "--all"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains(
+            "`gpu-2222bbbb` was no longer running",
+        ));
     assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
 }

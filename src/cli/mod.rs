@@ -92,6 +92,16 @@ pub enum SoakCommand {
     },
 }
 
+/// A daemon name as `mps start --name` takes it: a bad one is a usage error (exit 2).
+fn daemon_name(text: &str) -> Result<String, String> {
+    crate::mps::daemon::validate_name(text)
+        .map(|()| text.to_owned())
+        .map_err(|e| {
+            use crate::diagnostic::Hint;
+            format!("{e}; {}", e.hint().unwrap_or_default())
+        })
+}
+
 fn key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
@@ -170,6 +180,11 @@ pub enum MpsCommand {
         /// GPU selector: `N`, `GPU-<uuid prefix>`, `A,B`, `each:A,B` or `all`
         selector: Option<String>,
     },
+    /// What a selector resolves to under the current mask, and whether a daemon can start for it (read-only)
+    Plan {
+        /// GPU selector: `N`, `GPU-<uuid prefix>`, `A,B`, `each:A,B` or `all`
+        selector: Option<String>,
+    },
     /// Start an MPS control daemon for one GPU
     Start(StartArgs),
     /// Stop a daemon unilab started (the sole live one when no name is given)
@@ -193,7 +208,7 @@ pub struct StartArgs {
     /// GPU selector: `N`, `GPU-<uuid prefix>`; omitted: the sole visible GPU
     pub selector: Option<String>,
     /// Daemon name (default: `gpu-` and the first 8 hex digits of the GPU's UUID)
-    #[arg(long)]
+    #[arg(long, value_parser = daemon_name)]
     pub name: Option<String>,
     /// Pipe directory (default: under `$XDG_RUNTIME_DIR/unilab/mps` or `/tmp/unilab-<uid>/mps`)
     #[arg(long = "pipe-dir", value_name = "DIR")]
@@ -224,7 +239,7 @@ pub struct TargetArgs {
     /// The daemon (default: the sole live one)
     #[arg(conflicts_with = "gpu")]
     pub name: Option<String>,
-    /// The sole live daemon serving this GPU UUID (or unique prefix)
-    #[arg(long, value_name = "UUID")]
+    /// The sole live daemon serving this GPU: `N` (the visible ordinal) or `GPU-<uuid prefix>`
+    #[arg(long, value_name = "SELECTOR")]
     pub gpu: Option<String>,
 }

@@ -9,8 +9,24 @@ pub(crate) mod soak;
 use crate::cli::{Cli, Command, LogCommand};
 use crate::diagnostic::Exit;
 use crate::error::Error;
+use crate::log::Snapshot;
 use crate::output::Output;
 use crate::paths::StatePaths;
+
+/// Runs `show`, which prints records read from `snapshot`, after the quick check of the log's
+/// head. A log that fails it still has its records shown — they may be what the user needs —
+/// and then the damage is reported, with its exit code (5).
+pub(crate) fn checked_show(
+    snapshot: Option<&Snapshot>,
+    show: impl FnOnce() -> Result<Exit, Error>,
+) -> Result<Exit, Error> {
+    let damage = snapshot.and_then(|s| s.check_head().err());
+    let exit = show()?;
+    match damage {
+        Some(e) => Err(e.into()),
+        None => Ok(exit),
+    }
+}
 
 pub fn run(cli: Cli) -> Result<Exit, Error> {
     let mut out = Output::new(cli.global.json, cli.global.quiet, cli.global.verbose);

@@ -8,11 +8,12 @@ use crate::cli::{MpsCommand, StartArgs, StopArgs, TargetArgs};
 use crate::diagnostic::Exit;
 use crate::env::STOP_GRACE_SECS;
 use crate::error::Error;
+use crate::event::GpuIdentity;
 use crate::log::{EventLog, LogReader, Snapshot};
 use crate::mps::daemon::{self, StartRequest, Stopped};
 use crate::mps::doctor::{self, CheckStatus};
 use crate::mps::error::MpsError;
-use crate::mps::{DaemonRecord, Mps, status};
+use crate::mps::{DaemonRecord, Mps, plan, status};
 use crate::output::{Output, age};
 use crate::paths::StatePaths;
 use crate::process::SystemProc;
@@ -28,6 +29,7 @@ pub(crate) fn run(
     match command {
         MpsCommand::Status => status_command(&mps, out),
         MpsCommand::Doctor { selector } => doctor_command(&mps, selector.as_deref(), out),
+        MpsCommand::Plan { selector } => plan_command(&mps, selector.as_deref(), out),
         MpsCommand::Start(args) => start(&mps, args, out),
         MpsCommand::Stop(args) => stop(&mps, &args, out),
         MpsCommand::List => list(&mps, out),
@@ -47,8 +49,12 @@ fn read_log(paths: &StatePaths) -> Result<Option<Snapshot>, Error> {
 fn status_command(mps: &Mps, out: &mut Output) -> Result<Exit, Error> {
     let snapshot = read_log(mps.paths)?;
     let status = status::host_status(mps, snapshot.as_ref())?;
+    super::checked_show(snapshot.as_ref(), || show_status(&status, out))
+}
+
+fn show_status(status: &status::HostStatus, out: &mut Output) -> Result<Exit, Error> {
     if out.json {
-        out.json_line(&serde_json::to_value(&status).map_err(|e| Error::Internal(e.to_string()))?)?;
+        out.json_line(&to_json(status)?)?;
         return Ok(Exit::Success);
     }
     out.line(&format!("platform: {}", status.platform))?;
@@ -109,16 +115,20 @@ fn status_command(mps: &Mps, out: &mut Output) -> Result<Exit, Error> {
 
 fn doctor_command(mps: &Mps, selector: Option<&str>, out: &mut Output) -> Result<Exit, Error> {
     let snapshot = read_log(mps.paths)?;
-    let checks = doctor::doctor(mps, snapshot.as_ref(), selector)?;
-    let ok = checks.iter().all(|c| c.status != CheckStatus::Fail);
+    let report = doctor::doctor(mps, snapshot.as_ref(), selector)?;
+    super::checked_show(snapshot.as_ref(), || show_report(&report, out))
+}
+
+fn show_report(report: &doctor::Report, out: &mut Output) -> Result<Exit, Error> {
     if out.json {
-        out.json_line(&serde_json::json!({ "ok": ok, "checks": checks }))?;
+        out.json_line(&to_json(&report)?)?;
     } else {
-        for check in &checks {
+        for check in &report.checks {
             let mark = match check.status {
                 CheckStatus::Ok => "ok  ",
                 CheckStatus::Warn => "warn",
                 CheckStatus::Fail => "FAIL",
+                CheckStatus::Skip => "skip",
             };
             out.line(&format!("[{mark}] {:<16} {}", check.name, check.detail))?;
             if let Some(hint) = &check.hint {
@@ -126,7 +136,65 @@ fn doctor_command(mps: &Mps, selector: Option<&str>, out: &mut Output) -> Result
             }
         }
     }
-    Ok(if ok { Exit::Success } else { Exit::Refused })
+    Ok(if report.ok {
+        Exit::Success
+    } else {
+        Exit::Refused
+    })
+}
+
+fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<serde_json::Value, Error> {
+    serde_json::to_value(value).map_err(|e| Error::Internal(e.to_string()))
+}
+
+fn plan_command(mps: &Mps, selector: Option<&str>, out: &mut Output) -> Result<Exit, Error> {
+    let topology = daemon::topology(mps)?;
+    let view = plan::view(mps, &topology, selector)?;
+    if out.json {
+        out.json_line(&to_json(&view)?)?;
+        return Ok(Exit::Success);
+    }
+    let mask = match &view.cuda_visible_devices {
+        Some(mask) => format!("CUDA_VISIBLE_DEVICES=`{mask}`"),
+        None => "CUDA_VISIBLE_DEVICES unset".to_owned(),
+    };
+    let shown = selector
+        .map(|s| format!("`{s}`"))
+        .unwrap_or("(none)".into());
+    out.line(&format!("selector: {shown} under {mask}"))?;
+    if let Some(stop) = &view.mask_stopped_at {
+        out.line(&format!(
+            "mask: CUDA stops reading it at `{}`, which {}",
+            stop.entry, stop.reason
+        ))?;
+    }
+    let gpu_line = |g: &GpuIdentity| format!("  {}  {}", g.index, g.uuid);
+    match view.topology_mode {
+        Some(mode) => {
+            out.line(&format!("mode: {mode}"))?;
+            out.line("gpus:")?;
+            for gpu in &view.gpus {
+                out.line(&gpu_line(gpu))?;
+            }
+        }
+        None => {
+            out.line("mode: none until a selector names the GPUs; one daemon per GPU:")?;
+            for choice in &view.choices {
+                for gpu in &choice.gpus {
+                    out.line(&format!(
+                        "{}   `unilab mps start {}`",
+                        gpu_line(gpu),
+                        choice.selector
+                    ))?;
+                }
+            }
+        }
+    }
+    match &view.cannot_start {
+        None => out.line("start: yes, one daemon for this GPU")?,
+        Some(why) => out.line(&format!("start: no: {why}"))?,
+    }
+    Ok(Exit::Success)
 }
 
 fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
@@ -150,22 +218,22 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
                 .map_err(Error::environment("install a signal handler"))?;
         }
         let grace = Duration::from_secs_f64(STOP_GRACE_SECS);
-        let mut ready = None;
+        // The record is printed, and flushed, the moment the daemon is verified: a script that
+        // reads it must not wait until the daemon stops.
+        let mut printed = Ok(());
         let method = daemon::run_foreground(mps, &log, &plan, &stop, grace, |record| {
             out.note(&format!(
                 "daemon `{}` (pid {}) runs in the foreground for {}; Ctrl-C stops it",
                 record.name, record.pid, plan.gpu
             ));
-            ready = Some(record.clone());
+            printed = print_record(out, record).and_then(|()| out.flush());
         })?;
+        printed?;
         out.note(&format!(
             "daemon `{}` stopped ({})",
             plan.name,
             method.as_str()
         ));
-        if let Some(record) = ready {
-            print_record(out, &record)?;
-        }
         return Ok(Exit::Success);
     }
     let started = daemon::start(mps, &log, &plan)?;
@@ -182,8 +250,7 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
 
 fn print_record(out: &mut Output, record: &DaemonRecord) -> Result<(), Error> {
     if out.json {
-        return out
-            .json_line(&serde_json::to_value(record).map_err(|e| Error::Internal(e.to_string()))?);
+        return out.json_line(&to_json(record)?);
     }
     out.line(&format!(
         "started `{}` (pid {}) for {}, pipe `{}`",
@@ -251,10 +318,12 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
 fn list(mps: &Mps, out: &mut Output) -> Result<Exit, Error> {
     let snapshot = read_log(mps.paths)?;
     let daemons = status::managed(mps, snapshot.as_ref())?;
+    super::checked_show(snapshot.as_ref(), || show_daemons(&daemons, out))
+}
+
+fn show_daemons(daemons: &[status::ManagedDaemon], out: &mut Output) -> Result<Exit, Error> {
     if out.json {
-        out.json_line(
-            &serde_json::to_value(&daemons).map_err(|e| Error::Internal(e.to_string()))?,
-        )?;
+        out.json_line(&to_json(daemons)?)?;
         return Ok(Exit::Success);
     }
     if daemons.is_empty() {
@@ -265,7 +334,7 @@ fn list(mps: &Mps, out: &mut Output) -> Result<Exit, Error> {
         "{:<20} {:>8} {:<14} {:>8}  {:<44} {}",
         "NAME", "PID", "STATE", "AGE", "GPU", "PIPE"
     ))?;
-    for daemon in &daemons {
+    for daemon in daemons {
         out.line(&format!(
             "{:<20} {:>8} {:<14} {:>8}  {:<44} {}",
             daemon.record.name,
@@ -284,7 +353,10 @@ fn target(mps: &Mps, target: &TargetArgs) -> Result<DaemonRecord, Error> {
     let snapshot = read_log(mps.paths)?.ok_or(MpsError::NoDaemon)?;
     let records = daemon::records(mps, &snapshot)?;
     let record = match &target.gpu {
-        Some(gpu) => daemon::select_for_gpu(mps, &records, gpu)?,
+        Some(selector) => {
+            let gpu = daemon::one_gpu(mps, selector)?;
+            daemon::select_for_gpu(mps, &records, &gpu)?
+        }
         None => daemon::select(mps, &records, target.name.as_deref())?,
     };
     daemon::require_live(mps, record)?;

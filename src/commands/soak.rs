@@ -49,6 +49,18 @@ pub(crate) fn snapshot(dir: Option<&Path>, out: &mut Output) -> Result<Exit, Err
             std::env::current_dir().map_err(Error::environment("read the current directory"))?
         }
     };
+    // A snapshot of a directory that is not there would describe a made-up one.
+    match std::fs::metadata(&dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err(SoakError::NotADirectory {
+                path: dir,
+                source: std::io::Error::from(std::io::ErrorKind::NotADirectory),
+            }
+            .into());
+        }
+        Err(source) => return Err(SoakError::NotADirectory { path: dir, source }.into()),
+    }
     let value = runtime_snapshot(&dir, &tool::nvidia_smi());
     if out.json {
         out.json_line(&value)?;
@@ -190,14 +202,16 @@ fn summary_json(summary: &SoakSummary) -> serde_json::Value {
 }
 
 fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
-    let soaks = match settled(paths)? {
-        Some(snapshot) => {
-            let mut soaks = Soaks::rows(&snapshot)?;
-            soaks.sort_by_key(|s| s.first_seq);
-            soaks
-        }
+    let snapshot = settled(paths)?;
+    let mut soaks = match &snapshot {
+        Some(snapshot) => Soaks::rows(snapshot)?,
         None => Vec::new(),
     };
+    soaks.sort_by_key(|s| s.first_seq);
+    super::checked_show(snapshot.as_ref(), || list_soaks(&soaks, out))
+}
+
+fn list_soaks(soaks: &[SoakSummary], out: &mut Output) -> Result<Exit, Error> {
     if out.json {
         out.json_line(&serde_json::Value::Array(
             soaks.iter().map(summary_json).collect(),
@@ -362,11 +376,15 @@ fn details(view: &Value, summary: &SoakSummary, now_us: i64) -> Value {
 
 fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
     let (snapshot, summary) = resolve(paths, id)?;
-    let records = artifact::collect(&snapshot, &summary.soak_id)?
+    super::checked_show(Some(&snapshot), || show_soak(&snapshot, &summary, out))
+}
+
+fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Result<Exit, Error> {
+    let records = artifact::collect(snapshot, &summary.soak_id)?
         .ok_or_else(|| SoakError::NoSuchSoak(summary.soak_id.clone()))?;
-    let details = details(&artifact::view(&records), &summary, SystemClock.now_us());
+    let details = details(&artifact::view(&records), summary, SystemClock.now_us());
     if out.json {
-        let mut object = summary_json(&summary);
+        let mut object = summary_json(summary);
         if let (Value::Object(object), Value::Object(details)) = (&mut object, details) {
             object.extend(details);
         }
@@ -376,7 +394,7 @@ fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
     let mut lines = vec![
         ("soak", summary.soak_id.clone()),
         ("command", summary.command.join(" ")),
-        ("status", status_text(&summary)),
+        ("status", status_text(summary)),
     ];
     if let Some(reason) = &summary.reason {
         lines.push(("reason", reason.clone()));
@@ -398,7 +416,7 @@ fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
     if let Some(duration) = details["duration_seconds"].as_f64() {
         lines.push(("ran", output::duration(duration)));
     }
-    lines.extend(progress_lines(&summary, &details));
+    lines.extend(progress_lines(summary, &details));
     lines.push(("peaks", peaks_line(&details["peaks"])));
     lines.push(("samples", summary.samples.to_string()));
     lines.push(match &summary.artifact_digest {

@@ -16,7 +16,7 @@ pub(crate) struct Visible {
     pub stopped_at: Option<StoppedAt>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct StoppedAt {
     pub entry: String,
     pub reason: String,
@@ -69,6 +69,13 @@ pub(crate) fn visible(mask: Option<&str>, gpus: &[GpuInfo]) -> Result<Visible, M
             .collect(),
         stopped_at,
     })
+}
+
+/// Whether the mask names a GPU by index, which CUDA numbers by `CUDA_DEVICE_ORDER`.
+pub(crate) fn uses_indices(mask: &str) -> bool {
+    mask.split(',')
+        .map(str::trim)
+        .any(|entry| !entry.is_empty() && !entry.starts_with("GPU-") && !entry.starts_with("MIG-"))
 }
 
 fn identity(ordinal: usize, gpu: &GpuInfo) -> GpuIdentity {

@@ -144,6 +144,16 @@ impl Selector {
         parse_atom(text).map(Selector::One)
     }
 
+    /// Whether it names a GPU by ordinal, which CUDA numbers by `CUDA_DEVICE_ORDER`.
+    pub(crate) fn uses_ordinals(&self) -> bool {
+        let ordinal = |atoms: &[Atom]| atoms.iter().any(|a| matches!(a, Atom::Ordinal(_)));
+        match self {
+            Selector::One(atom) => ordinal(std::slice::from_ref(atom)),
+            Selector::Several(atoms) | Selector::Each(atoms) => ordinal(atoms),
+            Selector::Sole | Selector::All => false,
+        }
+    }
+
     /// Resolves against the visible GPUs. `mask` is only for messages.
     pub(crate) fn resolve(
         &self,

@@ -17,8 +17,9 @@ pub(crate) const FORMAT: &str = "--format=csv,noheader,nounits";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SmiError {
-    #[error("`nvidia-smi` was not found")]
-    Missing,
+    /// `program` is what was run: `nvidia-smi` from `PATH`, or what `UNILAB_NVIDIA_SMI` names.
+    #[error("`{program}` was not found")]
+    Missing { program: String },
     #[error("`nvidia-smi` did not answer within {0} s")]
     Hung(f64),
     #[error("cannot run `nvidia-smi`")]
@@ -40,7 +41,12 @@ pub enum SmiError {
 impl Hint for SmiError {
     fn hint(&self) -> Option<String> {
         Some(match self {
-            SmiError::Missing => {
+            SmiError::Missing { program } if program != "nvidia-smi" => {
+                return Some(format!(
+                    "`UNILAB_NVIDIA_SMI` names `{program}`: point it at nvidia-smi, or unset it to search `PATH`"
+                ));
+            }
+            SmiError::Missing { .. } => {
                 "install the NVIDIA driver utilities, or name the binary with `UNILAB_NVIDIA_SMI`"
             }
             SmiError::Hung(_) => "a GPU may be wedged; check `dmesg` for Xid errors",
@@ -65,7 +71,9 @@ fn query(smi: &Tool, args: &[&str]) -> Result<String, SmiError> {
     let mut cmd = smi.command();
     cmd.args(args);
     let output = smi.run(cmd, b"").map_err(|e| match e {
-        ToolError::NotFound { .. } => SmiError::Missing,
+        ToolError::NotFound { program } => SmiError::Missing {
+            program: program.to_string_lossy().into_owned(),
+        },
         ToolError::Timeout { timeout, .. } => SmiError::Hung(timeout.as_secs_f64()),
         ToolError::Spawn { source, .. } => SmiError::Spawn(source),
         ToolError::Cancelled { .. } => SmiError::Cancelled,

@@ -116,6 +116,40 @@ impl Snapshot {
         })
     }
 
+    /// The quick check of every command that shows records: the log's last record holds what
+    /// its own hash says and is the head the last append recorded. It catches records cut from
+    /// the end and a changed last record at the cost of one read; `verify` walks everything.
+    pub fn check_head(&self) -> Result<(), LogError> {
+        let path = self.path.as_path();
+        let recorded = self.recorded_head()?;
+        let last = self.last()?.map(|r| (r.envelope.seq, r.hash));
+        let found = last.unwrap_or((0, chain::GENESIS));
+        if found == recorded {
+            return Ok(());
+        }
+        let (head, _) = recorded;
+        let chain_break = if found.0 < head {
+            chain::ChainBreak {
+                seq: found.0 + 1,
+                fault: chain::ChainFault::MissingTail { head },
+            }
+        } else if found.0 > head {
+            chain::ChainBreak {
+                seq: head + 1,
+                fault: chain::ChainFault::BeyondHead { head },
+            }
+        } else {
+            chain::ChainBreak {
+                seq: head,
+                fault: chain::ChainFault::HeadMismatch,
+            }
+        };
+        Err(LogError::Chain {
+            path: path.to_owned(),
+            chain_break,
+        })
+    }
+
     /// The head the log recorded with its last append: `(0, GENESIS)` before the first.
     fn recorded_head(&self) -> Result<(u64, Hash), LogError> {
         let path = self.path.as_path();

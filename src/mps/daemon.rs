@@ -14,7 +14,7 @@ use super::{DaemonRecord, Mps};
 use crate::env::EnvVars;
 use crate::event::{Event, StaleReason, StartedDaemon, StopMethod, Subject, TopologyMode};
 use crate::gpu::mask::{self, Visible};
-use crate::gpu::selector::Selector;
+use crate::gpu::selector::{Atom, Selector};
 use crate::gpu::{GpuInfo, TopologyPlan, smi};
 use crate::log::{EventLog, LogError, Snapshot};
 use crate::process::{self, Liveness, ProcessIdentity, Signal};
@@ -29,6 +29,11 @@ pub(crate) struct Topology {
 
 pub(crate) fn topology(mps: &Mps) -> Result<Topology, MpsError> {
     let gpus = smi::discover(&mps.smi).map_err(MpsError::Smi)?;
+    under_mask(mps, gpus)
+}
+
+/// The GPUs nvidia-smi listed, with the caller's mask applied.
+pub(crate) fn under_mask(mps: &Mps, gpus: Vec<GpuInfo>) -> Result<Topology, MpsError> {
     let visible = mask::visible(mps.env.cuda_visible_devices.as_deref(), &gpus)?;
     Ok(Topology { gpus, visible })
 }
@@ -113,38 +118,17 @@ pub(crate) struct Plan {
     pub log_directory: PathBuf,
 }
 
-/// Resolves and validates a start request without changing anything.
+/// Resolves and validates a start request without changing anything. `mps doctor` runs the
+/// same steps one by one, so that each finding lands under its own check.
 pub(crate) fn plan(mps: &Mps, request: &StartRequest) -> Result<Plan, MpsError> {
     let topology = topology(mps)?;
     let plan = resolve(mps, &topology, request.selector.as_deref())?;
-    if plan.topology_mode != TopologyMode::SingleGpu {
-        return Err(MpsError::ModeNotStartable {
-            selector: plan.selector.clone(),
-            mode: plan.topology_mode,
-            gpus: plan.gpus.iter().map(|g| g.uuid.clone()).collect(),
-        });
-    }
-    let gpu = plan.gpus[0].uuid.clone();
+    let gpu = super::plan::startable(&plan)?.uuid.clone();
     let name = request.name.clone().unwrap_or_else(|| default_name(&gpu));
     validate_name(&name)?;
-    let pipe_directory = match &request.pipe_directory {
-        Some(dir) => absolute(dir),
-        None => dirs::default_pipe_directory(mps.env.runtime_dir.as_deref(), mps.paths.uid, &name),
-    };
-    dirs::control_socket(&pipe_directory)?;
-    dirs::check_existing(
-        &dirs::creation_base(
-            &pipe_directory,
-            mps.env.runtime_dir.as_deref(),
-            mps.paths.uid,
-        ),
-        &pipe_directory,
-        mps.paths.uid,
-    )?;
-    let log_directory = match &request.log_directory {
-        Some(dir) => absolute(dir),
-        None => mps.paths.user_dir().join("mps").join(&name).join("log"),
-    };
+    let pipe_directory = pipe_directory_for(mps, request.pipe_directory.as_deref(), &name);
+    check_pipe_directory(mps, &pipe_directory)?;
+    let log_directory = log_directory_for(mps, request.log_directory.as_deref(), &name);
     Ok(Plan {
         name,
         gpu,
@@ -152,6 +136,36 @@ pub(crate) fn plan(mps: &Mps, request: &StartRequest) -> Result<Plan, MpsError> 
         pipe_directory,
         log_directory,
     })
+}
+
+/// The daemon's pipe directory: the one asked for, else the default for `name`.
+pub(crate) fn pipe_directory_for(mps: &Mps, asked: Option<&Path>, name: &str) -> PathBuf {
+    match asked {
+        Some(dir) => absolute(dir),
+        None => dirs::default_pipe_directory(mps.env.runtime_dir.as_deref(), mps.paths.uid, name),
+    }
+}
+
+/// The daemon's log directory: the one asked for, else `<root>/<host>/<uid>/mps/<name>/log`.
+pub(crate) fn log_directory_for(mps: &Mps, asked: Option<&Path>, name: &str) -> PathBuf {
+    match asked {
+        Some(dir) => absolute(dir),
+        None => mps.paths.user_dir().join("mps").join(name).join("log"),
+    }
+}
+
+/// A pipe directory whose control socket path fits and whose existing levels are trustworthy.
+pub(crate) fn check_pipe_directory(mps: &Mps, pipe_directory: &Path) -> Result<(), MpsError> {
+    dirs::control_socket(pipe_directory)?;
+    dirs::check_existing(
+        &dirs::creation_base(
+            pipe_directory,
+            mps.env.runtime_dir.as_deref(),
+            mps.paths.uid,
+        ),
+        pipe_directory,
+        mps.paths.uid,
+    )
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -188,13 +202,7 @@ fn clear_the_way(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<String>, 
                 });
             }
             Some(reason) => {
-                log.append(
-                    Subject::Daemon(record.name.clone()),
-                    Event::DaemonStaleCleaned {
-                        process: record.identity(),
-                        reason,
-                    },
-                )?;
+                clean_stale(mps, log, &record, reason)?;
                 cleaned.push(record.name);
             }
         }
@@ -347,44 +355,97 @@ fn record_and_verify(
 }
 
 /// Starts a detached daemon for a planned start, records it, and verifies that it answers.
+///
+/// The launcher forks the daemon and returns; the daemon detaches from it. unilab makes itself
+/// the subreaper of the launch first, so the detached daemon is re-parented to unilab: until
+/// unilab exits, its children are exactly what the launch left running. A start that fails
+/// stops them, so no daemon comes up later that no record names.
 pub(crate) fn start(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Started, MpsError> {
     let cleaned = begin(mps, log, plan)?;
+    // Without it (never seen on Linux ≥ 3.4) a failed start cannot find what it launched.
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    let launch_failed = |reason: String| {
+        let (reason, process) = stop_launched(mps, plan, reason);
+        failed(log, plan, reason, process)
+    };
     let output = control::start_detached(
         &mps.control,
         &plan.pipe_directory,
         &plan.log_directory,
         &plan.gpu,
     )
-    .map_err(|e| failed(log, plan, e.to_string(), None))?;
+    .map_err(|e| launch_failed(e.to_string()))?;
     if !output.status.success() {
         let said = format!("{}{}", output.stdout, output.stderr);
-        return Err(failed(
-            log,
-            plan,
-            format!(
-                "`{} -d` exited with code {}: {}",
-                mps.control.name(),
-                output.code(),
-                said.trim()
-            ),
-            None,
-        ));
+        return Err(launch_failed(format!(
+            "`{} -d` exited with code {}: {}",
+            mps.control.name(),
+            output.code(),
+            said.trim()
+        )));
     }
     let Some(daemon) = wait_for_daemon(mps, &plan.pipe_directory, mps.control.timeout) else {
-        return Err(failed(
-            log,
-            plan,
-            format!(
-                "no live daemon wrote `{}` within {} s",
-                dirs::PID_FILE,
-                mps.control.timeout.as_secs_f64()
-            ),
-            None,
-        ));
+        return Err(launch_failed(format!(
+            "no live daemon wrote `{}` within {} s",
+            dirs::PID_FILE,
+            mps.control.timeout.as_secs_f64()
+        )));
     };
     let record = record_and_verify(mps, log, plan, daemon, false)?;
     Ok(Started { record, cleaned })
 }
+
+/// Stops every process a failed launch left running — unilab's own children, each signalled
+/// through its pidfd after its identity is checked, SIGTERM then SIGKILL — reaps them, and
+/// removes what they left in the pipe directory. Returns the reason with what was done, and
+/// the first process stopped.
+fn stop_launched(mps: &Mps, plan: &Plan, reason: String) -> (String, Option<ProcessIdentity>) {
+    let me = std::process::id();
+    let mut stopped = Vec::new();
+    for child in mps.proc.children(me) {
+        let identity = child.identity();
+        if !child.has_exited() {
+            let method = [
+                (Signal::Terminate, StopMethod::Terminated),
+                (Signal::Kill, StopMethod::Killed),
+            ]
+            .into_iter()
+            .find(|(signal, _)| {
+                process::signal(mps.proc, identity, mps.paths.uid, *signal).is_ok()
+                    && process::wait_for_exit(mps.proc, identity, LAUNCH_GRACE)
+            });
+            if let Some((_, method)) = method {
+                stopped.push((identity, method));
+            }
+        }
+        // Our own child, so the pid is not reused before this wait reaps it.
+        if let Ok(pid) = i32::try_from(identity.pid) {
+            let _ = nix::sys::wait::waitpid(
+                nix::unistd::Pid::from_raw(pid),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
+        }
+    }
+    if matches!(
+        dirs::occupant(mps.proc, &plan.pipe_directory),
+        Occupant::Leftovers
+    ) {
+        dirs::remove_leftovers_keeping_dir(&plan.pipe_directory);
+    }
+    let done: Vec<String> = stopped
+        .iter()
+        .map(|(identity, method)| format!("pid {} ({})", identity.pid, method.as_str()))
+        .collect();
+    let reason = if done.is_empty() {
+        format!("{reason}; nothing it launched was left running")
+    } else {
+        format!("{reason}; stopped what it launched: {}", done.join(", "))
+    };
+    (reason, stopped.first().map(|(identity, _)| *identity))
+}
+
+/// How long a process a failed launch left gets after each signal.
+const LAUNCH_GRACE: Duration = Duration::from_secs(2);
 
 /// Runs the daemon in the foreground (`-f`) as a child, its log lines on standard error, until it
 /// exits or `stop` is raised (Ctrl-C, SIGTERM): then it is asked to quit and, if needed,
@@ -524,13 +585,7 @@ pub(crate) fn stop(
 ) -> Result<Stopped, MpsError> {
     let subject = Subject::Daemon(record.name.clone());
     if let Some(reason) = stale_reason(liveness(mps, record)) {
-        log.append(
-            subject,
-            Event::DaemonStaleCleaned {
-                process: record.identity(),
-                reason,
-            },
-        )?;
+        clean_stale(mps, log, record, reason)?;
         return Ok(Stopped::Stale {
             name: record.name.clone(),
             reason,
@@ -549,6 +604,28 @@ pub(crate) fn stop(
         name: record.name.clone(),
         method,
     })
+}
+
+/// Records that a record no longer names its daemon, and removes the socket and pid file the
+/// daemon left, unless some daemon still answers in its pipe directory.
+fn clean_stale(
+    mps: &Mps,
+    log: &EventLog,
+    record: &DaemonRecord,
+    reason: StaleReason,
+) -> Result<(), MpsError> {
+    log.append(
+        Subject::Daemon(record.name.clone()),
+        Event::DaemonStaleCleaned {
+            process: record.identity(),
+            reason,
+        },
+    )?;
+    let pipe = Path::new(&record.pipe_directory);
+    if matches!(dirs::occupant(mps.proc, pipe), Occupant::Leftovers) {
+        dirs::remove_leftovers(pipe);
+    }
+    Ok(())
 }
 
 /// Picks one record: by name, else the sole record, else the sole live one.
@@ -578,6 +655,24 @@ pub(crate) fn select<'r>(
                 )),
             }
         }
+    }
+}
+
+/// The GPU a selector names for `--gpu`: a UUID or prefix as given (matched against the
+/// records, so no nvidia-smi is needed), anything else resolved under the current mask, which
+/// must come to exactly one GPU.
+pub(crate) fn one_gpu(mps: &Mps, selector: &str) -> Result<String, MpsError> {
+    let parsed = Selector::parse(Some(selector)).map_err(MpsError::Selector)?;
+    if let Selector::One(Atom::UuidPrefix(prefix)) = parsed {
+        return Ok(prefix);
+    }
+    let plan = resolve(mps, &topology(mps)?, Some(selector))?;
+    match plan.gpus.as_slice() {
+        [gpu] => Ok(gpu.uuid.clone()),
+        gpus => Err(MpsError::NotOneGpu {
+            selector: selector.to_owned(),
+            count: gpus.len(),
+        }),
     }
 }
 

@@ -1,15 +1,19 @@
 //! `mps doctor`: a read-only checklist of everything `mps start` depends on.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::daemon::{self, Plan, StartRequest, Topology};
+use super::daemon::{self, Topology};
 use super::dirs::{self, Occupant};
 use super::error::MpsError;
+use super::plan::{self, PlanView};
 use super::{Mps, status};
 use crate::diagnostic::Hint;
 use crate::env::DEFAULT_MPS_PIPE_DIRECTORY;
+use crate::event::GpuIdentity;
+use crate::gpu::selector::Selector;
+use crate::gpu::{GpuInfo, mask, smi};
 use crate::log::{LogError, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -18,6 +22,8 @@ pub(crate) enum CheckStatus {
     Ok,
     Warn,
     Fail,
+    /// Not run: it depends on a check that failed.
+    Skip,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -42,58 +48,127 @@ fn check(
     }
 }
 
-/// Runs every check; nothing is created, started or recorded.
+/// What `mps doctor` found: every check that could run, and the plan the selector resolved to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Report {
+    /// No check failed.
+    pub ok: bool,
+    /// What the selector resolves to; `null` when it could not be resolved.
+    pub plan: Option<PlanView>,
+    pub checks: Vec<Check>,
+}
+
+/// The daemon a start would launch, as far as doctor could plan it.
+struct Target {
+    name: String,
+    gpu: String,
+    pipe_directory: PathBuf,
+    log_directory: PathBuf,
+}
+
+/// Runs every check that can run — one that depends on a failed one is reported as skipped —
+/// through the same steps `mps start` takes. Nothing is created, started or recorded.
 pub(crate) fn doctor(
     mps: &Mps,
     snapshot: Option<&Snapshot>,
     selector: Option<&str>,
-) -> Result<Vec<Check>, LogError> {
+) -> Result<Report, LogError> {
     let mut checks = Vec::new();
-    let topology = match daemon::topology(mps) {
-        Ok(topology) => topology,
+    let gpus = match smi::discover(&mps.smi) {
+        Ok(gpus) => {
+            checks.push(gpu_list_check(&gpus));
+            Some(gpus)
+        }
         Err(e) => {
-            checks.push(failed("nvidia-smi", &e));
-            return Ok(checks);
+            checks.push(failed("nvidia-smi", &MpsError::Smi(e)));
+            None
         }
     };
-    checks.extend(topology_checks(mps, &topology));
-    let request = StartRequest {
-        selector: selector.map(str::to_owned),
-        ..StartRequest::default()
-    };
-    let plan = match daemon::plan(mps, &request) {
-        Ok(plan) => {
-            checks.push(check(
-                "selector",
-                CheckStatus::Ok,
-                format!(
-                    "`{}` → {} on {}",
-                    selector.unwrap_or("(none)"),
-                    plan.topology.topology_mode,
-                    plan.gpu
-                ),
-                None,
+    let topology = match gpus {
+        Some(gpus) => match daemon::under_mask(mps, gpus) {
+            Ok(topology) => {
+                checks.push(mask_check(mps, &topology));
+                Some(topology)
+            }
+            Err(e) => {
+                checks.push(failed("visibility mask", &e));
+                None
+            }
+        },
+        None => {
+            checks.push(skipped(
+                "visibility mask",
+                "needs the GPU list from nvidia-smi",
             ));
-            plan
-        }
-        Err(e) => {
-            checks.push(failed("selector", &e));
-            return Ok(checks);
+            None
         }
     };
-    let managed = status::managed(mps, snapshot)?;
-    let ours: Vec<&status::ManagedDaemon> = managed
-        .iter()
-        .filter(|m| m.record.name == plan.name || m.record.gpu_uuids.contains(&plan.gpu))
-        .collect();
-    let live_here = ours
-        .iter()
-        .any(|m| m.live && Path::new(&m.record.pipe_directory) == plan.pipe_directory);
-    checks.push(daemon_check(&plan, &ours));
-    checks.push(pipe_check(mps, &plan.pipe_directory, live_here));
-    checks.push(log_check(&plan.log_directory));
+    checks.extend(
+        topology
+            .as_ref()
+            .and_then(|t| order_check(mps, t, selector)),
+    );
+    let plan = match &topology {
+        Some(topology) => match plan::view(mps, topology, selector) {
+            Ok(view) => {
+                checks.push(selector_check(&view));
+                Some(view)
+            }
+            Err(e) => {
+                checks.push(failed("selector", &e));
+                None
+            }
+        },
+        None => {
+            checks.push(skipped("selector", "needs the visible GPUs"));
+            None
+        }
+    };
+    match plan.as_ref().and_then(|view| target(mps, view)) {
+        Some(target) => {
+            let managed = status::managed(mps, snapshot)?;
+            let ours: Vec<&status::ManagedDaemon> = managed
+                .iter()
+                .filter(|m| {
+                    m.record.name == target.name || m.record.gpu_uuids.contains(&target.gpu)
+                })
+                .collect();
+            let live_here = ours
+                .iter()
+                .any(|m| m.live && Path::new(&m.record.pipe_directory) == target.pipe_directory);
+            checks.push(daemon_check(&target, &ours));
+            checks.push(pipe_check(mps, &target.pipe_directory, live_here));
+            checks.push(log_check(&target.log_directory));
+        }
+        None => {
+            checks.push(skipped("daemon", "needs a selector that names one GPU"));
+            // Without a daemon's name: the directories its own would be created in.
+            let some_pipe = daemon::pipe_directory_for(mps, None, "_");
+            checks.push(base_check(mps, some_pipe.parent().unwrap_or(&some_pipe)));
+            checks.push(log_check(&mps.paths.user_dir().join("mps")));
+        }
+    }
     checks.extend(system_daemon_check(mps));
-    Ok(checks)
+    Ok(Report {
+        ok: checks.iter().all(|c| c.status != CheckStatus::Fail),
+        plan,
+        checks,
+    })
+}
+
+/// The daemon a start would launch for a plan that can start one.
+fn target(mps: &Mps, view: &PlanView) -> Option<Target> {
+    let gpu = match (view.can_start, view.gpus.as_slice()) {
+        (true, [gpu]) => gpu.uuid.clone(),
+        _ => return None,
+    };
+    let name = daemon::default_name(&gpu);
+    Some(Target {
+        pipe_directory: daemon::pipe_directory_for(mps, None, &name),
+        log_directory: daemon::log_directory_for(mps, None, &name),
+        name,
+        gpu,
+    })
 }
 
 /// A failed check, in the words of the error that failed it: the nvidia-smi or selector error
@@ -107,19 +182,26 @@ fn failed(name: &'static str, e: &MpsError) -> Check {
     check(name, CheckStatus::Fail, detail, hint)
 }
 
-/// What nvidia-smi lists, what the mask leaves visible, and whether CUDA's ordinals match.
-fn topology_checks(mps: &Mps, topology: &Topology) -> Vec<Check> {
-    let names: Vec<String> = topology
-        .gpus
+fn skipped(name: &'static str, why: &str) -> Check {
+    check(name, CheckStatus::Skip, format!("not checked: {why}"), None)
+}
+
+/// What nvidia-smi lists.
+fn gpu_list_check(gpus: &[GpuInfo]) -> Check {
+    let names: Vec<String> = gpus
         .iter()
         .map(|g| format!("{} {}", g.index, g.uuid))
         .collect();
-    let mut checks = vec![check(
+    check(
         "nvidia-smi",
         CheckStatus::Ok,
-        format!("{} GPU(s): {}", topology.gpus.len(), names.join(", ")),
+        format!("{} GPU(s): {}", gpus.len(), names.join(", ")),
         None,
-    )];
+    )
+}
+
+/// What the mask leaves visible.
+fn mask_check(mps: &Mps, topology: &Topology) -> Check {
     let mask = mps.env.cuda_visible_devices.as_deref();
     let visible: Vec<&str> = topology
         .visible
@@ -127,7 +209,7 @@ fn topology_checks(mps: &Mps, topology: &Topology) -> Vec<Check> {
         .iter()
         .map(|g| g.uuid.as_str())
         .collect();
-    checks.push(match (&topology.visible.stopped_at, mask) {
+    match (&topology.visible.stopped_at, mask) {
         (Some(stop), Some(mask)) => check(
             "visibility mask",
             CheckStatus::Warn,
@@ -155,20 +237,75 @@ fn topology_checks(mps: &Mps, topology: &Topology) -> Vec<Check> {
             format!("CUDA_VISIBLE_DEVICES unset: all {} visible", visible.len()),
             None,
         ),
-    });
-    if topology.gpus.len() > 1 && mps.env.cuda_device_order.as_deref() != Some("PCI_BUS_ID") {
-        checks.push(check(
+    }
+}
+
+/// Whether CUDA's ordinals can differ from nvidia-smi's where the selector or the mask uses
+/// them; GPUs named by UUID are the same in every order.
+fn order_check(mps: &Mps, topology: &Topology, selector: Option<&str>) -> Option<Check> {
+    let by_ordinal = Selector::parse(selector).is_ok_and(|s| s.uses_ordinals())
+        || mps
+            .env
+            .cuda_visible_devices
+            .as_deref()
+            .is_some_and(mask::uses_indices);
+    let pci_order = mps.env.cuda_device_order.as_deref() == Some("PCI_BUS_ID");
+    (topology.gpus.len() > 1 && by_ordinal && !pci_order).then(|| {
+        check(
             "device order",
             CheckStatus::Warn,
-            "several GPUs and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA ordinals may differ from nvidia-smi's",
+            "GPUs are named by ordinal and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA's ordinals may differ from nvidia-smi's",
             Some("`export CUDA_DEVICE_ORDER=PCI_BUS_ID`, or select GPUs by UUID".into()),
-        ));
+        )
+    })
+}
+
+/// What the selector resolves to, and whether a daemon can start for it.
+fn selector_check(view: &PlanView) -> Check {
+    let shown = if view.selector.is_empty() {
+        "(none)"
+    } else {
+        view.selector.as_str()
+    };
+    let listed = |gpus: &[GpuIdentity]| {
+        gpus.iter()
+            .map(|g| format!("{} {}", g.index, g.uuid))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (view.topology_mode, &view.cannot_start) {
+        // No selector and several GPUs: nothing is wrong; a start just needs to be told which.
+        (None, _) => check(
+            "selector",
+            CheckStatus::Ok,
+            format!(
+                "`{shown}`: {} GPUs are visible; `unilab mps start` needs a selector (one daemon per GPU): {}",
+                view.choices.len(),
+                view.choices
+                    .iter()
+                    .map(|c| listed(&c.gpus))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Some("e.g. `unilab mps start GPU-<uuid prefix>`".into()),
+        ),
+        (Some(mode), None) => check(
+            "selector",
+            CheckStatus::Ok,
+            format!("`{shown}` → {mode} on {}", listed(&view.gpus)),
+            None,
+        ),
+        (Some(_), Some(why)) => check(
+            "selector",
+            CheckStatus::Fail,
+            why.clone(),
+            Some("start one daemon per GPU, e.g. `unilab mps start GPU-<uuid prefix>`".into()),
+        ),
     }
-    checks
 }
 
 /// Whether a daemon of this user already serves the planned name or GPU.
-fn daemon_check(plan: &Plan, ours: &[&status::ManagedDaemon]) -> Check {
+fn daemon_check(plan: &Target, ours: &[&status::ManagedDaemon]) -> Check {
     if let Some(m) = ours.iter().find(|m| m.live) {
         return check(
             "daemon",
@@ -216,48 +353,40 @@ fn system_daemon_check(mps: &Mps) -> Option<Check> {
     ))
 }
 
+/// The daemon's pipe directory, by the checks `mps start` makes, and whether a daemon unilab
+/// did not start answers in it.
 fn pipe_check(mps: &Mps, pipe_directory: &Path, ours_live: bool) -> Check {
-    let control = pipe_directory.join(dirs::CONTROL_SOCKET);
-    let len = control.as_os_str().len();
-    if len > dirs::MAX_SOCKET_PATH {
-        return check(
-            "pipe directory",
-            CheckStatus::Fail,
-            format!(
-                "`{}` is {len} bytes (at most {})",
-                control.display(),
-                dirs::MAX_SOCKET_PATH
-            ),
-            Some("choose a shorter `--pipe-dir` or `--name`".into()),
-        );
-    }
-    // Every existing level that unilab would create or rely on must be trustworthy.
-    let base = dirs::creation_base(
-        pipe_directory,
-        mps.env.runtime_dir.as_deref(),
-        mps.paths.uid,
-    );
-    if let Err(e) = dirs::check_existing(&base, pipe_directory, mps.paths.uid) {
-        return check("pipe directory", CheckStatus::Fail, e.to_string(), e.hint());
+    if let Err(e) = daemon::check_pipe_directory(mps, pipe_directory) {
+        return failed("pipe directory", &e);
     }
     if !ours_live && let Occupant::Live { pid } = dirs::occupant(mps.proc, pipe_directory) {
-        return check(
-            "pipe directory",
-            CheckStatus::Fail,
-            format!(
-                "a daemon unilab did not start{} answers in `{}`",
-                pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
-                pipe_directory.display()
-            ),
-            Some("unilab will not touch it; choose another `--pipe-dir`".into()),
-        );
+        let foreign = MpsError::ForeignDaemon {
+            pipe_directory: pipe_directory.to_owned(),
+            pid,
+        };
+        return failed("pipe directory", &foreign);
     }
+    let len = pipe_directory.join(dirs::CONTROL_SOCKET).as_os_str().len();
     check(
         "pipe directory",
         CheckStatus::Ok,
         format!("`{}` ({len}-byte socket path)", pipe_directory.display()),
         None,
     )
+}
+
+/// With no daemon planned: whether the directory daemons' pipe directories go in is trustworthy.
+fn base_check(mps: &Mps, base: &Path) -> Check {
+    let trusted = dirs::creation_base(base, mps.env.runtime_dir.as_deref(), mps.paths.uid);
+    match dirs::check_existing(&trusted, base, mps.paths.uid) {
+        Ok(()) => check(
+            "pipe directory",
+            CheckStatus::Ok,
+            format!("daemons' pipe directories go under `{}`", base.display()),
+            None,
+        ),
+        Err(e) => failed("pipe directory", &e),
+    }
 }
 
 fn log_check(log_directory: &Path) -> Check {

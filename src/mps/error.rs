@@ -56,6 +56,8 @@ pub enum MpsError {
     NoSuchDaemon(String),
     #[error("no live daemon serves {0}")]
     NoDaemonForGpu(String),
+    #[error("`{selector}` selects {count} GPUs; `--gpu` takes a selector that names one")]
+    NotOneGpu { selector: String, count: usize },
     #[error("several daemons are recorded ({}); name one", .0.join(", "))]
     SeveralDaemons(Vec<String>),
     #[error("daemon `{name}` (pid {pid}) is not running: {}", .reason.as_str())]
@@ -92,6 +94,11 @@ impl Boundary for MpsError {
     fn exit(&self) -> Exit {
         match self {
             MpsError::Log(e) => e.exit(),
+            MpsError::BadName(_) => Exit::Usage,
+            MpsError::Exec { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Exit::CommandNotFound
+            }
+            MpsError::Exec { .. } => Exit::CannotRun,
             _ => Exit::Refused,
         }
     }
@@ -129,6 +136,9 @@ impl Hint for MpsError {
                 "see `unilab mps list`".into()
             }
             MpsError::NoDaemonForGpu(_) => "see `unilab mps list`, or start one with `unilab mps start`".into(),
+            MpsError::NotOneGpu { .. } => {
+                "`--gpu` takes `N` or `GPU-<uuid prefix>`; see `unilab mps plan`".into()
+            }
             MpsError::NotRunning { name, .. } => {
                 format!("`unilab mps stop {name}` cleans the record; then start a new daemon")
             }

@@ -75,7 +75,7 @@ pub(crate) fn host_status(mps: &Mps, snapshot: Option<&Snapshot>) -> Result<Host
             (true, topology.visible.gpus, note)
         }
         Err(super::error::MpsError::Smi(e)) => (
-            !matches!(e, crate::gpu::smi::SmiError::Missing),
+            !matches!(e, crate::gpu::smi::SmiError::Missing { .. }),
             Vec::new(),
             Some(e.to_string()),
         ),

@@ -33,6 +33,12 @@ pub enum SoakError {
     StillRunning(String),
     #[error("`{}` already exists", .0.display())]
     OutputExists(PathBuf),
+    #[error("cannot describe `{}`: it is not a directory that can be read", .path.display())]
+    NotADirectory {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<LogError> for SoakError {
@@ -73,6 +79,9 @@ impl Hint for SoakError {
             }
             // Transparent: the log error's own hint, which the source chain skips.
             SoakError::Log(e) => e.hint(),
+            SoakError::NotADirectory { .. } => {
+                Some("name an existing directory, or run it inside one".into())
+            }
             SoakError::Io { .. } => None,
         }
     }

@@ -1,0 +1,91 @@
+//! `mps plan`: what a selector resolves to under the current mask, as data, and whether a
+//! daemon can be started for it. `mps doctor --json` carries the same object under `plan`.
+
+use serde::Serialize;
+
+use super::Mps;
+use super::daemon::{self, Topology};
+use super::error::MpsError;
+use crate::event::{GpuIdentity, TopologyMode};
+use crate::gpu::TopologyPlan;
+use crate::gpu::mask::StoppedAt;
+use crate::gpu::selector::SelectorError;
+
+/// A resolved selector with what it was resolved under. The TopologyPlan's fields
+/// (`selector`, `topology_mode`, `gpus`) come first; `topology_mode` is `null` only when no
+/// selector was given and several GPUs are visible: then `choices` holds a single-GPU plan for
+/// each, selected by UUID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct PlanView {
+    pub selector: String,
+    pub topology_mode: Option<TopologyMode>,
+    pub gpus: Vec<GpuIdentity>,
+    /// The mask it was resolved under; `null` when `CUDA_VISIBLE_DEVICES` is unset.
+    pub cuda_visible_devices: Option<String>,
+    /// Where CUDA stops reading the mask, when it stops early.
+    pub mask_stopped_at: Option<StoppedAt>,
+    /// Whether `mps start` can start a daemon for this plan.
+    pub can_start: bool,
+    /// Why it cannot, when it cannot.
+    pub cannot_start: Option<String>,
+    pub choices: Vec<TopologyPlan>,
+}
+
+/// The one GPU a plan may start a daemon for: only `single_gpu` can.
+pub(crate) fn startable(plan: &TopologyPlan) -> Result<&GpuIdentity, MpsError> {
+    match (plan.topology_mode, plan.gpus.as_slice()) {
+        (TopologyMode::SingleGpu, [gpu]) => Ok(gpu),
+        _ => Err(MpsError::ModeNotStartable {
+            selector: plan.selector.clone(),
+            mode: plan.topology_mode,
+            gpus: plan.gpus.iter().map(|g| g.uuid.clone()).collect(),
+        }),
+    }
+}
+
+/// Resolves `selector` against `topology` as `mps start` would. A selector that names no GPU is
+/// an error; no selector with several GPUs visible is a plan with a choice for each.
+pub(crate) fn view(
+    mps: &Mps,
+    topology: &Topology,
+    selector: Option<&str>,
+) -> Result<PlanView, MpsError> {
+    let mask = mps.env.cuda_visible_devices.clone();
+    let stopped_at = topology.visible.stopped_at.clone();
+    match daemon::resolve(mps, topology, selector) {
+        Ok(plan) => {
+            let cannot_start = startable(&plan).err().map(|e| e.to_string());
+            Ok(PlanView {
+                selector: plan.selector,
+                topology_mode: Some(plan.topology_mode),
+                gpus: plan.gpus,
+                cuda_visible_devices: mask,
+                mask_stopped_at: stopped_at,
+                can_start: cannot_start.is_none(),
+                cannot_start,
+                choices: Vec::new(),
+            })
+        }
+        Err(MpsError::Selector(SelectorError::Ambiguous { visible })) => {
+            let choices = visible
+                .iter()
+                .map(|gpu| TopologyPlan {
+                    selector: gpu.uuid.clone(),
+                    topology_mode: TopologyMode::SingleGpu,
+                    gpus: vec![gpu.clone()],
+                })
+                .collect();
+            Ok(PlanView {
+                selector: String::new(),
+                topology_mode: None,
+                gpus: Vec::new(),
+                cuda_visible_devices: mask,
+                mask_stopped_at: stopped_at,
+                can_start: false,
+                cannot_start: Some(SelectorError::Ambiguous { visible }.to_string()),
+                choices,
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
