@@ -465,6 +465,51 @@ fn records_cut_from_the_end_fail_verification() {
         .stderr(predicate::str::contains("at sequence 15: it is missing"));
 }
 
+/// `soak list`/`show` and `mps list`/`status` read projections; they check the log's head too,
+/// so a log cut at its end is reported (exit 5) after what can be shown is shown, and no
+/// writer hides the cut under a new head.
+#[test]
+fn commands_that_show_records_report_a_log_cut_at_its_end() {
+    let root = root_with_every_kind();
+    for args in [&["soak", "list"][..], &["mps", "list"]] {
+        root.unilab().args(args).assert().success();
+    }
+    raw_write(&root, |txn| {
+        let mut events = txn.open_table(unilab::log::tables::EVENTS).unwrap();
+        events.remove(16).unwrap();
+        events.remove(15).unwrap();
+    });
+    for args in [
+        &["soak", "list"][..],
+        &["soak", "show", "20261202T124210-3f9a"],
+        &["mps", "list"],
+        &["mps", "status"],
+        &["mps", "doctor"],
+    ] {
+        root.unilab()
+            .args(args)
+            .assert()
+            .code(5)
+            .stderr(predicate::str::contains("at sequence 15: it is missing"));
+    }
+    root.unilab()
+        .args(["soak", "list"])
+        .assert()
+        .code(5)
+        .stdout(predicate::str::contains("20261202T124210-3f9a"));
+    let appended = root.log().append(Subject::Host, live(1));
+    let refused = appended.expect_err("an append over a cut end is refused");
+    assert!(
+        refused.to_string().contains("fails verification"),
+        "{refused}"
+    );
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("at sequence 15: it is missing"));
+}
+
 #[test]
 fn a_projection_that_disagrees_with_the_events_fails_verification() {
     let root = TestRoot::new();

@@ -880,6 +880,24 @@ fn a_command_that_cannot_be_started_fails_as_spawn_failed() {
 }
 
 #[test]
+fn a_snapshot_of_a_directory_that_is_not_there_is_refused() {
+    let root = TestRoot::new();
+    let file = root.root().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    for dir in [root.root().join("missing"), file] {
+        root.unilab()
+            .arg("snapshot")
+            .arg(&dir)
+            .assert()
+            .code(3)
+            .stdout("")
+            .stderr(predicate::str::contains(
+                "is not a directory that can be read",
+            ));
+    }
+}
+
+#[test]
 fn the_runtime_snapshot_describes_source_gpu_software_and_environment() {
     let soak = Soak::new();
     let repo = soak.root.root().join("repo");

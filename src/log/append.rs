@@ -6,6 +6,7 @@ use std::path::Path;
 use redb::{ReadableTable, Table};
 
 use super::chain::{self, Hash};
+use super::codec;
 use super::error::LogError;
 use super::io::{damaged, encode_for, guarded, unreadable};
 use super::open::EventLog;
@@ -67,6 +68,19 @@ impl EventLog {
                 ),
                 None => (0, chain::GENESIS),
             };
+            // Appending to a log whose end was cut or changed would hide the damage under a
+            // new, consistent head: refuse, as `log verify` would.
+            let recorded = match meta.get(tables::HEAD_KEY).map_err(unreadable(path))? {
+                Some(stored) => codec::decode(stored.value())
+                    .map_err(|e| damaged(path, format!("its recorded head: {e}")))?,
+                None => (0, chain::GENESIS),
+            };
+            if let Some(chain_break) = chain::head_break(recorded, (seq, head)) {
+                return Err(LogError::Chain {
+                    path: path.to_owned(),
+                    chain_break,
+                });
+            }
             for (subject, event) in events {
                 seq += 1;
                 let envelope = Envelope {

@@ -177,6 +177,31 @@ impl ChainWalker {
     }
 }
 
+/// How the last record `found` (its sequence and hash; `(0, GENESIS)` for none) disagrees with
+/// the head the last append `recorded`, if it does.
+pub fn head_break(recorded: (u64, Hash), found: (u64, Hash)) -> Option<ChainBreak> {
+    let (head, head_hash) = recorded;
+    let (last, last_hash) = found;
+    if last < head {
+        Some(ChainBreak {
+            seq: last + 1,
+            fault: ChainFault::MissingTail { head },
+        })
+    } else if last > head {
+        Some(ChainBreak {
+            seq: head + 1,
+            fault: ChainFault::BeyondHead { head },
+        })
+    } else if last_hash != head_hash {
+        Some(ChainBreak {
+            seq: head,
+            fault: ChainFault::HeadMismatch,
+        })
+    } else {
+        None
+    }
+}
+
 pub fn to_hex(hash: &Hash) -> String {
     blake3::Hash::from_bytes(*hash).to_hex().to_string()
 }

@@ -120,34 +120,17 @@ impl Snapshot {
     /// its own hash says and is the head the last append recorded. It catches records cut from
     /// the end and a changed last record at the cost of one read; `verify` walks everything.
     pub fn check_head(&self) -> Result<(), LogError> {
-        let path = self.path.as_path();
         let recorded = self.recorded_head()?;
-        let last = self.last()?.map(|r| (r.envelope.seq, r.hash));
-        let found = last.unwrap_or((0, chain::GENESIS));
-        if found == recorded {
-            return Ok(());
+        let found = self
+            .last()?
+            .map_or((0, chain::GENESIS), |r| (r.envelope.seq, r.hash));
+        match chain::head_break(recorded, found) {
+            None => Ok(()),
+            Some(chain_break) => Err(LogError::Chain {
+                path: self.path.clone(),
+                chain_break,
+            }),
         }
-        let (head, _) = recorded;
-        let chain_break = if found.0 < head {
-            chain::ChainBreak {
-                seq: found.0 + 1,
-                fault: chain::ChainFault::MissingTail { head },
-            }
-        } else if found.0 > head {
-            chain::ChainBreak {
-                seq: head + 1,
-                fault: chain::ChainFault::BeyondHead { head },
-            }
-        } else {
-            chain::ChainBreak {
-                seq: head,
-                fault: chain::ChainFault::HeadMismatch,
-            }
-        };
-        Err(LogError::Chain {
-            path: path.to_owned(),
-            chain_break,
-        })
     }
 
     /// The head the log recorded with its last append: `(0, GENESIS)` before the first.
