@@ -180,6 +180,14 @@ mod tests {
     }
 
     #[test]
+    fn a_mask_uses_indices_unless_every_entry_is_a_uuid() {
+        assert!(uses_indices("1"));
+        assert!(uses_indices("GPU-aaaa, 0"));
+        assert!(!uses_indices("GPU-aaaa1111,GPU-bbbb"));
+        assert!(!uses_indices(""));
+    }
+
+    #[test]
     fn mig_devices_are_refused() {
         assert!(matches!(
             visible(Some("MIG-1234"), &gpus()),

@@ -293,6 +293,25 @@ mod tests {
     }
 
     #[test]
+    fn only_ordinals_depend_on_the_device_order() {
+        for (text, ordinals) in [
+            (None, false),
+            (Some("all"), false),
+            (Some("GPU-1111"), false),
+            (Some("each:GPU-1111,GPU-2222"), false),
+            (Some("1"), true),
+            (Some("GPU-1111,0"), true),
+            (Some("each:0,1"), true),
+        ] {
+            assert_eq!(
+                Selector::parse(text).unwrap().uses_ordinals(),
+                ordinals,
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
     fn refusals_are_specific() {
         assert!(matches!(
             resolve(None, 2),

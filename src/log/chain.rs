@@ -205,3 +205,37 @@ pub fn head_break(recorded: (u64, Hash), found: (u64, Hash)) -> Option<ChainBrea
 pub fn to_hex(hash: &Hash) -> String {
     blake3::Hash::from_bytes(*hash).to_hex().to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_must_be_the_last_record() {
+        let a = hash_of(&GENESIS, b"a");
+        let b = hash_of(&a, b"b");
+        assert_eq!(head_break((2, b), (2, b)), None);
+        assert_eq!(head_break((0, GENESIS), (0, GENESIS)), None);
+        assert_eq!(
+            head_break((2, b), (1, a)),
+            Some(ChainBreak {
+                seq: 2,
+                fault: ChainFault::MissingTail { head: 2 }
+            })
+        );
+        assert_eq!(
+            head_break((1, a), (2, b)),
+            Some(ChainBreak {
+                seq: 2,
+                fault: ChainFault::BeyondHead { head: 1 }
+            })
+        );
+        assert_eq!(
+            head_break((2, b), (2, a)),
+            Some(ChainBreak {
+                seq: 2,
+                fault: ChainFault::HeadMismatch
+            })
+        );
+    }
+}

@@ -89,3 +89,36 @@ pub(crate) fn view(
         Err(e) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(index: u32) -> GpuIdentity {
+        GpuIdentity {
+            index,
+            uuid: format!("GPU-{index}{index}{index}{index}aaaa"),
+        }
+    }
+
+    #[test]
+    fn only_single_gpu_plans_can_start_a_daemon() {
+        let plan = |topology_mode, gpus| TopologyPlan {
+            selector: "x".into(),
+            topology_mode,
+            gpus,
+        };
+        assert_eq!(
+            startable(&plan(TopologyMode::SingleGpu, vec![gpu(1)])).unwrap(),
+            &gpu(1)
+        );
+        for (mode, gpus) in [
+            (TopologyMode::SingleTaskMultiGpu, vec![gpu(0), gpu(1)]),
+            (TopologyMode::TaskPerGpu, vec![gpu(0), gpu(1)]),
+            (TopologyMode::TaskPerGpu, vec![gpu(0)]),
+        ] {
+            let refused = startable(&plan(mode, gpus)).unwrap_err();
+            assert!(matches!(refused, MpsError::ModeNotStartable { .. }));
+        }
+    }
+}
