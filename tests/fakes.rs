@@ -167,17 +167,23 @@ fn fake_nvidia_smi_prints_csv_and_fails_like_nvidias() {
     let xid = query(None, Some("xid"), &csv);
     assert!(text(&xid).lines().next().unwrap().starts_with("Xid"));
 
+    // The fake writes its pid once its SIGTERM handler is in place: readiness, not a guess.
+    let pids = tempfile::NamedTempFile::new().unwrap();
     let mut hung = tool("nvidia-smi")
         .args(csv)
         .env("FAKE_NVIDIA_SMI_MODE", "hang")
+        .env("FAKE_NVIDIA_SMI_PIDS", pids.path())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    eventually("the hung fake to be ready", Duration::from_secs(20), || {
+        std::fs::read_to_string(pids.path()).is_ok_and(|text| text.contains('\n'))
+    });
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(hung.id() as i32),
         nix::sys::signal::SIGTERM,
     )
     .unwrap();
+    // Not readiness: time for a SIGTERM that was not ignored to end it.
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         hung.try_wait().unwrap().is_none(),
