@@ -5,9 +5,13 @@ use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "`{0}` is not a duration; use seconds (`0.5`, `90`) or a unit (`500ms`, `90s`, `10m`, `2h`)"
+    "`{0}` is not a duration of at most 366 days; use seconds (`0.5`, `90`) or a unit (`500ms`, `90s`, `10m`, `2h`)"
 )]
-pub(crate) struct DurationError(pub String);
+pub struct DurationError(pub String);
+
+/// The longest duration unilab takes anywhere: a year and a day. Longer ones are refused when
+/// they are read, so no deadline computed from one can overflow.
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let err = || DurationError(text.to_owned());
@@ -21,7 +25,18 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         return Err(err());
     }
     let value: f64 = number.parse().map_err(|_| err())?;
-    Duration::try_from_secs_f64(value * scale).map_err(|_| err())
+    Duration::try_from_secs_f64(value * scale)
+        .ok()
+        .filter(|d| *d <= MAX_DURATION)
+        .ok_or_else(err)
+}
+
+/// A timeout as `UNILAB_TOOL_TIMEOUT` gives it: a duration as above, but not zero.
+pub(crate) fn parse_timeout(text: &str) -> Result<Duration, DurationError> {
+    parse_duration(text)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| DurationError(text.to_owned()))
 }
 
 #[cfg(test)]
@@ -41,10 +56,27 @@ mod tests {
     #[test]
     fn everything_else_is_refused() {
         for bad in [
-            "", "s", "-1", "1e3", "inf", "nan", "10 m", "5d", "1..2", "0x10", "1e400",
+            "",
+            "s",
+            "-1",
+            "1e3",
+            "inf",
+            "nan",
+            "10 m",
+            "5d",
+            "1..2",
+            "0x10",
+            "1e400",
+            "10000000000000000000",
+            "8785h",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
+        assert_eq!(parse_duration("8784h").unwrap(), MAX_DURATION);
+        for bad in ["1e19", "0", "0s", "-1", "inf", "nan", "", "31622401"] {
+            assert!(parse_timeout(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_timeout("2.5").unwrap(), Duration::from_millis(2500));
     }
 
     proptest::proptest! {

@@ -9,10 +9,12 @@ use std::error::Error as StdError;
 use std::fmt::Write as _;
 
 use crate::diagnostic::{Boundary, Exit, Hint};
+use crate::duration::DurationError;
 use crate::gpu::selector::SelectorError;
 use crate::gpu::smi::SmiError;
 use crate::log::LogError;
 use crate::mps::error::MpsError;
+use crate::output::printable;
 use crate::paths::PathError;
 use crate::soak::error::SoakError;
 
@@ -37,6 +39,14 @@ pub enum Error {
         action: String,
         #[source]
         source: std::io::Error,
+    },
+    /// A variable of the environment that unilab reads holds what it cannot use: refused
+    /// before anything is done, like a bad flag.
+    #[error("`{name}` is not usable")]
+    Variable {
+        name: &'static str,
+        #[source]
+        source: DurationError,
     },
     #[error("internal error: {0}")]
     Internal(String),
@@ -85,6 +95,7 @@ impl Error {
             (Some(boundary), _) => boundary.exit(),
             (None, Error::BrokenPipe) => Exit::Success,
             (None, Error::Internal(_)) => Exit::Internal,
+            (None, Error::Variable { .. }) => Exit::Usage,
             (None, _) => Exit::Refused,
         }
     }
@@ -95,6 +106,11 @@ impl Error {
             return Some(
                 "this is a bug in unilab; please report it with the command you ran".into(),
             );
+        }
+        if let Error::Variable { name, .. } = self {
+            return Some(format!(
+                "unset `{name}`, or give it a duration above 0, e.g. `{name}=30`"
+            ));
         }
         if let Some(hint) = self.boundary().and_then(Hint::hint) {
             return Some(hint);
@@ -120,7 +136,7 @@ impl Error {
         if let Some(hint) = self.hint() {
             let _ = writeln!(out, "hint: {hint}");
         }
-        out
+        printable(&out).into_owned()
     }
 }
 
@@ -207,4 +223,10 @@ mod tests {
                 .starts_with("error: cannot read the current directory\n  caused by: ")
         );
     }
+}
+
+/// A command line clap could not parse, as unilab shows it: plain text, with the control
+/// characters of what the user typed escaped like every other message.
+pub fn render_usage(error: &clap::Error) -> String {
+    printable(&error.render().to_string()).into_owned()
 }

@@ -21,7 +21,15 @@ fn main() -> ExitCode {
             *slot = Some(info.to_string());
         }
     }));
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` and `--version` print to standard output and succeed.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let _ = std::io::stderr().write_all(unilab::error::render_usage(&e).as_bytes());
+            return ExitCode::from(Exit::Usage.code());
+        }
+    };
     let result = panic::catch_unwind(|| unilab::run(cli)).unwrap_or_else(|_| {
         let message = PANIC_MESSAGE
             .lock()

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::duration::{DurationError, parse_timeout};
 use crate::env::{EnvVars, TOOL_TIMEOUT_SECS};
 
 /// How long to keep reading output after the tool exited, for pipes a daemon it forked holds.
@@ -237,12 +238,20 @@ fn program_from(variable: Option<OsString>, default: &str) -> OsString {
 }
 
 /// The timeout of every external tool: `UNILAB_TOOL_TIMEOUT` (seconds), else the default.
+/// A value that is not valid never gets here: [`check_timeout_variable`] refuses it first.
 fn timeout_from(value: Option<OsString>) -> Duration {
     value
-        .and_then(|v| v.to_str().and_then(|s| s.trim().parse::<f64>().ok()))
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map(Duration::from_secs_f64)
+        .and_then(|v| v.to_str().and_then(|s| parse_timeout(s).ok()))
         .unwrap_or(Duration::from_secs_f64(TOOL_TIMEOUT_SECS))
+}
+
+/// Refuses a `UNILAB_TOOL_TIMEOUT` that is set but not a positive number of seconds of at
+/// most [`crate::duration::MAX_DURATION`], before any command acts on it.
+pub(crate) fn check_timeout_variable() -> Result<(), DurationError> {
+    match std::env::var_os(EnvVars::UNILAB_TOOL_TIMEOUT) {
+        Some(value) => parse_timeout(&value.to_string_lossy()).map(drop),
+        None => Ok(()),
+    }
 }
 
 /// `program` (found on `PATH`) under the one timeout policy of every external tool.

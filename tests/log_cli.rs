@@ -510,6 +510,80 @@ fn commands_that_show_records_report_a_log_cut_at_its_end() {
         .stderr(predicate::str::contains("at sequence 15: it is missing"));
 }
 
+/// Durations too long to compute deadlines with are refused when read (usage error), before
+/// anything is done; what a user typed is escaped when unilab repeats it.
+#[test]
+fn hostile_inputs_are_refused_without_a_panic_or_a_raw_control_byte() {
+    let root = root_with_every_kind();
+    for (env, args) in [
+        (
+            None,
+            &["mps", "stop", "--all", "--grace", "10000000000000000000"][..],
+        ),
+        (
+            None,
+            &[
+                "soak",
+                "run",
+                "--progress-dir",
+                "/tmp",
+                "--output",
+                "/tmp/x.json",
+                "--sample-interval",
+                "8785h",
+                "--",
+                "true",
+            ],
+        ),
+        (Some("1e19"), &["mps", "status"]),
+        (Some("0"), &["history"]),
+    ] {
+        let mut cmd = root.unilab();
+        if let Some(timeout) = env {
+            cmd.env("UNILAB_TOOL_TIMEOUT", timeout);
+        }
+        cmd.args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "is not a duration of at most 366 days",
+            ))
+            .stderr(predicate::str::contains("panicked").not());
+    }
+    // Nothing was stopped or recorded by the refused stop.
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("ok: 16 events"));
+
+    for args in [
+        &["soak", "show", "\x1b]0;pwn\x07"][..],
+        &["mps", "start", "--name", "\x1b]0;pwn\x07"],
+        &["mps", "stop", "\x1b[2J"],
+    ] {
+        let out = root
+            .unilab()
+            .args(args)
+            .assert()
+            .failure()
+            .get_output()
+            .clone();
+        assert!(
+            !out.stderr.iter().any(|b| *b == 0x1b || *b == 0x07),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    root.unilab()
+        .args(["soak", "show", "\x1b]0;pwn\x07"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "no soak `\\u{1b}]0;pwn\\u{7}` is recorded",
+        ));
+}
+
 #[test]
 fn a_projection_that_disagrees_with_the_events_fails_verification() {
     let root = TestRoot::new();
@@ -542,36 +616,36 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
         ));
 }
 
-/// A reader that opened the log in the instant between a writer creating the file and redb
-/// initialising it got "Database file is empty" and exit 5 (seen as a `soak list` racing a
-/// starting soak in CI). An empty file is what every new log is for that instant: readers must
-/// see no log yet.
+/// A log is linked into place whole, so an empty `events.redb` is not a log being created: it
+/// was truncated or made by something else. It used to be re-initialised silently, discarding
+/// the history it stood for; now every command reports it (exit 5) and no writer touches it.
 #[test]
-fn readers_racing_a_writer_that_is_creating_the_log_see_no_log_yet() {
+fn an_empty_log_file_is_damage_not_a_new_log() {
     let root = TestRoot::new();
     std::fs::create_dir_all(root.log_path().parent().unwrap()).unwrap();
     std::fs::write(root.log_path(), b"").unwrap();
-    root.unilab()
-        .arg("history")
-        .assert()
-        .success()
-        .stderr(predicate::str::contains("no events recorded yet"));
-    root.unilab().args(["log", "verify"]).assert().success();
-    root.unilab()
-        .args(["--json", "soak", "list"])
-        .assert()
-        .success()
-        .stdout("[]\n");
-    root.unilab()
-        .args(["--json", "mps", "list"])
-        .assert()
-        .success()
-        .stdout("[]\n");
-    // The writer then initialises it as usual.
-    root.log().append(Subject::Host, live(1)).unwrap();
-    root.unilab()
-        .args(["log", "verify"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("ok: 1 events"));
+    for args in [
+        &["history"][..],
+        &["log", "verify"],
+        &["soak", "list"],
+        &["mps", "list"],
+    ] {
+        root.unilab()
+            .args(args)
+            .assert()
+            .code(5)
+            .stderr(predicate::str::contains("the file is empty"));
+    }
+    let refused = EventLog::open(&root.log_path(), root.scope(), projection::ALL)
+        .err()
+        .expect("a writer refuses an empty log");
+    assert!(
+        refused.to_string().contains("the file is empty"),
+        "{refused}"
+    );
+    assert_eq!(
+        std::fs::metadata(root.log_path()).unwrap().len(),
+        0,
+        "left as it was"
+    );
 }

@@ -30,6 +30,10 @@ pub(crate) fn checked_show(
 
 pub fn run(cli: Cli) -> Result<Exit, Error> {
     let mut out = Output::new(cli.global.json, cli.global.quiet, cli.global.verbose);
+    crate::tool::check_timeout_variable().map_err(|source| Error::Variable {
+        name: crate::env::EnvVars::UNILAB_TOOL_TIMEOUT,
+        source,
+    })?;
     let root = cli.global.root.as_deref();
     let paths = |out: &Output| -> Result<StatePaths, Error> {
         let paths = StatePaths::resolve(root)?;

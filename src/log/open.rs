@@ -118,6 +118,16 @@ fn create_whole(path: &Path, scope: &Scope, views: Views) -> Result<(), LogError
     built
 }
 
+/// The error for an empty file at a log's path. A log is linked into place whole, so an empty file at its path is not a log being created:
+/// something else truncated or made it. It is never initialised over (that would discard
+/// whatever history it stood for); it is reported as damage.
+fn empty_log(path: &Path) -> LogError {
+    damaged(
+        path,
+        "the file is empty; unilab never leaves an empty log, so something else truncated or created it",
+    )
+}
+
 /// How the temporary file of a log being created ends: `.<log name>.<pid>.creating`.
 const CREATING: &str = ".creating";
 
@@ -205,9 +215,10 @@ impl EventLog {
         clock: Box<dyn Clock>,
     ) -> Result<Self, LogError> {
         create_whole(path, &scope, views)?;
-        // `create` rather than `open`: it also initialises an empty file, which is what a
-        // creator of an earlier version left when it was killed before redb wrote anything.
-        let db = guarded(path, || open_patiently(path, || builder().create(path)))?;
+        if std::fs::metadata(path).is_ok_and(|meta| meta.len() == 0) {
+            return Err(empty_log(path));
+        }
+        let db = guarded(path, || open_patiently(path, || builder().open(path)))?;
         guarded(path, || prepare(&db, path, &scope, views))?;
         Ok(Self {
             db,
@@ -325,9 +336,7 @@ impl LogReader {
     /// that crashed is repaired first by a writable open, as redb's read-only open refuses it.
     pub fn open(path: &Path) -> Result<Option<Self>, LogError> {
         match std::fs::metadata(path) {
-            // Earlier versions created the file before redb initialised it: an empty file is
-            // no log yet, not a damaged one. (Logs are now linked into place whole.)
-            Ok(meta) if meta.len() == 0 => return Ok(None),
+            Ok(meta) if meta.len() == 0 => return Err(empty_log(path)),
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(source) => {
