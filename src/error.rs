@@ -163,6 +163,12 @@ pub(crate) fn stdout_error(e: std::io::Error) -> Error {
     }
 }
 
+/// A command line clap could not parse, as unilab shows it: plain text, with the control
+/// characters of what the user typed escaped like every other message.
+pub fn render_usage(error: &clap::Error) -> String {
+    printable(&error.render().to_string()).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,10 +229,4 @@ mod tests {
                 .starts_with("error: cannot read the current directory\n  caused by: ")
         );
     }
-}
-
-/// A command line clap could not parse, as unilab shows it: plain text, with the control
-/// characters of what the user typed escaped like every other message.
-pub fn render_usage(error: &clap::Error) -> String {
-    printable(&error.render().to_string()).into_owned()
 }
