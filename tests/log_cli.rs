@@ -584,6 +584,58 @@ fn hostile_inputs_are_refused_without_a_panic_or_a_raw_control_byte() {
         ));
 }
 
+/// A log that cannot be reached — a state root that is a file, a read-only log, a directory
+/// that cannot be read — is a refusal (exit 3) that says so, not "damage" with advice to move
+/// intact history aside (exit 5).
+#[test]
+fn permission_problems_are_refusals_not_damage() {
+    let root = root_with_every_kind();
+    let file = root.root().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let not_damage = |cmd: &mut assert_cmd::Command| {
+        cmd.assert()
+            .code(3)
+            .stderr(predicate::str::contains("move the file aside").not());
+    };
+    for args in [
+        &["soak", "list"][..],
+        &["history"],
+        &["log", "verify"],
+        &["mps", "list"],
+        &["mps", "stop", "--all"],
+    ] {
+        let mut cmd = assert_cmd::Command::new(unilab_bin());
+        cmd.env_clear()
+            .env("HOME", root.root())
+            .arg("--root")
+            .arg(&file);
+        not_damage(cmd.args(args));
+    }
+    if is_root() {
+        eprintln!("skipped the permission cases: root reads and writes through file modes");
+        return;
+    }
+    let log = root.log_path();
+    let dir = log.parent().unwrap().to_owned();
+    let mode = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
+    };
+    mode(&log, 0o400);
+    let refused = root
+        .unilab()
+        .args(["mps", "stop", "--all"])
+        .assert()
+        .code(3);
+    refused.stderr(predicate::str::contains("Permission denied"));
+    root.unilab().args(["soak", "list"]).assert().success();
+    mode(&log, 0o600);
+    mode(&dir, 0o000);
+    not_damage(root.unilab().args(["soak", "list"]));
+    not_damage(root.unilab().args(["mps", "stop", "--all"]));
+    mode(&dir, 0o700);
+    root.unilab().args(["log", "verify"]).assert().success();
+}
+
 #[test]
 fn a_projection_that_disagrees_with_the_events_fails_verification() {
     let root = TestRoot::new();

@@ -47,6 +47,15 @@ pub enum LogError {
     },
     #[error("the event log `{path}` stayed locked by another process for {waited_ms} ms")]
     Busy { path: PathBuf, waited_ms: u64 },
+    /// The log could not be reached or opened as asked, for a reason that says nothing about
+    /// its contents: a permission, a path component that is not a directory, a read-only file
+    /// system. Not damage: the history in it may be intact.
+    #[error("cannot open the event log `{path}`")]
+    Access {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot prepare the state directory `{path}`")]
     StateDir {
         path: PathBuf,
@@ -61,12 +70,22 @@ pub enum LogError {
     },
 }
 
+/// Whether an I/O error is about reaching the file rather than about what it holds.
+pub(super) fn is_access(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        error.kind(),
+        PermissionDenied | NotADirectory | ReadOnlyFilesystem | IsADirectory
+    )
+}
+
 impl Boundary for LogError {
     fn exit(&self) -> Exit {
         match self {
-            LogError::ForeignScope { .. } | LogError::Busy { .. } | LogError::StateDir { .. } => {
-                Exit::Refused
-            }
+            LogError::ForeignScope { .. }
+            | LogError::Busy { .. }
+            | LogError::StateDir { .. }
+            | LogError::Access { .. } => Exit::Refused,
             LogError::Encode { .. } => Exit::Internal,
             _ => Exit::LogBroken,
         }
@@ -95,6 +114,10 @@ impl Hint for LogError {
                 Some("use the unilab version that wrote this log, or a newer one".into())
             }
             LogError::Busy { .. } => Some("retry once the other unilab command has finished".into()),
+            LogError::Access { .. } => Some(
+                "check the permissions of the log and of every directory above it, or choose another state root with `--root` or `UNILAB_ROOT`; the log itself was not touched"
+                    .into(),
+            ),
             LogError::StateDir { .. } => Some(
                 "check the permissions of the state root, or choose another with `--root` or `UNILAB_ROOT`"
                     .into(),

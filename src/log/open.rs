@@ -339,12 +339,7 @@ impl LogReader {
             Ok(meta) if meta.len() == 0 => return Err(empty_log(path)),
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(LogError::Unreadable {
-                    path: path.to_owned(),
-                    source: Box::new(redb::Error::Io(source)),
-                });
-            }
+            Err(source) => return Err(unreadable(path)(redb::Error::Io(source))),
         }
         guarded(path, || {
             // redb refuses a read-only open of a file a writer left unclean until a writable
