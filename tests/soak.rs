@@ -879,6 +879,81 @@ fn a_command_that_cannot_be_started_fails_as_spawn_failed() {
     assert_eq!(artifact["exit"], Value::Null);
 }
 
+/// A bad `--output` is found before the soak starts (not after days of running), a rename never
+/// replaces what is not a regular file, and the artifact gets the mode the user's umask gives.
+#[test]
+fn the_output_is_checked_before_the_soak_and_written_with_the_users_umask() {
+    let soak = Soak::new();
+    let fifo = soak.root.root().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let link = soak.root.root().join("link");
+    std::os::unix::fs::symlink(soak.root.root().join("elsewhere.json"), &link).unwrap();
+    let mut targets = vec![fifo.clone(), link.clone(), soak.progress()];
+    // A device of its own rather than the system's /dev/null: were the check ever lost, the
+    // test must not replace the machine's.
+    let null = soak.root.root().join("null");
+    if is_root() {
+        nix::sys::stat::mknod(
+            &null,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+            nix::sys::stat::makedev(1, 3),
+        )
+        .unwrap();
+        targets.push(null.clone());
+    } else {
+        // Root writes anywhere; an ordinary user cannot write into a directory of root's.
+        targets.push(PathBuf::from("/artifact.json"));
+    }
+    for target in &targets {
+        let started = std::time::Instant::now();
+        soak.unilab()
+            .args(["soak", "run", "--progress-dir"])
+            .arg(soak.progress())
+            .arg("--output")
+            .arg(target)
+            .args(["--", "sleep", "30"])
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains("cannot write the artifact"));
+        assert!(started.elapsed() < Duration::from_secs(10), "{target:?}: refused at once");
+    }
+    if is_root() {
+        let null = std::fs::symlink_metadata(&null).unwrap();
+        assert!(std::os::unix::fs::FileTypeExt::is_char_device(&null.file_type()));
+    }
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(!soak.root.log_path().exists(), "nothing started, nothing recorded");
+
+    for (umask, mode) in [("077", 0o600), ("022", 0o644)] {
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!("umask {umask} && exec \"$@\""))
+            .arg("sh")
+            .arg(unilab_bin())
+            .arg("--root")
+            .arg(soak.root.root())
+            .args(["soak", "run", "--allow-no-progress", "--progress-dir"])
+            .arg(soak.progress())
+            .arg("--output")
+            .arg(soak.artifact_path())
+            .args(["--sample-interval", "0.1", "--", "true"])
+            .env("PATH", path_with_fixtures())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "umask {umask}");
+        let written = std::fs::metadata(soak.artifact_path()).unwrap().permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&written) & 0o777,
+            mode,
+            "umask {umask}"
+        );
+    }
+}
+
 #[test]
 fn a_snapshot_of_a_directory_that_is_not_there_is_refused() {
     let root = TestRoot::new();

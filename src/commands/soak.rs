@@ -488,13 +488,12 @@ fn export(
 /// An existing `--output` is replaced only with `--force`, and only if it is a regular file: a
 /// rename over a device, a FIFO or a symlink would replace that instead of writing into it.
 fn refuse_to_replace(path: &Path, force: bool) -> Result<(), SoakError> {
-    match std::fs::symlink_metadata(path) {
-        Err(_) => Ok(()),
-        Ok(meta) if !meta.file_type().is_file() => Err(SoakError::Output {
-            path: path.to_owned(),
-            source: std::io::Error::other("it exists and is not a regular file"),
-        }),
-        Ok(_) if force => Ok(()),
-        Ok(_) => Err(SoakError::OutputExists(path.to_owned())),
+    artifact::check_target(path).map_err(|source| SoakError::Output {
+        path: path.to_owned(),
+        source,
+    })?;
+    if path.exists() && !force {
+        return Err(SoakError::OutputExists(path.to_owned()));
     }
+    Ok(())
 }

@@ -277,21 +277,57 @@ pub fn digest_matches(bytes: &[u8]) -> bool {
         == digest
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file beside it, synced, then renamed.
+/// Whether an artifact can be written to `path`: its directory exists and this user may write
+/// there, and `path` is absent or a regular file. Anything else (a device, a FIFO, a symlink, a
+/// directory) would be replaced by the rename that writes the artifact, so it is refused —
+/// before a soak starts, not days later.
+pub(crate) fn check_target(path: &Path) -> std::io::Result<()> {
+    let dir = directory_of(path);
+    nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK)
+        .map_err(|errno| std::io::Error::from_raw_os_error(errno as i32))?;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if !meta.file_type().is_file() => Err(std::io::Error::other(
+            "it exists and is not a regular file; writing the artifact would replace it",
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn directory_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, synced, then renamed over
+/// `path` (only ever a regular file, checked again just before), and the directory synced so the
+/// rename survives a crash. The file gets the mode the user's umask gives a new file: it holds
+/// the command line and output tails, which are the user's to share.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = directory_of(path);
     let mut temp = tempfile::NamedTempFile::new_in(dir)?;
     temp.write_all(bytes)?;
-    // Readable like any report: it holds no credentials.
     std::fs::set_permissions(
         temp.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        std::os::unix::fs::PermissionsExt::from_mode(0o666 & !umask()),
     )?;
     temp.as_file().sync_all()?;
+    check_target(path)?;
     temp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// This process's umask, read from `/proc` (changing it to read it would race other threads);
+/// `022` where it cannot be read.
+fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("Umask:"))
+                .and_then(|mask| u32::from_str_radix(mask.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
 }
