@@ -140,6 +140,64 @@ pub(crate) fn distrust_directory(path: &Path, uid: u32) -> Option<String> {
     None
 }
 
+/// Why the way to `path` cannot be trusted, naming the component at fault; `None` when it can.
+///
+/// Every existing component from `/` down to `path` (the path as given, and the path its
+/// symbolic links lead to) must be owned by `uid` or by root, and one that others may write to
+/// must be sticky, as `/tmp` is: otherwise another user could replace what lies below it. A
+/// symbolic link must itself be owned by `uid` or root. The levels a caller owns outright are
+/// checked by the caller with [`distrust_directory`], which is stricter.
+pub(crate) fn distrust_path(path: &Path, uid: u32) -> Option<(PathBuf, String)> {
+    let mut literal = PathBuf::new();
+    for component in path.components() {
+        literal.push(component);
+        let Ok(meta) = std::fs::symlink_metadata(&literal) else {
+            break;
+        };
+        if let Some(reason) = distrust_component(&meta, uid) {
+            return Some((literal, reason));
+        }
+    }
+    // Where the links lead: the existing part of `path`, resolved.
+    let mut existing = path.to_owned();
+    while std::fs::symlink_metadata(&existing).is_err() {
+        if !existing.pop() {
+            return None;
+        }
+    }
+    let resolved = std::fs::canonicalize(&existing).ok()?;
+    let mut level = PathBuf::new();
+    for component in resolved.components() {
+        level.push(component);
+        let meta = std::fs::metadata(&level).ok()?;
+        if let Some(reason) = distrust_component(&meta, uid) {
+            return Some((level, reason));
+        }
+    }
+    None
+}
+
+fn distrust_component(meta: &std::fs::Metadata, uid: u32) -> Option<String> {
+    if meta.uid() != uid && meta.uid() != 0 {
+        return Some(format!(
+            "it belongs to uid {}, neither you ({uid}) nor root",
+            meta.uid()
+        ));
+    }
+    let mode = meta.permissions().mode();
+    let others_write = mode & 0o022 != 0;
+    if meta.is_dir() && others_write && mode & 0o1000 == 0 {
+        return Some(format!(
+            "others can write to it and it is not sticky (mode {:o}), so they could replace what lies below it",
+            mode & 0o7777
+        ));
+    }
+    if meta.is_file() && others_write {
+        return Some(format!("others can write to it (mode {:o})", mode & 0o7777));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -636,6 +636,72 @@ fn permission_problems_are_refusals_not_damage() {
     root.unilab().args(["log", "verify"]).assert().success();
 }
 
+/// A state root others could write to, a directory on the way owned by someone else, or a log
+/// others could write: another user could plant a forged log that makes `mps stop` signal a
+/// process of the victim's. Refused (exit 3) for reading and writing.
+#[test]
+fn a_log_others_could_have_written_is_refused() {
+    let set_mode = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
+    };
+    let untrusted = |root: &TestRoot, args: &[&str], at: &std::path::Path| {
+        root.unilab()
+            .args(args)
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains(format!(
+                "refusing the event log: `{}` is not safe",
+                at.display()
+            )));
+    };
+    // A shared state root that is not sticky.
+    let root = root_with_every_kind();
+    let host_dir = root
+        .log_path()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_owned();
+    set_mode(&host_dir, 0o777);
+    for args in [
+        &["soak", "list"][..],
+        &["mps", "stop", "--all"],
+        &["log", "verify"],
+    ] {
+        untrusted(&root, args, &host_dir);
+    }
+    // Sticky, as /tmp is: others cannot replace what is below it.
+    set_mode(&host_dir, 0o1777);
+    root.unilab().args(["log", "verify"]).assert().success();
+    set_mode(&host_dir, 0o700);
+    // A log file others can write to.
+    set_mode(&root.log_path(), 0o666);
+    untrusted(&root, &["soak", "list"], &root.log_path());
+    set_mode(&root.log_path(), 0o600);
+    if !is_root() {
+        eprintln!("skipped the foreign-owner cases: giving a file away needs root");
+        return;
+    }
+    // A directory on the way, and a symbolic link in the log's place, owned by another user.
+    let nobody = Some(nix::unistd::Uid::from_raw(65534));
+    nix::unistd::chown(&host_dir, nobody, None).unwrap();
+    untrusted(&root, &["mps", "stop", "--all"], &host_dir);
+    nix::unistd::chown(&host_dir, Some(nix::unistd::getuid()), None).unwrap();
+    let real = root.log_path().with_file_name("real.redb");
+    std::fs::rename(root.log_path(), &real).unwrap();
+    std::os::unix::fs::symlink(&real, root.log_path()).unwrap();
+    nix::unistd::fchownat(
+        nix::fcntl::AT_FDCWD,
+        &root.log_path(),
+        nobody,
+        None,
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
+    .unwrap();
+    untrusted(&root, &["soak", "list"], &root.log_path());
+}
+
 #[test]
 fn a_projection_that_disagrees_with_the_events_fails_verification() {
     let root = TestRoot::new();

@@ -1358,3 +1358,27 @@ fn exit_codes_follow_conventions() {
         ));
     assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
 }
+
+/// A runtime directory of the user's own but open to everyone (0777, not sticky): another user
+/// could replace the pipe tree inside it. Every level up to the pipe directory is checked.
+#[test]
+fn a_runtime_directory_others_can_write_is_refused() {
+    let host = Host::two_gpus();
+    std::fs::set_permissions(
+        host.runtime(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    host.unilab()
+        .args(["mps", "start", "0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(format!(
+            "refusing the directory `{}`: others can write to it and it is not sticky",
+            host.runtime().display()
+        )));
+    let (code, report) = doctor(&host, &[], Some("0"));
+    assert_eq!(code, 3);
+    assert_eq!(status_of(&report, "pipe directory").unwrap(), "fail");
+    assert!(!host.root.log_path().exists(), "nothing was recorded");
+}

@@ -916,15 +916,33 @@ fn the_output_is_checked_before_the_soak_and_written_with_the_users_umask() {
             .assert()
             .code(3)
             .stderr(predicate::str::contains("cannot write the artifact"));
-        assert!(started.elapsed() < Duration::from_secs(10), "{target:?}: refused at once");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{target:?}: refused at once"
+        );
     }
     if is_root() {
         let null = std::fs::symlink_metadata(&null).unwrap();
-        assert!(std::os::unix::fs::FileTypeExt::is_char_device(&null.file_type()));
+        assert!(std::os::unix::fs::FileTypeExt::is_char_device(
+            &null.file_type()
+        ));
     }
-    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
-    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
-    assert!(!soak.root.log_path().exists(), "nothing started, nothing recorded");
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        !soak.root.log_path().exists(),
+        "nothing started, nothing recorded"
+    );
 
     for (umask, mode) in [("077", 0o600), ("022", 0o644)] {
         let status = Command::new("sh")
@@ -945,13 +963,43 @@ fn the_output_is_checked_before_the_soak_and_written_with_the_users_umask() {
             .status()
             .unwrap();
         assert!(status.success(), "umask {umask}");
-        let written = std::fs::metadata(soak.artifact_path()).unwrap().permissions();
+        let written = std::fs::metadata(soak.artifact_path())
+            .unwrap()
+            .permissions();
         assert_eq!(
             std::os::unix::fs::PermissionsExt::mode(&written) & 0o777,
             mode,
             "umask {umask}"
         );
     }
+}
+
+/// With a parent others can write to, another user could swap the progress directory for one of
+/// their own and fake progress: the whole way to it is checked, not its last component.
+#[test]
+fn a_progress_directory_under_a_directory_others_can_write_is_refused() {
+    let soak = Soak::new();
+    let open = soak.root.root().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let progress = open.join("progress");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&progress)
+        .unwrap();
+    soak.unilab()
+        .args(["soak", "run", "--progress-dir"])
+        .arg(&progress)
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--", "true"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(format!(
+            "`{}` on the way to it: others can write to it and it is not sticky",
+            open.display()
+        )));
+    assert!(!soak.root.log_path().exists());
 }
 
 #[test]

@@ -56,6 +56,9 @@ pub enum LogError {
         #[source]
         source: std::io::Error,
     },
+    /// Another user could have written or replaced the log through `path`.
+    #[error("refusing the event log: `{path}` is not safe: {reason}")]
+    Untrusted { path: PathBuf, reason: String },
     #[error("cannot prepare the state directory `{path}`")]
     StateDir {
         path: PathBuf,
@@ -85,7 +88,8 @@ impl Boundary for LogError {
             LogError::ForeignScope { .. }
             | LogError::Busy { .. }
             | LogError::StateDir { .. }
-            | LogError::Access { .. } => Exit::Refused,
+            | LogError::Access { .. }
+            | LogError::Untrusted { .. } => Exit::Refused,
             LogError::Encode { .. } => Exit::Internal,
             _ => Exit::LogBroken,
         }
@@ -116,6 +120,10 @@ impl Hint for LogError {
             LogError::Busy { .. } => Some("retry once the other unilab command has finished".into()),
             LogError::Access { .. } => Some(
                 "check the permissions of the log and of every directory above it, or choose another state root with `--root` or `UNILAB_ROOT`; the log itself was not touched"
+                    .into(),
+            ),
+            LogError::Untrusted { .. } => Some(
+                "keep the state root where only you can write (e.g. `chmod go-w` it), or choose another with `--root` or `UNILAB_ROOT`"
                     .into(),
             ),
             LogError::StateDir { .. } => Some(

@@ -118,6 +118,16 @@ fn create_whole(path: &Path, scope: &Scope, views: Views) -> Result<(), LogError
     built
 }
 
+/// Refuses a log another user could have written or replaced: through a directory on its way
+/// that is neither `uid`'s nor root's, or that others may write to without the sticky bit, or
+/// a log file others may write to.
+fn trusted(path: &Path, uid: u32) -> Result<(), LogError> {
+    match crate::paths::distrust_path(path, uid) {
+        None => Ok(()),
+        Some((path, reason)) => Err(LogError::Untrusted { path, reason }),
+    }
+}
+
 /// The error for an empty file at a log's path. A log is linked into place whole, so an empty file at its path is not a log being created:
 /// something else truncated or made it. It is never initialised over (that would discard
 /// whatever history it stood for); it is reported as damage.
@@ -214,7 +224,9 @@ impl EventLog {
         views: Views,
         clock: Box<dyn Clock>,
     ) -> Result<Self, LogError> {
+        trusted(path, scope.uid)?;
         create_whole(path, &scope, views)?;
+        trusted(path, scope.uid)?;
         if std::fs::metadata(path).is_ok_and(|meta| meta.len() == 0) {
             return Err(empty_log(path));
         }
@@ -337,7 +349,7 @@ impl LogReader {
     pub fn open(path: &Path) -> Result<Option<Self>, LogError> {
         match std::fs::metadata(path) {
             Ok(meta) if meta.len() == 0 => return Err(empty_log(path)),
-            Ok(_) => {}
+            Ok(_) => trusted(path, nix::unistd::geteuid().as_raw())?,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(unreadable(path)(redb::Error::Io(source))),
         }

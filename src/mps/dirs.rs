@@ -47,6 +47,7 @@ pub(crate) fn control_socket(pipe_directory: &Path) -> Result<PathBuf, MpsError>
 /// Creates `path` and any missing parents `0700`, checking every level from `trusted_base` down
 /// (the base itself must exist). Levels that already exist must pass [`distrust_directory`].
 pub(crate) fn ensure_private(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), MpsError> {
+    trusted_way(trusted_base, uid)?;
     let relative = path
         .strip_prefix(trusted_base)
         .map_err(|_| MpsError::UnsafeDirectory {
@@ -83,8 +84,18 @@ pub(crate) fn ensure_private(trusted_base: &Path, path: &Path, uid: u32) -> Resu
     Ok(())
 }
 
+/// The way to the base itself, from `/`: no one else may be able to replace what lies below it
+/// (a `$XDG_RUNTIME_DIR` of mode 0777 is refused; `/tmp`, sticky, is fine).
+fn trusted_way(base: &Path, uid: u32) -> Result<(), MpsError> {
+    match crate::paths::distrust_path(base, uid) {
+        None => Ok(()),
+        Some((path, reason)) => Err(MpsError::UnsafeDirectory { path, reason }),
+    }
+}
+
 /// Checks, without creating anything, every level of `path` under `trusted_base` that exists.
 pub(crate) fn check_existing(trusted_base: &Path, path: &Path, uid: u32) -> Result<(), MpsError> {
+    trusted_way(trusted_base, uid)?;
     let Ok(relative) = path.strip_prefix(trusted_base) else {
         return Ok(());
     };

@@ -138,11 +138,19 @@ fn trusted_progress_dir(progress_dir: PathBuf, uid: u32) -> Result<PathBuf, Soak
             path: progress_dir,
         });
     }
-    match crate::paths::distrust_directory(&progress_dir, uid) {
-        None => Ok(progress_dir),
-        Some(reason) => Err(SoakError::ProgressDir {
+    if let Some(reason) = crate::paths::distrust_directory(&progress_dir, uid) {
+        return Err(SoakError::ProgressDir {
             path: progress_dir,
             reason,
+        });
+    }
+    // The whole way to it: another user able to replace a directory above it could swap in a
+    // directory of their own and fake progress.
+    match crate::paths::distrust_path(&progress_dir, uid) {
+        None => Ok(progress_dir),
+        Some((at, reason)) => Err(SoakError::ProgressDir {
+            reason: format!("`{}` on the way to it: {reason}", at.display()),
+            path: progress_dir,
         }),
     }
 }
