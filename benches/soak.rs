@@ -20,7 +20,7 @@ use unilab::log::{EventLog, LogReader};
 use unilab::process::{self, ProcessIdentity};
 use unilab::projection;
 use unilab::soak::artifact;
-use unilab::soak::sampler::Sampler;
+use unilab::soak::sampler::{HeldDir, Sampler};
 
 const EXPORT_SAMPLES: u64 = 100_000;
 
@@ -70,7 +70,7 @@ fn sampler(c: &mut Criterion) {
     }
     let sampler = Sampler {
         proc_root: PathBuf::from("/proc"),
-        progress_dir: progress.path().to_owned(),
+        progress: HeldDir::open(progress.path()).expect("hold the progress directory"),
         gpus: None,
     };
     let mut group = c.benchmark_group("sampler");

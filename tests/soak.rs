@@ -1002,6 +1002,69 @@ fn a_progress_directory_under_a_directory_others_can_write_is_refused() {
     assert!(!soak.root.log_path().exists());
 }
 
+/// The progress directory is held from the start: swapping another directory in at its path
+/// (as another user with a writable parent could) neither fakes progress nor hides the swap.
+#[test]
+fn a_progress_directory_swapped_under_the_soak_fakes_nothing() {
+    let soak = Soak::new();
+    let run = Command::new(unilab_bin())
+        .env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", soak.root.root())
+        .arg("--root")
+        .arg(soak.root.root())
+        .args(["--json", "soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args([
+            "--sample-interval",
+            "0.1",
+            "--startup-timeout",
+            "3s",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once it samples, the path is made to name a directory that "shows progress".
+    eventually("the first sample", Duration::from_secs(20), || {
+        soak.root.log_path().exists()
+            && history_kinds(soak.unilab(), &[]).contains(&"soak_sampled".to_owned())
+    });
+    std::fs::rename(soak.progress(), soak.root.root().join("original")).unwrap();
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(soak.progress())
+        .unwrap();
+    for i in 0..5 {
+        std::fs::write(soak.progress().join(format!("fake-{i}")), b"step").unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let output = run.wait_with_output().unwrap();
+    let verdict: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        verdict["outcome"]["failure_kind"], "startup_timeout",
+        "{verdict}"
+    );
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+    let said = artifact["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["errors"].as_array().cloned().unwrap_or_default())
+        .any(|e| {
+            e.as_str()
+                .unwrap_or("")
+                .contains("no longer names the directory the soak watches")
+        });
+    assert!(said, "the samples say the path was swapped");
+}
+
 #[test]
 fn a_snapshot_of_a_directory_that_is_not_there_is_refused() {
     let root = TestRoot::new();

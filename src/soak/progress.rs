@@ -3,10 +3,58 @@
 //! Growth of the directory is the backend-independent liveness signal: any change of file count,
 //! total size or newest modification time is progress.
 
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 use crate::event::soak::ProgressSignature;
+
+/// The progress directory, held open from the start of the soak. Its signature is read through
+/// the held descriptor, so whoever could rename or replace the directory's path later cannot
+/// change what the soak watches; each reading also says when the path no longer names it.
+#[derive(Debug)]
+pub struct HeldDir {
+    path: PathBuf,
+    dir: std::fs::File,
+    dev: u64,
+    ino: u64,
+}
+
+impl HeldDir {
+    /// Opens `path`, which must be a directory and not a symbolic link.
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc_flags::O_DIRECTORY | libc_flags::O_NOFOLLOW)
+            .open(path)?;
+        let meta = dir.metadata()?;
+        Ok(Self {
+            path: path.to_owned(),
+            dir,
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+
+    /// The signature of the held directory, and what is wrong with its path, if anything.
+    pub fn signature(&self) -> (ProgressSignature, Option<String>) {
+        let held = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()));
+        let moved = match std::fs::symlink_metadata(&self.path) {
+            Ok(meta) if meta.dev() == self.dev && meta.ino() == self.ino => None,
+            _ => Some(format!(
+                "`{}` no longer names the directory the soak watches; the soak keeps watching the one it named at the start",
+                self.path.display()
+            )),
+        };
+        (signature(&held), moved)
+    }
+}
+
+/// The open(2) flags `std` does not name.
+mod libc_flags {
+    pub(super) const O_DIRECTORY: i32 = nix::fcntl::OFlag::O_DIRECTORY.bits();
+    pub(super) const O_NOFOLLOW: i32 = nix::fcntl::OFlag::O_NOFOLLOW.bits();
+}
 
 /// Walks the directory (not following symlinks) and sums it up. Unreadable entries are skipped:
 /// a trainer may be replacing files while unilab looks.

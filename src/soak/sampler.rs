@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::progress;
+pub use super::progress::HeldDir;
 use crate::event::soak::{GpuSample, ProcessSample, Sample};
 use crate::gpu::smi;
 use crate::process::{self, ProcStat};
@@ -168,7 +168,7 @@ impl Drop for GpuPoller {
 /// Takes one sample of the tree under `root`.
 pub struct Sampler {
     pub proc_root: PathBuf,
-    pub progress_dir: PathBuf,
+    pub progress: HeldDir,
     pub gpus: Option<GpuPoller>,
 }
 
@@ -195,7 +195,8 @@ impl Sampler {
             }
             None => None,
         };
-        let progress = progress::signature(&self.progress_dir);
+        let (progress, moved) = self.progress.signature();
+        errors.extend(moved);
         Sample {
             index,
             elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),

@@ -20,9 +20,8 @@ use super::artifact;
 use super::console::{Console, Stream};
 use super::error::SoakError;
 use super::guard::{self, GuardStatus};
-use super::progress;
 use super::request::{SoakSpec, ms};
-use super::sampler::{GpuPoller, Sampler};
+use super::sampler::{GpuPoller, HeldDir, Sampler};
 use super::watch::{CommandState, Failure, Next, Observation, RunEnd, Watch, verdict};
 use crate::event::soak::{
     ExitInfo, FailureKind, LeakedProcess, Outcome, Sample, SoakEnd, SoakStart,
@@ -74,14 +73,18 @@ pub(crate) fn run(
     spec: &SoakSpec,
     interrupted: &AtomicBool,
 ) -> Result<Verdict, SoakError> {
+    // Held from now on: what the soak watches cannot be swapped under it.
+    let held = HeldDir::open(&spec.progress_dir).map_err(|e| SoakError::ProgressDir {
+        path: spec.progress_dir.clone(),
+        reason: format!("cannot open it: {e}"),
+    })?;
     let soak = Recording::begin(ctx, spec)?;
-    let baseline = progress::signature(&spec.progress_dir);
+    let (baseline, _) = held.signature();
     let mut watch = Watch::new(
         &spec.parameters,
         &spec.progress_dir.display().to_string(),
         baseline,
     );
-    let t0 = Instant::now();
     let (failure, leaked, ended, times) = match Guard::spawn(ctx, spec, &soak.status_path) {
         Err(failure) => (
             Some(failure),
@@ -90,7 +93,8 @@ pub(crate) fn run(
             RunTimes::default(),
         ),
         Ok(guard) => {
-            let failure = sample_until_done(ctx, spec, &soak, &guard, &mut watch, t0, interrupted);
+            let failure =
+                sample_until_done(ctx, spec, &soak, &guard, held, &mut watch, interrupted);
             let stopping = monotonic_ns();
             let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
             let leaked = stop_tree(ctx.paths.uid, &guard, failure.is_some(), grace)
@@ -242,14 +246,15 @@ fn sample_until_done(
     spec: &SoakSpec,
     soak: &Recording,
     guard: &Guard,
+    progress: HeldDir,
     watch: &mut Watch,
-    t0: Instant,
     interrupted: &AtomicBool,
 ) -> Option<Failure> {
+    let t0 = guard.t0;
     let interval = Duration::from_millis(spec.parameters.sample_interval_ms);
     let sampler = Sampler {
         proc_root: PathBuf::from("/proc"),
-        progress_dir: spec.progress_dir.clone(),
+        progress,
         gpus: Some(GpuPoller::start(ctx.smi.clone(), interval)),
     };
     // The series starts with the running command: wait for the guard to report its spawn.
@@ -387,6 +392,8 @@ impl Tail {
 
 /// The guard process, running the command under it.
 struct Guard {
+    /// When the guard was about to be spawned: the soak's clock starts here.
+    t0: Instant,
     child: Child,
     pid: u32,
     status_path: PathBuf,
@@ -404,6 +411,7 @@ struct Ended {
 
 impl Guard {
     fn spawn(ctx: &SoakContext, spec: &SoakSpec, status_path: &Path) -> Result<Self, Failure> {
+        let t0 = Instant::now();
         let mut child = Command::new(&ctx.guard_program)
             .arg(guard::SUBCOMMAND)
             .arg("--status")
@@ -432,6 +440,7 @@ impl Guard {
             .take()
             .map(|err| Tail::pump(err, Arc::clone(&ctx.console), Stream::Stderr));
         Ok(Self {
+            t0,
             pid: child.id(),
             child,
             status_path: status_path.to_owned(),
