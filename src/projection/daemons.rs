@@ -2,6 +2,7 @@
 //! stopped, stale or failed.
 
 use crate::event::{Envelope, Event, StartedDaemon, Subject};
+use crate::process::ProcessIdentity;
 use crate::log::tables::ViewTable;
 use crate::log::{LogError, Projection, Snapshot, Update};
 
@@ -30,12 +31,23 @@ impl Projection for Daemons {
         }
     }
 
-    fn apply(_current: Option<&DaemonRow>, envelope: &Envelope) -> Update<DaemonRow> {
+    /// An end (stopped, stale, failed) removes the row only when it names the row's process: a
+    /// failed start that launched nothing, or an end of another process recorded under the same
+    /// name, leaves the record of the daemon that runs.
+    fn apply(current: Option<&DaemonRow>, envelope: &Envelope) -> Update<DaemonRow> {
+        let ends = |process: &ProcessIdentity| {
+            current.is_some_and(|row| {
+                row.0.pid == process.pid && row.0.process_start_ticks == process.start_ticks
+            })
+        };
         match &envelope.event {
             Event::DaemonStarted { record, .. } => Update::Put(DaemonRow(record.clone())),
-            Event::DaemonStopped { .. }
-            | Event::DaemonStaleCleaned { .. }
-            | Event::DaemonStartFailed { .. } => Update::Delete,
+            Event::DaemonStopped { process, .. }
+            | Event::DaemonStaleCleaned { process, .. }
+            | Event::DaemonStartFailed {
+                process: Some(process),
+                ..
+            } if ends(process) => Update::Delete,
             _ => Update::Keep,
         }
     }
@@ -45,7 +57,6 @@ impl Projection for Daemons {
 mod tests {
     use super::*;
     use crate::event::{Scope, StaleReason, StopMethod, TopologyMode};
-    use crate::process::ProcessIdentity;
     use crate::projection::fold;
 
     fn envelope(seq: u64, name: &str, event: Event) -> Envelope {
@@ -109,6 +120,38 @@ mod tests {
         ] {
             let events = [envelope(1, "a", started("a", 10)), envelope(2, "a", end)];
             assert!(fold(&Daemons, &events).unwrap().is_empty());
+        }
+    }
+
+    /// A losing concurrent start recorded its failure under the winner's name; the winner's
+    /// record must survive it, or unilab would call its own daemon foreign.
+    #[test]
+    fn given_an_end_of_another_process_the_record_stays() {
+        let other = ProcessIdentity {
+            pid: 11,
+            start_ticks: 7,
+        };
+        for end in [
+            Event::DaemonStartFailed {
+                reason: "an instance is already running".into(),
+                process: None,
+            },
+            Event::DaemonStartFailed {
+                reason: "no answer".into(),
+                process: Some(other),
+            },
+            Event::DaemonStopped {
+                process: other,
+                method: StopMethod::Quit,
+            },
+            Event::DaemonStaleCleaned {
+                process: other,
+                reason: StaleReason::ProcessGone,
+            },
+        ] {
+            let events = [envelope(1, "a", started("a", 10)), envelope(2, "a", end)];
+            let rows = fold(&Daemons, &events).unwrap();
+            assert_eq!(rows["a"].0.pid, 10);
         }
     }
 
