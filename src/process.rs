@@ -328,6 +328,32 @@ pub(crate) fn wait_for_exit(
     }
 }
 
+/// The arguments of a process, as `/proc` has them; none when they cannot be read.
+pub(crate) fn cmdline(pid: u32) -> Vec<String> {
+    nul_separated(&format!("/proc/{pid}/cmdline"))
+        .into_iter()
+        .map(|a| String::from_utf8_lossy(&a).into_owned())
+        .collect()
+}
+
+/// The environment a process started with (`NAME=value` entries); none when it cannot be
+/// read (another user's process, or one that is gone).
+pub(crate) fn environ(pid: u32) -> Vec<Vec<u8>> {
+    nul_separated(&format!("/proc/{pid}/environ"))
+}
+
+fn nul_separated(path: &str) -> Vec<Vec<u8>> {
+    std::fs::read(path)
+        .map(|bytes| {
+            bytes
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(<[u8]>::to_vec)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Every process on the host whose stat could be read, for building trees.
 pub fn all_processes(proc_root: &std::path::Path) -> Vec<ProcStat> {
     let Ok(entries) = std::fs::read_dir(proc_root) else {

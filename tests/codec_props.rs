@@ -344,6 +344,14 @@ fn event() -> impl Strategy<Value = Event> {
         (record(), any::<bool>())
             .prop_map(|(record, foreground)| Event::DaemonStarted { record, foreground }),
         identity().prop_map(|process| Event::DaemonVerifiedLive { process }),
+        (text(), text(), text(), identity()).prop_map(
+            |(gpu, pipe_directory, log_directory, starter)| Event::DaemonStarting {
+                gpu,
+                pipe_directory,
+                log_directory,
+                starter,
+            }
+        ),
         (text(), option::of(identity()))
             .prop_map(|(reason, process)| Event::DaemonStartFailed { reason, process }),
         (

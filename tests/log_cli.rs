@@ -136,7 +136,8 @@ fn history_filters_by_subject_and_sequence() {
             "soak_sampled",
             "soak_sampled",
             "soak_finished",
-            "artifact_written"
+            "artifact_written",
+            "daemon_starting"
         ]
     );
     assert_eq!(
@@ -216,8 +217,8 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::starts_with("ok: 16 events, chain head "))
-        .stdout(predicate::str::contains("(0 daemons, 2 soaks)"));
+        .stdout(predicate::str::starts_with("ok: 17 events, chain head "))
+        .stdout(predicate::str::contains("(0 daemons, 2 soaks, 1 starting)"));
     let out = root
         .unilab()
         .args(["--json", "log", "verify"])
@@ -228,7 +229,7 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .clone();
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(report["ok"], true);
-    assert_eq!(report["events"], 16);
+    assert_eq!(report["events"], 17);
     assert_eq!(report["schema_version"], SCHEMA_VERSION);
 }
 
@@ -455,14 +456,14 @@ fn records_cut_from_the_end_fail_verification() {
     let root = root_with_every_kind();
     raw_write(&root, |txn| {
         let mut events = txn.open_table(unilab::log::tables::EVENTS).unwrap();
+        events.remove(17).unwrap();
         events.remove(16).unwrap();
-        events.remove(15).unwrap();
     });
     root.unilab()
         .args(["log", "verify"])
         .assert()
         .code(5)
-        .stderr(predicate::str::contains("at sequence 15: it is missing"));
+        .stderr(predicate::str::contains("at sequence 16: it is missing"));
 }
 
 /// `soak list`/`show` and `mps list`/`status` read projections; they check the log's head too,
@@ -476,8 +477,8 @@ fn commands_that_show_records_report_a_log_cut_at_its_end() {
     }
     raw_write(&root, |txn| {
         let mut events = txn.open_table(unilab::log::tables::EVENTS).unwrap();
+        events.remove(17).unwrap();
         events.remove(16).unwrap();
-        events.remove(15).unwrap();
     });
     for args in [
         &["soak", "list"][..],
@@ -490,7 +491,7 @@ fn commands_that_show_records_report_a_log_cut_at_its_end() {
             .args(args)
             .assert()
             .code(5)
-            .stderr(predicate::str::contains("at sequence 15: it is missing"));
+            .stderr(predicate::str::contains("at sequence 16: it is missing"));
     }
     root.unilab()
         .args(["soak", "list"])
@@ -507,7 +508,7 @@ fn commands_that_show_records_report_a_log_cut_at_its_end() {
         .args(["log", "verify"])
         .assert()
         .code(5)
-        .stderr(predicate::str::contains("at sequence 15: it is missing"));
+        .stderr(predicate::str::contains("at sequence 16: it is missing"));
 }
 
 /// Durations too long to compute deadlines with are refused when read (usage error), before
@@ -555,7 +556,7 @@ fn hostile_inputs_are_refused_without_a_panic_or_a_raw_control_byte() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("ok: 16 events"));
+        .stdout(predicate::str::contains("ok: 17 events"));
 
     for args in [
         &["soak", "show", "\x1b]0;pwn\x07"][..],
@@ -712,7 +713,7 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("(1 daemons, 0 soaks)"));
+        .stdout(predicate::str::contains("(1 daemons, 0 soaks, 0 starting)"));
     // A daemon row the events never put there.
     raw_write(&root, |txn| {
         let mut daemons = txn.open_table(Daemons::TABLE).unwrap();

@@ -177,6 +177,7 @@ fn the_one_command_path_on_a_one_gpu_mask_round_trips() {
         host.kinds("gpu-2222bbbb"),
         [
             "topology_resolved",
+            "daemon_starting",
             "daemon_started",
             "daemon_verified_live",
             "daemon_stopped"
@@ -956,7 +957,12 @@ fn a_daemon_that_does_not_answer_is_stopped_and_the_start_recorded_as_failed() {
         ));
     assert_eq!(
         host.kinds("gpu-1111aaaa"),
-        ["topology_resolved", "daemon_started", "daemon_start_failed"]
+        [
+            "topology_resolved",
+            "daemon_starting",
+            "daemon_started",
+            "daemon_start_failed"
+        ]
     );
     let started = LogReader::open(&host.root.log_path())
         .unwrap()
@@ -964,7 +970,7 @@ fn a_daemon_that_does_not_answer_is_stopped_and_the_start_recorded_as_failed() {
         .snapshot()
         .unwrap();
     let pid = started
-        .get(2)
+        .get(3)
         .unwrap()
         .map(|r| match r.envelope.event {
             Event::DaemonStarted { record, .. } => u64::from(record.pid),
@@ -1271,7 +1277,11 @@ fn a_start_that_fails_stops_what_it_launched_and_leaves_the_gpu_startable() {
     assert!(!pipe.join("control").exists());
     assert_eq!(
         host.kinds("gpu-1111aaaa"),
-        ["topology_resolved", "daemon_start_failed"]
+        [
+            "topology_resolved",
+            "daemon_starting",
+            "daemon_start_failed"
+        ]
     );
     // The GPU is startable again, and nothing calls a daemon "not unilab's".
     let record = host.start(&["0"]);

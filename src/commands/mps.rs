@@ -13,7 +13,7 @@ use crate::log::{EventLog, LogReader, Snapshot};
 use crate::mps::daemon::{self, StartRequest, Stopped};
 use crate::mps::doctor::{self, CheckStatus};
 use crate::mps::error::MpsError;
-use crate::mps::{DaemonRecord, Mps, plan, status};
+use crate::mps::{DaemonRecord, Mps, lock, plan, status};
 use crate::output::{Output, age};
 use crate::paths::StatePaths;
 use crate::process::SystemProc;
@@ -207,6 +207,13 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
     // Validate everything before the log is opened or anything created.
     let plan = daemon::plan(mps, &request)?;
     let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL)?;
+    settle(mps, &log, out)?;
+    // From the check that nothing serves the name or the GPU to the record of what started.
+    let held = lock::acquire(
+        mps,
+        &[lock::name_key(&plan.name), lock::gpu_key(&plan.gpu)],
+        lock::PATIENCE,
+    )?;
     if args.foreground {
         let stop = Arc::new(AtomicBool::new(false));
         for signal in [
@@ -221,7 +228,10 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
         // The record is printed, and flushed, the moment the daemon is verified: a script that
         // reads it must not wait until the daemon stops.
         let mut printed = Ok(());
+        let mut held = Some(held);
         let method = daemon::run_foreground(mps, &log, &plan, &stop, grace, |record| {
+            // Recorded: a stop may now come, and must not wait for this daemon to end.
+            drop(held.take());
             out.note(&format!(
                 "daemon `{}` (pid {}) runs in the foreground for {}; Ctrl-C stops it",
                 record.name, record.pid, plan.gpu
@@ -237,6 +247,7 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
         return Ok(Exit::Success);
     }
     let started = daemon::start(mps, &log, &plan)?;
+    drop(held);
     for name in &started.cleaned {
         out.note(&format!("cleaned the stale record of `{name}`"));
     }
@@ -261,8 +272,19 @@ fn print_record(out: &mut Output, record: &DaemonRecord) -> Result<(), Error> {
     ))
 }
 
+/// Finishes the starts that were cut short before this command decides anything.
+fn settle(mps: &Mps, log: &EventLog, out: &Output) -> Result<(), Error> {
+    for name in daemon::settle_cut_starts(mps, log)? {
+        out.warn(&format!(
+            "a start of `{name}` was cut short; what it launched was stopped and the start recorded as failed"
+        ));
+    }
+    Ok(())
+}
+
 fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL)?;
+    settle(mps, &log, out)?;
     let records = daemon::records(mps, &log.snapshot()?)?;
     let targets: Vec<&DaemonRecord> = if args.all {
         records.iter().collect()
@@ -295,6 +317,12 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
                 if !out.json {
                     out.line(&format!("stopped `{name}` ({})", method.as_str()))?;
                 }
+            }
+            Stopped::Gone { name } => {
+                json.push(serde_json::json!({ "name": name, "outcome": "already_stopped" }));
+                out.note(&format!(
+                    "daemon `{name}` was stopped by another command meanwhile; nothing was signalled"
+                ));
             }
             Stopped::Stale { name, reason } => {
                 json.push(serde_json::json!({ "name": name, "outcome": "stale_cleaned", "reason": reason.as_str() }));

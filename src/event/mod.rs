@@ -121,11 +121,20 @@ pub enum Event {
     SoakSampled(Box<Sample>),
     /// A soak's verdict, written once the last child is gone (schema 2).
     SoakFinished(Box<SoakEnd>),
+    /// A start is about to launch a daemon: where it will answer and which process launches
+    /// it, so that a start cut short (its process killed) can be recognised later and what it
+    /// launched stopped. Closed by the `daemon_started` or `daemon_start_failed` that follows.
+    DaemonStarting {
+        gpu: String,
+        pipe_directory: String,
+        log_directory: String,
+        starter: ProcessIdentity,
+    },
 }
 
 /// Every event kind, in the order its first variant has in [`Event`]. A kind whose payload
 /// changed in a schema version has one variant per form, all with the same kind.
-pub const EVENT_KINDS: [&str; 11] = [
+pub const EVENT_KINDS: [&str; 12] = [
     "topology_resolved",
     "daemon_started",
     "daemon_verified_live",
@@ -137,6 +146,7 @@ pub const EVENT_KINDS: [&str; 11] = [
     "soak_finished",
     "soak_abandoned",
     "artifact_written",
+    "daemon_starting",
 ];
 
 impl Event {
@@ -154,6 +164,7 @@ impl Event {
             Event::SoakFinishedV1(_) | Event::SoakFinished(_) => 8,
             Event::SoakAbandoned { .. } => 9,
             Event::ArtifactWritten { .. } => 10,
+            Event::DaemonStarting { .. } => 11,
         };
         EVENT_KINDS[index]
     }
@@ -236,6 +247,15 @@ impl Event {
                 format!("supervisor pid {} gone: {reason}", supervisor.pid)
             }
             Event::ArtifactWritten { path, digest, .. } => format!("`{path}` (digest {digest})"),
+            Event::DaemonStarting {
+                gpu,
+                pipe_directory,
+                starter,
+                ..
+            } => format!(
+                "pid {} launches a daemon for {gpu} (pipe `{pipe_directory}`)",
+                starter.pid
+            ),
         }
     }
 }

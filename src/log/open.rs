@@ -88,14 +88,16 @@ fn create_whole(path: &Path, scope: &Scope, views: Views) -> Result<(), LogError
             path: parent.to_owned(),
             source,
         })?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let prefix = format!(".{name}.");
+    // Also when the log exists: a creator killed after linking it, before removing its
+    // temporary name, leaves that name behind.
+    remove_dead_creators(parent, &prefix);
     match std::fs::symlink_metadata(path) {
         Ok(_) => return Ok(()),
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(state_dir(e)),
     }
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let prefix = format!(".{name}.");
-    remove_dead_creators(parent, &prefix);
     let temp = parent.join(format!("{prefix}{}{CREATING}", std::process::id()));
     // A leftover of an earlier process with this pid (the pid was reused): no one builds it now.
     let _ = std::fs::remove_file(&temp);

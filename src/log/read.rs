@@ -132,6 +132,21 @@ impl Snapshot {
             .collect()
     }
 
+    /// Every row of a view's table with its key, in key order.
+    pub fn keyed_rows<Row: DeserializeOwned>(
+        &self,
+        table: ViewTable,
+    ) -> Result<Vec<(String, Row)>, LogError> {
+        self.encoded_rows(table)?
+            .into_iter()
+            .map(|(key, bytes)| {
+                codec::decode(&bytes)
+                    .map(|row| (key.clone(), row))
+                    .map_err(|e| damaged(&self.path, format!("projection row `{key}`: {e}")))
+            })
+            .collect()
+    }
+
     /// Every row of a view's table as stored, by key.
     pub(super) fn encoded_rows(
         &self,

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::control;
 use super::dirs::{self, Occupant};
 use super::error::MpsError;
+use super::lock;
 use super::{DaemonRecord, Mps};
 use crate::env::EnvVars;
 use crate::event::{Event, StaleReason, StartedDaemon, StopMethod, Subject, TopologyMode};
@@ -18,7 +19,7 @@ use crate::gpu::selector::{Atom, Selector};
 use crate::gpu::{GpuInfo, TopologyPlan, smi};
 use crate::log::{EventLog, LogError, Snapshot};
 use crate::process::{self, Liveness, ProcessIdentity, Signal};
-use crate::projection::Daemons;
+use crate::projection::{Daemons, IntentRow, Intents};
 use crate::time::{Clock, SystemClock, unix_seconds};
 
 /// What the GPUs of this host look like under the current mask.
@@ -278,16 +279,145 @@ fn record_for(mps: &Mps, plan: &Plan, daemon: ProcessIdentity) -> StartedDaemon 
 fn begin(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<String>, MpsError> {
     let cleaned = clear_the_way(mps, log, plan)?;
     prepare_directories(mps, plan)?;
-    log.append(
-        Subject::Daemon(plan.name.clone()),
-        Event::TopologyResolved {
-            selector: plan.topology.selector.clone(),
-            topology_mode: plan.topology.topology_mode,
-            gpus: plan.topology.gpus.clone(),
-            cuda_visible_devices: mps.env.cuda_visible_devices.clone(),
-        },
-    )?;
+    let starter = own_identity(mps)?;
+    let subject = || Subject::Daemon(plan.name.clone());
+    // The intent goes in with the resolution, before anything is launched: if this process is
+    // killed from here on, a later command finds what it launched (see `settle_cut_starts`).
+    log.append_all([
+        (
+            subject(),
+            Event::TopologyResolved {
+                selector: plan.topology.selector.clone(),
+                topology_mode: plan.topology.topology_mode,
+                gpus: plan.topology.gpus.clone(),
+                cuda_visible_devices: mps.env.cuda_visible_devices.clone(),
+            },
+        ),
+        (
+            subject(),
+            Event::DaemonStarting {
+                gpu: plan.gpu.clone(),
+                pipe_directory: plan.pipe_directory.display().to_string(),
+                log_directory: plan.log_directory.display().to_string(),
+                starter,
+            },
+        ),
+    ])?;
     Ok(cleaned)
+}
+
+/// What a start cut short launched: processes of this user, started after the starter, whose
+/// environment names the intent's pipe directory (only unilab hands out that private
+/// directory, and no record did yet) and whose command line runs the control tool. The pid file
+/// alone is not enough: a daemon still coming up has not written it.
+fn launched_by(mps: &Mps, intent: &IntentRow) -> Vec<ProcessIdentity> {
+    let pipe = format!(
+        "{}={}",
+        EnvVars::CUDA_MPS_PIPE_DIRECTORY,
+        intent.pipe_directory
+    )
+    .into_bytes();
+    let tool = Path::new(&mps.control.program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    process::all_processes(Path::new("/proc"))
+        .into_iter()
+        .filter(|stat| {
+            !stat.has_exited()
+                && stat.start_ticks >= intent.starter.start_ticks
+                && mps.proc.uid(stat.pid) == Some(mps.paths.uid)
+                && process::environ(stat.pid).contains(&pipe)
+                && process::cmdline(stat.pid).iter().any(|arg| {
+                    Path::new(arg)
+                        .file_name()
+                        .is_some_and(|n| n == tool.as_str())
+                })
+        })
+        .map(|stat| stat.identity())
+        .collect()
+}
+
+/// This process, as a record names it.
+fn own_identity(mps: &Mps) -> Result<ProcessIdentity, MpsError> {
+    let pid = std::process::id();
+    mps.proc
+        .stat(pid)
+        .map(|stat| stat.identity())
+        .ok_or_else(|| MpsError::Io {
+            path: PathBuf::from(format!("/proc/{pid}/stat")),
+            source: std::io::Error::other("cannot read this process's own start time"),
+        })
+}
+
+/// Finishes the starts that were cut short: a `daemon_starting` whose starter is no longer
+/// running, with no `daemon_started` or `daemon_start_failed` after it. What such a start
+/// launched is unilab's — it answers in the pipe directory the intent names, which unilab
+/// created for this user, and it started after the starter did — so it is stopped (quit, then
+/// signals through a pidfd after an identity check), its leftovers removed, and the start
+/// recorded as failed. Each is handled under its name's and GPU's locks. Returns the names.
+pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>, MpsError> {
+    let me = std::process::id();
+    let mut settled = Vec::new();
+    for (name, intent) in Intents::rows(&log.snapshot()?)? {
+        let starter = process::liveness(mps.proc, intent.starter, mps.paths.uid);
+        if intent.starter.pid == me || starter == Liveness::Live {
+            continue;
+        }
+        let _held = lock::acquire(
+            mps,
+            &[lock::name_key(&name), lock::gpu_key(&intent.gpu)],
+            lock::PATIENCE,
+        )?;
+        // Another command may have settled it meanwhile.
+        let open = Intents::rows(&log.snapshot()?)?
+            .into_iter()
+            .any(|(n, i)| n == name && i == intent);
+        if !open {
+            continue;
+        }
+        let pipe = Path::new(&intent.pipe_directory);
+        let cut = format!("the start by pid {} was cut short", intent.starter.pid);
+        let mut stopped = Vec::new();
+        for daemon in launched_by(mps, &intent) {
+            let record = DaemonRecord {
+                name: name.clone(),
+                uid: mps.paths.uid,
+                host: mps.paths.host.clone(),
+                topology_mode: TopologyMode::SingleGpu,
+                gpu_uuids: vec![intent.gpu.clone()],
+                pipe_directory: intent.pipe_directory.clone(),
+                log_directory: intent.log_directory.clone(),
+                pid: daemon.pid,
+                process_start_ticks: daemon.start_ticks,
+                created_at: 0.0,
+            };
+            let method = halt(mps, &record, LAUNCH_GRACE)?;
+            stopped.push((daemon, method));
+        }
+        let reason = if stopped.is_empty() {
+            format!("{cut}; it left no daemon running")
+        } else {
+            let done: Vec<String> = stopped
+                .iter()
+                .map(|(daemon, method)| format!("pid {} ({})", daemon.pid, method.as_str()))
+                .collect();
+            format!("{cut}; stopped what it launched: {}", done.join(", "))
+        };
+        let launched = stopped.first().map(|(daemon, _)| *daemon);
+        if matches!(dirs::occupant(mps.proc, pipe), Occupant::Leftovers) {
+            dirs::remove_leftovers(pipe);
+        }
+        log.append(
+            Subject::Daemon(name.clone()),
+            Event::DaemonStartFailed {
+                reason,
+                process: launched,
+            },
+        )?;
+        settled.push(name);
+    }
+    Ok(settled)
 }
 
 /// Records a failed start and returns the error that reports it.
@@ -572,17 +702,40 @@ pub(crate) fn halt(
 /// How a stop ended for one daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Stopped {
-    Stopped { name: String, method: StopMethod },
-    Stale { name: String, reason: StaleReason },
+    Stopped {
+        name: String,
+        method: StopMethod,
+    },
+    Stale {
+        name: String,
+        reason: StaleReason,
+    },
+    /// Another command stopped or cleaned it first.
+    Gone {
+        name: String,
+    },
 }
 
 /// Stops one recorded daemon, or cleans its record when it is not the live process it names.
+/// Holds the daemon's locks from the check to the record, and checks again under them that the
+/// record still stands: of two stops at once, one stops the daemon and the other finds it gone.
 pub(crate) fn stop(
     mps: &Mps,
     log: &EventLog,
     record: &DaemonRecord,
     grace: Duration,
 ) -> Result<Stopped, MpsError> {
+    let mut keys = vec![lock::name_key(&record.name)];
+    keys.extend(record.gpu_uuids.iter().map(|uuid| lock::gpu_key(uuid)));
+    let _held = lock::acquire(mps, &keys, lock::PATIENCE)?;
+    let still = records(mps, &log.snapshot()?)?
+        .into_iter()
+        .any(|r| r.name == record.name && r.identity() == record.identity());
+    if !still {
+        return Ok(Stopped::Gone {
+            name: record.name.clone(),
+        });
+    }
     let subject = Subject::Daemon(record.name.clone());
     if let Some(reason) = stale_reason(liveness(mps, record)) {
         clean_stale(mps, log, record, reason)?;

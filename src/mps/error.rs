@@ -72,6 +72,11 @@ pub enum MpsError {
         #[source]
         source: SignalError,
     },
+    #[error("another unilab command held `{}` for {} s", .lock.display(), .waited.as_secs())]
+    Busy {
+        lock: PathBuf,
+        waited: std::time::Duration,
+    },
     #[error("cannot run `{command}`")]
     Exec {
         command: String,
@@ -132,6 +137,9 @@ impl Hint for MpsError {
                 "see the daemon's `control.log`, and `unilab history --daemon {name}`"
             ),
             MpsError::NoDaemon => "start one with `unilab mps start`".into(),
+            MpsError::Busy { .. } => {
+                "another start or stop of this daemon or GPU is under way; retry once it has finished (`unilab history` shows it)".into()
+            }
             MpsError::NoSuchDaemon(_) | MpsError::SeveralDaemons(_) => {
                 "see `unilab mps list`".into()
             }

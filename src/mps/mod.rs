@@ -8,6 +8,7 @@ pub(crate) mod daemon;
 pub(crate) mod dirs;
 pub(crate) mod doctor;
 pub(crate) mod error;
+pub(crate) mod lock;
 pub(crate) mod plan;
 pub(crate) mod status;
 

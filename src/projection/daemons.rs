@@ -2,9 +2,9 @@
 //! stopped, stale or failed.
 
 use crate::event::{Envelope, Event, StartedDaemon, Subject};
-use crate::process::ProcessIdentity;
 use crate::log::tables::ViewTable;
 use crate::log::{LogError, Projection, Snapshot, Update};
+use crate::process::ProcessIdentity;
 
 /// Daemon name → the payload of its `daemon_started`. A row is the payload as is (a newtype
 /// encodes as its one field), so the table's format is the event's.

@@ -7,6 +7,7 @@
 //! list it in [`ALL`].
 
 pub mod daemons;
+pub mod intents;
 pub mod soaks;
 
 use std::collections::BTreeMap;
@@ -16,10 +17,11 @@ use crate::log::codec::{self, CodecError};
 use crate::log::{Fold, Projection, Views};
 
 pub use daemons::{DaemonRow, Daemons};
+pub use intents::{IntentRow, Intents};
 pub use soaks::{Found, SoakState, SoakSummary, Soaks};
 
 /// Every projection the log keeps.
-pub static ALL: Views = &[&Daemons, &Soaks];
+pub static ALL: Views = &[&Daemons, &Soaks, &Intents];
 
 /// The rows `projection` holds after `events`, folded in memory through the same [`Fold`] and
 /// codec that `log verify` uses: given these events, the projection holds these rows.

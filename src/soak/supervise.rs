@@ -490,7 +490,7 @@ fn stop_tree(uid: u32, guard: &Guard, failed: bool, grace: Duration) -> Vec<Leak
             leaked.push(LeakedProcess {
                 identity: stat.identity(),
                 name: stat.comm.clone(),
-                cmdline: cmdline(stat.pid),
+                cmdline: process::cmdline(stat.pid),
             });
             let _ = process::signal(&proc, stat.identity(), uid, Signal::Kill);
         }
@@ -525,18 +525,6 @@ fn wait_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn cmdline(pid: u32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|bytes| {
-            bytes
-                .split(|b| *b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Renders the soak's artifact from the log, writes it atomically to `path` and records that.

@@ -350,6 +350,19 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
             },
         ),
     ]);
+    // A start under way (its starter long gone): the last kind added.
+    events.push((
+        Subject::Daemon("gpu-1111aaaa".into()),
+        Event::DaemonStarting {
+            gpu: "GPU-1111aaaa-0000-4000-8000-000000000001".into(),
+            pipe_directory: "/run/user/1000/unilab/mps/gpu-1111aaaa".into(),
+            log_directory: "/home/u/.local/state/unilab/node-7/1000/mps/gpu-1111aaaa/log".into(),
+            starter: ProcessIdentity {
+                pid: 4243,
+                start_ticks: 987_000,
+            },
+        },
+    ));
     events
 }
 

@@ -1,0 +1,92 @@
+//! Locks that make deciding and acting one step: a start holds the locks of its name and its
+//! GPU from the check that no daemon serves them, through the launch, to the record; a stop
+//! holds those of the daemon it stops from the liveness check to the record. Two starts of one
+//! name or one GPU, or two stops of one daemon, run one after the other, and the later one sees
+//! what the earlier one recorded.
+//!
+//! The locks are `flock`s on files in `<root>/<host>/<uid>/mps/locks`: the kernel releases them
+//! when their holder exits, however it exits, so a crashed command never leaves one behind.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use super::Mps;
+use super::error::MpsError;
+
+/// How long a command waits for another that holds a lock it needs (a start waits at most for
+/// its tool timeout and a stop for its grace periods; this leaves room for both).
+pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Held locks; dropping them releases them.
+#[derive(Debug)]
+pub(crate) struct Held {
+    _locks: Vec<Flock<File>>,
+}
+
+/// The lock of a daemon name.
+pub(crate) fn name_key(name: &str) -> String {
+    format!("name-{name}")
+}
+
+/// The lock of a GPU, by UUID.
+pub(crate) fn gpu_key(uuid: &str) -> String {
+    format!("gpu-{uuid}")
+}
+
+/// Takes the locks named by `keys` (names and UUIDs as validated elsewhere, so they are safe
+/// file names), in one order whoever asks, waiting up to `patience` for each.
+pub(crate) fn acquire(mps: &Mps, keys: &[String], patience: Duration) -> Result<Held, MpsError> {
+    let dir = mps.paths.user_dir().join("mps").join("locks");
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|source| MpsError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+    let mut keys: Vec<&String> = keys.iter().collect();
+    keys.sort();
+    keys.dedup();
+    let mut locks = Vec::with_capacity(keys.len());
+    for key in keys {
+        locks.push(lock(&dir.join(format!("{key}.lock")), patience)?);
+    }
+    Ok(Held { _locks: locks })
+}
+
+fn lock(path: &Path, patience: Duration) -> Result<Flock<File>, MpsError> {
+    let io = |source| MpsError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let started = Instant::now();
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .map_err(io)?;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < patience => {
+                file = back;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(MpsError::Busy {
+                    lock: PathBuf::from(path),
+                    waited: patience,
+                });
+            }
+            Err((_, errno)) => return Err(io(std::io::Error::from(errno))),
+        }
+    }
+}
