@@ -10,7 +10,7 @@ use crate::env::STOP_GRACE_SECS;
 use crate::error::Error;
 use crate::event::GpuIdentity;
 use crate::log::{EventLog, LogReader, Snapshot};
-use crate::mps::daemon::{self, StartRequest, Stopped};
+use crate::mps::daemon::{self, StartRequest, StopOutcome};
 use crate::mps::doctor::{self, CheckStatus};
 use crate::mps::error::MpsError;
 use crate::mps::{DaemonRecord, Mps, lock, plan, status};
@@ -312,19 +312,19 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     let mut json = Vec::new();
     for result in &results {
         match result {
-            Stopped::Stopped { name, method } => {
+            StopOutcome::Stopped { name, method } => {
                 json.push(serde_json::json!({ "name": name, "outcome": "stopped", "method": method.as_str() }));
                 if !out.json {
                     out.line(&format!("stopped `{name}` ({})", method.as_str()))?;
                 }
             }
-            Stopped::Gone { name } => {
+            StopOutcome::Gone { name } => {
                 json.push(serde_json::json!({ "name": name, "outcome": "already_stopped" }));
                 out.note(&format!(
                     "daemon `{name}` was stopped by another command meanwhile; nothing was signalled"
                 ));
             }
-            Stopped::Stale { name, reason } => {
+            StopOutcome::Stale { name, reason } => {
                 json.push(serde_json::json!({ "name": name, "outcome": "stale_cleaned", "reason": reason.as_str() }));
                 out.warn(&format!(
                     "daemon `{name}` was no longer running ({}); its record was cleaned and nothing was signalled",
@@ -339,7 +339,9 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     if let Some(e) = first_error {
         return Err(e.into());
     }
-    let stale = results.iter().any(|r| matches!(r, Stopped::Stale { .. }));
+    let stale = results
+        .iter()
+        .any(|r| matches!(r, StopOutcome::Stale { .. }));
     Ok(if stale { Exit::Stale } else { Exit::Success })
 }
 

@@ -701,7 +701,7 @@ pub(crate) fn halt(
 
 /// How a stop ended for one daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Stopped {
+pub(crate) enum StopOutcome {
     Stopped {
         name: String,
         method: StopMethod,
@@ -724,7 +724,7 @@ pub(crate) fn stop(
     log: &EventLog,
     record: &DaemonRecord,
     grace: Duration,
-) -> Result<Stopped, MpsError> {
+) -> Result<StopOutcome, MpsError> {
     let mut keys = vec![lock::name_key(&record.name)];
     keys.extend(record.gpu_uuids.iter().map(|uuid| lock::gpu_key(uuid)));
     let _held = lock::acquire(mps, &keys, lock::PATIENCE)?;
@@ -732,14 +732,14 @@ pub(crate) fn stop(
         .into_iter()
         .any(|r| r.name == record.name && r.identity() == record.identity());
     if !still {
-        return Ok(Stopped::Gone {
+        return Ok(StopOutcome::Gone {
             name: record.name.clone(),
         });
     }
     let subject = Subject::Daemon(record.name.clone());
     if let Some(reason) = stale_reason(liveness(mps, record)) {
         clean_stale(mps, log, record, reason)?;
-        return Ok(Stopped::Stale {
+        return Ok(StopOutcome::Stale {
             name: record.name.clone(),
             reason,
         });
@@ -753,7 +753,7 @@ pub(crate) fn stop(
             method,
         },
     )?;
-    Ok(Stopped::Stopped {
+    Ok(StopOutcome::Stopped {
         name: record.name.clone(),
         method,
     })
