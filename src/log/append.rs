@@ -3,14 +3,15 @@
 
 use std::path::Path;
 
-use redb::{ReadableTable, Table};
+use redb::{ReadableTable, Table, WriteTransaction};
+use serde::de::DeserializeOwned;
 
 use super::chain::{self, Hash};
 use super::codec;
 use super::error::LogError;
 use super::io::{damaged, encode_for, guarded, unreadable};
 use super::open::EventLog;
-use super::tables;
+use super::tables::{self, ViewTable};
 use super::view::{Update, View};
 use crate::event::{Envelope, Event, Subject};
 
@@ -37,15 +38,50 @@ impl EventLog {
         &self,
         events: impl IntoIterator<Item = (Subject, Event)>,
     ) -> Result<Vec<Appended>, LogError> {
-        guarded(&self.path, || self.append_in_transaction(events))
+        guarded(&self.path, || {
+            self.append_in_transaction(events, |_| Ok(true))
+        })
     }
 
+    /// Appends `event` only if `still` holds for the row `table` has at `key` — decided inside
+    /// the write transaction, so no other writer can append between the decision and the
+    /// append. `None` when `still` said no (nothing was written).
+    pub fn append_if<Row: DeserializeOwned>(
+        &self,
+        subject: Subject,
+        event: Event,
+        table: ViewTable,
+        key: &str,
+        still: impl FnOnce(Option<Row>) -> bool,
+    ) -> Result<Option<Appended>, LogError> {
+        let path = self.path.as_path();
+        let decide = |txn: &WriteTransaction| {
+            let rows = txn.open_table(table).map_err(unreadable(path))?;
+            let row = rows.get(key).map_err(unreadable(path))?;
+            let row = row
+                .map(|stored| codec::decode(stored.value()))
+                .transpose()
+                .map_err(|e| damaged(path, format!("projection row `{key}`: {e}")))?;
+            Ok(still(row))
+        };
+        let appended = guarded(path, || {
+            self.append_in_transaction([(subject, event)], decide)
+        })?;
+        Ok(appended.into_iter().next())
+    }
+
+    /// Appends `events` in one write transaction if `decide`, run inside it first, says so.
     fn append_in_transaction(
         &self,
         events: impl IntoIterator<Item = (Subject, Event)>,
+        decide: impl FnOnce(&WriteTransaction) -> Result<bool, LogError>,
     ) -> Result<Vec<Appended>, LogError> {
         let path = self.path.as_path();
         let txn = self.db.begin_write().map_err(unreadable(path))?;
+        if !decide(&txn)? {
+            txn.abort().map_err(unreadable(path))?;
+            return Ok(Vec::new());
+        }
         let mut appended = Vec::new();
         {
             let mut records = txn.open_table(tables::EVENTS).map_err(unreadable(path))?;

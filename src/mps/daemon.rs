@@ -324,7 +324,9 @@ fn launched_by(mps: &Mps, intent: &IntentRow) -> Vec<ProcessIdentity> {
     process::all_processes(Path::new("/proc"))
         .into_iter()
         .filter(|stat| {
-            !stat.has_exited()
+            // Not this command's own tool runs (the `quit` it sends while stopping them).
+            stat.ppid != std::process::id()
+                && !stat.has_exited()
                 && stat.start_ticks >= intent.starter.start_ticks
                 && mps.proc.uid(stat.pid) == Some(mps.paths.uid)
                 && process::environ(stat.pid).contains(&pipe)
@@ -379,21 +381,36 @@ pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>
         let pipe = Path::new(&intent.pipe_directory);
         let cut = format!("the start by pid {} was cut short", intent.starter.pid);
         let mut stopped = Vec::new();
-        for daemon in launched_by(mps, &intent) {
-            let record = DaemonRecord {
-                name: name.clone(),
-                uid: mps.paths.uid,
-                host: mps.paths.host.clone(),
-                topology_mode: TopologyMode::SingleGpu,
-                gpu_uuids: vec![intent.gpu.clone()],
-                pipe_directory: intent.pipe_directory.clone(),
-                log_directory: intent.log_directory.clone(),
-                pid: daemon.pid,
-                process_start_ticks: daemon.start_ticks,
-                created_at: 0.0,
-            };
-            let method = halt(mps, &record, LAUNCH_GRACE)?;
-            stopped.push((daemon, method));
+        // A launcher killed mid-way may still be forking the daemon: scan again until two
+        // scans in a row, 50 ms apart, find nothing.
+        let mut quiet = 0;
+        for _ in 0..SETTLE_SCANS {
+            let found = launched_by(mps, &intent);
+            if found.is_empty() {
+                quiet += 1;
+                if quiet == 2 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            quiet = 0;
+            for daemon in found {
+                let record = DaemonRecord {
+                    name: name.clone(),
+                    uid: mps.paths.uid,
+                    host: mps.paths.host.clone(),
+                    topology_mode: TopologyMode::SingleGpu,
+                    gpu_uuids: vec![intent.gpu.clone()],
+                    pipe_directory: intent.pipe_directory.clone(),
+                    log_directory: intent.log_directory.clone(),
+                    pid: daemon.pid,
+                    process_start_ticks: daemon.start_ticks,
+                    created_at: 0.0,
+                };
+                let method = halt(mps, &record, LAUNCH_GRACE)?;
+                stopped.push((daemon, method));
+            }
         }
         let reason = if stopped.is_empty() {
             format!("{cut}; it left no daemon running")
@@ -573,6 +590,9 @@ fn stop_launched(mps: &Mps, plan: &Plan, reason: String) -> (String, Option<Proc
     };
     (reason, stopped.first().map(|(identity, _)| *identity))
 }
+
+/// How many times a settle looks for what a start cut short launched, at most.
+const SETTLE_SCANS: usize = 20;
 
 /// How long a process a failed launch left gets after each signal.
 const LAUNCH_GRACE: Duration = Duration::from_secs(2);

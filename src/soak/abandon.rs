@@ -6,10 +6,10 @@
 //! decision is taken again on the log's current state just before each append.
 
 use crate::event::{Event, Subject};
-use crate::log::{EventLog, LogError, LogReader, Snapshot};
+use crate::log::{EventLog, LogError, LogReader, Projection, Snapshot};
 use crate::paths::StatePaths;
 use crate::process::{self, Liveness, ProcSource, ProcessIdentity};
-use crate::projection::{self, Found, SoakState, SoakSummary, Soaks};
+use crate::projection::{self, SoakState, SoakSummary, Soaks};
 
 /// Why an abandoned soak is abandoned, as recorded.
 pub(crate) const REASON: &str = "its supervisor is gone without a verdict";
@@ -43,17 +43,18 @@ pub(crate) fn settle(
     }
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     for soak in abandoned(&soaks, live) {
-        // Another command may have recorded it meanwhile: decide again on the current state.
-        let current = Soaks::find(&log.snapshot()?, &soak.soak_id)?;
-        if matches!(current, Found::One(s) if s.state == SoakState::Running) {
-            log.append(
-                Subject::Soak(soak.soak_id.clone()),
-                Event::SoakAbandoned {
-                    supervisor: soak.supervisor,
-                    reason: REASON.into(),
-                },
-            )?;
-        }
+        // Another command may record it at the same moment: decide again inside the write
+        // transaction, on the state no other writer can change meanwhile. Once, whoever asks.
+        log.append_if(
+            Subject::Soak(soak.soak_id.clone()),
+            Event::SoakAbandoned {
+                supervisor: soak.supervisor,
+                reason: REASON.into(),
+            },
+            Soaks::TABLE,
+            &soak.soak_id,
+            |row: Option<SoakSummary>| row.is_some_and(|s| s.state == SoakState::Running),
+        )?;
     }
     let snapshot = reader.snapshot()?;
     Ok(Some((reader, snapshot)))
