@@ -1620,3 +1620,46 @@ fn show_says_why_a_soak_failed_and_how_a_running_one_is_going() {
     );
     child.wait().unwrap();
 }
+
+/// Readers that find a soak whose supervisor is gone record `soak_abandoned` once, however many
+/// find it at the same moment: the decision is taken inside the append's transaction.
+#[test]
+fn concurrent_readers_record_an_abandoned_soak_once() {
+    for round in 0..5 {
+        let root = TestRoot::new();
+        // A supervisor that is gone: a process started and reaped.
+        let mut gone = Command::new("true").spawn().unwrap();
+        let pid = gone.id();
+        let start_ticks = proc_stat(pid).map_or(1, |s| s.start_ticks);
+        gone.wait().unwrap();
+        let (subject, started) = every_event_kind()
+            .into_iter()
+            .find(|(_, e)| matches!(e, unilab::event::Event::SoakStarted(_)))
+            .unwrap();
+        let unilab::event::Event::SoakStarted(mut start) = started else {
+            unreachable!()
+        };
+        start.supervisor = unilab::process::ProcessIdentity { pid, start_ticks };
+        root.log()
+            .append(subject, unilab::event::Event::SoakStarted(start))
+            .unwrap();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let readers: Vec<_> = (0..8)
+            .map(|_| {
+                let mut cmd = root.unilab();
+                cmd.args(["soak", "list"]);
+                let barrier = std::sync::Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    cmd.assert().success();
+                })
+            })
+            .collect();
+        for reader in readers {
+            reader.join().unwrap();
+        }
+        let kinds = history_kinds(root.unilab(), &[]);
+        let abandoned = kinds.iter().filter(|k| *k == "soak_abandoned").count();
+        assert_eq!(abandoned, 1, "round {round}: {kinds:?}");
+    }
+}
