@@ -1663,3 +1663,96 @@ fn concurrent_readers_record_an_abandoned_soak_once() {
         assert_eq!(abandoned, 1, "round {round}: {kinds:?}");
     }
 }
+
+/// The soak's guard killed with SIGKILL: the supervisor notices at once, stops the command the
+/// guard can no longer stop (and what it leaked, which holds the output pipes), records
+/// `monitor_error` — not "interrupted" — and ends without waiting for the orphans.
+#[test]
+fn a_guard_killed_with_sigkill_is_noticed_and_its_tree_stopped() {
+    let soak = Soak::new();
+    let marker = format!("guard-death-{}", std::process::id());
+    let sleeper = "python3 -c 'import time; time.sleep(600)'";
+    let script = format!(
+        "(setsid {sleeper} {marker}-leaked &) ; exec {sleeper} {marker}-command"
+    );
+    let started = Instant::now();
+    let mut run = Command::new(unilab_bin())
+        .env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", soak.root.root())
+        .arg("--root")
+        .arg(soak.root.root())
+        .args([
+            "--json",
+            "soak",
+            "run",
+            "--allow-no-progress",
+            "--progress-dir",
+        ])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--sample-interval", "0.1", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let supervisor = run.id();
+    let find = |what: &str| -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| proc_stat(pid).is_some_and(|s| !s.has_exited()))
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(what))
+            })
+            .collect()
+    };
+    let mut guard = None;
+    eventually(
+        "the command and its leak to run",
+        Duration::from_secs(20),
+        || {
+            guard = find("soak-guard")
+                .into_iter()
+                .find(|pid| proc_stat(pid).is_some_and(|s| s.ppid == supervisor));
+            guard.is_some()
+                && !find(&format!("{marker}-command")).is_empty()
+                && !find(&format!("{marker}-leaked")).is_empty()
+        },
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(guard.unwrap() as i32),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    let ended = within(Duration::from_secs(20), || {
+        matches!(run.try_wait(), Ok(Some(_)))
+    });
+    if !ended {
+        let _ = run.kill();
+    }
+    let output = run.wait_with_output().unwrap();
+    assert!(ended, "the supervisor ended on its own");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(1));
+    let verdict: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        verdict["outcome"]["failure_kind"], "monitor_error",
+        "{verdict}"
+    );
+    assert!(
+        verdict["outcome"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("guard"),
+        "{verdict}"
+    );
+    assert!(
+        within(Duration::from_secs(5), || find(&marker).is_empty()),
+        "nothing of the soak survives: {:?}",
+        find(&marker)
+    );
+}

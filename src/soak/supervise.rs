@@ -6,6 +6,7 @@
 //! the sampler's own cost. Between samples the supervisor watches for the command's exit and for
 //! signals, so a verdict never waits a whole interval.
 
+use std::collections::HashSet;
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
@@ -79,6 +80,9 @@ pub(crate) fn run(
         reason: format!("cannot open it: {e}"),
     })?;
     let soak = Recording::begin(ctx, spec)?;
+    // Orphans of the guard's tree — should the guard itself die — come to this process instead
+    // of init, so the soak can still find, stop and reap them.
+    let _ = nix::sys::prctl::set_child_subreaper(true);
     let (baseline, _) = held.signature();
     let mut watch = Watch::new(
         &spec.parameters,
@@ -93,11 +97,26 @@ pub(crate) fn run(
             RunTimes::default(),
         ),
         Ok(guard) => {
-            let failure =
-                sample_until_done(ctx, spec, &soak, &guard, held, &mut watch, interrupted);
+            let mut seen = HashSet::new();
+            let failure = sample_until_done(
+                ctx,
+                spec,
+                &soak,
+                &guard,
+                Sampling {
+                    progress: held,
+                    seen: &mut seen,
+                },
+                &mut watch,
+                interrupted,
+            );
             let stopping = monotonic_ns();
             let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
-            let leaked = stop_tree(ctx.paths.uid, &guard, failure.is_some(), grace)
+            let tree = Tree {
+                guard: &guard,
+                seen: &seen,
+            };
+            let leaked = stop_tree(ctx.paths.uid, &tree, failure.is_some(), grace)
                 .into_iter()
                 .map(|mut leak| {
                     for arg in &mut leak.cmdline {
@@ -241,17 +260,25 @@ impl Recording {
 
 /// Samples on schedule until the watch says the command exited or the soak fails; returns the
 /// failure, if any.
+/// What sampling works with and leaves behind: the held progress directory, and every process
+/// of the tree a sample saw (to find them again should the guard die).
+struct Sampling<'a> {
+    progress: HeldDir,
+    seen: &'a mut HashSet<ProcessIdentity>,
+}
+
 fn sample_until_done(
     ctx: &SoakContext,
     spec: &SoakSpec,
     soak: &Recording,
     guard: &Guard,
-    progress: HeldDir,
+    sampling: Sampling<'_>,
     watch: &mut Watch,
     interrupted: &AtomicBool,
 ) -> Option<Failure> {
     let t0 = guard.t0;
     let interval = Duration::from_millis(spec.parameters.sample_interval_ms);
+    let Sampling { progress, seen } = sampling;
     let sampler = Sampler {
         proc_root: PathBuf::from("/proc"),
         progress,
@@ -276,10 +303,18 @@ fn sample_until_done(
             );
         }
         // Read before sampling: a sample taken after the exit was known says so.
-        let command = guard.status().command_state();
+        let status = guard.status();
+        if let Some(failure) = guard.died(&status) {
+            break Some(failure);
+        }
+        let command = status.command_state();
         let elapsed = t0.elapsed();
         let after_exit = command != CommandState::Running;
         let sample = sampler.sample(index, elapsed, guard.pid, after_exit);
+        seen.extend(sample.processes.iter().map(|p| ProcessIdentity {
+            pid: p.pid,
+            start_ticks: p.start_ticks,
+        }));
         let progress = sample.progress;
         let status_line = ctx.console.shows_status().then(|| StatusLine::of(&sample));
         if let Err(e) = ctx
@@ -351,6 +386,9 @@ impl StatusLine {
     }
 }
 
+/// How long the end of a soak waits for its output pipes to close once its tree is gone.
+const TAIL_PATIENCE: Duration = Duration::from_secs(2);
+
 /// One output stream of the command, passed through to ours with its tail kept.
 struct Tail {
     pump: JoinHandle<()>,
@@ -383,9 +421,17 @@ impl Tail {
         Self { pump, kept }
     }
 
-    /// Waits for the stream to close and returns its tail.
+    /// Waits for the stream to close and returns its tail. A process the soak could not stop
+    /// (one that escaped to another user, say) may still hold the pipe: after [`TAIL_PATIENCE`]
+    /// the tail so far is taken and the pump left to end with this process.
     fn finish(self) -> Vec<u8> {
-        let _ = self.pump.join();
+        let deadline = Instant::now() + TAIL_PATIENCE;
+        while !self.pump.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if self.pump.is_finished() {
+            let _ = self.pump.join();
+        }
         self.kept.lock().map(|t| t.clone()).unwrap_or_default()
     }
 }
@@ -453,6 +499,25 @@ impl Guard {
         GuardStatus::read(&self.status_path)
     }
 
+    /// A failure when the guard has died before the command it runs was reported to exit: it
+    /// only ends once the supervisor closes its input, so its death is something else's doing
+    /// (a SIGKILL, the OOM killer). The guard is this process's unreaped child, so its pid
+    /// names it until it is reaped.
+    fn died(&self, status: &GuardStatus) -> Option<Failure> {
+        let dead = SystemProc::default()
+            .stat(self.pid)
+            .is_none_or(|s| s.has_exited());
+        (dead && !status.exited()).then(|| {
+            Failure::new(
+                FailureKind::MonitorError,
+                format!(
+                    "the soak's guard (pid {}) died while the command ran; the command was no longer supervised, so its processes were stopped",
+                    self.pid
+                ),
+            )
+        })
+    }
+
     /// Reads the final status, then closes the guard's input — which tells it to kill anything
     /// left and exit — and waits for it and for the output to end.
     fn finish(mut self) -> Ended {
@@ -472,21 +537,82 @@ impl Guard {
     }
 }
 
-/// Stops what is left of the guard's tree. After a failure the soak fails closed: SIGTERM the
+/// The soak's processes: the guard's descendants, the orphans of the tree (this supervisor is
+/// their subreaper, so they are its children — should the guard die, the command is one), and
+/// every process a sample saw that still runs — each with its descendants.
+struct Tree<'a> {
+    guard: &'a Guard,
+    seen: &'a HashSet<ProcessIdentity>,
+}
+
+impl Tree<'_> {
+    /// Every live process of the tree (the guard itself, and zombies, excluded).
+    fn live(&self) -> Vec<process::ProcStat> {
+        let all = process::all_processes(Path::new("/proc"));
+        let me = std::process::id();
+        let guard = self.guard.pid;
+        let mut roots: Vec<u32> = vec![guard];
+        // By the time the tree is stopped the sampler's own tool runs are reaped: every other
+        // child of this supervisor came to it as an orphan of the tree.
+        roots.extend(
+            all.iter()
+                .filter(|p| p.ppid == me || self.seen.contains(&p.identity()))
+                .map(|p| p.pid),
+        );
+        let mut found: Vec<process::ProcStat> = Vec::new();
+        for root in roots {
+            if root != guard
+                && let Some(stat) = all.iter().find(|p| p.pid == root)
+            {
+                found.push(stat.clone());
+            }
+            found.extend(process::descendants(root, &all));
+        }
+        found.sort_by_key(|p| p.pid);
+        found.dedup_by_key(|p| p.pid);
+        found.retain(|p| p.pid != guard && !p.has_exited());
+        found
+    }
+
+    fn signal(&self, proc: &dyn ProcSource, uid: u32, signal: Signal) {
+        for stat in self.live() {
+            let _ = process::signal(proc, stat.identity(), uid, signal);
+        }
+    }
+
+    /// Reaps what came to this supervisor as their subreaper and has exited.
+    fn reap(&self) {
+        let me = std::process::id();
+        for stat in process::all_processes(Path::new("/proc")) {
+            if stat.ppid == me
+                && stat.pid != self.guard.pid
+                && stat.has_exited()
+                && let Ok(pid) = i32::try_from(stat.pid)
+            {
+                let _ = nix::sys::wait::waitpid(
+                    nix::unistd::Pid::from_raw(pid),
+                    Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+                );
+            }
+        }
+    }
+}
+
+/// Stops what is left of the soak's tree. After a failure the soak fails closed: SIGTERM the
 /// whole tree, the grace period, SIGKILL the rest. After the command exited, whatever outlives
 /// it by the grace period has leaked: it is recorded, then killed.
-fn stop_tree(uid: u32, guard: &Guard, failed: bool, grace: Duration) -> Vec<LeakedProcess> {
+fn stop_tree(uid: u32, tree: &Tree, failed: bool, grace: Duration) -> Vec<LeakedProcess> {
     let proc = SystemProc::default();
     let mut leaked = Vec::new();
     if failed {
-        signal_tree(&proc, guard.pid, uid, Signal::Terminate);
-        let gone = wait_until(Instant::now() + grace, || live_tree(guard.pid).is_empty());
+        tree.signal(&proc, uid, Signal::Terminate);
+        let gone = wait_until(Instant::now() + grace, || tree.live().is_empty());
         if !gone {
-            signal_tree(&proc, guard.pid, uid, Signal::Kill);
+            tree.signal(&proc, uid, Signal::Kill);
         }
     } else {
-        wait_until(Instant::now() + grace, || live_tree(guard.pid).is_empty());
-        for stat in live_tree(guard.pid) {
+        wait_until(Instant::now() + grace, || tree.live().is_empty());
+        for stat in tree.live() {
             leaked.push(LeakedProcess {
                 identity: stat.identity(),
                 name: stat.comm.clone(),
@@ -495,24 +621,13 @@ fn stop_tree(uid: u32, guard: &Guard, failed: bool, grace: Duration) -> Vec<Leak
             let _ = process::signal(&proc, stat.identity(), uid, Signal::Kill);
         }
     }
+    let guard_dead = |status: &GuardStatus| tree.guard.died(status).is_some();
     wait_until(Instant::now() + Duration::from_secs(5), || {
-        live_tree(guard.pid).is_empty() && guard.status().exited()
+        tree.reap();
+        let status = tree.guard.status();
+        tree.live().is_empty() && (status.exited() || guard_dead(&status))
     });
     leaked
-}
-
-fn signal_tree(proc: &dyn ProcSource, root: u32, uid: u32, signal: Signal) {
-    for stat in process::tree(Path::new("/proc"), root) {
-        let _ = process::signal(proc, stat.identity(), uid, signal);
-    }
-}
-
-/// Live descendants of `root` (zombies awaiting the guard's reaping do not count).
-fn live_tree(root: u32) -> Vec<process::ProcStat> {
-    process::tree(Path::new("/proc"), root)
-        .into_iter()
-        .filter(|s| !s.has_exited())
-        .collect()
 }
 
 fn wait_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
