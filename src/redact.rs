@@ -27,10 +27,11 @@ const CONTAINS: &[&str] = &[
     "AUTH",
     "COOKIE",
     "SESSION_KEY",
+    "DATABASE_URL",
 ];
 
 /// Name endings of credentials. (`PWD` and `OLDPWD` are the shell's directories, not passwords.)
-const ENDS: &[&str] = &["_KEY", "_PASS", "PWD", "_PAT", "DSN"];
+const ENDS: &[&str] = &["_KEY", "PASS", "PWD", "_PAT", "DSN", "_SK"];
 
 /// Whether a variable's name looks like it holds a credential.
 pub(crate) fn is_credential(name: &str) -> bool {
@@ -179,6 +180,11 @@ mod tests {
             "GPG_PASSPHRASE",
             "SESSION_JWT",
             "SSH_PRIVATE_KEY_PATH",
+            "DATABASE_URL",
+            "PGPASS",
+            "STRIPE_SK",
+            "GCP_PRIVATEKEY",
+            "SMTP_PASS",
         ] {
             assert!(is_credential(name), "{name}");
         }
