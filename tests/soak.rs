@@ -1672,9 +1672,7 @@ fn a_guard_killed_with_sigkill_is_noticed_and_its_tree_stopped() {
     let soak = Soak::new();
     let marker = format!("guard-death-{}", std::process::id());
     let sleeper = "python3 -c 'import time; time.sleep(600)'";
-    let script = format!(
-        "(setsid {sleeper} {marker}-leaked &) ; exec {sleeper} {marker}-command"
-    );
+    let script = format!("(setsid {sleeper} {marker}-leaked &) ; exec {sleeper} {marker}-command");
     let started = Instant::now();
     let mut run = Command::new(unilab_bin())
         .env_clear()
