@@ -282,18 +282,16 @@ pub fn digest_matches(bytes: &[u8]) -> bool {
 /// directory) would be replaced by the rename that writes the artifact, so it is refused —
 /// before a soak starts, not days later.
 pub(crate) fn check_target(path: &Path) -> std::io::Result<()> {
-    let dir = directory_of(path);
+    if std::fs::symlink_metadata(path).is_ok_and(|meta| !meta.file_type().is_file()) {
+        return Err(std::io::Error::other(
+            "it exists and is not a regular file; writing the artifact would replace it",
+        ));
+    }
     nix::unistd::access(
-        dir,
+        directory_of(path),
         nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
     )
-    .map_err(|errno| std::io::Error::from_raw_os_error(errno as i32))?;
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if !meta.file_type().is_file() => Err(std::io::Error::other(
-            "it exists and is not a regular file; writing the artifact would replace it",
-        )),
-        _ => Ok(()),
-    }
+    .map_err(|errno| std::io::Error::from_raw_os_error(errno as i32))
 }
 
 fn directory_of(path: &Path) -> &Path {
