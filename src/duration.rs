@@ -1,11 +1,11 @@
-//! Durations on the command line: plain seconds (`0.5`, `120`) or with a unit (`500ms`, `90s`,
-//! `10m`, `2h`).
+//! Durations on the command line and in `UNILAB_TOOL_TIMEOUT`, one syntax everywhere: plain
+//! seconds (`0.5`, `120`) or parts with units (`500ms`, `90s`, `10m`, `2h`, `2d`, `1h30m`).
 
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "`{0}` is not a duration of at most 366 days; use seconds (`0.5`, `90`) or a unit (`500ms`, `90s`, `10m`, `2h`)"
+    "`{0}` is not a duration of at most 366 days; use seconds (`0.5`, `90`) or units (`500ms`, `90s`, `10m`, `2h`, `2d`, `1h30m`)"
 )]
 pub struct DurationError(pub String);
 
@@ -16,19 +16,51 @@ pub(crate) const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let err = || DurationError(text.to_owned());
     let trimmed = text.trim();
-    let (number, scale) = [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
-        .iter()
-        .find_map(|(unit, scale)| trimmed.strip_suffix(unit).map(|n| (n, *scale)))
-        .unwrap_or((trimmed, 1.0));
-    // `f64::from_str` also takes `inf`, `nan` and exponents: accept plain decimals only.
-    if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
+    if trimmed.is_empty() {
         return Err(err());
     }
-    let value: f64 = number.parse().map_err(|_| err())?;
+    // Plain seconds: `0.5`, `90`.
+    if trimmed.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return seconds(trimmed, 1.0).ok_or_else(err);
+    }
+    // One or more `<number><unit>` parts, largest first by convention: `1h30m`, `2d`, `500ms`.
+    let mut total = Duration::ZERO;
+    let mut rest = trimmed;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(err)?;
+        let (number, after) = rest.split_at(digits);
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let scale = match unit {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "d" => 86_400.0,
+            _ => return Err(err()),
+        };
+        if number.is_empty() {
+            return Err(err());
+        }
+        total = total
+            .checked_add(seconds(number, scale).ok_or_else(err)?)
+            .ok_or_else(err)?;
+        rest = next;
+    }
+    Some(total).filter(|d| *d <= MAX_DURATION).ok_or_else(err)
+}
+
+/// `number` (plain decimal digits, no sign or exponent) times `scale` seconds, if it is a
+/// duration unilab takes.
+fn seconds(number: &str, scale: f64) -> Option<Duration> {
+    let value: f64 = number.parse().ok()?;
     Duration::try_from_secs_f64(value * scale)
         .ok()
         .filter(|d| *d <= MAX_DURATION)
-        .ok_or_else(err)
 }
 
 /// A timeout as `UNILAB_TOOL_TIMEOUT` gives it: a duration as above, but not zero.
@@ -51,6 +83,9 @@ mod tests {
         assert_eq!(parse_duration("1.5h").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration(" 3 ").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("2d").unwrap(), Duration::from_secs(172_800));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("1m0.5s").unwrap(), Duration::from_millis(60_500));
     }
 
     #[test]
@@ -63,7 +98,10 @@ mod tests {
             "inf",
             "nan",
             "10 m",
-            "5d",
+            "5w",
+            "h1",
+            "1h-30m",
+            "367d",
             "1..2",
             "0x10",
             "1e400",

@@ -1584,3 +1584,25 @@ fn stress_start_crash_loop() {
         "60 rounds: {orphaned} kills left a daemon with no record until the next command settled it"
     );
 }
+
+/// One duration syntax everywhere: `UNILAB_TOOL_TIMEOUT=1s` is a timeout of one second (it used
+/// to be ignored for the 10 s default), and a bad value names the variable.
+#[test]
+fn the_tool_timeout_takes_the_duration_syntax_of_the_flags() {
+    let host = Host::two_gpus();
+    let started = Instant::now();
+    host.unilab()
+        .env("FAKE_NVIDIA_SMI_MODE", "hang")
+        .env("UNILAB_TOOL_TIMEOUT", "1s")
+        .args(["mps", "start", "0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("did not answer within 1 s"));
+    assert!(started.elapsed() < Duration::from_secs(8));
+    host.unilab()
+        .env("UNILAB_TOOL_TIMEOUT", "soon")
+        .args(["mps", "status"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("`UNILAB_TOOL_TIMEOUT` is not usable"));
+}
