@@ -85,7 +85,10 @@ mod tests {
         assert_eq!(parse_duration(" 3 ").unwrap(), Duration::from_secs(3));
         assert_eq!(parse_duration("2d").unwrap(), Duration::from_secs(172_800));
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse_duration("1m0.5s").unwrap(), Duration::from_millis(60_500));
+        assert_eq!(
+            parse_duration("1m0.5s").unwrap(),
+            Duration::from_millis(60_500)
+        );
     }
 
     #[test]

@@ -125,6 +125,23 @@ impl Error {
         None
     }
 
+    /// The error as one JSON object, shown on standard error under `--json` so that a script
+    /// never parses prose: `error`, `causes` (outermost first), `hint` and `exit_code`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut causes = Vec::new();
+        let mut source = StdError::source(self);
+        while let Some(cause) = source {
+            causes.push(cause.to_string());
+            source = cause.source();
+        }
+        serde_json::json!({
+            "error": self.to_string(),
+            "causes": causes,
+            "hint": self.hint(),
+            "exit_code": self.exit().code(),
+        })
+    }
+
     /// The text shown on standard error.
     pub fn render(&self) -> String {
         let mut out = format!("error: {self}\n");
@@ -167,6 +184,22 @@ pub(crate) fn stdout_error(e: std::io::Error) -> Error {
 /// characters of what the user typed escaped like every other message.
 pub fn render_usage(error: &clap::Error) -> String {
     printable(&error.render().to_string()).into_owned()
+}
+
+/// A command line clap could not parse, as one JSON object (for `--json`).
+pub fn usage_json(error: &clap::Error) -> serde_json::Value {
+    let text = error.render().to_string();
+    let message = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ");
+    serde_json::json!({
+        "error": message,
+        "causes": [],
+        "hint": "see `unilab --help`",
+        "exit_code": Exit::Usage.code(),
+    })
 }
 
 #[cfg(test)]

@@ -26,10 +26,18 @@ fn main() -> ExitCode {
         // `--help` and `--version` print to standard output and succeed.
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
-            let _ = std::io::stderr().write_all(unilab::error::render_usage(&e).as_bytes());
+            // Whether `--json` was asked for, though the line did not parse as a whole.
+            let json = std::env::args_os().any(|a| a == "--json");
+            let text = if json {
+                format!("{}\n", unilab::error::usage_json(&e))
+            } else {
+                unilab::error::render_usage(&e)
+            };
+            let _ = std::io::stderr().write_all(text.as_bytes());
             return ExitCode::from(Exit::Usage.code());
         }
     };
+    let json = cli.global.json;
     let result = panic::catch_unwind(|| unilab::run(cli)).unwrap_or_else(|_| {
         let message = PANIC_MESSAGE
             .lock()
@@ -42,7 +50,12 @@ fn main() -> ExitCode {
         Ok(exit) => exit,
         Err(Error::BrokenPipe) => Exit::Success,
         Err(error) => {
-            let _ = std::io::stderr().write_all(error.render().as_bytes());
+            let text = if json {
+                format!("{}\n", error.to_json())
+            } else {
+                error.render()
+            };
+            let _ = std::io::stderr().write_all(text.as_bytes());
             error.exit()
         }
     };

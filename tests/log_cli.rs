@@ -703,6 +703,44 @@ fn a_log_others_could_have_written_is_refused() {
     untrusted(&root, &["soak", "list"], &root.log_path());
 }
 
+/// Under `--json` a failure is one JSON object on standard error — message, causes, hint and
+/// exit code — and standard output stays empty: a script never parses prose.
+#[test]
+fn failures_under_json_are_one_json_object() {
+    let root = root_with_every_kind();
+    for (args, code, says) in [
+        (
+            &["--json", "soak", "show", "nope"][..],
+            3,
+            "no soak `nope` is recorded",
+        ),
+        (&["--json", "soak", "bogus"], 2, "unrecognized subcommand"),
+        (
+            &["--json", "mps", "stop", "--grace", "forever"],
+            2,
+            "invalid value",
+        ),
+    ] {
+        let out = root
+            .unilab()
+            .args(args)
+            .assert()
+            .code(code)
+            .get_output()
+            .clone();
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let error: serde_json::Value = serde_json::from_slice(&out.stderr)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(error["exit_code"], code, "{args:?}");
+        assert!(
+            error["error"].as_str().unwrap().contains(says),
+            "{args:?}: {error}"
+        );
+        assert!(error["hint"].is_string(), "{args:?}: {error}");
+        assert!(error["causes"].is_array());
+    }
+}
+
 #[test]
 fn a_projection_that_disagrees_with_the_events_fails_verification() {
     let root = TestRoot::new();

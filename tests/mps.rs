@@ -1604,5 +1604,7 @@ fn the_tool_timeout_takes_the_duration_syntax_of_the_flags() {
         .args(["mps", "status"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("`UNILAB_TOOL_TIMEOUT` is not usable"));
+        .stderr(predicate::str::contains(
+            "`UNILAB_TOOL_TIMEOUT` is not usable",
+        ));
 }
