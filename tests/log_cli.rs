@@ -806,3 +806,42 @@ fn an_empty_log_file_is_damage_not_a_new_log() {
         "left as it was"
     );
 }
+
+/// Completions for every shell and the man page come from the command-line definitions: each
+/// is non-empty and names every subcommand; the man page leaves out the hidden guard.
+#[test]
+fn completions_and_the_man_page_name_every_subcommand() {
+    let root = TestRoot::new();
+    let top = [
+        "mps",
+        "soak",
+        "snapshot",
+        "history",
+        "log",
+        "completions",
+        "man",
+    ];
+    let nested = [
+        "start", "stop", "plan", "doctor", "exec", "run", "show", "export", "verify",
+    ];
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = root
+            .unilab()
+            .args(["completions", shell])
+            .assert()
+            .success();
+        let script = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+        assert!(script.len() > 1000, "{shell}: {} bytes", script.len());
+        for name in top.iter().chain(&nested) {
+            assert!(script.contains(name), "{shell} completes no `{name}`");
+        }
+    }
+    let out = root.unilab().arg("man").assert().success();
+    let page = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(page.contains(".TH unilab 1"), "{page}");
+    for name in top {
+        assert!(page.contains(name), "the man page names no `{name}`");
+    }
+    assert!(!page.contains("soak-guard"));
+    root.unilab().args(["completions", "tcsh"]).assert().code(2);
+}

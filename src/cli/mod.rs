@@ -58,6 +58,13 @@ pub enum Command {
     /// Inspect the event log itself
     #[command(subcommand)]
     Log(LogCommand),
+    /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell)
+    Completions {
+        /// The shell to complete for
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), generated from the same definitions as `--help`
+    Man,
     /// Internal: the process between a soak's supervisor and its command
     #[command(name = "__soak-guard", hide = true)]
     SoakGuard {

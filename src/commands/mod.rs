@@ -28,6 +28,29 @@ pub(crate) fn checked_show(
     }
 }
 
+/// The completion script of `shell`, from the command-line definitions themselves.
+fn completions(shell: clap_complete::Shell, out: &mut Output) -> Result<Exit, Error> {
+    let mut script = Vec::new();
+    clap_complete::generate(
+        shell,
+        &mut <Cli as clap::CommandFactory>::command(),
+        "unilab",
+        &mut script,
+    );
+    out.raw(&script)?;
+    Ok(Exit::Success)
+}
+
+/// The man page (roff), from the command-line definitions themselves.
+fn man(out: &mut Output) -> Result<Exit, Error> {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+        .render(&mut page)
+        .map_err(Error::environment("render the man page"))?;
+    out.raw(&page)?;
+    Ok(Exit::Success)
+}
+
 pub fn run(cli: Cli) -> Result<Exit, Error> {
     let mut out = Output::new(cli.global.json, cli.global.quiet, cli.global.verbose);
     crate::tool::check_timeout_variable().map_err(|source| Error::Variable {
@@ -46,6 +69,8 @@ pub fn run(cli: Cli) -> Result<Exit, Error> {
         Command::Mps(command) => mps::run(&paths(&out)?, command, &mut out),
         Command::Soak(command) => soak::run(&paths(&out)?, command, &mut out),
         Command::Snapshot { dir } => soak::snapshot(dir.as_deref(), &mut out),
+        Command::Completions { shell } => completions(shell, &mut out),
+        Command::Man => man(&mut out),
         // The guard needs no state: it only runs the command and reports on it.
         Command::SoakGuard { status, command } => Ok(Exit::Passthrough(
             u8::try_from(crate::soak::guard::run(&status, &command)).unwrap_or(1),
