@@ -201,3 +201,43 @@ fn a_log_of_a_newer_schema_is_refused() {
             "hint: use the unilab version that wrote this log",
         ));
 }
+
+/// Both schemas' soaks export as CSV: one row per sample and GPU, unknowns empty.
+#[test]
+fn frozen_soaks_export_as_csv_too() {
+    let root = TestRoot::new();
+    install(SCHEMA_VERSION, &root);
+    for id in ["20261202T124210-3f9a", "20261202T130000-5b7c"] {
+        let json: serde_json::Value = serde_json::from_slice(
+            &root
+                .unilab()
+                .args(["soak", "export", id])
+                .assert()
+                .success()
+                .get_output()
+                .stdout,
+        )
+        .unwrap();
+        let out = root
+            .unilab()
+            .args(["soak", "export", id, "--format", "csv"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let mut reader = csv::Reader::from_reader(out.as_slice());
+        let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+        assert_eq!(header[0], "soak_id");
+        assert_eq!(header.last().unwrap(), "errors");
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        let expected: usize = json["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["gpus"].as_array().map_or(1, |g| g.len().max(1)))
+            .sum();
+        assert_eq!(rows.len(), expected, "{id}");
+        assert!(rows.iter().all(|r| &r[0] == id));
+    }
+}

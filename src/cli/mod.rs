@@ -96,7 +96,17 @@ pub enum SoakCommand {
         /// Replace `--output` if it exists
         #[arg(long, requires = "output")]
         force: bool,
+        /// `json`: the canonical artifact, byte for byte; `csv`: one row per sample and GPU
+        #[arg(long, value_enum, default_value = "json")]
+        format: ExportFormat,
     },
+}
+
+/// What `soak export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    Json,
+    Csv,
 }
 
 /// A daemon name as `mps start --name` takes it: a bad one is a usage error (exit 2).

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use crate::cli::{SoakCommand, SoakRunArgs};
+use crate::cli::{ExportFormat, SoakCommand, SoakRunArgs};
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::event::soak::OutcomeStatus;
@@ -36,9 +36,12 @@ pub(crate) fn run(
         SoakCommand::Run(args) => soak_run(paths, args, out),
         SoakCommand::List => list(paths, out),
         SoakCommand::Show { id } => show(paths, &id, out),
-        SoakCommand::Export { id, output, force } => {
-            export(paths, &id, output.as_deref(), force, out)
-        }
+        SoakCommand::Export {
+            id,
+            output,
+            force,
+            format,
+        } => export(paths, &id, output.as_deref(), force, format, out),
     }
 }
 
@@ -460,6 +463,7 @@ fn export(
     id: &str,
     output: Option<&Path>,
     force: bool,
+    format: ExportFormat,
     out: &mut Output,
 ) -> Result<Exit, Error> {
     let (snapshot, summary) = resolve(paths, id)?;
@@ -471,7 +475,15 @@ fn export(
     }
     let records = artifact::collect(&snapshot, &summary.soak_id)?
         .ok_or_else(|| SoakError::NoSuchSoak(summary.soak_id.clone()))?;
-    let (bytes, digest) = artifact::render(&records);
+    let (bytes, digest) = match format {
+        ExportFormat::Json => artifact::render(&records),
+        ExportFormat::Csv => {
+            let bytes = artifact::csv::render(&artifact::view(&records))
+                .map_err(|e| Error::Internal(format!("cannot write CSV: {e}")))?;
+            let digest = blake3::hash(&bytes).to_hex().to_string();
+            (bytes, digest)
+        }
+    };
     match output {
         Some(path) => {
             artifact::write_atomically(path, &bytes).map_err(|source| SoakError::Output {

@@ -9,6 +9,7 @@
 //! A soak recorded in schema 1's events renders as `unilab.soak.artifact/1` ([`v1`], frozen:
 //! byte for byte what was written then); one recorded in schema 2's as `/2` ([`v2`]).
 
+pub(crate) mod csv;
 mod v1;
 mod v2;
 
