@@ -39,6 +39,7 @@ pub mod projection;
 mod redact;
 mod snapshot;
 pub mod soak;
+mod text;
 pub mod time;
 mod tool;
 

@@ -19,6 +19,7 @@ use crate::soak::error::SoakError;
 use crate::soak::request::SoakRequest;
 use crate::soak::supervise::{self, SoakContext};
 use crate::soak::{abandon, artifact};
+use crate::text::count;
 use crate::time::{Clock, SystemClock, unix_seconds};
 use crate::tool;
 use serde_json::{Value, json};
@@ -288,9 +289,9 @@ fn progress_lines(summary: &SoakSummary, details: &Value) -> Vec<(&'static str, 
             lines.push((
                 "now",
                 format!(
-                    "RSS {}, {} processes",
+                    "RSS {}, {}",
                     output::bytes(rss),
-                    live["processes"]
+                    count(live["processes"].as_u64().unwrap_or(0), "process")
                 ),
             ));
         }
@@ -305,8 +306,8 @@ fn peaks_line(peaks: &Value) -> String {
             "RSS {}",
             output::bytes(peaks["rss_bytes"].as_u64().unwrap_or(0))
         ),
-        format!("{} processes", peaks["processes"]),
-        format!("{} threads", peaks["threads"]),
+        count(peaks["processes"].as_u64().unwrap_or(0), "process"),
+        count(peaks["threads"].as_u64().unwrap_or(0), "thread"),
     ];
     if let Some(cpu) = peaks["cpu_percent"].as_f64() {
         peak.push(format!("CPU {cpu:.0}%"));

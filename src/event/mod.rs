@@ -21,6 +21,8 @@ pub mod topology;
 
 use serde::{Deserialize, Serialize};
 
+use crate::text::count;
+
 pub use daemon::{StaleReason, StartedDaemon, StopMethod};
 pub use soak::{Sample, SoakEnd, SoakStart};
 pub use topology::{GpuIdentity, TopologyMode};
@@ -278,14 +280,15 @@ fn sampled(
     errors: usize,
 ) -> String {
     format!(
-        "#{index} at {:.1} s: {processes} processes, RSS {} MiB, {} progress files{}",
+        "#{index} at {:.1} s: {}, RSS {} MiB, {}{}",
         elapsed_ms as f64 / 1000.0,
+        count(processes as u64, "process"),
         rss_bytes / (1024 * 1024),
-        progress.files,
+        count(progress.files, "progress file"),
         if errors == 0 {
             String::new()
         } else {
-            format!(", {errors} sampler errors")
+            format!(", {}", count(errors as u64, "sampler error"))
         }
     )
 }

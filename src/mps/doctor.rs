@@ -195,7 +195,11 @@ fn gpu_list_check(gpus: &[GpuInfo]) -> Check {
     check(
         "nvidia-smi",
         CheckStatus::Ok,
-        format!("{} GPU(s): {}", gpus.len(), names.join(", ")),
+        format!(
+            "{}: {}",
+            crate::text::count(gpus.len() as u64, "GPU"),
+            names.join(", ")
+        ),
         None,
     )
 }

@@ -378,8 +378,9 @@ impl StatusLine {
             .map(|c| format!("{:.0} s ago", (elapsed - c).as_secs_f64()))
             .unwrap_or_else(|| "none yet".into());
         format!(
-            "soak {soak_id}: {:.0} s, {samples} samples, progress {progress_age}, RSS {} MiB, GPU {} MiB",
+            "soak {soak_id}: {:.0} s, {}, progress {progress_age}, RSS {} MiB, GPU {} MiB",
             elapsed.as_secs_f64(),
+            crate::text::count(samples, "sample"),
             self.rss_bytes >> 20,
             self.gpu_mib
         )

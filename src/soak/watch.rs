@@ -214,9 +214,10 @@ pub(crate) fn verdict(end: RunEnd, parameters: &SoakParameters, require_progress
         return failed(
             FailureKind::LeakedProcesses,
             format!(
-                "{} process(es) outlived the command by the {} s grace period and were killed: {}",
-                leaked.len(),
+                "{} outlived the command by the {} s grace period and {} killed: {}",
+                crate::text::count(leaked.len() as u64, "process"),
                 secs(parameters.shutdown_grace_ms),
+                if leaked.len() == 1 { "was" } else { "were" },
                 names.join(", ")
             ),
         );
@@ -484,7 +485,7 @@ mod tests {
         assert_eq!(outcome.failure_kind, Some(FailureKind::LeakedProcesses));
         assert_eq!(
             outcome.reason,
-            "1 process(es) outlived the command by the 2 s grace period and were killed: 77 (sleep)"
+            "1 process outlived the command by the 2 s grace period and was killed: 77 (sleep)"
         );
     }
 
