@@ -100,6 +100,17 @@ pub enum SoakCommand {
         #[arg(long, value_enum, default_value = "json")]
         format: ExportFormat,
     },
+    /// Write a self-contained HTML report of a soak: verdict, charts, parameters, tails, timeline
+    Report {
+        /// A soak id, a unique prefix of one, or `latest`
+        id: String,
+        /// Write it here (default: standard output)
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Replace `--output` if it exists
+        #[arg(long, requires = "output")]
+        force: bool,
+    },
 }
 
 /// What `soak export` writes.

@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use crate::cli::{ExportFormat, SoakCommand, SoakRunArgs};
 use crate::diagnostic::Exit;
 use crate::error::Error;
+use crate::event::Subject;
 use crate::event::soak::OutcomeStatus;
 use crate::log::{EventLog, Snapshot};
 use crate::output::{self, Output, human_time};
@@ -43,6 +44,9 @@ pub(crate) fn run(
             force,
             format,
         } => export(paths, &id, output.as_deref(), force, format, out),
+        SoakCommand::Report { id, output, force } => {
+            report(paths, &id, output.as_deref(), force, out)
+        }
     }
 }
 
@@ -496,6 +500,55 @@ fn export(
         None => out.raw(&bytes)?,
     }
     Ok(Exit::Success)
+}
+
+fn report(
+    paths: &StatePaths,
+    id: &str,
+    output: Option<&Path>,
+    force: bool,
+    out: &mut Output,
+) -> Result<Exit, Error> {
+    let (snapshot, summary) = resolve(paths, id)?;
+    if let Some(path) = output {
+        refuse_to_replace(path, force)?;
+    }
+    let html = report_html(&snapshot, &summary.soak_id)?;
+    match output {
+        Some(path) => {
+            artifact::write_atomically(path, html.as_bytes()).map_err(|source| {
+                SoakError::Output {
+                    path: path.to_owned(),
+                    source,
+                }
+            })?;
+            out.note(&format!("wrote the report `{}`", path.display()));
+        }
+        None => out.raw(html.as_bytes())?,
+    }
+    Ok(Exit::Success)
+}
+
+/// The HTML report of a soak, from the log: its artifact's view, its events, the chain head.
+pub(crate) fn report_html(snapshot: &Snapshot, soak_id: &str) -> Result<String, Error> {
+    let records = artifact::collect(snapshot, soak_id)?
+        .ok_or_else(|| SoakError::NoSuchSoak(soak_id.to_owned()))?;
+    let (_, digest) = artifact::render(&records);
+    let mut timeline = Vec::new();
+    for seq in snapshot.subject_seqs(&Subject::Soak(soak_id.to_owned()), 1)? {
+        if let Some(record) = snapshot.get(seq)? {
+            timeline.push(super::history::record_line(&record));
+        }
+    }
+    let (_, head) = snapshot.head()?;
+    Ok(crate::soak::report::render(
+        &artifact::view(&records),
+        &crate::soak::report::Extras {
+            timeline: &timeline,
+            digest: &digest,
+            chain_head: &crate::log::chain::to_hex(&head),
+        },
+    ))
 }
 
 /// An existing `--output` is replaced only with `--force`, and only if it is a regular file: a
