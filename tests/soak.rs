@@ -1754,3 +1754,117 @@ fn a_guard_killed_with_sigkill_is_noticed_and_its_tree_stopped() {
         find(&marker)
     );
 }
+
+/// A browser, if this host has one: `chromium`, or what `UNILAB_TEST_CHROMIUM` names. CI
+/// installs it; there its absence fails the test rather than skipping it.
+fn chromium() -> Option<PathBuf> {
+    if let Some(named) = std::env::var_os("UNILAB_TEST_CHROMIUM") {
+        return Some(PathBuf::from(named));
+    }
+    let found = ["chromium", "chromium-browser"].iter().find_map(|name| {
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|dir| dir.join(name))
+            .find(|path| path.is_file())
+    });
+    assert!(
+        found.is_some() || std::env::var_os("CI").is_none(),
+        "CI must install chromium for the report test (apt-get install chromium)"
+    );
+    found
+}
+
+/// The report of a real failed soak (stale progress, two fake GPUs, one used by the trainer):
+/// self-contained, its charts present, and — in headless Chromium — it loads without console
+/// errors; the screenshot is kept in the target directory.
+#[test]
+fn the_report_of_a_failed_soak_renders_in_a_browser() {
+    let soak = Soak::new();
+    let apps = soak.root.root().join("apps");
+    let (output, artifact) = soak.run_with(
+        {
+            let mut cmd = soak.unilab();
+            cmd.env(
+                "FAKE_NVIDIA_SMI_GPUS",
+                "GPU-1111aaaa-0000-4000-8000-000000000001|NVIDIA H200|143771|20000|37;\
+                 GPU-2222bbbb-0000-4000-8000-000000000002|NVIDIA H200|143771|1000|5",
+            )
+            .env("FAKE_NVIDIA_SMI_APPS_FILE", &apps);
+            cmd
+        },
+        &["--stale-progress", "1.5s"],
+        &[
+            "--steps",
+            "40",
+            "--step-seconds",
+            "0.1",
+            "--hang-after",
+            "8",
+            "--gpu-memory",
+            "3000",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(artifact["outcome"]["failure_kind"], "stale_progress");
+    let report = soak.root.root().join("report.html");
+    soak.unilab()
+        .args(["soak", "report", "latest", "--output"])
+        .arg(&report)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.matches("<svg").count() >= 6, "every chart is drawn");
+    assert!(html.contains("stale_progress"));
+    assert!(
+        html.contains(artifact["digest"].as_str().unwrap()),
+        "tied to the artifact"
+    );
+    for external in ["<script", "<link", " src=", "https://", "url("] {
+        assert!(!html.contains(external), "the page loads `{external}`");
+    }
+    let Some(browser) = chromium() else {
+        eprintln!("skipped the browser check: no chromium on this host");
+        return;
+    };
+    let shot = soak.root.root().join("report-screenshot.png");
+    let profile = soak.root.root().join("chromium-profile");
+    let run = Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--window-size=1100,2400",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", report.display()))
+        .env("HOME", soak.root.root())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "chromium failed: {log}");
+    let console_errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("CONSOLE") && (l.contains("Uncaught") || l.contains("ERROR")))
+        .collect();
+    assert!(console_errors.is_empty(), "{console_errors:?}");
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "{} bytes",
+        png.len()
+    );
+    let dom = Command::new(&browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("file://{}", report.display()))
+        .env("HOME", soak.root.root())
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.matches("<svg").count() >= 6,
+        "the loaded page holds its charts"
+    );
+}

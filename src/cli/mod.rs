@@ -145,6 +145,9 @@ pub struct SoakRunArgs {
     /// Where to write the artifact
     #[arg(long, value_name = "FILE")]
     pub output: PathBuf,
+    /// Also write the soak's HTML report here when it ends (as `unilab soak report` does)
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
     /// Time between samples
     #[arg(long = "sample-interval", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub sample_interval: Duration,

@@ -100,6 +100,13 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
         allow_no_progress: args.allow_no_progress,
     }
     .validate(paths.uid)?;
+    // Found now, not when the soak ends.
+    if let Some(report) = &args.report {
+        artifact::check_target(report).map_err(|source| SoakError::Output {
+            path: report.clone(),
+            source,
+        })?;
+    }
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     let smi = tool::nvidia_smi();
     // A hung nvidia-smi must not hold the command back: the snapshot waits for it briefly, and
@@ -134,6 +141,16 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
         console: Arc::new(Console::of_this_process(out.is_quiet(), out.json)),
     };
     let verdict = supervise::run(&ctx, &spec, &interrupted)?;
+    if let Some(report) = &args.report {
+        let html = report_html(&log.snapshot()?, &verdict.soak_id)?;
+        artifact::write_atomically(report, html.as_bytes()).map_err(|source| {
+            SoakError::Output {
+                path: report.clone(),
+                source,
+            }
+        })?;
+        out.note(&format!("report: {}", report.display()));
+    }
     let status = verdict.outcome.status.as_str();
     if out.json {
         out.json_line(&serde_json::json!({
