@@ -78,7 +78,7 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum SoakCommand {
     /// Run a command under supervision until it passes or fails
-    Run(SoakRunArgs),
+    Run(Box<SoakRunArgs>),
     /// List soaks, newest last
     List,
     /// Show one soak: its verdict and why, or how a running one is going

@@ -35,7 +35,7 @@ pub(crate) fn run(
     out: &mut Output,
 ) -> Result<Exit, Error> {
     match command {
-        SoakCommand::Run(args) => soak_run(paths, args, out),
+        SoakCommand::Run(args) => soak_run(paths, *args, out),
         SoakCommand::List => list(paths, out),
         SoakCommand::Show { id } => show(paths, &id, out),
         SoakCommand::Export {
