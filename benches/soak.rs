@@ -216,5 +216,36 @@ fn export(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sampler, export);
+/// The HTML report of the same 100,000-sample soak: decimated charts keep it small and fast.
+fn report(c: &mut Criterion) {
+    let path = soak_log();
+    let reader = LogReader::open(&path).expect("open").expect("exists");
+    let render = || {
+        let snapshot = reader.snapshot().expect("snapshot");
+        let records = artifact::collect(&snapshot, "bench")
+            .expect("collect")
+            .expect("the soak");
+        unilab::soak::report::render(
+            &artifact::view(&records),
+            &unilab::soak::report::Extras {
+                timeline: &[],
+                digest: "bench",
+                chain_head: "bench",
+            },
+        )
+    };
+    let size = render().len();
+    eprintln!("report of {EXPORT_SAMPLES} samples: {size} bytes");
+    assert!(
+        size < 2 * 1024 * 1024,
+        "the report stays under 2 MiB: {size} bytes"
+    );
+    let mut group = c.benchmark_group("report");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    group.bench_function("report_100k", |b| b.iter(|| black_box(render().len())));
+    group.finish();
+}
+
+criterion_group!(benches, sampler, export, report);
 criterion_main!(benches);

@@ -13,7 +13,7 @@ pub(crate) mod console;
 pub(crate) mod error;
 pub(crate) mod guard;
 mod progress;
-pub(crate) mod report;
+pub mod report;
 pub(crate) mod request;
 pub mod sampler;
 pub(crate) mod supervise;

@@ -29,7 +29,7 @@ struct Marker {
 }
 
 /// What the page shows besides the artifact's view.
-pub(crate) struct Extras<'a> {
+pub struct Extras<'a> {
     /// The soak's events as `history --soak` prints them.
     pub timeline: &'a [String],
     /// The artifact's digest.
@@ -39,7 +39,7 @@ pub(crate) struct Extras<'a> {
 }
 
 /// The report of the artifact `view`.
-pub(crate) fn render(view: &Value, extras: &Extras) -> String {
+pub fn render(view: &Value, extras: &Extras) -> String {
     let samples: Vec<&Value> = view["samples"].as_array().into_iter().flatten().collect();
     let x = |s: &Value| s["elapsed_seconds"].as_f64().unwrap_or(0.0);
     let end = samples
