@@ -14,9 +14,9 @@ use crate::gpu::selector::SelectorError;
 use crate::gpu::smi::SmiError;
 use crate::log::LogError;
 use crate::mps::error::MpsError;
-use crate::output::printable;
 use crate::paths::PathError;
 use crate::soak::error::SoakError;
+use crate::text::printable;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -56,41 +56,26 @@ impl Output {
     /// Something a person may want to know; silenced by `-q`.
     pub(crate) fn note(&self, text: &str) {
         if !self.quiet {
-            let _ = writeln!(std::io::stderr(), "{}", printable(text));
+            let _ = writeln!(std::io::stderr(), "{}", crate::text::printable(text));
         }
     }
 
     pub(crate) fn warn(&self, text: &str) {
         if !self.quiet {
-            let _ = writeln!(std::io::stderr(), "warning: {}", printable(text));
+            let _ = writeln!(
+                std::io::stderr(),
+                "warning: {}",
+                crate::text::printable(text)
+            );
         }
     }
 
     /// Detail shown with `-v`.
     pub(crate) fn detail(&self, text: &str) {
         if self.verbose > 0 && !self.quiet {
-            let _ = writeln!(std::io::stderr(), "{}", printable(text));
+            let _ = writeln!(std::io::stderr(), "{}", crate::text::printable(text));
         }
     }
-}
-
-/// `text` with every control character but newline and tab escaped (`\u{1b}`), so that what
-/// a user typed — an id, a path, a command — cannot drive the terminal when unilab repeats it
-/// in a message.
-pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    let control = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.chars().any(control) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut escaped = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if control(c) {
-            escaped.extend(c.escape_debug());
-        } else {
-            escaped.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(escaped)
 }
 
 /// A Unix-microsecond time as a person reads it, in the local time zone, to the millisecond.

@@ -1,4 +1,5 @@
-//! Words for counts, so that every message says `1 sample` and `2 samples`.
+//! Text for people: words for counts (`1 sample`, `2 samples`) and what a user typed made safe
+//! to repeat on a terminal.
 
 /// `n` and `word`, in the plural unless `n` is one: `1 process`, `3 processes`, `0 GPUs`.
 pub(crate) fn count(n: impl Into<u64>, word: &str) -> String {
@@ -10,6 +11,25 @@ pub(crate) fn count(n: impl Into<u64>, word: &str) -> String {
     } else {
         format!("{n} {word}s")
     }
+}
+
+/// `text` with every control character but newline and tab escaped (`\u{1b}`), so that what
+/// a user typed — an id, a path, a command — cannot drive the terminal when unilab repeats it
+/// in a message.
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let control = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if control(c) {
+            escaped.extend(c.escape_debug());
+        } else {
+            escaped.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
 }
 
 #[cfg(test)]
