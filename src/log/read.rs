@@ -123,13 +123,11 @@ impl Snapshot {
 
     /// Every row of a view's table, decoded, by key.
     pub fn rows<Row: DeserializeOwned>(&self, table: ViewTable) -> Result<Vec<Row>, LogError> {
-        self.encoded_rows(table)?
+        Ok(self
+            .keyed_rows(table)?
             .into_iter()
-            .map(|(key, bytes)| {
-                codec::decode(&bytes)
-                    .map_err(|e| damaged(&self.path, format!("projection row `{key}`: {e}")))
-            })
-            .collect()
+            .map(|(_, row)| row)
+            .collect())
     }
 
     /// Every row of a view's table with its key, in key order.
