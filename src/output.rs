@@ -78,6 +78,35 @@ impl Output {
     }
 }
 
+/// Rows as a table whose columns are as wide as their widest cell (two spaces apart), so that a
+/// long name never shifts the others. Cells must not hold tabs or newlines.
+pub(crate) fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> Vec<String> {
+    use std::io::Write as _;
+    let mut writer = tabwriter::TabWriter::new(Vec::new()).padding(2);
+    let line = |cells: Vec<&str>| cells.join("\t");
+    let _ = writeln!(writer, "{}", line(header.to_vec()));
+    for row in rows {
+        let cells: Vec<&str> = row.as_ref().iter().map(|c| cell(c)).collect();
+        let _ = writeln!(writer, "{}", line(cells));
+    }
+    let _ = writer.flush();
+    let bytes = writer.into_inner().unwrap_or_default();
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| l.trim_end().to_owned())
+        .collect()
+}
+
+/// A cell without the characters that would break its table's layout.
+fn cell(text: &str) -> &str {
+    text.split(['\t', '\n']).next().unwrap_or("")
+}
+
+/// A command line as a POSIX shell would take it back: each argument quoted where it needs it.
+pub(crate) fn shell_command(args: &[String]) -> String {
+    shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "))
+}
+
 /// A Unix-microsecond time as a person reads it, in the local time zone, to the millisecond.
 pub(crate) fn human_time(us: i64) -> String {
     match jiff::Timestamp::from_microsecond(us) {
@@ -128,7 +157,34 @@ pub(crate) fn bytes(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{bytes, duration};
+    use super::{bytes, duration, shell_command, table};
+
+    #[test]
+    fn commands_are_shown_as_a_shell_takes_them_back() {
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            shell_command(&args(&["python3", "train.py"])),
+            "python3 train.py"
+        );
+        assert_eq!(
+            shell_command(&args(&["sh", "-c", "echo $HOME; exit 1"])),
+            "sh -c 'echo $HOME; exit 1'"
+        );
+    }
+
+    #[test]
+    fn table_columns_fit_their_widest_cell() {
+        let rows = vec![
+            vec!["a".to_owned(), "1".to_owned()],
+            vec!["a-much-longer-name".to_owned(), "22".to_owned()],
+        ];
+        let lines = table(&["NAME", "N"], &rows);
+        let at: Vec<usize> = lines
+            .iter()
+            .map(|l| l.rfind(' ').map_or(0, |i| i + 1))
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] == w[1]), "{lines:?}");
+    }
 
     #[test]
     fn durations_read_in_their_two_largest_units() {

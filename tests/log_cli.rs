@@ -845,3 +845,72 @@ fn completions_and_the_man_page_name_every_subcommand() {
     assert!(!page.contains("soak-guard"));
     root.unilab().args(["completions", "tcsh"]).assert().code(2);
 }
+
+/// `soak list` as a table: columns as wide as their widest cell, failed soaks with their kind,
+/// commands shell-quoted so that they can be copied and run.
+#[test]
+fn soak_list_is_a_table_with_quoted_commands() {
+    let root = root_with_every_kind();
+    let output = root
+        .unilab()
+        .args(["soak", "list"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    insta::assert_snapshot!(String::from_utf8(output).unwrap());
+}
+
+/// A 44-character daemon name does not shift the other columns of `mps list`.
+#[test]
+fn mps_list_columns_hold_a_long_name() {
+    let root = TestRoot::new();
+    let log = root.log();
+    let scope = root.scope();
+    for name in ["a", "a-daemon-name-that-is-forty-four-characters"] {
+        let (_, started) = every_event_kind()
+            .into_iter()
+            .find(|(_, e)| matches!(e, Event::DaemonStarted { .. }))
+            .unwrap();
+        let Event::DaemonStarted { mut record, .. } = started else {
+            unreachable!()
+        };
+        record.name = name.into();
+        record.uid = scope.uid;
+        record.host = scope.host.clone();
+        record.pipe_directory = format!("/tmp/pipes/{name}");
+        log.append(
+            Subject::Daemon(name.into()),
+            Event::DaemonStarted {
+                record,
+                foreground: false,
+            },
+        )
+        .unwrap();
+    }
+    let output = root
+        .unilab()
+        .args(["mps", "list"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(output).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let pipe_at: Vec<usize> = lines
+        .iter()
+        .map(|l| {
+            l.find("/tmp/pipes/")
+                .unwrap_or_else(|| l.find("PIPE").unwrap())
+        })
+        .collect();
+    assert!(pipe_at.windows(2).all(|w| w[0] == w[1]), "{text}");
+    let state_at: Vec<usize> = lines[1..]
+        .iter()
+        .map(|l| l.find("process_gone").unwrap())
+        .collect();
+    assert_eq!(state_at[0], state_at[1], "{text}");
+}

@@ -360,20 +360,22 @@ fn show_daemons(daemons: &[status::ManagedDaemon], out: &mut Output) -> Result<E
         out.note("no daemons recorded; start one with `unilab mps start`");
         return Ok(Exit::Success);
     }
-    out.line(&format!(
-        "{:<20} {:>8} {:<14} {:>8}  {:<44} {}",
-        "NAME", "PID", "STATE", "AGE", "GPU", "PIPE"
-    ))?;
-    for daemon in daemons {
-        out.line(&format!(
-            "{:<20} {:>8} {:<14} {:>8}  {:<44} {}",
-            daemon.record.name,
-            daemon.record.pid,
-            daemon.state,
-            age(daemon.record.created_at),
-            daemon.record.gpu_uuids.join(","),
-            daemon.record.pipe_directory
-        ))?;
+    let rows: Vec<Vec<String>> = daemons
+        .iter()
+        .map(|daemon| {
+            vec![
+                daemon.record.name.clone(),
+                daemon.record.pid.to_string(),
+                daemon.state.to_owned(),
+                age(daemon.record.created_at),
+                daemon.record.gpu_uuids.join(","),
+                daemon.record.pipe_directory.clone(),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "PID", "STATE", "AGE", "GPU", "PIPE"];
+    for line in crate::output::table(&header, &rows) {
+        out.line(&line)?;
     }
     Ok(Exit::Success)
 }

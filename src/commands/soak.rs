@@ -247,24 +247,26 @@ fn list_soaks(soaks: &[SoakSummary], out: &mut Output) -> Result<Exit, Error> {
         out.note("no soaks recorded; run one with `unilab soak run`");
         return Ok(Exit::Success);
     }
-    let statuses: Vec<String> = soaks.iter().map(status_text).collect();
-    let width = statuses.iter().map(String::len).max().unwrap_or(0).max(6);
-    out.line(&format!(
-        "{:<22} {:<width$} {:<19} {:>8} {:>8}  {}",
-        "ID", "STATUS", "STARTED", "DURATION", "SAMPLES", "COMMAND"
-    ))?;
-    for (soak, status) in soaks.iter().zip(&statuses) {
-        let duration = match soak.ended_at_us {
-            Some(end) => output::duration((end - soak.started_at_us) as f64 / 1e6),
-            None => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
-        };
-        let started: String = human_time(soak.started_at_us).chars().take(19).collect();
-        out.line(&format!(
-            "{:<22} {status:<width$} {started:<19} {duration:>8} {:>8}  {}",
-            soak.soak_id,
-            soak.samples,
-            soak.command.join(" ")
-        ))?;
+    let rows: Vec<Vec<String>> = soaks
+        .iter()
+        .map(|soak| {
+            let duration = match soak.ended_at_us {
+                Some(end) => output::duration((end - soak.started_at_us) as f64 / 1e6),
+                None => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
+            };
+            vec![
+                soak.soak_id.clone(),
+                status_text(soak),
+                human_time(soak.started_at_us).chars().take(19).collect(),
+                duration,
+                soak.samples.to_string(),
+                output::shell_command(&soak.command),
+            ]
+        })
+        .collect();
+    let header = ["ID", "STATUS", "STARTED", "DURATION", "SAMPLES", "COMMAND"];
+    for line in output::table(&header, &rows) {
+        out.line(&line)?;
     }
     Ok(Exit::Success)
 }
@@ -418,7 +420,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     }
     let mut lines = vec![
         ("soak", summary.soak_id.clone()),
-        ("command", summary.command.join(" ")),
+        ("command", output::shell_command(&summary.command)),
         ("status", status_text(summary)),
     ];
     if let Some(reason) = &summary.reason {
