@@ -914,3 +914,39 @@ fn mps_list_columns_hold_a_long_name() {
         .collect();
     assert_eq!(state_at[0], state_at[1], "{text}");
 }
+
+/// `--help` says what a newcomer needs: the environment, durations, ids, exit codes, and
+/// examples for the main commands.
+#[test]
+fn help_names_the_environment_the_exit_codes_and_gives_examples() {
+    let root = TestRoot::new();
+    let help = |args: &[&str]| {
+        String::from_utf8(
+            root.unilab()
+                .args(args)
+                .arg("--help")
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone(),
+        )
+        .unwrap()
+    };
+    let top = help(&[]);
+    for needed in [
+        "UNILAB_ROOT",
+        "UNILAB_NVIDIA_SMI",
+        "UNILAB_MPS_CONTROL",
+        "UNILAB_TOOL_TIMEOUT",
+        "1h30m",
+        "latest",
+        "Exit codes",
+        "127 not found",
+    ] {
+        assert!(top.contains(needed), "`unilab --help` lacks {needed}");
+    }
+    for args in [&["soak", "run"][..], &["mps", "start"], &["history"]] {
+        assert!(help(args).contains("Examples:"), "{args:?}");
+    }
+}

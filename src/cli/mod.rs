@@ -8,13 +8,33 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::duration::parse_duration;
 
+/// What `unilab --help` adds after the commands: the environment, durations, exit codes.
+const AFTER_HELP: &str = "\
+Environment:
+  UNILAB_ROOT          the state root when --root is not given
+  UNILAB_NVIDIA_SMI    the nvidia-smi to run (default: nvidia-smi on PATH)
+  UNILAB_MPS_CONTROL   the nvidia-cuda-mps-control to run (default: on PATH)
+  UNILAB_TOOL_TIMEOUT  how long an external tool may take (a duration; default 10s)
+  NO_COLOR             honoured: unilab prints no colour
+
+Durations: plain seconds (0.5, 90) or parts with units: 500ms, 90s, 10m, 2h, 2d, 1h30m.
+
+Soak ids: a full id, a unique prefix of one, or `latest`.
+
+Exit codes: 0 success or a soak that passed · 1 a soak failed · 2 usage error ·
+  3 refused (with what to do) · 4 a stale daemon record was cleaned · 5 the event log is damaged ·
+  70 a bug · mps exec: its command's code, 126 cannot run, 127 not found.
+
+Under --json, output is JSON on stdout and a failure is one JSON object on stderr.";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "unilab",
     version,
     about = "User-owned CUDA MPS daemons and soak supervision on shared GPU hosts",
     long_about = None,
-    propagate_version = true
+    propagate_version = true,
+    after_help = AFTER_HELP
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -54,6 +74,11 @@ pub enum Command {
         dir: Option<PathBuf>,
     },
     /// Replay the event log as a timeline
+    #[command(after_help = "\
+Examples:
+  unilab history                       every event of this user on this host
+  unilab history --soak latest         one soak's timeline
+  unilab --json history --follow       one JSON object a line, as events are recorded")]
     History(HistoryArgs),
     /// Inspect the event log itself
     #[command(subcommand)]
@@ -78,6 +103,12 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum SoakCommand {
     /// Run a command under supervision until it passes or fails
+    #[command(after_help = "\
+Examples:
+  unilab soak run --progress-dir ckpt --output soak.json -- python train.py
+  unilab soak run --progress-dir ckpt --output soak.json --report soak.html \\
+      --sample-interval 10s --stale-progress 30m --meta run=baseline -- torchrun train.py
+  unilab --json soak run ... | jq .outcome")]
     Run(Box<SoakRunArgs>),
     /// List soaks, newest last
     List,
@@ -217,6 +248,12 @@ pub enum MpsCommand {
         selector: Option<String>,
     },
     /// Start an MPS control daemon for one GPU
+    #[command(after_help = "\
+Examples:
+  unilab mps start                 the sole visible GPU
+  unilab mps start 1               visible ordinal 1 (see `unilab mps plan 1`)
+  unilab mps start GPU-1111aaaa --name trainer
+  unilab mps start 0 --foreground  until Ctrl-C")]
     Start(StartArgs),
     /// Stop a daemon unilab started (the sole live one when no name is given)
     Stop(StopArgs),
