@@ -328,6 +328,17 @@ pub(crate) fn wait_for_exit(
     }
 }
 
+/// Reaps `pid`, a child of this process, if it has exited; never waits. A child's pid is not
+/// reused before it is reaped, so this names exactly that process.
+pub(crate) fn reap(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = nix::sys::wait::waitpid(
+            nix::unistd::Pid::from_raw(pid),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+        );
+    }
+}
+
 /// The arguments of a process, as `/proc` has them; none when they cannot be read.
 pub(crate) fn cmdline(pid: u32) -> Vec<String> {
     nul_separated(&format!("/proc/{pid}/cmdline"))

@@ -102,10 +102,7 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
     .validate(paths.uid)?;
     // Found now, not when the soak ends.
     if let Some(report) = &args.report {
-        artifact::check_target(report).map_err(|source| SoakError::Output {
-            path: report.clone(),
-            source,
-        })?;
+        artifact::check_target(report).map_err(SoakError::output(report))?;
     }
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     let smi = tool::nvidia_smi();
@@ -143,12 +140,7 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
     let verdict = supervise::run(&ctx, &spec, &interrupted)?;
     if let Some(report) = &args.report {
         let html = report_html(&log.snapshot()?, &verdict.soak_id)?;
-        artifact::write_atomically(report, html.as_bytes()).map_err(|source| {
-            SoakError::Output {
-                path: report.clone(),
-                source,
-            }
-        })?;
+        artifact::write_atomically(report, html.as_bytes()).map_err(SoakError::output(report))?;
         out.note(&format!("report: {}", report.display()));
     }
     let status = verdict.outcome.status.as_str();
@@ -510,10 +502,7 @@ fn export(
     };
     match output {
         Some(path) => {
-            artifact::write_atomically(path, &bytes).map_err(|source| SoakError::Output {
-                path: path.to_owned(),
-                source,
-            })?;
+            artifact::write_atomically(path, &bytes).map_err(SoakError::output(path))?;
             out.note(&format!("wrote `{}` (digest {digest})", path.display()));
         }
         None => out.raw(&bytes)?,
@@ -535,12 +524,7 @@ fn report(
     let html = report_html(&snapshot, &summary.soak_id)?;
     match output {
         Some(path) => {
-            artifact::write_atomically(path, html.as_bytes()).map_err(|source| {
-                SoakError::Output {
-                    path: path.to_owned(),
-                    source,
-                }
-            })?;
+            artifact::write_atomically(path, html.as_bytes()).map_err(SoakError::output(path))?;
             out.note(&format!("wrote the report `{}`", path.display()));
         }
         None => out.raw(html.as_bytes())?,
@@ -552,7 +536,7 @@ fn report(
 pub(crate) fn report_html(snapshot: &Snapshot, soak_id: &str) -> Result<String, Error> {
     let records = artifact::collect(snapshot, soak_id)?
         .ok_or_else(|| SoakError::NoSuchSoak(soak_id.to_owned()))?;
-    let (_, digest) = artifact::render(&records);
+    let view = artifact::view(&records);
     let mut timeline = Vec::new();
     for seq in snapshot.subject_seqs(&Subject::Soak(soak_id.to_owned()), 1)? {
         if let Some(record) = snapshot.get(seq)? {
@@ -561,10 +545,10 @@ pub(crate) fn report_html(snapshot: &Snapshot, soak_id: &str) -> Result<String, 
     }
     let (_, head) = snapshot.head()?;
     Ok(crate::soak::report::render(
-        &artifact::view(&records),
+        &view,
         &crate::soak::report::Extras {
             timeline: &timeline,
-            digest: &digest,
+            digest: &artifact::digest(&view),
             chain_head: &crate::log::chain::to_hex(&head),
         },
     ))
@@ -573,10 +557,7 @@ pub(crate) fn report_html(snapshot: &Snapshot, soak_id: &str) -> Result<String, 
 /// An existing `--output` is replaced only with `--force`, and only if it is a regular file: a
 /// rename over a device, a FIFO or a symlink would replace that instead of writing into it.
 fn refuse_to_replace(path: &Path, force: bool) -> Result<(), SoakError> {
-    artifact::check_target(path).map_err(|source| SoakError::Output {
-        path: path.to_owned(),
-        source,
-    })?;
+    artifact::check_target(path).map_err(SoakError::output(path))?;
     if path.exists() && !force {
         return Err(SoakError::OutputExists(path.to_owned()));
     }

@@ -412,19 +412,9 @@ pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>
                 stopped.push((daemon, method));
             }
         }
-        let reason = if stopped.is_empty() {
-            format!("{cut}; it left no daemon running")
-        } else {
-            let done: Vec<String> = stopped
-                .iter()
-                .map(|(daemon, method)| format!("pid {} ({})", daemon.pid, method.as_str()))
-                .collect();
-            format!("{cut}; stopped what it launched: {}", done.join(", "))
-        };
+        let reason = what_was_stopped(&cut, &stopped);
         let launched = stopped.first().map(|(daemon, _)| *daemon);
-        if matches!(dirs::occupant(mps.proc, pipe), Occupant::Leftovers) {
-            dirs::remove_leftovers(pipe);
-        }
+        dirs::remove_leftovers_of_the_gone(mps.proc, pipe);
         log.append(
             Subject::Daemon(name.clone()),
             Event::DaemonStartFailed {
@@ -565,13 +555,7 @@ fn stop_launched(mps: &Mps, plan: &Plan, reason: String) -> (String, Option<Proc
                 stopped.push((identity, method));
             }
         }
-        // Our own child, so the pid is not reused before this wait reaps it.
-        if let Ok(pid) = i32::try_from(identity.pid) {
-            let _ = nix::sys::wait::waitpid(
-                nix::unistd::Pid::from_raw(pid),
-                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
-            );
-        }
+        process::reap(identity.pid);
     }
     if matches!(
         dirs::occupant(mps.proc, &plan.pipe_directory),
@@ -579,16 +563,23 @@ fn stop_launched(mps: &Mps, plan: &Plan, reason: String) -> (String, Option<Proc
     ) {
         dirs::remove_leftovers_keeping_dir(&plan.pipe_directory);
     }
+    (
+        what_was_stopped(&reason, &stopped),
+        stopped.first().map(|(identity, _)| *identity),
+    )
+}
+
+/// Why a start failed, and what of its launch was stopped: the reason a failed or cut-short
+/// start records.
+fn what_was_stopped(cause: &str, stopped: &[(ProcessIdentity, StopMethod)]) -> String {
+    if stopped.is_empty() {
+        return format!("{cause}; nothing it launched was left running");
+    }
     let done: Vec<String> = stopped
         .iter()
         .map(|(identity, method)| format!("pid {} ({})", identity.pid, method.as_str()))
         .collect();
-    let reason = if done.is_empty() {
-        format!("{reason}; nothing it launched was left running")
-    } else {
-        format!("{reason}; stopped what it launched: {}", done.join(", "))
-    };
-    (reason, stopped.first().map(|(identity, _)| *identity))
+    format!("{cause}; stopped what it launched: {}", done.join(", "))
 }
 
 /// How many times a settle looks for what a start cut short launched, at most.
@@ -794,10 +785,7 @@ fn clean_stale(
             reason,
         },
     )?;
-    let pipe = Path::new(&record.pipe_directory);
-    if matches!(dirs::occupant(mps.proc, pipe), Occupant::Leftovers) {
-        dirs::remove_leftovers(pipe);
-    }
+    dirs::remove_leftovers_of_the_gone(mps.proc, Path::new(&record.pipe_directory));
     Ok(())
 }
 

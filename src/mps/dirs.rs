@@ -203,6 +203,14 @@ pub(crate) fn remove_leftovers(pipe_directory: &Path) {
     let _ = std::fs::remove_dir(pipe_directory);
 }
 
+/// Removes what a daemon proven gone left in `pipe_directory` (and the directory, if that
+/// empties it) — unless some daemon still answers there.
+pub(crate) fn remove_leftovers_of_the_gone(proc: &dyn ProcSource, pipe_directory: &Path) {
+    if matches!(occupant(proc, pipe_directory), Occupant::Leftovers) {
+        remove_leftovers(pipe_directory);
+    }
+}
+
 /// Removes a gone daemon's socket, pid file and lock file, keeping the directory.
 pub(crate) fn remove_leftovers_keeping_dir(pipe_directory: &Path) {
     for name in [CONTROL_SOCKET, PID_FILE, CONTROL_LOCK] {

@@ -41,6 +41,16 @@ pub enum SoakError {
     },
 }
 
+impl SoakError {
+    /// The error for an artifact or report that cannot be written to `path`.
+    pub(crate) fn output(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
+        move |source| SoakError::Output {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
 impl From<LogError> for SoakError {
     fn from(e: LogError) -> Self {
         SoakError::Log(Box::new(e))

@@ -95,10 +95,7 @@ impl SoakRequest {
             ));
         }
         // Found now, not when the verdict is to be written after days of running.
-        crate::soak::artifact::check_target(&output).map_err(|source| SoakError::Output {
-            path: output.clone(),
-            source,
-        })?;
+        crate::soak::artifact::check_target(&output).map_err(SoakError::output(&output))?;
         let mut env = self.env;
         // Python buffers a pipe 8 KiB at a time: without this a trainer's `print()` lines would
         // reach the terminal and the tail late, in bursts. Unless the user decided otherwise.

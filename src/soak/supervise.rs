@@ -585,15 +585,8 @@ impl Tree<'_> {
     fn reap(&self) {
         let me = std::process::id();
         for stat in process::all_processes(Path::new("/proc")) {
-            if stat.ppid == me
-                && stat.pid != self.guard.pid
-                && stat.has_exited()
-                && let Ok(pid) = i32::try_from(stat.pid)
-            {
-                let _ = nix::sys::wait::waitpid(
-                    nix::unistd::Pid::from_raw(pid),
-                    Some(nix::sys::wait::WaitPidFlag::WNOHANG),
-                );
+            if stat.ppid == me && stat.pid != self.guard.pid && stat.has_exited() {
+                process::reap(stat.pid);
             }
         }
     }
@@ -652,10 +645,7 @@ pub(crate) fn write_artifact(
     let records = artifact::collect(&log.snapshot()?, soak_id)?
         .ok_or_else(|| SoakError::NoSuchSoak(soak_id.to_owned()))?;
     let (bytes, digest) = artifact::render(&records);
-    artifact::write_atomically(path, &bytes).map_err(|source| SoakError::Output {
-        path: path.to_owned(),
-        source,
-    })?;
+    artifact::write_atomically(path, &bytes).map_err(SoakError::output(path))?;
     log.append(
         Subject::Soak(soak_id.to_owned()),
         Event::ArtifactWritten {

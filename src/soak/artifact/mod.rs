@@ -254,10 +254,15 @@ pub fn view(records: &SoakRecords) -> Value {
     }
 }
 
+/// The digest of an artifact whose [`view`] is `view`: blake3 of its canonical rendering.
+pub fn digest(view: &Value) -> String {
+    blake3::hash(&canonical(view)).to_hex().to_string()
+}
+
 /// The artifact's bytes and its digest.
 pub fn render(records: &SoakRecords) -> (Vec<u8>, String) {
     let mut value = view(records);
-    let digest = blake3::hash(&canonical(&value)).to_hex().to_string();
+    let digest = digest(&value);
     if let Value::Object(object) = &mut value {
         object.insert("digest".into(), digest.clone().into());
     }
@@ -272,10 +277,7 @@ pub fn digest_matches(bytes: &[u8]) -> bool {
     let Some(Value::String(digest)) = object.remove("digest") else {
         return false;
     };
-    blake3::hash(&canonical(&Value::Object(object)))
-        .to_hex()
-        .to_string()
-        == digest
+    self::digest(&Value::Object(object)) == digest
 }
 
 /// Whether an artifact can be written to `path`: its directory exists and this user may write
