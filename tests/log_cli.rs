@@ -14,7 +14,6 @@ use unilab::event::{Event, Scope, Subject};
 use unilab::log::Projection;
 use unilab::log::migrate::SCHEMA_VERSION;
 use unilab::log::{EventLog, LogError};
-use unilab::process::ProcessIdentity;
 use unilab::projection::{self, Daemons};
 use unilab::time::Clock;
 
@@ -35,15 +34,6 @@ fn root_with_every_kind() -> TestRoot {
     .unwrap();
     log.append_all(every_event_kind()).unwrap();
     root
-}
-
-fn live(pid: u32) -> Event {
-    Event::DaemonVerifiedLive {
-        process: ProcessIdentity {
-            pid,
-            start_ticks: 7,
-        },
-    }
 }
 
 #[test]
@@ -451,14 +441,19 @@ fn raw_write(root: &TestRoot, change: impl FnOnce(&redb::WriteTransaction)) {
     txn.commit().unwrap();
 }
 
-#[test]
-fn records_cut_from_the_end_fail_verification() {
-    let root = root_with_every_kind();
-    raw_write(&root, |txn| {
+/// Removes the last two records of `root_with_every_kind`'s log, as something other than unilab.
+fn cut_the_last_two_records(root: &TestRoot) {
+    raw_write(root, |txn| {
         let mut events = txn.open_table(unilab::log::tables::EVENTS).unwrap();
         events.remove(17).unwrap();
         events.remove(16).unwrap();
     });
+}
+
+#[test]
+fn records_cut_from_the_end_fail_verification() {
+    let root = root_with_every_kind();
+    cut_the_last_two_records(&root);
     root.unilab()
         .args(["log", "verify"])
         .assert()
@@ -475,11 +470,7 @@ fn commands_that_show_records_report_a_log_cut_at_its_end() {
     for args in [&["soak", "list"][..], &["mps", "list"]] {
         root.unilab().args(args).assert().success();
     }
-    raw_write(&root, |txn| {
-        let mut events = txn.open_table(unilab::log::tables::EVENTS).unwrap();
-        events.remove(17).unwrap();
-        events.remove(16).unwrap();
-    });
+    cut_the_last_two_records(&root);
     for args in [
         &["soak", "list"][..],
         &["soak", "show", "20261202T124210-3f9a"],

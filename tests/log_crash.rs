@@ -8,9 +8,8 @@ use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
 use crate::common::*;
-use unilab::event::{Event, Subject};
+use unilab::event::Subject;
 use unilab::log::LogReader;
-use unilab::process::ProcessIdentity;
 
 const ROUNDS: u32 = 24;
 
@@ -65,15 +64,7 @@ fn a_writer_killed_while_it_creates_the_log_leaves_no_half_made_log() {
                 .unwrap_or_else(|e| panic!("round {round}: the log does not verify: {e}"));
         }
         root.log()
-            .append(
-                Subject::Host,
-                Event::DaemonVerifiedLive {
-                    process: ProcessIdentity {
-                        pid: 1,
-                        start_ticks: 1,
-                    },
-                },
-            )
+            .append(Subject::Host, live(1))
             .unwrap_or_else(|e| panic!("round {round}: no append after the kill: {e}"));
         let left: Vec<_> = std::fs::read_dir(&dir)
             .expect("list the log's directory")
@@ -171,15 +162,7 @@ fn a_writer_killed_at_any_point_loses_no_acknowledged_event() {
     // The log goes on: a new writer appends after the crashes, and the binary verifies it.
     let appended = root
         .log()
-        .append(
-            Subject::Host,
-            Event::DaemonVerifiedLive {
-                process: ProcessIdentity {
-                    pid: 1,
-                    start_ticks: 1,
-                },
-            },
-        )
+        .append(Subject::Host, live(1))
         .expect("append after the crashes");
     assert!(appended.seq > *acked.values().max().unwrap());
     root.unilab().args(["log", "verify"]).assert().success();

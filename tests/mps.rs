@@ -1412,21 +1412,14 @@ fn a_runtime_directory_others_can_write_is_refused() {
 /// command line runs the fake control tool. What "one daemon" is counted by.
 fn daemons_for(pipe: &Path) -> Vec<u32> {
     let wanted = format!("CUDA_MPS_PIPE_DIRECTORY={}", pipe.display()).into_bytes();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| proc_stat(pid).is_some_and(|s| !s.has_exited()))
-        .filter(|pid| {
-            let read =
-                |file: &str| std::fs::read(format!("/proc/{pid}/{file}")).unwrap_or_default();
-            let cmdline = read("cmdline");
-            read("environ")
-                .split(|b| *b == 0)
-                .any(|entry| entry == wanted.as_slice())
-                && String::from_utf8_lossy(&cmdline).contains("nvidia-cuda-mps-control")
-        })
-        .collect()
+    live_pids_where(|pid| {
+        let read = |file: &str| std::fs::read(format!("/proc/{pid}/{file}")).unwrap_or_default();
+        let cmdline = read("cmdline");
+        read("environ")
+            .split(|b| *b == 0)
+            .any(|entry| entry == wanted.as_slice())
+            && String::from_utf8_lossy(&cmdline).contains("nvidia-cuda-mps-control")
+    })
 }
 
 /// `n` copies of `unilab ARGS` started at once; their exit codes.

@@ -1696,17 +1696,11 @@ fn a_guard_killed_with_sigkill_is_noticed_and_its_tree_stopped() {
         .spawn()
         .unwrap();
     let supervisor = run.id();
-    let find = |what: &str| -> Vec<u32> {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| proc_stat(pid).is_some_and(|s| !s.has_exited()))
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(what))
-            })
-            .collect()
+    let find = |what: &str| {
+        live_pids_where(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(what))
+        })
     };
     let mut guard = None;
     eventually(

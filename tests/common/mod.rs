@@ -155,6 +155,27 @@ pub fn path_with_fixtures() -> OsString {
     std::env::join_paths(paths).expect("a PATH")
 }
 
+/// A `daemon_verified_live` of `pid`: the cheapest event to append.
+pub fn live(pid: u32) -> Event {
+    Event::DaemonVerifiedLive {
+        process: ProcessIdentity {
+            pid,
+            start_ticks: 7,
+        },
+    }
+}
+
+/// The live processes (zombies excluded) for which `wanted(pid)` holds.
+pub fn live_pids_where(wanted: impl Fn(u32) -> bool) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| proc_stat(pid).is_some_and(|s| !s.has_exited()))
+        .filter(|pid| wanted(*pid))
+        .collect()
+}
+
 /// One event of every kind, each about a plausible subject.
 pub fn every_event_kind() -> Vec<(Subject, Event)> {
     let gpu = "GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f".to_string();
