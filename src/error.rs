@@ -16,6 +16,7 @@ use crate::log::LogError;
 use crate::mps::error::MpsError;
 use crate::paths::PathError;
 use crate::soak::error::SoakError;
+use crate::style::{ColorChoice, Palette, Tone};
 use crate::text::printable;
 
 #[derive(Debug, thiserror::Error)]
@@ -143,17 +144,26 @@ impl Error {
     }
 
     /// The text shown on standard error.
-    pub fn render(&self) -> String {
-        let mut out = format!("error: {self}\n");
+    pub fn render(&self, palette: Palette) -> String {
+        let mut out = format!(
+            "{} {}\n",
+            palette.paint(Tone::Bad, "error:"),
+            printable(&self.to_string())
+        );
         let mut source = StdError::source(self);
         while let Some(cause) = source {
-            let _ = writeln!(out, "  caused by: {cause}");
+            let _ = writeln!(out, "  caused by: {}", printable(&cause.to_string()));
             source = cause.source();
         }
         if let Some(hint) = self.hint() {
-            let _ = writeln!(out, "hint: {hint}");
+            let _ = writeln!(
+                out,
+                "{} {}",
+                palette.paint(Tone::Aside, "hint:"),
+                printable(&hint)
+            );
         }
-        printable(&out).into_owned()
+        out
     }
 }
 
@@ -180,10 +190,19 @@ pub(crate) fn stdout_error(e: std::io::Error) -> Error {
     }
 }
 
-/// A command line clap could not parse, as unilab shows it: plain text, with the control
-/// characters of what the user typed escaped like every other message.
-pub fn render_usage(error: &clap::Error) -> String {
-    printable(&error.render().to_string()).into_owned()
+/// A command line clap could not parse, as unilab shows it: in unilab's colours when standard
+/// error takes them, with the control characters of what the user typed escaped like every other
+/// message (plain text when there are any: escaping would break clap's styling).
+pub fn render_usage(error: &clap::Error, color: ColorChoice) -> String {
+    let styled = error.render();
+    if Palette::stderr(color).is_on() {
+        // clap's styles are unilab's (`style::clap_styles`); the text inside is escaped first.
+        let plain = styled.to_string();
+        if printable(&plain) == plain {
+            return styled.ansi().to_string();
+        }
+    }
+    printable(&styled.to_string()).into_owned()
 }
 
 /// A command line clap could not parse, as one JSON object (for `--json`).
@@ -211,7 +230,7 @@ mod tests {
         // The MPS error has no hint of its own for nvidia-smi's failure: its source does.
         let error = Error::from(MpsError::Smi(SmiError::NoDriver));
         assert_eq!(error.exit(), Exit::Refused);
-        let rendered = error.render();
+        let rendered = error.render(Palette::PLAIN);
         assert_eq!(
             rendered,
             "error: cannot list this host's GPUs\n  caused by: nvidia-smi cannot communicate with the NVIDIA driver\nhint: load the NVIDIA kernel module, or run on a host with a GPU\n"
@@ -258,7 +277,7 @@ mod tests {
         assert!(error.hint().is_none());
         assert!(
             error
-                .render()
+                .render(Palette::PLAIN)
                 .starts_with("error: cannot read the current directory\n  caused by: ")
         );
     }

@@ -39,9 +39,11 @@ pub mod projection;
 mod redact;
 mod snapshot;
 pub mod soak;
+pub mod style;
 mod text;
 pub mod time;
 mod tool;
+mod trace;
 
 pub use cli::Cli;
 pub use commands::run;

@@ -5,10 +5,11 @@ use std::panic;
 use std::process::ExitCode;
 use std::sync::Mutex;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use unilab::Cli;
 use unilab::diagnostic::Exit;
 use unilab::error::Error;
+use unilab::style::ColorChoice;
 
 /// Where the panic hook leaves the message of a panic for the renderer.
 static PANIC_MESSAGE: Mutex<Option<String>> = Mutex::new(None);
@@ -21,7 +22,15 @@ fn main() -> ExitCode {
             *slot = Some(info.to_string());
         }
     }));
-    let cli = match Cli::try_parse() {
+    // `--color` decides how clap renders help and usage errors too, so it is read before the
+    // line is parsed (which may fail).
+    let color = ColorChoice::in_args(std::env::args_os());
+    let parsed = Cli::command()
+        .color(color.for_clap())
+        .styles(unilab::style::clap_styles())
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         // `--help` and `--version` print to standard output and succeed.
         Err(e) if !e.use_stderr() => e.exit(),
@@ -31,13 +40,14 @@ fn main() -> ExitCode {
             let text = if json {
                 format!("{}\n", unilab::error::usage_json(&e))
             } else {
-                unilab::error::render_usage(&e)
+                unilab::error::render_usage(&e, color)
             };
             let _ = std::io::stderr().write_all(text.as_bytes());
             return ExitCode::from(Exit::Usage.code());
         }
     };
     let json = cli.global.json;
+    let palette = unilab::style::Palette::stderr(cli.global.color);
     let result = panic::catch_unwind(|| unilab::run(cli)).unwrap_or_else(|_| {
         let message = PANIC_MESSAGE
             .lock()
@@ -53,7 +63,7 @@ fn main() -> ExitCode {
             let text = if json {
                 format!("{}\n", error.to_json())
             } else {
-                error.render()
+                error.render(palette)
             };
             let _ = std::io::stderr().write_all(text.as_bytes());
             error.exit()

@@ -7,21 +7,31 @@
 use std::io::{BufWriter, Stdout, Write};
 
 use crate::error::{Error, stdout_error};
+use crate::style::{ColorChoice, Palette, Tone};
 use crate::time::{Clock, SystemClock, unix_seconds};
 
 pub(crate) struct Output {
     pub json: bool,
     quiet: bool,
-    verbose: u8,
+    /// Colours for standard output (never under `--json`).
+    pub paint: Palette,
+    /// Colours for standard error.
+    paint_stderr: Palette,
     stdout: BufWriter<Stdout>,
 }
 
 impl Output {
-    pub(crate) fn new(json: bool, quiet: bool, verbose: u8) -> Self {
+    pub(crate) fn new(json: bool, quiet: bool, color: ColorChoice) -> Self {
+        let paint = if json {
+            Palette::PLAIN
+        } else {
+            Palette::stdout(color)
+        };
         Self {
             json,
             quiet,
-            verbose,
+            paint,
+            paint_stderr: Palette::stderr(color),
             stdout: BufWriter::new(std::io::stdout()),
         }
     }
@@ -64,16 +74,10 @@ impl Output {
         if !self.quiet {
             let _ = writeln!(
                 std::io::stderr(),
-                "warning: {}",
+                "{} {}",
+                self.paint_stderr.paint(Tone::Warn, "warning:"),
                 crate::text::printable(text)
             );
-        }
-    }
-
-    /// Detail shown with `-v`.
-    pub(crate) fn detail(&self, text: &str) {
-        if self.verbose > 0 && !self.quiet {
-            let _ = writeln!(std::io::stderr(), "{}", crate::text::printable(text));
         }
     }
 }
@@ -82,7 +86,8 @@ impl Output {
 /// long name never shifts the others. Cells must not hold tabs or newlines.
 pub(crate) fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> Vec<String> {
     use std::io::Write as _;
-    let mut writer = tabwriter::TabWriter::new(Vec::new()).padding(2);
+    // Colour codes in a cell take no columns.
+    let mut writer = tabwriter::TabWriter::new(Vec::new()).padding(2).ansi(true);
     let line = |cells: Vec<&str>| cells.join("\t");
     let _ = writeln!(writer, "{}", line(header.to_vec()));
     for row in rows {

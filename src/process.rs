@@ -249,6 +249,15 @@ impl Signal {
     }
 }
 
+impl std::fmt::Display for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Signal::Terminate => "SIGTERM",
+            Signal::Kill => "SIGKILL",
+        })
+    }
+}
+
 /// Why a signal was not sent.
 #[derive(Debug, thiserror::Error)]
 pub enum SignalError {

@@ -27,6 +27,8 @@ pub struct Tool {
     pub timeout: Duration,
     /// When fired, a run in flight is killed and reaped at once.
     pub(crate) cancel: Option<Cancel>,
+    /// The `-v` level at which its runs are shown.
+    detail: u8,
 }
 
 /// Cancels the runs of a [`Tool`] in flight: whoever started a tool on a thread of its own fires
@@ -94,7 +96,14 @@ impl Tool {
             program: program.into(),
             timeout,
             cancel: None,
+            detail: crate::trace::STEPS,
         }
+    }
+
+    /// This tool, run every sample: its runs are shown with `-vv` only.
+    pub(crate) fn per_sample(mut self) -> Self {
+        self.detail = crate::trace::SAMPLES;
+        self
     }
 
     /// This tool, with runs that `cancel` stops.
@@ -119,7 +128,30 @@ impl Tool {
     }
 
     /// Runs `cmd` (made by [`Tool::command`]) to completion or timeout, feeding it `stdin`.
-    pub fn run(&self, mut cmd: Command, stdin: &[u8]) -> Result<ToolOutput, ToolError> {
+    pub fn run(&self, cmd: Command, stdin: &[u8]) -> Result<ToolOutput, ToolError> {
+        if !crate::trace::enabled(self.detail) {
+            return self.run_to_end(cmd, stdin);
+        }
+        let line = std::iter::once(cmd.get_program())
+            .chain(cmd.get_args())
+            .map(OsStr::to_string_lossy)
+            .collect::<Vec<_>>();
+        let line =
+            shlex::try_join(line.iter().map(AsRef::as_ref)).unwrap_or_else(|_| line.join(" "));
+        let started = Instant::now();
+        let result = self.run_to_end(cmd, stdin);
+        let took = crate::trace::ms(started.elapsed());
+        match &result {
+            Ok(output) => crate::trace::emit(format_args!(
+                "ran `{line}`: exit {} in {took}",
+                output.code()
+            )),
+            Err(e) => crate::trace::emit(format_args!("ran `{line}`: {e} (after {took})")),
+        }
+        result
+    }
+
+    fn run_to_end(&self, mut cmd: Command, stdin: &[u8]) -> Result<ToolOutput, ToolError> {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

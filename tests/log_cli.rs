@@ -337,7 +337,7 @@ fn a_log_of_another_user_or_host_is_refused_for_writing_and_flagged_for_reading(
     assert!(matches!(&err, LogError::ForeignScope { found, .. } if *found == foreign));
     let err = Error::from(err);
     assert_eq!(err.exit(), Exit::Refused);
-    let rendered = err.render();
+    let rendered = err.render(unilab::style::Palette::PLAIN);
     assert!(rendered.contains("belongs to uid"), "{rendered}");
     assert!(rendered.contains("another-host"), "{rendered}");
     assert!(rendered.contains("hint: "), "{rendered}");
@@ -742,7 +742,8 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("(1 daemons, 0 soaks, 0 starting)"));
+        .stdout(predicate::str::contains("ok: 1 event, chain head"))
+        .stdout(predicate::str::contains("(1 daemon, 0 soaks, 0 starting)"));
     // A daemon row the events never put there.
     raw_write(&root, |txn| {
         let mut daemons = txn.open_table(Daemons::TABLE).unwrap();
@@ -853,6 +854,109 @@ fn soak_list_is_a_table_with_quoted_commands() {
     insta::assert_snapshot!(String::from_utf8(output).unwrap());
 }
 
+/// `soak show` of a failed soak: its verdict and why, the exit, times, progress, peaks and tails.
+#[test]
+fn soak_show_of_a_failed_soak() {
+    let root = root_with_every_kind();
+    let output = root
+        .unilab()
+        .args(["soak", "show", "20261202T124210-3f9a"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    insta::assert_snapshot!(String::from_utf8(output).unwrap());
+}
+
+/// The ANSI colour sequences in `text`.
+fn colour_codes(text: &str) -> usize {
+    text.matches("\x1b[").count()
+}
+
+/// Colour is used where it is asked for and a terminal takes it, and nowhere else: statuses in
+/// tables (whose columns stay aligned), unilab's errors and clap's, in one palette.
+#[test]
+fn colour_follows_the_flag_the_terminal_and_no_color() {
+    let root = root_with_every_kind();
+    let list = |args: &[&str]| {
+        let out = root
+            .unilab()
+            .args(args)
+            .args(["soak", "list"])
+            .assert()
+            .success();
+        String::from_utf8(out.get_output().stdout.clone()).unwrap()
+    };
+    let plain = list(&[]);
+    assert_eq!(colour_codes(&plain), 0, "a pipe gets no colour: {plain}");
+    assert_eq!(colour_codes(&list(&["--color", "never"])), 0);
+    let coloured = list(&["--color=always"]);
+    assert!(
+        coloured.contains("\x1b[1m\x1b[31mfailed (stale_progress)\x1b[0m"),
+        "{coloured:?}"
+    );
+    // Without its colour codes, the coloured table is the plain one: the codes take no columns.
+    let stripped = coloured
+        .replace("\x1b[1m\x1b[31m", "")
+        .replace("\x1b[0m", "");
+    assert_eq!(stripped, plain);
+
+    // On a terminal: colour unless `never`, `NO_COLOR` or a dumb terminal; `always` wins.
+    let on_terminal = |env: &[(&str, &str)], args: &[&str]| {
+        let args = args.iter().copied().chain(["soak", "list"]);
+        let (code, screen) = on_a_terminal(&root, env, args);
+        assert_eq!(code, Some(0), "{screen}");
+        colour_codes(&screen)
+    };
+    assert!(on_terminal(&[], &[]) > 0);
+    assert_eq!(on_terminal(&[], &["--color", "never"]), 0);
+    assert_eq!(on_terminal(&[("NO_COLOR", "1")], &[]), 0);
+    assert_eq!(on_terminal(&[("TERM", "dumb")], &[]), 0);
+    assert!(on_terminal(&[("NO_COLOR", "1")], &["--color", "always"]) > 0);
+
+    // Errors: unilab's and clap's `error:` in the same red; none under `never`.
+    for args in [&["soak", "show", "nope"][..], &["soak", "lst"]] {
+        let failed = |colour: &str| {
+            let out = root.unilab().arg(colour).args(args).assert().failure();
+            String::from_utf8(out.get_output().stderr.clone()).unwrap()
+        };
+        let red = failed("--color=always");
+        assert!(
+            red.starts_with("\x1b[1m\x1b[31merror:\x1b[0m "),
+            "{args:?}: {red:?}"
+        );
+        let plain = failed("--color=never");
+        assert!(
+            plain.starts_with("error: ") && colour_codes(&plain) == 0,
+            "{plain:?}"
+        );
+    }
+}
+
+/// Counts read as English: one of a thing is not "1 things".
+#[test]
+fn counts_of_one_are_singular() {
+    let root = TestRoot::new();
+    root.log().append(Subject::Host, live(1)).unwrap();
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("ok: 1 event, "));
+    let root = root_with_every_kind();
+    let show = root
+        .unilab()
+        .args(["soak", "show", "20261202T124210-3f9a"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&show.get_output().stdout).into_owned();
+    assert!(
+        !text.contains(" 1 files") && !text.contains(" 1 samples"),
+        "{text}"
+    );
+}
+
 /// A 44-character daemon name does not shift the other columns of `mps list`.
 #[test]
 fn mps_list_columns_hold_a_long_name() {
@@ -871,6 +975,13 @@ fn mps_list_columns_hold_a_long_name() {
         record.uid = scope.uid;
         record.host = scope.host.clone();
         record.pipe_directory = format!("/tmp/pipes/{name}");
+        // Above the kernel's largest pid, so that no process can have it: the record is stale.
+        record.pid = 4_194_400;
+        // Three days old, so that its age reads the same in the snapshot whenever it runs.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        record.created_at = now.as_secs_f64() - 3.0 * 86_400.0 - 60.0;
         log.append(
             Subject::Daemon(name.into()),
             Event::DaemonStarted {
@@ -904,6 +1015,7 @@ fn mps_list_columns_hold_a_long_name() {
         .map(|l| l.find("process_gone").unwrap())
         .collect();
     assert_eq!(state_at[0], state_at[1], "{text}");
+    insta::assert_snapshot!(text);
 }
 
 /// `--help` says what a newcomer needs: the environment, durations, ids, exit codes, and

@@ -445,12 +445,22 @@ fn a_daemon_that_ignores_quit_is_escalated() {
         // The fake daemon inherits these from unilab, which starts it.
         let record = host.json_with(&behaviour, &["mps", "start", "0"]);
         let pid = record["pid"].as_u64().unwrap();
-        host.unilab()
-            .args(["mps", "stop", "--grace", "0.5"])
+        let stopped = host
+            .unilab()
+            .args(["-v", "mps", "stop", "--grace", "0.5"])
             .assert()
             .success()
             .stdout(predicate::str::contains(method));
         assert!(gone(pid), "{method}");
+        // `-v` tells each step of the escalation.
+        let steps = String::from_utf8_lossy(&stopped.get_output().stderr).into_owned();
+        let mut expected = vec!["sending `quit`", "sending SIGTERM"];
+        if method == "(killed)" {
+            expected.push("sending SIGKILL");
+        }
+        for step in expected {
+            assert!(steps.contains(step), "{method}: no `{step}` in {steps}");
+        }
     }
     assert_eq!(
         host.kinds("gpu-1111aaaa")
@@ -458,6 +468,33 @@ fn a_daemon_that_ignores_quit_is_escalated() {
             .filter(|k| *k == "daemon_stopped")
             .count(),
         2
+    );
+}
+
+/// `-v` says what unilab does — the event log it uses, each external tool call with its exit
+/// and duration, each commit with its time — and without it none of that is printed.
+#[test]
+fn verbose_shows_each_tool_call_and_commit() {
+    let host = Host::two_gpus();
+    let started = host
+        .unilab()
+        .args(["-v", "mps", "start", "0"])
+        .assert()
+        .success();
+    let detail = String::from_utf8_lossy(&started.get_output().stderr).into_owned();
+    for shown in [
+        "event log: `",
+        "ran `nvidia-smi ",
+        "ran `nvidia-cuda-mps-control -d`: exit 0 in ",
+        "event log: committed 1 event (seq 3: daemon_started) in ",
+    ] {
+        assert!(detail.contains(shown), "no `{shown}` in {detail}");
+    }
+    let quiet = host.unilab().args(["mps", "stop"]).assert().success();
+    let stderr = String::from_utf8_lossy(&quiet.get_output().stderr).into_owned();
+    assert!(
+        !stderr.contains("ran `") && !stderr.contains("committed"),
+        "{stderr}"
     );
 }
 

@@ -1161,41 +1161,30 @@ fn a_current_directory_that_is_gone_is_an_environment_error_not_a_bug() {
     assert!(!stderr.contains("internal error"), "{stderr}");
 }
 
-/// `soak run` of the trainer on a pseudo-terminal (Python's `pty`), with `TERM=term`: what the
-/// terminal received, standard output and standard error together.
-fn on_a_terminal(soak: &Soak, term: &str, trainer_args: &[&str]) -> String {
-    const PTY: &str =
-        "import os, pty, sys\nsys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))";
-    let output = Command::new("python3")
-        .env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", soak.root.root())
-        .env("TERM", term)
-        .env("UNILAB_TOOL_TIMEOUT", "2")
-        .args(["-c", PTY])
-        .arg(unilab_bin())
-        .arg("--root")
-        .arg(soak.root.root())
-        .args(["soak", "run", "--progress-dir"])
-        .arg(soak.progress())
-        .arg("--output")
-        .arg(soak.artifact_path())
-        .args(["--sample-interval", "0.05", "--", "python3"])
-        .arg(trainer())
-        .arg("--progress-dir")
-        .arg(soak.progress())
-        .args(trainer_args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(0), "{output:?}");
-    String::from_utf8_lossy(&output.stdout).into_owned()
+/// `soak run` of the trainer on a pseudo-terminal, with `TERM=term`: what the terminal
+/// received.
+fn soak_on_a_terminal(soak: &Soak, term: &str, trainer_args: &[&str]) -> String {
+    let mut args: Vec<std::ffi::OsString> =
+        vec!["soak".into(), "run".into(), "--progress-dir".into()];
+    args.push(soak.progress().into());
+    args.extend(["--output".into(), soak.artifact_path().into()]);
+    args.extend(["--sample-interval", "0.05", "--", "python3"].map(Into::into));
+    args.extend([
+        trainer().into(),
+        "--progress-dir".into(),
+        soak.progress().into(),
+    ]);
+    args.extend(trainer_args.iter().map(Into::into));
+    let env = [("TERM", term), ("UNILAB_TOOL_TIMEOUT", "2")];
+    let (code, screen) = on_a_terminal(&soak.root, &env, args);
+    assert_eq!(code, Some(0), "{screen}");
+    screen
 }
 
 #[test]
 fn the_status_line_never_splices_into_the_commands_output() {
     let soak = Soak::new();
-    let screen = on_a_terminal(&soak, "xterm", &["--steps", "30", "--step-seconds", "0.03"]);
+    let screen = soak_on_a_terminal(&soak, "xterm", &["--steps", "30", "--step-seconds", "0.03"]);
     assert!(
         screen.contains("samples, progress"),
         "a status line: {screen:?}"
@@ -1224,7 +1213,7 @@ fn the_status_line_never_splices_into_the_commands_output() {
 #[test]
 fn no_status_line_on_a_dumb_terminal() {
     let soak = Soak::new();
-    let screen = on_a_terminal(&soak, "dumb", &["--steps", "10", "--step-seconds", "0.03"]);
+    let screen = soak_on_a_terminal(&soak, "dumb", &["--steps", "10", "--step-seconds", "0.03"]);
     assert!(screen.contains("step 10/10"), "{screen:?}");
     assert!(!screen.contains("\x1b["), "{screen:?}");
     assert!(!screen.contains("samples, progress"), "{screen:?}");

@@ -15,7 +15,7 @@ Environment:
   UNILAB_NVIDIA_SMI    the nvidia-smi to run (default: nvidia-smi on PATH)
   UNILAB_MPS_CONTROL   the nvidia-cuda-mps-control to run (default: on PATH)
   UNILAB_TOOL_TIMEOUT  how long an external tool may take (a duration; default 10s)
-  NO_COLOR             honoured: unilab prints no colour
+  NO_COLOR             no colour unless --color=always asks for it
 
 Durations: plain seconds (0.5, 90) or parts with units: 500ms, 90s, 10m, 2h, 2d, 1h30m.
 
@@ -55,9 +55,19 @@ pub struct GlobalArgs {
     /// Print only data and errors
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
-    /// Print more detail on standard error
+    /// Print what unilab is doing on standard error (`-vv`: every sample of a soak too)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Colour statuses and errors: on a terminal (`auto`, unless `NO_COLOR` is set), `always`
+    /// or `never`
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    pub color: crate::style::ColorChoice,
 }
 
 #[derive(Debug, Subcommand)]

@@ -70,11 +70,15 @@ pub(crate) fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error
         let views: Vec<String> = report
             .views
             .iter()
-            .map(|(table, rows)| format!("{rows} {table}"))
+            .map(|(table, rows)| match table.strip_suffix('s') {
+                // The views are named in the plural: `daemons`, `soaks`.
+                Some(one) if *rows == 1 => format!("1 {one}"),
+                _ => format!("{rows} {table}"),
+            })
             .collect();
         out.line(&format!(
-            "ok: {} events, chain head {}, schema version {}; projections match ({})",
-            report.events,
+            "ok: {}, chain head {}, schema version {}; projections match ({})",
+            crate::text::count(report.events, "event"),
             to_hex(&report.head),
             report.schema_version,
             views.join(", ")

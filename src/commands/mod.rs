@@ -52,22 +52,32 @@ fn man(out: &mut Output) -> Result<Exit, Error> {
 }
 
 pub fn run(cli: Cli) -> Result<Exit, Error> {
-    let mut out = Output::new(cli.global.json, cli.global.quiet, cli.global.verbose);
+    let mut out = Output::new(cli.global.json, cli.global.quiet, cli.global.color);
+    let verbosity = if cli.global.quiet {
+        0
+    } else {
+        cli.global.verbose
+    };
+    crate::trace::init(verbosity, crate::style::Palette::stderr(cli.global.color));
     crate::tool::check_timeout_variable().map_err(|source| Error::Variable {
         name: crate::env::EnvVars::UNILAB_TOOL_TIMEOUT,
         source,
     })?;
     let root = cli.global.root.as_deref();
-    let paths = |out: &Output| -> Result<StatePaths, Error> {
+    let paths = || -> Result<StatePaths, Error> {
         let paths = StatePaths::resolve(root)?;
-        out.detail(&format!("event log: `{}`", paths.log_path().display()));
+        crate::trace::detail!(
+            crate::trace::STEPS,
+            "event log: `{}`",
+            paths.log_path().display()
+        );
         Ok(paths)
     };
     let status = match cli.command {
-        Command::History(args) => history::run(&paths(&out)?, &args, &mut out),
-        Command::Log(LogCommand::Verify) => log::verify(&paths(&out)?, &mut out),
-        Command::Mps(command) => mps::run(&paths(&out)?, command, &mut out),
-        Command::Soak(command) => soak::run(&paths(&out)?, command, &mut out),
+        Command::History(args) => history::run(&paths()?, &args, &mut out),
+        Command::Log(LogCommand::Verify) => log::verify(&paths()?, &mut out),
+        Command::Mps(command) => mps::run(&paths()?, command, &mut out),
+        Command::Soak(command) => soak::run(&paths()?, command, &mut out),
         Command::Snapshot { dir } => soak::snapshot(dir.as_deref(), &mut out),
         Command::Completions { shell } => completions(shell, &mut out),
         Command::Man => man(&mut out),

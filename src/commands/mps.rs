@@ -107,7 +107,9 @@ fn show_status(status: &status::HostStatus, out: &mut Output) -> Result<Exit, Er
     for daemon in &status.managed_daemons {
         out.line(&format!(
             "  {}  pid {}  {}",
-            daemon.record.name, daemon.record.pid, daemon.state
+            daemon.record.name,
+            daemon.record.pid,
+            out.paint.status(daemon.state)
         ))?;
     }
     Ok(Exit::Success)
@@ -130,7 +132,12 @@ fn show_report(report: &doctor::Report, out: &mut Output) -> Result<Exit, Error>
                 CheckStatus::Fail => "FAIL",
                 CheckStatus::Skip => "skip",
             };
-            out.line(&format!("[{mark}] {:<16} {}", check.name, check.detail))?;
+            out.line(&format!(
+                "[{}] {:<16} {}",
+                out.paint.status(mark),
+                check.name,
+                check.detail
+            ))?;
             if let Some(hint) = &check.hint {
                 out.line(&format!("       {:<16} hint: {hint}", ""))?;
             }
@@ -360,13 +367,14 @@ fn show_daemons(daemons: &[status::ManagedDaemon], out: &mut Output) -> Result<E
         out.note("no daemons recorded; start one with `unilab mps start`");
         return Ok(Exit::Success);
     }
+    let paint = out.paint;
     let rows: Vec<Vec<String>> = daemons
         .iter()
         .map(|daemon| {
             vec![
                 daemon.record.name.clone(),
                 daemon.record.pid.to_string(),
-                daemon.state.to_owned(),
+                paint.status(daemon.state),
                 age(daemon.record.created_at),
                 daemon.record.gpu_uuids.join(","),
                 daemon.record.pipe_directory.clone(),

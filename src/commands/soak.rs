@@ -110,10 +110,11 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
     // records that it did not answer.
     let runtime = runtime_snapshot(&spec.cwd, &smi.clone().within(SNAPSHOT_SMI_LIMIT));
     for error in runtime["errors"].as_array().into_iter().flatten() {
-        out.detail(&format!(
+        crate::trace::detail!(
+            crate::trace::STEPS,
             "runtime snapshot: {}",
             error.as_str().unwrap_or_default()
-        ));
+        );
     }
     let runtime_json = runtime.to_string();
     let guard_program = std::env::current_exe().map_err(Error::environment(
@@ -153,8 +154,10 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
         }))?;
     } else {
         out.line(&format!(
-            "soak {} {status}: {}",
-            verdict.soak_id, verdict.outcome.reason
+            "soak {} {}: {}",
+            verdict.soak_id,
+            out.paint.status(status),
+            verdict.outcome.reason
         ))?;
         out.line(&format!("artifact: {}", verdict.artifact.display()))?;
     }
@@ -239,6 +242,7 @@ fn list_soaks(soaks: &[SoakSummary], out: &mut Output) -> Result<Exit, Error> {
         out.note("no soaks recorded; run one with `unilab soak run`");
         return Ok(Exit::Success);
     }
+    let paint = out.paint;
     let rows: Vec<Vec<String>> = soaks
         .iter()
         .map(|soak| {
@@ -248,7 +252,7 @@ fn list_soaks(soaks: &[SoakSummary], out: &mut Output) -> Result<Exit, Error> {
             };
             vec![
                 soak.soak_id.clone(),
-                status_text(soak),
+                paint.status(&status_text(soak)),
                 human_time(soak.started_at_us).chars().take(19).collect(),
                 duration,
                 soak.samples.to_string(),
@@ -274,10 +278,10 @@ fn progress_lines(summary: &SoakSummary, details: &Value) -> Vec<(&'static str, 
         (Some(first), Some(last)) => lines.push((
             "progress",
             format!(
-                "first at {}, last change at {} ({} files, {})",
+                "first at {}, last change at {} ({}, {})",
                 output::duration(first),
                 output::duration(last),
-                progress["files"],
+                crate::text::count(progress["files"].as_u64().unwrap_or(0), "file"),
                 output::bytes(progress["bytes"].as_u64().unwrap_or(0))
             ),
         )),
@@ -413,7 +417,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     let mut lines = vec![
         ("soak", summary.soak_id.clone()),
         ("command", output::shell_command(&summary.command)),
-        ("status", status_text(summary)),
+        ("status", out.paint.status(&status_text(summary))),
     ];
     if let Some(reason) = &summary.reason {
         lines.push(("reason", reason.clone()));

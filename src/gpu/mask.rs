@@ -106,7 +106,12 @@ fn lookup<'a>(entry: &str, gpus: &'a [GpuInfo]) -> Result<&'a GpuInfo, String> {
         Ok(n) => usize::try_from(n)
             .ok()
             .and_then(|n| gpus.get(n))
-            .ok_or_else(|| format!("is out of range ({} GPUs)", gpus.len())),
+            .ok_or_else(|| {
+                format!(
+                    "is out of range ({})",
+                    crate::text::count(gpus.len() as u64, "GPU")
+                )
+            }),
         Err(_) => Err("is neither an index nor a GPU UUID".into()),
     }
 }

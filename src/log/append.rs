@@ -77,12 +77,14 @@ impl EventLog {
         decide: impl FnOnce(&WriteTransaction) -> Result<bool, LogError>,
     ) -> Result<Vec<Appended>, LogError> {
         let path = self.path.as_path();
+        let began = std::time::Instant::now();
         let txn = self.db.begin_write().map_err(unreadable(path))?;
         if !decide(&txn)? {
             txn.abort().map_err(unreadable(path))?;
             return Ok(Vec::new());
         }
         let mut appended = Vec::new();
+        let mut kinds = Vec::new();
         {
             let mut records = txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
             let mut index = txn
@@ -119,6 +121,7 @@ impl EventLog {
             }
             for (subject, event) in events {
                 seq += 1;
+                kinds.push(event.kind());
                 let envelope = Envelope {
                     seq,
                     recorded_at_us: self.clock.now_us(),
@@ -148,6 +151,28 @@ impl EventLog {
                 .map_err(unreadable(path))?;
         }
         txn.commit().map_err(unreadable(path))?;
+        // A soak's samples are shown with `-vv`; every other commit with `-v`.
+        let detail = if kinds.iter().all(|k| *k == "soak_sampled") {
+            crate::trace::SAMPLES
+        } else {
+            crate::trace::STEPS
+        };
+        if crate::trace::enabled(detail) {
+            kinds.dedup();
+            let kinds = kinds.join(", ");
+            if let (Some(first), Some(last)) = (appended.first(), appended.last()) {
+                let seqs = if first.seq == last.seq {
+                    format!("seq {}", first.seq)
+                } else {
+                    format!("seq {}..={}", first.seq, last.seq)
+                };
+                crate::trace::emit(format_args!(
+                    "event log: committed {} ({seqs}: {kinds}) in {}",
+                    crate::text::count(appended.len() as u64, "event"),
+                    crate::trace::ms(began.elapsed())
+                ));
+            }
+        }
         Ok(appended)
     }
 }

@@ -21,6 +21,7 @@ use crate::log::{EventLog, LogError, Snapshot};
 use crate::process::{self, Liveness, ProcessIdentity, Signal};
 use crate::projection::{Daemons, IntentRow, Intents};
 use crate::time::{Clock, SystemClock, unix_seconds};
+use crate::trace::{STEPS, detail};
 
 /// What the GPUs of this host look like under the current mask.
 pub(crate) struct Topology {
@@ -678,14 +679,27 @@ pub(crate) fn halt(
     let pipe = Path::new(&record.pipe_directory);
     let log_dir = Path::new(&record.log_directory);
     // `quit` goes through the daemon's own socket; a daemon that cannot be reached is escalated.
+    detail!(
+        STEPS,
+        "daemon `{}` (pid {}): sending `quit`",
+        record.name,
+        record.pid
+    );
     let _ = control::send(&mps.control, pipe, log_dir, "quit");
     if process::wait_for_exit(mps.proc, daemon, grace) {
+        detail!(STEPS, "daemon `{}`: exited after `quit`", record.name);
         return Ok(StopMethod::Quit);
     }
     for (signal, method) in [
         (Signal::Terminate, StopMethod::Terminated),
         (Signal::Kill, StopMethod::Killed),
     ] {
+        detail!(
+            STEPS,
+            "daemon `{}`: still running after {}; sending {signal} through its pidfd",
+            record.name,
+            crate::trace::ms(grace)
+        );
         match process::signal(mps.proc, daemon, mps.paths.uid, signal) {
             Ok(()) => {}
             // It exited (or its pid moved on) between the wait and the signal: it has stopped.
@@ -698,6 +712,7 @@ pub(crate) fn halt(
             }
         }
         if process::wait_for_exit(mps.proc, daemon, grace) {
+            detail!(STEPS, "daemon `{}`: exited after {signal}", record.name);
             return Ok(method);
         }
     }

@@ -87,7 +87,7 @@ impl GpuPoller {
     pub fn start(smi: Tool, interval: Duration) -> Self {
         let timeout = smi.timeout;
         let cancel = Cancel::default();
-        let smi = smi.cancelled_by(cancel.clone());
+        let smi = smi.cancelled_by(cancel.clone()).per_sample();
         let latest = Arc::new(Mutex::new(GpuReading::default()));
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let shared = Arc::clone(&latest);

@@ -147,6 +147,38 @@ impl TestRoot {
     }
 }
 
+/// `unilab ARGS` on a pseudo-terminal (Python's `pty`) with `TERM=xterm` unless `env` says
+/// otherwise, as [`TestRoot::unilab`] sets it up: its exit code and what the terminal received,
+/// standard output and standard error together.
+pub fn on_a_terminal<S: AsRef<std::ffi::OsStr>>(
+    root: &TestRoot,
+    env: &[(&str, &str)],
+    args: impl IntoIterator<Item = S>,
+) -> (Option<i32>, String) {
+    const PTY: &str =
+        "import os, pty, sys\nsys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))";
+    let output = std::process::Command::new("python3")
+        .env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", root.root())
+        .env("LANG", "C.UTF-8")
+        .env("TZ", "UTC")
+        .env("TERM", "xterm")
+        .envs(env.iter().copied())
+        .args(["-c", PTY])
+        .arg(unilab_bin())
+        .arg("--root")
+        .arg(root.root())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("python3 runs");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
 pub fn path_with_fixtures() -> OsString {
     let mut paths = vec![fixtures_dir()];
     paths.extend(std::env::split_paths(
