@@ -14,6 +14,7 @@
 #   DIR/run/  DIR/log/    pid files; one log per daemon (munged, slurmctld,
 #                         slurmd-n1, slurmd-n2)
 #   DIR/pids              "NAME PID" per daemon started; `down` reads it
+#   DIR/uts               "NAME PID UTS-NAMESPACE" per slurmd
 # It starts munged, one slurmctld and two slurmd (nodes n1 and n2, each in its
 # own UTS namespace so that `hostname` inside a task prints n1 or n2), waits
 # until both nodes are idle and prints, as its only line on stdout:
@@ -134,17 +135,25 @@ stop_pids() {
     done
 }
 
-# Processes (other than the slurmd itself) living in the UTS namespaces of this
-# cluster's nodes: job steps (slurmstepd) and their tasks.
+# Processes living in the UTS namespaces "$@" of this cluster's nodes: the
+# slurmd, its job steps (slurmstepd) and their tasks. With NS_NEED_ENV set,
+# only those whose environment names DIR (SLURM_CONF=DIR/slurm.conf), for
+# namespaces whose slurmd is gone and so cannot vouch for them.
 namespace_members() {
-    local host_uts ns p pns
+    local host_uts self_uts ns p pns
     host_uts=$(readlink /proc/1/ns/uts 2>/dev/null || true)
+    self_uts=$(readlink /proc/self/ns/uts 2>/dev/null || true)
     for ns in "$@"; do
-        [[ -n $ns && $ns != "$host_uts" && $ns != "$(readlink /proc/self/ns/uts)" ]] || continue
+        [[ -n $ns && $ns != "$host_uts" && $ns != "$self_uts" ]] || continue
         for p in /proc/[0-9]*; do
             p=${p#/proc/}
             pns=$(readlink /proc/"$p"/ns/uts 2>/dev/null) || continue
-            [[ $pns == "$ns" ]] && alive "$p" && echo "$p"
+            [[ $pns == "$ns" ]] && alive "$p" || continue
+            if [[ -n ${NS_NEED_ENV:-} ]]; then
+                tr '\0' '\n' </proc/"$p"/environ 2>/dev/null |
+                    grep -qxF "SLURM_CONF=$DIR/slurm.conf" || continue
+            fi
+            echo "$p"
         done
     done
     return 0
@@ -178,7 +187,14 @@ do_down() {
     local pidfile=$DIR/pids
     [[ -f $pidfile ]] || { say "nothing recorded in $pidfile; nothing to stop"; return 0; }
     local name pid rest
-    local -a slurmds=() ctld=() munge=() uts=()
+    local -a slurmds=() ctld=() munge=() uts=() orphan_uts=()
+    # Namespaces recorded by `up`, for nodes whose slurmd already died.
+    if [[ -f $DIR/uts ]]; then
+        local node ns
+        while read -r node pid ns; do
+            is_ours "$pid" || orphan_uts+=("$ns")
+        done <"$DIR/uts"
+    fi
     while read -r name pid rest; do
         [[ -n ${name:-} ]] || continue
         if ! is_ours "$pid"; then
@@ -216,9 +232,12 @@ do_down() {
     stop_pids 10 ${slurmds[@]+"${slurmds[@]}"}
     # Whatever is still in the nodes' namespaces (stray slurmstepd or tasks)
     # was started by this cluster.
-    if ((${#uts[@]} > 0)); then
+    if ((${#uts[@]} + ${#orphan_uts[@]} > 0)); then
         local -a strays=()
-        mapfile -t strays < <(namespace_members "${uts[@]}")
+        mapfile -t strays < <(
+            namespace_members ${uts[@]+"${uts[@]}"}
+            NS_NEED_ENV=1 namespace_members ${orphan_uts[@]+"${orphan_uts[@]}"}
+        )
         if ((${#strays[@]} > 0)); then
             say "stopping left-over job processes: ${strays[*]}"
             stop_pids 5 "${strays[@]}"
@@ -226,7 +245,7 @@ do_down() {
     fi
     stop_pids 10 ${ctld[@]+"${ctld[@]}"}
     stop_pids 10 ${munge[@]+"${munge[@]}"}
-    rm -f "$pidfile"
+    rm -f "$pidfile" "$DIR/uts"
     say "cluster in $DIR is down"
 }
 
@@ -301,7 +320,7 @@ do_up() {
 
     # munged wants every directory on the socket's path searchable by all.
     chmod 0711 "$DIR"
-    rm -rf "$DIR/state" "$DIR/spool" "$DIR/run" "$DIR/log" "$DIR/munge"
+    rm -rf "$DIR/state" "$DIR/spool" "$DIR/run" "$DIR/log" "$DIR/munge" "$DIR/uts"
     mkdir -p "$DIR/state" "$DIR/run" "$DIR/log" "$DIR/munge"
     local n
     for n in "${NODES[@]}"; do mkdir -p "$DIR/spool/$n"; done
@@ -374,10 +393,9 @@ EOF
             'hostname "$1" && exec slurmd -D -N "$1" -f "$2"' sh "$n" "$SLURM_CONF"
     done
 
-    local secs=${SLURM_CLUSTER_TIMEOUT:-60} i
+    local secs=${SLURM_CLUSTER_TIMEOUT:-60} i entry
     for ((i = 0; i < secs * 2; i++)); do
         nodes_idle && break
-        local entry
         for entry in "${STARTED[@]}"; do
             alive "${entry#*:}" || die "${entry%%:*} (pid ${entry#*:}) exited"
         done
@@ -388,6 +406,14 @@ EOF
         timeout 10 sinfo -R >&2 || true
         die "nodes ${NODES[*]} not idle after ${secs}s"
     fi
+    # Remember the nodes' namespaces: if a slurmd dies, `down` still finds
+    # the job steps it left behind.
+    : >"$DIR/uts"
+    for entry in "${STARTED[@]}"; do
+        [[ ${entry%%:*} == slurmd-* ]] || continue
+        printf '%s %s %s\n' "${entry%%:*}" "${entry#*:}" \
+            "$(readlink /proc/"${entry#*:}"/ns/uts)" >>"$DIR/uts"
+    done
     UP_OK=1
     say "cluster up: nodes ${NODES[*]} idle, $cpus CPUs each, slurmctld on port $CTLD_PORT"
     printf 'export SLURM_CONF=%s\n' "$SLURM_CONF"
