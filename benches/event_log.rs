@@ -37,7 +37,7 @@ fn event(i: u64) -> (Subject, Event) {
             index: i,
             elapsed_ms: i * 1000,
             after_exit: false,
-            processes: common::training_tree(i),
+            processes: common::training_tree(i, 10),
             reaped_cpu_ticks: 0,
             gpus: Some(Vec::new()),
             progress: ProgressSignature {

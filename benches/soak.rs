@@ -1,10 +1,16 @@
 //! Soak benchmarks:
 //! - `sampler/tree_N`: one sample of a real process tree of N processes (10, 100, 1000), without
 //!   GPUs: the `/proc` walk, every process's stat, fds and I/O, and the progress directory;
-//! - `export_100k`: `soak export` of a soak of 100,000 samples (gather from the log + render).
+//! - `export_100k/streamed`: `soak export` of a soak of 100,000 samples of a 10-process tree as
+//!   unilab does it (one scan, rows spooled, the object composed around them), against
+//!   `export_100k/whole_object` (gather every sample, build the whole JSON object, render it: how
+//!   unilab exported before), in the same run;
+//! - `export_memory`: the peak heap of each way, for 100,000 samples of a 10- and of a
+//!   100-process tree (a counting allocator), and the streamed export's time for the latter;
+//! - `report_100k`: the HTML report of the 10-process soak.
 //!
-//! Run with `cargo bench --bench soak`. The 100,000-sample log is built once under
-//! `target/bench-data/`.
+//! Run with `cargo bench --bench soak`. The logs are built once under `target/bench-data/`
+//! (the 100-process one is about 500 MB).
 
 mod common;
 
@@ -23,6 +29,39 @@ use unilab::soak::artifact;
 use unilab::soak::sampler::{HeldDir, Sampler};
 
 const EXPORT_SAMPLES: u64 = 100_000;
+
+/// The global allocator, counting the bytes live and their peak.
+struct Counting;
+
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static PEAK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+// SAFETY: every call is passed to the system allocator unchanged; only counts are added.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let live = LIVE.fetch_add(layout.size(), Relaxed) + layout.size();
+        PEAK.fetch_max(live, Relaxed);
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// The most heap `f` had in use at once, above what was live before it, in MiB.
+fn peak_heap_mib<T>(f: impl FnOnce() -> T) -> f64 {
+    use std::sync::atomic::Ordering::Relaxed;
+    let before = LIVE.load(Relaxed);
+    PEAK.store(before, Relaxed);
+    black_box(f());
+    (PEAK.load(Relaxed) - before) as f64 / (1024.0 * 1024.0)
+}
 
 /// A shell with `n` sleeping children; killed with its children on drop.
 struct Tree {
@@ -89,12 +128,12 @@ fn sampler(c: &mut Criterion) {
     group.finish();
 }
 
-fn sample(i: u64) -> Sample {
+fn sample(i: u64, processes: u32) -> Sample {
     Sample {
         index: i,
         elapsed_ms: i * 1000,
         after_exit: false,
-        processes: common::training_tree(i),
+        processes: common::training_tree(i, processes),
         reaped_cpu_ticks: i,
         gpus: Some(vec![GpuSample {
             index: 0,
@@ -117,11 +156,16 @@ fn sample(i: u64) -> Sample {
     }
 }
 
-/// A log holding one soak of [`EXPORT_SAMPLES`] samples and its verdict.
-fn soak_log() -> PathBuf {
+/// A log holding one soak of [`EXPORT_SAMPLES`] samples of a `processes`-process tree and its
+/// verdict.
+fn soak_log(processes: u32) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    let path = dir.join("soak-100k-v2.redb");
-    let complete = dir.join("soak-100k-v2.complete");
+    let name = match processes {
+        10 => "soak-100k-v2".to_owned(),
+        n => format!("soak-100k-{n}p-v2"),
+    };
+    let path = dir.join(format!("{name}.redb"));
+    let complete = dir.join(format!("{name}.complete"));
     if complete.exists() {
         return path;
     }
@@ -162,9 +206,12 @@ fn soak_log() -> PathBuf {
     )
     .expect("start");
     for start in (0..EXPORT_SAMPLES).step_by(10_000) {
-        log.append_all(
-            (start..start + 10_000).map(|i| (subject(), Event::SoakSampled(Box::new(sample(i))))),
-        )
+        log.append_all((start..start + 10_000).map(|i| {
+            (
+                subject(),
+                Event::SoakSampled(Box::new(sample(i, processes))),
+            )
+        }))
         .expect("samples");
     }
     log.append(
@@ -194,31 +241,68 @@ fn soak_log() -> PathBuf {
     path
 }
 
+/// The artifact as unilab exported it before: every sample gathered, the whole object built
+/// and rendered.
+fn whole_object(reader: &LogReader) -> usize {
+    let snapshot = reader.snapshot().expect("snapshot");
+    let records = artifact::collect(&snapshot, "bench")
+        .expect("collect")
+        .expect("the soak");
+    artifact::render(&records).0.len()
+}
+
+/// The artifact as unilab exports it: streamed.
+fn streamed(reader: &LogReader) -> usize {
+    let snapshot = reader.snapshot().expect("snapshot");
+    let mut out = std::io::sink();
+    artifact::stream::write(&snapshot, "bench", &mut out)
+        .expect("export")
+        .bytes as usize
+}
+
 fn export(c: &mut Criterion) {
-    let path = soak_log();
-    let reader = LogReader::open(&path).expect("open").expect("exists");
-    let mut group = c.benchmark_group("export");
+    let reader = LogReader::open(&soak_log(10))
+        .expect("open")
+        .expect("exists");
+    assert_eq!(streamed(&reader), whole_object(&reader), "the same bytes");
+    let mut group = c.benchmark_group("export_100k");
     group.sample_size(10);
-    group.measurement_time(Duration::from_secs(30));
-    group.bench_function("export_100k", |b| {
-        b.iter(|| {
-            let snapshot = reader.snapshot().expect("snapshot");
-            let records = artifact::collect(&snapshot, "bench")
-                .expect("collect")
-                .expect("the soak");
-            let artifact::Recorded::V2(soak) = &records.soak else {
-                panic!("recorded in schema 2's form")
-            };
-            assert_eq!(soak.samples.len() as u64, EXPORT_SAMPLES);
-            black_box(artifact::render(&records).0.len())
-        })
+    group.measurement_time(Duration::from_secs(20));
+    group.bench_function("streamed", |b| b.iter(|| black_box(streamed(&reader))));
+    group.bench_function("whole_object", |b| {
+        b.iter(|| black_box(whole_object(&reader)))
     });
     group.finish();
 }
 
+/// Peak heap of each way of exporting, and the streamed export's time on the 100-process soak:
+/// one-shot figures, printed (too slow and too large for criterion's repetitions).
+fn export_memory(_: &mut Criterion) {
+    for processes in [10, 100] {
+        let reader = LogReader::open(&soak_log(processes))
+            .expect("open")
+            .expect("exists");
+        let streamed_mib = peak_heap_mib(|| streamed(&reader));
+        let mut times: Vec<f64> = (0..3)
+            .map(|_| {
+                let began = std::time::Instant::now();
+                black_box(streamed(&reader));
+                began.elapsed().as_secs_f64()
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        let whole_mib = peak_heap_mib(|| whole_object(&reader));
+        println!(
+            "export_memory/{processes}_processes: streamed peak heap {streamed_mib:.1} MiB \
+             (median of 3: {:.3} s), whole object {whole_mib:.1} MiB",
+            times[1]
+        );
+    }
+}
+
 /// The HTML report of the same 100,000-sample soak: decimated charts keep it small and fast.
 fn report(c: &mut Criterion) {
-    let path = soak_log();
+    let path = soak_log(10);
     let reader = LogReader::open(&path).expect("open").expect("exists");
     let render = || {
         let snapshot = reader.snapshot().expect("snapshot");
@@ -247,5 +331,5 @@ fn report(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sampler, export, report);
+criterion_group!(benches, sampler, export, export_memory, report);
 criterion_main!(benches);

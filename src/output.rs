@@ -50,6 +50,14 @@ impl Output {
         self.stdout.write_all(b"\n").map_err(stdout_error)
     }
 
+    /// What `write` writes, on standard output.
+    pub(crate) fn stream<T, E>(
+        &mut self,
+        write: impl FnOnce(&mut BufWriter<Stdout>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        write(&mut self.stdout)
+    }
+
     /// Bytes exactly as given, on standard output.
     pub(crate) fn raw(&mut self, bytes: &[u8]) -> Result<(), Error> {
         self.stdout.write_all(bytes).map_err(stdout_error)

@@ -55,12 +55,8 @@ impl Soak {
             .arg(self.progress())
             .arg("--output")
             .arg(self.artifact_path())
-            .args(["--sample-interval", "0.2"])
-            .args(if soak_args.contains(&"--shutdown-grace") {
-                &[][..]
-            } else {
-                &["--shutdown-grace", "0.5"][..]
-            })
+            .args(default_unless(soak_args, ["--sample-interval", "0.2"]))
+            .args(default_unless(soak_args, ["--shutdown-grace", "0.5"]))
             .args(soak_args)
             .args(["--", "python3"])
             .arg(trainer())
@@ -76,6 +72,15 @@ impl Soak {
 
     fn history_kinds(&self, soak_id: &str) -> Vec<String> {
         history_kinds(self.unilab(), &["--soak", soak_id])
+    }
+}
+
+/// `flag` and its value, unless `args` give the flag.
+fn default_unless<'a>(args: &[&str], flag: [&'a str; 2]) -> Vec<&'a str> {
+    if args.contains(&flag[0]) {
+        Vec::new()
+    } else {
+        flag.to_vec()
     }
 }
 
@@ -447,10 +452,17 @@ fn soak_ids(soak: &Soak) -> Vec<Value> {
 
 #[test]
 fn a_supervisor_killed_with_sigkill_leaves_no_survivors_and_is_reported_abandoned() {
+    // At 0.05 s the samples are committed in groups: the kill lands between two.
+    for interval in ["0.2", "0.05"] {
+        killed_with_sigkill(interval);
+    }
+}
+
+fn killed_with_sigkill(interval: &str) {
     let soak = Soak::new();
     let mut supervisor = spawn_soak(
         &soak,
-        "0.2",
+        interval,
         &[
             "--steps",
             "1000",
@@ -510,6 +522,44 @@ fn a_supervisor_killed_with_sigkill_leaves_no_survivors_and_is_reported_abandone
     let artifact: Value = serde_json::from_slice(&exported).unwrap();
     assert_eq!(artifact["outcome"]["status"], "abandoned");
     assert!(digest_matches(&exported));
+    soak.unilab().args(["log", "verify"]).assert().success();
+}
+
+/// Below a second, samples are committed together at most once a second: a 0.05 s soak of
+/// about two seconds makes a handful of commits, not forty, and every sample is in the log.
+#[test]
+fn samples_taken_faster_than_a_second_are_committed_together() {
+    let soak = Soak::new();
+    let mut cmd = soak.unilab();
+    cmd.arg("-vv");
+    let (output, artifact) = soak.run_with(
+        cmd,
+        &["--sample-interval", "0.05"],
+        &["--steps", "40", "--step-seconds", "0.05"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let detail = String::from_utf8_lossy(&output.stderr);
+    let groups: Vec<u64> = detail
+        .lines()
+        .filter(|l| l.starts_with("event log: committed ") && l.contains(": soak_sampled)"))
+        .map(|l| {
+            l["event log: committed ".len()..]
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    let samples = artifact["summary"]["samples"].as_u64().unwrap();
+    assert!(samples >= 30, "{samples} samples");
+    assert_eq!(groups.iter().sum::<u64>(), samples, "{detail}");
+    let seconds = artifact["duration_seconds"].as_f64().unwrap() + 1.0;
+    assert!(
+        (groups.len() as f64) <= seconds + 1.0,
+        "{} commits of samples in {seconds:.1} s: {groups:?}",
+        groups.len()
+    );
 }
 
 #[test]
@@ -1850,4 +1900,95 @@ fn the_report_of_a_failed_soak_renders_in_a_browser() {
         dom.matches("<svg").count() >= 6,
         "the loaded page holds its charts"
     );
+}
+
+/// The streamed artifact (one scan, rows spooled, the object composed around them) is byte for
+/// byte the rendering of the whole object at once, for a large soak whose samples vary (GPUs
+/// unread, errors, a sample after the exit) and interleave with another soak's, for a soak
+/// still running, and for schema 1's frozen form.
+#[test]
+fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
+    use unilab::event::{Event, Subject};
+    use unilab::soak::artifact;
+    let root = TestRoot::new();
+    let log = root.log();
+    let events = every_event_kind();
+    let started = |id: &str| {
+        let (_, start) = events
+            .iter()
+            .find(|(_, e)| matches!(e, Event::SoakStarted(_)))
+            .unwrap()
+            .clone();
+        let Event::SoakStarted(mut start) = start else {
+            unreachable!()
+        };
+        start.soak_id = id.into();
+        (Subject::Soak(id.into()), Event::SoakStarted(start))
+    };
+    log.append_all(events.clone()).unwrap();
+    log.append_all([started("big"), started("running")])
+        .unwrap();
+    for batch in 0..6u64 {
+        let mut records = Vec::new();
+        for i in batch * 500..(batch + 1) * 500 {
+            let mut s = sample(i, 1 + (i % 7) as u32);
+            if i % 5 == 0 {
+                s.gpus = None;
+            }
+            if i % 3 != 0 {
+                s.errors.clear();
+            }
+            s.after_exit = i == 2_999;
+            records.push((Subject::Soak("big".into()), Event::SoakSampled(Box::new(s))));
+            if i % 4 == 0 {
+                let other = sample(i, 2);
+                records.push((
+                    Subject::Soak("running".into()),
+                    Event::SoakSampled(Box::new(other)),
+                ));
+            }
+        }
+        log.append_all(records).unwrap();
+    }
+    let (_, end) = events
+        .iter()
+        .rfind(|(_, e)| matches!(e, Event::SoakFinished(_)))
+        .unwrap()
+        .clone();
+    log.append(Subject::Soak("big".into()), end).unwrap();
+
+    let snapshot = log.snapshot().unwrap();
+    for id in [
+        "big",
+        "running",
+        "20261202T124210-3f9a",
+        "20261202T130000-5b7c",
+    ] {
+        let records = artifact::collect(&snapshot, id).unwrap().unwrap();
+        let (whole, digest) = artifact::render(&records);
+        let mut streamed = Vec::new();
+        let written = artifact::stream::write(&snapshot, id, &mut streamed).unwrap();
+        assert_eq!(written.digest, digest, "{id}");
+        assert_eq!(written.bytes, streamed.len() as u64, "{id}");
+        if streamed != whole {
+            let at = streamed
+                .iter()
+                .zip(&whole)
+                .take_while(|(a, b)| a == b)
+                .count();
+            panic!(
+                "{id}: differs at byte {at}: {:?} against {:?}",
+                String::from_utf8_lossy(
+                    &streamed[at.saturating_sub(80)..(at + 80).min(streamed.len())]
+                ),
+                String::from_utf8_lossy(&whole[at.saturating_sub(80)..(at + 80).min(whole.len())]),
+            );
+        }
+        assert!(digest_matches(&streamed), "{id}");
+    }
+    let unknown = artifact::stream::write(&snapshot, "nope", &mut Vec::new());
+    assert!(matches!(
+        unknown,
+        Err(artifact::stream::StreamError::NoSuchSoak(_))
+    ));
 }

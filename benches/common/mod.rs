@@ -2,9 +2,9 @@
 
 use unilab::event::soak::ProcessSample;
 
-/// The processes of the `i`-th sample of a 10-process training tree.
-pub fn training_tree(i: u64) -> Vec<ProcessSample> {
-    (0..10)
+/// The processes of the `i`-th sample of an `n`-process training tree.
+pub fn training_tree(i: u64, n: u32) -> Vec<ProcessSample> {
+    (0..n)
         .map(|p| ProcessSample {
             pid: 1000 + p,
             ppid: 999,

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 use crate::cli::{ExportFormat, SoakCommand, SoakRunArgs};
 use crate::diagnostic::Exit;
-use crate::error::Error;
+use crate::error::{Error, stdout_error};
 use crate::event::Subject;
 use crate::event::soak::OutcomeStatus;
 use crate::log::{EventLog, Snapshot};
@@ -493,17 +493,36 @@ fn export(
     if let Some(path) = output {
         refuse_to_replace(path, force)?;
     }
+    if format == ExportFormat::Json {
+        // Streamed from the log, in memory that does not grow with the soak.
+        let soak_id = summary.soak_id.as_str();
+        match output {
+            Some(path) => {
+                let written = artifact::write_atomically_with(path, |file| {
+                    artifact::stream::write(&snapshot, soak_id, file)
+                })
+                .map_err(SoakError::streaming(path))?;
+                out.note(&format!(
+                    "wrote `{}` (digest {})",
+                    path.display(),
+                    written.digest
+                ));
+            }
+            None => {
+                out.stream(|stdout| artifact::stream::write(&snapshot, soak_id, stdout))
+                    .map_err(|e| match e {
+                        artifact::stream::StreamError::Io(e) => stdout_error(e),
+                        other => SoakError::streaming(Path::new("-"))(other).into(),
+                    })?;
+            }
+        }
+        return Ok(Exit::Success);
+    }
     let records = artifact::collect(&snapshot, &summary.soak_id)?
         .ok_or_else(|| SoakError::NoSuchSoak(summary.soak_id.clone()))?;
-    let (bytes, digest) = match format {
-        ExportFormat::Json => artifact::render(&records),
-        ExportFormat::Csv => {
-            let bytes = artifact::csv::render(&artifact::view(&records))
-                .map_err(|e| Error::Internal(format!("cannot write CSV: {e}")))?;
-            let digest = blake3::hash(&bytes).to_hex().to_string();
-            (bytes, digest)
-        }
-    };
+    let bytes = artifact::csv::render(&artifact::view(&records))
+        .map_err(|e| Error::Internal(format!("cannot write CSV: {e}")))?;
+    let digest = blake3::hash(&bytes).to_hex().to_string();
     match output {
         Some(path) => {
             artifact::write_atomically(path, &bytes).map_err(SoakError::output(path))?;

@@ -104,6 +104,63 @@ impl Snapshot {
         })
     }
 
+    /// Calls `visit` with every record of `subject`, in order, each checked against its own
+    /// hash, until it returns `false`: one pass along the subject index and, in step with it,
+    /// one range scan of the records (no lookup a record). `visit`'s error stops the scan and is
+    /// returned.
+    pub fn scan_subject<E: From<LogError>>(
+        &self,
+        subject: &Subject,
+        mut visit: impl FnMut(Record) -> Result<bool, E>,
+    ) -> Result<(), E> {
+        let path = self.path.as_path();
+        let key = subject.key();
+        let mut failed = None;
+        guarded(path, || {
+            let (Some(index), Some(events)) = (
+                open_read_table(path, &self.txn, tables::SUBJECT_INDEX)?,
+                open_read_table(path, &self.txn, tables::EVENTS)?,
+            ) else {
+                return Ok(());
+            };
+            let mut seqs = index
+                .range((key.as_str(), 0)..=(key.as_str(), u64::MAX))
+                .map_err(unreadable(path))?
+                .map(|entry| entry.map(|(k, _)| k.value().1).map_err(unreadable(path)));
+            let Some(first) = seqs.next().transpose()? else {
+                return Ok(());
+            };
+            let mut records = events.range(first..).map_err(unreadable(path))?;
+            let mut wanted = Some(first);
+            while let Some(seq) = wanted {
+                // The records between two of the subject's belong to others: skipped undecoded.
+                let stored = loop {
+                    match records.next().transpose().map_err(unreadable(path))? {
+                        Some((k, stored)) if k.value() == seq => break stored,
+                        Some((k, _)) if k.value() < seq => {}
+                        _ => {
+                            return Err(damaged(
+                                path,
+                                format!("the subject index names record {seq}, which is missing"),
+                            ));
+                        }
+                    }
+                };
+                match visit(decode_record(path, seq, stored.value())?) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+                wanted = seqs.next().transpose()?;
+            }
+            Ok(())
+        })?;
+        failed.map_or(Ok(()), Err)
+    }
+
     /// The sequences of `subject`, from `from` on, by the subject index.
     pub fn subject_seqs(&self, subject: &Subject, from: u64) -> Result<Vec<u64>, LogError> {
         let path = self.path.as_path();

@@ -51,6 +51,20 @@ impl SoakError {
     }
 }
 
+impl SoakError {
+    /// The error for an artifact that could not be streamed to `path`.
+    pub(crate) fn streaming(
+        path: &std::path::Path,
+    ) -> impl FnOnce(crate::soak::artifact::stream::StreamError) -> Self + '_ {
+        use crate::soak::artifact::stream::StreamError;
+        move |e| match e {
+            StreamError::Log(e) => e.into(),
+            StreamError::Io(source) => SoakError::output(path)(source),
+            StreamError::NoSuchSoak(id) => SoakError::NoSuchSoak(id),
+        }
+    }
+}
+
 impl From<LogError> for SoakError {
     fn from(e: LogError) -> Self {
         SoakError::Log(Box::new(e))

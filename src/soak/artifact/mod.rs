@@ -10,6 +10,7 @@
 //! byte for byte what was written then); one recorded in schema 2's as `/2` ([`v2`]).
 
 pub(crate) mod csv;
+pub mod stream;
 mod v1;
 mod v2;
 
@@ -59,30 +60,12 @@ pub struct SoakRecords {
     pub last_hash: Hash,
 }
 
-/// Gathers a soak's events, up to and including its verdict; `None` for an unknown soak. Which
-/// events belong to the soak is the projection's rule ([`Soaks::apply`]), applied here too. A
-/// soak is recorded in one schema's form; events of the other form are not part of it.
+/// Gathers a soak's events, up to and including its verdict; `None` for an unknown soak.
 pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>, LogError> {
-    let mut summary: Option<SoakSummary> = None;
     let mut soak = None;
     let mut abandoned = None;
-    let mut last_hash = None;
-    for seq in snapshot.subject_seqs(&Subject::Soak(soak_id.to_owned()), 1)? {
-        if summary
-            .as_ref()
-            .is_some_and(|s| s.state != SoakState::Running)
-        {
-            break;
-        }
-        let Some(record) = snapshot.get(seq)? else {
-            continue;
-        };
-        let Update::Put(next) = Soaks::apply(summary.as_ref(), &record.envelope) else {
-            continue;
-        };
-        summary = Some(next);
-        last_hash = Some(record.hash);
-        match (record.envelope.event, &mut soak) {
+    let walked = walk(snapshot, soak_id, |event| {
+        match (event, &mut soak) {
             (Event::SoakStartedV1(start), _) => {
                 soak = Some(Recorded::V1(Form {
                     start: *start,
@@ -106,9 +89,10 @@ pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>
             }
             _ => {}
         }
-    }
-    Ok(match (summary, soak, last_hash) {
-        (Some(summary), Some(soak), Some(last_hash)) => Some(SoakRecords {
+        Ok::<(), LogError>(())
+    })?;
+    Ok(match (walked, soak) {
+        (Some((summary, last_hash)), Some(soak)) => Some(SoakRecords {
             summary,
             soak,
             abandoned,
@@ -116,6 +100,39 @@ pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>
         }),
         _ => None,
     })
+}
+
+/// Calls `visit` with each event of a soak, in order, up to and including its verdict, in one
+/// scan of the log; then returns the `soaks` projection folded over exactly those events and the
+/// hash of the last of them (`None` for an unknown soak). Which events belong to the soak is the
+/// projection's rule ([`Soaks::apply`]), applied here too. A soak is recorded in one schema's
+/// form; `visit` must ignore events of the other form.
+pub(crate) fn walk<E: From<LogError>>(
+    snapshot: &Snapshot,
+    soak_id: &str,
+    mut visit: impl FnMut(Event) -> Result<(), E>,
+) -> Result<Option<(SoakSummary, Hash)>, E> {
+    let mut summary: Option<SoakSummary> = None;
+    let mut last_hash = None;
+    snapshot.scan_subject(
+        &Subject::Soak(soak_id.to_owned()),
+        |record| -> Result<bool, E> {
+            if summary
+                .as_ref()
+                .is_some_and(|s| s.state != SoakState::Running)
+            {
+                return Ok(false);
+            }
+            let Update::Put(next) = Soaks::apply(summary.as_ref(), &record.envelope) else {
+                return Ok(true);
+            };
+            summary = Some(next);
+            last_hash = Some(record.hash);
+            visit(record.envelope.event)?;
+            Ok(true)
+        },
+    )?;
+    Ok(summary.zip(last_hash))
 }
 
 fn seconds(ms: u64) -> f64 {
@@ -309,9 +326,21 @@ fn directory_of(path: &Path) -> &Path {
 /// the command line and output tails, which are the user's to share.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    write_atomically_with(path, |file| file.write_all(bytes))
+}
+
+/// [`write_atomically`] what `write` writes into the file (buffered; flushed here).
+pub(crate) fn write_atomically_with<T, E: From<std::io::Error>>(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> Result<T, E>,
+) -> Result<T, E> {
+    use std::io::Write;
     let dir = directory_of(path);
-    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
-    temp.write_all(bytes)?;
+    let temp = tempfile::NamedTempFile::new_in(dir)?;
+    let mut buffered = std::io::BufWriter::with_capacity(1 << 16, temp.as_file());
+    let written = write(&mut buffered)?;
+    buffered.flush()?;
+    drop(buffered);
     std::fs::set_permissions(
         temp.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o666 & !umask()),
@@ -319,7 +348,8 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
     temp.as_file().sync_all()?;
     check_target(path)?;
     temp.persist(path).map_err(|e| e.error)?;
-    std::fs::File::open(dir)?.sync_all()
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(written)
 }
 
 /// This process's umask, read from `/proc` (changing it to read it would race other threads);

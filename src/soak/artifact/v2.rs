@@ -7,10 +7,11 @@
 //! command's own run time and `teardown_seconds` the shutdown after it; ticks are read with the
 //! sampling host's tick rate, recorded with the soak; `parameters.require_progress`.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
 
 use super::{Form, Frame, SoakRecords, frame, parameters, seconds};
-use crate::event::soak::{GpuSample, Sample, SoakEnd, SoakStart};
+use crate::event::soak::{GpuSample, ProgressSignature, Sample, SoakEnd, SoakStart};
 
 const SCHEMA: &str = "unilab.soak.artifact/2";
 
@@ -62,81 +63,183 @@ impl CpuClock {
     }
 }
 
-fn sample_row(sample: &Sample, cpu: &mut CpuClock) -> Value {
-    let sum = |f: fn(&crate::event::soak::ProcessSample) -> u64| -> u64 {
-        sample.processes.iter().map(f).sum()
-    };
-    let (cpu_seconds, cpu_percent) = cpu.advance(sample);
-    let gpus = sample.gpus.as_ref();
-    json!({
-        "index": sample.index,
-        "elapsed_seconds": seconds(sample.elapsed_ms),
-        "after_exit": sample.after_exit,
-        "processes": sample.processes.len(),
-        "rss_bytes": sum(|p| p.rss_bytes),
-        "cpu_seconds": cpu_seconds,
-        "cpu_percent": cpu_percent,
-        "threads": sum(|p| u64::from(p.threads)),
-        "open_fds": sum(|p| u64::from(p.open_fds.unwrap_or(0))),
-        "read_bytes": sum(|p| p.read_bytes.unwrap_or(0)),
-        "write_bytes": sum(|p| p.write_bytes.unwrap_or(0)),
-        "gpus": gpus.map(|gpus| gpus.iter().map(|g| json!({
-            "index": g.index,
-            "uuid": g.uuid,
-            "utilization_percent": g.utilization_percent,
-            "memory_used_mib": g.memory_used_mib,
-            "memory_total_mib": g.memory_total_mib,
-            "tree_memory_mib": tree_memory(g),
-        })).collect::<Vec<_>>()),
-        "host_gpu_memory_used_mib": gpus.and_then(|g| sum_known(g.iter().map(|g| g.memory_used_mib))),
-        "tree_gpu_memory_mib": gpus.and_then(|g| sum_known(g.iter().map(tree_memory))),
-        "progress_files": sample.progress.files,
-        "progress_bytes": sample.progress.bytes,
-        "sampler_cost_us": sample.sampler_cost_us,
-        "errors": sample.errors,
-    })
+/// One GPU of a sample row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct GpuRow {
+    pub(crate) index: u32,
+    pub(crate) memory_total_mib: Option<u64>,
+    pub(crate) memory_used_mib: Option<u64>,
+    pub(crate) tree_memory_mib: Option<u64>,
+    pub(crate) utilization_percent: Option<u32>,
+    pub(crate) uuid: String,
 }
 
-fn summary(samples: &[Sample], rows: &[Value]) -> Value {
-    let peak = |key: &str| rows.iter().filter_map(|r| r[key].as_u64()).max();
-    let peak_percent = rows
-        .iter()
-        .filter_map(|r| r["cpu_percent"].as_f64())
-        .reduce(f64::max);
-    let costs: Vec<u64> = samples.iter().map(|s| s.sampler_cost_us).collect();
-    let last = rows.last();
-    json!({
-        "samples": samples.len(),
-        "peak_processes": peak("processes").unwrap_or(0),
-        "peak_rss_bytes": peak("rss_bytes").unwrap_or(0),
-        "peak_threads": peak("threads").unwrap_or(0),
-        "peak_open_fds": peak("open_fds").unwrap_or(0),
-        "peak_cpu_percent": peak_percent,
-        "peak_host_gpu_memory_used_mib": peak("host_gpu_memory_used_mib"),
-        "peak_tree_gpu_memory_mib": peak("tree_gpu_memory_mib"),
-        "final_cpu_seconds": last.map(|r| r["cpu_seconds"].clone()).unwrap_or(json!(0.0)),
-        "final_read_bytes": last.map(|r| r["read_bytes"].clone()).unwrap_or(json!(0)),
-        "final_write_bytes": last.map(|r| r["write_bytes"].clone()).unwrap_or(json!(0)),
-        "sampler_errors": samples.iter().map(|s| s.errors.len()).sum::<usize>(),
-        "sampler_cost_us_mean": if costs.is_empty() { 0 } else { costs.iter().sum::<u64>() / costs.len() as u64 },
-        "sampler_cost_us_max": costs.iter().copied().max().unwrap_or(0),
-    })
+/// One row of `samples`: the tree's totals at one instant. Fields in the canonical (sorted) key
+/// order, so that serialising the row gives the bytes serialising it as a JSON object would.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct SampleRow {
+    pub(crate) after_exit: bool,
+    pub(crate) cpu_percent: Option<f64>,
+    pub(crate) cpu_seconds: f64,
+    pub(crate) elapsed_seconds: f64,
+    pub(crate) errors: Vec<String>,
+    pub(crate) gpus: Option<Vec<GpuRow>>,
+    pub(crate) host_gpu_memory_used_mib: Option<u64>,
+    pub(crate) index: u64,
+    pub(crate) open_fds: u64,
+    pub(crate) processes: u64,
+    pub(crate) progress_bytes: u64,
+    pub(crate) progress_files: u64,
+    pub(crate) read_bytes: u64,
+    pub(crate) rss_bytes: u64,
+    pub(crate) sampler_cost_us: u64,
+    pub(crate) threads: u64,
+    pub(crate) tree_gpu_memory_mib: Option<u64>,
+    pub(crate) write_bytes: u64,
 }
 
-/// The artifact as a JSON object, without `digest`.
-pub(super) fn body(records: &SoakRecords, soak: &Form<SoakStart, Sample, SoakEnd>) -> Value {
-    let start = &soak.start;
-    let mut cpu = CpuClock {
-        ticks_per_second: (start.ticks_per_second as f64).max(1.0),
-        total_ticks: 0,
-        last: None,
-    };
-    let rows: Vec<Value> = soak
-        .samples
-        .iter()
-        .map(|s| sample_row(s, &mut cpu))
-        .collect();
-    let end = soak.end.as_deref();
+/// Turns samples into rows, one at a time, keeping what `summary` needs: the peaks, the last
+/// row and the sampler's cost. Nothing here grows with the number of samples.
+pub(super) struct Rows {
+    cpu: CpuClock,
+    samples: u64,
+    peak_processes: u64,
+    peak_rss_bytes: u64,
+    peak_threads: u64,
+    peak_open_fds: u64,
+    peak_cpu_percent: Option<f64>,
+    peak_host_gpu_memory_used_mib: Option<u64>,
+    peak_tree_gpu_memory_mib: Option<u64>,
+    last: Option<(f64, u64, u64)>,
+    sampler_errors: u64,
+    cost_total: u64,
+    cost_max: u64,
+    last_progress: ProgressSignature,
+}
+
+impl Rows {
+    pub(super) fn new(start: &SoakStart) -> Self {
+        Self {
+            cpu: CpuClock {
+                ticks_per_second: (start.ticks_per_second as f64).max(1.0),
+                total_ticks: 0,
+                last: None,
+            },
+            samples: 0,
+            peak_processes: 0,
+            peak_rss_bytes: 0,
+            peak_threads: 0,
+            peak_open_fds: 0,
+            peak_cpu_percent: None,
+            peak_host_gpu_memory_used_mib: None,
+            peak_tree_gpu_memory_mib: None,
+            last: None,
+            sampler_errors: 0,
+            cost_total: 0,
+            cost_max: 0,
+            last_progress: ProgressSignature::default(),
+        }
+    }
+
+    pub(super) fn row(&mut self, sample: &Sample) -> SampleRow {
+        let sum = |f: fn(&crate::event::soak::ProcessSample) -> u64| -> u64 {
+            sample.processes.iter().map(f).sum()
+        };
+        let (cpu_seconds, cpu_percent) = self.cpu.advance(sample);
+        let gpus = sample.gpus.as_ref();
+        let row = SampleRow {
+            index: sample.index,
+            elapsed_seconds: seconds(sample.elapsed_ms),
+            after_exit: sample.after_exit,
+            processes: sample.processes.len() as u64,
+            rss_bytes: sum(|p| p.rss_bytes),
+            cpu_seconds,
+            cpu_percent,
+            threads: sum(|p| u64::from(p.threads)),
+            open_fds: sum(|p| u64::from(p.open_fds.unwrap_or(0))),
+            read_bytes: sum(|p| p.read_bytes.unwrap_or(0)),
+            write_bytes: sum(|p| p.write_bytes.unwrap_or(0)),
+            gpus: gpus.map(|gpus| {
+                gpus.iter()
+                    .map(|g| GpuRow {
+                        index: g.index,
+                        uuid: g.uuid.clone(),
+                        utilization_percent: g.utilization_percent,
+                        memory_used_mib: g.memory_used_mib,
+                        memory_total_mib: g.memory_total_mib,
+                        tree_memory_mib: tree_memory(g),
+                    })
+                    .collect()
+            }),
+            host_gpu_memory_used_mib: gpus
+                .and_then(|g| sum_known(g.iter().map(|g| g.memory_used_mib))),
+            tree_gpu_memory_mib: gpus.and_then(|g| sum_known(g.iter().map(tree_memory))),
+            progress_files: sample.progress.files,
+            progress_bytes: sample.progress.bytes,
+            sampler_cost_us: sample.sampler_cost_us,
+            errors: sample.errors.clone(),
+        };
+        self.samples += 1;
+        self.peak_processes = self.peak_processes.max(row.processes);
+        self.peak_rss_bytes = self.peak_rss_bytes.max(row.rss_bytes);
+        self.peak_threads = self.peak_threads.max(row.threads);
+        self.peak_open_fds = self.peak_open_fds.max(row.open_fds);
+        self.peak_cpu_percent = max_known(self.peak_cpu_percent, row.cpu_percent, f64::max);
+        self.peak_host_gpu_memory_used_mib = max_known(
+            self.peak_host_gpu_memory_used_mib,
+            row.host_gpu_memory_used_mib,
+            u64::max,
+        );
+        self.peak_tree_gpu_memory_mib = max_known(
+            self.peak_tree_gpu_memory_mib,
+            row.tree_gpu_memory_mib,
+            u64::max,
+        );
+        self.last = Some((row.cpu_seconds, row.read_bytes, row.write_bytes));
+        self.sampler_errors += sample.errors.len() as u64;
+        self.cost_total += sample.sampler_cost_us;
+        self.cost_max = self.cost_max.max(sample.sampler_cost_us);
+        self.last_progress = sample.progress;
+        row
+    }
+
+    fn summary(&self) -> Value {
+        let (cpu, read, write) = self.last.unwrap_or((0.0, 0, 0));
+        json!({
+            "samples": self.samples,
+            "peak_processes": self.peak_processes,
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "peak_threads": self.peak_threads,
+            "peak_open_fds": self.peak_open_fds,
+            "peak_cpu_percent": self.peak_cpu_percent,
+            "peak_host_gpu_memory_used_mib": self.peak_host_gpu_memory_used_mib,
+            "peak_tree_gpu_memory_mib": self.peak_tree_gpu_memory_mib,
+            "final_cpu_seconds": cpu,
+            "final_read_bytes": read,
+            "final_write_bytes": write,
+            "sampler_errors": self.sampler_errors,
+            "sampler_cost_us_mean": self.cost_total.checked_div(self.samples).unwrap_or(0),
+            "sampler_cost_us_max": self.cost_max,
+        })
+    }
+}
+
+/// The larger of two values where either may be unknown.
+fn max_known<T>(a: Option<T>, b: Option<T>, max: fn(T, T) -> T) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(max(a, b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The artifact as a JSON object, without `digest` and without `samples`, once `rows` has seen
+/// every sample.
+pub(super) fn head(
+    records: &SoakRecords,
+    start: &SoakStart,
+    end: Option<&SoakEnd>,
+    rows: &Rows,
+) -> Map<String, Value> {
     let mut params = parameters(
         &start.parameters,
         &start.progress_dir,
@@ -162,7 +265,6 @@ pub(super) fn body(records: &SoakRecords, soak: &Form<SoakStart, Sample, SoakEnd
             tails: end.map(|e| (e.stdout_tail.as_slice(), e.stderr_tail.as_slice())),
         },
     );
-    let last_progress = soak.samples.last().map(|s| s.progress).unwrap_or_default();
     object.insert("parameters".into(), Value::Object(params));
     object.insert(
         "duration_seconds".into(),
@@ -177,12 +279,24 @@ pub(super) fn body(records: &SoakRecords, soak: &Form<SoakStart, Sample, SoakEnd
         json!({
             "first_seen_seconds": end.and_then(|e| e.first_progress_ms).map(seconds),
             "last_change_seconds": end.and_then(|e| e.last_progress_ms).map(seconds),
-            "files": last_progress.files,
-            "bytes": last_progress.bytes,
+            "files": rows.last_progress.files,
+            "bytes": rows.last_progress.bytes,
         }),
     );
-    object.insert("summary".into(), summary(&soak.samples, &rows));
-    object.insert("samples".into(), Value::Array(rows));
+    object.insert("summary".into(), rows.summary());
+    object
+}
+
+/// The artifact as a JSON object, without `digest`.
+pub(super) fn body(records: &SoakRecords, soak: &Form<SoakStart, Sample, SoakEnd>) -> Value {
+    let mut rows = Rows::new(&soak.start);
+    let samples: Vec<Value> = soak
+        .samples
+        .iter()
+        .map(|s| serde_json::to_value(rows.row(s)).unwrap_or(Value::Null))
+        .collect();
+    let mut object = head(records, &soak.start, soak.end.as_deref(), &rows);
+    object.insert("samples".into(), Value::Array(samples));
     Value::Object(object)
 }
 

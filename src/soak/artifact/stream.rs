@@ -1,0 +1,279 @@
+//! The artifact written as the log is read, in memory that does not grow with the soak: one scan
+//! of the soak's events ([`walk`]), each sample turned into its row and serialised once, into a
+//! spool file; then the canonical object composed from the rest (small) and the spool, twice —
+//! once into blake3 for the digest, once into the output with the digest in its place.
+//!
+//! The bytes are those of `serde_json::to_vec_pretty` over the whole object plus a newline (what
+//! [`super::render`] gives): keys in sorted order, two-space indentation. A value nested at
+//! depth `d` is serde_json's pretty rendering of it with each line break followed by `2d` more
+//! spaces — line breaks inside strings are escaped, so every line break is the formatter's.
+
+use std::io::{self, BufReader, BufWriter, Seek, Write};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::{Abandonment, Form, Recorded, SoakRecords, v1, v2, walk};
+use crate::event::Event;
+use crate::log::{LogError, Snapshot};
+
+/// What [`write`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub digest: String,
+    pub bytes: u64,
+}
+
+/// Why the artifact could not be written: the log, the output or the spool, or no such soak
+/// (then nothing was written).
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("no soak `{0}` is recorded")]
+    NoSuchSoak(String),
+}
+
+/// Writes the artifact of `soak_id` to `out`.
+pub fn write(
+    snapshot: &Snapshot,
+    soak_id: &str,
+    out: &mut impl Write,
+) -> Result<Written, StreamError> {
+    let Some((head, mut spool)) = gather(snapshot, soak_id)? else {
+        return Err(StreamError::NoSuchSoak(soak_id.to_owned()));
+    };
+    let mut hasher = Counted::new(blake3::Hasher::new());
+    compose(&head, None, &mut spool, &mut hasher)?;
+    let digest = hasher.inner.finalize().to_hex().to_string();
+    let mut counted = Counted::new(out);
+    compose(&head, Some(&digest), &mut spool, &mut counted)?;
+    Ok(Written {
+        digest,
+        bytes: counted.count,
+    })
+}
+
+/// The artifact's object without `samples` and `digest`.
+type Head = Map<String, Value>;
+
+/// The artifact's object without `samples` and `digest`, and its rows in a spool.
+fn gather(snapshot: &Snapshot, soak_id: &str) -> Result<Option<(Head, Spool)>, StreamError> {
+    let mut spool = Spool::new()?;
+    let mut v2_form: Option<(Box<crate::event::soak::SoakStart>, v2::Rows)> = None;
+    let mut v2_end = None;
+    let mut v1_form = None;
+    let mut abandoned = None;
+    let walked = walk(snapshot, soak_id, |event| {
+        match event {
+            // A start begins the soak afresh, as `collect` takes it.
+            Event::SoakStarted(start) => {
+                let rows = v2::Rows::new(&start);
+                v2_form = Some((start, rows));
+                (v1_form, v2_end, spool) = (None, None, Spool::new()?);
+            }
+            Event::SoakStartedV1(start) => {
+                v1_form = Some(Form {
+                    start: *start,
+                    samples: Vec::new(),
+                    end: None,
+                });
+                (v2_form, v2_end, spool) = (None, None, Spool::new()?);
+            }
+            Event::SoakSampled(sample) => {
+                if let Some((_, rows)) = &mut v2_form {
+                    spool.push(&rows.row(&sample))?;
+                }
+            }
+            Event::SoakFinished(end) if v2_form.is_some() => v2_end = Some(end),
+            // Schema 1's soaks are rendered by the frozen code, from all their samples at once.
+            Event::SoakSampledV1(sample) => {
+                if let Some(form) = &mut v1_form {
+                    form.samples.push(*sample);
+                }
+            }
+            Event::SoakFinishedV1(end) => {
+                if let Some(form) = &mut v1_form {
+                    form.end = Some(end);
+                }
+            }
+            Event::SoakAbandoned { supervisor, reason } => {
+                abandoned = Some(Abandonment { supervisor, reason });
+            }
+            _ => {}
+        }
+        Ok::<(), StreamError>(())
+    })?;
+    let Some((summary, last_hash)) = walked else {
+        return Ok(None);
+    };
+    let head = match (v2_form, v1_form) {
+        (Some((start, rows)), _) => {
+            let records = SoakRecords {
+                summary,
+                // The samples went to the spool; the head needs only the start and the end.
+                soak: Recorded::V2(Form {
+                    start: *start,
+                    samples: Vec::new(),
+                    end: v2_end,
+                }),
+                abandoned,
+                last_hash,
+            };
+            let Recorded::V2(form) = &records.soak else {
+                unreachable!("just built")
+            };
+            v2::head(&records, &form.start, form.end.as_deref(), &rows)
+        }
+        (None, Some(form)) => {
+            let records = SoakRecords {
+                summary,
+                soak: Recorded::V1(form),
+                abandoned,
+                last_hash,
+            };
+            let Recorded::V1(form) = &records.soak else {
+                unreachable!("just built")
+            };
+            let Value::Object(mut object) = v1::body(&records, form) else {
+                return Ok(None);
+            };
+            if let Some(Value::Array(rows)) = object.remove("samples") {
+                for row in &rows {
+                    spool.push(row)?;
+                }
+            }
+            object
+        }
+        (None, None) => return Ok(None),
+    };
+    spool.finish()?;
+    Ok(Some((head, spool)))
+}
+
+/// Writes the object `head` with `digest` and `samples` in their sorted places, as serde_json's
+/// pretty printer would, and a final newline.
+fn compose(
+    head: &Head,
+    digest: Option<&str>,
+    samples: &mut Spool,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let mut keys: Vec<&str> = head.keys().map(String::as_str).collect();
+    keys.push("samples");
+    keys.extend(digest.map(|_| "digest"));
+    keys.sort_unstable();
+    for (i, key) in keys.into_iter().enumerate() {
+        out.write_all(if i == 0 { b"{\n  " } else { b",\n  " })?;
+        serde_json::to_writer(&mut *out, key)?;
+        out.write_all(b": ")?;
+        match (key, head.get(key)) {
+            ("digest", _) => serde_json::to_writer(&mut *out, &digest)?,
+            ("samples", _) => samples.copy_to(out)?,
+            (_, Some(value)) => pretty(value, b"\n  ", out)?,
+            (_, None) => unreachable!("every key comes from the head"),
+        }
+    }
+    out.write_all(b"\n}\n")
+}
+
+/// `value` pretty-printed as if nested, each line break followed by `indent`.
+fn pretty(value: &impl Serialize, indent: &[u8], out: &mut impl Write) -> io::Result<()> {
+    let mut nested = Nested { out, indent };
+    serde_json::to_writer_pretty(&mut nested, value)?;
+    Ok(())
+}
+
+/// A writer that indents every line after the first.
+struct Nested<'a, W> {
+    out: &'a mut W,
+    indent: &'a [u8],
+}
+
+impl<W: Write> Write for Nested<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut lines = buf.split(|b| *b == b'\n');
+        if let Some(first) = lines.next() {
+            self.out.write_all(first)?;
+        }
+        for line in lines {
+            self.out.write_all(self.indent)?;
+            self.out.write_all(line)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// The rows of `samples`, serialised at their depth in the artifact, in an unnamed temporary
+/// file: read back as often as needed, never held in memory.
+struct Spool {
+    file: BufWriter<std::fs::File>,
+    rows: u64,
+}
+
+impl Spool {
+    fn new() -> io::Result<Self> {
+        Ok(Self {
+            file: BufWriter::with_capacity(1 << 16, tempfile::tempfile()?),
+            rows: 0,
+        })
+    }
+
+    fn push(&mut self, row: &impl Serialize) -> io::Result<()> {
+        self.file.write_all(if self.rows == 0 {
+            b"\n    "
+        } else {
+            b",\n    "
+        })?;
+        pretty(row, b"\n    ", &mut self.file)?;
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+
+    /// The array: `[]`, or its rows and the closing bracket on its own line.
+    fn copy_to(&mut self, out: &mut impl Write) -> io::Result<()> {
+        if self.rows == 0 {
+            return out.write_all(b"[]");
+        }
+        out.write_all(b"[")?;
+        let file = self.file.get_mut();
+        file.rewind()?;
+        io::copy(&mut BufReader::with_capacity(1 << 16, &mut *file), out)?;
+        file.seek(io::SeekFrom::End(0))?;
+        out.write_all(b"\n  ]")
+    }
+}
+
+/// A writer that counts what passes through it.
+struct Counted<W> {
+    inner: W,
+    count: u64,
+}
+
+impl<W> Counted<W> {
+    fn new(inner: W) -> Self {
+        Self { inner, count: 0 }
+    }
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
