@@ -306,14 +306,16 @@ fn report(c: &mut Criterion) {
     let reader = LogReader::open(&path).expect("open").expect("exists");
     let render = || {
         let snapshot = reader.snapshot().expect("snapshot");
-        let records = artifact::collect(&snapshot, "bench")
-            .expect("collect")
+        let mut charts = unilab::soak::report::Charts::default();
+        let mut gathered = artifact::stream::gather(&snapshot, "bench", |piece| charts.take(piece))
             .expect("the soak");
+        let digest = gathered.digest().expect("digest");
         unilab::soak::report::render(
-            &artifact::view(&records),
+            &serde_json::Value::Object(std::mem::take(&mut gathered.head)),
+            charts,
             &unilab::soak::report::Extras {
                 timeline: &[],
-                digest: "bench",
+                digest: &digest,
                 chain_head: "bench",
             },
         )

@@ -1851,6 +1851,11 @@ fn the_report_of_a_failed_soak_renders_in_a_browser() {
         html.contains(artifact["digest"].as_str().unwrap()),
         "tied to the artifact"
     );
+    // The timeline shows a run of samples by its first and last, not line by line.
+    let samples = artifact["summary"]["samples"].as_u64().unwrap();
+    assert!(samples > 3, "{samples} samples");
+    assert_eq!(html.matches("soak_sampled").count(), 2, "{html}");
+    assert!(html.contains(&format!("{} more samples", samples - 2)));
     for external in ["<script", "<link", " src=", "https://", "url("] {
         assert!(!html.contains(external), "the page loads `{external}`");
     }

@@ -557,24 +557,61 @@ fn report(
 
 /// The HTML report of a soak, from the log: its artifact's view, its events, the chain head.
 pub(crate) fn report_html(snapshot: &Snapshot, soak_id: &str) -> Result<String, Error> {
-    let records = artifact::collect(snapshot, soak_id)?
-        .ok_or_else(|| SoakError::NoSuchSoak(soak_id.to_owned()))?;
-    let view = artifact::view(&records);
-    let mut timeline = Vec::new();
-    for seq in snapshot.subject_seqs(&Subject::Soak(soak_id.to_owned()), 1)? {
-        if let Some(record) = snapshot.get(seq)? {
-            timeline.push(super::history::record_line(&record));
-        }
-    }
+    let mut charts = crate::soak::report::Charts::default();
+    // The rows are spooled in the temporary directory.
+    let spool = std::env::temp_dir();
+    let mut gathered = artifact::stream::gather(snapshot, soak_id, |piece| charts.take(piece))
+        .map_err(SoakError::streaming(&spool))?;
+    let digest = gathered.digest().map_err(SoakError::output(&spool))?;
+    let view = Value::Object(std::mem::take(&mut gathered.head));
+    let timeline = timeline(snapshot, soak_id)?;
     let (_, head) = snapshot.head()?;
     Ok(crate::soak::report::render(
         &view,
+        charts,
         &crate::soak::report::Extras {
             timeline: &timeline,
-            digest: &artifact::digest(&view),
+            digest: &digest,
             chain_head: &crate::log::chain::to_hex(&head),
         },
     ))
+}
+
+/// The soak's events as `history --soak` prints them, each run of samples shown by its first
+/// and last with the number between: a week of samples is not a page of lines.
+fn timeline(snapshot: &Snapshot, soak_id: &str) -> Result<Vec<String>, Error> {
+    let mut lines = Vec::new();
+    // The current run of samples: its first line, its last and how many there were.
+    let mut run: Option<(String, String, u64)> = None;
+    let flush = |run: &mut Option<(String, String, u64)>, lines: &mut Vec<String>| {
+        if let Some((first, last, n)) = run.take() {
+            lines.push(first);
+            if n > 2 {
+                lines.push(format!("        … {} …", count(n - 2, "more sample")));
+            }
+            if n > 1 {
+                lines.push(last);
+            }
+        }
+    };
+    snapshot.scan_subject(&Subject::Soak(soak_id.to_owned()), |record| {
+        let line = super::history::record_line(&record);
+        if record.envelope.event.kind() == "soak_sampled" {
+            match &mut run {
+                Some((_, last, n)) => {
+                    *last = line;
+                    *n += 1;
+                }
+                None => run = Some((line.clone(), line, 1)),
+            }
+        } else {
+            flush(&mut run, &mut lines);
+            lines.push(line);
+        }
+        Ok::<bool, Error>(true)
+    })?;
+    flush(&mut run, &mut lines);
+    Ok(lines)
 }
 
 /// An existing `--output` is replaced only with `--force`, and only if it is a regular file: a

@@ -11,6 +11,8 @@ use std::fmt::Write as _;
 use plotters::prelude::*;
 use serde_json::Value;
 
+use crate::soak::artifact::stream::{Piece, Row};
+
 /// Chart width in SVG pixels; also the decimation's number of columns.
 const WIDTH: u32 = 960;
 const HEIGHT: u32 = 220;
@@ -38,65 +40,171 @@ pub struct Extras<'a> {
     pub chain_head: &'a str,
 }
 
-/// The report of the artifact `view`.
-pub fn render(view: &Value, extras: &Extras) -> String {
-    let samples: Vec<&Value> = view["samples"].as_array().into_iter().flatten().collect();
-    let x = |s: &Value| s["elapsed_seconds"].as_f64().unwrap_or(0.0);
-    let end = samples
+/// The charts' series, gathered one row of `samples` at a time (from the artifact's stream, so
+/// that the whole artifact is never held).
+#[derive(Default)]
+pub struct Charts {
+    cpu: Vec<(f64, f64)>,
+    rss: Vec<(f64, f64)>,
+    processes: Vec<(f64, f64)>,
+    threads: Vec<(f64, f64)>,
+    progress_bytes: Vec<(f64, f64)>,
+    progress_files: Vec<(f64, f64)>,
+    utilization: Vec<Series>,
+    memory: Vec<Series>,
+    errors: Vec<f64>,
+}
+
+/// A GPU of a row: its UUID, utilisation, the host's memory on it and the tree's.
+type GpuPoint<'a> = (&'a str, Option<f64>, Option<f64>, Option<f64>);
+
+impl Charts {
+    pub fn take(&mut self, piece: Piece<'_>) {
+        match piece {
+            Piece::Restart => *self = Charts::default(),
+            Piece::Row(Row::V2(row)) => {
+                let gpus: Vec<GpuPoint> = row
+                    .gpus
+                    .iter()
+                    .flatten()
+                    .map(|g| {
+                        (
+                            g.uuid.as_str(),
+                            g.utilization_percent.map(f64::from),
+                            g.memory_used_mib.map(|m| m as f64),
+                            g.tree_memory_mib.map(|m| m as f64),
+                        )
+                    })
+                    .collect();
+                self.add(
+                    row.elapsed_seconds,
+                    [
+                        row.cpu_percent,
+                        Some(row.rss_bytes as f64),
+                        Some(row.processes as f64),
+                        Some(row.threads as f64),
+                        Some(row.progress_bytes as f64),
+                        Some(row.progress_files as f64),
+                    ],
+                    !row.errors.is_empty(),
+                    &gpus,
+                );
+            }
+            // Schema 1's rows: no per-GPU list.
+            Piece::Row(Row::V1(row)) => self.add(
+                row["elapsed_seconds"].as_f64().unwrap_or(0.0),
+                [
+                    "cpu_percent",
+                    "rss_bytes",
+                    "processes",
+                    "threads",
+                    "progress_bytes",
+                    "progress_files",
+                ]
+                .map(|key| row[key].as_f64()),
+                row["errors"].as_array().is_some_and(|e| !e.is_empty()),
+                &[],
+            ),
+        }
+    }
+
+    fn add(&mut self, at: f64, values: [Option<f64>; 6], error: bool, gpus: &[GpuPoint]) {
+        const MIB: f64 = 1024.0 * 1024.0;
+        let [cpu, rss, processes, threads, bytes, files] = values;
+        for (series, value, scale) in [
+            (&mut self.cpu, cpu, 1.0),
+            (&mut self.rss, rss, 1.0 / MIB),
+            (&mut self.processes, processes, 1.0),
+            (&mut self.threads, threads, 1.0),
+            (&mut self.progress_bytes, bytes, 1.0 / MIB),
+            (&mut self.progress_files, files, 1.0),
+        ] {
+            if let Some(value) = value {
+                series.push((at, value * scale));
+            }
+        }
+        if error {
+            self.errors.push(at);
+        }
+        for &(uuid, utilization, host, tree) in gpus {
+            let short: String = uuid.chars().take(12).collect();
+            push_to(&mut self.utilization, &short, (at, utilization));
+            push_to(&mut self.memory, &format!("{short} host"), (at, host));
+            push_to(&mut self.memory, &format!("{short} this soak"), (at, tree));
+        }
+    }
+}
+
+/// Adds a point to the series `name` of `list`, when its value is known.
+fn push_to(list: &mut Vec<Series>, name: &str, (at, value): (f64, Option<f64>)) {
+    let Some(value) = value else { return };
+    match list.iter_mut().find(|s| s.name == name) {
+        Some(series) => series.points.push((at, value)),
+        None => list.push(Series {
+            name: name.to_owned(),
+            points: vec![(at, value)],
+        }),
+    }
+}
+
+/// The report of a soak: `view` is its artifact without `samples`, `charts` its rows.
+pub fn render(view: &Value, charts: Charts, extras: &Extras) -> String {
+    let end = [&charts.cpu, &charts.rss, &charts.processes]
         .iter()
-        .map(|s| x(s))
+        .filter_map(|s| s.last().map(|p| p.0))
         .fold(0.0_f64, f64::max)
         .max(1.0);
-    let markers = markers(view, &samples);
-    let series = |name: &str, key: &str, scale: f64| Series {
+    let markers = markers(view, &charts.errors);
+    let series = |name: &str, points: Vec<(f64, f64)>| Series {
         name: name.to_owned(),
-        points: samples
-            .iter()
-            .filter_map(|s| s[key].as_f64().map(|v| (x(s), v * scale)))
-            .collect(),
+        points,
     };
-    let mut charts = vec![
+    let mut drawn = vec![
         chart(
             "CPU (% of one core)",
-            &[series("tree CPU %", "cpu_percent", 1.0)],
+            &[series("tree CPU %", charts.cpu)],
             end,
             &markers,
         ),
         chart(
             "Memory (MiB)",
-            &[series("tree RSS", "rss_bytes", 1.0 / (1024.0 * 1024.0))],
+            &[series("tree RSS", charts.rss)],
             end,
             &markers,
         ),
         chart(
             "Processes and threads",
             &[
-                series("processes", "processes", 1.0),
-                series("threads", "threads", 1.0),
+                series("processes", charts.processes),
+                series("threads", charts.threads),
             ],
             end,
             &markers,
         ),
     ];
-    let (utilization, memory) = gpu_series(&samples, x);
-    if !utilization.is_empty() {
-        charts.push(chart("GPU utilisation (%)", &utilization, end, &markers));
-        charts.push(chart("GPU memory (MiB)", &memory, end, &markers));
+    if !charts.utilization.is_empty() {
+        drawn.push(chart(
+            "GPU utilisation (%)",
+            &charts.utilization,
+            end,
+            &markers,
+        ));
+        drawn.push(chart("GPU memory (MiB)", &charts.memory, end, &markers));
     }
-    charts.push(chart(
+    drawn.push(chart(
         "Progress directory",
         &[
-            series("bytes (MiB)", "progress_bytes", 1.0 / (1024.0 * 1024.0)),
-            series("files", "progress_files", 1.0),
+            series("bytes (MiB)", charts.progress_bytes),
+            series("files", charts.progress_files),
         ],
         end,
         &markers,
     ));
-    page(view, extras, &charts, &markers)
+    page(view, extras, &drawn, &markers)
 }
 
 /// Progress first seen, its last change, sampler errors, and the end of the run.
-fn markers(view: &Value, samples: &[&Value]) -> Vec<Marker> {
+fn markers(view: &Value, errors: &[f64]) -> Vec<Marker> {
     let mut markers = Vec::new();
     let progress = &view["progress"];
     for (key, label, color) in [
@@ -107,14 +215,12 @@ fn markers(view: &Value, samples: &[&Value]) -> Vec<Marker> {
             markers.push(Marker { at, label, color });
         }
     }
-    for sample in samples {
-        if sample["errors"].as_array().is_some_and(|e| !e.is_empty()) {
-            markers.push(Marker {
-                at: sample["elapsed_seconds"].as_f64().unwrap_or(0.0),
-                label: "sampler error",
-                color: RGBColor(230, 150, 0),
-            });
-        }
+    for &at in errors {
+        markers.push(Marker {
+            at,
+            label: "sampler error",
+            color: RGBColor(230, 150, 0),
+        });
     }
     if let Some(at) = view["duration_seconds"].as_f64() {
         markers.push(Marker {
@@ -124,39 +230,6 @@ fn markers(view: &Value, samples: &[&Value]) -> Vec<Marker> {
         });
     }
     markers
-}
-
-/// One utilisation and one memory series per GPU UUID, the tree's own memory apart.
-fn gpu_series(samples: &[&Value], x: impl Fn(&Value) -> f64) -> (Vec<Series>, Vec<Series>) {
-    let mut utilization: Vec<Series> = Vec::new();
-    let mut memory: Vec<Series> = Vec::new();
-    let push = |list: &mut Vec<Series>, name: String, point: (f64, f64)| match list
-        .iter_mut()
-        .find(|s| s.name == name)
-    {
-        Some(series) => series.points.push(point),
-        None => list.push(Series {
-            name,
-            points: vec![point],
-        }),
-    };
-    for sample in samples {
-        for gpu in sample["gpus"].as_array().into_iter().flatten() {
-            let uuid = gpu["uuid"].as_str().unwrap_or("?");
-            let short: String = uuid.chars().take(12).collect();
-            let at = x(sample);
-            if let Some(v) = gpu["utilization_percent"].as_f64() {
-                push(&mut utilization, short.clone(), (at, v));
-            }
-            if let Some(v) = gpu["memory_used_mib"].as_f64() {
-                push(&mut memory, format!("{short} host"), (at, v));
-            }
-            if let Some(v) = gpu["tree_memory_mib"].as_f64() {
-                push(&mut memory, format!("{short} this soak"), (at, v));
-            }
-        }
-    }
-    (utilization, memory)
 }
 
 /// At most two points per pixel column — the column's minimum and maximum, in time order — so

@@ -12,7 +12,7 @@
 pub(crate) mod csv;
 pub mod stream;
 mod v1;
-mod v2;
+pub mod v2;
 
 use std::collections::BTreeMap;
 use std::path::Path;

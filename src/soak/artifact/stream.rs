@@ -42,14 +42,15 @@ pub fn write(
     soak_id: &str,
     out: &mut impl Write,
 ) -> Result<Written, StreamError> {
-    let Some((head, mut spool)) = gather(snapshot, soak_id)? else {
-        return Err(StreamError::NoSuchSoak(soak_id.to_owned()));
-    };
-    let mut hasher = Counted::new(blake3::Hasher::new());
-    compose(&head, None, &mut spool, &mut hasher)?;
-    let digest = hasher.inner.finalize().to_hex().to_string();
+    let mut gathered = gather(snapshot, soak_id, |_| {})?;
+    let digest = gathered.digest()?;
     let mut counted = Counted::new(out);
-    compose(&head, Some(&digest), &mut spool, &mut counted)?;
+    compose(
+        &gathered.head,
+        Some(&digest),
+        &mut gathered.spool,
+        &mut counted,
+    )?;
     Ok(Written {
         digest,
         bytes: counted.count,
@@ -57,10 +58,45 @@ pub fn write(
 }
 
 /// The artifact's object without `samples` and `digest`.
-type Head = Map<String, Value>;
+pub type Head = Map<String, Value>;
 
-/// The artifact's object without `samples` and `digest`, and its rows in a spool.
-fn gather(snapshot: &Snapshot, soak_id: &str) -> Result<Option<(Head, Spool)>, StreamError> {
+/// One row of `samples`, in the form of the soak's schema.
+#[derive(Debug, Clone, Copy)]
+pub enum Row<'a> {
+    V1(&'a Value),
+    V2(&'a v2::SampleRow),
+}
+
+/// What [`gather`] tells of the rows as it goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Piece<'a> {
+    /// The soak's next row.
+    Row(Row<'a>),
+    /// The soak started again under the same id: the rows so far are not part of it.
+    Restart,
+}
+
+/// A soak's artifact, gathered: every field but `samples`, and the rows in a spool.
+pub struct Gathered {
+    pub head: Head,
+    spool: Spool,
+}
+
+impl Gathered {
+    /// The artifact's digest: blake3 of its rendering without `digest`.
+    pub fn digest(&mut self) -> io::Result<String> {
+        let mut hasher = blake3::Hasher::new();
+        compose(&self.head, None, &mut self.spool, &mut hasher)?;
+        Ok(hasher.finalize().to_hex().to_string())
+    }
+}
+
+/// The artifact of `soak_id` in one scan of its events, each row also given to `on_row`.
+pub fn gather(
+    snapshot: &Snapshot,
+    soak_id: &str,
+    mut on_row: impl FnMut(Piece<'_>),
+) -> Result<Gathered, StreamError> {
     let mut spool = Spool::new()?;
     let mut v2_form: Option<(Box<crate::event::soak::SoakStart>, v2::Rows)> = None;
     let mut v2_end = None;
@@ -73,6 +109,7 @@ fn gather(snapshot: &Snapshot, soak_id: &str) -> Result<Option<(Head, Spool)>, S
                 let rows = v2::Rows::new(&start);
                 v2_form = Some((start, rows));
                 (v1_form, v2_end, spool) = (None, None, Spool::new()?);
+                on_row(Piece::Restart);
             }
             Event::SoakStartedV1(start) => {
                 v1_form = Some(Form {
@@ -81,10 +118,13 @@ fn gather(snapshot: &Snapshot, soak_id: &str) -> Result<Option<(Head, Spool)>, S
                     end: None,
                 });
                 (v2_form, v2_end, spool) = (None, None, Spool::new()?);
+                on_row(Piece::Restart);
             }
             Event::SoakSampled(sample) => {
                 if let Some((_, rows)) = &mut v2_form {
-                    spool.push(&rows.row(&sample))?;
+                    let row = rows.row(&sample);
+                    spool.push(&row)?;
+                    on_row(Piece::Row(Row::V2(&row)));
                 }
             }
             Event::SoakFinished(end) if v2_form.is_some() => v2_end = Some(end),
@@ -107,7 +147,7 @@ fn gather(snapshot: &Snapshot, soak_id: &str) -> Result<Option<(Head, Spool)>, S
         Ok::<(), StreamError>(())
     })?;
     let Some((summary, last_hash)) = walked else {
-        return Ok(None);
+        return Err(StreamError::NoSuchSoak(soak_id.to_owned()));
     };
     let head = match (v2_form, v1_form) {
         (Some((start, rows)), _) => {
@@ -138,19 +178,20 @@ fn gather(snapshot: &Snapshot, soak_id: &str) -> Result<Option<(Head, Spool)>, S
                 unreachable!("just built")
             };
             let Value::Object(mut object) = v1::body(&records, form) else {
-                return Ok(None);
+                unreachable!("the artifact is an object")
             };
             if let Some(Value::Array(rows)) = object.remove("samples") {
                 for row in &rows {
                     spool.push(row)?;
+                    on_row(Piece::Row(Row::V1(row)));
                 }
             }
             object
         }
-        (None, None) => return Ok(None),
+        (None, None) => return Err(StreamError::NoSuchSoak(soak_id.to_owned())),
     };
     spool.finish()?;
-    Ok(Some((head, spool)))
+    Ok(Gathered { head, spool })
 }
 
 /// Writes the object `head` with `digest` and `samples` in their sorted places, as serde_json's

@@ -65,37 +65,37 @@ impl CpuClock {
 
 /// One GPU of a sample row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct GpuRow {
-    pub(crate) index: u32,
-    pub(crate) memory_total_mib: Option<u64>,
-    pub(crate) memory_used_mib: Option<u64>,
-    pub(crate) tree_memory_mib: Option<u64>,
-    pub(crate) utilization_percent: Option<u32>,
-    pub(crate) uuid: String,
+pub struct GpuRow {
+    pub index: u32,
+    pub memory_total_mib: Option<u64>,
+    pub memory_used_mib: Option<u64>,
+    pub tree_memory_mib: Option<u64>,
+    pub utilization_percent: Option<u32>,
+    pub uuid: String,
 }
 
 /// One row of `samples`: the tree's totals at one instant. Fields in the canonical (sorted) key
 /// order, so that serialising the row gives the bytes serialising it as a JSON object would.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct SampleRow {
-    pub(crate) after_exit: bool,
-    pub(crate) cpu_percent: Option<f64>,
-    pub(crate) cpu_seconds: f64,
-    pub(crate) elapsed_seconds: f64,
-    pub(crate) errors: Vec<String>,
-    pub(crate) gpus: Option<Vec<GpuRow>>,
-    pub(crate) host_gpu_memory_used_mib: Option<u64>,
-    pub(crate) index: u64,
-    pub(crate) open_fds: u64,
-    pub(crate) processes: u64,
-    pub(crate) progress_bytes: u64,
-    pub(crate) progress_files: u64,
-    pub(crate) read_bytes: u64,
-    pub(crate) rss_bytes: u64,
-    pub(crate) sampler_cost_us: u64,
-    pub(crate) threads: u64,
-    pub(crate) tree_gpu_memory_mib: Option<u64>,
-    pub(crate) write_bytes: u64,
+pub struct SampleRow {
+    pub after_exit: bool,
+    pub cpu_percent: Option<f64>,
+    pub cpu_seconds: f64,
+    pub elapsed_seconds: f64,
+    pub errors: Vec<String>,
+    pub gpus: Option<Vec<GpuRow>>,
+    pub host_gpu_memory_used_mib: Option<u64>,
+    pub index: u64,
+    pub open_fds: u64,
+    pub processes: u64,
+    pub progress_bytes: u64,
+    pub progress_files: u64,
+    pub read_bytes: u64,
+    pub rss_bytes: u64,
+    pub sampler_cost_us: u64,
+    pub threads: u64,
+    pub tree_gpu_memory_mib: Option<u64>,
+    pub write_bytes: u64,
 }
 
 /// Turns samples into rows, one at a time, keeping what `summary` needs: the peaks, the last
