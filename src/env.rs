@@ -34,6 +34,21 @@ impl EnvVars {
     pub(crate) const XDG_RUNTIME_DIR: &'static str = "XDG_RUNTIME_DIR";
 }
 
+/// What launchers tell each process of a job: Slurm's variables, and torchrun's where there is
+/// no Slurm.
+impl EnvVars {
+    pub(crate) const SLURM_JOB_ID: &'static str = "SLURM_JOB_ID";
+    pub(crate) const SLURM_STEP_ID: &'static str = "SLURM_STEP_ID";
+    /// The task's rank in the step.
+    pub(crate) const SLURM_PROCID: &'static str = "SLURM_PROCID";
+    /// The task's rank on its node.
+    pub(crate) const SLURM_LOCALID: &'static str = "SLURM_LOCALID";
+    /// torchrun's global rank.
+    pub(crate) const RANK: &'static str = "RANK";
+    /// torchrun's rank on the node.
+    pub(crate) const LOCAL_RANK: &'static str = "LOCAL_RANK";
+}
+
 /// Default seconds an external tool may run.
 pub(crate) const TOOL_TIMEOUT_SECS: f64 = 10.0;
 /// NVIDIA's default pipe directory, which `mps status` inspects.

@@ -84,6 +84,29 @@ impl StatePaths {
     pub fn log_path(&self) -> PathBuf {
         self.user_dir().join("events.redb")
     }
+
+    /// This user's log on every host under the root (a root shared between hosts, as a network
+    /// home directory is), by host name in order; this host's among them when it has one.
+    pub fn every_host_log(&self) -> std::io::Result<Vec<(String, PathBuf)>> {
+        let mut logs = Vec::new();
+        let entries = match std::fs::read_dir(&self.root) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(logs),
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let Ok(host) = entry.file_name().into_string() else {
+                continue;
+            };
+            let log = entry.path().join(self.uid.to_string()).join("events.redb");
+            if log.is_file() {
+                logs.push((host, log));
+            }
+        }
+        logs.sort();
+        Ok(logs)
+    }
 }
 
 /// The state root by the documented precedence, with `var` standing in for the environment.

@@ -12,4 +12,5 @@ mod log_crash;
 mod migrations;
 mod mps;
 mod parser_props;
+mod slurm;
 mod soak;

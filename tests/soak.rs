@@ -1997,3 +1997,114 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
         Err(artifact::stream::StreamError::NoSuchSoak(_))
     ));
 }
+
+/// Under a launcher, `--output` takes the rank's placeholders and the soak records its job and
+/// rank; `soak list --job` shows the job's soaks from every host's log under the root, with
+/// their hosts, in the order they started. A placeholder with no value here is refused.
+#[test]
+fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
+    use unilab::event::{Event, Scope, Subject};
+    let soak = Soak::new();
+    // Rank 1 ran on another host that shares this state root: its own log there.
+    let other = soak
+        .root
+        .root()
+        .join("other-node")
+        .join(nix::unistd::getuid().as_raw().to_string());
+    std::fs::create_dir_all(&other).unwrap();
+    let log = unilab::log::EventLog::open(
+        &other.join("events.redb"),
+        Scope {
+            uid: nix::unistd::getuid().as_raw(),
+            host: "other-node".into(),
+        },
+        unilab::projection::ALL,
+    )
+    .unwrap();
+    let (_, start) = every_event_kind()
+        .into_iter()
+        .find(|(_, e)| matches!(e, Event::SoakStarted(_)))
+        .unwrap();
+    let Event::SoakStarted(mut start) = start else {
+        unreachable!()
+    };
+    start.soak_id = "20200101T000000-aaaa".into();
+    start.metadata.insert("job".into(), "77".into());
+    start.metadata.insert("rank".into(), "1".into());
+    log.append(
+        Subject::Soak(start.soak_id.clone()),
+        Event::SoakStarted(start),
+    )
+    .unwrap();
+    drop(log);
+
+    let mut cmd = soak.unilab();
+    cmd.env("SLURM_JOB_ID", "77")
+        .env("SLURM_STEP_ID", "0")
+        .env("SLURM_PROCID", "0")
+        .current_dir(soak.root.root());
+    let output = cmd
+        .args(["--json", "soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .args([
+            "--output",
+            "soak-{job}-{rank}.json",
+            "--report",
+            "soak-{rank}.html",
+        ])
+        .args(["--sample-interval", "0.1", "--", "python3"])
+        .arg(trainer())
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .args(["--steps", "4", "--step-seconds", "0.05"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(soak.root.root().join("soak-77-0.json")).unwrap())
+            .unwrap();
+    assert_eq!(artifact["metadata"]["job"], "77");
+    assert_eq!(artifact["metadata"]["job_step"], "0");
+    assert_eq!(artifact["metadata"]["rank"], "0");
+    assert!(soak.root.root().join("soak-0.html").is_file());
+
+    let listed: Value = serde_json::from_slice(
+        &soak
+            .unilab()
+            .args(["--json", "soak", "list", "--job", "77"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let ranks: Vec<(&str, &str)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["host"].as_str().unwrap(), s["rank"].as_str().unwrap()))
+        .collect();
+    let here = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    assert_eq!(ranks, [("other-node", "1"), (here.as_str(), "0")]);
+    let table = soak
+        .unilab()
+        .args(["soak", "list", "--job", "77"])
+        .assert()
+        .success();
+    let table = String::from_utf8_lossy(&table.get_output().stdout).into_owned();
+    assert!(table.starts_with("ID") && table.contains("HOST") && table.contains("other-node"));
+    let none = soak
+        .unilab()
+        .args(["--json", "soak", "list", "--job", "78"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&none.stdout).trim(), "[]");
+
+    // Outside a job, `{rank}` has no value: refused before anything runs.
+    soak.unilab()
+        .args(["soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .args(["--output", "soak-{rank}.json", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("`{rank}` has no value here"));
+}

@@ -121,7 +121,12 @@ Examples:
   unilab --json soak run ... | jq .outcome")]
     Run(Box<SoakRunArgs>),
     /// List soaks, newest last
-    List,
+    List {
+        /// Only this Slurm job's soaks, from every host's log under the state root, with their
+        /// hosts and ranks
+        #[arg(long, value_name = "ID")]
+        job: Option<String>,
+    },
     /// Show one soak: its verdict and why, or how a running one is going
     Show {
         /// A soak id, a unique prefix of one, or `latest`
@@ -183,10 +188,12 @@ pub struct SoakRunArgs {
     /// The directory whose growth proves the command is alive (owned by you, not writable by others)
     #[arg(long = "progress-dir", value_name = "DIR")]
     pub progress_dir: PathBuf,
-    /// Where to write the artifact
+    /// Where to write the artifact; `{rank}`, `{local_rank}`, `{host}`, `{job}` and `{soak_id}`
+    /// are filled in (from Slurm's or torchrun's variables)
     #[arg(long, value_name = "FILE")]
     pub output: PathBuf,
-    /// Also write the soak's HTML report here when it ends (as `unilab soak report` does)
+    /// Also write the soak's HTML report here when it ends (as `unilab soak report` does; the
+    /// same placeholders)
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
     /// Time between samples

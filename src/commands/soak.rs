@@ -1,14 +1,14 @@
 //! `unilab soak ...` and `unilab snapshot`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use crate::cli::{ExportFormat, SoakCommand, SoakRunArgs};
 use crate::diagnostic::Exit;
 use crate::error::{Error, stdout_error};
-use crate::event::Subject;
 use crate::event::soak::OutcomeStatus;
+use crate::event::{Event, Subject};
 use crate::log::{EventLog, Snapshot};
 use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
@@ -17,6 +17,7 @@ use crate::projection::{self, Found, SoakState, SoakSummary, Soaks};
 use crate::snapshot::runtime_snapshot;
 use crate::soak::console::Console;
 use crate::soak::error::SoakError;
+use crate::soak::launch::{JOB_KEY, Launch, Placeholders, RANK_KEY};
 use crate::soak::request::SoakRequest;
 use crate::soak::supervise::{self, SoakContext};
 use crate::soak::{abandon, artifact};
@@ -36,7 +37,8 @@ pub(crate) fn run(
 ) -> Result<Exit, Error> {
     match command {
         SoakCommand::Run(args) => soak_run(paths, *args, out),
-        SoakCommand::List => list(paths, out),
+        SoakCommand::List { job: None } => list(paths, out),
+        SoakCommand::List { job: Some(job) } => list_job(paths, &job, out),
         SoakCommand::Show { id } => show(paths, &id, out),
         SoakCommand::Export {
             id,
@@ -85,10 +87,29 @@ pub(crate) fn snapshot(dir: Option<&Path>, out: &mut Output) -> Result<Exit, Err
 const SNAPSHOT_SMI_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<Exit, Error> {
+    let soak_id = supervise::new_soak_id();
+    let launch = Launch::from_env(|name| std::env::var(name).ok());
+    // `--output 'soak-{rank}.json'`: each rank of a job its own files.
+    let placeholders = Placeholders {
+        launch: &launch,
+        host: &paths.host,
+        soak_id: &soak_id,
+    };
+    let fill = |path: &Path| -> Result<PathBuf, SoakError> {
+        let text = path
+            .to_str()
+            .ok_or_else(|| SoakError::Invalid(format!("`{}` is not UTF-8", path.display())))?;
+        placeholders
+            .fill(text)
+            .map(PathBuf::from)
+            .map_err(SoakError::Invalid)
+    };
+    let output = fill(&args.output)?;
+    let report = args.report.as_deref().map(fill).transpose()?;
     let spec = SoakRequest {
         command: args.command,
         progress_dir: args.progress_dir,
-        output: args.output,
+        output,
         sample_interval: args.sample_interval,
         startup_timeout: args.startup_timeout,
         stale_progress: args.stale_progress,
@@ -98,10 +119,12 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
         env: args.env,
         metadata: args.meta,
         allow_no_progress: args.allow_no_progress,
+        soak_id,
+        launch,
     }
     .validate(paths.uid)?;
     // Found now, not when the soak ends.
-    if let Some(report) = &args.report {
+    if let Some(report) = &report {
         artifact::check_target(report).map_err(SoakError::output(report))?;
     }
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
@@ -139,7 +162,7 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
         console: Arc::new(Console::of_this_process(out.is_quiet(), out.json)),
     };
     let verdict = supervise::run(&ctx, &spec, &interrupted)?;
-    if let Some(report) = &args.report {
+    if let Some(report) = &report {
         let html = report_html(&log.snapshot()?, &verdict.soak_id)?;
         artifact::write_atomically(report, html.as_bytes()).map_err(SoakError::output(report))?;
         out.note(&format!("report: {}", report.display()));
@@ -231,6 +254,96 @@ fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
     super::checked_show(snapshot.as_ref(), || list_soaks(&soaks, out))
 }
 
+/// One rank's soak of a job, on its host.
+struct RankSoak {
+    host: String,
+    rank: Option<String>,
+    summary: SoakSummary,
+}
+
+/// The soaks of Slurm job `job` in every host's log under the root, in the order they started.
+/// This host's abandoned soaks are settled first; other hosts' logs are only read (whether their
+/// supervisors live can be told only there).
+fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Result<Exit, Error> {
+    settled(paths)?;
+    let logs = paths.every_host_log().map_err(|source| SoakError::Io {
+        path: paths.root.clone(),
+        source,
+    })?;
+    let mut soaks = Vec::new();
+    for (host, log) in logs {
+        let Some(reader) = crate::log::LogReader::open(&log)? else {
+            continue;
+        };
+        let snapshot = reader.snapshot()?;
+        for summary in Soaks::rows(&snapshot)? {
+            let metadata = match snapshot.get(summary.first_seq)?.map(|r| r.envelope.event) {
+                Some(Event::SoakStarted(start)) => start.metadata,
+                Some(Event::SoakStartedV1(start)) => start.metadata,
+                _ => continue,
+            };
+            if metadata.get(JOB_KEY).map(String::as_str) == Some(job) {
+                soaks.push(RankSoak {
+                    host: host.clone(),
+                    rank: metadata.get(RANK_KEY).cloned(),
+                    summary,
+                });
+            }
+        }
+    }
+    soaks.sort_by_key(|s| (s.summary.started_at_us, s.host.clone()));
+    if out.json {
+        let rows = soaks.iter().map(|s| {
+            let mut row = summary_json(&s.summary);
+            row["host"] = s.host.clone().into();
+            row["rank"] = s.rank.clone().into();
+            row["job"] = job.into();
+            row
+        });
+        out.json_line(&Value::Array(rows.collect()))?;
+        return Ok(Exit::Success);
+    }
+    if soaks.is_empty() {
+        out.note(&format!(
+            "no soaks of job {job} are recorded under `{}`",
+            paths.root.display()
+        ));
+        return Ok(Exit::Success);
+    }
+    let paint = out.paint;
+    let rows: Vec<Vec<String>> = soaks
+        .iter()
+        .map(|s| {
+            let soak = &s.summary;
+            vec![
+                soak.soak_id.clone(),
+                s.host.clone(),
+                s.rank.clone().unwrap_or_else(|| "-".into()),
+                paint.status(&status_text(soak)),
+                human_time(soak.started_at_us).chars().take(19).collect(),
+                soak_duration(soak),
+                soak.samples.to_string(),
+                output::shell_command(&soak.command),
+            ]
+        })
+        .collect();
+    let header = [
+        "ID", "HOST", "RANK", "STATUS", "STARTED", "DURATION", "SAMPLES", "COMMAND",
+    ];
+    for line in output::table(&header, &rows) {
+        out.line(&line)?;
+    }
+    Ok(Exit::Success)
+}
+
+/// How long a soak ran, or has been running (`42s+`).
+fn soak_duration(soak: &SoakSummary) -> String {
+    match soak.ended_at_us {
+        Some(end) => output::duration((end - soak.started_at_us) as f64 / 1e6),
+        None => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
+    }
+}
+
 fn list_soaks(soaks: &[SoakSummary], out: &mut Output) -> Result<Exit, Error> {
     if out.json {
         out.json_line(&serde_json::Value::Array(
@@ -246,10 +359,7 @@ fn list_soaks(soaks: &[SoakSummary], out: &mut Output) -> Result<Exit, Error> {
     let rows: Vec<Vec<String>> = soaks
         .iter()
         .map(|soak| {
-            let duration = match soak.ended_at_us {
-                Some(end) => output::duration((end - soak.started_at_us) as f64 / 1e6),
-                None => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
-            };
+            let duration = soak_duration(soak);
             vec![
                 soak.soak_id.clone(),
                 paint.status(&status_text(soak)),

@@ -12,6 +12,7 @@ pub mod artifact;
 pub(crate) mod console;
 pub(crate) mod error;
 pub(crate) mod guard;
+pub(crate) mod launch;
 mod progress;
 pub mod report;
 pub(crate) mod request;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::error::SoakError;
+use super::launch::Launch;
 use crate::event::soak::SoakParameters;
 use crate::redact::Secrets;
 
@@ -27,11 +28,16 @@ pub(crate) struct SoakRequest {
     pub metadata: Vec<(String, String)>,
     /// `--allow-no-progress`: a clean exit without progress passes.
     pub allow_no_progress: bool,
+    /// The id the soak will have (`{soak_id}` in `--output`).
+    pub soak_id: String,
+    /// Where it runs in a launcher's job, recorded with it.
+    pub launch: Launch,
 }
 
 /// A validated `soak run`: absolute, existing, trusted paths and consistent limits.
 #[derive(Debug, Clone)]
 pub(crate) struct SoakSpec {
+    pub soak_id: String,
     pub command: Vec<String>,
     pub progress_dir: PathBuf,
     pub output: PathBuf,
@@ -102,7 +108,10 @@ impl SoakRequest {
         if std::env::var_os(UNBUFFERED).is_none() && !env.iter().any(|(k, _)| k == UNBUFFERED) {
             env.push((UNBUFFERED.to_owned(), "1".to_owned()));
         }
+        let mut metadata: BTreeMap<String, String> = self.metadata.into_iter().collect();
+        self.launch.record_into(&mut metadata);
         Ok(SoakSpec {
+            soak_id: self.soak_id,
             command: self.command,
             progress_dir,
             output,
@@ -114,7 +123,7 @@ impl SoakRequest {
                 min_duration_ms: ms(self.min_duration),
             },
             cwd,
-            metadata: self.metadata.into_iter().collect(),
+            metadata,
             require_progress: !self.allow_no_progress,
             secrets: Secrets::handed_to_command(&env),
             env,

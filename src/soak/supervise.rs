@@ -59,7 +59,7 @@ pub(crate) struct SoakContext<'a> {
     pub console: Arc<Console>,
 }
 
-fn new_soak_id() -> String {
+pub(crate) fn new_soak_id() -> String {
     let now = jiff::Timestamp::now();
     let mut hasher = blake3::Hasher::new();
     hasher.update(&std::process::id().to_le_bytes());
@@ -89,6 +89,7 @@ pub(crate) fn run(
         &spec.progress_dir.display().to_string(),
         baseline,
     );
+    let mut was_interrupted = false;
     let (failure, leaked, ended, times) = match Guard::spawn(ctx, spec, &soak.status_path) {
         Err(failure) => (
             Some(failure),
@@ -110,6 +111,8 @@ pub(crate) fn run(
                 &mut watch,
                 interrupted,
             );
+            // Read as sampling ends: an interruption later, in the teardown, caused nothing.
+            was_interrupted = interrupted.load(Ordering::Relaxed);
             let stopping = monotonic_ns();
             let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
             let tree = Tree {
@@ -142,6 +145,7 @@ pub(crate) fn run(
             leaked: &leaked,
             run_time: times.run,
             progress_seen: watch.first_progress().is_some(),
+            interrupted: was_interrupted,
         },
         &spec.parameters,
         spec.require_progress,
@@ -203,7 +207,7 @@ struct Recording {
 
 impl Recording {
     fn begin(ctx: &SoakContext, spec: &SoakSpec) -> Result<Self, SoakError> {
-        let id = new_soak_id();
+        let id = spec.soak_id.clone();
         let work_dir = ctx.paths.user_dir().join("soaks").join(&id);
         std::fs::DirBuilder::new()
             .recursive(true)

@@ -187,11 +187,16 @@ pub(crate) struct RunEnd<'a> {
     pub run_time: Duration,
     /// Whether the progress directory ever changed while it ran.
     pub progress_seen: bool,
+    /// Whether unilab had been interrupted (SIGINT, SIGTERM) when sampling ended.
+    pub interrupted: bool,
 }
 
 /// The outcome of a soak, from the first that applies: a failure the watch or the supervisor
-/// decided; the command's own failure; processes that outlived it; no progress ever (when
-/// progress is required); a run shorter than the minimum; else it passed.
+/// decided; the command's own failure — an interruption when unilab had been interrupted by
+/// then (`scancel` and a job's end signal every process of the step, the command with unilab,
+/// so the command's death by that signal is the interruption's doing); processes that outlived
+/// it; no progress ever (when progress is required); a run shorter than the minimum; else it
+/// passed.
 pub(crate) fn verdict(end: RunEnd, parameters: &SoakParameters, require_progress: bool) -> Outcome {
     let RunEnd {
         failure,
@@ -199,11 +204,18 @@ pub(crate) fn verdict(end: RunEnd, parameters: &SoakParameters, require_progress
         leaked,
         run_time,
         progress_seen,
+        interrupted,
     } = end;
     if let Some(Failure { kind, reason }) = failure {
         return failed(kind, reason);
     }
     if let Some(reason) = describe_exit(exit) {
+        if interrupted {
+            return failed(
+                FailureKind::Interrupted,
+                format!("unilab was interrupted, and {reason}"),
+            );
+        }
         return failed(FailureKind::CommandFailed, reason);
     }
     if !leaked.is_empty() {
@@ -410,8 +422,33 @@ mod tests {
             leaked,
             run_time,
             progress_seen: true,
+            interrupted: false,
         };
         verdict(end, &PARAMETERS, true)
+    }
+
+    #[test]
+    fn a_command_killed_along_with_an_interrupted_unilab_is_an_interruption() {
+        let killed = ExitInfo {
+            code: None,
+            signal: Some(15),
+        };
+        let end = |exit, interrupted| RunEnd {
+            failure: None,
+            exit,
+            leaked: &[],
+            run_time: long_enough(),
+            progress_seen: true,
+            interrupted,
+        };
+        let outcome = verdict(end(killed, true), &PARAMETERS, true);
+        assert_eq!(outcome.failure_kind, Some(FailureKind::Interrupted));
+        assert!(outcome.reason.contains("signal 15"), "{}", outcome.reason);
+        let outcome = verdict(end(killed, false), &PARAMETERS, true);
+        assert_eq!(outcome.failure_kind, Some(FailureKind::CommandFailed));
+        // A command that finished cleanly as unilab was interrupted passed.
+        let outcome = verdict(end(CLEAN, true), &PARAMETERS, true);
+        assert_eq!(outcome.status, OutcomeStatus::Passed);
     }
 
     #[test]
@@ -497,6 +534,7 @@ mod tests {
             leaked: &[],
             run_time: long_enough(),
             progress_seen,
+            interrupted: false,
         };
         let outcome = verdict(end(false), &PARAMETERS, true);
         assert_eq!(outcome.failure_kind, Some(FailureKind::NoProgress));

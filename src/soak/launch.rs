@@ -1,0 +1,170 @@
+//! Where a soak runs in a launcher's job — Slurm's job, step and ranks, or torchrun's ranks —
+//! recorded with the soak and filled into the placeholders of `--output` and `--report`, so that
+//! `srun unilab soak run ... --output 'soak-{rank}.json'` gives each rank its own artifact.
+
+use std::collections::BTreeMap;
+
+use crate::env::EnvVars;
+
+/// This process's place in a job, as its launcher set it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Launch {
+    pub job: Option<String>,
+    pub step: Option<String>,
+    pub rank: Option<String>,
+    pub local_rank: Option<String>,
+}
+
+/// The metadata keys a soak records its place under (unless the user's `--meta` sets them).
+pub(crate) const JOB_KEY: &str = "job";
+pub(crate) const STEP_KEY: &str = "job_step";
+pub(crate) const RANK_KEY: &str = "rank";
+pub(crate) const LOCAL_RANK_KEY: &str = "local_rank";
+
+impl Launch {
+    /// Slurm's variables, else torchrun's; a variable that is empty counts as unset.
+    pub(crate) fn from_env(var: impl Fn(&str) -> Option<String>) -> Self {
+        let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        Self {
+            job: var(EnvVars::SLURM_JOB_ID),
+            step: var(EnvVars::SLURM_STEP_ID),
+            rank: var(EnvVars::SLURM_PROCID).or_else(|| var(EnvVars::RANK)),
+            local_rank: var(EnvVars::SLURM_LOCALID).or_else(|| var(EnvVars::LOCAL_RANK)),
+        }
+    }
+
+    /// What the soak records of its place, under keys the user's own metadata leaves free.
+    pub(crate) fn record_into(&self, metadata: &mut BTreeMap<String, String>) {
+        for (key, value) in [
+            (JOB_KEY, &self.job),
+            (STEP_KEY, &self.step),
+            (RANK_KEY, &self.rank),
+            (LOCAL_RANK_KEY, &self.local_rank),
+        ] {
+            if let Some(value) = value {
+                metadata
+                    .entry(key.to_owned())
+                    .or_insert_with(|| value.clone());
+            }
+        }
+    }
+}
+
+/// What fills a path's placeholders.
+pub(crate) struct Placeholders<'a> {
+    pub launch: &'a Launch,
+    pub host: &'a str,
+    pub soak_id: &'a str,
+}
+
+impl Placeholders<'_> {
+    /// `template` with `{rank}`, `{local_rank}`, `{host}`, `{job}` and `{soak_id}` filled in
+    /// (`{{` and `}}` for braces). An unknown placeholder, or one this process has no value for
+    /// (`{rank}` outside a job), is an error: ranks must not overwrite each other's files.
+    pub(crate) fn fill(&self, template: &str) -> Result<String, String> {
+        let mut out = String::with_capacity(template.len());
+        let mut rest = template;
+        while let Some(at) = rest.find(['{', '}']) {
+            out.push_str(&rest[..at]);
+            let tail = &rest[at..];
+            if tail.starts_with("{{") || tail.starts_with("}}") {
+                out.push_str(&tail[..1]);
+                rest = &tail[2..];
+                continue;
+            }
+            let Some(close) = tail.find('}').filter(|_| tail.starts_with('{')) else {
+                return Err(format!(
+                    "`{template}` has an unmatched brace (write `}}}}` for one)"
+                ));
+            };
+            let name = &tail[1..close];
+            out.push_str(&self.value(name)?);
+            rest = &tail[close + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    fn value(&self, name: &str) -> Result<String, String> {
+        let launch = self.launch;
+        let (value, from) = match name {
+            "host" => return Ok(self.host.to_owned()),
+            "soak_id" => return Ok(self.soak_id.to_owned()),
+            "job" => (&launch.job, "SLURM_JOB_ID"),
+            "rank" => (&launch.rank, "SLURM_PROCID or RANK"),
+            "local_rank" => (&launch.local_rank, "SLURM_LOCALID or LOCAL_RANK"),
+            other => {
+                return Err(format!(
+                    "`{{{other}}}` is not a placeholder; use {{rank}}, {{local_rank}}, {{host}}, {{job}} or {{soak_id}}"
+                ));
+            }
+        };
+        value
+            .clone()
+            .ok_or_else(|| format!("`{{{name}}}` has no value here: {from} is not set"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(vars: &[(&str, &str)]) -> Launch {
+        let vars: BTreeMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Launch::from_env(|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn slurm_comes_first_then_torchrun() {
+        let slurm = launch(&[
+            ("SLURM_JOB_ID", "42"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_PROCID", "3"),
+            ("SLURM_LOCALID", "1"),
+            ("RANK", "9"),
+        ]);
+        assert_eq!(slurm.rank.as_deref(), Some("3"));
+        assert_eq!(slurm.job.as_deref(), Some("42"));
+        let torchrun = launch(&[("RANK", "9"), ("LOCAL_RANK", "2"), ("SLURM_PROCID", " ")]);
+        assert_eq!(torchrun.rank.as_deref(), Some("9"));
+        assert_eq!(torchrun.local_rank.as_deref(), Some("2"));
+        assert_eq!(torchrun.job, None);
+    }
+
+    #[test]
+    fn placeholders_are_filled_or_refused() {
+        let launch = launch(&[("SLURM_JOB_ID", "42"), ("SLURM_PROCID", "3")]);
+        let fill = |t: &str| {
+            Placeholders {
+                launch: &launch,
+                host: "n1",
+                soak_id: "20261203T101010-ab12",
+            }
+            .fill(t)
+        };
+        assert_eq!(
+            fill("soak-{job}-{rank}@{host}.json").unwrap(),
+            "soak-42-3@n1.json"
+        );
+        assert_eq!(fill("{soak_id}.json").unwrap(), "20261203T101010-ab12.json");
+        assert_eq!(fill("a{{b}}.json").unwrap(), "a{b}.json");
+        assert_eq!(fill("plain.json").unwrap(), "plain.json");
+        assert!(fill("{local_rank}").unwrap_err().contains("SLURM_LOCALID"));
+        assert!(fill("{node}").unwrap_err().contains("not a placeholder"));
+        assert!(fill("{rank").unwrap_err().contains("unmatched"));
+        assert!(fill("rank}").unwrap_err().contains("unmatched"));
+    }
+
+    #[test]
+    fn the_users_metadata_wins() {
+        let launch = launch(&[("SLURM_JOB_ID", "42"), ("SLURM_PROCID", "3")]);
+        let mut metadata = BTreeMap::from([("rank".to_owned(), "mine".to_owned())]);
+        launch.record_into(&mut metadata);
+        assert_eq!(metadata["rank"], "mine");
+        assert_eq!(metadata["job"], "42");
+        assert!(!metadata.contains_key("job_step"));
+    }
+}
