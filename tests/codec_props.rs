@@ -10,7 +10,7 @@ use unilab::event::EVENT_KINDS;
 use unilab::event::soak::*;
 use unilab::event::{Envelope, Event, Scope, Subject};
 use unilab::event::{GpuIdentity, TopologyMode};
-use unilab::event::{StaleReason, StartedDaemon, StopMethod};
+use unilab::event::{LeaseEnd, StaleReason, StartedDaemon, StopMethod};
 use unilab::log::chain::{self, ChainWalker, Hash};
 use unilab::log::codec;
 use unilab::process::ProcessIdentity;
@@ -354,6 +354,18 @@ fn event() -> impl Strategy<Value = Event> {
         ),
         (text(), option::of(identity()))
             .prop_map(|(reason, process)| Event::DaemonStartFailed { reason, process }),
+        (identity(), option::of(text()), any::<bool>()).prop_map(|(holder, job, started)| {
+            Event::LeaseAcquired {
+                holder,
+                job,
+                started,
+            }
+        }),
+        (
+            identity(),
+            prop_oneof![Just(LeaseEnd::Finished), Just(LeaseEnd::HolderGone)]
+        )
+            .prop_map(|(holder, reason)| Event::LeaseReleased { holder, reason }),
         (
             identity(),
             prop_oneof![

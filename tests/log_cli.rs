@@ -127,7 +127,9 @@ fn history_filters_by_subject_and_sequence() {
             "soak_sampled",
             "soak_finished",
             "artifact_written",
-            "daemon_starting"
+            "daemon_starting",
+            "lease_acquired",
+            "lease_released"
         ]
     );
     assert_eq!(
@@ -207,8 +209,10 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::starts_with("ok: 17 events, chain head "))
-        .stdout(predicate::str::contains("(0 daemons, 2 soaks, 1 starting)"));
+        .stdout(predicate::str::starts_with("ok: 19 events, chain head "))
+        .stdout(predicate::str::contains(
+            "(0 daemons, 2 soaks, 1 starting, 1 lease)",
+        ));
     let out = root
         .unilab()
         .args(["--json", "log", "verify"])
@@ -219,7 +223,7 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .clone();
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(report["ok"], true);
-    assert_eq!(report["events"], 17);
+    assert_eq!(report["events"], 19);
     assert_eq!(report["schema_version"], SCHEMA_VERSION);
 }
 
@@ -442,23 +446,29 @@ fn raw_write(root: &TestRoot, change: impl FnOnce(&redb::WriteTransaction)) {
 }
 
 /// Removes the last two records of `root_with_every_kind`'s log, as something other than unilab.
-fn cut_the_last_two_records(root: &TestRoot) {
+/// What `log verify` then says: the first of them is missing.
+fn cut_the_last_two_records(root: &TestRoot) -> String {
+    let mut first = 0;
     raw_write(root, |txn| {
+        use redb::ReadableTable;
         let mut events = txn.open_table(unilab::log::tables::EVENTS).unwrap();
-        events.remove(17).unwrap();
-        events.remove(16).unwrap();
+        let last = events.last().unwrap().unwrap().0.value();
+        events.remove(last).unwrap();
+        events.remove(last - 1).unwrap();
+        first = last - 1;
     });
+    format!("at sequence {first}: it is missing")
 }
 
 #[test]
 fn records_cut_from_the_end_fail_verification() {
     let root = root_with_every_kind();
-    cut_the_last_two_records(&root);
+    let missing = cut_the_last_two_records(&root);
     root.unilab()
         .args(["log", "verify"])
         .assert()
         .code(5)
-        .stderr(predicate::str::contains("at sequence 16: it is missing"));
+        .stderr(predicate::str::contains(missing));
 }
 
 /// `soak list`/`show` and `mps list`/`status` read projections; they check the log's head too,
@@ -470,7 +480,7 @@ fn commands_that_show_records_report_a_log_cut_at_its_end() {
     for args in [&["soak", "list"][..], &["mps", "list"]] {
         root.unilab().args(args).assert().success();
     }
-    cut_the_last_two_records(&root);
+    let missing = cut_the_last_two_records(&root);
     for args in [
         &["soak", "list"][..],
         &["soak", "show", "20261202T124210-3f9a"],
@@ -482,7 +492,7 @@ fn commands_that_show_records_report_a_log_cut_at_its_end() {
             .args(args)
             .assert()
             .code(5)
-            .stderr(predicate::str::contains("at sequence 16: it is missing"));
+            .stderr(predicate::str::contains(missing.as_str()));
     }
     root.unilab()
         .args(["soak", "list"])
@@ -499,7 +509,7 @@ fn commands_that_show_records_report_a_log_cut_at_its_end() {
         .args(["log", "verify"])
         .assert()
         .code(5)
-        .stderr(predicate::str::contains("at sequence 16: it is missing"));
+        .stderr(predicate::str::contains(missing.as_str()));
 }
 
 /// Durations too long to compute deadlines with are refused when read (usage error), before
@@ -547,7 +557,7 @@ fn hostile_inputs_are_refused_without_a_panic_or_a_raw_control_byte() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("ok: 17 events"));
+        .stdout(predicate::str::contains("ok: 19 events"));
 
     for args in [
         &["soak", "show", "\x1b]0;pwn\x07"][..],
@@ -743,7 +753,9 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
         .assert()
         .success()
         .stdout(predicate::str::contains("ok: 1 event, chain head"))
-        .stdout(predicate::str::contains("(1 daemon, 0 soaks, 0 starting)"));
+        .stdout(predicate::str::contains(
+            "(1 daemon, 0 soaks, 0 starting, 0 leases)",
+        ));
     // A daemon row the events never put there.
     raw_write(&root, |txn| {
         let mut daemons = txn.open_table(Daemons::TABLE).unwrap();

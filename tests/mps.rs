@@ -1638,3 +1638,135 @@ fn the_tool_timeout_takes_the_duration_syntax_of_the_flags() {
             "`UNILAB_TOOL_TIMEOUT` is not usable",
         ));
 }
+
+/// The client `mps exec --shared` runs in the tests: it writes the pipe directory it was given
+/// and the daemon pid it finds live there to `<dir>/<i>`, then sleeps `seconds`.
+fn shared_client(dir: &Path, i: usize, seconds: &str) -> Vec<String> {
+    let script = format!(
+        "p=$(cat \"$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid\") && kill -0 \"$p\" \
+         && echo \"$CUDA_MPS_PIPE_DIRECTORY $p $$\" > {}/{i} && exec sleep {seconds}",
+        dir.display()
+    );
+    ["mps", "exec", "--shared", "0", "--", "sh", "-c", &script]
+        .map(String::from)
+        .to_vec()
+}
+
+/// What the clients saw: (pipe directory, daemon pid) of each.
+fn seen_by_clients(dir: &Path, n: usize) -> Vec<(String, String)> {
+    (0..n)
+        .map(|i| {
+            let text = std::fs::read_to_string(dir.join(i.to_string())).unwrap_or_default();
+            let mut words = text.split_whitespace().map(str::to_owned);
+            (
+                words.next().unwrap_or_default(),
+                words.next().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Eight `mps exec --shared` at once on one GPU: the fake is asked to start exactly one daemon,
+/// every client sees the same pipe directory with that daemon live in it, and the last one out
+/// stops it; the history shows one start, eight leases and their ends, one stop.
+#[test]
+fn concurrent_shared_runs_start_one_daemon_and_the_last_stops_it() {
+    let host = Host::two_gpus();
+    let seen = host.root.root().join("seen");
+    std::fs::create_dir(&seen).unwrap();
+    let calls = host.root.root().join("calls");
+    let runs: Vec<_> = (0..8)
+        .map(|i| {
+            host.command()
+                .env("FAKE_MPS_CALL_LOG", &calls)
+                .args(shared_client(&seen, i, "0.5"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut run in runs {
+        assert!(run.wait().unwrap().success());
+    }
+    let log = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(
+        log.lines().filter(|l| l.ends_with(" -d")).count(),
+        1,
+        "{log}"
+    );
+    let clients = seen_by_clients(&seen, 8);
+    assert!(
+        clients.iter().all(|c| c == &clients[0] && !c.0.is_empty()),
+        "{clients:?}"
+    );
+    let pid: u64 = clients[0].1.parse().unwrap();
+    assert!(gone(pid), "the last one out stopped it");
+    let name = "gpu-1111aaaa";
+    let kinds = host.kinds(name);
+    let n = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+    assert_eq!(
+        (
+            n("daemon_started"),
+            n("lease_acquired"),
+            n("lease_released"),
+            n("daemon_stopped")
+        ),
+        (1, 8, 8, 1),
+        "{kinds:?}"
+    );
+    assert!(daemons_for(&host.runtime().join("unilab/mps").join(name)).is_empty());
+}
+
+/// A client killed with SIGKILL midway keeps nothing alive: the others release its lease and
+/// the last of them stops the daemon.
+#[test]
+fn a_shared_client_killed_midway_does_not_keep_the_daemon() {
+    let host = Host::two_gpus();
+    let seen = host.root.root().join("seen");
+    std::fs::create_dir(&seen).unwrap();
+    let mut runs: Vec<_> = (0..3)
+        .map(|i| {
+            let seconds = if i == 0 { "60" } else { "2" };
+            host.command()
+                .args(shared_client(&seen, i, seconds))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    eventually("every client to attach", Duration::from_secs(20), || {
+        seen_by_clients(&seen, 3).iter().all(|c| !c.1.is_empty())
+    });
+    let mut victim = runs.remove(0);
+    // The victim's command (its `sleep`, exec'd by the shell that wrote its pid).
+    let command: i32 = std::fs::read_to_string(seen.join("0"))
+        .unwrap()
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap();
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    // Left behind by the kill, it is this test's own to end.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(command),
+        nix::sys::signal::SIGKILL,
+    );
+    for mut run in runs {
+        assert!(run.wait().unwrap().success());
+    }
+    let pid: u64 = seen_by_clients(&seen, 3)[1].1.parse().unwrap();
+    assert!(gone(pid), "the daemon outlived its last live user");
+    let kinds = host.kinds("gpu-1111aaaa");
+    assert_eq!(kinds.iter().filter(|k| *k == "daemon_stopped").count(), 1);
+    let history = host
+        .unilab()
+        .args(["history", "--daemon", "gpu-1111aaaa"])
+        .output()
+        .unwrap();
+    let history = String::from_utf8_lossy(&history.stdout);
+    assert_eq!(history.matches("holder_gone").count(), 1, "{history}");
+}

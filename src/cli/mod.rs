@@ -279,9 +279,17 @@ Examples:
     /// Print the environment that points CUDA clients at a daemon
     Env(TargetArgs),
     /// Run a command with the environment of a daemon
+    #[command(after_help = "\
+With --shared, the positional argument is a GPU selector: the first process for the GPU (in this
+Slurm job, under Slurm) starts its daemon, the others wait until it is verified live and use it,
+and the last one to finish stops it:
+  srun -N1 -n4 unilab mps exec --shared -- python train.py")]
     Exec {
         #[command(flatten)]
         target: TargetArgs,
+        /// Attach to the GPU's shared daemon, starting it if none runs; the last one out stops it
+        #[arg(long, conflicts_with = "gpu")]
+        shared: bool,
         /// The command and its arguments
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
@@ -312,8 +320,11 @@ pub struct StopArgs {
     #[arg(conflicts_with = "all")]
     pub name: Option<String>,
     /// Stop every daemon you have recorded
-    #[arg(long)]
+    #[arg(long, conflicts_with = "job")]
     pub all: bool,
+    /// Stop every daemon of this Slurm job (for an epilog)
+    #[arg(long, value_name = "ID", conflicts_with = "name")]
+    pub job: Option<String>,
     /// How long to wait after `quit`, and after SIGTERM, before escalating
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub grace: Duration,
@@ -321,7 +332,7 @@ pub struct StopArgs {
 
 #[derive(Debug, Args)]
 pub struct TargetArgs {
-    /// The daemon (default: the sole live one)
+    /// The daemon (default: the sole live one); with `--shared`, a GPU selector
     #[arg(conflicts_with = "gpu")]
     pub name: Option<String>,
     /// The sole live daemon serving this GPU: `N` (the visible ordinal) or `GPU-<uuid prefix>`

@@ -13,7 +13,7 @@ use crate::log::{EventLog, LogReader, Snapshot};
 use crate::mps::daemon::{self, StartRequest, StopOutcome};
 use crate::mps::doctor::{self, CheckStatus};
 use crate::mps::error::MpsError;
-use crate::mps::{DaemonRecord, Mps, lock, plan, status};
+use crate::mps::{DaemonRecord, Mps, lock, plan, shared, status};
 use crate::output::{Output, age};
 use crate::paths::StatePaths;
 use crate::process::SystemProc;
@@ -34,7 +34,16 @@ pub(crate) fn run(
         MpsCommand::Stop(args) => stop(&mps, &args, out),
         MpsCommand::List => list(&mps, out),
         MpsCommand::Env(target) => env(&mps, &target, out),
-        MpsCommand::Exec { target, command } => exec(&mps, &target, &command, out),
+        MpsCommand::Exec {
+            target,
+            shared: false,
+            command,
+        } => exec(&mps, &target, &command, out),
+        MpsCommand::Exec {
+            target,
+            shared: true,
+            command,
+        } => exec_shared(&mps, target.name.as_deref(), &command, out),
     }
 }
 
@@ -210,6 +219,7 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
         name: args.name,
         pipe_directory: args.pipe_dir,
         log_directory: args.log_dir,
+        job: mps.env.job.clone(),
     };
     // Validate everything before the log is opened or anything created.
     let plan = daemon::plan(mps, &request)?;
@@ -218,7 +228,10 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
     // From the check that nothing serves the name or the GPU to the record of what started.
     let held = lock::acquire(
         mps,
-        &[lock::name_key(&plan.name), lock::gpu_key(&plan.gpu)],
+        &[
+            lock::name_key(&plan.name),
+            lock::gpu_key(&plan.gpu, &plan.name),
+        ],
         lock::PATIENCE,
     )?;
     if args.foreground {
@@ -295,6 +308,11 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     let records = daemon::records(mps, &log.snapshot()?)?;
     let targets: Vec<&DaemonRecord> = if args.all {
         records.iter().collect()
+    } else if let Some(job) = &args.job {
+        records
+            .iter()
+            .filter(|r| daemon::job_of(&r.name) == Some(job.as_str()))
+            .collect()
     } else {
         vec![daemon::select(mps, &records, args.name.as_deref())?]
     };
@@ -431,8 +449,63 @@ fn exec(
     command: &[std::ffi::OsString],
     out: &mut Output,
 ) -> Result<Exit, Error> {
-    use std::os::unix::process::ExitStatusExt;
     let record = target(mps, target_args)?;
+    run_with(&record, command, out)
+}
+
+/// `mps exec --shared`: attach to (or start) the GPU's shared daemon, run the command, release;
+/// the last one out stops a daemon started for sharing.
+fn exec_shared(
+    mps: &Mps,
+    selector: Option<&str>,
+    command: &[std::ffi::OsString],
+    out: &mut Output,
+) -> Result<Exit, Error> {
+    let open = || EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL);
+    let attached = {
+        let log = open()?;
+        settle(mps, &log, out)?;
+        shared::attach(mps, &log, selector)?
+    };
+    let record = &attached.record;
+    if attached.started {
+        out.note(&format!(
+            "started the shared daemon `{}` (pid {}) for {}",
+            record.name,
+            record.pid,
+            record.gpu_uuids.join(",")
+        ));
+    }
+    // The log is not held open while the command runs: it may run for days.
+    let ran = run_with(record, command, out);
+    let grace = Duration::from_secs_f64(STOP_GRACE_SECS);
+    match open()
+        .map_err(Error::from)
+        .and_then(|log| shared::release(mps, &log, &attached, grace).map_err(Error::from))
+    {
+        Ok(Some(method)) => out.note(&format!(
+            "the last user of `{}` is done: it was stopped ({})",
+            record.name,
+            method.as_str()
+        )),
+        Ok(None) => {}
+        // The command's own exit matters most; a daemon left running is said, and the next
+        // shared run or `mps stop` ends it.
+        Err(e) => out.warn(&format!(
+            "could not release the shared daemon `{}`: {e}",
+            record.name
+        )),
+    }
+    ran
+}
+
+/// Runs `command` with the environment of `record`'s daemon, passing on its exit status.
+fn run_with(
+    record: &DaemonRecord,
+    command: &[std::ffi::OsString],
+    out: &mut Output,
+) -> Result<Exit, Error> {
+    use std::os::unix::process::ExitStatusExt;
     let (program, args) = command
         .split_first()
         .ok_or_else(|| Error::Internal("empty command".into()))?;
@@ -449,7 +522,7 @@ fn exec(
         .map_err(Error::environment("install a signal handler"))?;
     let mut child = std::process::Command::new(program)
         .args(args)
-        .envs(daemon::environment(&record))
+        .envs(daemon::environment(record))
         .spawn()
         .map_err(|source| MpsError::Exec {
             command: display,

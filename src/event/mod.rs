@@ -132,11 +132,45 @@ pub enum Event {
         log_directory: String,
         starter: ProcessIdentity,
     },
+    /// A process began to use a shared daemon (`mps exec --shared`): the daemon is kept while
+    /// any holder lives (schema 3).
+    LeaseAcquired {
+        holder: ProcessIdentity,
+        /// The Slurm job the holder runs in.
+        job: Option<String>,
+        /// Whether this holder started the daemon for sharing: such a daemon is stopped when
+        /// its last lease ends; one started with `mps start` is left to its owner.
+        started: bool,
+    },
+    /// A lease ended: its holder finished, or was found gone (schema 3).
+    LeaseReleased {
+        holder: ProcessIdentity,
+        reason: LeaseEnd,
+    },
+}
+
+/// How a lease on a shared daemon ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseEnd {
+    /// Its holder's command finished and released it.
+    Finished,
+    /// Its holder was found gone (killed) by another command, which released it.
+    HolderGone,
+}
+
+impl LeaseEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseEnd::Finished => "finished",
+            LeaseEnd::HolderGone => "holder_gone",
+        }
+    }
 }
 
 /// Every event kind, in the order its first variant has in [`Event`]. A kind whose payload
 /// changed in a schema version has one variant per form, all with the same kind.
-pub const EVENT_KINDS: [&str; 12] = [
+pub const EVENT_KINDS: [&str; 14] = [
     "topology_resolved",
     "daemon_started",
     "daemon_verified_live",
@@ -149,6 +183,8 @@ pub const EVENT_KINDS: [&str; 12] = [
     "soak_abandoned",
     "artifact_written",
     "daemon_starting",
+    "lease_acquired",
+    "lease_released",
 ];
 
 impl Event {
@@ -167,6 +203,8 @@ impl Event {
             Event::SoakAbandoned { .. } => 9,
             Event::ArtifactWritten { .. } => 10,
             Event::DaemonStarting { .. } => 11,
+            Event::LeaseAcquired { .. } => 12,
+            Event::LeaseReleased { .. } => 13,
         };
         EVENT_KINDS[index]
     }
@@ -258,6 +296,21 @@ impl Event {
                 "pid {} launches a daemon for {gpu} (pipe `{pipe_directory}`)",
                 starter.pid
             ),
+            Event::LeaseAcquired {
+                holder,
+                job,
+                started,
+            } => format!(
+                "pid {} {} the daemon{}",
+                holder.pid,
+                if *started { "started and uses" } else { "uses" },
+                job.as_ref()
+                    .map(|j| format!(" (job {j})"))
+                    .unwrap_or_default()
+            ),
+            Event::LeaseReleased { holder, reason } => {
+                format!("pid {} is done with it ({})", holder.pid, reason.as_str())
+            }
         }
     }
 }

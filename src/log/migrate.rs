@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub struct Step {
@@ -23,15 +23,25 @@ pub struct Step {
 }
 
 /// Every step, in order.
-pub const STEPS: &[Step] = &[Step {
-    from: 1,
-    description: "soak events in schema 2's forms",
-    // Schema 2 adds the soak events' new forms as new variants at the end of `Event`: every
-    // schema 1 record decodes unchanged and keeps its hash, and soaks recorded in the old forms
-    // render their old artifact. Nothing to rewrite; the version alone keeps an older unilab,
-    // which could not decode the new forms, away from the log.
-    apply: |_| Ok(()),
-}];
+pub const STEPS: &[Step] = &[
+    Step {
+        from: 1,
+        description: "soak events in schema 2's forms",
+        // Schema 2 adds the soak events' new forms as new variants at the end of `Event`: every
+        // schema 1 record decodes unchanged and keeps its hash, and soaks recorded in the old forms
+        // render their old artifact. Nothing to rewrite; the version alone keeps an older unilab,
+        // which could not decode the new forms, away from the log.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 2,
+        description: "leases on shared daemons",
+        // Schema 3 adds `lease_acquired` and `lease_released` at the end of `Event`, and the
+        // `leases` view. No schema 2 log holds a lease, so the view starts empty and nothing is
+        // rewritten; the version keeps an older unilab, which could not decode leases, away.
+        apply: |_| Ok(()),
+    },
+];
 
 /// A version no step leads from, or a step that failed.
 #[derive(Debug, thiserror::Error)]

@@ -56,15 +56,41 @@ pub(crate) fn resolve(
         .map_err(MpsError::Selector)
 }
 
-/// `gpu-` and the first 8 hex digits of the UUID: stable whatever the mask.
-pub(crate) fn default_name(uuid: &str) -> String {
+/// `gpu-` and the first 8 hex digits of the UUID: stable whatever the mask. Under a Slurm job,
+/// `job<ID>-` first: each job's daemons are its own.
+pub(crate) fn default_name(uuid: &str, job: Option<&str>) -> String {
     let hex: String = uuid
         .trim_start_matches("GPU-")
         .chars()
         .filter(char::is_ascii_hexdigit)
         .take(8)
         .collect();
-    format!("gpu-{}", hex.to_ascii_lowercase())
+    let name = format!("gpu-{}", hex.to_ascii_lowercase());
+    match job {
+        Some(job) => format!("{JOB_PREFIX}{job}-{name}"),
+        None => name,
+    }
+}
+
+/// What a job-scoped daemon name starts with: `job<ID>-`.
+const JOB_PREFIX: &str = "job";
+
+/// The Slurm job a daemon belongs to, by its name (`job<ID>-...`); `None` for the user's own.
+pub(crate) fn job_of(name: &str) -> Option<&str> {
+    let (job, _) = name.strip_prefix(JOB_PREFIX)?.split_once('-')?;
+    (!job.is_empty() && job.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(job)
+}
+
+/// A Slurm job id that can scope daemon names and lock files.
+pub(crate) fn validate_job(job: &str) -> Result<(), MpsError> {
+    if !job.is_empty()
+        && job.len() <= 32
+        && job.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        Ok(())
+    } else {
+        Err(MpsError::BadJob(job.to_owned()))
+    }
 }
 
 pub(crate) fn validate_name(name: &str) -> Result<(), MpsError> {
@@ -109,6 +135,8 @@ pub(crate) struct StartRequest {
     pub name: Option<String>,
     pub pipe_directory: Option<PathBuf>,
     pub log_directory: Option<PathBuf>,
+    /// The Slurm job it starts in (`SLURM_JOB_ID`), which scopes its default name.
+    pub job: Option<String>,
 }
 
 /// A daemon about to be started: everything checked, nothing created yet.
@@ -126,7 +154,13 @@ pub(crate) fn plan(mps: &Mps, request: &StartRequest) -> Result<Plan, MpsError> 
     let topology = topology(mps)?;
     let plan = resolve(mps, &topology, request.selector.as_deref())?;
     let gpu = super::plan::startable(&plan)?.uuid.clone();
-    let name = request.name.clone().unwrap_or_else(|| default_name(&gpu));
+    if let Some(job) = &request.job {
+        validate_job(job)?;
+    }
+    let name = request
+        .name
+        .clone()
+        .unwrap_or_else(|| default_name(&gpu, request.job.as_deref()));
     validate_name(&name)?;
     let pipe_directory = pipe_directory_for(mps, request.pipe_directory.as_deref(), &name);
     check_pipe_directory(mps, &pipe_directory)?;
@@ -192,7 +226,10 @@ pub(crate) struct Started {
 fn clear_the_way(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<String>, MpsError> {
     let mut cleaned = Vec::new();
     for record in records(mps, &log.snapshot()?)? {
-        if record.name != plan.name && !record.gpu_uuids.contains(&plan.gpu) {
+        // One daemon a GPU in each scope: the user's own, and each Slurm job's.
+        let same_gpu =
+            record.gpu_uuids.contains(&plan.gpu) && job_of(&record.name) == job_of(&plan.name);
+        if record.name != plan.name && !same_gpu {
             continue;
         }
         match stale_reason(liveness(mps, &record)) {
@@ -342,7 +379,7 @@ fn launched_by(mps: &Mps, intent: &IntentRow) -> Vec<ProcessIdentity> {
 }
 
 /// This process, as a record names it.
-fn own_identity(mps: &Mps) -> Result<ProcessIdentity, MpsError> {
+pub(crate) fn own_identity(mps: &Mps) -> Result<ProcessIdentity, MpsError> {
     let pid = std::process::id();
     mps.proc
         .stat(pid)
@@ -369,7 +406,7 @@ pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>
         }
         let _held = lock::acquire(
             mps,
-            &[lock::name_key(&name), lock::gpu_key(&intent.gpu)],
+            &[lock::name_key(&name), lock::gpu_key(&intent.gpu, &name)],
             lock::PATIENCE,
         )?;
         // Another command may have settled it meanwhile.
@@ -751,9 +788,29 @@ pub(crate) fn stop(
     record: &DaemonRecord,
     grace: Duration,
 ) -> Result<StopOutcome, MpsError> {
+    let _held = lock::acquire(mps, &locks_of(record), lock::PATIENCE)?;
+    stop_held(mps, log, record, grace)
+}
+
+/// The locks of a recorded daemon: its name's and its GPUs'.
+pub(crate) fn locks_of(record: &DaemonRecord) -> Vec<String> {
     let mut keys = vec![lock::name_key(&record.name)];
-    keys.extend(record.gpu_uuids.iter().map(|uuid| lock::gpu_key(uuid)));
-    let _held = lock::acquire(mps, &keys, lock::PATIENCE)?;
+    keys.extend(
+        record
+            .gpu_uuids
+            .iter()
+            .map(|uuid| lock::gpu_key(uuid, &record.name)),
+    );
+    keys
+}
+
+/// [`stop`], for a caller that holds the daemon's locks.
+pub(crate) fn stop_held(
+    mps: &Mps,
+    log: &EventLog,
+    record: &DaemonRecord,
+    grace: Duration,
+) -> Result<StopOutcome, MpsError> {
     let still = records(mps, &log.snapshot()?)?
         .into_iter()
         .any(|r| r.name == record.name && r.identity() == record.identity());
@@ -1003,10 +1060,10 @@ mod tests {
     #[test]
     fn default_names_come_from_the_uuid() {
         assert_eq!(
-            default_name("GPU-0F8E0C2A-5b5e-4c47-9d0a-1a2b3c4d5e6f"),
+            default_name("GPU-0F8E0C2A-5b5e-4c47-9d0a-1a2b3c4d5e6f", None),
             "gpu-0f8e0c2a"
         );
-        validate_name(&default_name("GPU-0f8e0c2a-5b5e")).unwrap();
+        validate_name(&default_name("GPU-0f8e0c2a-5b5e", None)).unwrap();
     }
 
     #[test]

@@ -162,7 +162,7 @@ fn target(mps: &Mps, view: &PlanView) -> Option<Target> {
         (true, [gpu]) => gpu.uuid.clone(),
         _ => return None,
     };
-    let name = daemon::default_name(&gpu);
+    let name = daemon::default_name(&gpu, mps.env.job.as_deref());
     Some(Target {
         pipe_directory: daemon::pipe_directory_for(mps, None, &name),
         log_directory: daemon::log_directory_for(mps, None, &name),

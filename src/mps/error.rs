@@ -29,6 +29,10 @@ pub enum MpsError {
     },
     #[error("`{0}` is not a valid daemon name")]
     BadName(String),
+    #[error("the Slurm job id `{0}` cannot scope a daemon name")]
+    BadJob(String),
+    #[error("no live daemon is shared for {gpu}; its start failed or it was stopped")]
+    NotShared { gpu: String },
     #[error("daemon `{name}` (pid {pid}) already serves {gpu}")]
     AlreadyRunning { name: String, pid: u32, gpu: String },
     #[error("an MPS control daemon that unilab did not start answers in `{}`{}", .pipe_directory.display(), pid_note(*.pid))]
@@ -120,6 +124,10 @@ impl Hint for MpsError {
             MpsError::BadName(_) => {
                 "use 1 to 64 letters, digits, `-`, `_` or `.`, not starting with `.`".into()
             }
+            MpsError::BadJob(_) => {
+                "`SLURM_JOB_ID` should be the job's number; unset it to run outside the job".into()
+            }
+            MpsError::NotShared { .. } => "see `unilab history` for why".into(),
             MpsError::AlreadyRunning { name, .. } => format!(
                 "use it with `unilab mps exec {name} -- CMD`, or stop it with `unilab mps stop {name}`"
             ),

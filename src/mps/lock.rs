@@ -32,9 +32,13 @@ pub(crate) fn name_key(name: &str) -> String {
     format!("name-{name}")
 }
 
-/// The lock of a GPU, by UUID.
-pub(crate) fn gpu_key(uuid: &str) -> String {
-    format!("gpu-{uuid}")
+/// The lock of a GPU, by UUID, in the scope of the daemon `name` (a Slurm job's daemons are
+/// apart from the user's others: see [`super::daemon::job_of`]).
+pub(crate) fn gpu_key(uuid: &str, name: &str) -> String {
+    match super::daemon::job_of(name) {
+        Some(job) => format!("gpu-{uuid}-job{job}"),
+        None => format!("gpu-{uuid}"),
+    }
 }
 
 /// Takes the locks named by `keys` (names and UUIDs as validated elsewhere, so they are safe

@@ -10,6 +10,7 @@ pub(crate) mod doctor;
 pub(crate) mod error;
 pub(crate) mod lock;
 pub(crate) mod plan;
+pub(crate) mod shared;
 pub(crate) mod status;
 
 use std::path::PathBuf;
@@ -29,6 +30,8 @@ pub(crate) struct HostEnv {
     pub cuda_device_order: Option<String>,
     pub runtime_dir: Option<PathBuf>,
     pub mps_pipe_directory: Option<PathBuf>,
+    /// The Slurm job this runs in (`SLURM_JOB_ID`): it scopes default daemon names.
+    pub job: Option<String>,
 }
 
 impl HostEnv {
@@ -45,6 +48,9 @@ impl HostEnv {
             mps_pipe_directory: var(EnvVars::CUDA_MPS_PIPE_DIRECTORY)
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
+            job: var(EnvVars::SLURM_JOB_ID)
+                .map(|v| v.to_string_lossy().trim().to_owned())
+                .filter(|v| !v.is_empty()),
         }
     }
 }

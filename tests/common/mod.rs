@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use unilab::event::soak::*;
 use unilab::event::{Event, Scope, Subject};
 use unilab::event::{GpuIdentity, TopologyMode};
-use unilab::event::{StaleReason, StartedDaemon, StopMethod};
+use unilab::event::{LeaseEnd, StaleReason, StartedDaemon, StopMethod};
 use unilab::log::EventLog;
 use unilab::paths::StatePaths;
 use unilab::process::{ProcStat, ProcessIdentity, parse_stat};
@@ -403,7 +403,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
             },
         ),
     ]);
-    // A start under way (its starter long gone): the last kind added.
+    // A start under way (its starter long gone).
     events.push((
         Subject::Daemon("gpu-1111aaaa".into()),
         Event::DaemonStarting {
@@ -416,6 +416,28 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
             },
         },
     ));
+    // Schema 3: a lease on a shared daemon, taken by the process that started it, and ended.
+    let holder = ProcessIdentity {
+        pid: 4301,
+        start_ticks: 988_000,
+    };
+    events.extend([
+        (
+            Subject::Daemon("job77-gpu-1111aaaa".into()),
+            Event::LeaseAcquired {
+                holder,
+                job: Some("77".into()),
+                started: true,
+            },
+        ),
+        (
+            Subject::Daemon("job77-gpu-1111aaaa".into()),
+            Event::LeaseReleased {
+                holder,
+                reason: LeaseEnd::HolderGone,
+            },
+        ),
+    ]);
     events
 }
 
