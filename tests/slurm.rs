@@ -3,6 +3,7 @@
 //! its own log under one shared state root. Skipped, with a message, where the cluster cannot
 //! start (not root, no Slurm and no apt).
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -10,10 +11,14 @@ use std::time::Duration;
 use crate::common::*;
 use serde_json::Value;
 
-/// A cluster brought up for one test, and brought down (by pid) when dropped.
+/// A cluster brought up for one test, and brought down (by pid) when dropped. One at a time:
+/// two clusters coming up at once could pick the same ports.
 struct Cluster {
     dir: tempfile::TempDir,
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
 }
+
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Cluster {
     fn script() -> PathBuf {
@@ -22,6 +27,7 @@ impl Cluster {
 
     /// `None` (and a message) where Slurm cannot run here.
     fn up() -> Option<Self> {
+        let guard = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::Builder::new()
             .prefix("unilab-slurm-")
             .tempdir()
@@ -33,7 +39,10 @@ impl Cluster {
             .output()
             .unwrap();
         match out.status.code() {
-            Some(0) => Some(Cluster { dir }),
+            Some(0) => Some(Cluster {
+                dir,
+                _one_at_a_time: guard,
+            }),
             Some(77) => {
                 eprintln!(
                     "skipped the Slurm test: {}",
@@ -63,6 +72,16 @@ impl Cluster {
 
     fn srun(&self, args: &[&str]) -> Output {
         self.client("srun").args(args).output().unwrap()
+    }
+
+    /// `unilab ARGS` run on node `node` (as one task of a job of its own), with `env`.
+    fn unilab_on(&self, node: &str, env: &[(&str, &Path)], args: &[&str]) -> Output {
+        let mut cmd = self.client("srun");
+        cmd.args(["-N1", "-n1", "-w", node]).arg(unilab_bin());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.args(args).output().unwrap()
     }
 }
 
@@ -217,4 +236,267 @@ fn each_rank_on_each_node_records_its_own_soak_and_scancel_leaves_nothing_behind
     assert!(verified.status.success(), "{verified:?}");
     let text = String::from_utf8_lossy(&verified.stdout);
     assert_eq!(text.matches("ok: ").count(), 2, "{text}");
+}
+
+/// The fake host the MPS tests run on: one GPU, and the fake control tool's call log.
+fn one_gpu_host(cmd: &mut Command, root: &Path) {
+    cmd.env(
+        "FAKE_NVIDIA_SMI_GPUS",
+        "GPU-1111aaaa-0000-4000-8000-000000000001|NVIDIA H200|143771|0|0",
+    )
+    .env("FAKE_MPS_CALL_LOG", root.join("calls"))
+    .env("XDG_RUNTIME_DIR", root.join("run"))
+    .env("UNILAB_TOOL_TIMEOUT", "5");
+}
+
+/// A client of a shared daemon, as one rank: it writes the pipe directory it was given, the
+/// daemon's pid (live) and its own unilab's pid to `<root>/seen/<rank>`, then sleeps.
+fn shared_client_line(root: &Path, seconds: &str) -> String {
+    format!(
+        "exec {unilab} --root {root} mps exec --shared -- sh -c 'p=$(cat \"$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid\") \
+         && kill -0 $p && echo \"$CUDA_MPS_PIPE_DIRECTORY $p $PPID $$\" > {root}/seen/$SLURM_PROCID && exec sleep {seconds}'",
+        unilab = unilab_bin().display(),
+        root = root.display(),
+    )
+}
+
+/// History kinds of `daemon`, read on `node` (whose log holds them).
+fn kinds_on(cluster: &Cluster, node: &str, root: &Path, daemon: &str) -> Vec<String> {
+    let out = cluster.unilab_on(
+        node,
+        &[],
+        &[
+            "--root",
+            root.to_str().unwrap(),
+            "--json",
+            "history",
+            "--daemon",
+            daemon,
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// `srun -N1 -n4 unilab mps exec --shared -- CLIENT`: one daemon started (the fake's call log),
+/// every rank sees it live in the same pipe directory, the last one out stops it; the history
+/// has one start, four leases and one stop. Then again with one rank SIGKILLed midway: the
+/// daemon is still stopped when the others finish.
+#[test]
+fn ranks_of_a_job_share_one_daemon_and_the_last_one_out_stops_it() {
+    let Some(cluster) = Cluster::up() else {
+        return;
+    };
+    let root = TestRoot::new();
+    let state = root.root();
+    for dir in ["seen", "run"] {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(state.join(dir))
+            .unwrap();
+    }
+    let mut srun = cluster.client("srun");
+    one_gpu_host(&mut srun, state);
+    let out = srun
+        .args([
+            "-N1",
+            "-n4",
+            "-w",
+            "n1",
+            "bash",
+            "-c",
+            &shared_client_line(state, "1"),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let calls = std::fs::read_to_string(state.join("calls")).unwrap();
+    assert_eq!(
+        calls.lines().filter(|l| l.ends_with(" -d")).count(),
+        1,
+        "{calls}"
+    );
+    let seen: Vec<String> = (0..4)
+        .map(|rank| std::fs::read_to_string(state.join(format!("seen/{rank}"))).unwrap())
+        .collect();
+    let pipe_and_daemon = |line: &str| {
+        line.split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(
+        seen.iter()
+            .all(|s| pipe_and_daemon(s) == pipe_and_daemon(&seen[0])),
+        "{seen:?}"
+    );
+    let daemon_pid: u64 = seen[0].split_whitespace().nth(1).unwrap().parse().unwrap();
+    eventually("the daemon to stop", Duration::from_secs(10), || {
+        exited(daemon_pid)
+    });
+    let job = daemon_of(&seen[0]);
+    let kinds = kinds_on(&cluster, "n1", state, &job);
+    let n = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+    assert_eq!(
+        (
+            n("daemon_started"),
+            n("lease_acquired"),
+            n("lease_released"),
+            n("daemon_stopped")
+        ),
+        (1, 4, 4, 1),
+        "{kinds:?}"
+    );
+
+    // One rank killed midway.
+    std::fs::remove_dir_all(state.join("seen")).unwrap();
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(state.join("seen"))
+        .unwrap();
+    let mut srun = cluster.client("srun");
+    one_gpu_host(&mut srun, state);
+    let mut run = srun
+        .args([
+            "-N1",
+            "-n3",
+            "-w",
+            "n1",
+            "bash",
+            "-c",
+            &shared_client_line(state, "3"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually("every rank to attach", Duration::from_secs(30), || {
+        (0..3).all(|rank| {
+            std::fs::read_to_string(state.join(format!("seen/{rank}")))
+                .is_ok_and(|s| s.split_whitespace().count() == 4)
+        })
+    });
+    let line = std::fs::read_to_string(state.join("seen/0")).unwrap();
+    let fields: Vec<i32> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap())
+        .collect();
+    let (daemon_pid, victim) = (fields[0], fields[1]);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    run.wait().unwrap();
+    eventually("the daemon to stop", Duration::from_secs(15), || {
+        exited(u64::try_from(daemon_pid).unwrap())
+    });
+    let kinds = kinds_on(&cluster, "n1", state, &daemon_of(&line));
+    assert!(kinds.iter().any(|k| k == "daemon_stopped"), "{kinds:?}");
+}
+
+/// The daemon a client used: its pipe directory is named after it.
+fn daemon_of(seen: &str) -> String {
+    let pipe = seen.split_whitespace().next().unwrap();
+    let name = Path::new(pipe).file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("job"), "a job-scoped daemon: {name}");
+    name.to_owned()
+}
+
+/// Two jobs of one user on one node at once: two daemons; `mps stop --job` of one (an epilog)
+/// leaves the other's running.
+#[test]
+fn two_jobs_on_one_node_have_their_own_daemons() {
+    let Some(cluster) = Cluster::up() else {
+        return;
+    };
+    let root = TestRoot::new();
+    let state = root.root();
+    for dir in ["seen", "run"] {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(state.join(dir))
+            .unwrap();
+    }
+    let runs: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|tag| {
+            let mut srun = cluster.client("srun");
+            one_gpu_host(&mut srun, state);
+            let line = shared_client_line(state, "20")
+                .replace("/seen/$SLURM_PROCID", &format!("/seen/{tag}"));
+            srun.args(["-N1", "-n1", "-w", "n1", "bash", "-c", &line])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    eventually("both jobs to attach", Duration::from_secs(30), || {
+        ["a", "b"].iter().all(|tag| {
+            std::fs::read_to_string(state.join(format!("seen/{tag}")))
+                .is_ok_and(|s| s.split_whitespace().count() == 4)
+        })
+    });
+    let seen = |tag: &str| std::fs::read_to_string(state.join(format!("seen/{tag}"))).unwrap();
+    let (a, b) = (seen("a"), seen("b"));
+    let pipe = |s: &str| s.split_whitespace().next().unwrap().to_owned();
+    let daemon = |s: &str| s.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap();
+    assert_ne!(pipe(&a), pipe(&b), "each job its own pipe directory");
+    assert_ne!(daemon(&a), daemon(&b), "each job its own daemon");
+    let job_a = Path::new(&pipe(&a))
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .trim_start_matches("job")
+        .split('-')
+        .next()
+        .unwrap()
+        .to_owned();
+    let stopped = cluster.unilab_on(
+        "n1",
+        &[("XDG_RUNTIME_DIR", &state.join("run"))],
+        &[
+            "--root",
+            state.to_str().unwrap(),
+            "mps",
+            "stop",
+            "--job",
+            &job_a,
+        ],
+    );
+    assert!(stopped.status.success(), "{stopped:?}");
+    eventually("job a's daemon to stop", Duration::from_secs(10), || {
+        exited(daemon(&a))
+    });
+    assert!(!exited(daemon(&b)), "job b's daemon is left running");
+    // The jobs end: b's last user stops its own daemon.
+    for tag in ["a", "b"] {
+        let victim: i32 = seen(tag)
+            .split_whitespace()
+            .nth(3)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(victim),
+            nix::sys::signal::SIGTERM,
+        );
+    }
+    for mut run in runs {
+        run.wait().unwrap();
+    }
+    eventually("job b's daemon to stop", Duration::from_secs(15), || {
+        exited(daemon(&b))
+    });
 }

@@ -393,13 +393,15 @@ fn show_daemons(daemons: &[status::ManagedDaemon], out: &mut Output) -> Result<E
                 daemon.record.name.clone(),
                 daemon.record.pid.to_string(),
                 paint.status(daemon.state),
+                daemon.job.clone().unwrap_or_else(|| "-".into()),
+                daemon.leases.to_string(),
                 age(daemon.record.created_at),
                 daemon.record.gpu_uuids.join(","),
                 daemon.record.pipe_directory.clone(),
             ]
         })
         .collect();
-    let header = ["NAME", "PID", "STATE", "AGE", "GPU", "PIPE"];
+    let header = ["NAME", "PID", "STATE", "JOB", "USERS", "AGE", "GPU", "PIPE"];
     for line in crate::output::table(&header, &rows) {
         out.line(&line)?;
     }
@@ -467,6 +469,9 @@ fn exec_shared(
         settle(mps, &log, out)?;
         shared::attach(mps, &log, selector)?
     };
+    // The starter became a subreaper to launch the daemon (now its child); the command's
+    // orphans are not its to collect.
+    let _ = nix::sys::prctl::set_child_subreaper(false);
     let record = &attached.record;
     if attached.started {
         out.note(&format!(

@@ -99,7 +99,11 @@ pub(crate) fn release(
         return Ok(None);
     }
     Ok(match daemon::stop_held(mps, log, record, grace)? {
-        StopOutcome::Stopped { method, .. } => Some(method),
+        StopOutcome::Stopped { method, .. } => {
+            // The process that started it is its parent (see `daemon::start`): collect it.
+            process::reap(record.pid);
+            Some(method)
+        }
         StopOutcome::Stale { .. } | StopOutcome::Gone { .. } => None,
     })
 }

@@ -28,6 +28,10 @@ pub(crate) struct ManagedDaemon {
     pub live: bool,
     /// `live`, or why the record is stale.
     pub state: &'static str,
+    /// The Slurm job it belongs to, if any.
+    pub job: Option<String>,
+    /// The processes using it through `mps exec --shared`.
+    pub leases: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -49,6 +53,7 @@ pub(crate) fn managed(
     let Some(snapshot) = snapshot else {
         return Ok(Vec::new());
     };
+    let leases = crate::projection::Leases::rows(snapshot)?;
     Ok(daemon::records(mps, snapshot)?
         .into_iter()
         .map(|record| {
@@ -56,6 +61,11 @@ pub(crate) fn managed(
             ManagedDaemon {
                 live: reason.is_none(),
                 state: reason.map(|r| r.as_str()).unwrap_or("live"),
+                job: daemon::job_of(&record.name).map(str::to_owned),
+                leases: leases
+                    .iter()
+                    .find(|(name, _)| *name == record.name)
+                    .map_or(0, |(_, row)| row.holders.len()),
                 record,
             }
         })
