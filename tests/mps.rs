@@ -1770,3 +1770,52 @@ fn a_shared_client_killed_midway_does_not_keep_the_daemon() {
     let history = String::from_utf8_lossy(&history.stdout);
     assert_eq!(history.matches("holder_gone").count(), 1, "{history}");
 }
+
+/// Under Slurm each job has its own daemons: default names carry the job, one daemon a GPU in
+/// each job, commands without a name pick only the job's own, and `mps stop --job` stops one
+/// job's and leaves the other's.
+#[test]
+fn each_slurm_job_has_its_own_daemons() {
+    let host = Host::two_gpus();
+    let job = |id: &'static str| [("SLURM_JOB_ID", id)];
+    let five = host.json_with(&job("5"), &["mps", "start", "0"]);
+    let six = host.json_with(&job("6"), &["mps", "start", "0"]);
+    assert_eq!(five["name"], "job5-gpu-1111aaaa");
+    assert_eq!(six["name"], "job6-gpu-1111aaaa");
+    assert_ne!(five["pipe_directory"], six["pipe_directory"]);
+    // A second daemon for the same GPU in the same job is refused, as outside a job.
+    host.unilab()
+        .env("SLURM_JOB_ID", "5")
+        .args(["mps", "start", "0", "--name", "another"])
+        .assert()
+        .code(3);
+    let env = host.json_with(&job("6"), &["mps", "env"]);
+    assert_eq!(env["CUDA_MPS_PIPE_DIRECTORY"], six["pipe_directory"]);
+    let listed = host.json(&["mps", "list"]);
+    let jobs: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["job"].as_str().unwrap())
+        .collect();
+    assert_eq!(jobs, ["5", "6"]);
+    host.unilab()
+        .args(["mps", "stop", "--job", "5"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("stopped `job5-gpu-1111aaaa`"));
+    assert!(gone(five["pid"].as_u64().unwrap()));
+    assert!(alive(six["pid"].as_u64().unwrap()));
+    // Inside job 5, there is nothing of its own left to stop without a name.
+    host.unilab()
+        .env("SLURM_JOB_ID", "5")
+        .args(["mps", "stop"])
+        .assert()
+        .code(3);
+    host.unilab()
+        .env("SLURM_JOB_ID", "6")
+        .args(["mps", "stop"])
+        .assert()
+        .success();
+    assert!(gone(six["pid"].as_u64().unwrap()));
+}

@@ -2092,6 +2092,24 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
         .success();
     let table = String::from_utf8_lossy(&table.get_output().stdout).into_owned();
     assert!(table.starts_with("ID") && table.contains("HOST") && table.contains("other-node"));
+    // The history of every host, merged in time order: the other node's start came first.
+    let merged = soak
+        .unilab()
+        .args(["--json", "history", "--all-hosts"])
+        .output()
+        .unwrap();
+    assert!(merged.status.success(), "{merged:?}");
+    let events: Vec<Value> = String::from_utf8_lossy(&merged.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["host"], "other-node");
+    assert!(events.iter().any(|e| e["host"] == here.as_str()));
+    let times: Vec<f64> = events
+        .iter()
+        .map(|e| e["recorded_at"].as_f64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
     let none = soak
         .unilab()
         .args(["--json", "soak", "list", "--job", "78"])

@@ -240,8 +240,12 @@ pub struct HistoryArgs {
     #[arg(long, value_name = "SEQ", default_value_t = 1)]
     pub since: u64,
     /// Keep printing events as they are appended
-    #[arg(long)]
+    #[arg(long, conflicts_with = "all_hosts")]
     pub follow: bool,
+    /// Every host's log under the state root (read-only), merged in time order, each line with
+    /// its host
+    #[arg(long = "all-hosts")]
+    pub all_hosts: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -25,6 +25,9 @@ fn soak_id(reader: Option<&LogReader>, id: &str) -> Result<String, Error> {
 }
 
 pub(crate) fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result<Exit, Error> {
+    if args.all_hosts {
+        return all_hosts(paths, args, out);
+    }
     let log_path = paths.log_path();
     let mut reader = LogReader::open(&log_path)?;
     let subject = match (&args.soak, &args.daemon) {
@@ -85,13 +88,12 @@ fn print_from(
         }
     };
     match subject {
-        Some(subject) => {
-            for seq in snapshot.subject_seqs(subject, from)? {
-                if let Some(record) = snapshot.get(seq)? {
-                    print(record, out)?;
-                }
+        Some(subject) => snapshot.scan_subject(subject, |record| {
+            if record.envelope.seq >= from {
+                print(record, out)?;
             }
-        }
+            Ok::<bool, Error>(true)
+        })?,
         None => {
             let mut failure = None;
             snapshot.scan(from, |record| match print(record, out) {
@@ -107,6 +109,50 @@ fn print_from(
         }
     }
     Ok(next)
+}
+
+/// `history --all-hosts`: every host's log of this user under the root, read-only, merged by
+/// the time each event was recorded; each line starts with its host (`--json` objects carry
+/// `host` already). A soak is named by its full id here: prefixes are a host's own.
+fn all_hosts(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result<Exit, Error> {
+    let logs = paths
+        .every_host_log()
+        .map_err(|source| crate::soak::error::SoakError::Io {
+            path: paths.root.clone(),
+            source,
+        })?;
+    let subject = match (&args.soak, &args.daemon) {
+        (Some(id), _) => Some(Subject::Soak(id.clone())),
+        (_, Some(name)) => Some(Subject::Daemon(name.clone())),
+        _ => None,
+    };
+    let mut records = Vec::new();
+    for (host, log) in logs {
+        let Some(reader) = LogReader::open(&log)? else {
+            continue;
+        };
+        let snapshot = reader.snapshot()?;
+        let keep = |record: Record| {
+            if record.envelope.seq >= args.since {
+                records.push((record.envelope.recorded_at_us, host.clone(), record));
+            }
+            Ok::<bool, crate::log::LogError>(true)
+        };
+        match &subject {
+            Some(subject) => snapshot.scan_subject(subject, keep)?,
+            None => snapshot.scan(1, keep)?,
+        }
+    }
+    records.sort_by(|a, b| (a.0, &a.1, a.2.envelope.seq).cmp(&(b.0, &b.1, b.2.envelope.seq)));
+    let width = records.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    for (_, host, record) in &records {
+        if out.json {
+            out.json_line(&record_json(record))?;
+        } else {
+            out.line(&format!("{host:<width$}  {}", record_line(record)))?;
+        }
+    }
+    Ok(Exit::Success)
 }
 
 /// One line of the human timeline.

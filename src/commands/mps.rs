@@ -307,7 +307,11 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     settle(mps, &log, out)?;
     let records = daemon::records(mps, &log.snapshot()?)?;
     let targets: Vec<&DaemonRecord> = if args.all {
-        records.iter().collect()
+        // Under a Slurm job, `--all` is the job's daemons.
+        records
+            .iter()
+            .filter(|r| daemon::in_scope(mps, r))
+            .collect()
     } else if let Some(job) = &args.job {
         records
             .iter()

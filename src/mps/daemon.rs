@@ -81,6 +81,14 @@ pub(crate) fn job_of(name: &str) -> Option<&str> {
     (!job.is_empty() && job.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(job)
 }
 
+/// A name as given, in a job's scope: `job<ID>-` first under a job (unless it has it already).
+pub(crate) fn scoped_name(name: &str, job: Option<&str>) -> String {
+    match job {
+        Some(job) if job_of(name) != Some(job) => format!("{JOB_PREFIX}{job}-{name}"),
+        _ => name.to_owned(),
+    }
+}
+
 /// A Slurm job id that can scope daemon names and lock files.
 pub(crate) fn validate_job(job: &str) -> Result<(), MpsError> {
     if !job.is_empty()
@@ -157,10 +165,10 @@ pub(crate) fn plan(mps: &Mps, request: &StartRequest) -> Result<Plan, MpsError> 
     if let Some(job) = &request.job {
         validate_job(job)?;
     }
-    let name = request
-        .name
-        .clone()
-        .unwrap_or_else(|| default_name(&gpu, request.job.as_deref()));
+    let name = match &request.name {
+        Some(name) => scoped_name(name, request.job.as_deref()),
+        None => default_name(&gpu, request.job.as_deref()),
+    };
     validate_name(&name)?;
     let pipe_directory = pipe_directory_for(mps, request.pipe_directory.as_deref(), &name);
     check_pipe_directory(mps, &pipe_directory)?;
@@ -861,24 +869,39 @@ fn clean_stale(
     Ok(())
 }
 
-/// Picks one record: by name, else the sole record, else the sole live one.
+/// Whether a daemon is the caller's to pick without naming it: under a Slurm job only the job's
+/// own daemons are (another job's are never taken for its own); outside one, every daemon.
+pub(crate) fn in_scope(mps: &Mps, record: &DaemonRecord) -> bool {
+    match &mps.env.job {
+        Some(job) => job_of(&record.name) == Some(job.as_str()),
+        None => true,
+    }
+}
+
+/// Picks one record: by name, else the sole record (of the caller's job, under Slurm), else the
+/// sole live one.
 pub(crate) fn select<'r>(
     mps: &Mps,
     records: &'r [DaemonRecord],
     name: Option<&str>,
 ) -> Result<&'r DaemonRecord, MpsError> {
     if let Some(name) = name {
+        // Under a job, its own daemon of that name first.
+        let scoped = scoped_name(name, mps.env.job.as_deref());
         return records
             .iter()
-            .find(|r| r.name == name)
+            .find(|r| r.name == scoped)
+            .or_else(|| records.iter().find(|r| r.name == name))
             .ok_or_else(|| MpsError::NoSuchDaemon(name.to_owned()));
     }
-    match records {
+    let mine: Vec<&DaemonRecord> = records.iter().filter(|r| in_scope(mps, r)).collect();
+    match mine.as_slice() {
         [] => Err(MpsError::NoDaemon),
         [one] => Ok(one),
         several => {
             let live: Vec<&DaemonRecord> = several
                 .iter()
+                .copied()
                 .filter(|r| liveness(mps, r) == Liveness::Live)
                 .collect();
             match live.as_slice() {
@@ -917,6 +940,7 @@ pub(crate) fn select_for_gpu<'r>(
 ) -> Result<&'r DaemonRecord, MpsError> {
     let serving: Vec<&DaemonRecord> = records
         .iter()
+        .filter(|r| in_scope(mps, r))
         .filter(|r| r.gpu_uuids.iter().any(|u| u.starts_with(gpu)))
         .filter(|r| liveness(mps, r) == Liveness::Live)
         .collect();
