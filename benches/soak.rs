@@ -107,20 +107,37 @@ fn sampler(c: &mut Criterion) {
     for i in 0..20 {
         std::fs::write(progress.path().join(format!("checkpoint-{i}")), b"x").expect("write");
     }
-    let sampler = Sampler {
-        proc_root: PathBuf::from("/proc"),
-        progress: HeldDir::open(progress.path()).expect("hold the progress directory"),
-        gpus: None,
-    };
+    let sampler = Sampler::new(
+        PathBuf::from("/proc"),
+        HeldDir::open(progress.path()).expect("hold the progress directory"),
+        None,
+    );
     let mut group = c.benchmark_group("sampler");
     for n in [10, 100, 1000] {
         let tree = Tree::spawn(n);
         let root = tree.root.id();
         group.bench_with_input(BenchmarkId::new("tree", n), &n, |b, &n| {
+            let mut index = 0;
             b.iter(|| {
-                let sample = sampler.sample(0, Duration::ZERO, root, false);
+                index += 1;
+                let sample = sampler.sample(index, Duration::ZERO, root, false);
                 assert!(sample.processes.len() >= n);
                 black_box(sample)
+            })
+        });
+        // The floor: one read of each process's `stat`, the least a sample can do.
+        let pids: Vec<u32> =
+            process::descendants(root, &process::all_processes(Path::new("/proc")))
+                .iter()
+                .map(|p| p.pid)
+                .collect();
+        group.bench_with_input(BenchmarkId::new("floor", n), &n, |b, _| {
+            b.iter(|| {
+                let mut bytes = 0;
+                for pid in &pids {
+                    bytes += std::fs::read(format!("/proc/{pid}/stat")).map_or(0, |s| s.len());
+                }
+                black_box(bytes)
             })
         });
         drop(tree);
@@ -300,6 +317,59 @@ fn export_memory(_: &mut Criterion) {
     }
 }
 
+/// This process's CPU time, all its threads together.
+fn cpu_time() -> Duration {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+        .expect("the process CPU clock");
+    Duration::new(now.tv_sec() as u64, now.tv_nsec() as u32)
+}
+
+/// unilab's own CPU time for the GPUs of one sample, against the bundled fake nvidia-smi: the
+/// loop-mode stream (what the sampler uses) against a process spawned a sample for each of the
+/// two queries (how the sampler read the GPUs before). One-shot figures, printed.
+fn gpu_sampling(_: &mut Criterion) {
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvidia-smi");
+    let samples = 100u32;
+    let interval = Duration::from_millis(20);
+
+    let before = cpu_time();
+    for _ in 0..samples {
+        for query in [
+            "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu",
+            "--query-compute-apps=pid,used_gpu_memory,gpu_uuid",
+        ] {
+            let out = Command::new(&fake)
+                .args([query, "--format=csv,noheader,nounits"])
+                .output()
+                .expect("the fake nvidia-smi");
+            black_box(out.stdout.len());
+        }
+    }
+    let spawned = (cpu_time() - before) / samples;
+
+    let stream = unilab::soak::sampler::GpuStream::start(
+        unilab::soak::sampler::nvidia_smi_at(&fake),
+        interval,
+    );
+    // Its first readings in, so that only the steady state is measured.
+    while stream.reading(&[]).0.is_none() {
+        std::thread::sleep(interval);
+    }
+    let before = cpu_time();
+    for _ in 0..samples {
+        std::thread::sleep(interval);
+        black_box(stream.reading(&[]));
+    }
+    let streamed = (cpu_time() - before) / samples;
+    drop(stream);
+    println!(
+        "gpu_sampling: unilab CPU a sample: streamed {:.1} us, spawned {:.1} us ({:.1}x less)",
+        streamed.as_secs_f64() * 1e6,
+        spawned.as_secs_f64() * 1e6,
+        spawned.as_secs_f64() / streamed.as_secs_f64().max(1e-9)
+    );
+}
+
 /// The HTML report of the same 100,000-sample soak: decimated charts keep it small and fast.
 fn report(c: &mut Criterion) {
     let path = soak_log(10);
@@ -333,5 +403,12 @@ fn report(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sampler, export, export_memory, report);
+criterion_group!(
+    benches,
+    sampler,
+    gpu_sampling,
+    export,
+    export_memory,
+    report
+);
 criterion_main!(benches);

@@ -10,7 +10,6 @@ use std::ffi::{OsStr, OsString};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,34 +24,7 @@ const DRAIN: Duration = Duration::from_millis(200);
 pub struct Tool {
     pub program: OsString,
     pub timeout: Duration,
-    /// When fired, a run in flight is killed and reaped at once.
-    pub(crate) cancel: Option<Cancel>,
-    /// The `-v` level at which its runs are shown.
-    detail: u8,
 }
-
-/// Cancels the runs of a [`Tool`] in flight: whoever started a tool on a thread of its own fires
-/// this before it goes, so that no tool outlives its caller.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Cancel(Arc<AtomicBool>);
-
-impl Cancel {
-    pub(crate) fn fire(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    fn fired(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-impl PartialEq for Cancel {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for Cancel {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolOutput {
@@ -86,8 +58,6 @@ pub enum ToolError {
         program: OsString,
         timeout: Duration,
     },
-    #[error("`{}` was stopped: its caller is done", program.to_string_lossy())]
-    Cancelled { program: OsString },
 }
 
 impl Tool {
@@ -95,21 +65,7 @@ impl Tool {
         Self {
             program: program.into(),
             timeout,
-            cancel: None,
-            detail: crate::trace::STEPS,
         }
-    }
-
-    /// This tool, run every sample: its runs are shown with `-vv` only.
-    pub(crate) fn per_sample(mut self) -> Self {
-        self.detail = crate::trace::SAMPLES;
-        self
-    }
-
-    /// This tool, with runs that `cancel` stops.
-    pub(crate) fn cancelled_by(mut self, cancel: Cancel) -> Self {
-        self.cancel = Some(cancel);
-        self
     }
 
     /// This tool with at most `limit` to answer.
@@ -129,7 +85,7 @@ impl Tool {
 
     /// Runs `cmd` (made by [`Tool::command`]) to completion or timeout, feeding it `stdin`.
     pub fn run(&self, cmd: Command, stdin: &[u8]) -> Result<ToolOutput, ToolError> {
-        if !crate::trace::enabled(self.detail) {
+        if !crate::trace::enabled(crate::trace::STEPS) {
             return self.run_to_end(cmd, stdin);
         }
         let line = std::iter::once(cmd.get_program())
@@ -172,11 +128,10 @@ impl Tool {
             let _ = input.write_all(stdin);
         }
         let deadline = Instant::now() + self.timeout;
-        let cancelled = || self.cancel.as_ref().is_some_and(Cancel::fired);
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
-                Ok(None) if Instant::now() < deadline && !cancelled() => {
+                Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Ok(None) | Err(_) => {
@@ -195,15 +150,9 @@ impl Tool {
                         }
                         std::thread::sleep(Duration::from_millis(10));
                     }
-                    return Err(if cancelled() {
-                        ToolError::Cancelled {
-                            program: self.program.clone(),
-                        }
-                    } else {
-                        ToolError::Timeout {
-                            program: self.program.clone(),
-                            timeout: self.timeout,
-                        }
+                    return Err(ToolError::Timeout {
+                        program: self.program.clone(),
+                        timeout: self.timeout,
                     });
                 }
             }
@@ -312,8 +261,6 @@ pub(crate) fn mps_control() -> Tool {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
 
     #[test]
@@ -343,29 +290,5 @@ mod tests {
         let tool = Tool::new("unilab-no-such-tool", Duration::from_secs(1));
         let err = tool.run(tool.command(), b"").unwrap_err();
         assert!(matches!(err, ToolError::NotFound { .. }));
-    }
-
-    #[test]
-    fn a_cancelled_run_is_killed_and_reaped_at_once() {
-        let cancel = Cancel::default();
-        let tool = Tool::new("sh", Duration::from_secs(60)).cancelled_by(cancel.clone());
-        let pid_file = tempfile::NamedTempFile::new().unwrap();
-        let mut cmd = tool.command();
-        cmd.args(["-c", "trap '' TERM; echo $$ > \"$0\"; exec sleep 30"])
-            .arg(pid_file.path());
-        let firing = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
-            cancel.fire();
-        });
-        let started = Instant::now();
-        let err = tool.run(cmd, b"").unwrap_err();
-        firing.join().unwrap();
-        assert!(matches!(err, ToolError::Cancelled { .. }), "{err}");
-        assert!(started.elapsed() < Duration::from_secs(10));
-        let pid = std::fs::read_to_string(pid_file.path()).unwrap();
-        assert!(
-            !Path::new(&format!("/proc/{}", pid.trim())).exists(),
-            "the tool was reaped, not left as a zombie or an orphan"
-        );
     }
 }

@@ -460,6 +460,41 @@ fn cut_the_last_two_records(root: &TestRoot) -> String {
     format!("at sequence {first}: it is missing")
 }
 
+/// The subject index is compared with the events as a whole, in constant memory: an entry
+/// removed, added or moved to another subject fails verification.
+#[test]
+fn a_subject_index_that_disagrees_with_the_events_fails_verification() {
+    use unilab::log::tables::SUBJECT_INDEX;
+    type Index<'t> = redb::Table<'t, (&'static str, u64), ()>;
+    let changes: [fn(&mut Index); 3] = [
+        |index| {
+            index.remove(("host", 1)).unwrap();
+        },
+        |index| {
+            index.insert(("soak/nobody", 3), ()).unwrap();
+        },
+        |index| {
+            index.remove(("host", 1)).unwrap();
+            index.insert(("soak/nobody", 1), ()).unwrap();
+        },
+    ];
+    for change in changes {
+        let root = TestRoot::new();
+        root.log().append(Subject::Host, live(1)).unwrap();
+        root.unilab().args(["log", "verify"]).assert().success();
+        raw_write(&root, |txn| {
+            change(&mut txn.open_table(SUBJECT_INDEX).unwrap())
+        });
+        root.unilab()
+            .args(["log", "verify"])
+            .assert()
+            .code(5)
+            .stderr(predicate::str::contains(
+                "the subject index disagrees with the events",
+            ));
+    }
+}
+
 #[test]
 fn records_cut_from_the_end_fail_verification() {
     let root = root_with_every_kind();

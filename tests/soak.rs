@@ -2126,3 +2126,54 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
         .code(2)
         .stderr(predicate::str::contains("`{rank}` has no value here"));
 }
+
+/// The GPUs are read from nvidia-smi's loop mode, not a process a sample: a stream that exits
+/// or stops printing is a recorded fault, is killed and started again, and the samples after it
+/// have GPUs again; no nvidia-smi the soak started outlives it.
+#[test]
+fn the_gpu_stream_recovers_from_an_exit_and_a_hang_and_leaves_nothing_behind() {
+    for (mode, says) in [
+        ("exit-after:4", "stream ended"),
+        ("hang-after:4", "did not answer within"),
+    ] {
+        let soak = Soak::new();
+        let pids = soak.root.root().join("smi-pids");
+        let mut cmd = soak.unilab();
+        cmd.env("FAKE_NVIDIA_SMI_STREAM", mode)
+            .env("FAKE_NVIDIA_SMI_PIDS", &pids)
+            .env("UNILAB_TOOL_TIMEOUT", "0.3");
+        let (output, artifact) = soak.run_with(
+            cmd,
+            &["--sample-interval", "0.1"],
+            &["--steps", "40", "--step-seconds", "0.1"],
+        );
+        assert_eq!(output.status.code(), Some(0), "{mode}: {output:?}");
+        let samples = artifact["samples"].as_array().unwrap();
+        let fault = samples
+            .iter()
+            .position(|s| {
+                s["errors"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|e| e.as_str().unwrap().contains(says))
+            })
+            .unwrap_or_else(|| panic!("{mode}: no fault recorded: {samples:?}"));
+        assert!(
+            samples[fault..].iter().any(|s| s["gpus"].is_array()),
+            "{mode}: the GPUs never came back after sample {fault}"
+        );
+        let started: Vec<i32> = std::fs::read_to_string(&pids)
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert!(started.len() >= 4, "{mode}: restarted: {started:?}");
+        for pid in started {
+            assert!(
+                within(Duration::from_secs(2), || exited(pid)),
+                "{mode}: nvidia-smi {pid} outlived the soak"
+            );
+        }
+    }
+}

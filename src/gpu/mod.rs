@@ -10,6 +10,7 @@ pub(crate) mod mask;
 mod props;
 pub(crate) mod selector;
 pub(crate) mod smi;
+pub(crate) mod stream;
 
 /// A GPU as `nvidia-smi` lists it, before the visibility mask.
 #[derive(Debug, Clone, PartialEq, Eq)]

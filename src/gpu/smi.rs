@@ -7,7 +7,6 @@
 //! index and a `GPU-` UUID. Failures map to the messages nvidia-smi prints for them.
 
 use crate::diagnostic::Hint;
-use crate::event::soak::{GpuProcessSample, GpuSample};
 use crate::tool::{Tool, ToolError};
 
 use super::GpuInfo;
@@ -24,8 +23,6 @@ pub enum SmiError {
     Hung(f64),
     #[error("cannot run `nvidia-smi`")]
     Spawn(#[source] std::io::Error),
-    #[error("`nvidia-smi` was stopped: its answer is no longer needed")]
-    Cancelled,
     #[error("nvidia-smi cannot communicate with the NVIDIA driver")]
     NoDriver,
     #[error("nvidia-smi found no GPUs")]
@@ -56,7 +53,6 @@ impl Hint for SmiError {
                 "the kernel module and the user-space driver differ; reboot or reload the module"
             }
             SmiError::Spawn(_)
-            | SmiError::Cancelled
             | SmiError::Failed { .. }
             | SmiError::Unreadable { .. } => {
                 return None;
@@ -76,7 +72,6 @@ fn query(smi: &Tool, args: &[&str]) -> Result<String, SmiError> {
         },
         ToolError::Timeout { timeout, .. } => SmiError::Hung(timeout.as_secs_f64()),
         ToolError::Spawn { source, .. } => SmiError::Spawn(source),
-        ToolError::Cancelled { .. } => SmiError::Cancelled,
     })?;
     if !output.status.success() {
         return Err(classify_failure(
@@ -151,55 +146,6 @@ pub(crate) fn parse_gpu_csv(text: &str) -> Vec<GpuInfo> {
 /// anything else that is not a number.
 pub(crate) fn parse_value<T: std::str::FromStr>(field: &str) -> Option<T> {
     field.trim().parse().ok()
-}
-
-/// Every GPU's memory and utilisation now, with the compute processes on each: two queries.
-pub(crate) fn usage(smi: &Tool) -> Result<Vec<GpuSample>, SmiError> {
-    let text = query(
-        smi,
-        &[
-            "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu",
-            FORMAT,
-        ],
-    )?;
-    let mut gpus: Vec<GpuSample> = csv_rows(&text, 5)
-        .filter_map(|row| {
-            let [index, uuid, used, total, util] = row.as_slice() else {
-                return None;
-            };
-            is_uuid(uuid).then_some(())?;
-            Some(GpuSample {
-                index: index.parse().ok()?,
-                uuid: (*uuid).to_owned(),
-                memory_used_mib: parse_value(used),
-                memory_total_mib: parse_value(total),
-                utilization_percent: parse_value(util),
-                processes: Vec::new(),
-            })
-        })
-        .collect();
-    if gpus.is_empty() {
-        return Err(SmiError::NoDevices);
-    }
-    let apps = query(
-        smi,
-        &["--query-compute-apps=pid,used_gpu_memory,gpu_uuid", FORMAT],
-    )?;
-    for row in csv_rows(&apps, 3) {
-        let [pid, memory, uuid] = row.as_slice() else {
-            continue;
-        };
-        let Ok(pid) = pid.parse() else {
-            continue;
-        };
-        if let Some(gpu) = gpus.iter_mut().find(|g| g.uuid == *uuid) {
-            gpu.processes.push(GpuProcessSample {
-                pid,
-                used_memory_mib: parse_value(memory),
-            });
-        }
-    }
-    Ok(gpus)
 }
 
 /// The driver version (from a query) and the CUDA version (from the banner of a plain

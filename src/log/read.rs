@@ -216,19 +216,27 @@ impl Snapshot {
         definition: redb::TableDefinition<K, V>,
         entry: impl Fn(K::SelfType<'_>, V::SelfType<'_>) -> T,
     ) -> Result<Vec<T>, LogError> {
+        let mut all = Vec::new();
+        self.each_entry(definition, |key, value| all.push(entry(key, value)))?;
+        Ok(all)
+    }
+
+    /// Calls `visit` with every entry of a table, in key order, holding none of them.
+    pub(super) fn each_entry<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        definition: redb::TableDefinition<K, V>,
+        mut visit: impl FnMut(K::SelfType<'_>, V::SelfType<'_>),
+    ) -> Result<(), LogError> {
         let path = self.path.as_path();
         guarded(path, || {
             let Some(table) = open_read_table(path, &self.txn, definition)? else {
-                return Ok(Vec::new());
+                return Ok(());
             };
-            table
-                .iter()
-                .map_err(unreadable(path))?
-                .map(|item| {
-                    item.map(|(key, value)| entry(key.value(), value.value()))
-                        .map_err(unreadable(path))
-                })
-                .collect()
+            for item in table.iter().map_err(unreadable(path))? {
+                let (key, value) = item.map_err(unreadable(path))?;
+                visit(key.value(), value.value());
+            }
+            Ok(())
         })
     }
 

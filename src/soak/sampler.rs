@@ -4,15 +4,14 @@
 //! nvidia-smi is polled by its own thread, so a hung or failing nvidia-smi is recorded as a
 //! sampler error and never stalls the process sampling or the schedule.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use super::progress::HeldDir;
-use crate::event::soak::{GpuSample, ProcessSample, Sample};
-use crate::gpu::smi;
-use crate::process::{self, ProcStat};
-use crate::tool::{Cancel, Tool};
+use crate::event::soak::{ProcessSample, Sample};
+use crate::process;
 
 /// Bytes in a memory page, for turning RSS pages into bytes.
 fn page_size() -> u64 {
@@ -23,161 +22,121 @@ fn page_size() -> u64 {
         .unwrap_or(4096)
 }
 
-/// The samples of every descendant of `root` (the soak's guard), as `/proc` shows them now.
-pub(crate) fn process_tree(proc_root: &Path, root: u32) -> Vec<ProcessSample> {
-    let page = page_size();
-    let mut buf = Vec::with_capacity(4096);
-    process::tree(proc_root, root)
-        .into_iter()
-        .map(|stat| process_sample(proc_root, &stat, page, &mut buf))
-        .collect()
+/// How many samples an idle process's open files and I/O counters may be carried over before
+/// they are read again.
+const DETAIL_EVERY: u64 = 10;
+
+/// What a process's costlier files said when last read: its open file count (the `fd/` listing)
+/// and I/O bytes (`io`). Every sample reads each process's `stat`; these are read again only for
+/// a process that used CPU since (nothing else can open a file or do I/O) or every
+/// [`DETAIL_EVERY`] samples, which keeps a sample of a large, mostly idle tree near the cost of
+/// the `stat` reads alone.
+#[derive(Debug, Clone, Copy)]
+struct Detail {
+    cpu_ticks: u64,
+    read_at: u64,
+    open_fds: Option<u32>,
+    io: Option<(u64, u64)>,
 }
 
-fn process_sample(
+/// The samples of every descendant of `root` (the soak's guard), as `/proc` shows them now.
+fn process_tree(
     proc_root: &Path,
-    stat: &ProcStat,
-    page: u64,
+    root: u32,
+    index: u64,
+    details: &mut HashMap<(u32, u64), Detail>,
+) -> Vec<ProcessSample> {
+    let page = page_size();
+    let mut buf = Vec::with_capacity(4096);
+    let samples: Vec<ProcessSample> = process::tree(proc_root, root)
+        .into_iter()
+        .map(|stat| {
+            let cpu_ticks = stat.utime + stat.stime;
+            let key = (stat.pid, stat.start_ticks);
+            let detail = match details.get(&key) {
+                Some(d) if d.cpu_ticks == cpu_ticks && index < d.read_at + DETAIL_EVERY => *d,
+                _ => {
+                    let fresh = read_detail(proc_root, stat.pid, cpu_ticks, index, &mut buf);
+                    details.insert(key, fresh);
+                    fresh
+                }
+            };
+            ProcessSample {
+                pid: stat.pid,
+                ppid: stat.ppid,
+                start_ticks: stat.start_ticks,
+                name: stat.comm,
+                state: stat.state,
+                rss_bytes: stat.rss_pages.saturating_mul(page),
+                cpu_ticks,
+                reaped_children_cpu_ticks: stat.cutime + stat.cstime,
+                threads: u32::try_from(stat.num_threads).unwrap_or(u32::MAX),
+                open_fds: detail.open_fds,
+                read_bytes: detail.io.map(|io| io.0),
+                write_bytes: detail.io.map(|io| io.1),
+            }
+        })
+        .collect();
+    // Forget the processes that left the tree.
+    details.retain(|(pid, start), _| {
+        samples
+            .iter()
+            .any(|p| p.pid == *pid && p.start_ticks == *start)
+    });
+    samples
+}
+
+fn read_detail(
+    proc_root: &Path,
+    pid: u32,
+    cpu_ticks: u64,
+    index: u64,
     buf: &mut Vec<u8>,
-) -> ProcessSample {
-    let dir = proc_root.join(stat.pid.to_string());
+) -> Detail {
+    let dir = proc_root.join(pid.to_string());
     // `io` of another user's process is unreadable: `None`, not an error.
     let io: Option<procfs::process::Io> = process::read_proc_file(&dir.join("io"), buf)
         .and_then(|text| procfs::FromBufRead::from_buf_read(text.as_bytes()).ok());
-    ProcessSample {
-        pid: stat.pid,
-        ppid: stat.ppid,
-        start_ticks: stat.start_ticks,
-        name: stat.comm.clone(),
-        state: stat.state,
-        rss_bytes: stat.rss_pages.saturating_mul(page),
-        cpu_ticks: stat.utime + stat.stime,
-        reaped_children_cpu_ticks: stat.cutime + stat.cstime,
-        threads: u32::try_from(stat.num_threads).unwrap_or(u32::MAX),
+    Detail {
+        cpu_ticks,
+        read_at: index,
         open_fds: std::fs::read_dir(dir.join("fd"))
             .ok()
             .and_then(|entries| u32::try_from(entries.count()).ok()),
-        read_bytes: io.as_ref().map(|io| io.read_bytes),
-        write_bytes: io.as_ref().map(|io| io.write_bytes),
+        io: io.map(|io| (io.read_bytes, io.write_bytes)),
     }
 }
 
-/// What the GPU poller saw last.
-#[derive(Debug, Clone, Default)]
-struct GpuReading {
-    at: Option<Instant>,
-    /// `None` when nvidia-smi failed.
-    gpus: Option<Vec<GpuSample>>,
-    error: Option<String>,
+pub use crate::gpu::stream::GpuStream;
+
+/// An `nvidia-smi` at `path`, with the tool timeout of this environment (for benchmarks).
+pub fn nvidia_smi_at(path: &Path) -> crate::tool::Tool {
+    crate::tool::Tool::new(path.as_os_str(), crate::tool::nvidia_smi().timeout)
 }
 
-/// Polls nvidia-smi on its own thread, every `interval`. Dropping it stops the thread and kills
-/// and reaps an nvidia-smi in flight: no helper of unilab's outlives the soak.
-pub struct GpuPoller {
-    latest: Arc<Mutex<GpuReading>>,
-    /// Dropping the sender wakes the poller and ends it.
-    stop: Option<std::sync::mpsc::Sender<()>>,
-    cancel: Cancel,
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// How long without an answer before that is itself the error: two intervals and a timeout.
-    patience: Duration,
-    started: Instant,
-}
-
-impl GpuPoller {
-    pub fn start(smi: Tool, interval: Duration) -> Self {
-        let timeout = smi.timeout;
-        let cancel = Cancel::default();
-        let smi = smi.cancelled_by(cancel.clone()).per_sample();
-        let latest = Arc::new(Mutex::new(GpuReading::default()));
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let shared = Arc::clone(&latest);
-        let thread = std::thread::spawn(move || {
-            loop {
-                let began = Instant::now();
-                let reading = match smi::usage(&smi) {
-                    Ok(gpus) => GpuReading {
-                        at: Some(Instant::now()),
-                        gpus: Some(gpus),
-                        error: None,
-                    },
-                    Err(error) => GpuReading {
-                        at: Some(Instant::now()),
-                        gpus: None,
-                        error: Some(error.to_string()),
-                    },
-                };
-                if let Ok(mut slot) = shared.lock() {
-                    *slot = reading;
-                }
-                let wait = (began + interval).saturating_duration_since(Instant::now());
-                if !matches!(
-                    stopped.recv_timeout(wait),
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-                ) {
-                    break;
-                }
-            }
-        });
-        Self {
-            latest,
-            stop: Some(stop),
-            cancel,
-            thread: Some(thread),
-            patience: interval * 2 + timeout,
-            started: Instant::now(),
-        }
-    }
-
-    /// The latest reading, with its compute processes narrowed to `pids`; `None` while none is
-    /// known — before the first answer (no error: it is on its way), after a failure, or when
-    /// nvidia-smi has not answered for too long (with the error saying so).
-    pub fn reading(&self, pids: &[u32]) -> (Option<Vec<GpuSample>>, Option<String>) {
-        let reading = self.latest.lock().map(|r| r.clone()).unwrap_or_default();
-        let since = reading.at.unwrap_or(self.started);
-        if since.elapsed() > self.patience {
-            return (
-                None,
-                Some(format!(
-                    "nvidia-smi has not answered for {:.1} s",
-                    since.elapsed().as_secs_f64()
-                )),
-            );
-        }
-        let gpus = reading.gpus.map(|gpus| {
-            gpus.into_iter()
-                .map(|mut gpu| {
-                    gpu.processes.retain(|p| pids.contains(&p.pid));
-                    gpu
-                })
-                .collect()
-        });
-        (gpus, reading.error)
-    }
-}
-
-impl Drop for GpuPoller {
-    fn drop(&mut self) {
-        self.cancel.fire();
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// Takes one sample of the tree under `root`.
+/// Takes one sample of the tree under `root` after another.
 pub struct Sampler {
-    pub proc_root: PathBuf,
-    pub progress: HeldDir,
-    pub gpus: Option<GpuPoller>,
+    proc_root: PathBuf,
+    progress: HeldDir,
+    gpus: Option<GpuStream>,
+    details: RefCell<HashMap<(u32, u64), Detail>>,
 }
 
 impl Sampler {
+    pub fn new(proc_root: PathBuf, progress: HeldDir, gpus: Option<GpuStream>) -> Self {
+        Self {
+            proc_root,
+            progress,
+            gpus,
+            details: RefCell::new(HashMap::new()),
+        }
+    }
+
     /// Samples the tree under `root` (the guard, whose reaped children's CPU time is the tree's
     /// that is gone). `after_exit`: the command had exited before this sample began.
     pub fn sample(&self, index: u64, elapsed: Duration, root: u32, after_exit: bool) -> Sample {
         let began = Instant::now();
-        let processes = process_tree(&self.proc_root, root);
+        let processes = process_tree(&self.proc_root, root, index, &mut self.details.borrow_mut());
         let mut buf = Vec::with_capacity(1024);
         let reaped_cpu_ticks = process::read_proc_file(
             &self.proc_root.join(root.to_string()).join("stat"),
@@ -188,8 +147,8 @@ impl Sampler {
         let pids: Vec<u32> = processes.iter().map(|p| p.pid).collect();
         let mut errors = Vec::new();
         let gpus = match &self.gpus {
-            Some(poller) => {
-                let (gpus, error) = poller.reading(&pids);
+            Some(stream) => {
+                let (gpus, error) = stream.reading(&pids);
                 errors.extend(error);
                 gpus
             }
@@ -208,5 +167,77 @@ impl Sampler {
             sampler_cost_us: u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX),
             errors,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `/proc` of two processes: 10, the root, and its child 11 with `io` and two fds.
+    struct FakeProc(tempfile::TempDir);
+
+    impl FakeProc {
+        fn new() -> Self {
+            let fake = FakeProc(tempfile::tempdir().unwrap());
+            fake.stat(10, 1, 0);
+            fake.stat(11, 10, 0);
+            let task = fake.0.path().join("10/task/10");
+            std::fs::create_dir_all(&task).unwrap();
+            std::fs::write(task.join("children"), "11 ").unwrap();
+            std::fs::create_dir_all(fake.0.path().join("11/task/11")).unwrap();
+            std::fs::write(fake.0.path().join("11/task/11/children"), "").unwrap();
+            std::fs::create_dir_all(fake.0.path().join("11/fd")).unwrap();
+            for fd in ["0", "1"] {
+                std::fs::write(fake.0.path().join("11/fd").join(fd), "").unwrap();
+            }
+            fake.io(100);
+            fake
+        }
+
+        fn stat(&self, pid: u32, ppid: u32, utime: u64) {
+            let dir = self.0.path().join(pid.to_string());
+            std::fs::create_dir_all(&dir).unwrap();
+            let line = format!(
+                "{pid} (p) S {ppid} 1 1 0 -1 0 0 0 0 0 {utime} 0 0 0 20 0 1 0 500 1000 50\n"
+            );
+            std::fs::write(dir.join("stat"), line).unwrap();
+        }
+
+        fn io(&self, write_bytes: u64) {
+            let text = format!(
+                "rchar: 0\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 7\nwrite_bytes: {write_bytes}\ncancelled_write_bytes: 0\n"
+            );
+            std::fs::write(self.0.path().join("11/io"), text).unwrap();
+        }
+
+        fn write_bytes(&self, index: u64, details: &mut HashMap<(u32, u64), Detail>) -> u64 {
+            let tree = process_tree(self.0.path(), 10, index, details);
+            assert_eq!(tree.len(), 1);
+            assert_eq!(tree[0].open_fds, Some(2));
+            tree[0].write_bytes.unwrap()
+        }
+    }
+
+    #[test]
+    fn an_idle_processs_costlier_files_are_read_again_only_when_it_ran_or_every_ten_samples() {
+        let fake = FakeProc::new();
+        let mut details = HashMap::new();
+        assert_eq!(fake.write_bytes(0, &mut details), 100);
+        fake.io(200);
+        // Idle since: carried over.
+        assert_eq!(fake.write_bytes(1, &mut details), 100);
+        // It used CPU: read again.
+        fake.stat(11, 10, 3);
+        assert_eq!(fake.write_bytes(2, &mut details), 200);
+        fake.io(300);
+        for index in 3..2 + DETAIL_EVERY {
+            assert_eq!(fake.write_bytes(index, &mut details), 200, "sample {index}");
+        }
+        assert_eq!(fake.write_bytes(2 + DETAIL_EVERY, &mut details), 300);
+        // A process that left the tree is forgotten.
+        std::fs::write(fake.0.path().join("10/task/10/children"), "").unwrap();
+        assert!(process_tree(fake.0.path(), 10, 20, &mut details).is_empty());
+        assert!(details.is_empty());
     }
 }

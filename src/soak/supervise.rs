@@ -22,7 +22,7 @@ use super::console::{Console, Stream};
 use super::error::SoakError;
 use super::guard::{self, GuardStatus};
 use super::request::{SoakSpec, ms};
-use super::sampler::{GpuPoller, HeldDir, Sampler};
+use super::sampler::{GpuStream, HeldDir, Sampler};
 use super::watch::{CommandState, Failure, Next, Observation, RunEnd, Watch, verdict};
 use crate::event::soak::{
     ExitInfo, FailureKind, LeakedProcess, Outcome, Sample, SoakEnd, SoakStart,
@@ -283,11 +283,11 @@ fn sample_until_done(
     let t0 = guard.t0;
     let interval = Duration::from_millis(spec.parameters.sample_interval_ms);
     let Sampling { progress, seen } = sampling;
-    let sampler = Sampler {
-        proc_root: PathBuf::from("/proc"),
+    let sampler = Sampler::new(
+        PathBuf::from("/proc"),
         progress,
-        gpus: Some(GpuPoller::start(ctx.smi.clone(), interval)),
-    };
+        Some(GpuStream::start(ctx.smi.clone(), interval)),
+    );
     // The series starts with the running command: wait for the guard to report its spawn.
     let startup = Duration::from_millis(spec.parameters.startup_timeout_ms);
     wait_until(t0 + startup, || {

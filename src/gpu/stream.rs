@@ -1,0 +1,359 @@
+//! The GPUs as a stream: one long-lived `nvidia-smi` in loop mode for the GPUs' memory and
+//! utilisation and one for their compute processes, each read line by line on its own thread —
+//! no process spawned a sample. On big multi-GPU hosts a one-shot `nvidia-smi` can take seconds
+//! where its loop mode answers in a fraction of that.
+//!
+//! The GPU stream is the heartbeat: it prints one line a GPU every interval, so no line within
+//! an interval and the tool timeout is a fault. A stream that faults or exits is killed (its
+//! process group, SIGKILL), reaped and started again after a back-off (1 s, doubling, at most
+//! 60 s); the fault is what the next samples record. The compute-process stream prints nothing
+//! while no process uses a GPU, so it has no heartbeat of its own: a process counts as on a GPU
+//! while its line was printed within the last two intervals. Dropping the stream stops both
+//! tools and reaps them: none outlives the soak.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::smi::{FORMAT, parse_value};
+use crate::event::soak::{GpuProcessSample, GpuSample};
+use crate::tool::Tool;
+use crate::trace::{STEPS, detail};
+
+/// The query of the GPU stream, and how many fields its lines have.
+const GPU_QUERY: &str = "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu";
+/// The query of the compute-process stream.
+const APPS_QUERY: &str = "--query-compute-apps=pid,used_gpu_memory,gpu_uuid";
+
+/// Back-off after a fault: from the first to the longest.
+const BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(60));
+
+/// What the streams have said.
+#[derive(Debug, Default)]
+struct State {
+    /// The last complete reading of every GPU, and when it completed.
+    gpus: Option<(Instant, Vec<GpuSample>)>,
+    /// The GPU lines of the reading under way.
+    pending: Vec<GpuSample>,
+    /// When the GPU stream last printed a line (the heartbeat), since its start.
+    heard: Option<Instant>,
+    /// Compute processes by pid: the GPU, its memory, when last printed.
+    apps: HashMap<(u32, String), (Option<u64>, Instant)>,
+    /// The last fault, until a new reading completes.
+    fault: Option<String>,
+}
+
+impl State {
+    /// One line of the GPU stream. A line whose index is not above the previous one's starts a
+    /// new reading: the one before is complete.
+    fn gpu_line(&mut self, line: &str) {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let [index, uuid, used, total, util] = fields.as_slice() else {
+            return;
+        };
+        let (Ok(index), true) = (index.parse::<u32>(), uuid.starts_with("GPU-")) else {
+            return;
+        };
+        let now = Instant::now();
+        self.heard = Some(now);
+        if self.pending.last().is_some_and(|last| index <= last.index) {
+            self.gpus = Some((now, std::mem::take(&mut self.pending)));
+            self.fault = None;
+        }
+        self.pending.push(GpuSample {
+            index,
+            uuid: (*uuid).to_owned(),
+            memory_used_mib: parse_value(used),
+            memory_total_mib: parse_value(total),
+            utilization_percent: parse_value(util),
+            processes: Vec::new(),
+        });
+    }
+
+    fn app_line(&mut self, line: &str) {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let [pid, memory, uuid] = fields.as_slice() else {
+            return;
+        };
+        if let Ok(pid) = pid.parse() {
+            self.apps.insert(
+                (pid, (*uuid).to_owned()),
+                (parse_value(memory), Instant::now()),
+            );
+        }
+    }
+}
+
+/// Both streams, supervised by a thread of their own.
+pub struct GpuStream {
+    state: Arc<Mutex<State>>,
+    /// Dropping it wakes the supervising thread, which then stops both tools.
+    stop: Option<Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    interval: Duration,
+    /// How long without a reading before that is itself the error: two intervals and a timeout.
+    patience: Duration,
+    started: Instant,
+}
+
+impl GpuStream {
+    /// Starts `smi` in loop mode, printing every `interval`.
+    pub fn start(smi: Tool, interval: Duration) -> Self {
+        let state = Arc::new(Mutex::new(State::default()));
+        let (stop, stopped) = std::sync::mpsc::channel();
+        let thread = {
+            let state = Arc::clone(&state);
+            let smi = smi.clone();
+            std::thread::spawn(move || supervise(&smi, interval, &state, &stopped))
+        };
+        Self {
+            state,
+            stop: Some(stop),
+            thread: Some(thread),
+            interval,
+            patience: interval * 2 + smi.timeout,
+            started: Instant::now(),
+        }
+    }
+
+    /// The latest reading, with its compute processes narrowed to `pids`; `None` while none is
+    /// known — before the first reading (no error: it is on its way), after a fault, or when
+    /// none completed for too long (with the error saying so).
+    pub fn reading(&self, pids: &[u32]) -> (Option<Vec<GpuSample>>, Option<String>) {
+        let Ok(state) = self.state.lock() else {
+            return (None, Some("the GPU stream's state is lost".into()));
+        };
+        let since = state.gpus.as_ref().map_or(self.started, |(at, _)| *at);
+        if since.elapsed() > self.patience {
+            let error = state.fault.clone().unwrap_or_else(|| {
+                format!(
+                    "nvidia-smi has not answered for {:.1} s",
+                    since.elapsed().as_secs_f64()
+                )
+            });
+            return (None, Some(error));
+        }
+        let recent = self.interval * 2;
+        let gpus = state.gpus.as_ref().map(|(_, gpus)| {
+            gpus.iter()
+                .map(|gpu| {
+                    let mut gpu = gpu.clone();
+                    gpu.processes = state
+                        .apps
+                        .iter()
+                        .filter(|((pid, uuid), (_, seen))| {
+                            *uuid == gpu.uuid && pids.contains(pid) && seen.elapsed() <= recent
+                        })
+                        .map(|((pid, _), (memory, _))| GpuProcessSample {
+                            pid: *pid,
+                            used_memory_mib: *memory,
+                        })
+                        .collect();
+                    gpu.processes.sort_by_key(|p| p.pid);
+                    gpu
+                })
+                .collect()
+        });
+        (gpus, state.fault.clone())
+    }
+}
+
+impl Drop for GpuStream {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One `nvidia-smi` of a stream and the thread that reads its lines.
+struct Running {
+    child: Child,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Running {
+    fn spawn(
+        smi: &Tool,
+        query: &str,
+        interval: Duration,
+        state: &Arc<Mutex<State>>,
+        take: fn(&mut State, &str),
+    ) -> Result<Self, String> {
+        let millis = interval.as_millis().max(1).to_string();
+        let mut child = smi
+            .command()
+            .args([query, FORMAT, "-lms", &millis])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => format!("`{}` was not found", smi.name()),
+                _ => format!("cannot run `{}`: {e}", smi.name()),
+            })?;
+        let stdout = child.stdout.take().ok_or("no output pipe")?;
+        let state = Arc::clone(state);
+        let reader = std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout);
+            let mut line = String::new();
+            while matches!(lines.read_line(&mut line), Ok(n) if n > 0) {
+                if let Ok(mut state) = state.lock() {
+                    take(&mut state, line.trim_end());
+                }
+                line.clear();
+            }
+        });
+        Ok(Self { child, reader })
+    }
+
+    /// How it exited, if it did.
+    fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(format!(
+                "nvidia-smi's stream ended ({status}); it is restarted"
+            )),
+            Ok(None) => None,
+            Err(e) => Some(format!("cannot watch nvidia-smi's stream: {e}")),
+        }
+    }
+
+    /// Kills its process group and reaps it; a process that cannot be killed (uninterruptible
+    /// sleep on a wedged GPU) is left after half a second, as `Tool::run` leaves one.
+    fn kill(mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let reaped_by = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < reaped_by {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                // Its pipe closed with it: the reader is at its end.
+                let _ = self.reader.join();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Runs both streams until `stop`, restarting them after a fault.
+fn supervise(smi: &Tool, interval: Duration, state: &Arc<Mutex<State>>, stop: &Receiver<()>) {
+    let silence = interval + smi.timeout;
+    let mut backoff = BACKOFF.0;
+    loop {
+        let started = Instant::now();
+        let fault = match (
+            Running::spawn(smi, GPU_QUERY, interval, state, State::gpu_line),
+            Running::spawn(smi, APPS_QUERY, interval, state, State::app_line),
+        ) {
+            (Ok(mut gpus), Ok(mut apps)) => {
+                detail!(
+                    STEPS,
+                    "started `{}` in loop mode (every {}), pids {} and {}",
+                    smi.name(),
+                    crate::trace::ms(interval),
+                    gpus.child.id(),
+                    apps.child.id()
+                );
+                let fault = watch(&mut gpus, &mut apps, state, stop, silence, started);
+                gpus.kill();
+                apps.kill();
+                fault
+            }
+            (gpus, apps) => {
+                let mut faults = Vec::new();
+                for running in [gpus, apps] {
+                    match running {
+                        Ok(running) => running.kill(),
+                        Err(e) => faults.push(e),
+                    }
+                }
+                faults.dedup();
+                Some(faults.join("; "))
+            }
+        };
+        let Some(fault) = fault else {
+            return;
+        };
+        detail!(STEPS, "{fault}, after {}", crate::trace::ms(backoff));
+        if let Ok(mut state) = state.lock() {
+            state.fault = Some(fault);
+            state.pending.clear();
+            state.heard = None;
+        }
+        // A stream that ran well for a while starts again promptly.
+        if started.elapsed() > BACKOFF.1 {
+            backoff = BACKOFF.0;
+        }
+        if stopped(stop, backoff) {
+            return;
+        }
+        backoff = (backoff * 2).min(BACKOFF.1);
+    }
+}
+
+/// Waits up to `wait` for the stream to be dropped; whether it was.
+fn stopped(stop: &Receiver<()>, wait: Duration) -> bool {
+    !matches!(stop.recv_timeout(wait), Err(RecvTimeoutError::Timeout))
+}
+
+/// Watches two running streams until one faults (its description) or `stop` (`None`).
+fn watch(
+    gpus: &mut Running,
+    apps: &mut Running,
+    state: &Mutex<State>,
+    stop: &Receiver<()>,
+    silence: Duration,
+    started: Instant,
+) -> Option<String> {
+    // Often enough to notice a silence within a fraction of it, seldom enough to cost nothing.
+    let tick = (silence / 4).clamp(Duration::from_millis(50), Duration::from_millis(500));
+    while !stopped(stop, tick) {
+        if let Some(ended) = gpus.exited().or_else(|| apps.exited()) {
+            return Some(ended);
+        }
+        let heard = state.lock().ok().and_then(|s| s.heard).unwrap_or(started);
+        if heard.elapsed() > silence {
+            return Some(format!(
+                "nvidia-smi did not answer within {:.1} s; its stream is restarted",
+                heard.elapsed().as_secs_f64()
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reading_completes_when_the_next_one_begins() {
+        let mut state = State::default();
+        state.gpu_line("0, GPU-a, 10, 100, 5");
+        state.gpu_line("1, GPU-b, 20, 100, [N/A]");
+        assert!(
+            state.gpus.is_none(),
+            "the second GPU's line may not be the last"
+        );
+        state.gpu_line("0, GPU-a, 11, 100, 6");
+        let (_, gpus) = state.gpus.as_ref().unwrap();
+        assert_eq!(gpus.len(), 2);
+        assert_eq!(gpus[1].utilization_percent, None);
+        state.gpu_line("Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus.");
+        state.gpu_line("garbage");
+        assert_eq!(state.pending.len(), 1);
+        state.app_line("4242, 512, GPU-a");
+        state.app_line("not, a, pid");
+        assert_eq!(state.apps.len(), 1);
+    }
+}
