@@ -2,7 +2,9 @@
 //! - `append/durable_single`: one event, one durable commit (what a soak sample costs);
 //! - `append/batch_100`: 100 events in one commit;
 //! - `open_read_last`: open a 1,000,000-event log read-only and read its last event;
-//! - `replay_1m`: decode and chain-verify every event of that log.
+//! - `replay_1m`: decode and chain-verify every event of that log;
+//! - `verify_1m`: `log verify` of it (the chain, the subject index, every projection), and its
+//!   peak heap (printed).
 //!
 //! Run with `cargo bench --bench event_log`. The 1,000,000-event log is built once under
 //! `target/bench-data/` and reused.
@@ -139,6 +141,20 @@ fn read(c: &mut Criterion) {
             black_box(sum)
         })
     });
+    let verify = || {
+        let report = reader
+            .snapshot()
+            .expect("snapshot")
+            .verify(projection::ALL)
+            .expect("verify");
+        assert_eq!(report.events, REPLAY_EVENTS);
+        report.events
+    };
+    println!(
+        "verify_1m: peak heap {:.0} KiB",
+        common::peak_heap_mib(verify) * 1024.0
+    );
+    group.bench_function("verify_1m", |b| b.iter(|| black_box(verify())));
     group.finish();
 }
 

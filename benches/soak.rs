@@ -30,39 +30,6 @@ use unilab::soak::sampler::{HeldDir, Sampler};
 
 const EXPORT_SAMPLES: u64 = 100_000;
 
-/// The global allocator, counting the bytes live and their peak.
-struct Counting;
-
-static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-static PEAK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-// SAFETY: every call is passed to the system allocator unchanged; only counts are added.
-unsafe impl std::alloc::GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        use std::sync::atomic::Ordering::Relaxed;
-        let live = LIVE.fetch_add(layout.size(), Relaxed) + layout.size();
-        PEAK.fetch_max(live, Relaxed);
-        unsafe { std::alloc::System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// The most heap `f` had in use at once, above what was live before it, in MiB.
-fn peak_heap_mib<T>(f: impl FnOnce() -> T) -> f64 {
-    use std::sync::atomic::Ordering::Relaxed;
-    let before = LIVE.load(Relaxed);
-    PEAK.store(before, Relaxed);
-    black_box(f());
-    (PEAK.load(Relaxed) - before) as f64 / (1024.0 * 1024.0)
-}
-
 /// A shell with `n` sleeping children; killed with its children on drop.
 struct Tree {
     root: Child,
@@ -299,7 +266,7 @@ fn export_memory(_: &mut Criterion) {
         let reader = LogReader::open(&soak_log(processes))
             .expect("open")
             .expect("exists");
-        let streamed_mib = peak_heap_mib(|| streamed(&reader));
+        let streamed_mib = common::peak_heap_mib(|| streamed(&reader));
         let mut times: Vec<f64> = (0..3)
             .map(|_| {
                 let began = std::time::Instant::now();
@@ -308,7 +275,7 @@ fn export_memory(_: &mut Criterion) {
             })
             .collect();
         times.sort_by(f64::total_cmp);
-        let whole_mib = peak_heap_mib(|| whole_object(&reader));
+        let whole_mib = common::peak_heap_mib(|| whole_object(&reader));
         println!(
             "export_memory/{processes}_processes: streamed peak heap {streamed_mib:.1} MiB \
              (median of 3: {:.3} s), whole object {whole_mib:.1} MiB",

@@ -21,3 +21,36 @@ pub fn training_tree(i: u64, n: u32) -> Vec<ProcessSample> {
         })
         .collect()
 }
+
+/// The global allocator, counting the bytes live and their peak.
+struct Counting;
+
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static PEAK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+// SAFETY: every call is passed to the system allocator unchanged; only counts are added.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let live = LIVE.fetch_add(layout.size(), Relaxed) + layout.size();
+        PEAK.fetch_max(live, Relaxed);
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// The most heap `f` had in use at once, above what was live before it, in MiB.
+pub fn peak_heap_mib<T>(f: impl FnOnce() -> T) -> f64 {
+    use std::sync::atomic::Ordering::Relaxed;
+    let before = LIVE.load(Relaxed);
+    PEAK.store(before, Relaxed);
+    std::hint::black_box(f());
+    (PEAK.load(Relaxed) - before) as f64 / (1024.0 * 1024.0)
+}

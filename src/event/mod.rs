@@ -54,7 +54,21 @@ pub enum Subject {
 impl Subject {
     /// The key under which the subject index files this subject's sequences.
     pub fn key(&self) -> String {
-        self.to_string()
+        let mut key = String::new();
+        self.key_into(&mut key);
+        key
+    }
+
+    /// [`Subject::key`] into `out` (cleared first), for a caller that reuses one buffer.
+    pub fn key_into(&self, out: &mut String) {
+        out.clear();
+        let (kind, name) = match self {
+            Subject::Host => return out.push_str("host"),
+            Subject::Daemon(name) => ("daemon/", name),
+            Subject::Soak(id) => ("soak/", id),
+        };
+        out.push_str(kind);
+        out.push_str(name);
     }
 }
 

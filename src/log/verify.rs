@@ -31,31 +31,43 @@ impl Snapshot {
         let path = self.path.as_path();
         let meta = self.meta()?;
         let mut index = EntrySet::new();
+        let mut key = String::new();
         let mut folds: Vec<Fold> = views.iter().map(|v| Fold::new(*v)).collect();
         let mut fault = None;
-        let walker = self.replay(|envelope| {
-            if fault.is_some() {
-                return;
-            }
-            if let Some((_, scope)) = &meta
-                && envelope.scope != *scope
-            {
-                fault = Some(damaged(
-                    path,
-                    format!(
-                        "sequence {} was recorded for {}, not for the log's {scope}",
-                        envelope.seq, envelope.scope
-                    ),
-                ));
-                return;
-            }
-            index.add(&envelope.subject.key(), envelope.seq);
-            for fold in &mut folds {
-                if let Err(e) = fold.apply(&envelope) {
-                    fault = Some(damaged(path, format!("sequence {}: {e}", envelope.seq)));
+        // The stored subject index is read on a thread of its own while the chain is walked.
+        let stored_keys = index.empty_like();
+        let (walker, stored) = std::thread::scope(|threads| {
+            let stored = threads.spawn(|| self.stored_index(stored_keys));
+            let walker = self.replay(|envelope| {
+                if fault.is_some() {
+                    return;
                 }
-            }
-        })?;
+                if let Some((_, scope)) = &meta
+                    && envelope.scope != *scope
+                {
+                    fault = Some(damaged(
+                        path,
+                        format!(
+                            "sequence {} was recorded for {}, not for the log's {scope}",
+                            envelope.seq, envelope.scope
+                        ),
+                    ));
+                    return;
+                }
+                envelope.subject.key_into(&mut key);
+                index.add(&key, envelope.seq);
+                for fold in &mut folds {
+                    if let Err(e) = fold.apply(&envelope) {
+                        fault = Some(damaged(path, format!("sequence {}: {e}", envelope.seq)));
+                    }
+                }
+            });
+            let stored = stored
+                .join()
+                .unwrap_or_else(|_| Err(damaged(path, "reading the subject index failed")));
+            (walker, stored)
+        });
+        let walker = walker?;
         if let Some(fault) = fault {
             return Err(fault);
         }
@@ -80,7 +92,7 @@ impl Snapshot {
                 path: path.to_owned(),
                 chain_break,
             })?;
-        self.compare_index(index)?;
+        self.compare_index(&index, &stored?)?;
         let mut counts = Vec::new();
         for (view, fold) in views.iter().zip(folds) {
             let table = view.table();
@@ -148,11 +160,15 @@ impl Snapshot {
         })
     }
 
-    fn compare_index(&self, rebuilt: EntrySet) -> Result<(), LogError> {
-        let mut stored = rebuilt.empty_like();
+    /// The stored subject index as a set hashed with `keys`' keys.
+    fn stored_index(&self, mut keys: EntrySet) -> Result<EntrySet, LogError> {
         self.each_entry(tables::SUBJECT_INDEX, |(subject, seq), ()| {
-            stored.add(subject, seq);
+            keys.add(subject, seq);
         })?;
+        Ok(keys)
+    }
+
+    fn compare_index(&self, rebuilt: &EntrySet, stored: &EntrySet) -> Result<(), LogError> {
         if stored == rebuilt {
             return Ok(());
         }
