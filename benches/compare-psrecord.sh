@@ -14,7 +14,13 @@ python3 -m pip install -q psrecord psutil >&2
 cargo build --release --locked --bin unilab >&2
 unilab=$PWD/target/release/unilab
 work=$(mktemp -d "${TMPDIR:-/tmp}/unilab-compare.XXXXXX")
-cleanup() { pkill -KILL -f "$work" 2>/dev/null || true; rm -rf "$work"; }
+# What this script started, stopped by pid (never by name): a supervisor stops its own tree.
+started=()
+cleanup() {
+    for pid in "${started[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+    for pid in "${started[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
 trap cleanup EXIT
 tck=$(getconf CLK_TCK)
 
@@ -31,6 +37,7 @@ start=$(now)
     -- python3 scripts/example-trainer.py --progress-dir "$work/progress" \
        --steps $((DURATION * 4)) --step-seconds 0.25 --children 99 >/dev/null &
 supervisor=$!
+started+=("$supervisor")
 trainer=""
 for _ in $(seq 1 100); do
     trainer=$(pgrep -o -f "example-trainer.py --progress-dir $work/progress" || true)
@@ -40,6 +47,7 @@ done
 guard=$(pgrep -P "$supervisor" -f __soak-guard || true)
 psrecord "$trainer" --include-children --interval 1 --duration "$DURATION" --log "$work/psrecord.txt" >/dev/null 2>&1 &
 psr=$!
+started+=("$psr")
 psr_start=$(now)
 sup_ticks=0; guard_ticks=0; psr_ticks=0; psr_end=""
 while kill -0 "$supervisor" 2>/dev/null; do
@@ -81,6 +89,7 @@ rm -rf "$work/progress2"; mkdir -m 700 "$work/progress2"
     -- python3 scripts/example-trainer.py --progress-dir "$work/progress2" \
        --steps 100000 --step-seconds 0.25 >/dev/null &
 supervisor=$!
+started+=("$supervisor")
 samples() { "$unilab" --root "$work/root2" --json soak list 2>/dev/null | python3 -c 'import json,sys; l=json.load(sys.stdin); print(l[0]["samples"] if l else 0)'; }
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 report_at() {

@@ -172,6 +172,7 @@ pub(crate) fn distrust_directory(path: &Path, uid: u32) -> Option<String> {
 /// checked by the caller with [`distrust_directory`], which is stricter.
 pub(crate) fn distrust_path(path: &Path, uid: u32) -> Option<(PathBuf, String)> {
     let mut literal = PathBuf::new();
+    let mut linked = false;
     for component in path.components() {
         literal.push(component);
         let Ok(meta) = std::fs::symlink_metadata(&literal) else {
@@ -180,6 +181,12 @@ pub(crate) fn distrust_path(path: &Path, uid: u32) -> Option<(PathBuf, String)> 
         if let Some(reason) = distrust_component(&meta, uid) {
             return Some((literal, reason));
         }
+        linked |= meta.file_type().is_symlink();
+    }
+    // Without a link on the way (and an absolute path), the existing part was checked as it
+    // resolves.
+    if !linked && path.is_absolute() {
+        return None;
     }
     // Where the links lead: the existing part of `path`, resolved.
     let mut existing = path.to_owned();

@@ -345,6 +345,9 @@ fn write_meta(
 pub struct LogReader {
     db: ReadOnlyDatabase,
     path: PathBuf,
+    /// The read that checked the log on opening, handed out as the first snapshot: a command
+    /// that reads once does so in one transaction.
+    first: std::sync::Mutex<Option<Snapshot>>,
 }
 
 impl LogReader {
@@ -384,6 +387,7 @@ impl LogReader {
 
     fn checked(db: ReadOnlyDatabase, path: &Path) -> Result<Option<Self>, LogError> {
         let txn = db.begin_read().map_err(unreadable(path))?;
+        let mut first = None;
         let db = match read_meta(path, &txn)? {
             Some((version, _)) if version > SCHEMA_VERSION => {
                 return Err(LogError::NewerSchema {
@@ -401,17 +405,25 @@ impl LogReader {
                 open_patiently(path, || builder().open_read_only(path))?
             }
             _ => {
-                drop(txn);
+                first = Some(Snapshot {
+                    txn,
+                    path: path.to_owned(),
+                });
                 db
             }
         };
         Ok(Some(Self {
             db,
             path: path.to_owned(),
+            first: std::sync::Mutex::new(first),
         }))
     }
 
+    /// A consistent read of the log as it is now (the first one: as it was when opened).
     pub fn snapshot(&self) -> Result<Snapshot, LogError> {
+        if let Some(first) = self.first.lock().ok().and_then(|mut first| first.take()) {
+            return Ok(first);
+        }
         Snapshot::begin(&self.db, &self.path)
     }
 }
