@@ -317,6 +317,7 @@ fn gpu_sampling(_: &mut Criterion) {
     let stream = unilab::soak::sampler::GpuStream::start(
         unilab::soak::sampler::nvidia_smi_at(&fake),
         interval,
+        None,
     );
     // Its first readings in, so that only the steady state is measured.
     while stream.reading(&[]).0.is_none() {

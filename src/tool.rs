@@ -259,6 +259,51 @@ pub(crate) fn mps_control() -> Tool {
     ))
 }
 
+/// The hidden subcommand a long-lived tool runs under: see [`leash`].
+pub(crate) const LEASH: &str = "__leash";
+
+/// `unilab __leash -- PROGRAM ARGS...`: runs a long-lived tool (nvidia-smi in loop mode) for a
+/// caller that may die without stopping it. Its standard input is a pipe from the caller, never
+/// written: when it closes — the caller is done, or was killed, even by SIGKILL — PROGRAM is
+/// killed through a pidfd (never a pid that may have been reused) and the leash ends. PROGRAM
+/// shares the leash's process group, so a caller may also kill both at once. Returns PROGRAM's
+/// exit code (`128 + signal` when killed; 127 when not found, 126 when it cannot be run).
+pub(crate) fn leash(command: &[OsString]) -> i32 {
+    let Some((program, args)) = command.split_first() else {
+        return 2;
+    };
+    let mut child = match Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) if e.kind() == ErrorKind::NotFound => return 127,
+        Err(_) => return 126,
+    };
+    let pidfd = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .and_then(|pid| {
+            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+        });
+    std::thread::spawn(move || {
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        if let Some(pidfd) = pidfd {
+            let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+        }
+    });
+    match child.wait() {
+        Ok(status) => status
+            .code()
+            .or_else(|| status.signal().map(|s| 128 + s))
+            .unwrap_or(1),
+        Err(_) => 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1704,17 +1704,7 @@ fn concurrent_shared_runs_start_one_daemon_and_the_last_stops_it() {
     assert!(gone(pid), "the last one out stopped it");
     let name = "gpu-1111aaaa";
     let kinds = host.kinds(name);
-    let n = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
-    assert_eq!(
-        (
-            n("daemon_started"),
-            n("lease_acquired"),
-            n("lease_released"),
-            n("daemon_stopped")
-        ),
-        (1, 8, 8, 1),
-        "{kinds:?}"
-    );
+    assert_eq!(shared_daemon_life(&kinds), (1, 8, 8, 1), "{kinds:?}");
     assert!(daemons_for(&host.runtime().join("unilab/mps").join(name)).is_empty());
 }
 
@@ -1799,6 +1789,12 @@ fn each_slurm_job_has_its_own_daemons() {
         .map(|d| d["job"].as_str().unwrap())
         .collect();
     assert_eq!(jobs, ["5", "6"]);
+    host.unilab()
+        .args(["mps", "status"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("job6-gpu-1111aaaa  pid"))
+        .stdout(predicate::str::contains("live  job 6  0 users"));
     host.unilab()
         .args(["mps", "stop", "--job", "5"])
         .assert()

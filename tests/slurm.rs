@@ -286,6 +286,26 @@ fn kinds_on(cluster: &Cluster, node: &str, root: &Path, daemon: &str) -> Vec<Str
         .collect()
 }
 
+/// A state root for the MPS tests: `seen/` for what the clients report, `run/` for pipes.
+fn mps_root() -> TestRoot {
+    let root = TestRoot::new();
+    for dir in ["seen", "run"] {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(root.root().join(dir))
+            .unwrap();
+    }
+    root
+}
+
+/// What the client `who` (a rank, or a tag) reported, once it did: its pipe directory, the
+/// daemon's pid, its unilab's pid and its command's pid.
+fn report_of(state: &Path, who: &str) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(state.join("seen").join(who)).ok()?;
+    let fields: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
+    (fields.len() == 4).then_some(fields)
+}
+
 /// `srun -N1 -n4 unilab mps exec --shared -- CLIENT`: one daemon started (the fake's call log),
 /// every rank sees it live in the same pipe directory, the last one out stops it; the history
 /// has one start, four leases and one stop. Then again with one rank SIGKILLed midway: the
@@ -295,14 +315,8 @@ fn ranks_of_a_job_share_one_daemon_and_the_last_one_out_stops_it() {
     let Some(cluster) = Cluster::up() else {
         return;
     };
-    let root = TestRoot::new();
+    let root = mps_root();
     let state = root.root();
-    for dir in ["seen", "run"] {
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(state.join(dir))
-            .unwrap();
-    }
     let mut srun = cluster.client("srun");
     one_gpu_host(&mut srun, state);
     let out = srun
@@ -344,17 +358,7 @@ fn ranks_of_a_job_share_one_daemon_and_the_last_one_out_stops_it() {
     });
     let job = daemon_of(&seen[0]);
     let kinds = kinds_on(&cluster, "n1", state, &job);
-    let n = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
-    assert_eq!(
-        (
-            n("daemon_started"),
-            n("lease_acquired"),
-            n("lease_released"),
-            n("daemon_stopped")
-        ),
-        (1, 4, 4, 1),
-        "{kinds:?}"
-    );
+    assert_eq!(shared_daemon_life(&kinds), (1, 4, 4, 1), "{kinds:?}");
 
     // One rank killed midway.
     std::fs::remove_dir_all(state.join("seen")).unwrap();
@@ -379,10 +383,7 @@ fn ranks_of_a_job_share_one_daemon_and_the_last_one_out_stops_it() {
         .spawn()
         .unwrap();
     eventually("every rank to attach", Duration::from_secs(30), || {
-        (0..3).all(|rank| {
-            std::fs::read_to_string(state.join(format!("seen/{rank}")))
-                .is_ok_and(|s| s.split_whitespace().count() == 4)
-        })
+        (0..3).all(|rank| report_of(state, &rank.to_string()).is_some())
     });
     let line = std::fs::read_to_string(state.join("seen/0")).unwrap();
     let fields: Vec<i32> = line
@@ -419,14 +420,8 @@ fn two_jobs_on_one_node_have_their_own_daemons() {
     let Some(cluster) = Cluster::up() else {
         return;
     };
-    let root = TestRoot::new();
+    let root = mps_root();
     let state = root.root();
-    for dir in ["seen", "run"] {
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(state.join(dir))
-            .unwrap();
-    }
     let runs: Vec<_> = ["a", "b"]
         .iter()
         .map(|tag| {
@@ -442,10 +437,7 @@ fn two_jobs_on_one_node_have_their_own_daemons() {
         })
         .collect();
     eventually("both jobs to attach", Duration::from_secs(30), || {
-        ["a", "b"].iter().all(|tag| {
-            std::fs::read_to_string(state.join(format!("seen/{tag}")))
-                .is_ok_and(|s| s.split_whitespace().count() == 4)
-        })
+        ["a", "b"].iter().all(|tag| report_of(state, tag).is_some())
     });
     let seen = |tag: &str| std::fs::read_to_string(state.join(format!("seen/{tag}"))).unwrap();
     let (a, b) = (seen("a"), seen("b"));

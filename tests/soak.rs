@@ -99,6 +99,8 @@ fn spawn_soak(soak: &Soak, interval: &str, trainer_args: &[&str]) -> std::proces
         .env_clear()
         .env("PATH", path_with_fixtures())
         .env("HOME", soak.root.root())
+        // Every nvidia-smi stream the fake starts notes its pid here.
+        .env("FAKE_NVIDIA_SMI_PIDS", soak.root.root().join("smi-pids"))
         .arg("--root")
         .arg(soak.root.root())
         .args(["soak", "run", "--progress-dir"])
@@ -497,6 +499,16 @@ fn killed_with_sigkill(interval: &str) {
             identity_gone(*pid, *ticks)
         });
     }
+    // Its nvidia-smi streams, which never end by themselves, end with it.
+    let streams = std::fs::read_to_string(soak.root.root().join("smi-pids")).unwrap();
+    assert!(streams.lines().count() >= 2, "{streams}");
+    for pid in streams.lines() {
+        eventually(
+            &format!("nvidia-smi {pid} to die"),
+            Duration::from_secs(5),
+            || exited(pid),
+        );
+    }
     let listed = soak_ids(&soak);
     assert_eq!(listed[0]["outcome"]["status"], "abandoned");
     soak.unilab()
@@ -539,16 +551,14 @@ fn samples_taken_faster_than_a_second_are_committed_together() {
     );
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let detail = String::from_utf8_lossy(&output.stderr);
+    // The trainer's output shares standard error: a detail line may follow its text on a line.
     let groups: Vec<u64> = detail
         .lines()
-        .filter(|l| l.starts_with("event log: committed ") && l.contains(": soak_sampled)"))
-        .map(|l| {
-            l["event log: committed ".len()..]
-                .split(' ')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap()
+        .filter_map(|l| {
+            let at = l.find("event log: committed ")?;
+            let rest = &l[at + "event log: committed ".len()..];
+            rest.contains(": soak_sampled)")
+                .then(|| rest.split(' ').next().unwrap().parse().unwrap())
         })
         .collect();
     let samples = artifact["summary"]["samples"].as_u64().unwrap();

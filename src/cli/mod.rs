@@ -108,6 +108,12 @@ Examples:
         #[arg(last = true)]
         command: Vec<OsString>,
     },
+    /// Internal: runs a long-lived tool until the process that started it is gone
+    #[command(name = "__leash", hide = true)]
+    Leash {
+        #[arg(last = true)]
+        command: Vec<OsString>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

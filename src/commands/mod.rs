@@ -85,6 +85,9 @@ pub fn run(cli: Cli) -> Result<Exit, Error> {
         Command::SoakGuard { status, command } => Ok(Exit::Passthrough(
             u8::try_from(crate::soak::guard::run(&status, &command)).unwrap_or(1),
         )),
+        Command::Leash { command } => Ok(Exit::Passthrough(
+            u8::try_from(crate::tool::leash(&command)).unwrap_or(1),
+        )),
     };
     // Flush what was printed before an error too, so partial output is not lost.
     let flushed = out.flush();

@@ -114,11 +114,17 @@ fn show_status(status: &status::HostStatus, out: &mut Output) -> Result<Exit, Er
     }
     out.line(&format!("your daemons: {}", status.managed_daemons.len()))?;
     for daemon in &status.managed_daemons {
+        let job = daemon
+            .job
+            .as_ref()
+            .map(|job| format!("  job {job}"))
+            .unwrap_or_default();
         out.line(&format!(
-            "  {}  pid {}  {}",
+            "  {}  pid {}  {}{job}  {}",
             daemon.record.name,
             daemon.record.pid,
-            out.paint.status(daemon.state)
+            out.paint.status(daemon.state),
+            crate::text::count(daemon.leases as u64, "user")
         ))?;
     }
     Ok(Exit::Success)

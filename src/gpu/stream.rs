@@ -14,7 +14,8 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -101,14 +102,17 @@ pub struct GpuStream {
 }
 
 impl GpuStream {
-    /// Starts `smi` in loop mode, printing every `interval`.
-    pub fn start(smi: Tool, interval: Duration) -> Self {
+    /// Starts `smi` in loop mode, printing every `interval`. With `leash` (the unilab binary),
+    /// each `nvidia-smi` runs under `unilab __leash`, which kills it should this process die
+    /// without stopping it (a SIGKILL): a stream, unlike a one-shot query, never ends by itself.
+    pub fn start(smi: Tool, interval: Duration, leash: Option<PathBuf>) -> Self {
         let state = Arc::new(Mutex::new(State::default()));
         let (stop, stopped) = std::sync::mpsc::channel();
         let thread = {
             let state = Arc::clone(&state);
             let smi = smi.clone();
-            std::thread::spawn(move || supervise(&smi, interval, &state, &stopped))
+            let launch = Launch { smi, leash };
+            std::thread::spawn(move || supervise(&launch, interval, &state, &stopped))
         };
         Self {
             state,
@@ -171,25 +175,47 @@ impl Drop for GpuStream {
     }
 }
 
+/// How a stream's `nvidia-smi` is started: the tool, and the leash it runs under, if any.
+struct Launch {
+    smi: Tool,
+    leash: Option<PathBuf>,
+}
+
 /// One `nvidia-smi` of a stream and the thread that reads its lines.
 struct Running {
     child: Child,
     reader: std::thread::JoinHandle<()>,
+    /// The leash's end of the pipe: held while the stream runs.
+    _leash: Option<ChildStdin>,
 }
 
 impl Running {
     fn spawn(
-        smi: &Tool,
+        launch: &Launch,
         query: &str,
         interval: Duration,
         state: &Arc<Mutex<State>>,
         take: fn(&mut State, &str),
     ) -> Result<Self, String> {
+        let smi = &launch.smi;
         let millis = interval.as_millis().max(1).to_string();
-        let mut child = smi
-            .command()
+        let mut command = match &launch.leash {
+            Some(unilab) => {
+                let mut command = Command::new(unilab);
+                command
+                    .args([crate::tool::LEASH, "--"])
+                    .arg(&smi.program)
+                    .stdin(Stdio::piped());
+                command
+            }
+            None => {
+                let mut command = smi.command();
+                command.stdin(Stdio::null());
+                command
+            }
+        };
+        let mut child = command
             .args([query, FORMAT, "-lms", &millis])
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .process_group(0)
@@ -198,6 +224,7 @@ impl Running {
                 std::io::ErrorKind::NotFound => format!("`{}` was not found", smi.name()),
                 _ => format!("cannot run `{}`: {e}", smi.name()),
             })?;
+        let leash = child.stdin.take();
         let stdout = child.stdout.take().ok_or("no output pipe")?;
         let state = Arc::clone(state);
         let reader = std::thread::spawn(move || {
@@ -210,12 +237,23 @@ impl Running {
                 line.clear();
             }
         });
-        Ok(Self { child, reader })
+        Ok(Self {
+            child,
+            reader,
+            _leash: leash,
+        })
     }
 
     /// How it exited, if it did.
-    fn exited(&mut self) -> Option<String> {
+    fn exited(&mut self, smi: &Tool) -> Option<String> {
         match self.child.try_wait() {
+            // What the leash says when it could not start the tool.
+            Ok(Some(status)) if status.code() == Some(127) => {
+                Some(format!("`{}` was not found", smi.name()))
+            }
+            Ok(Some(status)) if status.code() == Some(126) => {
+                Some(format!("cannot run `{}`", smi.name()))
+            }
             Ok(Some(status)) => Some(format!(
                 "nvidia-smi's stream ended ({status}); it is restarted"
             )),
@@ -246,14 +284,15 @@ impl Running {
 }
 
 /// Runs both streams until `stop`, restarting them after a fault.
-fn supervise(smi: &Tool, interval: Duration, state: &Arc<Mutex<State>>, stop: &Receiver<()>) {
+fn supervise(launch: &Launch, interval: Duration, state: &Arc<Mutex<State>>, stop: &Receiver<()>) {
+    let smi = &launch.smi;
     let silence = interval + smi.timeout;
     let mut backoff = BACKOFF.0;
     loop {
         let started = Instant::now();
         let fault = match (
-            Running::spawn(smi, GPU_QUERY, interval, state, State::gpu_line),
-            Running::spawn(smi, APPS_QUERY, interval, state, State::app_line),
+            Running::spawn(launch, GPU_QUERY, interval, state, State::gpu_line),
+            Running::spawn(launch, APPS_QUERY, interval, state, State::app_line),
         ) {
             (Ok(mut gpus), Ok(mut apps)) => {
                 detail!(
@@ -264,7 +303,7 @@ fn supervise(smi: &Tool, interval: Duration, state: &Arc<Mutex<State>>, stop: &R
                     gpus.child.id(),
                     apps.child.id()
                 );
-                let fault = watch(&mut gpus, &mut apps, state, stop, silence, started);
+                let fault = watch(smi, [&mut gpus, &mut apps], state, stop, silence, started);
                 gpus.kill();
                 apps.kill();
                 fault
@@ -308,17 +347,18 @@ fn stopped(stop: &Receiver<()>, wait: Duration) -> bool {
 
 /// Watches two running streams until one faults (its description) or `stop` (`None`).
 fn watch(
-    gpus: &mut Running,
-    apps: &mut Running,
+    smi: &Tool,
+    streams: [&mut Running; 2],
     state: &Mutex<State>,
     stop: &Receiver<()>,
     silence: Duration,
     started: Instant,
 ) -> Option<String> {
+    let [gpus, apps] = streams;
     // Often enough to notice a silence within a fraction of it, seldom enough to cost nothing.
     let tick = (silence / 4).clamp(Duration::from_millis(50), Duration::from_millis(500));
     while !stopped(stop, tick) {
-        if let Some(ended) = gpus.exited().or_else(|| apps.exited()) {
+        if let Some(ended) = gpus.exited(smi).or_else(|| apps.exited(smi)) {
             return Some(ended);
         }
         let heard = state.lock().ok().and_then(|s| s.heard).unwrap_or(started);

@@ -286,7 +286,11 @@ fn sample_until_done(
     let sampler = Sampler::new(
         PathBuf::from("/proc"),
         progress,
-        Some(GpuStream::start(ctx.smi.clone(), interval)),
+        Some(GpuStream::start(
+            ctx.smi.clone(),
+            interval,
+            Some(ctx.guard_program.clone()),
+        )),
     );
     // The series starts with the running command: wait for the guard to report its spawn.
     let startup = Duration::from_millis(spec.parameters.startup_timeout_ms);

@@ -697,3 +697,15 @@ pub fn history_kinds(mut unilab: assert_cmd::Command, args: &[&str]) -> Vec<Stri
         })
         .collect()
 }
+
+/// How many times a shared daemon's history has each step of its life: started, a lease
+/// acquired, a lease released, stopped.
+pub fn shared_daemon_life(kinds: &[String]) -> (usize, usize, usize, usize) {
+    let n = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+    (
+        n("daemon_started"),
+        n("lease_acquired"),
+        n("lease_released"),
+        n("daemon_stopped"),
+    )
+}
