@@ -4,7 +4,8 @@
 //! - `export_100k/streamed`: `soak export` of a soak of 100,000 samples of a 10-process tree as
 //!   unilab does it (one scan, rows spooled, the object composed around them), against
 //!   `export_100k/whole_object` (gather every sample, build the whole JSON object, render it: how
-//!   unilab exported before), in the same run;
+//!   unilab exported before), and `export_100k/read_floor` (only reading, checking and decoding
+//!   the records), in the same run;
 //! - `export_memory`: the peak heap of each way, for 100,000 samples of a 10- and of a
 //!   100-process tree (a counting allocator), and the streamed export's time for the latter;
 //! - `report_100k`: the HTML report of the 10-process soak.
@@ -253,6 +254,21 @@ fn export(c: &mut Criterion) {
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));
     group.bench_function("streamed", |b| b.iter(|| black_box(streamed(&reader))));
+    // The floor of any export: reading the soak's records and checking them against their
+    // hashes, decoded, and nothing else.
+    group.bench_function("read_floor", |b| {
+        b.iter(|| {
+            let snapshot = reader.snapshot().expect("snapshot");
+            let mut n = 0u64;
+            snapshot
+                .scan_subject(&Subject::Soak("bench".into()), |_| {
+                    n += 1;
+                    Ok::<bool, unilab::log::LogError>(true)
+                })
+                .expect("scan");
+            black_box(n)
+        })
+    });
     group.bench_function("whole_object", |b| {
         b.iter(|| black_box(whole_object(&reader)))
     });

@@ -128,30 +128,50 @@ impl Projection for Soaks {
             return Update::Keep;
         };
         let mut next = current.clone();
-        next.last_seq = envelope.seq;
+        if Self::advance(&mut next, envelope) {
+            Update::Put(next)
+        } else {
+            Update::Keep
+        }
+    }
+}
+
+impl Soaks {
+    /// What [`Soaks::apply`] does to a started soak's row for any event but a start, in place:
+    /// whether the event changed it (belongs to the soak). A caller folding many events (an
+    /// export) need not copy the row for each.
+    pub(crate) fn advance(summary: &mut SoakSummary, envelope: &Envelope) -> bool {
         let finished = match &envelope.event {
             Event::SoakFinishedV1(end) => Some(&end.outcome),
             Event::SoakFinished(end) => Some(&end.outcome),
             _ => None,
         };
         if let Some(outcome) = finished {
-            next.state = SoakState::Finished(outcome.status);
-            next.failure_kind = outcome.failure_kind;
-            next.reason = Some(outcome.reason.clone());
-            next.ended_at_us = Some(envelope.recorded_at_us);
-            return Update::Put(next);
-        }
-        match &envelope.event {
-            Event::SoakSampledV1(_) | Event::SoakSampled(_) => next.samples += 1,
-            Event::SoakAbandoned { reason, .. } => {
-                next.state = SoakState::Finished(OutcomeStatus::Abandoned);
-                next.reason = Some(reason.clone());
-                next.ended_at_us = Some(envelope.recorded_at_us);
+            summary.state = SoakState::Finished(outcome.status);
+            summary.failure_kind = outcome.failure_kind;
+            summary.reason = Some(outcome.reason.clone());
+            summary.ended_at_us = Some(envelope.recorded_at_us);
+        } else {
+            match &envelope.event {
+                Event::SoakSampledV1(_) | Event::SoakSampled(_) => summary.samples += 1,
+                Event::SoakAbandoned { reason, .. } => {
+                    summary.state = SoakState::Finished(OutcomeStatus::Abandoned);
+                    summary.reason = Some(reason.clone());
+                    summary.ended_at_us = Some(envelope.recorded_at_us);
+                }
+                Event::ArtifactWritten { digest, .. } => {
+                    summary.artifact_digest = Some(digest.clone());
+                }
+                _ => return false,
             }
-            Event::ArtifactWritten { digest, .. } => next.artifact_digest = Some(digest.clone()),
-            _ => return Update::Keep,
         }
-        Update::Put(next)
+        summary.last_seq = envelope.seq;
+        true
+    }
+
+    /// Whether `event` starts a soak (in either schema's form).
+    pub(crate) fn starts(event: &Event) -> bool {
+        matches!(event, Event::SoakStartedV1(_) | Event::SoakStarted(_))
     }
 }
 

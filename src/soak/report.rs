@@ -69,7 +69,7 @@ impl Charts {
                     .flatten()
                     .map(|g| {
                         (
-                            g.uuid.as_str(),
+                            g.uuid,
                             g.utilization_percent.map(f64::from),
                             g.memory_used_mib.map(|m| m as f64),
                             g.tree_memory_mib.map(|m| m as f64),

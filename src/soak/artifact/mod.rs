@@ -123,10 +123,18 @@ pub(crate) fn walk<E: From<LogError>>(
             {
                 return Ok(false);
             }
-            let Update::Put(next) = Soaks::apply(summary.as_ref(), &record.envelope) else {
-                return Ok(true);
-            };
-            summary = Some(next);
+            match &mut summary {
+                // A sample (most events) changes the row in place: no copy an event.
+                Some(current) if !Soaks::starts(&record.envelope.event) => {
+                    if !Soaks::advance(current, &record.envelope) {
+                        return Ok(true);
+                    }
+                }
+                _ => match Soaks::apply(summary.as_ref(), &record.envelope) {
+                    Update::Put(next) => summary = Some(next),
+                    _ => return Ok(true),
+                },
+            }
             last_hash = Some(record.hash);
             visit(record.envelope.event)?;
             Ok(true)

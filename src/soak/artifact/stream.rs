@@ -4,9 +4,8 @@
 //! once into blake3 for the digest, once into the output with the digest in its place.
 //!
 //! The bytes are those of `serde_json::to_vec_pretty` over the whole object plus a newline (what
-//! [`super::render`] gives): keys in sorted order, two-space indentation. A value nested at
-//! depth `d` is serde_json's pretty rendering of it with each line break followed by `2d` more
-//! spaces — line breaks inside strings are escaped, so every line break is the formatter's.
+//! [`super::render`] gives): keys in sorted order, two-space indentation; each value is printed
+//! by serde_json's pretty printer's rules started at its depth (`Nested`).
 
 use std::io::{self, BufReader, BufWriter, Seek, Write};
 
@@ -64,7 +63,7 @@ pub type Head = Map<String, Value>;
 #[derive(Debug, Clone, Copy)]
 pub enum Row<'a> {
     V1(&'a Value),
-    V2(&'a v2::SampleRow),
+    V2(&'a v2::SampleRow<'a>),
 }
 
 /// What [`gather`] tells of the rows as it goes.
@@ -213,41 +212,104 @@ fn compose(
         match (key, head.get(key)) {
             ("digest", _) => serde_json::to_writer(&mut *out, &digest)?,
             ("samples", _) => samples.copy_to(out)?,
-            (_, Some(value)) => pretty(value, b"\n  ", out)?,
+            (_, Some(value)) => pretty(value, 1, out)?,
             (_, None) => unreachable!("every key comes from the head"),
         }
     }
     out.write_all(b"\n}\n")
 }
 
-/// `value` pretty-printed as if nested, each line break followed by `indent`.
-fn pretty(value: &impl Serialize, indent: &[u8], out: &mut impl Write) -> io::Result<()> {
-    let mut nested = Nested { out, indent };
-    serde_json::to_writer_pretty(&mut nested, value)?;
+/// `value` pretty-printed at `depth` (two spaces a level), as serde_json's pretty printer prints
+/// it nested that deep.
+fn pretty(value: &impl Serialize, depth: usize, out: &mut impl Write) -> io::Result<()> {
+    let mut serializer = serde_json::Serializer::with_formatter(out, Nested::at(depth));
+    value.serialize(&mut serializer)?;
     Ok(())
 }
 
-/// A writer that indents every line after the first.
-struct Nested<'a, W> {
-    out: &'a mut W,
-    indent: &'a [u8],
+/// serde_json's `PrettyFormatter` (two-space indentation), starting `depth` levels deep.
+struct Nested {
+    depth: usize,
+    has_value: bool,
 }
 
-impl<W: Write> Write for Nested<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let mut lines = buf.split(|b| *b == b'\n');
-        if let Some(first) = lines.next() {
-            self.out.write_all(first)?;
+impl Nested {
+    fn at(depth: usize) -> Self {
+        Self {
+            depth,
+            has_value: false,
         }
-        for line in lines {
-            self.out.write_all(self.indent)?;
-            self.out.write_all(line)?;
-        }
-        Ok(buf.len())
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
+    fn indent<W: ?Sized + Write>(&self, out: &mut W) -> io::Result<()> {
+        const SPACES: &[u8] = &[b' '; 64];
+        let mut left = self.depth * 2;
+        while left > 0 {
+            let now = left.min(SPACES.len());
+            out.write_all(&SPACES[..now])?;
+            left -= now;
+        }
+        Ok(())
+    }
+
+    fn open<W: ?Sized + Write>(&mut self, out: &mut W, bracket: &[u8]) -> io::Result<()> {
+        self.depth += 1;
+        self.has_value = false;
+        out.write_all(bracket)
+    }
+
+    fn close<W: ?Sized + Write>(&mut self, out: &mut W, bracket: &[u8]) -> io::Result<()> {
+        self.depth -= 1;
+        if self.has_value {
+            out.write_all(b"\n")?;
+            self.indent(out)?;
+        }
+        out.write_all(bracket)
+    }
+
+    fn next<W: ?Sized + Write>(&mut self, out: &mut W, first: bool) -> io::Result<()> {
+        out.write_all(if first { b"\n" } else { b",\n" })?;
+        self.indent(out)
+    }
+}
+
+impl serde_json::ser::Formatter for Nested {
+    fn begin_array<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
+        self.open(out, b"[")
+    }
+
+    fn end_array<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
+        self.close(out, b"]")
+    }
+
+    fn begin_array_value<W: ?Sized + Write>(&mut self, out: &mut W, first: bool) -> io::Result<()> {
+        self.next(out, first)
+    }
+
+    fn end_array_value<W: ?Sized + Write>(&mut self, _out: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+
+    fn begin_object<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
+        self.open(out, b"{")
+    }
+
+    fn end_object<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
+        self.close(out, b"}")
+    }
+
+    fn begin_object_key<W: ?Sized + Write>(&mut self, out: &mut W, first: bool) -> io::Result<()> {
+        self.next(out, first)
+    }
+
+    fn begin_object_value<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
+        out.write_all(b": ")
+    }
+
+    fn end_object_value<W: ?Sized + Write>(&mut self, _out: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
     }
 }
 
@@ -272,7 +334,7 @@ impl Spool {
         } else {
             b",\n    "
         })?;
-        pretty(row, b"\n    ", &mut self.file)?;
+        pretty(row, 2, &mut self.file)?;
         self.rows += 1;
         Ok(())
     }

@@ -65,25 +65,25 @@ impl CpuClock {
 
 /// One GPU of a sample row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GpuRow {
+pub struct GpuRow<'a> {
     pub index: u32,
     pub memory_total_mib: Option<u64>,
     pub memory_used_mib: Option<u64>,
     pub tree_memory_mib: Option<u64>,
     pub utilization_percent: Option<u32>,
-    pub uuid: String,
+    pub uuid: &'a str,
 }
 
 /// One row of `samples`: the tree's totals at one instant. Fields in the canonical (sorted) key
 /// order, so that serialising the row gives the bytes serialising it as a JSON object would.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SampleRow {
+pub struct SampleRow<'a> {
     pub after_exit: bool,
     pub cpu_percent: Option<f64>,
     pub cpu_seconds: f64,
     pub elapsed_seconds: f64,
-    pub errors: Vec<String>,
-    pub gpus: Option<Vec<GpuRow>>,
+    pub errors: &'a [String],
+    pub gpus: Option<Vec<GpuRow<'a>>>,
     pub host_gpu_memory_used_mib: Option<u64>,
     pub index: u64,
     pub open_fds: u64,
@@ -141,7 +141,7 @@ impl Rows {
         }
     }
 
-    pub(super) fn row(&mut self, sample: &Sample) -> SampleRow {
+    pub(super) fn row<'s>(&mut self, sample: &'s Sample) -> SampleRow<'s> {
         let sum = |f: fn(&crate::event::soak::ProcessSample) -> u64| -> u64 {
             sample.processes.iter().map(f).sum()
         };
@@ -163,7 +163,7 @@ impl Rows {
                 gpus.iter()
                     .map(|g| GpuRow {
                         index: g.index,
-                        uuid: g.uuid.clone(),
+                        uuid: &g.uuid,
                         utilization_percent: g.utilization_percent,
                         memory_used_mib: g.memory_used_mib,
                         memory_total_mib: g.memory_total_mib,
@@ -177,7 +177,7 @@ impl Rows {
             progress_files: sample.progress.files,
             progress_bytes: sample.progress.bytes,
             sampler_cost_us: sample.sampler_cost_us,
-            errors: sample.errors.clone(),
+            errors: &sample.errors,
         };
         self.samples += 1;
         self.peak_processes = self.peak_processes.max(row.processes);
