@@ -2102,6 +2102,17 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
         .success();
     let table = String::from_utf8_lossy(&table.get_output().stdout).into_owned();
     assert!(table.starts_with("ID") && table.contains("HOST") && table.contains("other-node"));
+    // A third host's log, of an older schema: read where it lies, never migrated (or repaired)
+    // from here — one writer host a file.
+    let old = soak
+        .root
+        .root()
+        .join("old-node")
+        .join(nix::unistd::getuid().as_raw().to_string());
+    std::fs::create_dir_all(&old).unwrap();
+    let frozen =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/fixtures/v2/events.redb");
+    std::fs::copy(&frozen, old.join("events.redb")).unwrap();
     // The history of every host, merged in time order: the other node's start came first.
     let merged = soak
         .unilab()
@@ -2113,13 +2124,21 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(events[0]["host"], "other-node");
+    // The frozen log's events are the oldest; of this job's, the other node's start came first.
+    let first_of_job = events.iter().find(|e| e["host"] != "fixture-host").unwrap();
+    assert_eq!(first_of_job["host"], "other-node");
     assert!(events.iter().any(|e| e["host"] == here.as_str()));
     let times: Vec<f64> = events
         .iter()
         .map(|e| e["recorded_at"].as_f64().unwrap())
         .collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(events.iter().any(|e| e["host"] == "fixture-host"));
+    assert_eq!(
+        std::fs::read(old.join("events.redb")).unwrap(),
+        std::fs::read(&frozen).unwrap(),
+        "another host's log is only read"
+    );
     let none = soak
         .unilab()
         .args(["--json", "soak", "list", "--job", "78"])

@@ -128,7 +128,7 @@ fn all_hosts(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result
     };
     let mut records = Vec::new();
     for (host, log) in logs {
-        let Some(reader) = LogReader::open(&log)? else {
+        let Some(reader) = super::soak::open_host_log(paths, &host, &log)? else {
             continue;
         };
         let snapshot = reader.snapshot()?;

@@ -272,7 +272,7 @@ fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Result<Exit, Err
     })?;
     let mut soaks = Vec::new();
     for (host, log) in logs {
-        let Some(reader) = crate::log::LogReader::open(&log)? else {
+        let Some(reader) = open_host_log(paths, &host, &log)? else {
             continue;
         };
         let snapshot = reader.snapshot()?;
@@ -334,6 +334,19 @@ fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Result<Exit, Err
         out.line(&line)?;
     }
     Ok(Exit::Success)
+}
+
+/// A host's log under the root: this host's as usual, another host's strictly read-only.
+pub(crate) fn open_host_log(
+    paths: &StatePaths,
+    host: &str,
+    log: &Path,
+) -> Result<Option<crate::log::LogReader>, Error> {
+    Ok(if host == paths.host {
+        crate::log::LogReader::open(log)?
+    } else {
+        crate::log::LogReader::open_other_hosts(log)?
+    })
 }
 
 /// How long a soak ran, or has been running (`42s+`).

@@ -340,6 +340,14 @@ fn write_meta(
     Ok(())
 }
 
+/// Whether opening a log for reading may write to it: repair what a crashed writer left, or
+/// migrate an older schema (the log of this host), or never (another host's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writes {
+    Allowed,
+    Never,
+}
+
 /// A log opened read-only. It never blocks a writer and sees each writer's commits in new
 /// snapshots.
 pub struct LogReader {
@@ -354,6 +362,17 @@ impl LogReader {
     /// Opens the log at `path`; `Ok(None)` when there is none. A log left unclean by a writer
     /// that crashed is repaired first by a writable open, as redb's read-only open refuses it.
     pub fn open(path: &Path) -> Result<Option<Self>, LogError> {
+        Self::open_as(path, Writes::Allowed)
+    }
+
+    /// Opens another host's log (under a state root shared between hosts) strictly read-only:
+    /// nothing is repaired or migrated from here — one writer host a file. A log its own host
+    /// left unclean cannot be read until that host opens it.
+    pub fn open_other_hosts(path: &Path) -> Result<Option<Self>, LogError> {
+        Self::open_as(path, Writes::Never)
+    }
+
+    fn open_as(path: &Path, writes: Writes) -> Result<Option<Self>, LogError> {
         match std::fs::metadata(path) {
             Ok(meta) if meta.len() == 0 => return Err(empty_log(path)),
             Ok(_) => trusted(path, nix::unistd::geteuid().as_raw())?,
@@ -372,6 +391,7 @@ impl LogReader {
                 match open_patiently(path, || builder().open_read_only(path)) {
                     Err(LogError::Unreadable { source, .. })
                         if matches!(*source, redb::Error::RepairAborted)
+                            && writes == Writes::Allowed
                             && started.elapsed() < OPEN_PATIENCE =>
                     {
                         drop(open_patiently(path, || builder().open(path))?);
@@ -379,13 +399,17 @@ impl LogReader {
                         pause = (pause * 2).min(Duration::from_millis(50));
                     }
                     Err(e) => return Err(e),
-                    Ok(db) => return Self::checked(db, path),
+                    Ok(db) => return Self::checked(db, path, writes),
                 }
             }
         })
     }
 
-    fn checked(db: ReadOnlyDatabase, path: &Path) -> Result<Option<Self>, LogError> {
+    fn checked(
+        db: ReadOnlyDatabase,
+        path: &Path,
+        writes: Writes,
+    ) -> Result<Option<Self>, LogError> {
         let txn = db.begin_read().map_err(unreadable(path))?;
         let mut first = None;
         let db = match read_meta(path, &txn)? {
@@ -396,7 +420,7 @@ impl LogReader {
                     supported: SCHEMA_VERSION,
                 });
             }
-            Some((version, scope)) if version < SCHEMA_VERSION => {
+            Some((version, scope)) if version < SCHEMA_VERSION && writes == Writes::Allowed => {
                 // A read-only handle cannot migrate: do it through a writable open of the log's
                 // own scope (the views' tables come with the next append), then read the migrated log.
                 drop(txn);
