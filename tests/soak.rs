@@ -2162,19 +2162,23 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
 #[test]
 fn the_gpu_stream_recovers_from_an_exit_and_a_hang_and_leaves_nothing_behind() {
     for (mode, says) in [
-        ("exit-after:4", "stream ended"),
-        ("hang-after:4", "did not answer within"),
+        // A second of readings before each failure, so that a loaded machine still sees the
+        // GPUs come back between two failures.
+        ("exit-after:10", "stream ended"),
+        ("hang-after:10", "did not answer within"),
     ] {
         let soak = Soak::new();
         let pids = soak.root.root().join("smi-pids");
         let mut cmd = soak.unilab();
+        // A second for each start to answer: the fake is a Python program, slow to start on a
+        // loaded machine.
         cmd.env("FAKE_NVIDIA_SMI_STREAM", mode)
             .env("FAKE_NVIDIA_SMI_PIDS", &pids)
-            .env("UNILAB_TOOL_TIMEOUT", "0.3");
+            .env("UNILAB_TOOL_TIMEOUT", "1");
         let (output, artifact) = soak.run_with(
             cmd,
             &["--sample-interval", "0.1"],
-            &["--steps", "40", "--step-seconds", "0.1"],
+            &["--steps", "90", "--step-seconds", "0.1"],
         );
         assert_eq!(output.status.code(), Some(0), "{mode}: {output:?}");
         let samples = artifact["samples"].as_array().unwrap();
