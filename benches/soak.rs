@@ -261,7 +261,7 @@ fn export(c: &mut Criterion) {
             let snapshot = reader.snapshot().expect("snapshot");
             let mut n = 0u64;
             snapshot
-                .scan_subject(&Subject::Soak("bench".into()), |_| {
+                .scan_subject(&Subject::Soak("bench".into()), 1, |_| {
                     n += 1;
                     Ok::<bool, unilab::log::LogError>(true)
                 })

@@ -16,7 +16,7 @@ pub(crate) struct Output {
     /// Colours for standard output (never under `--json`).
     pub paint: Palette,
     /// Colours for standard error.
-    paint_stderr: Palette,
+    pub paint_stderr: Palette,
     stdout: BufWriter<Stdout>,
 }
 

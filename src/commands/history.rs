@@ -88,10 +88,8 @@ fn print_from(
         }
     };
     match subject {
-        Some(subject) => snapshot.scan_subject(subject, |record| {
-            if record.envelope.seq >= from {
-                print(record, out)?;
-            }
+        Some(subject) => snapshot.scan_subject(subject, from, |record| {
+            print(record, out)?;
             Ok::<bool, Error>(true)
         })?,
         None => {
@@ -115,32 +113,21 @@ fn print_from(
 /// the time each event was recorded; each line starts with its host (`--json` objects carry
 /// `host` already). A soak is named by its full id here: prefixes are a host's own.
 fn all_hosts(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result<Exit, Error> {
-    let logs = paths
-        .every_host_log()
-        .map_err(|source| crate::soak::error::SoakError::Io {
-            path: paths.root.clone(),
-            source,
-        })?;
     let subject = match (&args.soak, &args.daemon) {
         (Some(id), _) => Some(Subject::Soak(id.clone())),
         (_, Some(name)) => Some(Subject::Daemon(name.clone())),
         _ => None,
     };
     let mut records = Vec::new();
-    for (host, log) in logs {
-        let Some(reader) = super::soak::open_host_log(paths, &host, &log)? else {
-            continue;
-        };
+    for (host, reader) in super::every_host_log(paths)? {
         let snapshot = reader.snapshot()?;
         let keep = |record: Record| {
-            if record.envelope.seq >= args.since {
-                records.push((record.envelope.recorded_at_us, host.clone(), record));
-            }
+            records.push((record.envelope.recorded_at_us, host.clone(), record));
             Ok::<bool, crate::log::LogError>(true)
         };
         match &subject {
-            Some(subject) => snapshot.scan_subject(subject, keep)?,
-            None => snapshot.scan(1, keep)?,
+            Some(subject) => snapshot.scan_subject(subject, args.since, keep)?,
+            None => snapshot.scan(args.since, keep)?,
         }
     }
     records.sort_by(|a, b| (a.0, &a.1, a.2.envelope.seq).cmp(&(b.0, &b.1, b.2.envelope.seq)));

@@ -28,6 +28,30 @@ pub(crate) fn checked_show(
     }
 }
 
+/// This user's log on every host under the state root, by host name, each opened for reading:
+/// this host's as usual, another host's strictly read-only (never repaired or migrated from
+/// here: one writer host a file).
+pub(crate) fn every_host_log(
+    paths: &StatePaths,
+) -> Result<Vec<(String, crate::log::LogReader)>, Error> {
+    let logs = paths
+        .every_host_log()
+        .map_err(|source| crate::soak::error::SoakError::Io {
+            path: paths.root.clone(),
+            source,
+        })?;
+    let mut readers = Vec::new();
+    for (host, log) in logs {
+        let reader = if host == paths.host {
+            crate::log::LogReader::open(&log)?
+        } else {
+            crate::log::LogReader::open_other_hosts(&log)?
+        };
+        readers.extend(reader.map(|reader| (host, reader)));
+    }
+    Ok(readers)
+}
+
 /// The completion script of `shell`, from the command-line definitions themselves.
 fn completions(shell: clap_complete::Shell, out: &mut Output) -> Result<Exit, Error> {
     let mut script = Vec::new();
@@ -58,7 +82,7 @@ pub fn run(cli: Cli) -> Result<Exit, Error> {
     } else {
         cli.global.verbose
     };
-    crate::trace::init(verbosity, crate::style::Palette::stderr(cli.global.color));
+    crate::trace::init(verbosity, out.paint_stderr);
     crate::tool::check_timeout_variable().map_err(|source| Error::Variable {
         name: crate::env::EnvVars::UNILAB_TOOL_TIMEOUT,
         source,

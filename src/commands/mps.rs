@@ -232,14 +232,7 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
     let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL)?;
     settle(mps, &log, out)?;
     // From the check that nothing serves the name or the GPU to the record of what started.
-    let held = lock::acquire(
-        mps,
-        &[
-            lock::name_key(&plan.name),
-            lock::gpu_key(&plan.gpu, &plan.name),
-        ],
-        lock::PATIENCE,
-    )?;
+    let held = lock::daemon(mps, &plan.name, [plan.gpu.as_str()])?;
     if args.foreground {
         let stop = Arc::new(AtomicBool::new(false));
         for signal in [

@@ -266,15 +266,8 @@ struct RankSoak {
 /// supervisors live can be told only there).
 fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Result<Exit, Error> {
     settled(paths)?;
-    let logs = paths.every_host_log().map_err(|source| SoakError::Io {
-        path: paths.root.clone(),
-        source,
-    })?;
     let mut soaks = Vec::new();
-    for (host, log) in logs {
-        let Some(reader) = open_host_log(paths, &host, &log)? else {
-            continue;
-        };
+    for (host, reader) in super::every_host_log(paths)? {
         let snapshot = reader.snapshot()?;
         for summary in Soaks::rows(&snapshot)? {
             let metadata = match snapshot.get(summary.first_seq)?.map(|r| r.envelope.event) {
@@ -314,47 +307,38 @@ fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Result<Exit, Err
     let rows: Vec<Vec<String>> = soaks
         .iter()
         .map(|s| {
-            let soak = &s.summary;
-            vec![
-                soak.soak_id.clone(),
-                s.host.clone(),
-                s.rank.clone().unwrap_or_else(|| "-".into()),
-                paint.status(&status_text(soak)),
-                human_time(soak.started_at_us).chars().take(19).collect(),
-                soak_duration(soak),
-                soak.samples.to_string(),
-                output::shell_command(&soak.command),
-            ]
+            let mut cells = soak_cells(&s.summary, paint);
+            // After the id, where it ran.
+            let rank = s.rank.clone().unwrap_or_else(|| "-".into());
+            cells.splice(1..1, [s.host.clone(), rank]);
+            cells
         })
         .collect();
-    let header = [
-        "ID", "HOST", "RANK", "STATUS", "STARTED", "DURATION", "SAMPLES", "COMMAND",
-    ];
+    let mut header = SOAK_COLUMNS.to_vec();
+    header.splice(1..1, ["HOST", "RANK"]);
     for line in output::table(&header, &rows) {
         out.line(&line)?;
     }
     Ok(Exit::Success)
 }
 
-/// A host's log under the root: this host's as usual, another host's strictly read-only.
-pub(crate) fn open_host_log(
-    paths: &StatePaths,
-    host: &str,
-    log: &Path,
-) -> Result<Option<crate::log::LogReader>, Error> {
-    Ok(if host == paths.host {
-        crate::log::LogReader::open(log)?
-    } else {
-        crate::log::LogReader::open_other_hosts(log)?
-    })
-}
+/// The columns of `soak list`, and the cells of one soak under them.
+const SOAK_COLUMNS: [&str; 6] = ["ID", "STATUS", "STARTED", "DURATION", "SAMPLES", "COMMAND"];
 
-/// How long a soak ran, or has been running (`42s+`).
-fn soak_duration(soak: &SoakSummary) -> String {
-    match soak.ended_at_us {
+fn soak_cells(soak: &SoakSummary, paint: crate::style::Palette) -> Vec<String> {
+    // How long it ran, or has been running (`42s+`).
+    let duration = match soak.ended_at_us {
         Some(end) => output::duration((end - soak.started_at_us) as f64 / 1e6),
         None => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
-    }
+    };
+    vec![
+        soak.soak_id.clone(),
+        paint.status(&status_text(soak)),
+        human_time(soak.started_at_us).chars().take(19).collect(),
+        duration,
+        soak.samples.to_string(),
+        output::shell_command(&soak.command),
+    ]
 }
 
 fn list_soaks(soaks: &[SoakSummary], out: &mut Output) -> Result<Exit, Error> {
@@ -369,22 +353,8 @@ fn list_soaks(soaks: &[SoakSummary], out: &mut Output) -> Result<Exit, Error> {
         return Ok(Exit::Success);
     }
     let paint = out.paint;
-    let rows: Vec<Vec<String>> = soaks
-        .iter()
-        .map(|soak| {
-            let duration = soak_duration(soak);
-            vec![
-                soak.soak_id.clone(),
-                paint.status(&status_text(soak)),
-                human_time(soak.started_at_us).chars().take(19).collect(),
-                duration,
-                soak.samples.to_string(),
-                output::shell_command(&soak.command),
-            ]
-        })
-        .collect();
-    let header = ["ID", "STATUS", "STARTED", "DURATION", "SAMPLES", "COMMAND"];
-    for line in output::table(&header, &rows) {
+    let rows: Vec<Vec<String>> = soaks.iter().map(|soak| soak_cells(soak, paint)).collect();
+    for line in output::table(&SOAK_COLUMNS, &rows) {
         out.line(&line)?;
     }
     Ok(Exit::Success)
@@ -717,7 +687,7 @@ fn timeline(snapshot: &Snapshot, soak_id: &str) -> Result<Vec<String>, Error> {
             }
         }
     };
-    snapshot.scan_subject(&Subject::Soak(soak_id.to_owned()), |record| {
+    snapshot.scan_subject(&Subject::Soak(soak_id.to_owned()), 1, |record| {
         let line = super::history::record_line(&record);
         if record.envelope.event.kind() == "soak_sampled" {
             match &mut run {

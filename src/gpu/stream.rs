@@ -75,6 +75,12 @@ impl State {
         });
     }
 
+    /// Processes not listed within `recent` are on no GPU: forgotten, so that a week of
+    /// processes coming and going does not pile up.
+    fn forget_apps_older_than(&mut self, recent: Duration) {
+        self.apps.retain(|_, (_, seen)| seen.elapsed() <= recent);
+    }
+
     fn app_line(&mut self, line: &str) {
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
         let [pid, memory, uuid] = fields.as_slice() else {
@@ -128,7 +134,7 @@ impl GpuStream {
     /// known — before the first reading (no error: it is on its way), after a fault, or when
     /// none completed for too long (with the error saying so).
     pub fn reading(&self, pids: &[u32]) -> (Option<Vec<GpuSample>>, Option<String>) {
-        let Ok(state) = self.state.lock() else {
+        let Ok(mut state) = self.state.lock() else {
             return (None, Some("the GPU stream's state is lost".into()));
         };
         let since = state.gpus.as_ref().map_or(self.started, |(at, _)| *at);
@@ -142,6 +148,7 @@ impl GpuStream {
             return (None, Some(error));
         }
         let recent = self.interval * 2;
+        state.forget_apps_older_than(recent);
         let gpus = state.gpus.as_ref().map(|(_, gpus)| {
             gpus.iter()
                 .map(|gpu| {
@@ -149,9 +156,7 @@ impl GpuStream {
                     gpu.processes = state
                         .apps
                         .iter()
-                        .filter(|((pid, uuid), (_, seen))| {
-                            *uuid == gpu.uuid && pids.contains(pid) && seen.elapsed() <= recent
-                        })
+                        .filter(|((pid, uuid), _)| *uuid == gpu.uuid && pids.contains(pid))
                         .map(|((pid, _), (memory, _))| GpuProcessSample {
                             pid: *pid,
                             used_memory_mib: *memory,
@@ -395,5 +400,10 @@ mod tests {
         state.app_line("4242, 512, GPU-a");
         state.app_line("not, a, pid");
         assert_eq!(state.apps.len(), 1);
+        state.forget_apps_older_than(Duration::from_secs(60));
+        assert_eq!(state.apps.len(), 1, "listed just now");
+        std::thread::sleep(Duration::from_millis(20));
+        state.forget_apps_older_than(Duration::from_millis(10));
+        assert!(state.apps.is_empty(), "not listed lately");
     }
 }

@@ -104,13 +104,14 @@ impl Snapshot {
         })
     }
 
-    /// Calls `visit` with every record of `subject`, in order, each checked against its own
-    /// hash, until it returns `false`: one pass along the subject index and, in step with it,
-    /// one range scan of the records (no lookup a record). `visit`'s error stops the scan and is
-    /// returned.
+    /// Calls `visit` with every record of `subject` from sequence `from` on, in order, each
+    /// checked against its own hash, until it returns `false`: one pass along the subject index
+    /// and, in step with it, one range scan of the records (no lookup a record). `visit`'s error
+    /// stops the scan and is returned.
     pub fn scan_subject<E: From<LogError>>(
         &self,
         subject: &Subject,
+        from: u64,
         mut visit: impl FnMut(Record) -> Result<bool, E>,
     ) -> Result<(), E> {
         let path = self.path.as_path();
@@ -124,7 +125,7 @@ impl Snapshot {
                 return Ok(());
             };
             let mut seqs = index
-                .range((key.as_str(), 0)..=(key.as_str(), u64::MAX))
+                .range((key.as_str(), from)..=(key.as_str(), u64::MAX))
                 .map_err(unreadable(path))?
                 .map(|entry| entry.map(|(k, _)| k.value().1).map_err(unreadable(path)));
             let Some(first) = seqs.next().transpose()? else {
@@ -159,23 +160,6 @@ impl Snapshot {
             Ok(())
         })?;
         failed.map_or(Ok(()), Err)
-    }
-
-    /// The sequences of `subject`, from `from` on, by the subject index.
-    pub fn subject_seqs(&self, subject: &Subject, from: u64) -> Result<Vec<u64>, LogError> {
-        let path = self.path.as_path();
-        let key = subject.key();
-        guarded(path, || {
-            let Some(index) = open_read_table(path, &self.txn, tables::SUBJECT_INDEX)? else {
-                return Ok(Vec::new());
-            };
-            let range = index
-                .range((key.as_str(), from)..=(key.as_str(), u64::MAX))
-                .map_err(unreadable(path))?;
-            range
-                .map(|entry| entry.map(|(k, _)| k.value().1).map_err(unreadable(path)))
-                .collect()
-        })
     }
 
     /// Every row of a view's table, decoded, by key.

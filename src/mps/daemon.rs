@@ -65,11 +65,7 @@ pub(crate) fn default_name(uuid: &str, job: Option<&str>) -> String {
         .filter(char::is_ascii_hexdigit)
         .take(8)
         .collect();
-    let name = format!("gpu-{}", hex.to_ascii_lowercase());
-    match job {
-        Some(job) => format!("{JOB_PREFIX}{job}-{name}"),
-        None => name,
-    }
+    scoped_name(&format!("gpu-{}", hex.to_ascii_lowercase()), job)
 }
 
 /// What a job-scoped daemon name starts with: `job<ID>-`.
@@ -78,7 +74,12 @@ const JOB_PREFIX: &str = "job";
 /// The Slurm job a daemon belongs to, by its name (`job<ID>-...`); `None` for the user's own.
 pub(crate) fn job_of(name: &str) -> Option<&str> {
     let (job, _) = name.strip_prefix(JOB_PREFIX)?.split_once('-')?;
-    (!job.is_empty() && job.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(job)
+    is_job_id(job).then_some(job)
+}
+
+/// What a Slurm job id is made of here: letters, digits and `_`, at least one.
+fn is_job_id(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// A name as given, in a job's scope: `job<ID>-` first under a job (unless it has it already).
@@ -91,10 +92,7 @@ pub(crate) fn scoped_name(name: &str, job: Option<&str>) -> String {
 
 /// A Slurm job id that can scope daemon names and lock files.
 pub(crate) fn validate_job(job: &str) -> Result<(), MpsError> {
-    if !job.is_empty()
-        && job.len() <= 32
-        && job.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
+    if job.len() <= 32 && is_job_id(job) {
         Ok(())
     } else {
         Err(MpsError::BadJob(job.to_owned()))
@@ -412,11 +410,7 @@ pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>
         if intent.starter.pid == me || starter == Liveness::Live {
             continue;
         }
-        let _held = lock::acquire(
-            mps,
-            &[lock::name_key(&name), lock::gpu_key(&intent.gpu, &name)],
-            lock::PATIENCE,
-        )?;
+        let _held = lock::daemon(mps, &name, [intent.gpu.as_str()])?;
         // Another command may have settled it meanwhile.
         let open = Intents::rows(&log.snapshot()?)?
             .into_iter()
@@ -796,20 +790,17 @@ pub(crate) fn stop(
     record: &DaemonRecord,
     grace: Duration,
 ) -> Result<StopOutcome, MpsError> {
-    let _held = lock::acquire(mps, &locks_of(record), lock::PATIENCE)?;
+    let _held = lock_recorded(mps, record)?;
     stop_held(mps, log, record, grace)
 }
 
-/// The locks of a recorded daemon: its name's and its GPUs'.
-pub(crate) fn locks_of(record: &DaemonRecord) -> Vec<String> {
-    let mut keys = vec![lock::name_key(&record.name)];
-    keys.extend(
-        record
-            .gpu_uuids
-            .iter()
-            .map(|uuid| lock::gpu_key(uuid, &record.name)),
-    );
-    keys
+/// Takes the locks of a recorded daemon: its name's and its GPUs'.
+pub(crate) fn lock_recorded(mps: &Mps, record: &DaemonRecord) -> Result<lock::Held, MpsError> {
+    lock::daemon(
+        mps,
+        &record.name,
+        record.gpu_uuids.iter().map(String::as_str),
+    )
 }
 
 /// [`stop`], for a caller that holds the daemon's locks.

@@ -19,7 +19,7 @@ use super::error::MpsError;
 
 /// How long a command waits for another that holds a lock it needs (a start waits at most for
 /// its tool timeout and a stop for its grace periods; this leaves room for both).
-pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
+const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Held locks; dropping them releases them.
 #[derive(Debug)]
@@ -27,23 +27,26 @@ pub(crate) struct Held {
     _locks: Vec<Flock<File>>,
 }
 
-/// The lock of a daemon name.
-pub(crate) fn name_key(name: &str) -> String {
-    format!("name-{name}")
-}
-
-/// The lock of a GPU, by UUID, in the scope of the daemon `name` (a Slurm job's daemons are
-/// apart from the user's others: see [`super::daemon::job_of`]).
-pub(crate) fn gpu_key(uuid: &str, name: &str) -> String {
-    match super::daemon::job_of(name) {
+/// Takes the locks of the daemon `name` serving `gpus`: its name's, and each GPU's in the
+/// daemon's scope (a Slurm job's daemons are apart from the user's others: see
+/// [`super::daemon::job_of`]).
+pub(crate) fn daemon<'g>(
+    mps: &Mps,
+    name: &str,
+    gpus: impl IntoIterator<Item = &'g str>,
+) -> Result<Held, MpsError> {
+    let job = super::daemon::job_of(name);
+    let mut keys = vec![format!("name-{name}")];
+    keys.extend(gpus.into_iter().map(|uuid| match job {
         Some(job) => format!("gpu-{uuid}-job{job}"),
         None => format!("gpu-{uuid}"),
-    }
+    }));
+    acquire(mps, &keys)
 }
 
 /// Takes the locks named by `keys` (names and UUIDs as validated elsewhere, so they are safe
-/// file names), in one order whoever asks, waiting up to `patience` for each.
-pub(crate) fn acquire(mps: &Mps, keys: &[String], patience: Duration) -> Result<Held, MpsError> {
+/// file names), in one order whoever asks, waiting up to [`PATIENCE`] for each.
+fn acquire(mps: &Mps, keys: &[String]) -> Result<Held, MpsError> {
     let dir = mps.paths.user_dir().join("mps").join("locks");
     DirBuilder::new()
         .recursive(true)
@@ -58,12 +61,12 @@ pub(crate) fn acquire(mps: &Mps, keys: &[String], patience: Duration) -> Result<
     keys.dedup();
     let mut locks = Vec::with_capacity(keys.len());
     for key in keys {
-        locks.push(lock(&dir.join(format!("{key}.lock")), patience)?);
+        locks.push(lock(&dir.join(format!("{key}.lock")))?);
     }
     Ok(Held { _locks: locks })
 }
 
-fn lock(path: &Path, patience: Duration) -> Result<Flock<File>, MpsError> {
+fn lock(path: &Path) -> Result<Flock<File>, MpsError> {
     let io = |source| MpsError::Io {
         path: path.to_owned(),
         source,
@@ -80,14 +83,14 @@ fn lock(path: &Path, patience: Duration) -> Result<Flock<File>, MpsError> {
     loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => return Ok(lock),
-            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < patience => {
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < PATIENCE => {
                 file = back;
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
                 return Err(MpsError::Busy {
                     lock: PathBuf::from(path),
-                    waited: patience,
+                    waited: PATIENCE,
                 });
             }
             Err((_, errno)) => return Err(io(std::io::Error::from(errno))),

@@ -45,14 +45,7 @@ pub(crate) fn attach(
         },
     )?;
     let holder = daemon::own_identity(mps)?;
-    let _held = lock::acquire(
-        mps,
-        &[
-            lock::name_key(&plan.name),
-            lock::gpu_key(&plan.gpu, &plan.name),
-        ],
-        lock::PATIENCE,
-    )?;
+    let _held = lock::daemon(mps, &plan.name, [plan.gpu.as_str()])?;
     let live = daemon::records(mps, &log.snapshot()?)?
         .into_iter()
         .find(|r| r.name == plan.name && daemon::stale_reason(daemon::liveness(mps, r)).is_none());
@@ -85,7 +78,7 @@ pub(crate) fn release(
     grace: Duration,
 ) -> Result<Option<StopMethod>, MpsError> {
     let record = &attached.record;
-    let _held = lock::acquire(mps, &daemon::locks_of(record), lock::PATIENCE)?;
+    let _held = daemon::lock_recorded(mps, record)?;
     log.append(
         Subject::Daemon(record.name.clone()),
         Event::LeaseReleased {

@@ -116,6 +116,7 @@ pub(crate) fn walk<E: From<LogError>>(
     let mut last_hash = None;
     snapshot.scan_subject(
         &Subject::Soak(soak_id.to_owned()),
+        1,
         |record| -> Result<bool, E> {
             if summary
                 .as_ref()
