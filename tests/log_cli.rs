@@ -495,6 +495,104 @@ fn a_subject_index_that_disagrees_with_the_events_fails_verification() {
     }
 }
 
+/// A long subject is read ahead on a second thread past its first records: what `visit` sees is
+/// still every record of the subject in order and nothing else; stopping early, an error of
+/// `visit` and a damaged record late in the subject each end the scan where they happen.
+#[test]
+fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
+    use unilab::log::{LogReader, Record};
+    const SAMPLES: u64 = 3_000;
+    let root = TestRoot::new();
+    let soak = || Subject::Soak("long".into());
+    let log = root.log();
+    // The soak's samples, every seventh followed by another subject's record.
+    let events: Vec<(Subject, Event)> = (0..SAMPLES)
+        .flat_map(|i| {
+            let other = (i % 7 == 0).then(|| (Subject::Host, live(1)));
+            std::iter::once((soak(), Event::SoakSampled(Box::new(sample(i, 3))))).chain(other)
+        })
+        .collect();
+    let subjects: Vec<Subject> = events.iter().map(|(subject, _)| subject.clone()).collect();
+    let appended = log.append_all(events).unwrap();
+    let wanted: Vec<u64> = appended
+        .iter()
+        .zip(&subjects)
+        .filter(|(_, subject)| **subject == soak())
+        .map(|(appended, _)| appended.seq)
+        .collect();
+    drop(log);
+
+    #[derive(Debug)]
+    enum Stop {
+        Log(LogError),
+        Mine(u64),
+    }
+    impl From<LogError> for Stop {
+        fn from(e: LogError) -> Self {
+            Stop::Log(e)
+        }
+    }
+    // Every record the scan gives, until `stop` says to stop (`Some(false)`) or fail (`None`).
+    let scan = |stop: &dyn Fn(usize) -> Option<bool>| {
+        let reader = LogReader::open(&root.log_path()).unwrap().unwrap();
+        let snapshot = reader.snapshot().unwrap();
+        let mut seen = Vec::new();
+        let result = snapshot.scan_subject(&soak(), 1, |record: Record| {
+            assert_eq!(record.envelope.subject, soak());
+            let Event::SoakSampled(sample) = &record.envelope.event else {
+                panic!("not a sample: {:?}", record.envelope.event);
+            };
+            assert_eq!(sample.index, seen.len() as u64, "in order");
+            seen.push(record.envelope.seq);
+            stop(seen.len()).ok_or(Stop::Mine(record.envelope.seq))
+        });
+        (seen, result)
+    };
+    // The records seen are the first `n` wanted (said briefly: the lists are long).
+    let first = |seen: &[u64], n: usize| {
+        let differ = seen.iter().zip(&wanted).position(|(a, b)| a != b);
+        assert!(
+            seen.len() == n && differ.is_none(),
+            "saw {} records, wanted the first {n}; first difference at {differ:?}",
+            seen.len()
+        );
+    };
+    let (seen, result) = scan(&|_| Some(true));
+    assert!(result.is_ok(), "{result:?}");
+    first(&seen, wanted.len());
+
+    let (seen, result) = scan(&|n| Some(n < 2_000));
+    assert!(result.is_ok(), "{result:?}");
+    first(&seen, 2_000);
+
+    let (seen, result) = scan(&|n| (n < 2_500).then_some(true));
+    first(&seen, 2_500);
+    assert!(
+        matches!(result, Err(Stop::Mine(seq)) if seq == wanted[2_499]),
+        "{result:?}"
+    );
+
+    // A byte of the 2,800th sample changed behind unilab's back.
+    let damaged = wanted[2_799];
+    raw_write(&root, |txn| {
+        use redb::ReadableTable;
+        let mut events = txn.open_table(unilab::log::tables::EVENTS).unwrap();
+        let mut stored = events.get(damaged).unwrap().unwrap().value().to_vec();
+        let last = stored.len() - 1;
+        stored[last] ^= 0x01;
+        events.insert(damaged, stored.as_slice()).unwrap();
+    });
+    let (seen, result) = scan(&|_| Some(true));
+    first(&seen, 2_799);
+    match result {
+        Err(Stop::Log(e)) => assert!(
+            e.to_string().contains(&format!("sequence {damaged}")),
+            "{e}"
+        ),
+        other => panic!("the damage is not reported: {other:?}"),
+    }
+}
+
 #[test]
 fn records_cut_from_the_end_fail_verification() {
     let root = root_with_every_kind();

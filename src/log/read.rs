@@ -2,6 +2,7 @@
 //! they are decoded, and the rows of any view's table.
 
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 
 use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
 use serde::de::DeserializeOwned;
@@ -13,6 +14,13 @@ use super::io::{damaged, guarded, open_read_table, unreadable};
 use super::open::read_meta;
 use super::tables::{self, ViewTable};
 use crate::event::{Envelope, Scope, Subject};
+
+/// How many of a subject's records [`Snapshot::scan_subject`] reads on the calling thread before
+/// it reads the rest on a second one: a daemon's whole life, a short soak.
+const AHEAD_AFTER: usize = 1024;
+
+/// How many records the reading thread hands over at once.
+const BATCH: usize = 256;
 
 /// A stored record, decoded.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,6 +116,11 @@ impl Snapshot {
     /// checked against its own hash, until it returns `false`: one pass along the subject index
     /// and, in step with it, one range scan of the records (no lookup a record). `visit`'s error
     /// stops the scan and is returned.
+    ///
+    /// A long subject (a soak's samples) is read, checked and decoded on a second thread a few
+    /// batches ahead of `visit`, so that the two halves of the work overlap: past the first
+    /// [`AHEAD_AFTER`] records, which a short subject never leaves, the rest come through a
+    /// channel of at most two batches of [`BATCH`], so memory stays flat however long the subject.
     pub fn scan_subject<E: From<LogError>>(
         &self,
         subject: &Subject,
@@ -116,24 +129,78 @@ impl Snapshot {
     ) -> Result<(), E> {
         let path = self.path.as_path();
         let key = subject.key();
+        let Some(resume) = self.subject_stored(&key, from, AHEAD_AFTER, &mut |seq, stored| {
+            visit(decode_record(path, seq, stored)?)
+        })?
+        else {
+            return Ok(());
+        };
+        std::thread::scope(|scope| {
+            let (batches, received) = mpsc::sync_channel::<Result<Batch, LogError>>(2);
+            scope.spawn(move || {
+                let mut batch = Batch::default();
+                let read = self.subject_stored(&key, resume, usize::MAX, &mut |seq, stored| {
+                    check_record(path, seq, stored)?;
+                    batch.push(seq, stored);
+                    Ok::<_, LogError>(
+                        batch.records.len() < BATCH
+                            || batches.send(Ok(std::mem::take(&mut batch))).is_ok(),
+                    )
+                });
+                // The records checked before a fault go first; a closed channel means `visit`
+                // stopped, and there is nothing more to say.
+                if batches.send(Ok(batch)).is_ok() {
+                    if let Err(e) = read {
+                        let _ = batches.send(Err(e));
+                    }
+                }
+            });
+            // Returning drops `received`, which ends the reader at its next batch.
+            for batch in received {
+                let batch = batch?;
+                for (seq, stored) in batch.records() {
+                    if !visit(decode_checked(path, seq, stored)?)? {
+                        return Ok(());
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Gives `take` the stored bytes of the records of the subject keyed `key` from sequence
+    /// `from` on, at most `limit` of them, until it returns `false` or an error. `Some(next)`
+    /// when it stopped at the limit, with records perhaps left from `next` on.
+    fn subject_stored<E: From<LogError>>(
+        &self,
+        key: &str,
+        from: u64,
+        limit: usize,
+        take: &mut impl FnMut(u64, &[u8]) -> Result<bool, E>,
+    ) -> Result<Option<u64>, E> {
+        let path = self.path.as_path();
         let mut failed = None;
-        guarded(path, || {
+        let rest = guarded(path, || {
             let (Some(index), Some(events)) = (
                 open_read_table(path, &self.txn, tables::SUBJECT_INDEX)?,
                 open_read_table(path, &self.txn, tables::EVENTS)?,
             ) else {
-                return Ok(());
+                return Ok(None);
             };
             let mut seqs = index
-                .range((key.as_str(), from)..=(key.as_str(), u64::MAX))
+                .range((key, from)..=(key, u64::MAX))
                 .map_err(unreadable(path))?
                 .map(|entry| entry.map(|(k, _)| k.value().1).map_err(unreadable(path)));
             let Some(first) = seqs.next().transpose()? else {
-                return Ok(());
+                return Ok(None);
             };
             let mut records = events.range(first..).map_err(unreadable(path))?;
             let mut wanted = Some(first);
+            let mut given = 0;
             while let Some(seq) = wanted {
+                if given == limit {
+                    return Ok(Some(seq));
+                }
                 // The records between two of the subject's belong to others: skipped undecoded.
                 let stored = loop {
                     match records.next().transpose().map_err(unreadable(path))? {
@@ -147,19 +214,20 @@ impl Snapshot {
                         }
                     }
                 };
-                match visit(decode_record(path, seq, stored.value())?) {
+                given += 1;
+                match take(seq, stored.value()) {
                     Ok(true) => {}
-                    Ok(false) => break,
+                    Ok(false) => return Ok(None),
                     Err(e) => {
                         failed = Some(e);
-                        break;
+                        return Ok(None);
                     }
                 }
                 wanted = seqs.next().transpose()?;
             }
-            Ok(())
+            Ok(None)
         })?;
-        failed.map_or(Ok(()), Err)
+        failed.map_or(Ok(rest), Err)
     }
 
     /// Every row of a view's table, decoded, by key.
@@ -250,15 +318,51 @@ impl Snapshot {
     }
 }
 
-fn decode_record(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogError> {
-    let fault = |fault| LogError::Chain {
+/// Stored records checked against their own hashes, on their way to being decoded: one buffer.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    /// Each record's sequence and the end of its bytes.
+    records: Vec<(u64, usize)>,
+}
+
+impl Batch {
+    fn push(&mut self, seq: u64, stored: &[u8]) {
+        self.bytes.extend_from_slice(stored);
+        self.records.push((seq, self.bytes.len()));
+    }
+
+    fn records(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        let mut start = 0;
+        self.records.iter().map(move |&(seq, end)| {
+            let stored = &self.bytes[start..end];
+            start = end;
+            (seq, stored)
+        })
+    }
+}
+
+fn chain_fault(path: &Path, seq: u64) -> impl Fn(chain::ChainFault) -> LogError {
+    move |fault| LogError::Chain {
         path: path.to_owned(),
         chain_break: ChainBreak { seq, fault },
-    };
+    }
+}
+
+/// Checks a stored record against its own hash.
+fn check_record(path: &Path, seq: u64, stored: &[u8]) -> Result<(), LogError> {
+    let fault = chain_fault(path, seq);
     let raw = chain::split(stored).ok_or_else(|| fault(chain::ChainFault::Truncated))?;
     if chain::hash_of(&raw.prev_hash, raw.body) != raw.hash {
         return Err(fault(chain::ChainFault::HashMismatch));
     }
+    Ok(())
+}
+
+/// Decodes a stored record [`check_record`] has checked.
+fn decode_checked(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogError> {
+    let fault = chain_fault(path, seq);
+    let raw = chain::split(stored).ok_or_else(|| fault(chain::ChainFault::Truncated))?;
     let envelope: Envelope = codec::decode(raw.body)
         .map_err(|e| fault(chain::ChainFault::Undecodable(e.to_string())))?;
     Ok(Record {
@@ -266,4 +370,9 @@ fn decode_record(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogErro
         prev_hash: raw.prev_hash,
         hash: raw.hash,
     })
+}
+
+fn decode_record(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogError> {
+    check_record(path, seq, stored)?;
+    decode_checked(path, seq, stored)
 }
