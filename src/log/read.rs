@@ -149,10 +149,10 @@ impl Snapshot {
                 });
                 // The records checked before a fault go first; a closed channel means `visit`
                 // stopped, and there is nothing more to say.
-                if batches.send(Ok(batch)).is_ok() {
-                    if let Err(e) = read {
-                        let _ = batches.send(Err(e));
-                    }
+                if batches.send(Ok(batch)).is_ok()
+                    && let Err(e) = read
+                {
+                    let _ = batches.send(Err(e));
                 }
             });
             // Returning drops `received`, which ends the reader at its next batch.
