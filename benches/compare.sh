@@ -49,9 +49,10 @@ PY
 
 echo "== 2. syncs per sample at a 50 ms interval"
 if command -v strace >/dev/null; then
-    # Two soaks, 2 s and 8 s: what the longer adds is the cost of its extra samples alone (the
-    # start, the verdict and the artifact cost the same in both).
-    for steps in 20 80; do
+    # Two soaks, 2 s and 20 s: what the longer adds is the cost of its extra samples alone (the
+    # start, the verdict and the artifact cost the same in both). Long enough that where the last
+    # group of a run falls (a commit more or less) moves the figure by under 0.01.
+    for steps in 20 200; do
         rm -rf "$work/progress" "$work/root2"
         mkdir -m 700 "$work/progress"
         strace -f -c -e trace=fsync,fdatasync,sync_file_range -o "$work/strace-$steps.txt" \
@@ -68,7 +69,7 @@ def run(steps):
     syncs = sum(int(l.split()[3]) for l in open(f"{work}/strace-{steps}.txt")
                 if l.split() and l.split()[-1] in ("fsync", "fdatasync", "sync_file_range"))
     return samples, syncs
-(short_samples, short_syncs), (long_samples, long_syncs) = run(20), run(80)
+(short_samples, short_syncs), (long_samples, long_syncs) = run(20), run(200)
 for samples, syncs in ((short_samples, short_syncs), (long_samples, long_syncs)):
     print(f"  {syncs} syncs for {samples} samples (start, verdict and artifact included)")
 extra = (long_syncs - short_syncs) / (long_samples - short_samples)

@@ -497,7 +497,8 @@ fn a_subject_index_that_disagrees_with_the_events_fails_verification() {
 
 /// A long subject is read ahead on a second thread past its first records: what `visit` sees is
 /// still every record of the subject in order and nothing else; stopping early, an error of
-/// `visit` and a damaged record late in the subject each end the scan where they happen.
+/// `visit` and a damaged record late in the subject each end the scan where they happen, and
+/// `log verify`, which reads the whole chain ahead, names that record.
 #[test]
 fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
     use unilab::log::{LogReader, Record};
@@ -591,6 +592,15 @@ fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
         ),
         other => panic!("the damage is not reported: {other:?}"),
     }
+    // `log verify` reads the whole chain ahead the same way, and names the same record.
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains(format!(
+            "fails verification at sequence {damaged}"
+        )))
+        .stderr(predicate::str::contains("do not match its hash"));
 }
 
 #[test]

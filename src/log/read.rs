@@ -78,7 +78,7 @@ impl Snapshot {
             let Some(stored) = events.get(seq).map_err(unreadable(path))? else {
                 return Ok(None);
             };
-            decode_record(path, seq, stored.value()).map(Some)
+            decode_record(path, seq, stored.value(), chain::hash_holds(stored.value())).map(Some)
         })
     }
 
@@ -104,7 +104,8 @@ impl Snapshot {
             };
             for entry in events.range(from..).map_err(unreadable(path))? {
                 let (key, stored) = entry.map_err(unreadable(path))?;
-                if !visit(decode_record(path, key.value(), stored.value())?)? {
+                let (seq, stored) = (key.value(), stored.value());
+                if !visit(decode_record(path, seq, stored, chain::hash_holds(stored))?)? {
                     break;
                 }
             }
@@ -117,10 +118,8 @@ impl Snapshot {
     /// and, in step with it, one range scan of the records (no lookup a record). `visit`'s error
     /// stops the scan and is returned.
     ///
-    /// A long subject (a soak's samples) is read, checked and decoded on a second thread a few
-    /// batches ahead of `visit`, so that the two halves of the work overlap: past the first
-    /// [`AHEAD_AFTER`] records, which a short subject never leaves, the rest come through a
-    /// channel of at most two batches of [`BATCH`], so memory stays flat however long the subject.
+    /// Past its first [`AHEAD_AFTER`] records, which a short subject never leaves, a long subject
+    /// (a soak's samples) is read ahead ([`read_ahead`]).
     pub fn scan_subject<E: From<LogError>>(
         &self,
         subject: &Subject,
@@ -130,42 +129,20 @@ impl Snapshot {
         let path = self.path.as_path();
         let key = subject.key();
         let Some(resume) = self.subject_stored(&key, from, AHEAD_AFTER, &mut |seq, stored| {
-            visit(decode_record(path, seq, stored)?)
+            visit(decode_record(path, seq, stored, chain::hash_holds(stored))?)
         })?
         else {
             return Ok(());
         };
-        std::thread::scope(|scope| {
-            let (batches, received) = mpsc::sync_channel::<Result<Batch, LogError>>(2);
-            scope.spawn(move || {
-                let mut batch = Batch::default();
-                let read = self.subject_stored(&key, resume, usize::MAX, &mut |seq, stored| {
-                    check_record(path, seq, stored)?;
-                    batch.push(seq, stored);
-                    Ok::<_, LogError>(
-                        batch.records.len() < BATCH
-                            || batches.send(Ok(std::mem::take(&mut batch))).is_ok(),
-                    )
-                });
-                // The records checked before a fault go first; a closed channel means `visit`
-                // stopped, and there is nothing more to say.
-                if batches.send(Ok(batch)).is_ok()
-                    && let Err(e) = read
-                {
-                    let _ = batches.send(Err(e));
-                }
-            });
-            // Returning drops `received`, which ends the reader at its next batch.
-            for batch in received {
-                let batch = batch?;
-                for (seq, stored) in batch.records() {
-                    if !visit(decode_checked(path, seq, stored)?)? {
-                        return Ok(());
-                    }
-                }
-            }
-            Ok(())
-        })
+        read_ahead(
+            |give| {
+                self.subject_stored(&key, resume, usize::MAX, &mut |seq, stored| {
+                    Ok::<_, LogError>(give(seq, stored))
+                })
+                .map(drop)
+            },
+            |seq, stored, hash_holds| visit(decode_record(path, seq, stored, hash_holds)?),
+        )
     }
 
     /// Gives `take` the stored bytes of the records of the subject keyed `key` from sequence
@@ -298,71 +275,125 @@ impl Snapshot {
     pub fn replay(&self, mut visit: impl FnMut(Envelope)) -> Result<ChainWalker, LogError> {
         let path = self.path.as_path();
         let mut walker = ChainWalker::default();
-        guarded(path, || {
-            let Some(events) = open_read_table(path, &self.txn, tables::EVENTS)? else {
-                return Ok(());
-            };
-            for entry in events.iter().map_err(unreadable(path))? {
-                let (key, stored) = entry.map_err(unreadable(path))?;
-                let envelope = walker
-                    .step(key.value(), stored.value())
-                    .map_err(|chain_break| LogError::Chain {
-                        path: path.to_owned(),
-                        chain_break,
-                    })?;
+        read_ahead(
+            |give| {
+                guarded(path, || {
+                    let Some(events) = open_read_table(path, &self.txn, tables::EVENTS)? else {
+                        return Ok(());
+                    };
+                    for entry in events.iter().map_err(unreadable(path))? {
+                        let (key, stored) = entry.map_err(unreadable(path))?;
+                        if !give(key.value(), stored.value()) {
+                            break;
+                        }
+                    }
+                    Ok(())
+                })
+            },
+            |seq, stored, hash_holds| {
+                let envelope =
+                    walker
+                        .step_hashed(seq, stored, hash_holds)
+                        .map_err(|chain_break| LogError::Chain {
+                            path: path.to_owned(),
+                            chain_break,
+                        })?;
                 visit(envelope);
-            }
-            Ok(())
-        })?;
+                Ok::<_, LogError>(true)
+            },
+        )?;
         Ok(walker)
     }
 }
 
-/// Stored records checked against their own hashes, on their way to being decoded: one buffer.
+/// Runs `read` on a second thread, a few batches ahead of `visit` on this one: `read` gives each
+/// record's sequence and stored bytes (and stops when told `false`), the second thread checks the
+/// record against its own hash and copies it into a batch, and `visit` gets the records in the
+/// same order with what the hash check said, until it returns `false` or an error. The hashing
+/// and redb's reads overlap the decoding and whatever `visit` does with a record; at most two
+/// batches of [`BATCH`] wait between the threads, so memory stays flat however many records. Only
+/// bytes cross: a decoded record freed on another thread than the one that allocated it costs
+/// more than decoding it (glibc takes the allocating arena's lock). An error of `read` arrives
+/// after every record it gave before it.
+fn read_ahead<E: From<LogError>>(
+    read: impl FnOnce(&mut dyn FnMut(u64, &[u8]) -> bool) -> Result<(), LogError> + Send,
+    mut visit: impl FnMut(u64, &[u8], bool) -> Result<bool, E>,
+) -> Result<(), E> {
+    std::thread::scope(|scope| {
+        let (batches, received) = mpsc::sync_channel::<Result<Batch, LogError>>(2);
+        scope.spawn(move || {
+            let mut batch = Batch::default();
+            let read = read(&mut |seq, stored| {
+                batch.push(seq, stored, chain::hash_holds(stored));
+                batch.records.len() < BATCH || batches.send(Ok(batch.hand_over())).is_ok()
+            });
+            // A closed channel means `visit` stopped: there is nothing more to say.
+            if batches.send(Ok(batch)).is_ok()
+                && let Err(e) = read
+            {
+                let _ = batches.send(Err(e));
+            }
+        });
+        // Returning drops `received`, which ends the reader at its next batch.
+        for batch in received {
+            for (seq, stored, hash_holds) in batch?.records() {
+                if !visit(seq, stored, hash_holds)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Stored records on their way from the reading thread: their bytes in one buffer.
 #[derive(Default)]
 struct Batch {
     bytes: Vec<u8>,
-    /// Each record's sequence and the end of its bytes.
-    records: Vec<(u64, usize)>,
+    /// Each record's sequence, the end of its bytes, and whether its own hash holds.
+    records: Vec<(u64, usize, bool)>,
 }
 
 impl Batch {
-    fn push(&mut self, seq: u64, stored: &[u8]) {
-        self.bytes.extend_from_slice(stored);
-        self.records.push((seq, self.bytes.len()));
+    /// This batch, leaving an empty one as large in its place.
+    fn hand_over(&mut self) -> Self {
+        let next = Self {
+            bytes: Vec::with_capacity(self.bytes.len()),
+            records: Vec::with_capacity(self.records.len()),
+        };
+        std::mem::replace(self, next)
     }
 
-    fn records(&self) -> impl Iterator<Item = (u64, &[u8])> {
+    fn push(&mut self, seq: u64, stored: &[u8], hash_holds: bool) {
+        self.bytes.extend_from_slice(stored);
+        self.records.push((seq, self.bytes.len(), hash_holds));
+    }
+
+    fn records(&self) -> impl Iterator<Item = (u64, &[u8], bool)> {
         let mut start = 0;
-        self.records.iter().map(move |&(seq, end)| {
+        self.records.iter().map(move |&(seq, end, hash_holds)| {
             let stored = &self.bytes[start..end];
             start = end;
-            (seq, stored)
+            (seq, stored, hash_holds)
         })
     }
 }
 
-fn chain_fault(path: &Path, seq: u64) -> impl Fn(chain::ChainFault) -> LogError {
-    move |fault| LogError::Chain {
+/// Decodes a stored record, given whether its own hash holds ([`chain::hash_holds`]).
+fn decode_record(
+    path: &Path,
+    seq: u64,
+    stored: &[u8],
+    hash_holds: bool,
+) -> Result<Record, LogError> {
+    let fault = |fault| LogError::Chain {
         path: path.to_owned(),
         chain_break: ChainBreak { seq, fault },
-    }
-}
-
-/// Checks a stored record against its own hash.
-fn check_record(path: &Path, seq: u64, stored: &[u8]) -> Result<(), LogError> {
-    let fault = chain_fault(path, seq);
+    };
     let raw = chain::split(stored).ok_or_else(|| fault(chain::ChainFault::Truncated))?;
-    if chain::hash_of(&raw.prev_hash, raw.body) != raw.hash {
+    if !hash_holds {
         return Err(fault(chain::ChainFault::HashMismatch));
     }
-    Ok(())
-}
-
-/// Decodes a stored record [`check_record`] has checked.
-fn decode_checked(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogError> {
-    let fault = chain_fault(path, seq);
-    let raw = chain::split(stored).ok_or_else(|| fault(chain::ChainFault::Truncated))?;
     let envelope: Envelope = codec::decode(raw.body)
         .map_err(|e| fault(chain::ChainFault::Undecodable(e.to_string())))?;
     Ok(Record {
@@ -370,9 +401,4 @@ fn decode_checked(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogErr
         prev_hash: raw.prev_hash,
         hash: raw.hash,
     })
-}
-
-fn decode_record(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogError> {
-    check_record(path, seq, stored)?;
-    decode_checked(path, seq, stored)
 }
