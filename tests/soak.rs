@@ -2170,15 +2170,15 @@ fn the_gpu_stream_recovers_from_an_exit_and_a_hang_and_leaves_nothing_behind() {
         let soak = Soak::new();
         let pids = soak.root.root().join("smi-pids");
         let mut cmd = soak.unilab();
-        // A second for each start to answer: the fake is a Python program, slow to start on a
-        // loaded machine.
+        // Two seconds for each start to answer: the fake is a Python program, slow to start on
+        // a loaded machine (one second was not always enough beside a release build).
         cmd.env("FAKE_NVIDIA_SMI_STREAM", mode)
             .env("FAKE_NVIDIA_SMI_PIDS", &pids)
-            .env("UNILAB_TOOL_TIMEOUT", "1");
+            .env("UNILAB_TOOL_TIMEOUT", "2");
         let (output, artifact) = soak.run_with(
             cmd,
             &["--sample-interval", "0.1"],
-            &["--steps", "90", "--step-seconds", "0.1"],
+            &["--steps", "120", "--step-seconds", "0.1"],
         );
         assert_eq!(output.status.code(), Some(0), "{mode}: {output:?}");
         let samples = artifact["samples"].as_array().unwrap();

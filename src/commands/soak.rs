@@ -15,6 +15,7 @@ use crate::paths::StatePaths;
 use crate::process::SystemProc;
 use crate::projection::{self, Found, SoakState, SoakSummary, Soaks};
 use crate::snapshot::runtime_snapshot;
+use crate::soak::artifact::stream::{Piece, Row};
 use crate::soak::console::Console;
 use crate::soak::error::SoakError;
 use crate::soak::launch::{JOB_KEY, Launch, Placeholders, RANK_KEY};
@@ -433,14 +434,65 @@ fn peaks_line(peaks: &Value) -> String {
 /// How many lines of each output tail `soak show` prints.
 const SHOWN_TAIL_LINES: usize = 10;
 
-/// What `soak show` adds to the summary, read from the artifact's view of the soak: how the
-/// command exited, its progress, its peaks, the end of its output; and for a running soak how it
-/// is going now.
-fn details(view: &Value, summary: &SoakSummary, now_us: i64) -> Value {
-    let rows = view["samples"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+/// What `soak show` reads of the rows as they go by: the last one, and when the progress last
+/// changed among them. Nothing here grows with the soak.
+#[derive(Debug, Default, PartialEq)]
+struct Latest {
+    last: Option<Point>,
+    progress_changed_at: Option<f64>,
+}
+
+/// The fields of a row `soak show` uses, as the artifact's JSON says them (either schema's).
+#[derive(Debug, PartialEq)]
+struct Point {
+    elapsed_seconds: Option<f64>,
+    rss_bytes: Value,
+    processes: Value,
+    /// Files and bytes in the progress directory.
+    progress: (Value, Value),
+}
+
+impl Point {
+    fn of(row: Row<'_>) -> Self {
+        match row {
+            Row::V1(row) => Self {
+                elapsed_seconds: row["elapsed_seconds"].as_f64(),
+                rss_bytes: row["rss_bytes"].clone(),
+                processes: row["processes"].clone(),
+                progress: (row["progress_files"].clone(), row["progress_bytes"].clone()),
+            },
+            Row::V2(row) => Self {
+                elapsed_seconds: Some(row.elapsed_seconds),
+                rss_bytes: row.rss_bytes.into(),
+                processes: row.processes.into(),
+                progress: (row.progress_files.into(), row.progress_bytes.into()),
+            },
+        }
+    }
+}
+
+impl Latest {
+    fn take(&mut self, piece: Piece<'_>) {
+        match piece {
+            Piece::Restart => *self = Self::default(),
+            Piece::Row(row) => {
+                let point = Point::of(row);
+                if let Some(last) = &self.last
+                    && last.progress != point.progress
+                    && let Some(at) = point.elapsed_seconds
+                {
+                    self.progress_changed_at = Some(at);
+                }
+                self.last = Some(point);
+            }
+        }
+    }
+}
+
+/// What `soak show` adds to the summary, read from the artifact's fields but `samples` (`head`)
+/// and the rows as they went by: how the command exited, its progress, its peaks, the end of its
+/// output; and for a running soak how it is going now.
+fn details(head: &Value, latest: &Latest, summary: &SoakSummary, now_us: i64) -> Value {
     let last_lines = |text: &Value| -> Vec<String> {
         let lines: Vec<&str> = text.as_str().unwrap_or_default().lines().collect();
         lines[lines.len().saturating_sub(SHOWN_TAIL_LINES)..]
@@ -448,32 +500,25 @@ fn details(view: &Value, summary: &SoakSummary, now_us: i64) -> Value {
             .map(|l| (*l).to_owned())
             .collect()
     };
-    let summary_of = &view["summary"];
+    let summary_of = &head["summary"];
     let live = (summary.state == SoakState::Running).then(|| {
         // The samples show the progress directory's files and bytes: its last change among them.
-        let changed_at = rows
-            .windows(2)
-            .filter(|w| {
-                (&w[0]["progress_files"], &w[0]["progress_bytes"])
-                    != (&w[1]["progress_files"], &w[1]["progress_bytes"])
-            })
-            .filter_map(|w| w[1]["elapsed_seconds"].as_f64())
-            .next_back();
-        let last = rows.last();
-        let sampled_at = last.and_then(|r| r["elapsed_seconds"].as_f64());
+        let changed_at = latest.progress_changed_at;
+        let last = latest.last.as_ref();
+        let sampled_at = last.and_then(|p| p.elapsed_seconds);
         json!({
             "elapsed_seconds": (now_us - summary.started_at_us) as f64 / 1e6,
             "last_sample_seconds": sampled_at,
             "progress_changed_seconds": changed_at,
             "progress_age_seconds": changed_at.zip(sampled_at).map(|(c, s)| s - c),
-            "rss_bytes": last.map(|r| r["rss_bytes"].clone()),
-            "processes": last.map(|r| r["processes"].clone()),
+            "rss_bytes": last.map(|p| p.rss_bytes.clone()),
+            "processes": last.map(|p| p.processes.clone()),
         })
     });
     json!({
-        "exit": view["exit"],
-        "duration_seconds": view["duration_seconds"],
-        "progress": view["progress"],
+        "exit": head["exit"],
+        "duration_seconds": head["duration_seconds"],
+        "progress": head["progress"],
         "peaks": {
             "rss_bytes": summary_of["peak_rss_bytes"],
             "processes": summary_of["peak_processes"],
@@ -483,8 +528,8 @@ fn details(view: &Value, summary: &SoakSummary, now_us: i64) -> Value {
         },
         "final_cpu_seconds": summary_of["final_cpu_seconds"],
         "output_tail": {
-            "stdout": last_lines(&view["output_tail"]["stdout"]),
-            "stderr": last_lines(&view["output_tail"]["stderr"]),
+            "stdout": last_lines(&head["output_tail"]["stdout"]),
+            "stderr": last_lines(&head["output_tail"]["stderr"]),
         },
         "live": live,
     })
@@ -496,9 +541,10 @@ fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
 }
 
 fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Result<Exit, Error> {
-    let records = artifact::collect(snapshot, &summary.soak_id)?
-        .ok_or_else(|| SoakError::NoSuchSoak(summary.soak_id.clone()))?;
-    let details = details(&artifact::view(&records), summary, SystemClock.now_us());
+    let mut latest = Latest::default();
+    let head = artifact::stream::head(snapshot, &summary.soak_id, |piece| latest.take(piece))
+        .map_err(SoakError::streaming(&std::env::temp_dir()))?;
+    let details = details(&Value::Object(head), &latest, summary, SystemClock.now_us());
     if out.json {
         let mut object = summary_json(summary);
         if let (Value::Object(object), Value::Object(details)) = (&mut object, details) {
@@ -715,4 +761,67 @@ fn refuse_to_replace(path: &Path, force: bool) -> Result<(), SoakError> {
         return Err(SoakError::OutputExists(path.to_owned()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::soak::artifact::v2::SampleRow;
+
+    fn row(elapsed_seconds: f64, rss_bytes: u64, progress_files: u64) -> SampleRow<'static> {
+        SampleRow {
+            after_exit: false,
+            cpu_percent: None,
+            cpu_seconds: 0.0,
+            elapsed_seconds,
+            errors: &[],
+            gpus: None,
+            host_gpu_memory_used_mib: None,
+            index: 0,
+            open_fds: 0,
+            processes: 3,
+            progress_bytes: 10 * progress_files,
+            progress_files,
+            read_bytes: 0,
+            rss_bytes,
+            sampler_cost_us: 0,
+            threads: 0,
+            tree_gpu_memory_mib: None,
+            write_bytes: 0,
+        }
+    }
+
+    /// `soak show` reads the same of a row whether it comes typed (schema 2) or as the JSON the
+    /// artifact holds (schema 1's form), and a restart forgets the rows before it.
+    #[test]
+    fn the_latest_row_and_progress_change_read_alike_typed_and_as_json() {
+        let rows = [
+            row(1.0, 100, 0),
+            row(2.0, 200, 1),
+            row(3.0, 300, 1),
+            row(4.0, 400, 2),
+            row(5.0, 500, 2),
+        ];
+        let json: Vec<Value> = rows
+            .iter()
+            .map(|r| serde_json::to_value(r).unwrap())
+            .collect();
+        let (mut typed, mut from_json) = (Latest::default(), Latest::default());
+        for (row, value) in rows.iter().zip(&json) {
+            typed.take(Piece::Row(Row::V2(row)));
+            from_json.take(Piece::Row(Row::V1(value)));
+        }
+        assert_eq!(typed, from_json);
+        assert_eq!(typed.progress_changed_at, Some(4.0));
+        let last = typed.last.as_ref().unwrap();
+        assert_eq!(
+            (last.elapsed_seconds, &last.rss_bytes, &last.processes),
+            (Some(5.0), &json!(500), &json!(3))
+        );
+
+        typed.take(Piece::Restart);
+        assert_eq!(typed, Latest::default());
+        typed.take(Piece::Row(Row::V2(&rows[4])));
+        assert_eq!(typed.progress_changed_at, None, "one row: no change seen");
+    }
 }

@@ -94,9 +94,27 @@ impl Gathered {
 pub fn gather(
     snapshot: &Snapshot,
     soak_id: &str,
+    on_row: impl FnMut(Piece<'_>),
+) -> Result<Gathered, StreamError> {
+    gather_into(snapshot, soak_id, Spool::new()?, on_row)
+}
+
+/// Every field of the artifact of `soak_id` but `samples`, in one scan of its events, each row
+/// given to `on_row` and kept nowhere: for those who need the rows only as they go by.
+pub fn head(
+    snapshot: &Snapshot,
+    soak_id: &str,
+    on_row: impl FnMut(Piece<'_>),
+) -> Result<Head, StreamError> {
+    Ok(gather_into(snapshot, soak_id, Spool::discarding(), on_row)?.head)
+}
+
+fn gather_into(
+    snapshot: &Snapshot,
+    soak_id: &str,
+    mut spool: Spool,
     mut on_row: impl FnMut(Piece<'_>),
 ) -> Result<Gathered, StreamError> {
-    let mut spool = Spool::new()?;
     let mut v2_form: Option<(Box<crate::event::soak::SoakStart>, v2::Rows)> = None;
     let mut v2_end = None;
     let mut v1_form = None;
@@ -107,7 +125,7 @@ pub fn gather(
             Event::SoakStarted(start) => {
                 let rows = v2::Rows::new(&start);
                 v2_form = Some((start, rows));
-                (v1_form, v2_end, spool) = (None, None, Spool::new()?);
+                (v1_form, v2_end, spool) = (None, None, spool.fresh()?);
                 on_row(Piece::Restart);
             }
             Event::SoakStartedV1(start) => {
@@ -116,7 +134,7 @@ pub fn gather(
                     samples: Vec::new(),
                     end: None,
                 });
-                (v2_form, v2_end, spool) = (None, None, Spool::new()?);
+                (v2_form, v2_end, spool) = (None, None, spool.fresh()?);
                 on_row(Piece::Restart);
             }
             Event::SoakSampled(sample) => {
@@ -316,31 +334,49 @@ impl serde_json::ser::Formatter for Nested {
 /// The rows of `samples`, serialised at their depth in the artifact, in an unnamed temporary
 /// file: read back as often as needed, never held in memory.
 struct Spool {
-    file: BufWriter<std::fs::File>,
+    /// `None` for a spool that keeps nothing ([`head`]).
+    file: Option<BufWriter<std::fs::File>>,
     rows: u64,
 }
 
 impl Spool {
     fn new() -> io::Result<Self> {
         Ok(Self {
-            file: BufWriter::with_capacity(1 << 16, tempfile::tempfile()?),
+            file: Some(BufWriter::with_capacity(1 << 16, tempfile::tempfile()?)),
             rows: 0,
         })
     }
 
+    fn discarding() -> Self {
+        Self {
+            file: None,
+            rows: 0,
+        }
+    }
+
+    /// An empty spool of the same kind.
+    fn fresh(&self) -> io::Result<Self> {
+        match self.file {
+            Some(_) => Self::new(),
+            None => Ok(Self::discarding()),
+        }
+    }
+
     fn push(&mut self, row: &impl Serialize) -> io::Result<()> {
-        self.file.write_all(if self.rows == 0 {
-            b"\n    "
-        } else {
-            b",\n    "
-        })?;
-        pretty(row, 2, &mut self.file)?;
+        if let Some(file) = &mut self.file {
+            file.write_all(if self.rows == 0 {
+                b"\n    "
+            } else {
+                b",\n    "
+            })?;
+            pretty(row, 2, file)?;
+        }
         self.rows += 1;
         Ok(())
     }
 
     fn finish(&mut self) -> io::Result<()> {
-        self.file.flush()
+        self.file.as_mut().map_or(Ok(()), Write::flush)
     }
 
     /// The array: `[]`, or its rows and the closing bracket on its own line.
@@ -349,7 +385,11 @@ impl Spool {
             return out.write_all(b"[]");
         }
         out.write_all(b"[")?;
-        let file = self.file.get_mut();
+        // Only `gather`'s artifacts are composed, and their spools keep the rows.
+        let Some(file) = &mut self.file else {
+            return Err(io::Error::other("the rows of this artifact were not kept"));
+        };
+        let file = file.get_mut();
         file.rewind()?;
         io::copy(&mut BufReader::with_capacity(1 << 16, &mut *file), out)?;
         file.seek(io::SeekFrom::End(0))?;
