@@ -657,17 +657,22 @@ fn export(
         }
         return Ok(Exit::Success);
     }
-    let records = artifact::collect(&snapshot, &summary.soak_id)?
-        .ok_or_else(|| SoakError::NoSuchSoak(summary.soak_id.clone()))?;
-    let bytes = artifact::csv::render(&artifact::view(&records))
-        .map_err(|e| Error::Internal(format!("cannot write CSV: {e}")))?;
-    let digest = blake3::hash(&bytes).to_hex().to_string();
+    // Written as the rows go by, in memory that does not grow with the soak either.
+    let spool = std::env::temp_dir();
+    let mut sheet =
+        artifact::csv::Sheet::new(&summary.soak_id).map_err(SoakError::output(&spool))?;
+    artifact::stream::head(&snapshot, &summary.soak_id, |piece| sheet.take(piece))
+        .map_err(SoakError::streaming(&spool))?;
     match output {
         Some(path) => {
-            artifact::write_atomically(path, &bytes).map_err(SoakError::output(path))?;
+            let digest = artifact::write_atomically_with(path, |file| sheet.finish(file))
+                .map_err(SoakError::output(path))?;
             out.note(&format!("wrote `{}` (digest {digest})", path.display()));
         }
-        None => out.raw(&bytes)?,
+        None => {
+            out.stream(|stdout| sheet.finish(stdout))
+                .map_err(stdout_error)?;
+        }
     }
     Ok(Exit::Success)
 }

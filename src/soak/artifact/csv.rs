@@ -3,7 +3,11 @@
 //! empty. Unknown values are empty cells, never zeros. Built from the same view as the JSON
 //! artifact, so both say the same; the JSON stays the canonical record.
 
+use std::io::{self, BufReader, BufWriter, Seek, Write};
+
 use serde_json::Value;
+
+use super::stream::{Piece, Row};
 
 /// The columns, in order.
 pub(crate) const HEADER: [&str; 23] = [
@@ -33,66 +37,167 @@ pub(crate) const HEADER: [&str; 23] = [
 ];
 
 /// The CSV of the artifact `view` (either schema's).
-pub(crate) fn render(view: &Value) -> Result<Vec<u8>, csv::Error> {
+#[cfg(test)]
+fn render(view: &Value) -> Result<Vec<u8>, csv::Error> {
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer.write_record(HEADER)?;
     let soak_id = cell(&view["soak_id"]);
     for sample in view["samples"].as_array().into_iter().flatten() {
-        // Schema 1 named the host's GPU figures without `host_`, and had no per-GPU list.
-        let host_memory = first(sample, &["host_gpu_memory_used_mib", "gpu_memory_used_mib"]);
-        let errors = sample["errors"]
-            .as_array()
-            .map(|e| e.iter().map(cell).collect::<Vec<_>>().join("; "))
-            .unwrap_or_default();
-        let common = [
-            soak_id.clone(),
-            cell(&sample["index"]),
-            cell(&sample["elapsed_seconds"]),
-            cell(&sample["after_exit"]),
-            cell(&sample["processes"]),
-            cell(&sample["threads"]),
-            cell(&sample["rss_bytes"]),
-            cell(&sample["cpu_seconds"]),
-            cell(&sample["cpu_percent"]),
-            cell(&sample["open_fds"]),
-            cell(&sample["read_bytes"]),
-            cell(&sample["write_bytes"]),
-            cell(&sample["progress_files"]),
-            cell(&sample["progress_bytes"]),
-            host_memory,
-            cell(&sample["tree_gpu_memory_mib"]),
-        ];
-        let gpus: Vec<&Value> = sample["gpus"].as_array().into_iter().flatten().collect();
-        if gpus.is_empty() {
-            let utilization = cell(&sample["gpu_utilization_percent"]);
-            let row = common.iter().cloned().chain([
-                String::new(),
-                String::new(),
-                utilization,
-                String::new(),
-                String::new(),
-                String::new(),
-                errors,
-            ]);
-            writer.write_record(row)?;
-            continue;
-        }
-        for gpu in gpus {
-            let row = common.iter().cloned().chain([
-                cell(&gpu["index"]),
-                cell(&gpu["uuid"]),
-                cell(&gpu["utilization_percent"]),
-                cell(&gpu["memory_used_mib"]),
-                cell(&gpu["memory_total_mib"]),
-                cell(&gpu["tree_memory_mib"]),
-                errors.clone(),
-            ]);
-            writer.write_record(row)?;
-        }
+        write_sample(&mut writer, &soak_id, sample)?;
     }
     writer
         .into_inner()
         .map_err(|e| csv::Error::from(e.into_error()))
+}
+
+/// A soak's CSV written as its rows go by ([`Sheet::take`], from
+/// [`stream::head`](super::stream::head)): into a spool file, since a soak started again under
+/// the same id drops the rows before it, then behind the header into the output
+/// ([`Sheet::finish`]). Memory does not grow with the soak.
+pub(crate) struct Sheet {
+    soak_id: String,
+    rows: csv::Writer<BufWriter<std::fs::File>>,
+    /// The first failure to write a row; the rest are not written.
+    failed: Option<csv::Error>,
+}
+
+impl Sheet {
+    pub(crate) fn new(soak_id: &str) -> io::Result<Self> {
+        Ok(Self {
+            soak_id: soak_id.to_owned(),
+            rows: spool()?,
+            failed: None,
+        })
+    }
+
+    pub(crate) fn take(&mut self, piece: Piece<'_>) {
+        let written = match piece {
+            Piece::Restart => spool()
+                .map(|rows| self.rows = rows)
+                .map_err(csv::Error::from),
+            _ if self.failed.is_some() => return,
+            Piece::Row(Row::V1(sample)) => write_sample(&mut self.rows, &self.soak_id, sample),
+            // The row as the JSON artifact holds it: one way to a cell for both schemas.
+            Piece::Row(Row::V2(row)) => serde_json::to_value(row)
+                .map_err(|e| csv::Error::from(io::Error::other(e)))
+                .and_then(|sample| write_sample(&mut self.rows, &self.soak_id, &sample)),
+        };
+        if let Err(e) = written {
+            self.failed.get_or_insert(e);
+        }
+    }
+
+    /// Writes the header, then the rows, and gives the blake3 digest of what it wrote.
+    pub(crate) fn finish(self, out: &mut impl Write) -> io::Result<String> {
+        let as_io = |e: csv::Error| match e.into_kind() {
+            csv::ErrorKind::Io(e) => e,
+            other => io::Error::other(format!("cannot write CSV: {other:?}")),
+        };
+        if let Some(e) = self.failed {
+            return Err(as_io(e));
+        }
+        let mut hashed = Hashed {
+            out,
+            hasher: blake3::Hasher::new(),
+        };
+        let mut header = csv::Writer::from_writer(&mut hashed);
+        header.write_record(HEADER).map_err(as_io)?;
+        header.flush()?;
+        drop(header);
+        let mut file = self
+            .rows
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .into_inner()
+            .map_err(|e| e.into_error())?;
+        file.rewind()?;
+        io::copy(&mut BufReader::with_capacity(1 << 16, file), &mut hashed)?;
+        Ok(hashed.hasher.finalize().to_hex().to_string())
+    }
+}
+
+/// A writer that hashes what passes through it.
+struct Hashed<'a, W> {
+    out: &'a mut W,
+    hasher: blake3::Hasher,
+}
+
+impl<W: Write> Write for Hashed<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+fn spool() -> io::Result<csv::Writer<BufWriter<std::fs::File>>> {
+    Ok(csv::Writer::from_writer(BufWriter::with_capacity(
+        1 << 16,
+        tempfile::tempfile()?,
+    )))
+}
+
+/// The rows of one sample: one, or one a GPU.
+fn write_sample<W: Write>(
+    writer: &mut csv::Writer<W>,
+    soak_id: &str,
+    sample: &Value,
+) -> Result<(), csv::Error> {
+    // Schema 1 named the host's GPU figures without `host_`, and had no per-GPU list.
+    let host_memory = first(sample, &["host_gpu_memory_used_mib", "gpu_memory_used_mib"]);
+    let errors = sample["errors"]
+        .as_array()
+        .map(|e| e.iter().map(cell).collect::<Vec<_>>().join("; "))
+        .unwrap_or_default();
+    let common = [
+        soak_id.to_owned(),
+        cell(&sample["index"]),
+        cell(&sample["elapsed_seconds"]),
+        cell(&sample["after_exit"]),
+        cell(&sample["processes"]),
+        cell(&sample["threads"]),
+        cell(&sample["rss_bytes"]),
+        cell(&sample["cpu_seconds"]),
+        cell(&sample["cpu_percent"]),
+        cell(&sample["open_fds"]),
+        cell(&sample["read_bytes"]),
+        cell(&sample["write_bytes"]),
+        cell(&sample["progress_files"]),
+        cell(&sample["progress_bytes"]),
+        host_memory,
+        cell(&sample["tree_gpu_memory_mib"]),
+    ];
+    let gpus: Vec<&Value> = sample["gpus"].as_array().into_iter().flatten().collect();
+    if gpus.is_empty() {
+        let utilization = cell(&sample["gpu_utilization_percent"]);
+        let row = common.iter().cloned().chain([
+            String::new(),
+            String::new(),
+            utilization,
+            String::new(),
+            String::new(),
+            String::new(),
+            errors,
+        ]);
+        return writer.write_record(row);
+    }
+    for gpu in gpus {
+        let row = common.iter().cloned().chain([
+            cell(&gpu["index"]),
+            cell(&gpu["uuid"]),
+            cell(&gpu["utilization_percent"]),
+            cell(&gpu["memory_used_mib"]),
+            cell(&gpu["memory_total_mib"]),
+            cell(&gpu["tree_memory_mib"]),
+            errors.clone(),
+        ]);
+        writer.write_record(row)?;
+    }
+    Ok(())
 }
 
 /// A JSON value as a cell: empty for null or absent, strings as they are.
@@ -144,5 +249,29 @@ mod tests {
         assert_eq!(&rows[1][21], "");
         assert_eq!(&rows[2][18], "");
         assert_eq!(&rows[2][21], "0");
+    }
+
+    /// The sheet written as rows go by is the CSV of the whole view; a restart drops the rows
+    /// before it; the digest is of the bytes written.
+    #[test]
+    fn the_sheet_is_the_views_csv_and_a_restart_forgets_the_rows_before_it() {
+        let row = |index: u64| {
+            serde_json::json!({"index": index, "elapsed_seconds": index as f64, "processes": 1,
+                               "gpus": null, "errors": []})
+        };
+        let mut sheet = Sheet::new("s").unwrap();
+        sheet.take(Piece::Row(Row::V1(&row(0))));
+        sheet.take(Piece::Restart);
+        for index in 1..=2 {
+            sheet.take(Piece::Row(Row::V1(&row(index))));
+        }
+        let mut written = Vec::new();
+        let digest = sheet.finish(&mut written).unwrap();
+        let view = serde_json::json!({"soak_id": "s", "samples": [row(1), row(2)]});
+        assert_eq!(
+            String::from_utf8(written.clone()).unwrap(),
+            String::from_utf8(render(&view).unwrap()).unwrap()
+        );
+        assert_eq!(digest, blake3::hash(&written).to_hex().to_string());
     }
 }
