@@ -1670,6 +1670,39 @@ fn show_says_why_a_soak_failed_and_how_a_running_one_is_going() {
     child.wait().unwrap();
 }
 
+/// Export and report pass the rows through a temporary file: where `$TMPDIR` cannot hold one,
+/// they say so and how to fix it (not a failure to write the output); `soak show` keeps no rows
+/// and needs none.
+#[test]
+fn an_unusable_tmpdir_is_named_as_such() {
+    let soak = Soak::new();
+    let (output, _) = soak.run(&[], &["--steps", "3", "--step-seconds", "0.05"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let missing = soak.root.root().join("no-such-tmp");
+    for args in [
+        &["soak", "export", "latest"][..],
+        &["soak", "export", "latest", "--format", "csv"],
+        &["soak", "report", "latest"],
+    ] {
+        soak.unilab()
+            .env("TMPDIR", &missing)
+            .args(args)
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains(format!(
+                "cannot keep the rows in a temporary file in `{}`",
+                missing.display()
+            )))
+            .stderr(predicate::str::contains("set TMPDIR"))
+            .stderr(predicate::str::contains("standard output").not());
+    }
+    soak.unilab()
+        .env("TMPDIR", &missing)
+        .args(["soak", "show", "latest"])
+        .assert()
+        .success();
+}
+
 /// Readers that find a soak whose supervisor is gone record `soak_abandoned` once, however many
 /// find it at the same moment: the decision is taken inside the append's transaction.
 #[test]

@@ -649,32 +649,37 @@ fn export(
             }
             None => {
                 out.stream(|stdout| artifact::stream::write(&snapshot, soak_id, stdout))
-                    .map_err(|e| match e {
-                        artifact::stream::StreamError::Io(e) => stdout_error(e),
-                        other => SoakError::streaming(Path::new("-"))(other).into(),
-                    })?;
+                    .map_err(streamed_to_stdout)?;
             }
         }
         return Ok(Exit::Success);
     }
     // Written as the rows go by, in memory that does not grow with the soak either.
-    let spool = std::env::temp_dir();
+    let to = output.unwrap_or(Path::new("-"));
     let mut sheet =
-        artifact::csv::Sheet::new(&summary.soak_id).map_err(SoakError::output(&spool))?;
+        artifact::csv::Sheet::new(&summary.soak_id).map_err(SoakError::streaming(to))?;
     artifact::stream::head(&snapshot, &summary.soak_id, |piece| sheet.take(piece))
-        .map_err(SoakError::streaming(&spool))?;
+        .map_err(SoakError::streaming(to))?;
     match output {
         Some(path) => {
             let digest = artifact::write_atomically_with(path, |file| sheet.finish(file))
-                .map_err(SoakError::output(path))?;
+                .map_err(SoakError::streaming(path))?;
             out.note(&format!("wrote `{}` (digest {digest})", path.display()));
         }
         None => {
             out.stream(|stdout| sheet.finish(stdout))
-                .map_err(stdout_error)?;
+                .map_err(streamed_to_stdout)?;
         }
     }
     Ok(Exit::Success)
+}
+
+/// The error of something streamed to standard output: writing there is `stdout_error`'s.
+fn streamed_to_stdout(e: artifact::stream::StreamError) -> Error {
+    match e {
+        artifact::stream::StreamError::Io(e) => stdout_error(e),
+        other => SoakError::streaming(Path::new("-"))(other).into(),
+    }
 }
 
 fn report(
@@ -706,7 +711,7 @@ pub(crate) fn report_html(snapshot: &Snapshot, soak_id: &str) -> Result<String, 
     let spool = std::env::temp_dir();
     let mut gathered = artifact::stream::gather(snapshot, soak_id, |piece| charts.take(piece))
         .map_err(SoakError::streaming(&spool))?;
-    let digest = gathered.digest().map_err(SoakError::output(&spool))?;
+    let digest = gathered.digest().map_err(SoakError::streaming(&spool))?;
     let view = Value::Object(std::mem::take(&mut gathered.head));
     let timeline = timeline(snapshot, soak_id)?;
     let (_, head) = snapshot.head()?;

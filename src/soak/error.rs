@@ -17,6 +17,12 @@ pub enum SoakError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot keep the rows in a temporary file in `{}`", .dir.display())]
+    Spool {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot prepare `{}`", .path.display())]
     Io {
         path: PathBuf,
@@ -52,6 +58,14 @@ impl SoakError {
 }
 
 impl SoakError {
+    /// The error for the temporary file the rows of an artifact, report or CSV pass through.
+    pub(crate) fn spool(source: std::io::Error) -> Self {
+        SoakError::Spool {
+            dir: std::env::temp_dir(),
+            source,
+        }
+    }
+
     /// The error for an artifact that could not be streamed to `path`.
     pub(crate) fn streaming(
         path: &std::path::Path,
@@ -60,6 +74,7 @@ impl SoakError {
         move |e| match e {
             StreamError::Log(e) => e.into(),
             StreamError::Io(source) => SoakError::output(path)(source),
+            StreamError::Spool(source) => SoakError::spool(source),
             StreamError::NoSuchSoak(id) => SoakError::NoSuchSoak(id),
         }
     }
@@ -106,6 +121,9 @@ impl Hint for SoakError {
             SoakError::NotADirectory { .. } => {
                 Some("name an existing directory, or run it inside one".into())
             }
+            SoakError::Spool { .. } => Some(
+                "set TMPDIR to a directory you can write, with room for the soak's rows".into(),
+            ),
             SoakError::Io { .. } => None,
         }
     }

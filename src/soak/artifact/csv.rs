@@ -3,11 +3,11 @@
 //! empty. Unknown values are empty cells, never zeros. Built from the same view as the JSON
 //! artifact, so both say the same; the JSON stays the canonical record.
 
-use std::io::{self, BufReader, BufWriter, Seek, Write};
+use std::io::{self, BufWriter, Write};
 
 use serde_json::Value;
 
-use super::stream::{Piece, Row};
+use super::stream::{Piece, Row, StreamError};
 
 /// The columns, in order.
 pub(crate) const HEADER: [&str; 23] = [
@@ -62,10 +62,10 @@ pub(crate) struct Sheet {
 }
 
 impl Sheet {
-    pub(crate) fn new(soak_id: &str) -> io::Result<Self> {
+    pub(crate) fn new(soak_id: &str) -> Result<Self, StreamError> {
         Ok(Self {
             soak_id: soak_id.to_owned(),
-            rows: spool()?,
+            rows: spool().map_err(StreamError::Spool)?,
             failed: None,
         })
     }
@@ -88,14 +88,20 @@ impl Sheet {
     }
 
     /// Writes the header, then the rows, and gives the blake3 digest of what it wrote.
-    pub(crate) fn finish(self, out: &mut impl Write) -> io::Result<String> {
+    pub(crate) fn finish(self, out: &mut impl Write) -> Result<String, StreamError> {
         let as_io = |e: csv::Error| match e.into_kind() {
             csv::ErrorKind::Io(e) => e,
             other => io::Error::other(format!("cannot write CSV: {other:?}")),
         };
         if let Some(e) = self.failed {
-            return Err(as_io(e));
+            return Err(StreamError::Spool(as_io(e)));
         }
+        let mut file = self
+            .rows
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|rows| rows.into_inner().map_err(|e| e.into_error()))
+            .map_err(StreamError::Spool)?;
         let mut hashed = Hashed {
             out,
             hasher: blake3::Hasher::new(),
@@ -104,14 +110,7 @@ impl Sheet {
         header.write_record(HEADER).map_err(as_io)?;
         header.flush()?;
         drop(header);
-        let mut file = self
-            .rows
-            .into_inner()
-            .map_err(|e| e.into_error())?
-            .into_inner()
-            .map_err(|e| e.into_error())?;
-        file.rewind()?;
-        io::copy(&mut BufReader::with_capacity(1 << 16, file), &mut hashed)?;
+        super::stream::copy_out(&mut file, &mut hashed)?;
         Ok(hashed.hasher.finalize().to_hex().to_string())
     }
 }

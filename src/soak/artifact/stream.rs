@@ -7,7 +7,7 @@
 //! [`super::render`] gives): keys in sorted order, two-space indentation; each value is printed
 //! by serde_json's pretty printer's rules started at its depth (`Nested`).
 
-use std::io::{self, BufReader, BufWriter, Seek, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Seek, Write};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -31,6 +31,9 @@ pub enum StreamError {
     Log(#[from] LogError),
     #[error(transparent)]
     Io(#[from] io::Error),
+    /// The temporary file the rows pass through.
+    #[error("cannot keep the rows in a temporary file")]
+    Spool(#[source] io::Error),
     #[error("no soak `{0}` is recorded")]
     NoSuchSoak(String),
 }
@@ -83,7 +86,7 @@ pub struct Gathered {
 
 impl Gathered {
     /// The artifact's digest: blake3 of its rendering without `digest`.
-    pub fn digest(&mut self) -> io::Result<String> {
+    pub fn digest(&mut self) -> Result<String, StreamError> {
         let mut hasher = blake3::Hasher::new();
         compose(&self.head, None, &mut self.spool, &mut hasher)?;
         Ok(hasher.finalize().to_hex().to_string())
@@ -218,23 +221,23 @@ fn compose(
     digest: Option<&str>,
     samples: &mut Spool,
     out: &mut impl Write,
-) -> io::Result<()> {
+) -> Result<(), StreamError> {
     let mut keys: Vec<&str> = head.keys().map(String::as_str).collect();
     keys.push("samples");
     keys.extend(digest.map(|_| "digest"));
     keys.sort_unstable();
     for (i, key) in keys.into_iter().enumerate() {
         out.write_all(if i == 0 { b"{\n  " } else { b",\n  " })?;
-        serde_json::to_writer(&mut *out, key)?;
+        serde_json::to_writer(&mut *out, key).map_err(io::Error::from)?;
         out.write_all(b": ")?;
         match (key, head.get(key)) {
-            ("digest", _) => serde_json::to_writer(&mut *out, &digest)?,
+            ("digest", _) => serde_json::to_writer(&mut *out, &digest).map_err(io::Error::from)?,
             ("samples", _) => samples.copy_to(out)?,
             (_, Some(value)) => pretty(value, 1, out)?,
             (_, None) => unreachable!("every key comes from the head"),
         }
     }
-    out.write_all(b"\n}\n")
+    Ok(out.write_all(b"\n}\n")?)
 }
 
 /// `value` pretty-printed at `depth` (two spaces a level), as serde_json's pretty printer prints
@@ -340,9 +343,10 @@ struct Spool {
 }
 
 impl Spool {
-    fn new() -> io::Result<Self> {
+    fn new() -> Result<Self, StreamError> {
+        let file = tempfile::tempfile().map_err(StreamError::Spool)?;
         Ok(Self {
-            file: Some(BufWriter::with_capacity(1 << 16, tempfile::tempfile()?)),
+            file: Some(BufWriter::with_capacity(1 << 16, file)),
             rows: 0,
         })
     }
@@ -355,45 +359,63 @@ impl Spool {
     }
 
     /// An empty spool of the same kind.
-    fn fresh(&self) -> io::Result<Self> {
+    fn fresh(&self) -> Result<Self, StreamError> {
         match self.file {
             Some(_) => Self::new(),
             None => Ok(Self::discarding()),
         }
     }
 
-    fn push(&mut self, row: &impl Serialize) -> io::Result<()> {
+    fn push(&mut self, row: &impl Serialize) -> Result<(), StreamError> {
         if let Some(file) = &mut self.file {
             file.write_all(if self.rows == 0 {
                 b"\n    "
             } else {
                 b",\n    "
-            })?;
-            pretty(row, 2, file)?;
+            })
+            .and_then(|()| pretty(row, 2, file))
+            .map_err(StreamError::Spool)?;
         }
         self.rows += 1;
         Ok(())
     }
 
-    fn finish(&mut self) -> io::Result<()> {
-        self.file.as_mut().map_or(Ok(()), Write::flush)
+    fn finish(&mut self) -> Result<(), StreamError> {
+        self.file
+            .as_mut()
+            .map_or(Ok(()), Write::flush)
+            .map_err(StreamError::Spool)
     }
 
     /// The array: `[]`, or its rows and the closing bracket on its own line.
-    fn copy_to(&mut self, out: &mut impl Write) -> io::Result<()> {
+    fn copy_to(&mut self, out: &mut impl Write) -> Result<(), StreamError> {
         if self.rows == 0 {
-            return out.write_all(b"[]");
+            return Ok(out.write_all(b"[]")?);
         }
         out.write_all(b"[")?;
         // Only `gather`'s artifacts are composed, and their spools keep the rows.
         let Some(file) = &mut self.file else {
-            return Err(io::Error::other("the rows of this artifact were not kept"));
+            let kept_none = io::Error::other("the rows of this artifact were not kept");
+            return Err(StreamError::Spool(kept_none));
         };
-        let file = file.get_mut();
-        file.rewind()?;
-        io::copy(&mut BufReader::with_capacity(1 << 16, &mut *file), out)?;
-        file.seek(io::SeekFrom::End(0))?;
-        out.write_all(b"\n  ]")
+        copy_out(file.get_mut(), out)?;
+        Ok(out.write_all(b"\n  ]")?)
+    }
+}
+
+/// Copies the whole of a spool file to `out`, leaving the file's position at its end: a failure
+/// to read the spool is [`StreamError::Spool`], one to write `out` [`StreamError::Io`].
+pub(super) fn copy_out(file: &mut std::fs::File, out: &mut impl Write) -> Result<(), StreamError> {
+    file.rewind().map_err(StreamError::Spool)?;
+    let mut reader = BufReader::with_capacity(1 << 16, &mut *file);
+    loop {
+        let chunk = reader.fill_buf().map_err(StreamError::Spool)?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        out.write_all(chunk)?;
+        let n = chunk.len();
+        reader.consume(n);
     }
 }
 
