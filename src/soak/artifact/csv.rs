@@ -1,7 +1,7 @@
 //! A soak's samples as CSV (RFC 4180, through the `csv` crate), for pandas and spreadsheets:
 //! one row per sample and GPU — a sample with no GPU reading is one row with the GPU columns
-//! empty. Unknown values are empty cells, never zeros. Built from the same view as the JSON
-//! artifact, so both say the same; the JSON stays the canonical record.
+//! empty. Unknown values are empty cells, never zeros. Built from the rows of the JSON artifact,
+//! as JSON, so both say the same; the JSON stays the canonical record.
 
 use std::io::{self, BufWriter, Write};
 
