@@ -603,6 +603,69 @@ fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
         .stderr(predicate::str::contains("do not match its hash"));
 }
 
+/// Where no thread can be started (the user's process limit reached, as on a host full of
+/// their own training processes), reading ahead falls back to reading on the one thread:
+/// `history` of a long subject and `log verify` still work. Root is not held to the limit, so
+/// this runs for a user only.
+#[test]
+fn reading_works_where_no_thread_can_be_started() {
+    if is_root() {
+        eprintln!(
+            "skipped: root is not held to RLIMIT_NPROC; run the tests as a user to check this"
+        );
+        return;
+    }
+    let root = TestRoot::new();
+    let soak = || Subject::Soak("long".into());
+    root.log()
+        .append_all((0..1_500).map(|i| (soak(), Event::SoakSampled(Box::new(sample(i, 2))))))
+        .unwrap();
+    // One process at most for this user: every fork and every new thread is refused.
+    fn one_process() -> std::io::Result<()> {
+        let one = rustix::process::Rlimit {
+            current: Some(1),
+            maximum: Some(1),
+        };
+        rustix::process::setrlimit(rustix::process::Resource::Nproc, one).map_err(Into::into)
+    }
+    let limited = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(unilab_bin());
+        cmd.env_clear()
+            .env("PATH", path_with_fixtures())
+            .env("HOME", root.root())
+            .arg("--root")
+            .arg(root.root())
+            .args(args);
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(one_process);
+        }
+        cmd.output().unwrap()
+    };
+    // The limit bites: a shell under it cannot start a process.
+    let mut probe = std::process::Command::new("sh");
+    probe.args(["-c", "true & wait"]);
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        probe.pre_exec(one_process);
+    }
+    let probed = probe.output().unwrap();
+    assert!(
+        !probed.status.success() || !probed.stderr.is_empty(),
+        "the process limit does not bite here: {probed:?}"
+    );
+    let history = limited(&["history", "--soak", "long"]);
+    let stderr = String::from_utf8_lossy(&history.stderr);
+    assert!(history.status.success(), "{}: {stderr}", history.status);
+    assert_eq!(
+        String::from_utf8_lossy(&history.stdout).lines().count(),
+        1_500
+    );
+    let verify = limited(&["log", "verify"]);
+    let stderr = String::from_utf8_lossy(&verify.stderr);
+    assert!(verify.status.success(), "{}: {stderr}", verify.status);
+}
+
 #[test]
 fn records_cut_from_the_end_fail_verification() {
     let root = root_with_every_kind();

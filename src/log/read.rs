@@ -314,14 +314,19 @@ impl Snapshot {
 /// batches of [`BATCH`] wait between the threads, so memory stays flat however many records. Only
 /// bytes cross: a decoded record freed on another thread than the one that allocated it costs
 /// more than decoding it (glibc takes the allocating arena's lock). An error of `read` arrives
-/// after every record it gave before it.
+/// after every record it gave before it. Where no thread can be started (the user's process
+/// limit reached), all of it runs here, one record after the other.
 fn read_ahead<E: From<LogError>>(
     read: impl FnOnce(&mut dyn FnMut(u64, &[u8]) -> bool) -> Result<(), LogError> + Send,
     mut visit: impl FnMut(u64, &[u8], bool) -> Result<bool, E>,
 ) -> Result<(), E> {
-    std::thread::scope(|scope| {
+    // The reader takes `read` from here; if it cannot start, this thread does.
+    let slot = std::sync::Mutex::new(Some(read));
+    let take = || slot.lock().ok().and_then(|mut read| read.take());
+    let spawned = std::thread::scope(|scope| {
         let (batches, received) = mpsc::sync_channel::<Result<Batch, LogError>>(2);
-        scope.spawn(move || {
+        let reader = std::thread::Builder::new().spawn_scoped(scope, move || {
+            let Some(read) = take() else { return };
             let mut batch = Batch::default();
             let read = read(&mut |seq, stored| {
                 batch.push(seq, stored, chain::hash_holds(stored));
@@ -334,16 +339,39 @@ fn read_ahead<E: From<LogError>>(
                 let _ = batches.send(Err(e));
             }
         });
+        if reader.is_err() {
+            return None;
+        }
         // Returning drops `received`, which ends the reader at its next batch.
-        for batch in received {
-            for (seq, stored, hash_holds) in batch?.records() {
-                if !visit(seq, stored, hash_holds)? {
-                    return Ok(());
+        let visited = || {
+            for batch in received {
+                for (seq, stored, hash_holds) in batch?.records() {
+                    if !visit(seq, stored, hash_holds)? {
+                        return Ok(());
+                    }
                 }
             }
-        }
-        Ok(())
-    })
+            Ok(())
+        };
+        Some(visited())
+    });
+    if let Some(visited) = spawned {
+        return visited;
+    }
+    let Some(read) = take() else {
+        return Ok(());
+    };
+    let mut failed = None;
+    read(
+        &mut |seq, stored| match visit(seq, stored, chain::hash_holds(stored)) {
+            Ok(going_on) => going_on,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        },
+    )?;
+    failed.map_or(Ok(()), Err)
 }
 
 /// Stored records on their way from the reading thread: their bytes in one buffer.

@@ -34,10 +34,13 @@ impl Snapshot {
         let mut key = String::new();
         let mut folds: Vec<Fold> = views.iter().map(|v| Fold::new(*v)).collect();
         let mut fault = None;
-        // The stored subject index is read on a thread of its own while the chain is walked.
+        // The stored subject index is read on a thread of its own while the chain is walked
+        // (or after it, here, where no thread can be started).
         let stored_keys = index.empty_like();
         let (walker, stored) = std::thread::scope(|threads| {
-            let stored = threads.spawn(|| self.stored_index(stored_keys));
+            let stored = std::thread::Builder::new()
+                .spawn_scoped(threads, || self.stored_index(stored_keys))
+                .ok();
             let walker = self.replay(|envelope| {
                 if fault.is_some() {
                     return;
@@ -62,9 +65,12 @@ impl Snapshot {
                     }
                 }
             });
-            let stored = stored
-                .join()
-                .unwrap_or_else(|_| Err(damaged(path, "reading the subject index failed")));
+            let stored = match stored {
+                Some(reading) => reading
+                    .join()
+                    .unwrap_or_else(|_| Err(damaged(path, "reading the subject index failed"))),
+                None => self.stored_index(index.empty_like()),
+            };
             (walker, stored)
         });
         let walker = walker?;
@@ -93,6 +99,24 @@ impl Snapshot {
                 chain_break,
             })?;
         self.compare_index(&index, &stored?)?;
+        let counts = self.compare_views(views, folds)?;
+        Ok(VerifyReport {
+            events,
+            head,
+            schema_version,
+            scope: Some(scope),
+            views: counts,
+        })
+    }
+
+    /// Each view rebuilt from the events against its stored table: each table's name and how many
+    /// rows it holds, or where the first disagrees.
+    fn compare_views(
+        &self,
+        views: Views,
+        folds: Vec<Fold>,
+    ) -> Result<Vec<(String, usize)>, LogError> {
+        let path = self.path.as_path();
         let mut counts = Vec::new();
         for (view, fold) in views.iter().zip(folds) {
             let table = view.table();
@@ -119,13 +143,7 @@ impl Snapshot {
             }
             counts.push((table.name().to_owned(), count));
         }
-        Ok(VerifyReport {
-            events,
-            head,
-            schema_version,
-            scope: Some(scope),
-            views: counts,
-        })
+        Ok(counts)
     }
 
     /// The quick check of every command that shows records: the log's last record holds what
