@@ -78,7 +78,7 @@ impl Snapshot {
             let Some(stored) = events.get(seq).map_err(unreadable(path))? else {
                 return Ok(None);
             };
-            decode_record(path, seq, stored.value(), chain::hash_holds(stored.value())).map(Some)
+            decode_record(path, seq, stored.value()).map(Some)
         })
     }
 
@@ -104,8 +104,7 @@ impl Snapshot {
             };
             for entry in events.range(from..).map_err(unreadable(path))? {
                 let (key, stored) = entry.map_err(unreadable(path))?;
-                let (seq, stored) = (key.value(), stored.value());
-                if !visit(decode_record(path, seq, stored, chain::hash_holds(stored))?)? {
+                if !visit(decode_record(path, key.value(), stored.value())?)? {
                     break;
                 }
             }
@@ -129,7 +128,7 @@ impl Snapshot {
         let path = self.path.as_path();
         let key = subject.key();
         let Some(resume) = self.subject_stored(&key, from, AHEAD_AFTER, &mut |seq, stored| {
-            visit(decode_record(path, seq, stored, chain::hash_holds(stored))?)
+            visit(decode_record(path, seq, stored)?)
         })?
         else {
             return Ok(());
@@ -141,7 +140,7 @@ impl Snapshot {
                 })
                 .map(drop)
             },
-            |seq, stored, hash_holds| visit(decode_record(path, seq, stored, hash_holds)?),
+            |seq, stored, hash_holds| visit(decode_hashed(path, seq, stored, hash_holds)?),
         )
     }
 
@@ -407,8 +406,14 @@ impl Batch {
     }
 }
 
-/// Decodes a stored record, given whether its own hash holds ([`chain::hash_holds`]).
-fn decode_record(
+/// Decodes a stored record after checking it against its own hash.
+fn decode_record(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogError> {
+    decode_hashed(path, seq, stored, chain::hash_holds(stored))
+}
+
+/// [`decode_record`] for a record whose own hash was checked ahead: `hash_holds` is what
+/// [`chain::hash_holds`] said of it. The faults are found in the same order.
+fn decode_hashed(
     path: &Path,
     seq: u64,
     stored: &[u8],
