@@ -2,7 +2,7 @@
 """Races and crashes around `unilab mps start/stop`, counted: run it against two builds to
 compare them side by side.
 
-    scripts/mps-races.py [--bin target/release/unilab] [--rounds 20] [--n 4]
+    scripts/mps-races.py [--bin target/release/unilab] [--rounds 20] [--n 4] [--ranks 12]
 
 On a throw-away host (the bundled fake nvidia-smi with two GPUs and the fake MPS control
 daemon, a private runtime directory and state root) it runs, `--rounds` times each:
@@ -14,6 +14,11 @@ daemon, a private runtime directory and state root) it runs, `--rounds` times ea
 - crash: `mps start 0` SIGKILLed at a varied moment (the daemon taking a varied time to come
   up), then `mps stop --all`; bad if a daemon runs with no record once the start is dead, and
   counted apart if it still runs after the stop.
+- killed starter: `--ranks` concurrent `mps exec --shared 0 -- sleep 0.2` (daemons and
+  launchers of varied speed), a third of them SIGKILLed at random moments — starters among
+  them, mid-launch — then `mps stop --all` as a job's epilog would; a round is bad if a rank
+  that was not killed exits non-zero, two daemons serve at once, a daemon runs that no record
+  names, or one outlives the epilog.
 
 Daemons are found by their environment (the pipe directory) and command line; whatever a round
 leaves is killed by pid before the next. Prints one line per scenario: rounds, bad rounds.
@@ -161,15 +166,77 @@ def crash(host, round_):
     return orphan, survived
 
 
+def serving(directory):
+    """Daemons serving now: the fake marks each that bound its socket (FAKE_MPS_SERVING_DIR)."""
+    live = []
+    for entry in os.listdir(directory):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(")") + 2] != "Z":
+            live.append(int(entry))
+    return live
+
+
+def killed_starter(host, ranks):
+    marks = host.dir / "serving"
+    marks.mkdir(exist_ok=True)
+    for mark in marks.iterdir():
+        mark.unlink()
+    most = [0]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            most[0] = max(most[0], len(serving(marks)))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    runs = []
+    for _ in range(ranks):
+        env = {**host.env, "FAKE_MPS_SERVING_DIR": str(marks),
+               "FAKE_MPS_START_DELAY": str(random.randrange(7) / 10),
+               "FAKE_MPS_LAUNCH_DELAY": str(random.randrange(2) * random.randrange(6) / 10)}
+        runs.append(subprocess.Popen(
+            host.cmd("mps", "exec", "--shared", "0", "--", "sleep", "0.2"), env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    began = time.monotonic()
+    killed = set()
+    for at, rank in sorted((random.uniform(0, 1.5), random.randrange(ranks))
+                           for _ in range(ranks // 3)):
+        time.sleep(max(0.0, began + at - time.monotonic()))
+        if runs[rank].poll() is None:
+            runs[rank].kill()
+            killed.add(rank)
+    failed = sum(run.wait() != 0 and rank not in killed for rank, run in enumerate(runs))
+    done.set()
+    watcher.join()
+    recorded = {record["pid"] for record in host.records()}
+    orphans = sum(pid not in recorded for pid in serving(marks))
+    host.run("mps", "stop", "--all")
+    time.sleep(0.5)
+    survived = len(serving(marks))
+    host.clean()
+    return failed, most[0] > 1, orphans, survived
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", default=str(REPO / "target/release/unilab"))
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--n", type=int, default=4)
+    parser.add_argument("--ranks", type=int, default=12)
+    parser.add_argument("--only", choices=["killed-starter"],
+                        help="run this scenario alone")
     args = parser.parse_args()
     random.seed(1)
     host = Host(args.bin)
     try:
+        if args.only == "killed-starter":
+            return report_killed_starter(host, args)
         for name, scenario in (("same name", same_name), ("same GPU", same_gpu), ("stops", stops)):
             bad = sum(not scenario(host, args.n) for _ in range(args.rounds))
             print(f"{name:<10} N={args.n}: {bad}/{args.rounds} rounds bad")
@@ -179,8 +246,20 @@ def main():
         survived = sum(s for _, s in results)
         print(f"crash      : {orphans}/{args.rounds} kills left a daemon with no record; "
               f"{survived}/{args.rounds} still ran after `mps stop --all`")
+        sys.stdout.flush()
+        report_killed_starter(host, args)
     finally:
         host.close()
+
+
+def report_killed_starter(host, args):
+    results = [killed_starter(host, args.ranks) for _ in range(args.rounds)]
+    bad = sum(f > 0 or two or o > 0 or s > 0 for f, two, o, s in results)
+    print(f"killed starter, {args.ranks} ranks: {bad}/{args.rounds} rounds bad "
+          f"({sum(r[0] for r in results)} of {args.rounds * args.ranks} ranks failed that were "
+          f"not killed, {sum(r[1] for r in results)} rounds with two daemons at once, "
+          f"{sum(r[2] for r in results)} daemons with no record, "
+          f"{sum(r[3] for r in results)} outlived `mps stop --all`)")
 
 
 if __name__ == "__main__":

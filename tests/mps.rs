@@ -1815,3 +1815,249 @@ fn each_slurm_job_has_its_own_daemons() {
         .success();
     assert!(gone(six["pid"].as_u64().unwrap()));
 }
+
+/// Whether process `pid` has a file of unilab's MPS locks open: it is waiting for the locks or
+/// holds them (a command opens the lock file before it waits).
+fn has_a_lock_open(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .any(|target| target.to_string_lossy().contains("/mps/locks/"))
+}
+
+/// A starter killed while another rank waited for the locks left a daemon nobody stopped: the
+/// leftovers of a cut-short start were settled *before* the locks were taken, so the waiting
+/// rank went ahead without settling them; its own `-d` failed ("An instance of this daemon is
+/// already running") and its `daemon_start_failed` closed the dead starter's intent too. The
+/// dead starter's daemon then ran unrecorded: every later `exec --shared` exited 3 and `mps stop
+/// --all` found nothing to stop. Now the rank that takes the locks settles the cut start first.
+#[test]
+fn a_starter_killed_while_another_waits_leaves_no_daemon_nobody_stops() {
+    let host = Host::two_gpus();
+    let pipe = host.runtime().join("unilab/mps/gpu-1111aaaa");
+    fn shared<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec!["mps", "exec", "--shared", "0", "--"];
+        args.extend_from_slice(extra);
+        args
+    }
+    // The first start's daemon takes a while to come up.
+    let mut first = host
+        .command()
+        .env("FAKE_MPS_START_DELAY", "3")
+        .args(shared(&["sleep", "1"]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually("the first start to launch", Duration::from_secs(30), || {
+        !daemons_for(&pipe).is_empty()
+    });
+    // The second's launcher is slow, so that the first's daemon is up before it looks.
+    let second = host
+        .command()
+        .env("FAKE_MPS_LAUNCH_DELAY", "4")
+        .args(shared(&["true"]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually(
+        "the second to wait for the locks",
+        Duration::from_secs(30),
+        || has_a_lock_open(second.id()),
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let second = second.wait_with_output().unwrap();
+    assert!(
+        second.status.success(),
+        "the waiting rank runs: {}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(
+        within(Duration::from_secs(10), || daemons_for(&pipe).is_empty()),
+        "a daemon outlived both: {:?}",
+        daemons_for(&pipe)
+    );
+    // Nothing stands in the way of the next rank, and nothing is left to stop.
+    host.unilab().args(shared(&["true"])).assert().success();
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+    assert!(daemons_for(&pipe).is_empty());
+    let kinds = host.kinds("gpu-1111aaaa");
+    let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+    assert_eq!(
+        (count("daemon_starting"), count("daemon_start_failed")),
+        (3, 1),
+        "the cut start settled once, the two others started: {kinds:?}"
+    );
+    assert_eq!(
+        count("daemon_started"),
+        count("daemon_stopped"),
+        "{kinds:?}"
+    );
+    host.unilab().args(["log", "verify"]).assert().success();
+}
+
+/// Rounds of `ranks` concurrent `mps exec --shared` on one GPU, a few of them SIGKILLed at
+/// random moments (starters among them, mid-launch), with daemons and launchers of varied speed.
+/// Each round: no two daemons ever serve at once, every rank exits 0 unless it was killed, every
+/// daemon still running at the end has a record, and the epilog (`mps stop --all`) leaves none.
+/// Returns how many rounds ended with a recorded daemon left for the epilog (its last holder
+/// killed), for the figures.
+fn shared_kill_rounds(rounds: u64, ranks: usize) -> u64 {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let host = Host::two_gpus();
+    let pipe = host.runtime().join("unilab/mps/gpu-1111aaaa");
+    let serving = host.root.root().join("serving");
+    std::fs::create_dir(&serving).unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut random = move |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    let serving_now = |dir: &Path| -> Vec<u32> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| !exited(*pid))
+            .collect()
+    };
+    let mut left_for_the_epilog = 0;
+    for round in 0..rounds {
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let most = std::sync::Arc::new(AtomicUsize::new(0));
+        let watcher = {
+            let (done, most, serving) = (done.clone(), most.clone(), serving.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    most.fetch_max(serving_now(&serving).len(), Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        };
+        let mut runs: Vec<std::process::Child> = (0..ranks)
+            .map(|_| {
+                let mut cmd = host.command();
+                cmd.env("FAKE_MPS_SERVING_DIR", &serving)
+                    .env("FAKE_MPS_START_DELAY", format!("0.{}", random(7)))
+                    .env(
+                        "FAKE_MPS_LAUNCH_DELAY",
+                        format!("0.{}", random(2) * random(6)),
+                    )
+                    .args(["mps", "exec", "--shared", "0", "--", "sleep", "0.2"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                cmd.spawn().unwrap()
+            })
+            .collect();
+        let mut kills: Vec<(u64, usize)> = (0..ranks / 3)
+            .map(|_| (random(1500), random(ranks as u64) as usize))
+            .collect();
+        kills.sort_unstable();
+        let began = Instant::now();
+        let mut killed = vec![false; ranks];
+        for (at, rank) in kills {
+            let at = Duration::from_millis(at);
+            if let Some(wait) = at.checked_sub(began.elapsed()) {
+                std::thread::sleep(wait);
+            }
+            killed[rank] |= runs[rank].kill().is_ok();
+        }
+        for (rank, run) in runs.iter_mut().enumerate() {
+            let status = run.wait().unwrap();
+            assert!(
+                status.success() || killed[rank],
+                "round {round}: rank {rank} exited {status:?}"
+            );
+        }
+        done.store(true, Ordering::Relaxed);
+        watcher.join().unwrap();
+        assert!(
+            most.load(Ordering::Relaxed) <= 1,
+            "round {round}: {} daemons served at once",
+            most.load(Ordering::Relaxed)
+        );
+        let recorded: Vec<u32> = host
+            .json(&["mps", "list"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["pid"].as_u64().unwrap() as u32)
+            .collect();
+        let running = serving_now(&serving);
+        assert!(
+            running.iter().all(|pid| recorded.contains(pid)),
+            "round {round}: daemons {running:?} run, records name {recorded:?}"
+        );
+        left_for_the_epilog += u64::from(!running.is_empty());
+        let code = host
+            .unilab()
+            .args(["mps", "stop", "--all"])
+            .output()
+            .unwrap()
+            .status
+            .code();
+        assert!(
+            matches!(code, Some(0 | 4)),
+            "round {round}: epilog exited {code:?}"
+        );
+        assert!(
+            within(Duration::from_secs(10), || serving_now(&serving).is_empty()
+                && daemons_for(&pipe).is_empty()),
+            "round {round}: a daemon outlived the epilog: {:?}",
+            daemons_for(&pipe)
+        );
+        assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+    }
+    host.unilab().args(["log", "verify"]).assert().success();
+    left_for_the_epilog
+}
+
+#[test]
+fn shared_ranks_killed_at_random_leave_no_daemon_nobody_stops() {
+    shared_kill_rounds(6, 12);
+}
+
+#[test]
+#[ignore = "stress: cargo test --release --test integration mps::stress_ -- --ignored --nocapture"]
+fn stress_shared_ranks_killed_at_random() {
+    let left = shared_kill_rounds(25, 12);
+    eprintln!("25 rounds of 12 ranks: {left} left a recorded daemon for the epilog to stop");
+}
+
+/// `mps stop NAME` while that start was in progress said "no daemon named …" and the daemon
+/// then ran on: the stop read the records before the start had written one. It now waits for
+/// the start's locks, then stops what the start recorded.
+#[test]
+fn a_stop_during_the_start_waits_for_it_and_stops_the_daemon() {
+    let host = Host::two_gpus();
+    let start = host
+        .command()
+        .env("FAKE_MPS_START_DELAY", "2")
+        .args(["--json", "mps", "start", "0", "--name", "slow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually("the start to be under way", Duration::from_secs(30), || {
+        has_a_lock_open(start.id()) && host.kinds("slow").iter().any(|k| k == "daemon_starting")
+    });
+    host.unilab()
+        .args(["mps", "stop", "slow"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("stopped `slow`"));
+    let started = start.wait_with_output().unwrap();
+    assert!(started.status.success());
+    let record: Value = serde_json::from_slice(&started.stdout).unwrap();
+    assert!(
+        gone(record["pid"].as_u64().unwrap()),
+        "the daemon was stopped"
+    );
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+}

@@ -248,9 +248,10 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
         // reads it must not wait until the daemon stops.
         let mut printed = Ok(());
         let mut held = Some(held);
-        let method = daemon::run_foreground(mps, &log, &plan, &stop, grace, |record| {
+        let method = daemon::run_foreground(mps, &log, &plan, &stop, grace, |record, cleared| {
             // Recorded: a stop may now come, and must not wait for this daemon to end.
             drop(held.take());
+            say_cleared(out, cleared);
             out.note(&format!(
                 "daemon `{}` (pid {}) runs in the foreground for {}; Ctrl-C stops it",
                 record.name, record.pid, plan.gpu
@@ -267,9 +268,7 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
     }
     let started = daemon::start(mps, &log, &plan)?;
     drop(held);
-    for name in &started.cleaned {
-        out.note(&format!("cleaned the stale record of `{name}`"));
-    }
+    say_cleared(out, &started.cleared);
     print_record(out, &started.record)?;
     out.note(&format!(
         "use it with `unilab mps exec {0} -- CMD`, or `eval \"$(unilab mps env {0})\"`",
@@ -294,16 +293,44 @@ fn print_record(out: &mut Output, record: &DaemonRecord) -> Result<(), Error> {
 /// Finishes the starts that were cut short before this command decides anything.
 fn settle(mps: &Mps, log: &EventLog, out: &Output) -> Result<(), Error> {
     for name in daemon::settle_cut_starts(mps, log)? {
-        out.warn(&format!(
-            "a start of `{name}` was cut short; what it launched was stopped and the start recorded as failed"
-        ));
+        warn_settled(out, &name);
     }
     Ok(())
+}
+
+fn warn_settled(out: &Output, name: &str) {
+    out.warn(&format!(
+        "a start of `{name}` was cut short; what it launched was stopped and the start recorded as failed"
+    ));
+}
+
+/// Says what a start cleared out of its way.
+fn say_cleared(out: &Output, cleared: &daemon::Cleared) {
+    for name in &cleared.settled {
+        warn_settled(out, name);
+    }
+    for name in &cleared.cleaned {
+        out.note(&format!("cleaned the stale record of `{name}`"));
+    }
 }
 
 fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL)?;
     settle(mps, &log, out)?;
+    // A daemon still being started is stopped once its start has recorded it.
+    let scoped = args
+        .name
+        .as_deref()
+        .map(|name| daemon::scoped_name(name, mps.env.job.as_deref()));
+    daemon::wait_for_starts(mps, &log, |name| {
+        if let Some(job) = &args.job {
+            daemon::job_of(name) == Some(job.as_str())
+        } else if let Some(given) = &args.name {
+            Some(name) == scoped.as_deref() || name == given
+        } else {
+            daemon::name_in_scope(mps, name)
+        }
+    })?;
     let records = daemon::records(mps, &log.snapshot()?)?;
     let targets: Vec<&DaemonRecord> = if args.all {
         // Under a Slurm job, `--all` is the job's daemons.
@@ -476,6 +503,7 @@ fn exec_shared(
     // orphans are not its to collect.
     let _ = nix::sys::prctl::set_child_subreaper(false);
     let record = &attached.record;
+    say_cleared(out, &attached.cleared);
     if attached.started {
         out.note(&format!(
             "started the shared daemon `{}` (pid {}) for {}",

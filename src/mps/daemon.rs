@@ -223,8 +223,7 @@ fn absolute(path: &Path) -> PathBuf {
 /// What a start found and did besides starting.
 pub(crate) struct Started {
     pub record: DaemonRecord,
-    /// Records found stale for the same name or GPU, cleaned before the start.
-    pub cleaned: Vec<String>,
+    pub cleared: Cleared,
 }
 
 /// Refuses a start while a live daemon already serves the name or the GPU; cleans stale records
@@ -318,9 +317,21 @@ fn record_for(mps: &Mps, plan: &Plan, daemon: ProcessIdentity) -> StartedDaemon 
     }
 }
 
-/// Everything before the daemon is launched: clears the way, prepares the directories, and
-/// records the resolved topology. Returns the stale records cleaned.
-fn begin(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<String>, MpsError> {
+/// What a start cleared out of its way before it launched.
+#[derive(Debug, Default)]
+pub(crate) struct Cleared {
+    /// Records found stale for the same name or GPU, cleaned.
+    pub cleaned: Vec<String>,
+    /// Starts of the same name or GPU that were cut short, settled.
+    pub settled: Vec<String>,
+}
+
+/// Everything before the daemon is launched, under the start's locks: settles cut-short starts
+/// in the way, clears the way, prepares the directories, and records the resolved topology.
+fn begin(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Cleared, MpsError> {
+    // Under the locks: a start cut short while this one waited for them is settled here, before
+    // anything is decided (settling it before the wait would miss it).
+    let settled = settle_in_the_way(mps, log, &plan.name, &plan.gpu)?;
     let cleaned = clear_the_way(mps, log, plan)?;
     prepare_directories(mps, plan)?;
     let starter = own_identity(mps)?;
@@ -347,7 +358,7 @@ fn begin(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<String>, MpsError
             },
         ),
     ])?;
-    Ok(cleaned)
+    Ok(Cleared { cleaned, settled })
 }
 
 /// What a start cut short launched: processes of this user, started after the starter, whose
@@ -396,6 +407,13 @@ pub(crate) fn own_identity(mps: &Mps) -> Result<ProcessIdentity, MpsError> {
         })
 }
 
+/// Whether an open intent is a start that was cut short: its starter is neither this process
+/// nor a live process of this user.
+fn cut_short(mps: &Mps, intent: &IntentRow) -> bool {
+    intent.starter.pid != std::process::id()
+        && process::liveness(mps.proc, intent.starter, mps.paths.uid) != Liveness::Live
+}
+
 /// Finishes the starts that were cut short: a `daemon_starting` whose starter is no longer
 /// running, with no `daemon_started` or `daemon_start_failed` after it. What such a start
 /// launched is unilab's — it answers in the pipe directory the intent names, which unilab
@@ -403,68 +421,121 @@ pub(crate) fn own_identity(mps: &Mps) -> Result<ProcessIdentity, MpsError> {
 /// signals through a pidfd after an identity check), its leftovers removed, and the start
 /// recorded as failed. Each is handled under its name's and GPU's locks. Returns the names.
 pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>, MpsError> {
-    let me = std::process::id();
     let mut settled = Vec::new();
     for (name, intent) in Intents::rows(&log.snapshot()?)? {
-        let starter = process::liveness(mps.proc, intent.starter, mps.paths.uid);
-        if intent.starter.pid == me || starter == Liveness::Live {
+        if !cut_short(mps, &intent) {
             continue;
         }
         let _held = lock::daemon(mps, &name, [intent.gpu.as_str()])?;
-        // Another command may have settled it meanwhile.
-        let open = Intents::rows(&log.snapshot()?)?
-            .into_iter()
-            .any(|(n, i)| n == name && i == intent);
-        if !open {
-            continue;
+        if settle_held(mps, log, &name, &intent)? {
+            settled.push(name);
         }
-        let pipe = Path::new(&intent.pipe_directory);
-        let cut = format!("the start by pid {} was cut short", intent.starter.pid);
-        let mut stopped = Vec::new();
-        // A launcher killed mid-way may still be forking the daemon: scan again until two
-        // scans in a row, 50 ms apart, find nothing.
-        let mut quiet = 0;
-        for _ in 0..SETTLE_SCANS {
-            let found = launched_by(mps, &intent);
-            if found.is_empty() {
-                quiet += 1;
-                if quiet == 2 {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-            quiet = 0;
-            for daemon in found {
-                let record = DaemonRecord {
-                    name: name.clone(),
-                    uid: mps.paths.uid,
-                    host: mps.paths.host.clone(),
-                    topology_mode: TopologyMode::SingleGpu,
-                    gpu_uuids: vec![intent.gpu.clone()],
-                    pipe_directory: intent.pipe_directory.clone(),
-                    log_directory: intent.log_directory.clone(),
-                    pid: daemon.pid,
-                    process_start_ticks: daemon.start_ticks,
-                    created_at: 0.0,
-                };
-                let method = halt(mps, &record, LAUNCH_GRACE)?;
-                stopped.push((daemon, method));
-            }
-        }
-        let reason = what_was_stopped(&cut, &stopped);
-        let launched = stopped.first().map(|(daemon, _)| *daemon);
-        dirs::remove_leftovers_of_the_gone(mps.proc, pipe);
-        log.append(
-            Subject::Daemon(name.clone()),
-            Event::DaemonStartFailed {
-                reason,
-                process: launched,
-            },
-        )?;
-        settled.push(name);
     }
     Ok(settled)
+}
+
+/// For a start that holds the locks of `name` and `gpu`: settles the cut-short starts in its
+/// way — one of the same name, and one of another name on the same GPU in the same scope (under
+/// that name's lock, if it is free; a command that holds it settles that start itself). A start
+/// of the name whose starter still runs, which the held locks should make impossible, is refused
+/// rather than overwritten: an intent is closed only by its starter or by a command that proved
+/// the starter gone. Returns the names settled.
+pub(crate) fn settle_in_the_way(
+    mps: &Mps,
+    log: &EventLog,
+    name: &str,
+    gpu: &str,
+) -> Result<Vec<String>, MpsError> {
+    let mut settled = Vec::new();
+    for (other, intent) in Intents::rows(&log.snapshot()?)? {
+        if other == name && !cut_short(mps, &intent) {
+            if intent.starter.pid == std::process::id() {
+                continue;
+            }
+            return Err(MpsError::StartUnderWay {
+                name: other,
+                pid: intent.starter.pid,
+            });
+        }
+        let same_gpu = intent.gpu == gpu && job_of(&other) == job_of(name);
+        if !cut_short(mps, &intent) || (other != name && !same_gpu) {
+            continue;
+        }
+        let _also = if other == name {
+            None
+        } else {
+            match lock::name_if_free(mps, &other)? {
+                Some(held) => Some(held),
+                None => continue,
+            }
+        };
+        if settle_held(mps, log, &other, &intent)? {
+            settled.push(other);
+        }
+    }
+    Ok(settled)
+}
+
+/// Settles one cut-short start, for a caller that holds its name's lock: stops what it
+/// launched and records the start as failed. `false` when another command settled it first.
+fn settle_held(
+    mps: &Mps,
+    log: &EventLog,
+    name: &str,
+    intent: &IntentRow,
+) -> Result<bool, MpsError> {
+    // Another command may have settled it meanwhile.
+    let open = Intents::rows(&log.snapshot()?)?
+        .into_iter()
+        .any(|(n, i)| n == name && &i == intent);
+    if !open {
+        return Ok(false);
+    }
+    let pipe = Path::new(&intent.pipe_directory);
+    let cut = format!("the start by pid {} was cut short", intent.starter.pid);
+    let mut stopped = Vec::new();
+    // A launcher killed mid-way may still be forking the daemon: scan again until two scans in
+    // a row, 50 ms apart, find nothing.
+    let mut quiet = 0;
+    for _ in 0..SETTLE_SCANS {
+        let found = launched_by(mps, intent);
+        if found.is_empty() {
+            quiet += 1;
+            if quiet == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        quiet = 0;
+        for daemon in found {
+            let record = DaemonRecord {
+                name: name.to_owned(),
+                uid: mps.paths.uid,
+                host: mps.paths.host.clone(),
+                topology_mode: TopologyMode::SingleGpu,
+                gpu_uuids: vec![intent.gpu.clone()],
+                pipe_directory: intent.pipe_directory.clone(),
+                log_directory: intent.log_directory.clone(),
+                pid: daemon.pid,
+                process_start_ticks: daemon.start_ticks,
+                created_at: 0.0,
+            };
+            let method = halt(mps, &record, LAUNCH_GRACE)?;
+            stopped.push((daemon, method));
+        }
+    }
+    let reason = what_was_stopped(&cut, &stopped);
+    let launched = stopped.first().map(|(daemon, _)| *daemon);
+    dirs::remove_leftovers_of_the_gone(mps.proc, pipe);
+    log.append(
+        Subject::Daemon(name.to_owned()),
+        Event::DaemonStartFailed {
+            reason,
+            process: launched,
+        },
+    )?;
+    Ok(true)
 }
 
 /// Records a failed start and returns the error that reports it.
@@ -538,7 +609,7 @@ fn record_and_verify(
 /// unilab exits, its children are exactly what the launch left running. A start that fails
 /// stops them, so no daemon comes up later that no record names.
 pub(crate) fn start(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Started, MpsError> {
-    let cleaned = begin(mps, log, plan)?;
+    let cleared = begin(mps, log, plan)?;
     // Without it (never seen on Linux ≥ 3.4) a failed start cannot find what it launched.
     let _ = nix::sys::prctl::set_child_subreaper(true);
     let launch_failed = |reason: String| {
@@ -569,7 +640,7 @@ pub(crate) fn start(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Started, M
         )));
     };
     let record = record_and_verify(mps, log, plan, daemon, false)?;
-    Ok(Started { record, cleaned })
+    Ok(Started { record, cleared })
 }
 
 /// Stops every process a failed launch left running — unilab's own children, each signalled
@@ -637,11 +708,11 @@ pub(crate) fn run_foreground(
     plan: &Plan,
     stop: &std::sync::atomic::AtomicBool,
     grace: Duration,
-    on_ready: impl FnOnce(&DaemonRecord),
+    on_ready: impl FnOnce(&DaemonRecord, &Cleared),
 ) -> Result<StopMethod, MpsError> {
     use std::os::unix::process::CommandExt;
     use std::sync::atomic::Ordering;
-    begin(mps, log, plan)?;
+    let cleared = begin(mps, log, plan)?;
     let mut cmd = control::foreground_command(
         &mps.control,
         &plan.pipe_directory,
@@ -683,7 +754,7 @@ pub(crate) fn run_foreground(
             return Err(e);
         }
     };
-    on_ready(&record);
+    on_ready(&record, &cleared);
     let method = loop {
         if let Ok(Some(_)) = child.try_wait() {
             break StopMethod::Exited;
@@ -863,10 +934,31 @@ fn clean_stale(
 /// Whether a daemon is the caller's to pick without naming it: under a Slurm job only the job's
 /// own daemons are (another job's are never taken for its own); outside one, every daemon.
 pub(crate) fn in_scope(mps: &Mps, record: &DaemonRecord) -> bool {
+    name_in_scope(mps, &record.name)
+}
+
+/// [`in_scope`], by the daemon's name.
+pub(crate) fn name_in_scope(mps: &Mps, name: &str) -> bool {
     match &mps.env.job {
-        Some(job) => job_of(&record.name) == Some(job.as_str()),
+        Some(job) => job_of(name) == Some(job.as_str()),
         None => true,
     }
+}
+
+/// Waits until the starts under way of the names `wanted` picks have ended (their starters hold
+/// the locks until the daemon is recorded or the start failed), so that a command that acts on
+/// the records sees what they started.
+pub(crate) fn wait_for_starts(
+    mps: &Mps,
+    log: &EventLog,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<(), MpsError> {
+    for (name, intent) in Intents::rows(&log.snapshot()?)? {
+        if wanted(&name) && intent.starter.pid != std::process::id() && !cut_short(mps, &intent) {
+            drop(lock::daemon(mps, &name, [intent.gpu.as_str()])?);
+        }
+    }
+    Ok(())
 }
 
 /// Picks one record: by name, else the sole record (of the caller's job, under Slurm), else the

@@ -81,6 +81,8 @@ pub enum MpsError {
         lock: PathBuf,
         waited: std::time::Duration,
     },
+    #[error("a start of `{name}` by pid {pid} is under way")]
+    StartUnderWay { name: String, pid: u32 },
     #[error("cannot run `{command}`")]
     Exec {
         command: String,
@@ -148,6 +150,9 @@ impl Hint for MpsError {
             MpsError::Busy { .. } => {
                 "another start or stop of this daemon or GPU is under way; retry once it has finished (`unilab history` shows it)".into()
             }
+            MpsError::StartUnderWay { name, .. } => format!(
+                "retry once it has finished; `unilab history --daemon {name}` shows it"
+            ),
             MpsError::NoSuchDaemon(_) | MpsError::SeveralDaemons(_) => {
                 "see `unilab mps list`".into()
             }

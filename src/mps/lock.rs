@@ -36,17 +36,32 @@ pub(crate) fn daemon<'g>(
     gpus: impl IntoIterator<Item = &'g str>,
 ) -> Result<Held, MpsError> {
     let job = super::daemon::job_of(name);
-    let mut keys = vec![format!("name-{name}")];
+    let mut keys = vec![name_key(name)];
     keys.extend(gpus.into_iter().map(|uuid| match job {
         Some(job) => format!("gpu-{uuid}-job{job}"),
         None => format!("gpu-{uuid}"),
     }));
-    acquire(mps, &keys)
+    acquire(mps, &keys, PATIENCE)
+}
+
+/// The lock of the daemon name `name` alone, if no other command holds it; `None` at once if one
+/// does. For a caller that already holds other locks: waiting for one more could deadlock
+/// against a command that holds it and waits for one of the caller's.
+pub(crate) fn name_if_free(mps: &Mps, name: &str) -> Result<Option<Held>, MpsError> {
+    match acquire(mps, &[name_key(name)], Duration::ZERO) {
+        Ok(held) => Ok(Some(held)),
+        Err(MpsError::Busy { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn name_key(name: &str) -> String {
+    format!("name-{name}")
 }
 
 /// Takes the locks named by `keys` (names and UUIDs as validated elsewhere, so they are safe
-/// file names), in one order whoever asks, waiting up to [`PATIENCE`] for each.
-fn acquire(mps: &Mps, keys: &[String]) -> Result<Held, MpsError> {
+/// file names), in one order whoever asks, waiting up to `patience` for each.
+fn acquire(mps: &Mps, keys: &[String], patience: Duration) -> Result<Held, MpsError> {
     let dir = mps.paths.user_dir().join("mps").join("locks");
     DirBuilder::new()
         .recursive(true)
@@ -61,12 +76,12 @@ fn acquire(mps: &Mps, keys: &[String]) -> Result<Held, MpsError> {
     keys.dedup();
     let mut locks = Vec::with_capacity(keys.len());
     for key in keys {
-        locks.push(lock(&dir.join(format!("{key}.lock")))?);
+        locks.push(lock(&dir.join(format!("{key}.lock")), patience)?);
     }
     Ok(Held { _locks: locks })
 }
 
-fn lock(path: &Path) -> Result<Flock<File>, MpsError> {
+fn lock(path: &Path, patience: Duration) -> Result<Flock<File>, MpsError> {
     let io = |source| MpsError::Io {
         path: path.to_owned(),
         source,
@@ -83,14 +98,14 @@ fn lock(path: &Path) -> Result<Flock<File>, MpsError> {
     loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => return Ok(lock),
-            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < PATIENCE => {
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < patience => {
                 file = back;
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
                 return Err(MpsError::Busy {
                     lock: PathBuf::from(path),
-                    waited: PATIENCE,
+                    waited: patience,
                 });
             }
             Err((_, errno)) => return Err(io(std::io::Error::from(errno))),

@@ -26,6 +26,8 @@ pub(crate) struct Attached {
     pub record: DaemonRecord,
     /// Whether this process started the daemon.
     pub started: bool,
+    /// What the start cleared out of its way (nothing when it attached to a running daemon).
+    pub cleared: daemon::Cleared,
     holder: ProcessIdentity,
 }
 
@@ -49,10 +51,14 @@ pub(crate) fn attach(
     let live = daemon::records(mps, &log.snapshot()?)?
         .into_iter()
         .find(|r| r.name == plan.name && daemon::stale_reason(daemon::liveness(mps, r)).is_none());
-    let (record, started) = match live {
-        Some(record) => (record, false),
-        None => (daemon::start(mps, log, &plan)?.record, true),
+    let (record, cleared) = match live {
+        Some(record) => (record, None),
+        None => {
+            let started = daemon::start(mps, log, &plan)?;
+            (started.record, Some(started.cleared))
+        }
     };
+    let started = cleared.is_some();
     release_the_gone(mps, log, &record.name)?;
     log.append(
         Subject::Daemon(record.name.clone()),
@@ -65,6 +71,7 @@ pub(crate) fn attach(
     Ok(Attached {
         record,
         started,
+        cleared: cleared.unwrap_or_default(),
         holder,
     })
 }
