@@ -19,6 +19,12 @@ use crate::env::{EnvVars, TOOL_TIMEOUT_SECS};
 /// How long to keep reading output after the tool exited, for pipes a daemon it forked holds.
 const DRAIN: Duration = Duration::from_millis(200);
 
+/// The most a tool may write on each of its outputs: far more than any answer of nvidia-smi or
+/// the MPS control client holds (a host of 8 GPUs and a thousand compute processes lists under
+/// 100 KiB). A tool that writes more is killed and its answer refused, so a tool flooding its
+/// output cannot grow unilab's memory.
+pub(crate) const MAX_OUTPUT: usize = 4 << 20;
+
 /// An external program unilab calls, as found on `PATH` or named by a variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tool {
@@ -58,6 +64,8 @@ pub enum ToolError {
         program: OsString,
         timeout: Duration,
     },
+    #[error("`{}` wrote more than {} MiB; it was stopped and its answer refused", program.to_string_lossy(), MAX_OUTPUT >> 20)]
+    Flooded { program: OsString },
 }
 
 impl Tool {
@@ -128,31 +136,24 @@ impl Tool {
             let _ = input.write_all(stdin);
         }
         let deadline = Instant::now() + self.timeout;
+        let flooded = || stdout.flooded() || stderr.flooded();
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
-                Ok(None) if Instant::now() < deadline => {
+                Ok(None) if Instant::now() < deadline && !flooded() => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Ok(None) | Err(_) => {
-                    if let Ok(pid) = i32::try_from(child.id()) {
-                        // The group is the tool and what it forked without leaving the group.
-                        let _ = nix::sys::signal::killpg(
-                            nix::unistd::Pid::from_raw(pid),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
-                    }
-                    // Reap it if it dies promptly; a process in uninterruptible sleep is left.
-                    let reaped_by = Instant::now() + Duration::from_millis(500);
-                    while Instant::now() < reaped_by {
-                        if let Ok(Some(_)) = child.try_wait() {
-                            break;
+                    kill_group(&mut child);
+                    return Err(if flooded() {
+                        ToolError::Flooded {
+                            program: self.program.clone(),
                         }
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                    return Err(ToolError::Timeout {
-                        program: self.program.clone(),
-                        timeout: self.timeout,
+                    } else {
+                        ToolError::Timeout {
+                            program: self.program.clone(),
+                            timeout: self.timeout,
+                        }
                     });
                 }
             }
@@ -160,6 +161,13 @@ impl Tool {
         let drained_by = Instant::now() + DRAIN;
         while Instant::now() < drained_by && !(stdout.done() && stderr.done()) {
             std::thread::sleep(Duration::from_millis(2));
+        }
+        if flooded() {
+            // What it forked may hold the pipe and write on.
+            kill_group(&mut child);
+            return Err(ToolError::Flooded {
+                program: self.program.clone(),
+            });
         }
         Ok(ToolOutput {
             status,
@@ -169,26 +177,61 @@ impl Tool {
     }
 }
 
-/// Output read by a background thread.
+/// Kills the tool's process group (the tool and what it forked without leaving the group) and
+/// reaps the tool if it dies promptly; a process in uninterruptible sleep is left.
+fn kill_group(child: &mut std::process::Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let reaped_by = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < reaped_by {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What a reader thread has read of one output.
+#[derive(Default)]
+struct Buffer {
+    bytes: Vec<u8>,
+    /// The pipe reached its end (or was never there).
+    done: bool,
+    /// The tool wrote more than [`MAX_OUTPUT`]: reading stopped there.
+    flooded: bool,
+}
+
+/// Output read by a background thread, at most [`MAX_OUTPUT`] of it.
 struct Collected {
-    buffer: Arc<Mutex<(Vec<u8>, bool)>>,
+    buffer: Arc<Mutex<Buffer>>,
 }
 
 impl Collected {
     fn done(&self) -> bool {
-        self.buffer.lock().map(|b| b.1).unwrap_or(true)
+        self.buffer.lock().map(|b| b.done).unwrap_or(true)
+    }
+
+    fn flooded(&self) -> bool {
+        self.buffer.lock().map(|b| b.flooded).unwrap_or(false)
     }
 
     fn text(&self) -> String {
         self.buffer
             .lock()
-            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .map(|b| String::from_utf8_lossy(&b.bytes).into_owned())
             .unwrap_or_default()
     }
 }
 
 fn collect(pipe: Option<impl Read + Send + 'static>) -> Collected {
-    let buffer = Arc::new(Mutex::new((Vec::new(), pipe.is_none())));
+    let buffer = Arc::new(Mutex::new(Buffer {
+        done: pipe.is_none(),
+        ..Buffer::default()
+    }));
     if let Some(mut pipe) = pipe {
         let shared = Arc::clone(&buffer);
         std::thread::spawn(move || {
@@ -197,14 +240,17 @@ fn collect(pipe: Option<impl Read + Send + 'static>) -> Collected {
                 match pipe.read(&mut chunk) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        if let Ok(mut b) = shared.lock() {
-                            b.0.extend_from_slice(&chunk[..n]);
+                        let Ok(mut b) = shared.lock() else { break };
+                        if b.bytes.len() + n > MAX_OUTPUT {
+                            b.flooded = true;
+                            break;
                         }
+                        b.bytes.extend_from_slice(&chunk[..n]);
                     }
                 }
             }
             if let Ok(mut b) = shared.lock() {
-                b.1 = true;
+                b.done = true;
             }
         });
     }
@@ -328,6 +374,21 @@ mod tests {
         let err = tool.run(cmd, b"").unwrap_err();
         assert!(matches!(err, ToolError::Timeout { .. }));
         assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    /// A tool writing endless output grew unilab's memory without bound (2.2 GB within the
+    /// timeout for `mps status`): what is read is capped, and the tool stopped at the cap.
+    #[test]
+    fn a_tool_that_floods_its_output_is_stopped_at_the_cap() {
+        for script in ["yes", "tr '\\0' x < /dev/zero >&2"] {
+            let tool = Tool::new("sh", Duration::from_secs(60));
+            let mut cmd = tool.command();
+            cmd.args(["-c", script]);
+            let started = Instant::now();
+            let err = tool.run(cmd, b"").unwrap_err();
+            assert!(matches!(err, ToolError::Flooded { .. }), "{script}: {err}");
+            assert!(started.elapsed() < Duration::from_secs(30), "{script}");
+        }
     }
 
     #[test]

@@ -2061,3 +2061,39 @@ fn a_stop_during_the_start_waits_for_it_and_stops_the_daemon() {
     );
     assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
 }
+
+/// An `nvidia-smi` that floods its output grew unilab without bound (`mps status` reached 2.2 GB
+/// within its timeout; under a 1 GiB address-space limit it aborted on a failed allocation).
+/// What is read from a tool is capped: the tool is stopped at the cap and that is its fault.
+#[test]
+fn an_nvidia_smi_that_floods_its_output_is_stopped_and_blamed() {
+    let host = Host::two_gpus();
+    for mode in ["flood", "flood-lines"] {
+        let mut status = host.command();
+        status
+            .env("FAKE_NVIDIA_SMI_MODE", mode)
+            .env("UNILAB_TOOL_TIMEOUT", "60")
+            .args(["--json", "mps", "status"]);
+        let out = with_address_space_limit(&status, 1 << 30).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{mode}: {out:?}");
+        let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            status["diagnostic"]
+                .as_str()
+                .unwrap()
+                .contains("nvidia-smi wrote more than 4 MiB"),
+            "{mode}: {status}"
+        );
+        let mut start = host.command();
+        start
+            .env("FAKE_NVIDIA_SMI_MODE", mode)
+            .env("UNILAB_TOOL_TIMEOUT", "60")
+            .args(["mps", "start", "0"]);
+        let out = with_address_space_limit(&start, 1 << 30).output().unwrap();
+        assert_eq!(out.status.code(), Some(3), "{mode}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("its answer refused"),
+            "{mode}: {out:?}"
+        );
+    }
+}

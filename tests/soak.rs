@@ -2243,3 +2243,57 @@ fn the_gpu_stream_recovers_from_an_exit_and_a_hang_and_leaves_nothing_behind() {
         }
     }
 }
+
+/// An `nvidia-smi` flooding its output grew the supervisor without bound (2.3 GB): the runtime
+/// snapshot's query and the loop-mode streams read at most a capped amount (a line, the GPUs and
+/// compute processes of one reading); past it the stream is a fault, killed and restarted, and
+/// the soak is judged on its progress as with a hung one. Run under a 1 GiB address-space limit.
+#[test]
+fn an_nvidia_smi_that_floods_its_output_is_a_recorded_fault_not_a_memory_leak() {
+    for (mode, says) in [
+        ("flood", "printed a line of more than 64 KiB"),
+        ("flood-lines", "listed more than 1024 GPUs"),
+    ] {
+        let soak = Soak::new();
+        let mut cmd = Command::new(unilab_bin());
+        cmd.env_clear()
+            .env("PATH", path_with_fixtures())
+            .env("HOME", soak.root.root())
+            .env("FAKE_NVIDIA_SMI_MODE", mode)
+            .env("UNILAB_TOOL_TIMEOUT", "2")
+            .arg("--root")
+            .arg(soak.root.root())
+            .args(["--json", "soak", "run", "--sample-interval", "0.2"])
+            .arg("--progress-dir")
+            .arg(soak.progress())
+            .arg("--output")
+            .arg(soak.artifact_path())
+            .args(["--", "python3"])
+            .arg(trainer())
+            .arg("--progress-dir")
+            .arg(soak.progress())
+            .args(["--steps", "15", "--step-seconds", "0.2"]);
+        let output = with_address_space_limit(&cmd, 1 << 30).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{mode}: {output:?}");
+        let artifact: Value =
+            serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+        let errors: Vec<&str> = artifact["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["errors"].as_array().unwrap())
+            .map(|e| e.as_str().unwrap())
+            .collect();
+        assert!(
+            errors.iter().any(|e| e.contains(says)),
+            "{mode}: {errors:?}"
+        );
+        assert!(
+            artifact["runtime"]
+                .to_string()
+                .contains("wrote more than 4 MiB"),
+            "{mode}: the snapshot says why it has no GPUs: {}",
+            artifact["runtime"]
+        );
+    }
+}

@@ -33,6 +33,8 @@ pub enum SmiError {
     Failed { code: i32, message: String },
     #[error("nvidia-smi printed no GPU list that unilab can read: {excerpt:?}")]
     Unreadable { excerpt: String },
+    #[error("nvidia-smi wrote more than {} MiB; it was stopped and its answer refused", crate::tool::MAX_OUTPUT >> 20)]
+    Flooded,
 }
 
 impl Hint for SmiError {
@@ -47,6 +49,7 @@ impl Hint for SmiError {
                 "install the NVIDIA driver utilities, or name the binary with `UNILAB_NVIDIA_SMI`"
             }
             SmiError::Hung(_) => "a GPU may be wedged; check `dmesg` for Xid errors",
+            SmiError::Flooded => "check the driver's state with `nvidia-smi` by hand, and `dmesg`",
             SmiError::NoDriver => "load the NVIDIA kernel module, or run on a host with a GPU",
             SmiError::NoDevices => "run on a host with an NVIDIA GPU",
             SmiError::VersionMismatch => {
@@ -72,6 +75,7 @@ fn query(smi: &Tool, args: &[&str]) -> Result<String, SmiError> {
         },
         ToolError::Timeout { timeout, .. } => SmiError::Hung(timeout.as_secs_f64()),
         ToolError::Spawn { source, .. } => SmiError::Spawn(source),
+        ToolError::Flooded { .. } => SmiError::Flooded,
     })?;
     if !output.status.success() {
         return Err(classify_failure(

@@ -12,7 +12,7 @@
 //! tools and reaps them: none outlives the soak.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -33,6 +33,13 @@ const APPS_QUERY: &str = "--query-compute-apps=pid,used_gpu_memory,gpu_uuid";
 /// Back-off after a fault: from the first to the longest.
 const BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(60));
 
+/// The longest line a stream may print (its lines are under 200 bytes), and the most GPUs and
+/// compute processes it may list at once. A stream past any of them is flooding: a fault, and it
+/// is restarted, so that what it writes cannot grow the supervisor's memory.
+const MAX_LINE: u64 = 64 << 10;
+const MAX_GPUS: usize = 1 << 10;
+const MAX_APPS: usize = 1 << 16;
+
 /// What the streams have said.
 #[derive(Debug, Default)]
 struct State {
@@ -46,6 +53,8 @@ struct State {
     apps: HashMap<(u32, String), (Option<u64>, Instant)>,
     /// The last fault, until a new reading completes.
     fault: Option<String>,
+    /// A stream printed more than it may: the fault that restarts the streams.
+    flood: Option<String>,
 }
 
 impl State {
@@ -64,6 +73,13 @@ impl State {
         if self.pending.last().is_some_and(|last| index <= last.index) {
             self.gpus = Some((now, std::mem::take(&mut self.pending)));
             self.fault = None;
+        }
+        if self.pending.len() >= MAX_GPUS {
+            self.flood = Some(format!(
+                "nvidia-smi listed more than {MAX_GPUS} GPUs in one reading; its stream is restarted"
+            ));
+            self.pending.clear();
+            return;
         }
         self.pending.push(GpuSample {
             index,
@@ -87,6 +103,13 @@ impl State {
             return;
         };
         if let Ok(pid) = pid.parse() {
+            if self.apps.len() >= MAX_APPS {
+                self.flood = Some(format!(
+                    "nvidia-smi listed more than {MAX_APPS} compute processes; its stream is restarted"
+                ));
+                self.apps.clear();
+                return;
+            }
             self.apps.insert(
                 (pid, (*uuid).to_owned()),
                 (parse_value(memory), Instant::now()),
@@ -234,11 +257,19 @@ impl Running {
         let state = Arc::clone(state);
         let reader = std::thread::spawn(move || {
             let mut lines = BufReader::new(stdout);
-            let mut line = String::new();
-            while matches!(lines.read_line(&mut line), Ok(n) if n > 0) {
-                if let Ok(mut state) = state.lock() {
-                    take(&mut state, line.trim_end());
+            let mut line = Vec::new();
+            while matches!(Read::take(&mut lines, MAX_LINE).read_until(b'\n', &mut line), Ok(n) if n > 0)
+            {
+                let Ok(mut state) = state.lock() else { return };
+                if line.last() != Some(&b'\n') && line.len() as u64 >= MAX_LINE {
+                    // Reading stops: the stream is killed for it.
+                    state.flood = Some(format!(
+                        "nvidia-smi printed a line of more than {} KiB; its stream is restarted",
+                        MAX_LINE >> 10
+                    ));
+                    return;
                 }
+                take(&mut state, String::from_utf8_lossy(&line).trim_end());
                 line.clear();
             }
         });
@@ -363,6 +394,10 @@ fn watch(
     // Often enough to notice a silence within a fraction of it, seldom enough to cost nothing.
     let tick = (silence / 4).clamp(Duration::from_millis(50), Duration::from_millis(500));
     while !stopped(stop, tick) {
+        // A flood first: the reader stops reading at it, and the tool then fails to write.
+        if let Some(flood) = state.lock().ok().and_then(|mut s| s.flood.take()) {
+            return Some(flood);
+        }
         if let Some(ended) = gpus.exited(smi).or_else(|| apps.exited(smi)) {
             return Some(ended);
         }

@@ -709,3 +709,25 @@ pub fn shared_daemon_life(kinds: &[String]) -> (usize, usize, usize, usize) {
         n("daemon_stopped"),
     )
 }
+
+/// `cmd` (made with `env_clear`, as the tests' commands are) run through `sh` under an
+/// address-space limit of `bytes`: a command that grows past it fails to allocate instead of
+/// growing the test machine.
+pub fn with_address_space_limit(cmd: &Command, bytes: u64) -> Command {
+    let mut limited = Command::new("sh");
+    limited
+        .env_clear()
+        .envs(
+            cmd.get_envs()
+                .filter_map(|(key, value)| Some((key.to_owned(), value?.to_owned()))),
+        )
+        .arg("-c")
+        .arg(format!("ulimit -v {} && exec \"$@\"", bytes / 1024))
+        .arg("sh")
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        limited.current_dir(dir);
+    }
+    limited
+}
