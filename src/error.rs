@@ -17,7 +17,7 @@ use crate::mps::error::MpsError;
 use crate::paths::PathError;
 use crate::soak::error::SoakError;
 use crate::style::{ColorChoice, Palette, Tone};
-use crate::text::printable;
+use crate::text::{one_line, printable};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -148,11 +148,11 @@ impl Error {
         let mut out = format!(
             "{} {}\n",
             palette.paint(Tone::Bad, "error:"),
-            printable(&self.to_string())
+            one_line(&self.to_string())
         );
         let mut source = StdError::source(self);
         while let Some(cause) = source {
-            let _ = writeln!(out, "  caused by: {}", printable(&cause.to_string()));
+            let _ = writeln!(out, "  caused by: {}", one_line(&cause.to_string()));
             source = cause.source();
         }
         if let Some(hint) = self.hint() {
@@ -160,7 +160,7 @@ impl Error {
                 out,
                 "{} {}",
                 palette.paint(Tone::Aside, "hint:"),
-                printable(&hint)
+                one_line(&hint)
             );
         }
         out

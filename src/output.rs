@@ -36,10 +36,10 @@ impl Output {
         }
     }
 
-    /// One line of data on standard output.
+    /// One line of data on standard output, safe for a terminal (see [`for_terminal`]).
     pub(crate) fn line(&mut self, text: &str) -> Result<(), Error> {
         self.stdout
-            .write_all(text.as_bytes())
+            .write_all(for_terminal(text).as_bytes())
             .and_then(|()| self.stdout.write_all(b"\n"))
             .map_err(stdout_error)
     }
@@ -99,8 +99,12 @@ pub(crate) fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> Vec<Stri
     let line = |cells: Vec<&str>| cells.join("\t");
     let _ = writeln!(writer, "{}", line(header.to_vec()));
     for row in rows {
-        let cells: Vec<&str> = row.as_ref().iter().map(|c| cell(c)).collect();
-        let _ = writeln!(writer, "{}", line(cells));
+        let cells: Vec<std::borrow::Cow<'_, str>> = row.as_ref().iter().map(|c| cell(c)).collect();
+        let _ = writeln!(
+            writer,
+            "{}",
+            line(cells.iter().map(AsRef::as_ref).collect())
+        );
     }
     let _ = writer.flush();
     let bytes = writer.into_inner().unwrap_or_default();
@@ -110,9 +114,38 @@ pub(crate) fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> Vec<Stri
         .collect()
 }
 
-/// A cell without the characters that would break its table's layout.
-fn cell(text: &str) -> &str {
-    text.split(['\t', '\n']).next().unwrap_or("")
+/// A cell without the characters that would break its table's layout, its control
+/// characters escaped before the columns are measured.
+fn cell(text: &str) -> std::borrow::Cow<'_, str> {
+    for_terminal(text.split(['\t', '\n']).next().unwrap_or(""))
+}
+
+/// `text` with every control character escaped (`\u{1b}`) but newline, tab and the palette's
+/// own colour codes: what came from outside unilab — a command line, an output tail, a host
+/// directory's name, a path — cannot clear the screen, set the window title or write the
+/// clipboard when unilab prints it.
+pub(crate) fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    let foreign = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(foreign) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let codes = crate::style::own_codes();
+    let mut safe = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some(code) = codes.iter().find(|code| rest.starts_with(code.as_str())) {
+            safe.push_str(code);
+            rest = &rest[code.len()..];
+            continue;
+        }
+        if foreign(c) {
+            safe.extend(c.escape_debug());
+        } else {
+            safe.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(safe)
 }
 
 /// A command line as a POSIX shell would take it back: each argument quoted where it needs it.
@@ -170,7 +203,7 @@ pub(crate) fn bytes(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{bytes, duration, shell_command, table};
+    use super::{bytes, duration, for_terminal, shell_command, table};
 
     #[test]
     fn commands_are_shown_as_a_shell_takes_them_back() {
@@ -183,6 +216,21 @@ mod tests {
             shell_command(&args(&["sh", "-c", "echo $HOME; exit 1"])),
             "sh -c 'echo $HOME; exit 1'"
         );
+    }
+
+    #[test]
+    fn only_the_palettes_own_codes_reach_the_terminal() {
+        let red = crate::style::Palette::colored(true).status("failed");
+        assert_eq!(for_terminal(&red), red, "unilab's colours are kept");
+        assert_eq!(
+            for_terminal("a\tb\n\u{1b}[2J\u{1b}]0;title\u{7}\u{1b}]52;c;aGk=\u{7}\r"),
+            "a\tb\n\\u{1b}[2J\\u{1b}]0;title\\u{7}\\u{1b}]52;c;aGk=\\u{7}\\r"
+        );
+        let cells = table(
+            &["CMD", "N"],
+            &[vec!["x\u{1b}[2Jy".to_owned(), "1".to_owned()]],
+        );
+        assert_eq!(cells[1], "x\\u{1b}[2Jy  1");
     }
 
     #[test]

@@ -84,6 +84,27 @@ impl Tone {
     }
 }
 
+/// Every escape sequence the palette writes: each tone's and the reset. Output written for a
+/// terminal keeps these and escapes every other control character (see
+/// `output::for_terminal`).
+pub(crate) fn own_codes() -> &'static [String] {
+    static CODES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    CODES.get_or_init(|| {
+        let mut codes: Vec<String> = [Tone::Bad, Tone::Good, Tone::Warn, Tone::Aside]
+            .iter()
+            .flat_map(|tone| {
+                let style = tone.style();
+                [style.render().to_string(), style.render_reset().to_string()]
+            })
+            .filter(|code| !code.is_empty())
+            .collect();
+        // Longest first, so that a code is never cut by a shorter one it starts with.
+        codes.sort_by_key(|code| std::cmp::Reverse(code.len()));
+        codes.dedup();
+        codes
+    })
+}
+
 /// Colours text for one stream, or leaves it as it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Palette {

@@ -17,8 +17,18 @@ pub(crate) fn count(n: impl Into<u64>, word: &str) -> String {
 /// a user typed — an id, a path, a command — cannot drive the terminal when unilab repeats it
 /// in a message.
 pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    let control = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.chars().any(control) {
+    escaped(text, |c| c.is_control() && c != '\n' && c != '\t')
+}
+
+/// `text` with every control character escaped, newline and tab too: for what must stay on one
+/// line (an error message, whose values — a job id from the environment, say — could otherwise
+/// forge a line of their own).
+pub(crate) fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    escaped(text, char::is_control)
+}
+
+fn escaped(text: &str, control: impl Fn(char) -> bool) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(&control) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut escaped = String::with_capacity(text.len() + 8);
@@ -44,5 +54,12 @@ mod tests {
         assert_eq!(count(1u32, "process"), "1 process");
         assert_eq!(count(3u32, "process"), "3 processes");
         assert_eq!(count(2u32, "progress file"), "2 progress files");
+    }
+
+    #[test]
+    fn what_must_stay_on_one_line_escapes_newlines_too() {
+        assert_eq!(printable("a\nb\u{1b}[2J"), "a\nb\\u{1b}[2J");
+        assert_eq!(one_line("5\nerror: forged\t"), "5\\nerror: forged\\t");
+        assert_eq!(one_line("plain"), "plain");
     }
 }

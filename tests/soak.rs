@@ -2297,3 +2297,75 @@ fn an_nvidia_smi_that_floods_its_output_is_a_recorded_fault_not_a_memory_leak() 
         );
     }
 }
+
+/// Raw control sequences reached the terminal from `soak list`, `soak show` (the command and
+/// its output tails), `history` and `soak list --job` (host directory names): clear-screen, a
+/// window title, an OSC 52 clipboard write. Everything printed that came from outside unilab is
+/// escaped now; and a newline in `SLURM_JOB_ID` no longer forges a line in an error.
+#[test]
+fn control_sequences_from_outside_never_reach_the_terminal() {
+    let evil = "\u{1b}[2J\u{1b}]0;pwned\u{7}\u{1b}]52;c;aGk=\u{7}";
+    let soak = Soak::new();
+    let mut cmd = soak.unilab();
+    cmd.env("SLURM_JOB_ID", "77")
+        .args(["soak", "run", "--sample-interval", "0.1", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "printf '{evil}\\n'; printf '{evil}\\n' >&2; \"$0\" \"$@\""
+        ))
+        .arg("python3")
+        .arg(trainer())
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .args(["--steps", "3", "--step-seconds", "0.05"])
+        .assert()
+        .success();
+    // Another host's log under a directory whose name carries the sequences.
+    let uid = nix::unistd::getuid().as_raw().to_string();
+    let here = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    let other = soak.root.root().join(format!("node{evil}")).join(&uid);
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(
+        soak.root.root().join(&here).join(&uid).join("events.redb"),
+        other.join("events.redb"),
+    )
+    .unwrap();
+    for args in [
+        &["soak", "list"][..],
+        &["soak", "show", "latest"],
+        &["history"],
+        &["history", "--soak", "latest"],
+        &["soak", "list", "--job", "77"],
+    ] {
+        let out = soak.unilab().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for (stream, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+            assert!(
+                !text.contains('\u{1b}') && !text.contains('\u{7}'),
+                "{args:?}: a raw control character on {stream}: {text:?}"
+            );
+        }
+        assert!(
+            stdout.contains("\\u{1b}]52;c;aGk=\\u{7}") || args[0] == "history" && args.len() == 1,
+            "{args:?}: the sequence is shown escaped: {stdout}"
+        );
+    }
+    let out = soak
+        .unilab()
+        .env("SLURM_JOB_ID", "5\nerror: forged")
+        .args(["mps", "start"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("5\\nerror: forged"), "{stderr}");
+    assert!(
+        !stderr.lines().any(|l| l.starts_with("error: forged")),
+        "{stderr}"
+    );
+}
