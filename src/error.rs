@@ -126,6 +126,19 @@ impl Error {
         None
     }
 
+    /// The error and its causes on one line, `: ` between them: for a warning that reports an
+    /// error and goes on.
+    pub fn chain_text(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = StdError::source(self);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
+    }
+
     /// The error as one JSON object, shown on standard error under `--json` so that a script
     /// never parses prose: `error`, `causes` (outermost first), `hint` and `exit_code`.
     pub fn to_json(&self) -> serde_json::Value {

@@ -86,7 +86,9 @@ impl StatePaths {
     }
 
     /// This user's log on every host under the root (a root shared between hosts, as a network
-    /// home directory is), by host name in order; this host's among them when it has one.
+    /// home directory is), by host name in order; this host's among them when it has one. Each
+    /// path where something is, or where it cannot be told (an unreadable directory on the way):
+    /// whether it is a log is for the opening to say, so that nothing is left out unsaid.
     pub fn every_host_log(&self) -> std::io::Result<Vec<(String, PathBuf)>> {
         let mut logs = Vec::new();
         let entries = match std::fs::read_dir(&self.root) {
@@ -96,12 +98,14 @@ impl StatePaths {
         };
         for entry in entries {
             let entry = entry?;
-            let Ok(host) = entry.file_name().into_string() else {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
-            };
+            }
+            let host = entry.file_name().to_string_lossy().into_owned();
             let log = entry.path().join(self.uid.to_string()).join("events.redb");
-            if log.is_file() {
-                logs.push((host, log));
+            match std::fs::symlink_metadata(&log) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                _ => logs.push((host, log)),
             }
         }
         logs.sort();

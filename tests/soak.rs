@@ -2369,3 +2369,72 @@ fn control_sequences_from_outside_never_reach_the_terminal() {
         "{stderr}"
     );
 }
+
+/// One bad log of another host broke the job view: `soak list --job` and `history --all-hosts`
+/// exited 5 and listed nothing if any host's log was empty, truncated, not a log or left unclean
+/// by a writer killed there — the last being when the view is needed most — and logs that were
+/// a FIFO or a directory were skipped without a word. Now what can be read is shown, and each
+/// log that cannot is named in a warning with why.
+#[test]
+fn one_bad_log_of_another_host_does_not_hide_the_others() {
+    let soak = Soak::new();
+    soak.unilab()
+        .env("SLURM_JOB_ID", "77")
+        .args(["soak", "run", "--sample-interval", "0.1", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--", "python3"])
+        .arg(trainer())
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .args(["--steps", "3", "--step-seconds", "0.05"])
+        .assert()
+        .success();
+    let uid = nix::unistd::getuid().as_raw().to_string();
+    let here = soak.root.log_path();
+    let log_of = |host: &str| {
+        let dir = soak.root.root().join(host).join(&uid);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("events.redb")
+    };
+    std::fs::write(log_of("empty"), b"").unwrap();
+    std::fs::write(log_of("text"), b"not a log at all\n".repeat(100)).unwrap();
+    let bytes = std::fs::read(&here).unwrap();
+    std::fs::write(log_of("truncated"), &bytes[..bytes.len() / 3]).unwrap();
+    nix::unistd::mkfifo(&log_of("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    std::fs::create_dir(log_of("directory")).unwrap();
+    // A copy taken while a writer has the log open is what a writer killed there leaves.
+    let writer = soak.root.log();
+    std::fs::copy(&here, log_of("unclean")).unwrap();
+    drop(writer);
+    let mut raw = redb::Builder::new();
+    raw.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    assert!(
+        matches!(
+            raw.open_read_only(log_of("unclean")),
+            Err(redb::DatabaseError::RepairAborted)
+        ),
+        "the copy is unclean"
+    );
+    let bad = ["directory", "empty", "fifo", "text", "truncated", "unclean"];
+    for args in [
+        &["--json", "soak", "list", "--job", "77"][..],
+        &["--json", "history", "--all-hosts"],
+    ] {
+        let out = soak.unilab().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for host in bad {
+            assert!(
+                stderr.contains(&format!("cannot read the log of host `{host}`")),
+                "{args:?}: {host} is named: {stderr}"
+            );
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("soak_id"),
+            "{args:?}: this host's soak is shown: {stdout}"
+        );
+    }
+}

@@ -119,17 +119,21 @@ fn all_hosts(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result
         _ => None,
     };
     let mut records = Vec::new();
-    for (host, reader) in super::every_host_log(paths)? {
+    super::for_every_host_log(paths, out, |host, reader| {
         let snapshot = reader.snapshot()?;
+        // A host's records are taken whole or not at all: its log may fail half-way.
+        let mut found = Vec::new();
         let keep = |record: Record| {
-            records.push((record.envelope.recorded_at_us, host.clone(), record));
+            found.push((record.envelope.recorded_at_us, host.to_owned(), record));
             Ok::<bool, crate::log::LogError>(true)
         };
         match &subject {
             Some(subject) => snapshot.scan_subject(subject, args.since, keep)?,
             None => snapshot.scan(args.since, keep)?,
         }
-    }
+        records.extend(found);
+        Ok(())
+    })?;
     records.sort_by(|a, b| (a.0, &a.1, a.2.envelope.seq).cmp(&(b.0, &b.1, b.2.envelope.seq)));
     let width = records.iter().map(|r| r.1.len()).max().unwrap_or(0);
     for (_, host, record) in &records {

@@ -28,28 +28,47 @@ pub(crate) fn checked_show(
     }
 }
 
-/// This user's log on every host under the state root, by host name, each opened for reading:
-/// this host's as usual, another host's strictly read-only (never repaired or migrated from
-/// here: one writer host a file).
-pub(crate) fn every_host_log(
+/// Visits this user's log on every host under the state root, by host name, each opened for
+/// reading: this host's as usual, another host's strictly read-only (never repaired or migrated
+/// from here: one writer host a file). This host's log is read as every command reads it — damage
+/// is an error (exit 5). Another host's that cannot be read or fails while `visit` reads it
+/// (empty, truncated, not a log, left unclean by a writer killed there, not a regular file,
+/// unreadable) is named in a warning, with why, and left out: a job's view shows what can be
+/// read, which is when it is needed most.
+pub(crate) fn for_every_host_log(
     paths: &StatePaths,
-) -> Result<Vec<(String, crate::log::LogReader)>, Error> {
+    out: &Output,
+    mut visit: impl FnMut(&str, &crate::log::LogReader) -> Result<(), Error>,
+) -> Result<(), Error> {
     let logs = paths
         .every_host_log()
         .map_err(|source| crate::soak::error::SoakError::Io {
             path: paths.root.clone(),
             source,
         })?;
-    let mut readers = Vec::new();
     for (host, log) in logs {
-        let reader = if host == paths.host {
-            crate::log::LogReader::open(&log)?
-        } else {
-            crate::log::LogReader::open_other_hosts(&log)?
-        };
-        readers.extend(reader.map(|reader| (host, reader)));
+        if host == paths.host {
+            if let Some(reader) = crate::log::LogReader::open(&log)? {
+                visit(&host, &reader)?;
+            }
+            continue;
+        }
+        let read = crate::log::LogReader::open_other_hosts(&log)
+            .map_err(Error::from)
+            .and_then(|reader| match reader {
+                Some(reader) => visit(&host, &reader),
+                None => Ok(()),
+            });
+        if let Err(e) = read {
+            out.warn(&format!(
+                "cannot read the log of host `{}` (`{}`): {}; what it holds is not shown",
+                crate::text::one_line(&host),
+                crate::text::one_line(&log.display().to_string()),
+                crate::text::one_line(&e.chain_text())
+            ));
+        }
     }
-    Ok(readers)
+    Ok(())
 }
 
 /// The completion script of `shell`, from the command-line definitions themselves.

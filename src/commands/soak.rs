@@ -268,8 +268,10 @@ struct RankSoak {
 fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Result<Exit, Error> {
     settled(paths)?;
     let mut soaks = Vec::new();
-    for (host, reader) in super::every_host_log(paths)? {
+    super::for_every_host_log(paths, out, |host, reader| {
         let snapshot = reader.snapshot()?;
+        // A host's soaks are taken whole or not at all: its log may fail half-way.
+        let mut found = Vec::new();
         for summary in Soaks::rows(&snapshot)? {
             let metadata = match snapshot.get(summary.first_seq)?.map(|r| r.envelope.event) {
                 Some(Event::SoakStarted(start)) => start.metadata,
@@ -277,14 +279,16 @@ fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Result<Exit, Err
                 _ => continue,
             };
             if metadata.get(JOB_KEY).map(String::as_str) == Some(job) {
-                soaks.push(RankSoak {
-                    host: host.clone(),
+                found.push(RankSoak {
+                    host: host.to_owned(),
                     rank: metadata.get(RANK_KEY).cloned(),
                     summary,
                 });
             }
         }
-    }
+        soaks.extend(found);
+        Ok(())
+    })?;
     soaks.sort_by_key(|s| (s.summary.started_at_us, s.host.clone()));
     if out.json {
         let rows = soaks.iter().map(|s| {
