@@ -2438,3 +2438,53 @@ fn one_bad_log_of_another_host_does_not_hide_the_others() {
         );
     }
 }
+
+/// A hung nvidia-smi outlived a soak interrupted during its runtime snapshot: SIGTERM (or SIGINT
+/// before the command started) ended unilab at once, and the snapshot's own nvidia-smi, which
+/// ignores SIGTERM, ran on. The interruption is the soak's to handle from before the snapshot:
+/// the snapshot's nvidia-smi is killed at its limit, the soak recorded as interrupted.
+#[test]
+fn a_soak_interrupted_during_its_snapshot_leaves_no_nvidia_smi_behind() {
+    for signal in [nix::sys::signal::SIGTERM, nix::sys::signal::SIGINT] {
+        let soak = Soak::new();
+        let pids = soak.root.root().join("smi-pids");
+        let mut cmd = Command::new(unilab_bin());
+        cmd.env_clear()
+            .env("PATH", path_with_fixtures())
+            .env("HOME", soak.root.root())
+            .env("FAKE_NVIDIA_SMI_MODE", "hang")
+            .env("FAKE_NVIDIA_SMI_PIDS", &pids)
+            .arg("--root")
+            .arg(soak.root.root())
+            .args(["--json", "soak", "run", "--progress-dir"])
+            .arg(soak.progress())
+            .arg("--output")
+            .arg(soak.artifact_path())
+            .args(["--", "sleep", "30"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let unilab = cmd.spawn().unwrap();
+        eventually("the snapshot's nvidia-smi", Duration::from_secs(30), || {
+            std::fs::read_to_string(&pids).is_ok_and(|p| !p.trim().is_empty())
+        });
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(unilab.id() as i32), signal).unwrap();
+        let out = unilab.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{signal}: {out:?}");
+        let verdict: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            verdict["outcome"]["failure_kind"], "interrupted",
+            "{signal}"
+        );
+        for pid in std::fs::read_to_string(&pids).unwrap().lines() {
+            let pid: i32 = pid.parse().unwrap();
+            let left = !within(Duration::from_secs(5), || exited(pid));
+            if left {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::SIGKILL,
+                );
+            }
+            assert!(!left, "{signal}: nvidia-smi {pid} outlived the soak");
+        }
+    }
+}

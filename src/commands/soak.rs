@@ -129,6 +129,17 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
         artifact::check_target(report).map_err(SoakError::output(report))?;
     }
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
+    // From here on an interruption is the soak's to handle: one that came while the snapshot's
+    // nvidia-smi (hung, deaf to SIGTERM) ran would otherwise end unilab and leave it running.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .map_err(Error::environment("install a signal handler"))?;
+    }
     let smi = tool::nvidia_smi();
     // A hung nvidia-smi must not hold the command back: the snapshot waits for it briefly, and
     // records that it did not answer.
@@ -144,15 +155,6 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
     let guard_program = std::env::current_exe().map_err(Error::environment(
         "find the unilab binary to run as the soak guard",
     ))?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(&interrupted))
-            .map_err(Error::environment("install a signal handler"))?;
-    }
     out.flush()?;
     let ctx = SoakContext {
         paths,
