@@ -2488,3 +2488,50 @@ fn a_soak_interrupted_during_its_snapshot_leaves_no_nvidia_smi_behind() {
         }
     }
 }
+
+/// A log replaced while a soak appended lost the soak silently: after `mv` of `events.redb` the
+/// soak passed, all its records went to the moved file, and the log at the path verified clean
+/// without it. Each commit now checks that the path still names the file being written: the
+/// soak fails loudly (exit 3, naming the log), its tree stopped.
+#[test]
+fn a_log_moved_while_a_soak_appends_fails_the_soak_loudly() {
+    let soak = Soak::new();
+    let mut cmd = Command::new(unilab_bin());
+    cmd.env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", soak.root.root())
+        .arg("--root")
+        .arg(soak.root.root())
+        .args(["soak", "run", "--sample-interval", "0.1", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--", "python3"])
+        .arg(trainer())
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .args(["--steps", "300", "--step-seconds", "0.1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let run = cmd.spawn().unwrap();
+    eventually("samples in the log", Duration::from_secs(30), || {
+        soak.history_kinds("latest")
+            .iter()
+            .any(|k| k == "soak_sampled")
+    });
+    let moved = soak.root.log_path().with_extension("moved");
+    std::fs::rename(soak.root.log_path(), &moved).unwrap();
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("was moved or replaced"), "{stderr}");
+    assert!(
+        live_pids_where(
+            |pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c).contains(&*soak.progress().to_string_lossy())
+            })
+        )
+        .is_empty(),
+        "the trainer was stopped"
+    );
+}

@@ -150,6 +150,11 @@ impl EventLog {
             meta.insert(tables::HEAD_KEY, encode_for(path, &(seq, head))?.as_slice())
                 .map_err(unreadable(path))?;
         }
+        // Checked at every commit: what a moved or replaced log is sent would be lost silently.
+        if let Err(e) = self.check_still_at_path() {
+            txn.abort().map_err(unreadable(path))?;
+            return Err(e);
+        }
         txn.commit().map_err(unreadable(path))?;
         // A soak's samples are shown with `-vv`; every other commit with `-v`.
         let detail = if kinds.iter().all(|k| *k == "soak_sampled") {

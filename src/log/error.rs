@@ -56,6 +56,10 @@ pub enum LogError {
         #[source]
         source: std::io::Error,
     },
+    /// `path` no longer names the file this process opened: it was moved, removed or replaced
+    /// under it. Nothing more is written to the file it holds.
+    #[error("the event log `{path}` was moved or replaced while this process was writing it")]
+    Replaced { path: PathBuf },
     /// Another user could have written or replaced the log through `path`.
     #[error("refusing the event log: `{path}` is not safe: {reason}")]
     Untrusted { path: PathBuf, reason: String },
@@ -89,6 +93,7 @@ impl Boundary for LogError {
             | LogError::Busy { .. }
             | LogError::StateDir { .. }
             | LogError::Access { .. }
+            | LogError::Replaced { .. }
             | LogError::Untrusted { .. } => Exit::Refused,
             LogError::Encode { .. } => Exit::Internal,
             _ => Exit::LogBroken,
@@ -120,6 +125,10 @@ impl Hint for LogError {
             LogError::Busy { .. } => Some("retry once the other unilab command has finished".into()),
             LogError::Access { .. } => Some(
                 "check the permissions of the log and of every directory above it, or choose another state root with `--root` or `UNILAB_ROOT`; the log itself was not touched"
+                    .into(),
+            ),
+            LogError::Replaced { .. } => Some(
+                "what this process recorded until then is in the file that was moved; put it back at that path to keep one history, and run the command again"
                     .into(),
             ),
             LogError::Untrusted { .. } => Some(

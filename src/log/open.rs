@@ -208,6 +208,8 @@ fn meta_of(
 pub struct EventLog {
     pub(super) db: Database,
     pub(super) path: PathBuf,
+    /// The file opened, as `(device, inode)`: each commit checks that `path` still names it.
+    pub(super) file: (u64, u64),
     pub(super) scope: Scope,
     pub(super) clock: Box<dyn Clock>,
     pub(super) views: Views,
@@ -234,11 +236,18 @@ impl EventLog {
         if std::fs::metadata(path).is_ok_and(|meta| meta.len() == 0) {
             return Err(empty_log(path));
         }
+        let before = file_at(path);
         let db = guarded(path, || open_patiently(path, || builder().open(path)))?;
+        // The same file before and after the open is the file opened.
+        let file = match (before, file_at(path)) {
+            (Some(before), Some(after)) if before == after => after,
+            _ => return Err(replaced(path)),
+        };
         guarded(path, || prepare(&db, path, &scope, views))?;
         Ok(Self {
             db,
             path: path.to_owned(),
+            file,
             scope,
             clock,
             views,
@@ -248,6 +257,27 @@ impl EventLog {
     /// A consistent view of everything committed so far.
     pub fn snapshot(&self) -> Result<Snapshot, LogError> {
         Snapshot::begin(&self.db, &self.path)
+    }
+
+    /// Refuses to go on writing a file that `path` no longer names (moved, removed or replaced
+    /// while this process held it): its appends would go where no later command looks.
+    pub(super) fn check_still_at_path(&self) -> Result<(), LogError> {
+        match file_at(&self.path) {
+            Some(file) if file == self.file => Ok(()),
+            _ => Err(replaced(&self.path)),
+        }
+    }
+}
+
+/// The `(device, inode)` of what `path` names, if anything.
+fn file_at(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+fn replaced(path: &Path) -> LogError {
+    LogError::Replaced {
+        path: path.to_owned(),
     }
 }
 
