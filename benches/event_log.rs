@@ -120,12 +120,16 @@ fn read(c: &mut Criterion) {
     let path = big_log();
     c.bench_function("open_read_last", |b| {
         b.iter(|| {
-            let reader = LogReader::open(&path).expect("open").expect("exists");
+            let reader = LogReader::open(&path, &scope())
+                .expect("open")
+                .expect("exists");
             let last = reader.snapshot().expect("snapshot").last().expect("read");
             black_box(last.expect("a last event").envelope.seq)
         })
     });
-    let reader = LogReader::open(&path).expect("open").expect("exists");
+    let reader = LogReader::open(&path, &scope())
+        .expect("open")
+        .expect("exists");
     let mut group = c.benchmark_group("replay");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));

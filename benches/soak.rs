@@ -70,6 +70,14 @@ impl Drop for Tree {
     }
 }
 
+/// The scope the benchmark logs are recorded for.
+fn bench_scope() -> Scope {
+    Scope {
+        uid: nix::unistd::getuid().as_raw(),
+        host: "bench-host".into(),
+    }
+}
+
 fn sampler(c: &mut Criterion) {
     let progress = tempfile::tempdir().expect("tempdir");
     for i in 0..20 {
@@ -156,11 +164,7 @@ fn soak_log(processes: u32) -> PathBuf {
     }
     std::fs::create_dir_all(&dir).expect("bench data directory");
     let _ = std::fs::remove_file(&path);
-    let scope = Scope {
-        uid: nix::unistd::getuid().as_raw(),
-        host: "bench-host".into(),
-    };
-    let log = EventLog::open(&path, scope, projection::ALL).expect("open");
+    let log = EventLog::open(&path, bench_scope(), projection::ALL).expect("open");
     let subject = || Subject::Soak("bench".into());
     let supervisor = ProcessIdentity {
         pid: 1,
@@ -246,7 +250,7 @@ fn streamed(reader: &LogReader) -> usize {
 }
 
 fn export(c: &mut Criterion) {
-    let reader = LogReader::open(&soak_log(10))
+    let reader = LogReader::open(&soak_log(10), &bench_scope())
         .expect("open")
         .expect("exists");
     assert_eq!(streamed(&reader), whole_object(&reader), "the same bytes");
@@ -279,7 +283,7 @@ fn export(c: &mut Criterion) {
 /// one-shot figures, printed (too slow and too large for criterion's repetitions).
 fn export_memory(_: &mut Criterion) {
     for processes in [10, 100] {
-        let reader = LogReader::open(&soak_log(processes))
+        let reader = LogReader::open(&soak_log(processes), &bench_scope())
             .expect("open")
             .expect("exists");
         let streamed_mib = common::peak_heap_mib(|| streamed(&reader));
@@ -371,7 +375,9 @@ fn gpu_sampling(_: &mut Criterion) {
 /// The HTML report of the same 100,000-sample soak: decimated charts keep it small and fast.
 fn report(c: &mut Criterion) {
     let path = soak_log(10);
-    let reader = LogReader::open(&path).expect("open").expect("exists");
+    let reader = LogReader::open(&path, &bench_scope())
+        .expect("open")
+        .expect("exists");
     let render = || {
         let snapshot = reader.snapshot().expect("snapshot");
         let mut charts = unilab::soak::report::Charts::default();

@@ -535,7 +535,9 @@ fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
     }
     // Every record the scan gives, until `stop` says to stop (`Some(false)`) or fail (`None`).
     let scan = |stop: &dyn Fn(usize) -> Option<bool>| {
-        let reader = LogReader::open(&root.log_path()).unwrap().unwrap();
+        let reader = LogReader::open(&root.log_path(), &root.scope())
+            .unwrap()
+            .unwrap();
         let snapshot = reader.snapshot().unwrap();
         let mut seen = Vec::new();
         let result = snapshot.scan_subject(&soak(), 1, |record: Record| {
@@ -1274,4 +1276,63 @@ fn help_names_the_environment_the_exit_codes_and_gives_examples() {
     for args in [&["soak", "run"][..], &["mps", "start"], &["history"]] {
         assert!(help(args).contains("Examples:"), "{args:?}");
     }
+}
+
+/// Reading another uid's copied log wrote to it: on a copy left unclean (taken while its writer
+/// had it open), `log verify`, `history` and `mps list` repaired the file in place — its hash
+/// changed each time — and `soak list`/`show` refused it (exit 3) to record an abandoned soak.
+/// A log that is not the caller's own is strictly read-only now: an unclean one is read from a
+/// repaired copy, and every command says whose it is.
+#[test]
+fn a_copied_log_of_another_user_is_read_and_never_written() {
+    let root = TestRoot::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let theirs = elsewhere.path().join("events.redb");
+    let writer = EventLog::open(
+        &theirs,
+        Scope {
+            uid: 4242,
+            host: "their-node".into(),
+        },
+        projection::ALL,
+    )
+    .unwrap();
+    writer.append_all(every_event_kind()).unwrap();
+    std::fs::create_dir_all(root.log_path().parent().unwrap()).unwrap();
+    // Copied while its writer has it open: what a writer killed there leaves.
+    std::fs::copy(&theirs, root.log_path()).unwrap();
+    drop(writer);
+    let before = std::fs::read(root.log_path()).unwrap();
+    let mut raw = redb::Builder::new();
+    raw.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    assert!(
+        matches!(
+            raw.open_read_only(root.log_path()),
+            Err(redb::DatabaseError::RepairAborted)
+        ),
+        "the copy is unclean"
+    );
+    for args in [
+        &["log", "verify"][..],
+        &["history"],
+        &["mps", "list"],
+        &["soak", "list"],
+        &["soak", "show", "latest"],
+    ] {
+        let out = root.unilab().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("uid 4242 on host `their-node`"),
+            "{args:?} says whose log it is: {out:?}"
+        );
+        assert!(
+            std::fs::read(root.log_path()).unwrap() == before,
+            "{args:?} wrote to the copied log"
+        );
+    }
+    let out = root.unilab().args(["history"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("soak_started"),
+        "its records are shown: {out:?}"
+    );
 }

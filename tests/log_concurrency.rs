@@ -59,7 +59,9 @@ fn four_writers_and_a_reader_share_one_log() {
         .unwrap_or_else(|| panic!("the reader reports its reads: {reader_out:?}"));
     assert!(reads > 0, "the reader never read the log");
 
-    let log = LogReader::open(&root.log_path()).unwrap().unwrap();
+    let log = LogReader::open(&root.log_path(), &root.scope())
+        .unwrap()
+        .unwrap();
     let snapshot = log.snapshot().unwrap();
     let report = snapshot
         .verify(unilab::projection::ALL)

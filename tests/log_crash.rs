@@ -55,7 +55,7 @@ fn a_writer_killed_while_it_creates_the_log_leaves_no_half_made_log() {
         child.kill().expect("SIGKILL the writer");
         child.wait().expect("reap the writer");
 
-        if let Some(reader) = LogReader::open(&log_path).unwrap_or_else(|e| {
+        if let Some(reader) = LogReader::open(&log_path, &root.scope()).unwrap_or_else(|e| {
             panic!("round {round}: a creation cut short left a log that does not open: {e}")
         }) {
             let snapshot = reader.snapshot().expect("snapshot");
@@ -125,7 +125,7 @@ fn a_writer_killed_at_any_point_loses_no_acknowledged_event() {
             left_unclean += 1;
         }
 
-        let reader = LogReader::open(&root.log_path())
+        let reader = LogReader::open(&root.log_path(), &root.scope())
             .unwrap_or_else(|e| panic!("round {round}: the log does not open after the kill: {e}"));
         let Some(reader) = reader else {
             assert!(acked.is_empty(), "round {round}: the log vanished");

@@ -82,11 +82,15 @@ fn fixture_events(version: u32) -> usize {
         .count()
 }
 
+/// Read by the test user, a fixture (recorded for uid 1000 on `fixture-host`) is another
+/// scope's log: it is read as it is — never migrated, never written — and verifies at its own
+/// version. Opening it for appending in its own scope migrates it (below).
 #[test]
 fn every_frozen_fixture_reads_back_as_it_was_frozen() {
     for version in 1..=SCHEMA_VERSION {
         let root = TestRoot::new();
         install(version, &root);
+        let frozen = std::fs::read(root.log_path()).unwrap();
         let expected = std::fs::read_to_string(fixture_dir(version).join("history.jsonl")).unwrap();
         root.unilab()
             .args(["history", "--json"])
@@ -102,8 +106,12 @@ fn every_frozen_fixture_reads_back_as_it_was_frozen() {
                 fixture_events(version)
             )))
             .stdout(predicate::str::contains(format!(
-                "schema version {SCHEMA_VERSION}"
+                "schema version {version}"
             )));
+        assert!(
+            std::fs::read(root.log_path()).unwrap() == frozen,
+            "v{version}: reading another scope's log wrote to it"
+        );
     }
 }
 
@@ -183,7 +191,9 @@ fn a_log_of_a_newer_schema_is_refused() {
         }
         txn.commit().unwrap();
     }
-    let err = LogReader::open(&root.log_path()).err().expect("refused");
+    let err = LogReader::open(&root.log_path(), &root.scope())
+        .err()
+        .expect("refused");
     assert!(matches!(err, LogError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1));
     let err = EventLog::open(&root.log_path(), fixture_scope(), projection::ALL)
         .err()

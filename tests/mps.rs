@@ -773,7 +773,7 @@ fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
         .assert()
         .success();
     // Still here: nothing signalled this process.
-    let snapshot = LogReader::open(&host.root.log_path())
+    let snapshot = LogReader::open(&host.root.log_path(), &host.root.scope())
         .unwrap()
         .unwrap()
         .snapshot()
@@ -806,7 +806,7 @@ fn read_only_commands_change_nothing() {
         "no pipe directory was created"
     );
     let record = host.start(&["0"]);
-    let seq_before = LogReader::open(&host.root.log_path())
+    let seq_before = LogReader::open(&host.root.log_path(), &host.root.scope())
         .unwrap()
         .unwrap()
         .snapshot()
@@ -822,7 +822,7 @@ fn read_only_commands_change_nothing() {
     ] {
         host.unilab().args(args).assert().success();
     }
-    let seq_after = LogReader::open(&host.root.log_path())
+    let seq_after = LogReader::open(&host.root.log_path(), &host.root.scope())
         .unwrap()
         .unwrap()
         .snapshot()
@@ -1016,7 +1016,7 @@ fn a_daemon_that_does_not_answer_is_stopped_and_the_start_recorded_as_failed() {
             "daemon_start_failed"
         ]
     );
-    let started = LogReader::open(&host.root.log_path())
+    let started = LogReader::open(&host.root.log_path(), &host.root.scope())
         .unwrap()
         .unwrap()
         .snapshot()

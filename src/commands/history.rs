@@ -29,7 +29,7 @@ pub(crate) fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> R
         return all_hosts(paths, args, out);
     }
     let log_path = paths.log_path();
-    let mut reader = LogReader::open(&log_path)?;
+    let mut reader = super::read_own_log(paths, out)?;
     let subject = match (&args.soak, &args.daemon) {
         (Some(id), _) => Some(Subject::Soak(soak_id(reader.as_ref(), id)?)),
         (_, Some(name)) => Some(Subject::Daemon(name.clone())),
@@ -43,21 +43,9 @@ pub(crate) fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> R
         return Ok(Exit::Success);
     }
     let mut next = args.since.max(1);
-    let mut warned = false;
     loop {
         if let Some(log) = &reader {
             let snapshot = log.snapshot()?;
-            if !warned {
-                warned = true;
-                if let Some((_, scope)) = snapshot.meta()?
-                    && scope != paths.scope()
-                {
-                    out.warn(&format!(
-                        "this log was recorded for {scope}, not for {}",
-                        paths.scope()
-                    ));
-                }
-            }
             next = print_from(&snapshot, subject.as_ref(), next, out)?;
         }
         if !args.follow {
@@ -66,7 +54,7 @@ pub(crate) fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> R
         out.flush()?;
         sleep(Duration::from_millis(FOLLOW_POLL_MS));
         if reader.is_none() {
-            reader = LogReader::open(&log_path)?;
+            reader = super::read_own_log(paths, out)?;
         }
     }
 }

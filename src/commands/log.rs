@@ -10,7 +10,8 @@ use crate::projection;
 
 pub(crate) fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
     let log_path = paths.log_path();
-    let result = LogReader::open(&log_path).and_then(|reader| match reader {
+    // Whose log it is, verify's report says below.
+    let result = LogReader::open(&log_path, &paths.scope()).and_then(|reader| match reader {
         Some(reader) => reader.snapshot()?.verify(projection::ALL).map(Some),
         None => Ok(None),
     });

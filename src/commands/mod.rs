@@ -28,6 +28,26 @@ pub(crate) fn checked_show(
     }
 }
 
+/// This user's log on this host, opened for reading; `None` when nothing was recorded. A log
+/// recorded for another scope (a copy brought in for forensics) is read as it is — never
+/// repaired, migrated or appended to — with a warning that says whose it is.
+pub(crate) fn read_own_log(
+    paths: &StatePaths,
+    out: &Output,
+) -> Result<Option<crate::log::LogReader>, Error> {
+    let reader = crate::log::LogReader::open(&paths.log_path(), &paths.scope())?;
+    if let Some(reader) = &reader
+        && reader.scope() != &paths.scope()
+    {
+        out.warn(&format!(
+            "this log was recorded for {}, not for {}: it is read as it is, and nothing is written to it",
+            reader.scope(),
+            paths.scope()
+        ));
+    }
+    Ok(reader)
+}
+
 /// Visits this user's log on every host under the state root, by host name, each opened for
 /// reading: this host's as usual, another host's strictly read-only (never repaired or migrated
 /// from here: one writer host a file). This host's log is read as every command reads it — damage
@@ -48,7 +68,7 @@ pub(crate) fn for_every_host_log(
         })?;
     for (host, log) in logs {
         if host == paths.host {
-            if let Some(reader) = crate::log::LogReader::open(&log)? {
+            if let Some(reader) = read_own_log(paths, out)? {
                 visit(&host, &reader)?;
             }
             continue;

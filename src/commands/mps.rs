@@ -9,7 +9,7 @@ use crate::diagnostic::Exit;
 use crate::env::STOP_GRACE_SECS;
 use crate::error::Error;
 use crate::event::GpuIdentity;
-use crate::log::{EventLog, LogReader, Snapshot};
+use crate::log::{EventLog, Snapshot};
 use crate::mps::daemon::{self, StartRequest, StopOutcome};
 use crate::mps::doctor::{self, CheckStatus};
 use crate::mps::error::MpsError;
@@ -48,15 +48,15 @@ pub(crate) fn run(
 }
 
 /// A read-only view of the log, or none when nothing was ever recorded.
-fn read_log(paths: &StatePaths) -> Result<Option<Snapshot>, Error> {
-    Ok(match LogReader::open(&paths.log_path())? {
+fn read_log(paths: &StatePaths, out: &Output) -> Result<Option<Snapshot>, Error> {
+    Ok(match super::read_own_log(paths, out)? {
         Some(reader) => Some(reader.snapshot()?),
         None => None,
     })
 }
 
 fn status_command(mps: &Mps, out: &mut Output) -> Result<Exit, Error> {
-    let snapshot = read_log(mps.paths)?;
+    let snapshot = read_log(mps.paths, out)?;
     let status = status::host_status(mps, snapshot.as_ref())?;
     super::checked_show(snapshot.as_ref(), || show_status(&status, out))
 }
@@ -131,7 +131,7 @@ fn show_status(status: &status::HostStatus, out: &mut Output) -> Result<Exit, Er
 }
 
 fn doctor_command(mps: &Mps, selector: Option<&str>, out: &mut Output) -> Result<Exit, Error> {
-    let snapshot = read_log(mps.paths)?;
+    let snapshot = read_log(mps.paths, out)?;
     let report = doctor::doctor(mps, snapshot.as_ref(), selector)?;
     super::checked_show(snapshot.as_ref(), || show_report(&report, out))
 }
@@ -401,7 +401,7 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
 }
 
 fn list(mps: &Mps, out: &mut Output) -> Result<Exit, Error> {
-    let snapshot = read_log(mps.paths)?;
+    let snapshot = read_log(mps.paths, out)?;
     let daemons = status::managed(mps, snapshot.as_ref())?;
     super::checked_show(snapshot.as_ref(), || show_daemons(&daemons, out))
 }
@@ -439,8 +439,8 @@ fn show_daemons(daemons: &[status::ManagedDaemon], out: &mut Output) -> Result<E
 }
 
 /// The live daemon a command names, by name, GPU or as the sole one.
-fn target(mps: &Mps, target: &TargetArgs) -> Result<DaemonRecord, Error> {
-    let snapshot = read_log(mps.paths)?.ok_or(MpsError::NoDaemon)?;
+fn target(mps: &Mps, target: &TargetArgs, out: &Output) -> Result<DaemonRecord, Error> {
+    let snapshot = read_log(mps.paths, out)?.ok_or(MpsError::NoDaemon)?;
     let records = daemon::records(mps, &snapshot)?;
     let record = match &target.gpu {
         Some(selector) => {
@@ -459,7 +459,7 @@ fn shell_quote(value: &str) -> String {
 }
 
 fn env(mps: &Mps, target_args: &TargetArgs, out: &mut Output) -> Result<Exit, Error> {
-    let record = target(mps, target_args)?;
+    let record = target(mps, target_args, out)?;
     let env = daemon::environment(&record);
     if out.json {
         let object: serde_json::Map<String, serde_json::Value> = env
@@ -481,7 +481,7 @@ fn exec(
     command: &[std::ffi::OsString],
     out: &mut Output,
 ) -> Result<Exit, Error> {
-    let record = target(mps, target_args)?;
+    let record = target(mps, target_args, out)?;
     run_with(&record, command, out)
 }
 

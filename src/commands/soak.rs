@@ -195,13 +195,20 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
 }
 
 /// A read of the soaks after settling the abandoned ones; `None` when nothing was recorded.
-fn settled(paths: &StatePaths) -> Result<Option<Snapshot>, Error> {
-    Ok(abandon::settle(paths, &SystemProc::default())?.map(|(_, snapshot)| snapshot))
+fn settled(paths: &StatePaths, out: &Output) -> Result<Option<Snapshot>, Error> {
+    let Some(reader) = super::read_own_log(paths, out)? else {
+        return Ok(None);
+    };
+    Ok(Some(abandon::settle(
+        paths,
+        &reader,
+        &SystemProc::default(),
+    )?))
 }
 
 /// The soak `id` names (an id, a unique prefix or `latest`), in a settled read of the log.
-fn resolve(paths: &StatePaths, id: &str) -> Result<(Snapshot, SoakSummary), Error> {
-    let snapshot = settled(paths)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+fn resolve(paths: &StatePaths, id: &str, out: &Output) -> Result<(Snapshot, SoakSummary), Error> {
+    let snapshot = settled(paths, out)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
     let summary = named(&snapshot, id)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
     Ok((snapshot, summary))
 }
@@ -248,7 +255,7 @@ fn summary_json(summary: &SoakSummary) -> serde_json::Value {
 }
 
 fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
-    let snapshot = settled(paths)?;
+    let snapshot = settled(paths, out)?;
     let mut soaks = match &snapshot {
         Some(snapshot) => Soaks::rows(snapshot)?,
         None => Vec::new(),
@@ -268,7 +275,7 @@ struct RankSoak {
 /// This host's abandoned soaks are settled first; other hosts' logs are only read (whether their
 /// supervisors live can be told only there).
 fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Result<Exit, Error> {
-    settled(paths)?;
+    settled(paths, out)?;
     let mut soaks = Vec::new();
     super::for_every_host_log(paths, out, |host, reader| {
         let snapshot = reader.snapshot()?;
@@ -542,7 +549,7 @@ fn details(head: &Value, latest: &Latest, summary: &SoakSummary, now_us: i64) ->
 }
 
 fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
-    let (snapshot, summary) = resolve(paths, id)?;
+    let (snapshot, summary) = resolve(paths, id, out)?;
     super::checked_show(Some(&snapshot), || show_soak(&snapshot, &summary, out))
 }
 
@@ -631,7 +638,7 @@ fn export(
     format: ExportFormat,
     out: &mut Output,
 ) -> Result<Exit, Error> {
-    let (snapshot, summary) = resolve(paths, id)?;
+    let (snapshot, summary) = resolve(paths, id, out)?;
     if summary.state == SoakState::Running {
         return Err(SoakError::StillRunning(summary.soak_id).into());
     }
@@ -695,7 +702,7 @@ fn report(
     force: bool,
     out: &mut Output,
 ) -> Result<Exit, Error> {
-    let (snapshot, summary) = resolve(paths, id)?;
+    let (snapshot, summary) = resolve(paths, id, out)?;
     if let Some(path) = output {
         refuse_to_replace(path, force)?;
     }

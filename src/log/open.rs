@@ -269,6 +269,32 @@ impl EventLog {
     }
 }
 
+/// A copy of the unclean log at `path`, repaired (a writable open of the copy, never of the
+/// log), in the temporary directory; and the scope it was recorded for.
+fn repaired_copy(path: &Path) -> Result<(tempfile::TempPath, Scope), LogError> {
+    let aside = |source: std::io::Error| LogError::Access {
+        path: path.to_owned(),
+        source: std::io::Error::new(
+            source.kind(),
+            format!(
+                "it was left unclean and is not yours to repair; copying it aside to read failed: {source}"
+            ),
+        ),
+    };
+    let copy = tempfile::Builder::new()
+        .prefix(".unilab-log-copy-")
+        .tempfile()
+        .map_err(aside)?
+        .into_temp_path();
+    std::fs::copy(path, &copy).map_err(aside)?;
+    let db = open_patiently(path, || builder().open(&copy))?;
+    let txn = db.begin_read().map_err(unreadable(path))?;
+    let scope = read_meta(path, &txn)?
+        .map(|(_, scope)| scope)
+        .ok_or_else(|| damaged(path, "it holds no metadata"))?;
+    Ok((copy, scope))
+}
+
 /// The `(device, inode)` of what `path` names, if anything.
 fn file_at(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
@@ -370,29 +396,46 @@ fn write_meta(
     Ok(())
 }
 
-/// Whether opening a log for reading may write to it: repair what a crashed writer left, or
-/// migrate an older schema (the log of this host), or never (another host's).
+/// Whether opening a log for reading may write to it — repair what a crashed writer left, or
+/// migrate an older schema: only a log of the caller's own scope (`IfOwn`), never another's
+/// (another host's under a shared root, or a copy brought in for forensics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Writes {
-    Allowed,
+enum Writes<'a> {
+    IfOwn(&'a Scope),
     Never,
 }
+
+impl Writes<'_> {
+    fn allowed_for(self, scope: &Scope) -> bool {
+        matches!(self, Writes::IfOwn(own) if own == scope)
+    }
+}
+
+/// How long a read-only open refused as unclean is tried again before the refusal is taken for
+/// a crashed writer's leftovers: the refusal a peer's open or close causes lasts an instant.
+const REFUSAL_PASSES: Duration = Duration::from_millis(200);
 
 /// A log opened read-only. It never blocks a writer and sees each writer's commits in new
 /// snapshots.
 pub struct LogReader {
     db: ReadOnlyDatabase,
     path: PathBuf,
+    scope: Scope,
     /// The read that checked the log on opening, handed out as the first snapshot: a command
     /// that reads once does so in one transaction.
     first: std::sync::Mutex<Option<Snapshot>>,
+    /// A repaired copy read instead of a log that is not the caller's and was left unclean (it
+    /// is removed when the reader is dropped).
+    _copy: Option<tempfile::TempPath>,
 }
 
 impl LogReader {
-    /// Opens the log at `path`; `Ok(None)` when there is none. A log left unclean by a writer
-    /// that crashed is repaired first by a writable open, as redb's read-only open refuses it.
-    pub fn open(path: &Path) -> Result<Option<Self>, LogError> {
-        Self::open_as(path, Writes::Allowed)
+    /// Opens the log at `path` for the caller of scope `own`; `Ok(None)` when there is none.
+    /// A log of `own` left unclean by a writer that crashed is repaired first by a writable open,
+    /// as redb's read-only open refuses it, and an older one migrated. A log of another scope
+    /// is never written: an unclean one is read from a repaired copy.
+    pub fn open(path: &Path, own: &Scope) -> Result<Option<Self>, LogError> {
+        Self::open_as(path, Writes::IfOwn(own))
     }
 
     /// Opens another host's log (under a state root shared between hosts) strictly read-only:
@@ -402,7 +445,12 @@ impl LogReader {
         Self::open_as(path, Writes::Never)
     }
 
-    fn open_as(path: &Path, writes: Writes) -> Result<Option<Self>, LogError> {
+    /// The scope the log was recorded for.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    fn open_as(path: &Path, writes: Writes<'_>) -> Result<Option<Self>, LogError> {
         match std::fs::metadata(path) {
             Ok(meta) if meta.len() == 0 => return Err(empty_log(path)),
             Ok(_) => trusted(path, nix::unistd::geteuid().as_raw())?,
@@ -412,19 +460,35 @@ impl LogReader {
         guarded(path, || {
             // redb refuses a read-only open of a file a writer left unclean until a writable
             // open repairs it. Under concurrent writers the same refusal also shows up for an
-            // instant while a peer opens or closes (seen in the multi-process stress test), so
-            // each refusal is answered by a writable open, which repairs a crashed writer's
-            // leftovers and is harmless beside live writers, and the read is tried again.
+            // instant while a peer opens or closes (seen in the multi-process stress test): it
+            // is tried again for a moment. One that lasts is a crashed writer's: the log is
+            // repaired by a writable open if it is the caller's own — decided on a repaired
+            // copy, as its scope cannot be read before — and read from that copy if not.
             let started = Instant::now();
             let mut pause = Duration::from_millis(1);
+            let mut own = false;
             loop {
                 match open_patiently(path, || builder().open_read_only(path)) {
                     Err(LogError::Unreadable { source, .. })
                         if matches!(*source, redb::Error::RepairAborted)
-                            && writes == Writes::Allowed
+                            && writes != Writes::Never
                             && started.elapsed() < OPEN_PATIENCE =>
                     {
-                        drop(open_patiently(path, || builder().open(path))?);
+                        if !own && started.elapsed() >= REFUSAL_PASSES {
+                            let (copy, scope) = repaired_copy(path)?;
+                            if !writes.allowed_for(&scope) {
+                                let db = open_patiently(path, || builder().open_read_only(&copy))?;
+                                let reader = Self::checked(db, path, Writes::Never)?;
+                                return Ok(reader.map(|reader| Self {
+                                    _copy: Some(copy),
+                                    ..reader
+                                }));
+                            }
+                            own = true;
+                        }
+                        if own {
+                            drop(open_patiently(path, || builder().open(path))?);
+                        }
                         sleep(pause);
                         pause = (pause * 2).min(Duration::from_millis(50));
                     }
@@ -438,24 +502,27 @@ impl LogReader {
     fn checked(
         db: ReadOnlyDatabase,
         path: &Path,
-        writes: Writes,
+        writes: Writes<'_>,
     ) -> Result<Option<Self>, LogError> {
         let txn = db.begin_read().map_err(unreadable(path))?;
         let mut first = None;
-        let db = match read_meta(path, &txn)? {
-            Some((version, _)) if version > SCHEMA_VERSION => {
+        let Some((version, scope)) = read_meta(path, &txn)? else {
+            return Err(damaged(path, "it holds no metadata"));
+        };
+        let db = match version {
+            version if version > SCHEMA_VERSION => {
                 return Err(LogError::NewerSchema {
                     path: path.to_owned(),
                     found: version,
                     supported: SCHEMA_VERSION,
                 });
             }
-            Some((version, scope)) if version < SCHEMA_VERSION && writes == Writes::Allowed => {
+            version if version < SCHEMA_VERSION && writes.allowed_for(&scope) => {
                 // A read-only handle cannot migrate: do it through a writable open of the log's
                 // own scope (the views' tables come with the next append), then read the migrated log.
                 drop(txn);
                 drop(db);
-                drop(EventLog::open(path, scope, &[])?);
+                drop(EventLog::open(path, scope.clone(), &[])?);
                 open_patiently(path, || builder().open_read_only(path))?
             }
             _ => {
@@ -469,7 +536,9 @@ impl LogReader {
         Ok(Some(Self {
             db,
             path: path.to_owned(),
+            scope,
             first: std::sync::Mutex::new(first),
+            _copy: None,
         }))
     }
 

@@ -26,20 +26,22 @@ pub(crate) fn abandoned(
         .collect()
 }
 
-/// Opens the log for reading after recording `soak_abandoned` for every abandoned soak. `None`
-/// when nothing was ever recorded.
+/// A read of the log after recording `soak_abandoned` for every abandoned soak. A log of
+/// another scope (a copy brought in for forensics) is only read: its abandoned soaks are shown
+/// as the log has them.
 pub(crate) fn settle(
     paths: &StatePaths,
+    reader: &LogReader,
     proc: &dyn ProcSource,
-) -> Result<Option<(LogReader, Snapshot)>, LogError> {
-    let Some(reader) = LogReader::open(&paths.log_path())? else {
-        return Ok(None);
-    };
+) -> Result<Snapshot, LogError> {
     let snapshot = reader.snapshot()?;
+    if reader.scope() != &paths.scope() {
+        return Ok(snapshot);
+    }
     let live = |identity| process::liveness(proc, identity, paths.uid) == Liveness::Live;
     let soaks = Soaks::rows(&snapshot)?;
     if abandoned(&soaks, live).is_empty() {
-        return Ok(Some((reader, snapshot)));
+        return Ok(snapshot);
     }
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     for soak in abandoned(&soaks, live) {
@@ -56,8 +58,7 @@ pub(crate) fn settle(
             |row: Option<SoakSummary>| row.is_some_and(|s| s.state == SoakState::Running),
         )?;
     }
-    let snapshot = reader.snapshot()?;
-    Ok(Some((reader, snapshot)))
+    reader.snapshot()
 }
 
 #[cfg(test)]

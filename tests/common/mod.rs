@@ -624,7 +624,9 @@ pub fn child_main() {
         "reader" => {
             let stop = PathBuf::from(var("UNILAB_TEST_STOP"));
             let long_lived = loop {
-                if let Some(reader) = unilab::log::LogReader::open(&path).expect("open to read") {
+                if let Some(reader) =
+                    unilab::log::LogReader::open(&path, &scope).expect("open to read")
+                {
                     break reader;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(5));
@@ -638,7 +640,7 @@ pub fn child_main() {
                 let reader = if reads.is_multiple_of(2) {
                     &long_lived
                 } else {
-                    fresh = unilab::log::LogReader::open(&path)
+                    fresh = unilab::log::LogReader::open(&path, &scope)
                         .expect("reopen to read")
                         .expect("the log exists");
                     &fresh
