@@ -39,7 +39,7 @@ impl EventLog {
         events: impl IntoIterator<Item = (Subject, Event)>,
     ) -> Result<Vec<Appended>, LogError> {
         guarded(&self.path, || {
-            self.append_in_transaction(events, |_| Ok(true))
+            self.with_db(|db| self.append_in_transaction(db, events, |_| Ok(true)))
         })
     }
 
@@ -65,7 +65,7 @@ impl EventLog {
             Ok(still(row))
         };
         let appended = guarded(path, || {
-            self.append_in_transaction([(subject, event)], decide)
+            self.with_db(|db| self.append_in_transaction(db, [(subject, event)], decide))
         })?;
         Ok(appended.into_iter().next())
     }
@@ -73,12 +73,13 @@ impl EventLog {
     /// Appends `events` in one write transaction if `decide`, run inside it first, says so.
     fn append_in_transaction(
         &self,
+        db: &redb::Database,
         events: impl IntoIterator<Item = (Subject, Event)>,
         decide: impl FnOnce(&WriteTransaction) -> Result<bool, LogError>,
     ) -> Result<Vec<Appended>, LogError> {
         let path = self.path.as_path();
         let began = std::time::Instant::now();
-        let txn = self.db.begin_write().map_err(unreadable(path))?;
+        let txn = db.begin_write().map_err(unreadable(path))?;
         if !decide(&txn)? {
             txn.abort().map_err(unreadable(path))?;
             return Ok(Vec::new());

@@ -56,6 +56,14 @@ pub enum LogError {
         #[source]
         source: std::io::Error,
     },
+    /// The file system holding the log is full (or the user's quota on it is spent). Not damage:
+    /// what was committed before is intact, and a later append succeeds once there is space.
+    #[error("no space left on the device holding `{path}`")]
+    NoSpace {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// `path` no longer names the file this process opened: it was moved, removed or replaced
     /// under it. Nothing more is written to the file it holds.
     #[error("the event log `{path}` was moved or replaced while this process was writing it")]
@@ -78,6 +86,12 @@ pub enum LogError {
 }
 
 /// Whether an I/O error is about reaching the file rather than about what it holds.
+/// Whether an I/O error is the file system being full, or the user's quota on it spent.
+pub(super) fn is_no_space(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(error.kind(), StorageFull | QuotaExceeded)
+}
+
 pub(super) fn is_access(error: &std::io::Error) -> bool {
     use std::io::ErrorKind::*;
     matches!(
@@ -94,6 +108,7 @@ impl Boundary for LogError {
             | LogError::StateDir { .. }
             | LogError::Access { .. }
             | LogError::Replaced { .. }
+            | LogError::NoSpace { .. }
             | LogError::Untrusted { .. } => Exit::Refused,
             LogError::Encode { .. } => Exit::Internal,
             _ => Exit::LogBroken,
@@ -125,6 +140,10 @@ impl Hint for LogError {
             LogError::Busy { .. } => Some("retry once the other unilab command has finished".into()),
             LogError::Access { .. } => Some(
                 "check the permissions of the log and of every directory above it, or choose another state root with `--root` or `UNILAB_ROOT`; the log itself was not touched"
+                    .into(),
+            ),
+            LogError::NoSpace { .. } => Some(
+                "free space on that file system (or ask for a larger quota), then run the command again; the log is intact"
                     .into(),
             ),
             LogError::Replaced { .. } => Some(

@@ -7,7 +7,7 @@ use std::path::Path;
 use redb::{ReadOnlyTable, ReadTransaction, TableDefinition, TableError};
 
 use super::codec;
-use super::error::{LogError, is_access};
+use super::error::{LogError, is_access, is_no_space};
 
 /// Runs `f`, turning a panic inside redb into [`LogError::Damaged`]. redb may panic on a file
 /// that is not what it expects (a damaged or foreign file), and no input may make unilab panic,
@@ -30,10 +30,15 @@ pub(super) fn guarded<T>(
 }
 
 /// A redb error on the log at `path`: [`LogError::Access`] when the file could not be reached
-/// (a permission, a path that is not a directory), else [`LogError::Unreadable`].
+/// (a permission, a path that is not a directory), [`LogError::NoSpace`] when its file system
+/// is full, else [`LogError::Unreadable`].
 pub(super) fn unreadable<E: Into<redb::Error>>(path: &Path) -> impl Fn(E) -> LogError + '_ {
     move |e| match e.into() {
         redb::Error::Io(io) if is_access(&io) => LogError::Access {
+            path: path.to_owned(),
+            source: io,
+        },
+        redb::Error::Io(io) if is_no_space(&io) => LogError::NoSpace {
             path: path.to_owned(),
             source: io,
         },

@@ -75,19 +75,25 @@ fn open_patiently<T>(
 /// `path` there is either nothing or a complete log. Temporary files of creators that died are
 /// removed on the way.
 fn create_whole(path: &Path, scope: &Scope, views: Views) -> Result<(), LogError> {
-    let state_dir = |source| LogError::StateDir {
-        path: path.to_owned(),
-        source,
+    let state_dir = |source: std::io::Error| {
+        if super::error::is_no_space(&source) {
+            LogError::NoSpace {
+                path: path.to_owned(),
+                source,
+            }
+        } else {
+            LogError::StateDir {
+                path: path.to_owned(),
+                source,
+            }
+        }
     };
     let parent = path.parent().unwrap_or(Path::new("."));
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(parent)
-        .map_err(|source| LogError::StateDir {
-            path: parent.to_owned(),
-            source,
-        })?;
+        .map_err(state_dir)?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let prefix = format!(".{name}.");
     // Also when the log exists: a creator killed after linking it, before removing its
@@ -206,7 +212,11 @@ fn meta_of(
 /// A log opened for appending. Keep it open for as long as the process appends: opening costs a
 /// read of the metadata, appending costs one durable commit.
 pub struct EventLog {
-    pub(super) db: Database,
+    /// `None` while an open after an I/O failure has not succeeded yet (see [`EventLog::db`]).
+    db: std::sync::RwLock<Option<Database>>,
+    /// An I/O failure (a full disk) left redb refusing every later transaction ("Previous I/O
+    /// error occurred") until the database is opened again: the next use opens it again first.
+    reopen: std::sync::atomic::AtomicBool,
     pub(super) path: PathBuf,
     /// The file opened, as `(device, inode)`: each commit checks that `path` still names it.
     pub(super) file: (u64, u64),
@@ -245,7 +255,8 @@ impl EventLog {
         };
         guarded(path, || prepare(&db, path, &scope, views))?;
         Ok(Self {
-            db,
+            db: std::sync::RwLock::new(Some(db)),
+            reopen: std::sync::atomic::AtomicBool::new(false),
             path: path.to_owned(),
             file,
             scope,
@@ -256,7 +267,41 @@ impl EventLog {
 
     /// A consistent view of everything committed so far.
     pub fn snapshot(&self) -> Result<Snapshot, LogError> {
-        Snapshot::begin(&self.db, &self.path)
+        self.with_db(|db| Snapshot::begin(db, &self.path))
+    }
+
+    /// Runs `use_db` on the database, opening it again first after an I/O failure; an I/O
+    /// failure of `use_db` (a full disk) marks it to be opened again before its next use.
+    pub(super) fn with_db<T>(
+        &self,
+        use_db: impl FnOnce(&Database) -> Result<T, LogError>,
+    ) -> Result<T, LogError> {
+        use std::sync::atomic::Ordering;
+        let poisoned = || damaged(&self.path, "a thread using it panicked");
+        if self.reopen.load(Ordering::Acquire) {
+            let mut db = self.db.write().map_err(|_| poisoned())?;
+            if self.reopen.load(Ordering::Acquire) {
+                // The old handle goes first: one process holds the file once.
+                drop(db.take());
+                let path = self.path.as_path();
+                *db = Some(guarded(path, || {
+                    open_patiently(path, || builder().open(path))
+                })?);
+                self.reopen.store(false, Ordering::Release);
+            }
+        }
+        let db = self.db.read().map_err(|_| poisoned())?;
+        let db = db
+            .as_ref()
+            .ok_or_else(|| damaged(&self.path, "it could not be opened again"))?;
+        let result = use_db(db);
+        if matches!(
+            result,
+            Err(LogError::NoSpace { .. } | LogError::Unreadable { .. })
+        ) {
+            self.reopen.store(true, Ordering::Release);
+        }
+        result
     }
 
     /// Refuses to go on writing a file that `path` no longer names (moved, removed or replaced

@@ -105,6 +105,21 @@ impl Console {
         }
     }
 
+    /// A warning of the supervisor's own, on standard error, between the command's lines.
+    pub(crate) fn warn(&self, text: &str) {
+        let line = format!("warning: {}\n", crate::text::one_line(text));
+        if let Ok(mut state) = self.state.lock() {
+            clear(&mut state);
+            let mut err = std::io::stderr().lock();
+            if !state.at_line_start {
+                let _ = err.write_all(b"\n");
+                state.at_line_start = true;
+            }
+            let _ = err.write_all(line.as_bytes()).and_then(|()| err.flush());
+            draw(&mut state);
+        }
+    }
+
     /// Removes the status line for good.
     pub(crate) fn finish(&self) {
         if let Ok(mut state) = self.state.lock() {

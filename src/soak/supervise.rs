@@ -28,7 +28,7 @@ use crate::event::soak::{
     ExitInfo, FailureKind, LeakedProcess, Outcome, Sample, SoakEnd, SoakStart,
 };
 use crate::event::{Event, Subject};
-use crate::log::EventLog;
+use crate::log::{EventLog, LogError};
 use crate::paths::StatePaths;
 use crate::process::{self, ProcSource, ProcessIdentity, Signal, SystemProc};
 use crate::redact::redact;
@@ -90,6 +90,8 @@ pub(crate) fn run(
         baseline,
     );
     let mut was_interrupted = false;
+    // Samples a full disk kept from the log, recorded with the verdict.
+    let mut to_record = Vec::new();
     let (failure, leaked, ended, times) = match Guard::spawn(ctx, spec, &soak.status_path) {
         Err(failure) => (
             Some(failure),
@@ -99,7 +101,7 @@ pub(crate) fn run(
         ),
         Ok(guard) => {
             let mut seen = HashSet::new();
-            let failure = sample_until_done(
+            let (failure, unrecorded) = sample_until_done(
                 ctx,
                 spec,
                 &soak,
@@ -111,6 +113,7 @@ pub(crate) fn run(
                 &mut watch,
                 interrupted,
             );
+            to_record = unrecorded;
             // Read as sampling ends: an interruption later, in the teardown, caused nothing.
             was_interrupted = interrupted.load(Ordering::Relaxed);
             let stopping = monotonic_ns();
@@ -150,7 +153,7 @@ pub(crate) fn run(
         &spec.parameters,
         spec.require_progress,
     );
-    ctx.log.append(
+    to_record.push((
         soak.subject(),
         Event::SoakFinished(Box::new(SoakEnd {
             outcome: outcome.clone(),
@@ -163,15 +166,46 @@ pub(crate) fn run(
             stdout_tail: spec.secrets.mask_tail(&ended.stdout_tail),
             stderr_tail: spec.secrets.mask_tail(&ended.stderr_tail),
         })),
-    )?;
+    ));
+    record_patiently(ctx, to_record)?;
     let _ = std::fs::remove_dir_all(&soak.work_dir);
-    let digest = write_artifact(ctx.log, &soak.id, &spec.output)?;
+    let digest = write_artifact(ctx.log, &soak.id, &spec.output, |events| {
+        record_patiently(ctx, events)
+    })?;
     Ok(Verdict {
         soak_id: soak.id,
         outcome,
         artifact: spec.output.clone(),
         digest,
     })
+}
+
+/// How long the end of a soak waits for space on a full disk to record its verdict (and the
+/// samples held back) and its artifact: then it gives up, saying so (exit 3); the log keeps
+/// what it had, and the soak is reported abandoned later.
+const FULL_DISK_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Appends `events` in one commit, waiting up to [`FULL_DISK_PATIENCE`] while the log's disk is
+/// full.
+fn record_patiently(ctx: &SoakContext, events: Vec<(Subject, Event)>) -> Result<(), SoakError> {
+    let started = Instant::now();
+    let mut warned = false;
+    loop {
+        match ctx.log.append_all(events.iter().cloned()) {
+            Ok(_) => return Ok(()),
+            Err(e @ LogError::NoSpace { .. }) if started.elapsed() < FULL_DISK_PATIENCE => {
+                if !warned {
+                    warned = true;
+                    ctx.console.warn(&format!(
+                        "{e}: waiting up to {} s for space to record the verdict",
+                        FULL_DISK_PATIENCE.as_secs()
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// How long the command itself ran, and the teardown after it.
@@ -279,7 +313,7 @@ fn sample_until_done(
     sampling: Sampling<'_>,
     watch: &mut Watch,
     interrupted: &AtomicBool,
-) -> Option<Failure> {
+) -> (Option<Failure>, Vec<(Subject, Event)>) {
     let t0 = guard.t0;
     let interval = Duration::from_millis(spec.parameters.sample_interval_ms);
     let Sampling { progress, seen } = sampling;
@@ -299,7 +333,7 @@ fn sample_until_done(
         status.started.is_some() || status.exited() || interrupted.load(Ordering::Relaxed)
     });
     let mut index = 0u64;
-    let mut samples = GroupCommit::new(ctx.log, soak.subject(), interval);
+    let mut samples = GroupCommit::new(ctx.log, &ctx.console, soak.subject(), interval);
     let failure = loop {
         let due = t0 + interval.mul_f64(index as f64);
         while Instant::now() < due
@@ -347,10 +381,11 @@ fn sample_until_done(
         }
     };
     ctx.console.finish();
-    // Whatever ended the sampling, the samples taken are recorded before the verdict.
+    // Whatever ended the sampling, the samples taken are recorded before the verdict; those a
+    // full disk holds back go in with it.
     match samples.commit() {
-        Ok(()) => failure,
-        Err(commit_failed) => failure.or(Some(commit_failed)),
+        Ok(()) => (failure, samples.held()),
+        Err(commit_failed) => (failure.or(Some(commit_failed)), samples.held()),
     }
 }
 
@@ -363,16 +398,42 @@ const GROUP_COMMIT: Duration = Duration::from_secs(1);
 /// last second; lifecycle events never wait here.
 struct GroupCommit<'a> {
     log: &'a EventLog,
+    console: &'a Console,
     subject: Subject,
     pending: Vec<(Subject, Event)>,
     every: Duration,
     last: Instant,
+    /// While the log's disk is full: the samples dropped, oldest first, to keep what is held
+    /// within [`MAX_HELD_BYTES`].
+    full: Option<Full>,
+}
+
+/// What a full disk has cost so far.
+#[derive(Debug, Default)]
+struct Full {
+    dropped: u64,
+}
+
+/// How much the samples a full disk holds back may take in memory (estimated): past it the
+/// oldest are dropped, and the first sample recorded afterwards says how many.
+const MAX_HELD_BYTES: usize = 16 << 20;
+
+/// About what a sample takes in memory: its processes and GPUs.
+fn held_size(event: &Event) -> usize {
+    match event {
+        Event::SoakSampled(sample) => {
+            512 + 160 * sample.processes.len()
+                + sample.gpus.as_ref().map_or(0, |gpus| 128 * gpus.len())
+        }
+        _ => 256,
+    }
 }
 
 impl<'a> GroupCommit<'a> {
-    fn new(log: &'a EventLog, subject: Subject, interval: Duration) -> Self {
+    fn new(log: &'a EventLog, console: &'a Console, subject: Subject, interval: Duration) -> Self {
         Self {
             log,
+            console,
             subject,
             pending: Vec::new(),
             every: if interval >= GROUP_COMMIT {
@@ -381,6 +442,7 @@ impl<'a> GroupCommit<'a> {
                 GROUP_COMMIT
             },
             last: Instant::now(),
+            full: None,
         }
     }
 
@@ -393,20 +455,78 @@ impl<'a> GroupCommit<'a> {
         Ok(())
     }
 
+    /// Commits what is pending. A full disk does not fail the soak: the samples are held (the
+    /// oldest dropped past [`MAX_HELD_BYTES`]) and tried again at the next commit.
     fn commit(&mut self) -> Result<(), Failure> {
         self.last = Instant::now();
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.log
-            .append_all(std::mem::take(&mut self.pending))
-            .map(drop)
-            .map_err(|e| {
-                Failure::new(
+        let note = self.full.as_ref().filter(|f| f.dropped > 0).map(|full| {
+            format!(
+                "{} taken while the disk holding the event log was full could not be kept",
+                crate::text::count(full.dropped, "sample")
+            )
+        });
+        if let (Some(note), Some((_, Event::SoakSampled(first)))) =
+            (&note, self.pending.first_mut())
+        {
+            first.errors.push(note.clone());
+        }
+        match self.log.append_all(self.pending.iter().cloned()) {
+            Ok(_) => {
+                self.pending.clear();
+                if self.full.take().is_some() {
+                    self.console
+                        .warn("the event log has space again: the samples held back are recorded");
+                }
+                Ok(())
+            }
+            Err(e @ LogError::NoSpace { .. }) => {
+                if let (Some(_), Some((_, Event::SoakSampled(first)))) =
+                    (&note, self.pending.first_mut())
+                {
+                    first.errors.pop();
+                }
+                if self.full.is_none() {
+                    self.console.warn(&format!(
+                        "{e}: the soak goes on; its samples are held in memory (at most {} MiB) until there is space",
+                        MAX_HELD_BYTES >> 20
+                    ));
+                }
+                let full = self.full.get_or_insert_with(Full::default);
+                let mut size: usize = self.pending.iter().map(|(_, e)| held_size(e)).sum();
+                let mut drop_first = 0;
+                while size > MAX_HELD_BYTES && drop_first + 1 < self.pending.len() {
+                    size -= held_size(&self.pending[drop_first].1);
+                    drop_first += 1;
+                }
+                self.pending.drain(..drop_first);
+                full.dropped += drop_first as u64;
+                Ok(())
+            }
+            Err(e) => {
+                self.pending.clear();
+                Err(Failure::new(
                     FailureKind::MonitorError,
                     format!("cannot record a sample: {e}"),
-                )
-            })
+                ))
+            }
+        }
+    }
+
+    /// What could not be recorded yet (a full disk), with the note of what was dropped.
+    fn held(&mut self) -> Vec<(Subject, Event)> {
+        if let (Some(full), Some((_, Event::SoakSampled(first)))) =
+            (&self.full, self.pending.first_mut())
+            && full.dropped > 0
+        {
+            first.errors.push(format!(
+                "{} taken while the disk holding the event log was full could not be kept",
+                crate::text::count(full.dropped, "sample")
+            ));
+        }
+        std::mem::take(&mut self.pending)
     }
 }
 
@@ -704,6 +824,7 @@ pub(crate) fn write_artifact(
     log: &EventLog,
     soak_id: &str,
     path: &Path,
+    record: impl FnOnce(Vec<(Subject, Event)>) -> Result<(), SoakError>,
 ) -> Result<String, SoakError> {
     let snapshot = log.snapshot()?;
     let written = artifact::write_atomically_with(path, |file| {
@@ -711,13 +832,13 @@ pub(crate) fn write_artifact(
     })
     .map_err(SoakError::streaming(path))?;
     drop(snapshot);
-    log.append(
+    record(vec![(
         Subject::Soak(soak_id.to_owned()),
         Event::ArtifactWritten {
             path: path.display().to_string(),
             digest: written.digest.clone(),
             bytes: written.bytes,
         },
-    )?;
+    )])?;
     Ok(written.digest)
 }
