@@ -3,7 +3,8 @@
 # bugs. The integration test binary, the unilab binary and the fixtures are copied to a directory
 # that user can read; the harness finds them through UNILAB_TEST_BIN, UNILAB_TEST_FIXTURES and
 # UNILAB_TEST_MIGRATIONS. Run after `cargo test` has built everything. Skips, saying so, when
-# not root (there is no one to switch to) or when `runuser` is missing.
+# not root (there is no one to switch to) or when `runuser` is missing. Arguments go to the test
+# binary (a filter, say).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -42,4 +43,4 @@ runuser -u "$user" -- env -i PATH="$PATH" HOME="$work/home" TMPDIR=/tmp CI=true 
     UNILAB_TEST_BIN="$work/bin/unilab" UNILAB_TEST_FIXTURES="$work/fixtures" \
     UNILAB_TEST_MIGRATIONS="$work/migrations" INSTA_WORKSPACE_ROOT="$work" \
     UNILAB_TEST_TRAINER="$work/example-trainer.py" \
-    "$work/bin/integration" --test-threads=2
+    "$work/bin/integration" --test-threads=2 "$@"

@@ -2732,3 +2732,29 @@ fn a_full_disk_is_named_as_such_and_a_soak_outlasts_it() {
     );
     assert!(!said.contains("not a readable"), "{said}");
 }
+
+/// A subdirectory of the progress directory that the soak cannot read was skipped without a
+/// word: what it held silently counted for nothing. Each sample now says so. (As root every
+/// directory is readable: the test needs an ordinary user, as CI's unprivileged run is.)
+#[test]
+fn an_unreadable_part_of_the_progress_directory_is_said() {
+    use std::os::unix::fs::PermissionsExt;
+    if is_root() {
+        eprintln!("skipped: root reads every directory; run as an ordinary user");
+        return;
+    }
+    let soak = Soak::new();
+    let hidden = soak.progress().join("hidden");
+    std::fs::create_dir(&hidden).unwrap();
+    std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let (output, artifact) = soak.run(&[], &["--steps", "4", "--step-seconds", "0.1"]);
+    std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let first = &artifact["samples"][0]["errors"];
+    assert!(
+        first
+            .to_string()
+            .contains("cannot read 1 subdirectory of the progress directory"),
+        "{first}"
+    );
+}

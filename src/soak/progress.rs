@@ -36,17 +36,28 @@ impl HeldDir {
         })
     }
 
-    /// The signature of the held directory, and what is wrong with its path, if anything.
-    pub fn signature(&self) -> (ProgressSignature, Option<String>) {
+    /// The signature of the held directory, and what is wrong with it: its path no longer
+    /// naming it, subdirectories that cannot be read (their files count for nothing).
+    pub fn signature(&self) -> (ProgressSignature, Vec<String>) {
         let held = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()));
-        let moved = match std::fs::symlink_metadata(&self.path) {
-            Ok(meta) if meta.dev() == self.dev && meta.ino() == self.ino => None,
-            _ => Some(format!(
+        let mut problems = Vec::new();
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(meta) if meta.dev() == self.dev && meta.ino() == self.ino => {}
+            _ => problems.push(format!(
                 "`{}` no longer names the directory the soak watches; the soak keeps watching the one it named at the start",
                 self.path.display()
             )),
-        };
-        (signature(&held), moved)
+        }
+        let (signature, unreadable) = signature(&held);
+        if let Some((first, error)) = unreadable.first() {
+            let within = first.strip_prefix(&held).unwrap_or(first);
+            problems.push(format!(
+                "cannot read {} of the progress directory (`{}`: {error}); what they hold is not counted as progress",
+                crate::text::count(unreadable.len() as u64, "subdirectory"),
+                self.path.join(within).display()
+            ));
+        }
+        (signature, problems)
     }
 }
 
@@ -56,14 +67,21 @@ mod libc_flags {
     pub(super) const O_NOFOLLOW: i32 = nix::fcntl::OFlag::O_NOFOLLOW.bits();
 }
 
-/// Walks the directory (not following symlinks) and sums it up. Unreadable entries are skipped:
-/// a trainer may be replacing files while unilab looks.
-pub(super) fn signature(dir: &Path) -> ProgressSignature {
+/// Walks the directory (not following symlinks) and sums it up, with the directories that
+/// could not be read (and why). An entry gone between the listing and its look is skipped: a
+/// trainer may be replacing files while unilab looks.
+pub(super) fn signature(dir: &Path) -> (ProgressSignature, Vec<(PathBuf, std::io::Error)>) {
     let mut sig = ProgressSignature::default();
+    let mut unreadable = Vec::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(current) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&current) else {
-            continue;
+        let entries = match std::fs::read_dir(&current) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                unreadable.push((current, e));
+                continue;
+            }
         };
         for entry in entries.flatten() {
             let Ok(meta) = entry.metadata() else {
@@ -84,7 +102,7 @@ pub(super) fn signature(dir: &Path) -> ProgressSignature {
             sig.newest_mtime_ns = Some(sig.newest_mtime_ns.map_or(mtime_ns, |n| n.max(mtime_ns)));
         }
     }
-    sig
+    (sig, unreadable)
 }
 
 #[cfg(test)]
@@ -94,15 +112,16 @@ mod tests {
     #[test]
     fn the_signature_changes_with_files_sizes_and_times() {
         let dir = tempfile::tempdir().unwrap();
-        let empty = signature(dir.path());
+        let (empty, unreadable) = signature(dir.path());
         assert_eq!(empty, ProgressSignature::default());
+        assert!(unreadable.is_empty());
         std::fs::write(dir.path().join("a"), b"12345").unwrap();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         std::fs::write(dir.path().join("sub/b"), b"1").unwrap();
-        let two = signature(dir.path());
+        let (two, _) = signature(dir.path());
         assert_eq!((two.files, two.bytes), (2, 6));
         assert!(two.newest_mtime_ns.is_some());
         std::fs::write(dir.path().join("a"), b"123456").unwrap();
-        assert_ne!(signature(dir.path()), two);
+        assert_ne!(signature(dir.path()).0, two);
     }
 }

@@ -154,8 +154,8 @@ impl Sampler {
             }
             None => None,
         };
-        let (progress, moved) = self.progress.signature();
-        errors.extend(moved);
+        let (progress, problems) = self.progress.signature();
+        errors.extend(problems);
         Sample {
             index,
             elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
