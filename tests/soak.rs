@@ -2758,3 +2758,73 @@ fn an_unreadable_part_of_the_progress_directory_is_said() {
         "{first}"
     );
 }
+
+/// A supervisor stopped with SIGSTOP blamed nvidia-smi once it resumed ("did not answer" in 20
+/// samples, its streams restarted), and caught up on the samples due meanwhile in a burst. It
+/// tells its own stall from the tool's by its own clock now: the due samples it missed are
+/// skipped and counted, the streams are not restarted, nvidia-smi is not blamed.
+#[test]
+fn a_stopped_supervisor_blames_itself_not_nvidia_smi() {
+    let soak = Soak::new();
+    let starts = soak.root.root().join("smi-starts");
+    let mut cmd = Command::new(unilab_bin());
+    cmd.env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", soak.root.root())
+        .env("UNILAB_TOOL_TIMEOUT", "2")
+        .env("FAKE_NVIDIA_SMI_STARTS", &starts)
+        .arg("--root")
+        .arg(soak.root.root())
+        .args(["soak", "run", "--sample-interval", "0.2", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--", "python3"])
+        .arg(trainer())
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .args(["--steps", "200", "--step-seconds", "0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut run = cmd.spawn().unwrap();
+    let stdout = gather_lines(run.stdout.take().unwrap());
+    eventually("the soak under way", Duration::from_secs(30), || {
+        stdout.lock().unwrap().contains("step 5/")
+    });
+    let pid = nix::unistd::Pid::from_raw(run.id() as i32);
+    for _ in 0..3 {
+        nix::sys::signal::kill(pid, nix::sys::signal::SIGSTOP).unwrap();
+        // How long the supervisor is stopped: the test's input, not a wait for something.
+        std::thread::sleep(Duration::from_secs(4));
+        nix::sys::signal::kill(pid, nix::sys::signal::SIGCONT).unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert!(run.wait().unwrap().success());
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+    let errors: Vec<&str> = artifact["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["errors"].as_array().unwrap())
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(
+        !errors
+            .iter()
+            .any(|e| e.contains("did not answer") || e.contains("has not answered")),
+        "nvidia-smi was blamed: {errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("skipped: the supervisor did not run for about")),
+        "{errors:?}"
+    );
+    let started = std::fs::read_to_string(&starts).unwrap();
+    assert_eq!(
+        started.lines().count(),
+        2,
+        "the streams were restarted: {started}"
+    );
+}

@@ -128,6 +128,16 @@ pub struct GpuStream {
     /// How long without a reading before that is itself the error: two intervals and a timeout.
     patience: Duration,
     started: Instant,
+    /// When a reading was last asked for, and when this process came back after not running
+    /// for longer than the patience (SIGSTOP, starved of CPU) and for how long: the streams'
+    /// silence meanwhile was this process's, not nvidia-smi's.
+    asked: Mutex<Asked>,
+}
+
+#[derive(Debug, Default)]
+struct Asked {
+    last: Option<Instant>,
+    resumed: Option<(Instant, Duration)>,
 }
 
 impl GpuStream {
@@ -150,6 +160,7 @@ impl GpuStream {
             interval,
             patience: interval * 2 + smi.timeout,
             started: Instant::now(),
+            asked: Mutex::new(Asked::default()),
         }
     }
 
@@ -157,10 +168,24 @@ impl GpuStream {
     /// known — before the first reading (no error: it is on its way), after a fault, or when
     /// none completed for too long (with the error saying so).
     pub fn reading(&self, pids: &[u32]) -> (Option<Vec<GpuSample>>, Option<String>) {
+        let resumed = self.away();
         let Ok(mut state) = self.state.lock() else {
             return (None, Some("the GPU stream's state is lost".into()));
         };
         let since = state.gpus.as_ref().map_or(self.started, |(at, _)| *at);
+        if let Some((resumed, away)) = resumed
+            && since < resumed
+            && resumed.elapsed() <= self.patience
+        {
+            // Nothing read since this process came back: its readers have lines to catch up on.
+            return (
+                None,
+                Some(format!(
+                    "no GPU reading since this supervisor resumed: it did not run for {:.1} s (stopped, or starved of CPU)",
+                    away.as_secs_f64()
+                )),
+            );
+        }
         if since.elapsed() > self.patience {
             let error = state.fault.clone().unwrap_or_else(|| {
                 format!(
@@ -191,6 +216,22 @@ impl GpuStream {
                 .collect()
         });
         (gpus, state.fault.clone())
+    }
+}
+
+impl GpuStream {
+    /// When this process last came back after not running for longer than the patience, and
+    /// for how long it was away, told by the gap between two readings asked for.
+    fn away(&self) -> Option<(Instant, Duration)> {
+        let now = Instant::now();
+        let mut asked = self.asked.lock().ok()?;
+        if let Some(gap) = asked.last.map(|last| now - last)
+            && gap > self.patience
+        {
+            asked.resumed = Some((now, gap));
+        }
+        asked.last = Some(now);
+        asked.resumed
     }
 }
 
@@ -393,7 +434,15 @@ fn watch(
     let [gpus, apps] = streams;
     // Often enough to notice a silence within a fraction of it, seldom enough to cost nothing.
     let tick = (silence / 4).clamp(Duration::from_millis(50), Duration::from_millis(500));
+    // A silence is counted from the later of the last line and the last time this process came
+    // back after not running: lines printed while it was stopped wait in the pipe.
+    let mut excused = started;
+    let mut woke = Instant::now();
     while !stopped(stop, tick) {
+        if woke.elapsed() > tick + silence / 2 {
+            excused = Instant::now();
+        }
+        woke = Instant::now();
         // A flood first: the reader stops reading at it, and the tool then fails to write.
         if let Some(flood) = state.lock().ok().and_then(|mut s| s.flood.take()) {
             return Some(flood);
@@ -401,7 +450,12 @@ fn watch(
         if let Some(ended) = gpus.exited(smi).or_else(|| apps.exited(smi)) {
             return Some(ended);
         }
-        let heard = state.lock().ok().and_then(|s| s.heard).unwrap_or(started);
+        let heard = state
+            .lock()
+            .ok()
+            .and_then(|s| s.heard)
+            .unwrap_or(started)
+            .max(excused);
         if heard.elapsed() > silence {
             return Some(format!(
                 "nvidia-smi did not answer within {:.1} s; its stream is restarted",

@@ -333,9 +333,12 @@ fn sample_until_done(
         status.started.is_some() || status.exited() || interrupted.load(Ordering::Relaxed)
     });
     let mut index = 0u64;
+    // The schedule's tick, apart from the samples' index: ticks missed are skipped, not caught up.
+    let mut tick = 0u64;
+    let mut behind: Option<String> = None;
     let mut samples = GroupCommit::new(ctx.log, &ctx.console, soak.subject(), interval);
     let failure = loop {
-        let due = t0 + interval.mul_f64(index as f64);
+        let due = t0 + interval.mul_f64(tick as f64);
         while Instant::now() < due
             && !interrupted.load(Ordering::Relaxed)
             && !guard.status().exited()
@@ -353,17 +356,23 @@ fn sample_until_done(
         let command = status.command_state();
         let elapsed = t0.elapsed();
         let after_exit = command != CommandState::Running;
-        let sample = sampler.sample(index, elapsed, guard.pid, after_exit);
+        let mut sample = sampler.sample(index, elapsed, guard.pid, after_exit);
+        sample.errors.extend(behind.take());
         seen.extend(sample.processes.iter().map(|p| ProcessIdentity {
             pid: p.pid,
             start_ticks: p.start_ticks,
         }));
         let progress = sample.progress;
+        let sample_cost = sample.sampler_cost_us;
         let status_line = ctx.console.shows_status().then(|| StatusLine::of(&sample));
         if let Err(failure) = samples.push(sample) {
             break Some(failure);
         }
         index += 1;
+        let cost = Duration::from_micros(sample_cost);
+        let (next_tick, missed) = next_tick(tick, t0.elapsed(), interval);
+        tick = next_tick;
+        behind = missed.map(|missed| fell_behind(missed, interval, cost));
         let next = watch.observe(&Observation {
             elapsed,
             progress,
@@ -386,6 +395,36 @@ fn sample_until_done(
     match samples.commit() {
         Ok(()) => (failure, samples.held()),
         Err(commit_failed) => (failure.or(Some(commit_failed)), samples.held()),
+    }
+}
+
+/// The tick after `tick` that is not yet past at `elapsed`, and how many due ticks were missed
+/// on the way (sampling took longer than the interval, or the supervisor did not run).
+fn next_tick(tick: u64, elapsed: Duration, interval: Duration) -> (u64, Option<u64>) {
+    let now = (elapsed.as_secs_f64() / interval.as_secs_f64().max(1e-9)).floor() as u64;
+    match now.checked_sub(tick + 1) {
+        // The tick under way now is sampled at once.
+        Some(missed) if missed > 0 => (now, Some(missed)),
+        _ => (tick + 1, None),
+    }
+}
+
+/// What a sample says when the ones due before it were missed: whether sampling itself took
+/// too long (its cost, a large progress directory's walk) or the supervisor did not run at all
+/// (stopped with SIGSTOP, starved of CPU, a suspended host).
+fn fell_behind(missed: u64, interval: Duration, cost: Duration) -> String {
+    let due = crate::text::count(missed, "due sample");
+    if cost >= interval {
+        format!(
+            "{due} skipped: the last sample took {:.2} s, longer than the {:.2} s interval (a large progress directory takes long to walk)",
+            cost.as_secs_f64(),
+            interval.as_secs_f64()
+        )
+    } else {
+        format!(
+            "{due} skipped: the supervisor did not run for about {:.1} s (stopped, or starved of CPU)",
+            interval.as_secs_f64() * missed as f64
+        )
     }
 }
 
@@ -841,4 +880,27 @@ pub(crate) fn write_artifact(
         },
     )])?;
     Ok(written.digest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missed_ticks_are_skipped_and_counted_not_caught_up() {
+        let interval = Duration::from_millis(200);
+        let at = Duration::from_millis;
+        assert_eq!(next_tick(0, at(10), interval), (1, None));
+        assert_eq!(next_tick(3, at(790), interval), (4, None));
+        assert_eq!(
+            next_tick(3, at(810), interval),
+            (4, None),
+            "only late: no tick missed"
+        );
+        assert_eq!(next_tick(3, at(1_010), interval), (5, Some(1)));
+        // Stopped for four seconds after tick 3: ticks 4 to 22 were due meanwhile.
+        assert_eq!(next_tick(3, at(4_650), interval), (23, Some(19)));
+        assert!(fell_behind(19, interval, at(3)).contains("did not run for about 3.8 s"));
+        assert!(fell_behind(2, interval, at(450)).contains("the last sample took 0.45 s"));
+    }
 }
