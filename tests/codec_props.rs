@@ -342,14 +342,30 @@ fn event() -> impl Strategy<Value = Event> {
                 }
             }),
         (record(), any::<bool>())
-            .prop_map(|(record, foreground)| Event::DaemonStarted { record, foreground }),
+            .prop_map(|(record, foreground)| Event::DaemonStartedV3 { record, foreground }),
+        (record(), any::<bool>(), option::of(text())).prop_map(|(record, foreground, job)| {
+            Event::DaemonStarted {
+                record,
+                foreground,
+                job,
+            }
+        }),
         identity().prop_map(|process| Event::DaemonVerifiedLive { process }),
         (text(), text(), text(), identity()).prop_map(
-            |(gpu, pipe_directory, log_directory, starter)| Event::DaemonStarting {
+            |(gpu, pipe_directory, log_directory, starter)| Event::DaemonStartingV3 {
                 gpu,
                 pipe_directory,
                 log_directory,
                 starter,
+            }
+        ),
+        (text(), text(), text(), identity(), option::of(text())).prop_map(
+            |(gpu, pipe_directory, log_directory, starter, job)| Event::DaemonStarting {
+                gpu,
+                pipe_directory,
+                log_directory,
+                starter,
+                job,
             }
         ),
         (text(), option::of(identity()))

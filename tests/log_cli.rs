@@ -211,7 +211,7 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .success()
         .stdout(predicate::str::starts_with("ok: 19 events, chain head "))
         .stdout(predicate::str::contains(
-            "(0 daemons, 2 soaks, 1 starting, 1 lease)",
+            "(0 daemons, 2 soaks, 1 starting, 1 lease, 2 daemon_jobs)",
         ));
     let out = root
         .unilab()
@@ -962,7 +962,7 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
         .success()
         .stdout(predicate::str::contains("ok: 1 event, chain head"))
         .stdout(predicate::str::contains(
-            "(1 daemon, 0 soaks, 0 starting, 0 leases)",
+            "(1 daemon, 0 soaks, 0 starting, 0 leases, 1 daemon_job)",
         ));
     // A daemon row the events never put there.
     raw_write(&root, |txn| {
@@ -1183,10 +1183,10 @@ fn mps_list_columns_hold_a_long_name() {
     let root = TestRoot::new();
     let log = root.log();
     let scope = root.scope();
-    for name in [
-        "a",
-        "a-daemon-name-that-is-forty-four-characters",
-        "job77-gpu-0f8e0c2a",
+    for (name, job) in [
+        ("a", None),
+        ("a-daemon-name-that-is-forty-four-characters", None),
+        ("job77-gpu-0f8e0c2a", Some("77".to_owned())),
     ] {
         let (_, started) = every_event_kind()
             .into_iter()
@@ -1211,6 +1211,7 @@ fn mps_list_columns_hold_a_long_name() {
             Event::DaemonStarted {
                 record,
                 foreground: false,
+                job,
             },
         )
         .unwrap();

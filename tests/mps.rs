@@ -728,6 +728,7 @@ fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
     let Event::DaemonStarted {
         mut record,
         foreground,
+        ..
     } = event
     else {
         unreachable!()
@@ -751,6 +752,7 @@ fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
             Event::DaemonStarted {
                 record: r,
                 foreground,
+                job: None,
             },
         )
         .unwrap();
@@ -2096,4 +2098,64 @@ fn an_nvidia_smi_that_floods_its_output_is_stopped_and_blamed() {
             "{mode}: {out:?}"
         );
     }
+}
+
+/// A daemon's job was guessed from its name: outside Slurm, `mps start --name job7-mine` was
+/// listed as job 7's and stopped by `mps stop --job 7` (a job's epilog). The job is recorded
+/// with the daemon now (`daemon_starting`, `daemon_started`, `mps list`'s `job`), never parsed
+/// back from its name.
+#[test]
+fn a_daemons_job_is_recorded_never_read_from_its_name() {
+    let host = Host::two_gpus();
+    let mine = host.start(&["0", "--name", "job7-mine"]);
+    assert_eq!(mine["job"], Value::Null, "{mine}");
+    host.unilab()
+        .args(["mps", "stop", "--job", "7"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("nothing to stop"));
+    assert!(
+        alive(mine["pid"].as_u64().unwrap()),
+        "job 7's epilog stopped it"
+    );
+    let seven = host.json_with(&[("SLURM_JOB_ID", "7")], &["mps", "start", "1"]);
+    assert_eq!(seven["job"], "7", "{seven}");
+    let jobs: Vec<(String, Value)> = host
+        .json(&["mps", "list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["name"].as_str().unwrap().to_owned(), d["job"].clone()))
+        .collect();
+    assert_eq!(
+        jobs,
+        [
+            ("job7-gpu-2222bbbb".to_owned(), Value::from("7")),
+            ("job7-mine".to_owned(), Value::Null)
+        ]
+    );
+    host.unilab()
+        .args(["mps", "stop", "--job", "7"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("stopped `job7-gpu-2222bbbb`"));
+    assert!(gone(seven["pid"].as_u64().unwrap()));
+    assert!(alive(mine["pid"].as_u64().unwrap()));
+    host.unilab()
+        .args(["mps", "stop", "job7-mine"])
+        .assert()
+        .success();
+    let history = host
+        .unilab()
+        .args(["--json", "history", "--daemon", "job7-gpu-2222bbbb"])
+        .output()
+        .unwrap();
+    let history = String::from_utf8_lossy(&history.stdout);
+    assert!(
+        history
+            .lines()
+            .filter(|l| l.contains("daemon_start"))
+            .all(|l| l.contains(r#""job":"7""#)),
+        "{history}"
+    );
 }

@@ -115,6 +115,7 @@ fn show_status(status: &status::HostStatus, out: &mut Output) -> Result<Exit, Er
     out.line(&format!("your daemons: {}", status.managed_daemons.len()))?;
     for daemon in &status.managed_daemons {
         let job = daemon
+            .record
             .job
             .as_ref()
             .map(|job| format!("  job {job}"))
@@ -232,7 +233,7 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
     let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL)?;
     settle(mps, &log, out)?;
     // From the check that nothing serves the name or the GPU to the record of what started.
-    let held = lock::daemon(mps, &plan.name, [plan.gpu.as_str()])?;
+    let held = lock::daemon(mps, &plan.name, plan.job.as_deref(), [plan.gpu.as_str()])?;
     if args.foreground {
         let stop = Arc::new(AtomicBool::new(false));
         for signal in [
@@ -322,13 +323,13 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
         .name
         .as_deref()
         .map(|name| daemon::scoped_name(name, mps.env.job.as_deref()));
-    daemon::wait_for_starts(mps, &log, |name| {
-        if let Some(job) = &args.job {
-            daemon::job_of(name) == Some(job.as_str())
+    daemon::wait_for_starts(mps, &log, |name, job| {
+        if let Some(wanted) = &args.job {
+            job == Some(wanted.as_str())
         } else if let Some(given) = &args.name {
             Some(name) == scoped.as_deref() || name == given
         } else {
-            daemon::name_in_scope(mps, name)
+            daemon::job_in_scope(mps, job)
         }
     })?;
     let records = daemon::records(mps, &log.snapshot()?)?;
@@ -341,7 +342,7 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     } else if let Some(job) = &args.job {
         records
             .iter()
-            .filter(|r| daemon::job_of(&r.name) == Some(job.as_str()))
+            .filter(|r| r.job.as_deref() == Some(job.as_str()))
             .collect()
     } else {
         vec![daemon::select(mps, &records, args.name.as_deref())?]
@@ -423,7 +424,7 @@ fn show_daemons(daemons: &[status::ManagedDaemon], out: &mut Output) -> Result<E
                 daemon.record.name.clone(),
                 daemon.record.pid.to_string(),
                 paint.status(daemon.state),
-                daemon.job.clone().unwrap_or_else(|| "-".into()),
+                daemon.record.job.clone().unwrap_or_else(|| "-".into()),
                 daemon.leases.to_string(),
                 age(daemon.record.created_at),
                 daemon.record.gpu_uuids.join(","),

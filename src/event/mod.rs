@@ -92,8 +92,8 @@ pub enum Event {
         gpus: Vec<GpuIdentity>,
         cuda_visible_devices: Option<String>,
     },
-    /// A daemon was started and its `(pid, starttime)` recorded.
-    DaemonStarted {
+    /// A daemon was started and its `(pid, starttime)` recorded (schema 1–3's form).
+    DaemonStartedV3 {
         record: StartedDaemon,
         foreground: bool,
     },
@@ -137,10 +137,8 @@ pub enum Event {
     SoakSampled(Box<Sample>),
     /// A soak's verdict, written once the last child is gone (schema 2).
     SoakFinished(Box<SoakEnd>),
-    /// A start is about to launch a daemon: where it will answer and which process launches
-    /// it, so that a start cut short (its process killed) can be recognised later and what it
-    /// launched stopped. Closed by the `daemon_started` or `daemon_start_failed` that follows.
-    DaemonStarting {
+    /// A start is about to launch a daemon (schema 2–3's form, without the job).
+    DaemonStartingV3 {
         gpu: String,
         pipe_directory: String,
         log_directory: String,
@@ -160,6 +158,25 @@ pub enum Event {
     LeaseReleased {
         holder: ProcessIdentity,
         reason: LeaseEnd,
+    },
+    /// A daemon was started and its `(pid, starttime)` recorded, with its job (schema 4). Same
+    /// kind as its older form.
+    DaemonStarted {
+        record: StartedDaemon,
+        foreground: bool,
+        /// The Slurm job it was started in (`SLURM_JOB_ID`), which scopes it.
+        job: Option<String>,
+    },
+    /// A start is about to launch a daemon: where it will answer, which process launches it and
+    /// in which Slurm job, so that a start cut short (its process killed) can be recognised
+    /// later and what it launched stopped. Closed by the `daemon_started` or
+    /// `daemon_start_failed` that follows (schema 4; same kind as its older form).
+    DaemonStarting {
+        gpu: String,
+        pipe_directory: String,
+        log_directory: String,
+        starter: ProcessIdentity,
+        job: Option<String>,
     },
 }
 
@@ -206,7 +223,7 @@ impl Event {
     pub fn kind(&self) -> &'static str {
         let index = match self {
             Event::TopologyResolved { .. } => 0,
-            Event::DaemonStarted { .. } => 1,
+            Event::DaemonStartedV3 { .. } | Event::DaemonStarted { .. } => 1,
             Event::DaemonVerifiedLive { .. } => 2,
             Event::DaemonStartFailed { .. } => 3,
             Event::DaemonStaleCleaned { .. } => 4,
@@ -216,7 +233,7 @@ impl Event {
             Event::SoakFinishedV1(_) | Event::SoakFinished(_) => 8,
             Event::SoakAbandoned { .. } => 9,
             Event::ArtifactWritten { .. } => 10,
-            Event::DaemonStarting { .. } => 11,
+            Event::DaemonStartingV3 { .. } | Event::DaemonStarting { .. } => 11,
             Event::LeaseAcquired { .. } => 12,
             Event::LeaseReleased { .. } => 13,
         };
@@ -241,6 +258,10 @@ impl Event {
     }
 
     /// A one-line description for the human timeline of `unilab history`.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one arm per event form, each a line or two"
+    )]
     pub fn summary(&self) -> String {
         match self {
             Event::TopologyResolved {
@@ -260,12 +281,23 @@ impl Event {
                     uuids.join(",")
                 )
             }
-            Event::DaemonStarted { record, foreground } => format!(
-                "pid {} on {}{} (pipe `{}`)",
+            Event::DaemonStartedV3 { record, foreground } => daemon_started(
                 record.pid,
-                record.gpu_uuids.join(","),
-                if *foreground { ", foreground" } else { "" },
-                record.pipe_directory
+                &record.gpu_uuids,
+                *foreground,
+                &record.pipe_directory,
+                None,
+            ),
+            Event::DaemonStarted {
+                record,
+                foreground,
+                job,
+            } => daemon_started(
+                record.pid,
+                &record.gpu_uuids,
+                *foreground,
+                &record.pipe_directory,
+                job.as_deref(),
             ),
             Event::DaemonVerifiedLive { process } => {
                 format!("pid {} answers on its control socket", process.pid)
@@ -301,7 +333,13 @@ impl Event {
                 format!("supervisor pid {} gone: {reason}", supervisor.pid)
             }
             Event::ArtifactWritten { path, digest, .. } => format!("`{path}` (digest {digest})"),
-            Event::DaemonStarting {
+            Event::DaemonStartingV3 {
+                gpu,
+                pipe_directory,
+                starter,
+                ..
+            }
+            | Event::DaemonStarting {
                 gpu,
                 pipe_directory,
                 starter,
@@ -327,6 +365,21 @@ impl Event {
             }
         }
     }
+}
+
+fn daemon_started(
+    pid: u32,
+    gpus: &[String],
+    foreground: bool,
+    pipe_directory: &str,
+    job: Option<&str>,
+) -> String {
+    format!(
+        "pid {pid} on {}{}{} (pipe `{pipe_directory}`)",
+        gpus.join(","),
+        if foreground { ", foreground" } else { "" },
+        job.map(|job| format!(", job {job}")).unwrap_or_default()
+    )
 }
 
 fn started(command: &[String], parameters: &soak::SoakParameters) -> String {

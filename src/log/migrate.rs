@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub struct Step {
@@ -39,6 +39,16 @@ pub const STEPS: &[Step] = &[
         // Schema 3 adds `lease_acquired` and `lease_released` at the end of `Event`, and the
         // `leases` view. No schema 2 log holds a lease, so the view starts empty and nothing is
         // rewritten; the version keeps an older unilab, which could not decode leases, away.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 3,
+        description: "each daemon's job recorded",
+        // Schema 4 adds `daemon_starting` and `daemon_started` in forms that record the Slurm
+        // job (new variants at the end of `Event`) and the `daemon_jobs` view. Schema 3 records
+        // decode and hash unchanged, their daemons have no row in the view (their name is the
+        // only witness of their job), so nothing is rewritten; the version keeps an older
+        // unilab, which could not decode the new forms, away.
         apply: |_| Ok(()),
     },
 ];

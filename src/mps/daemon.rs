@@ -19,7 +19,7 @@ use crate::gpu::selector::{Atom, Selector};
 use crate::gpu::{GpuInfo, TopologyPlan, smi};
 use crate::log::{EventLog, LogError, Snapshot};
 use crate::process::{self, Liveness, ProcessIdentity, Signal};
-use crate::projection::{Daemons, IntentRow, Intents};
+use crate::projection::{DaemonJobs, Daemons, IntentRow, Intents};
 use crate::time::{Clock, SystemClock, unix_seconds};
 use crate::trace::{STEPS, detail};
 
@@ -71,21 +71,18 @@ pub(crate) fn default_name(uuid: &str, job: Option<&str>) -> String {
 /// What a job-scoped daemon name starts with: `job<ID>-`.
 const JOB_PREFIX: &str = "job";
 
-/// The Slurm job a daemon belongs to, by its name (`job<ID>-...`); `None` for the user's own.
-pub(crate) fn job_of(name: &str) -> Option<&str> {
-    let (job, _) = name.strip_prefix(JOB_PREFIX)?.split_once('-')?;
-    is_job_id(job).then_some(job)
-}
-
 /// What a Slurm job id is made of here: letters, digits and `_`, at least one.
 fn is_job_id(text: &str) -> bool {
     !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// A name as given, in a job's scope: `job<ID>-` first under a job (unless it has it already).
+/// Naming only: which job a daemon belongs to is recorded with it, never read from its name.
 pub(crate) fn scoped_name(name: &str, job: Option<&str>) -> String {
     match job {
-        Some(job) if job_of(name) != Some(job) => format!("{JOB_PREFIX}{job}-{name}"),
+        Some(job) if !name.starts_with(&format!("{JOB_PREFIX}{job}-")) => {
+            format!("{JOB_PREFIX}{job}-{name}")
+        }
         _ => name.to_owned(),
     }
 }
@@ -114,9 +111,13 @@ pub(crate) fn validate_name(name: &str) -> Result<(), MpsError> {
 
 /// The daemon records of this user on this host (a record of another scope is never returned).
 pub(crate) fn records(mps: &Mps, snapshot: &Snapshot) -> Result<Vec<DaemonRecord>, LogError> {
+    let jobs = DaemonJobs::rows(snapshot)?;
     Ok(Daemons::rows(snapshot)?
         .into_iter()
-        .map(|row| DaemonRecord::from(row.0))
+        .map(|row| {
+            let job = DaemonJobs::job_of(&jobs, &row.0.name);
+            DaemonRecord::of(row.0, job)
+        })
         .filter(|r| r.uid == mps.paths.uid && r.host == mps.paths.host)
         .collect())
 }
@@ -149,6 +150,8 @@ pub(crate) struct StartRequest {
 pub(crate) struct Plan {
     pub name: String,
     pub gpu: String,
+    /// The Slurm job it is started in, recorded with it.
+    pub job: Option<String>,
     pub topology: TopologyPlan,
     pub pipe_directory: PathBuf,
     pub log_directory: PathBuf,
@@ -174,6 +177,7 @@ pub(crate) fn plan(mps: &Mps, request: &StartRequest) -> Result<Plan, MpsError> 
     Ok(Plan {
         name,
         gpu,
+        job: request.job.clone(),
         topology: plan,
         pipe_directory,
         log_directory,
@@ -232,8 +236,7 @@ fn clear_the_way(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<String>, 
     let mut cleaned = Vec::new();
     for record in records(mps, &log.snapshot()?)? {
         // One daemon a GPU in each scope: the user's own, and each Slurm job's.
-        let same_gpu =
-            record.gpu_uuids.contains(&plan.gpu) && job_of(&record.name) == job_of(&plan.name);
+        let same_gpu = record.gpu_uuids.contains(&plan.gpu) && record.job == plan.job;
         if record.name != plan.name && !same_gpu {
             continue;
         }
@@ -331,7 +334,7 @@ pub(crate) struct Cleared {
 fn begin(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Cleared, MpsError> {
     // Under the locks: a start cut short while this one waited for them is settled here, before
     // anything is decided (settling it before the wait would miss it).
-    let settled = settle_in_the_way(mps, log, &plan.name, &plan.gpu)?;
+    let settled = settle_in_the_way(mps, log, plan)?;
     let cleaned = clear_the_way(mps, log, plan)?;
     prepare_directories(mps, plan)?;
     let starter = own_identity(mps)?;
@@ -355,6 +358,7 @@ fn begin(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Cleared, MpsError> {
                 pipe_directory: plan.pipe_directory.display().to_string(),
                 log_directory: plan.log_directory.display().to_string(),
                 starter,
+                job: plan.job.clone(),
             },
         ),
     ])?;
@@ -422,16 +426,41 @@ fn cut_short(mps: &Mps, intent: &IntentRow) -> bool {
 /// recorded as failed. Each is handled under its name's and GPU's locks. Returns the names.
 pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>, MpsError> {
     let mut settled = Vec::new();
-    for (name, intent) in Intents::rows(&log.snapshot()?)? {
-        if !cut_short(mps, &intent) {
+    for start in starts(&log.snapshot()?)? {
+        if !cut_short(mps, &start.intent) {
             continue;
         }
-        let _held = lock::daemon(mps, &name, [intent.gpu.as_str()])?;
-        if settle_held(mps, log, &name, &intent)? {
-            settled.push(name);
+        let _held = lock::daemon(
+            mps,
+            &start.name,
+            start.job.as_deref(),
+            [start.intent.gpu.as_str()],
+        )?;
+        if settle_held(mps, log, &start)? {
+            settled.push(start.name);
         }
     }
     Ok(settled)
+}
+
+/// A start under way (or cut short): the daemon's name, its intent, and the job it runs in.
+struct Start {
+    name: String,
+    intent: IntentRow,
+    job: Option<String>,
+}
+
+/// Every start under way, with its job.
+fn starts(snapshot: &Snapshot) -> Result<Vec<Start>, LogError> {
+    let jobs = DaemonJobs::rows(snapshot)?;
+    Ok(Intents::rows(snapshot)?
+        .into_iter()
+        .map(|(name, intent)| Start {
+            job: DaemonJobs::job_of(&jobs, &name),
+            name,
+            intent,
+        })
+        .collect())
 }
 
 /// For a start that holds the locks of `name` and `gpu`: settles the cut-short starts in its
@@ -440,37 +469,34 @@ pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>
 /// of the name whose starter still runs, which the held locks should make impossible, is refused
 /// rather than overwritten: an intent is closed only by its starter or by a command that proved
 /// the starter gone. Returns the names settled.
-pub(crate) fn settle_in_the_way(
-    mps: &Mps,
-    log: &EventLog,
-    name: &str,
-    gpu: &str,
-) -> Result<Vec<String>, MpsError> {
+fn settle_in_the_way(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<String>, MpsError> {
+    let name = plan.name.as_str();
     let mut settled = Vec::new();
-    for (other, intent) in Intents::rows(&log.snapshot()?)? {
-        if other == name && !cut_short(mps, &intent) {
+    for start in starts(&log.snapshot()?)? {
+        let intent = &start.intent;
+        if start.name == name && !cut_short(mps, intent) {
             if intent.starter.pid == std::process::id() {
                 continue;
             }
             return Err(MpsError::StartUnderWay {
-                name: other,
+                name: start.name,
                 pid: intent.starter.pid,
             });
         }
-        let same_gpu = intent.gpu == gpu && job_of(&other) == job_of(name);
-        if !cut_short(mps, &intent) || (other != name && !same_gpu) {
+        let same_gpu = intent.gpu == plan.gpu && start.job == plan.job;
+        if !cut_short(mps, intent) || (start.name != name && !same_gpu) {
             continue;
         }
-        let _also = if other == name {
+        let _also = if start.name == name {
             None
         } else {
-            match lock::name_if_free(mps, &other)? {
+            match lock::name_if_free(mps, &start.name)? {
                 Some(held) => Some(held),
                 None => continue,
             }
         };
-        if settle_held(mps, log, &other, &intent)? {
-            settled.push(other);
+        if settle_held(mps, log, &start)? {
+            settled.push(start.name);
         }
     }
     Ok(settled)
@@ -478,16 +504,12 @@ pub(crate) fn settle_in_the_way(
 
 /// Settles one cut-short start, for a caller that holds its name's lock: stops what it
 /// launched and records the start as failed. `false` when another command settled it first.
-fn settle_held(
-    mps: &Mps,
-    log: &EventLog,
-    name: &str,
-    intent: &IntentRow,
-) -> Result<bool, MpsError> {
+fn settle_held(mps: &Mps, log: &EventLog, start: &Start) -> Result<bool, MpsError> {
+    let Start { name, intent, job } = start;
     // Another command may have settled it meanwhile.
     let open = Intents::rows(&log.snapshot()?)?
         .into_iter()
-        .any(|(n, i)| n == name && &i == intent);
+        .any(|(n, i)| &n == name && &i == intent);
     if !open {
         return Ok(false);
     }
@@ -520,6 +542,7 @@ fn settle_held(
                 pid: daemon.pid,
                 process_start_ticks: daemon.start_ticks,
                 created_at: 0.0,
+                job: job.clone(),
             };
             let method = halt(mps, &record, LAUNCH_GRACE)?;
             stopped.push((daemon, method));
@@ -577,9 +600,10 @@ fn record_and_verify(
         Event::DaemonStarted {
             record: started.clone(),
             foreground,
+            job: plan.job.clone(),
         },
     );
-    let record = DaemonRecord::from(started);
+    let record = DaemonRecord::of(started, plan.job.clone());
     if let Err(e) = appended {
         // A daemon without a record would have no owner: stop it before reporting.
         let _ = halt(mps, &record, Duration::from_secs(2));
@@ -870,6 +894,7 @@ pub(crate) fn lock_recorded(mps: &Mps, record: &DaemonRecord) -> Result<lock::He
     lock::daemon(
         mps,
         &record.name,
+        record.job.as_deref(),
         record.gpu_uuids.iter().map(String::as_str),
     )
 }
@@ -934,28 +959,36 @@ fn clean_stale(
 /// Whether a daemon is the caller's to pick without naming it: under a Slurm job only the job's
 /// own daemons are (another job's are never taken for its own); outside one, every daemon.
 pub(crate) fn in_scope(mps: &Mps, record: &DaemonRecord) -> bool {
-    name_in_scope(mps, &record.name)
+    job_in_scope(mps, record.job.as_deref())
 }
 
-/// [`in_scope`], by the daemon's name.
-pub(crate) fn name_in_scope(mps: &Mps, name: &str) -> bool {
+/// [`in_scope`], by the job a daemon (or a start under way) belongs to.
+pub(crate) fn job_in_scope(mps: &Mps, job: Option<&str>) -> bool {
     match &mps.env.job {
-        Some(job) => job_of(name) == Some(job.as_str()),
+        Some(mine) => job == Some(mine.as_str()),
         None => true,
     }
 }
 
-/// Waits until the starts under way of the names `wanted` picks have ended (their starters hold
-/// the locks until the daemon is recorded or the start failed), so that a command that acts on
-/// the records sees what they started.
+/// Waits until the starts under way that `wanted` picks (by name and job) have ended (their
+/// starters hold the locks until the daemon is recorded or the start failed), so that a command
+/// that acts on the records sees what they started.
 pub(crate) fn wait_for_starts(
     mps: &Mps,
     log: &EventLog,
-    wanted: impl Fn(&str) -> bool,
+    wanted: impl Fn(&str, Option<&str>) -> bool,
 ) -> Result<(), MpsError> {
-    for (name, intent) in Intents::rows(&log.snapshot()?)? {
-        if wanted(&name) && intent.starter.pid != std::process::id() && !cut_short(mps, &intent) {
-            drop(lock::daemon(mps, &name, [intent.gpu.as_str()])?);
+    for start in starts(&log.snapshot()?)? {
+        if wanted(&start.name, start.job.as_deref())
+            && start.intent.starter.pid != std::process::id()
+            && !cut_short(mps, &start.intent)
+        {
+            drop(lock::daemon(
+                mps,
+                &start.name,
+                start.job.as_deref(),
+                [start.intent.gpu.as_str()],
+            )?);
         }
     }
     Ok(())
@@ -1088,6 +1121,7 @@ mod tests {
             pid,
             process_start_ticks: 7,
             created_at: 0.0,
+            job: None,
         }
     }
 

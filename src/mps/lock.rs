@@ -28,14 +28,14 @@ pub(crate) struct Held {
 }
 
 /// Takes the locks of the daemon `name` serving `gpus`: its name's, and each GPU's in the
-/// daemon's scope (a Slurm job's daemons are apart from the user's others: see
-/// [`super::daemon::job_of`]).
+/// daemon's scope — the Slurm `job` it belongs to, whose daemons are apart from the user's
+/// others.
 pub(crate) fn daemon<'g>(
     mps: &Mps,
     name: &str,
+    job: Option<&str>,
     gpus: impl IntoIterator<Item = &'g str>,
 ) -> Result<Held, MpsError> {
-    let job = super::daemon::job_of(name);
     let mut keys = vec![name_key(name)];
     keys.extend(gpus.into_iter().map(|uuid| match job {
         Some(job) => format!("gpu-{uuid}-job{job}"),

@@ -94,10 +94,13 @@ pub(crate) struct DaemonRecord {
     pub process_start_ticks: u64,
     /// Unix seconds.
     pub created_at: f64,
+    /// The Slurm job it was started in, as recorded (never read back from its name).
+    pub job: Option<String>,
 }
 
-impl From<StartedDaemon> for DaemonRecord {
-    fn from(started: StartedDaemon) -> Self {
+impl DaemonRecord {
+    /// The record of a started daemon, with the job its start recorded.
+    pub(crate) fn of(started: StartedDaemon, job: Option<String>) -> Self {
         let StartedDaemon {
             name,
             uid,
@@ -121,6 +124,7 @@ impl From<StartedDaemon> for DaemonRecord {
             pid,
             process_start_ticks,
             created_at,
+            job,
         }
     }
 }

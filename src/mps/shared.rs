@@ -47,7 +47,7 @@ pub(crate) fn attach(
         },
     )?;
     let holder = daemon::own_identity(mps)?;
-    let _held = lock::daemon(mps, &plan.name, [plan.gpu.as_str()])?;
+    let _held = lock::daemon(mps, &plan.name, plan.job.as_deref(), [plan.gpu.as_str()])?;
     let live = daemon::records(mps, &log.snapshot()?)?
         .into_iter()
         .find(|r| r.name == plan.name && daemon::stale_reason(daemon::liveness(mps, r)).is_none());

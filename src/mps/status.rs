@@ -28,8 +28,6 @@ pub(crate) struct ManagedDaemon {
     pub live: bool,
     /// `live`, or why the record is stale.
     pub state: &'static str,
-    /// The Slurm job it belongs to, if any.
-    pub job: Option<String>,
     /// The processes using it through `mps exec --shared`.
     pub leases: usize,
 }
@@ -61,7 +59,6 @@ pub(crate) fn managed(
             ManagedDaemon {
                 live: reason.is_none(),
                 state: reason.map(|r| r.as_str()).unwrap_or("live"),
-                job: daemon::job_of(&record.name).map(str::to_owned),
                 leases: leases
                     .iter()
                     .find(|(name, _)| *name == record.name)

@@ -41,7 +41,9 @@ impl Projection for Daemons {
             })
         };
         match &envelope.event {
-            Event::DaemonStarted { record, .. } => Update::Put(DaemonRow(record.clone())),
+            Event::DaemonStarted { record, .. } | Event::DaemonStartedV3 { record, .. } => {
+                Update::Put(DaemonRow(record.clone()))
+            }
             Event::DaemonStopped { process, .. }
             | Event::DaemonStaleCleaned { process, .. }
             | Event::DaemonStartFailed {
@@ -87,6 +89,7 @@ mod tests {
                 created_at: 1.5,
             },
             foreground: false,
+            job: None,
         }
     }
 

@@ -43,13 +43,22 @@ impl Projection for Intents {
                 pipe_directory,
                 log_directory,
                 starter,
+                ..
+            }
+            | Event::DaemonStartingV3 {
+                gpu,
+                pipe_directory,
+                log_directory,
+                starter,
             } => Update::Put(IntentRow {
                 gpu: gpu.clone(),
                 pipe_directory: pipe_directory.clone(),
                 log_directory: log_directory.clone(),
                 starter: *starter,
             }),
-            Event::DaemonStarted { .. } | Event::DaemonStartFailed { .. } => Update::Delete,
+            Event::DaemonStarted { .. }
+            | Event::DaemonStartedV3 { .. }
+            | Event::DaemonStartFailed { .. } => Update::Delete,
             _ => Update::Keep,
         }
     }
@@ -77,6 +86,7 @@ mod tests {
     #[test]
     fn a_start_is_under_way_from_its_intent_to_its_outcome() {
         let starting = Event::DaemonStarting {
+            job: None,
             gpu: "GPU-aaaa".into(),
             pipe_directory: "/tmp/unilab-1000/mps/a".into(),
             log_directory: "/state/a/log".into(),

@@ -8,6 +8,7 @@
 
 pub mod daemons;
 pub mod intents;
+pub mod jobs;
 pub mod leases;
 pub mod soaks;
 
@@ -19,11 +20,12 @@ use crate::log::{Fold, Projection, Views};
 
 pub use daemons::{DaemonRow, Daemons};
 pub use intents::{IntentRow, Intents};
+pub use jobs::{DaemonJobs, JobRow};
 pub use leases::{Lease, LeaseRow, Leases};
 pub use soaks::{Found, SoakState, SoakSummary, Soaks};
 
 /// Every projection the log keeps.
-pub static ALL: Views = &[&Daemons, &Soaks, &Intents, &Leases];
+pub static ALL: Views = &[&Daemons, &Soaks, &Intents, &Leases, &DaemonJobs];
 
 /// The rows `projection` holds after `events`, folded in memory through the same [`Fold`] and
 /// codec that `log verify` uses: given these events, the projection holds these rows.

@@ -251,6 +251,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
             Event::DaemonStarted {
                 record: record.clone(),
                 foreground: false,
+                job: None,
             },
         ),
         (d(), Event::DaemonVerifiedLive { process: daemon }),
@@ -414,6 +415,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
                 pid: 4243,
                 start_ticks: 987_000,
             },
+            job: Some("4242".into()),
         },
     ));
     // Schema 3: a lease on a shared daemon, taken by the process that started it, and ended.
