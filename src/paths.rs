@@ -98,7 +98,8 @@ impl StatePaths {
         };
         for entry in entries {
             let entry = entry?;
-            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            // Followed: a host directory may be a link to where that host keeps its state.
+            if !std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
                 continue;
             }
             let host = entry.file_name().to_string_lossy().into_owned();

@@ -2475,6 +2475,13 @@ fn a_soak_interrupted_during_its_snapshot_leaves_no_nvidia_smi_behind() {
             verdict["outcome"]["failure_kind"], "interrupted",
             "{signal}"
         );
+        assert!(
+            verdict["outcome"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("before the command started; it was not run"),
+            "{signal}: the command was started all the same: {verdict}"
+        );
         for pid in std::fs::read_to_string(&pids).unwrap().lines() {
             let pid: i32 = pid.parse().unwrap();
             let left = !within(Duration::from_secs(5), || exited(pid));
@@ -2574,21 +2581,37 @@ impl Drop for SmallDisk {
     }
 }
 
-/// Lines a child writes on `pipe`, gathered as they come.
-fn gather_lines(
-    pipe: impl std::io::Read + Send + 'static,
-) -> std::sync::Arc<std::sync::Mutex<String>> {
+/// Lines a child writes on `pipe`, gathered as they come; [`Gathered::all`] waits for the
+/// pipe's end.
+fn gather_lines(pipe: impl std::io::Read + Send + 'static) -> Gathered {
     use std::io::BufRead;
     let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let shared = std::sync::Arc::clone(&text);
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
             let mut text = shared.lock().unwrap();
             text.push_str(&line);
             text.push('\n');
         }
     });
-    text
+    Gathered { text, reader }
+}
+
+struct Gathered {
+    text: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Gathered {
+    fn contains(&self, what: &str) -> bool {
+        self.text.lock().unwrap().contains(what)
+    }
+
+    /// Everything, once the pipe is closed.
+    fn all(self) -> String {
+        self.reader.join().unwrap();
+        self.text.lock().unwrap().clone()
+    }
 }
 
 /// A full disk was called a damaged log: ENOSPC on an append (mid-soak, at open, at `mps
@@ -2666,23 +2689,23 @@ fn a_full_disk_is_named_as_such_and_a_soak_outlasts_it() {
     // Space runs out mid-soak and comes back before its end.
     let (run, stderr) = start_soak();
     eventually("samples in the log", Duration::from_secs(30), || {
-        stderr.lock().unwrap().contains("step 3/")
+        stderr.contains("step 3/")
     });
     let filler = disk.fill();
     eventually(
         "the soak to hold its samples",
         Duration::from_secs(60),
-        || stderr.lock().unwrap().contains("the soak goes on"),
+        || stderr.contains("the soak goes on"),
     );
     std::fs::remove_file(&filler).unwrap();
     eventually(
         "the samples to be recorded",
         Duration::from_secs(30),
-        || stderr.lock().unwrap().contains("has space again"),
+        || stderr.contains("has space again"),
     );
     interrupt(&run);
     let out = run.wait_with_output().unwrap();
-    let said = stderr.lock().unwrap().clone();
+    let said = stderr.all();
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(
         said.contains("no space left on the device holding"),
@@ -2713,17 +2736,17 @@ fn a_full_disk_is_named_as_such_and_a_soak_outlasts_it() {
     std::fs::remove_file(soak.artifact_path()).unwrap();
     let (run, stderr) = start_soak();
     eventually("a second soak's samples", Duration::from_secs(30), || {
-        stderr.lock().unwrap().contains("step 3/")
+        stderr.contains("step 3/")
     });
     let _filler = disk.fill();
     eventually(
         "the second soak to hold its samples",
         Duration::from_secs(60),
-        || stderr.lock().unwrap().contains("the soak goes on"),
+        || stderr.contains("the soak goes on"),
     );
     interrupt(&run);
     let out = run.wait_with_output().unwrap();
-    let said = stderr.lock().unwrap().clone();
+    let said = stderr.all();
     assert_eq!(out.status.code(), Some(3), "{said}");
     assert!(said.contains("waiting up to 10 s for space"), "{said}");
     assert!(
@@ -2789,7 +2812,7 @@ fn a_stopped_supervisor_blames_itself_not_nvidia_smi() {
     let mut run = cmd.spawn().unwrap();
     let stdout = gather_lines(run.stdout.take().unwrap());
     eventually("the soak under way", Duration::from_secs(30), || {
-        stdout.lock().unwrap().contains("step 5/")
+        stdout.contains("step 5/")
     });
     let pid = nix::unistd::Pid::from_raw(run.id() as i32);
     for _ in 0..3 {

@@ -103,17 +103,15 @@ impl State {
             return;
         };
         if let Ok(pid) = pid.parse() {
-            if self.apps.len() >= MAX_APPS {
+            let key = (pid, (*uuid).to_owned());
+            if self.apps.len() >= MAX_APPS && !self.apps.contains_key(&key) {
                 self.flood = Some(format!(
                     "nvidia-smi listed more than {MAX_APPS} compute processes; its stream is restarted"
                 ));
                 self.apps.clear();
                 return;
             }
-            self.apps.insert(
-                (pid, (*uuid).to_owned()),
-                (parse_value(memory), Instant::now()),
-            );
+            self.apps.insert(key, (parse_value(memory), Instant::now()));
         }
     }
 }
@@ -173,20 +171,20 @@ impl GpuStream {
             return (None, Some("the GPU stream's state is lost".into()));
         };
         let since = state.gpus.as_ref().map_or(self.started, |(at, _)| *at);
-        if let Some((resumed, away)) = resumed
-            && since < resumed
-            && resumed.elapsed() <= self.patience
-        {
-            // Nothing read since this process came back: its readers have lines to catch up on.
-            return (
-                None,
-                Some(format!(
-                    "no GPU reading since this supervisor resumed: it did not run for {:.1} s (stopped, or starved of CPU)",
-                    away.as_secs_f64()
-                )),
-            );
-        }
         if since.elapsed() > self.patience {
+            // Stale because this process did not run (its readers have lines to catch up on),
+            // not because nvidia-smi fell silent: said as such for a patience after it resumed.
+            if let Some((resumed, away)) = resumed
+                && resumed.elapsed() <= self.patience
+            {
+                return (
+                    None,
+                    Some(format!(
+                        "no GPU reading since this supervisor resumed: it did not run for {:.1} s (stopped, or starved of CPU)",
+                        away.as_secs_f64()
+                    )),
+                );
+            }
             let error = state.fault.clone().unwrap_or_else(|| {
                 format!(
                     "nvidia-smi has not answered for {:.1} s",

@@ -85,13 +85,13 @@ pub enum LogError {
     },
 }
 
-/// Whether an I/O error is about reaching the file rather than about what it holds.
 /// Whether an I/O error is the file system being full, or the user's quota on it spent.
 pub(super) fn is_no_space(error: &std::io::Error) -> bool {
     use std::io::ErrorKind::*;
     matches!(error.kind(), StorageFull | QuotaExceeded)
 }
 
+/// Whether an I/O error is about reaching the file rather than about what it holds.
 pub(super) fn is_access(error: &std::io::Error) -> bool {
     use std::io::ErrorKind::*;
     matches!(

@@ -75,25 +75,24 @@ fn open_patiently<T>(
 /// `path` there is either nothing or a complete log. Temporary files of creators that died are
 /// removed on the way.
 fn create_whole(path: &Path, scope: &Scope, views: Views) -> Result<(), LogError> {
-    let state_dir = |source: std::io::Error| {
-        if super::error::is_no_space(&source) {
-            LogError::NoSpace {
-                path: path.to_owned(),
-                source,
-            }
-        } else {
-            LogError::StateDir {
-                path: path.to_owned(),
-                source,
+    let failed_at = |at: &Path| {
+        let at = at.to_owned();
+        move |source: std::io::Error| {
+            let path = at.clone();
+            if super::error::is_no_space(&source) {
+                LogError::NoSpace { path, source }
+            } else {
+                LogError::StateDir { path, source }
             }
         }
     };
+    let state_dir = failed_at(path);
     let parent = path.parent().unwrap_or(Path::new("."));
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(parent)
-        .map_err(state_dir)?;
+        .map_err(failed_at(parent))?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let prefix = format!(".{name}.");
     // Also when the log exists: a creator killed after linking it, before removing its
@@ -112,13 +111,13 @@ fn create_whole(path: &Path, scope: &Scope, views: Views) -> Result<(), LogError
         .create_new(true)
         .mode(0o600)
         .open(&temp)
-        .map_err(state_dir)?;
+        .map_err(&state_dir)?;
     let built = guarded(path, || {
         let db = open_patiently(path, || builder().create(&temp))?;
         prepare(&db, path, scope, views)
     })
     .and_then(|()| match std::fs::hard_link(&temp, path) {
-        Ok(()) => sync_dir(parent).map_err(state_dir),
+        Ok(()) => sync_dir(parent).map_err(&state_dir),
         Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(state_dir(e)),
     });
@@ -212,7 +211,7 @@ fn meta_of(
 /// A log opened for appending. Keep it open for as long as the process appends: opening costs a
 /// read of the metadata, appending costs one durable commit.
 pub struct EventLog {
-    /// `None` while an open after an I/O failure has not succeeded yet (see [`EventLog::db`]).
+    /// `None` while an open after an I/O failure has not succeeded yet (see `with_db`).
     db: std::sync::RwLock<Option<Database>>,
     /// An I/O failure (a full disk) left redb refusing every later transaction ("Previous I/O
     /// error occurred") until the database is opened again: the next use opens it again first.
@@ -281,7 +280,7 @@ impl EventLog {
         if self.reopen.load(Ordering::Acquire) {
             let mut db = self.db.write().map_err(|_| poisoned())?;
             if self.reopen.load(Ordering::Acquire) {
-                // The old handle goes first: one process holds the file once.
+                // The old handle goes first: it holds the file's locks and the broken state.
                 drop(db.take());
                 let path = self.path.as_path();
                 *db = Some(guarded(path, || {
@@ -322,7 +321,7 @@ fn repaired_copy(path: &Path) -> Result<(tempfile::TempPath, Scope), LogError> {
         source: std::io::Error::new(
             source.kind(),
             format!(
-                "it was left unclean and is not yours to repair; copying it aside to read failed: {source}"
+                "it was left unclean by a writer that stopped, and whose it is can be told only from a repaired copy, which could not be made in the temporary directory (set `TMPDIR` to one with room for it, or let a command that writes to your log — `mps start`, `soak run` — repair it in place): {source}"
             ),
         ),
     };

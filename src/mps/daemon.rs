@@ -426,7 +426,9 @@ fn cut_short(mps: &Mps, intent: &IntentRow) -> bool {
 /// recorded as failed. Each is handled under its name's and GPU's locks. Returns the names.
 pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>, MpsError> {
     let mut settled = Vec::new();
-    for start in starts(&log.snapshot()?)? {
+    // Read first: no read transaction stays open while this waits for locks.
+    let open = starts(&log.snapshot()?)?;
+    for start in open {
         if !cut_short(mps, &start.intent) {
             continue;
         }
@@ -472,7 +474,9 @@ fn starts(snapshot: &Snapshot) -> Result<Vec<Start>, LogError> {
 fn settle_in_the_way(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<String>, MpsError> {
     let name = plan.name.as_str();
     let mut settled = Vec::new();
-    for start in starts(&log.snapshot()?)? {
+    // Read first: no read transaction stays open while this waits for locks.
+    let open = starts(&log.snapshot()?)?;
+    for start in open {
         let intent = &start.intent;
         if start.name == name && !cut_short(mps, intent) {
             if intent.starter.pid == std::process::id() {
@@ -978,7 +982,9 @@ pub(crate) fn wait_for_starts(
     log: &EventLog,
     wanted: impl Fn(&str, Option<&str>) -> bool,
 ) -> Result<(), MpsError> {
-    for start in starts(&log.snapshot()?)? {
+    // Read first: no read transaction stays open while this waits for locks.
+    let open = starts(&log.snapshot()?)?;
+    for start in open {
         if wanted(&start.name, start.job.as_deref())
             && start.intent.starter.pid != std::process::id()
             && !cut_short(mps, &start.intent)

@@ -22,6 +22,8 @@ pub(crate) struct Console {
     status_line: bool,
     /// Under `--json`: the command's standard output is relayed to standard error.
     stdout_to_stderr: bool,
+    /// `-q`: no warnings of the supervisor's own.
+    quiet: bool,
     stdout_is_terminal: bool,
     state: Mutex<State>,
 }
@@ -43,17 +45,21 @@ impl Console {
     /// `quiet`; the command's standard output kept off ours under `--json`.
     pub(crate) fn of_this_process(quiet: bool, json: bool) -> Self {
         let capable = std::env::var_os("TERM").is_none_or(|term| term != "dumb");
-        Self::new(
-            std::io::stderr().is_terminal() && capable && !quiet,
-            json,
-            std::io::stdout().is_terminal(),
-        )
+        Self {
+            quiet,
+            ..Self::new(
+                std::io::stderr().is_terminal() && capable && !quiet,
+                json,
+                std::io::stdout().is_terminal(),
+            )
+        }
     }
 
     pub(crate) fn new(status_line: bool, stdout_to_stderr: bool, stdout_is_terminal: bool) -> Self {
         Self {
             status_line,
             stdout_to_stderr,
+            quiet: false,
             stdout_is_terminal,
             state: Mutex::new(State {
                 at_line_start: true,
@@ -105,8 +111,12 @@ impl Console {
         }
     }
 
-    /// A warning of the supervisor's own, on standard error, between the command's lines.
+    /// A warning of the supervisor's own, on standard error, between the command's lines
+    /// (none under `-q`).
     pub(crate) fn warn(&self, text: &str) {
+        if self.quiet {
+            return;
+        }
         let line = format!("warning: {}\n", crate::text::one_line(text));
         if let Ok(mut state) = self.state.lock() {
             clear(&mut state);

@@ -3,21 +3,36 @@
 //! Growth of the directory is the backend-independent liveness signal: any change of file count,
 //! total size or newest modification time is progress.
 
+use std::cell::RefCell;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::event::soak::ProgressSignature;
 
 /// The progress directory, held open from the start of the soak. Its signature is read through
 /// the held descriptor, so whoever could rename or replace the directory's path later cannot
 /// change what the soak watches; each reading also says when the path no longer names it.
+///
+/// A reading may be given a time budget: a directory too large to walk within it (hundreds of
+/// thousands of files) is walked over several readings, each resuming where the last stopped,
+/// and the signature is the last *complete* walk's — a part of a walk never passes for progress.
 #[derive(Debug)]
 pub struct HeldDir {
     path: PathBuf,
     dir: std::fs::File,
     dev: u64,
     ino: u64,
+    /// The walk under way, if one did not finish within its budget, and the last complete one.
+    walks: RefCell<Walks>,
+}
+
+#[derive(Debug, Default)]
+struct Walks {
+    under_way: Option<Walk>,
+    /// The signature of the last complete walk, and what it could not read.
+    last: Option<(ProgressSignature, Vec<(PathBuf, std::io::Error)>)>,
 }
 
 impl HeldDir {
@@ -33,13 +48,20 @@ impl HeldDir {
             dir,
             dev: meta.dev(),
             ino: meta.ino(),
+            walks: RefCell::new(Walks::default()),
         })
     }
 
-    /// The signature of the held directory, and what is wrong with it: its path no longer
-    /// naming it, subdirectories that cannot be read (their files count for nothing).
+    /// The signature of the held directory, walked whole, and what is wrong with it.
     pub fn signature(&self) -> (ProgressSignature, Vec<String>) {
-        let held = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()));
+        self.signature_within(None)
+    }
+
+    /// The signature of the held directory, and what is wrong with it: its path no longer
+    /// naming it, subdirectories that cannot be read (their files count for nothing), a walk
+    /// that takes more than one reading. With a `budget`, a walk goes on for at most about that
+    /// long, and the signature is that of the last walk that completed.
+    pub fn signature_within(&self, budget: Option<Duration>) -> (ProgressSignature, Vec<String>) {
         let mut problems = Vec::new();
         match std::fs::symlink_metadata(&self.path) {
             Ok(meta) if meta.dev() == self.dev && meta.ino() == self.ino => {}
@@ -48,7 +70,24 @@ impl HeldDir {
                 self.path.display()
             )),
         }
-        let (signature, unreadable) = signature(&held);
+        let held = self.held_path();
+        let mut walks = self.walks.borrow_mut();
+        let mut walk = walks.under_way.take().unwrap_or_else(|| Walk::new(&held));
+        let deadline = budget.map(|budget| Instant::now() + budget);
+        if walk.advance(deadline) {
+            walks.last = Some((walk.signature, walk.unreadable));
+        } else {
+            problems.push(format!(
+                "the progress directory is too large to walk within {:.0} ms: its walk goes on over several samples ({} so far), and progress is seen as each walk completes",
+                budget.unwrap_or_default().as_secs_f64() * 1000.0,
+                crate::text::count(walk.entries, "entry")
+            ));
+            walks.under_way = Some(walk);
+        }
+        let (signature, unreadable) = match &walks.last {
+            Some((signature, unreadable)) => (*signature, unreadable.as_slice()),
+            None => (ProgressSignature::default(), &[][..]),
+        };
         if let Some((first, error)) = unreadable.first() {
             let within = first.strip_prefix(&held).unwrap_or(first);
             problems.push(format!(
@@ -59,6 +98,10 @@ impl HeldDir {
         }
         (signature, problems)
     }
+
+    fn held_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
+    }
 }
 
 /// The open(2) flags `std` does not name.
@@ -67,47 +110,95 @@ mod libc_flags {
     pub(super) const O_NOFOLLOW: i32 = nix::fcntl::OFlag::O_NOFOLLOW.bits();
 }
 
-/// Walks the directory (not following symlinks) and sums it up, with the directories that
-/// could not be read (and why). An entry gone between the listing and its look is skipped: a
-/// trainer may be replacing files while unilab looks.
-pub(super) fn signature(dir: &Path) -> (ProgressSignature, Vec<(PathBuf, std::io::Error)>) {
-    let mut sig = ProgressSignature::default();
-    let mut unreadable = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(current) = stack.pop() {
-        let entries = match std::fs::read_dir(&current) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                unreadable.push((current, e));
-                continue;
-            }
-        };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.metadata() else {
-                continue;
-            };
-            let mtime_ns = meta
-                .mtime()
-                .saturating_mul(1_000_000_000)
-                .saturating_add(meta.mtime_nsec());
-            if meta.is_dir() {
-                stack.push(entry.path());
-            } else if meta.is_file() {
-                sig.files += 1;
-                sig.bytes += meta.len();
-            } else {
-                continue;
-            }
-            sig.newest_mtime_ns = Some(sig.newest_mtime_ns.map_or(mtime_ns, |n| n.max(mtime_ns)));
+/// A walk of a directory tree (not following symlinks) that sums it up, and can stop and resume.
+#[derive(Debug)]
+struct Walk {
+    /// Directories still to list, and the one being listed.
+    stack: Vec<PathBuf>,
+    listing: Option<std::fs::ReadDir>,
+    signature: ProgressSignature,
+    /// Directories that could not be read, and why.
+    unreadable: Vec<(PathBuf, std::io::Error)>,
+    entries: u64,
+}
+
+/// How many entries a walk looks at between two looks at the clock.
+const CLOCK_EVERY: u64 = 256;
+
+impl Walk {
+    fn new(dir: &Path) -> Self {
+        Self {
+            stack: vec![dir.to_owned()],
+            listing: None,
+            signature: ProgressSignature::default(),
+            unreadable: Vec::new(),
+            entries: 0,
         }
     }
-    (sig, unreadable)
+
+    /// Walks on until done (`true`) or past `deadline` (`false`: call again to resume). An entry
+    /// gone between the listing and its look is skipped: a trainer may be replacing files while
+    /// unilab looks.
+    fn advance(&mut self, deadline: Option<Instant>) -> bool {
+        loop {
+            let Some(listing) = &mut self.listing else {
+                let Some(dir) = self.stack.pop() else {
+                    return true;
+                };
+                match std::fs::read_dir(&dir) {
+                    Ok(listing) => self.listing = Some(listing),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => self.unreadable.push((dir, e)),
+                }
+                continue;
+            };
+            let Some(entry) = listing.next() else {
+                self.listing = None;
+                continue;
+            };
+            self.entries += 1;
+            if let Ok(entry) = entry {
+                self.count(&entry);
+            }
+            if self.entries.is_multiple_of(CLOCK_EVERY)
+                && deadline.is_some_and(|deadline| Instant::now() >= deadline)
+            {
+                return false;
+            }
+        }
+    }
+
+    fn count(&mut self, entry: &std::fs::DirEntry) {
+        let Ok(meta) = entry.metadata() else {
+            return;
+        };
+        if meta.is_dir() {
+            self.stack.push(entry.path());
+        } else if meta.is_file() {
+            self.signature.files += 1;
+            self.signature.bytes += meta.len();
+        } else {
+            return;
+        }
+        let mtime_ns = meta
+            .mtime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(meta.mtime_nsec());
+        let newest = &mut self.signature.newest_mtime_ns;
+        *newest = Some(newest.map_or(mtime_ns, |n| n.max(mtime_ns)));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The directory walked whole, with what could not be read.
+    fn signature(dir: &Path) -> (ProgressSignature, Vec<(PathBuf, std::io::Error)>) {
+        let mut walk = Walk::new(dir);
+        walk.advance(None);
+        (walk.signature, walk.unreadable)
+    }
 
     #[test]
     fn the_signature_changes_with_files_sizes_and_times() {
@@ -123,5 +214,35 @@ mod tests {
         assert!(two.newest_mtime_ns.is_some());
         std::fs::write(dir.path().join("a"), b"123456").unwrap();
         assert_ne!(signature(dir.path()).0, two);
+    }
+
+    #[test]
+    fn a_walk_cut_short_by_its_budget_resumes_and_only_a_whole_walk_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..3_000 {
+            std::fs::write(dir.path().join(format!("f{i}")), b"x").unwrap();
+        }
+        let held = HeldDir::open(dir.path()).unwrap();
+        let mut readings = 0;
+        let signature = loop {
+            readings += 1;
+            // No time at all: each reading looks at one batch of entries, then stops.
+            let (signature, problems) = held.signature_within(Some(Duration::ZERO));
+            if problems.is_empty() {
+                break signature;
+            }
+            assert!(problems[0].contains("too large to walk"), "{problems:?}");
+            assert_eq!(
+                signature,
+                ProgressSignature::default(),
+                "a part never counts"
+            );
+        };
+        assert!(readings > 3_000 / CLOCK_EVERY as usize, "{readings}");
+        assert_eq!((signature.files, signature.bytes), (3_000, 3_000));
+        // The next walk starts afresh; until it completes, the last whole one stands.
+        std::fs::write(dir.path().join("new"), b"y").unwrap();
+        let (during, _) = held.signature_within(Some(Duration::ZERO));
+        assert_eq!(during, signature);
     }
 }

@@ -120,6 +120,8 @@ pub struct Sampler {
     progress: HeldDir,
     gpus: Option<GpuStream>,
     details: RefCell<HashMap<(u32, u64), Detail>>,
+    /// How long a sample may spend walking the progress directory (unbounded: `None`).
+    walk_budget: Option<Duration>,
 }
 
 impl Sampler {
@@ -129,7 +131,15 @@ impl Sampler {
             progress,
             gpus,
             details: RefCell::new(HashMap::new()),
+            walk_budget: None,
         }
+    }
+
+    /// This sampler, spending at most about `budget` of each sample on the progress directory:
+    /// a larger one is walked over several samples.
+    pub fn with_walk_budget(mut self, budget: Duration) -> Self {
+        self.walk_budget = Some(budget);
+        self
     }
 
     /// Samples the tree under `root` (the guard, whose reaped children's CPU time is the tree's
@@ -154,7 +164,7 @@ impl Sampler {
             }
             None => None,
         };
-        let (progress, problems) = self.progress.signature();
+        let (progress, problems) = self.progress.signature_within(self.walk_budget);
         errors.extend(problems);
         Sample {
             index,

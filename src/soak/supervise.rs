@@ -89,10 +89,11 @@ pub(crate) fn run(
         &spec.progress_dir.display().to_string(),
         baseline,
     );
-    let mut was_interrupted = false;
+    // Interrupted before the command started (during the runtime snapshot): it is not started.
+    let mut was_interrupted = interrupted.load(Ordering::Relaxed);
     // Samples a full disk kept from the log, recorded with the verdict.
     let mut to_record = Vec::new();
-    let (failure, leaked, ended, times) = match Guard::spawn(ctx, spec, &soak.status_path) {
+    let (failure, leaked, ended, times) = match spawn_unless(was_interrupted, ctx, spec, &soak) {
         Err(failure) => (
             Some(failure),
             Vec::new(),
@@ -167,7 +168,7 @@ pub(crate) fn run(
             stderr_tail: spec.secrets.mask_tail(&ended.stderr_tail),
         })),
     ));
-    record_patiently(ctx, to_record)?;
+    record_verdict(ctx, &soak.id, &outcome, to_record)?;
     let _ = std::fs::remove_dir_all(&soak.work_dir);
     let digest = write_artifact(ctx.log, &soak.id, &spec.output, |events| {
         record_patiently(ctx, events)
@@ -180,10 +181,47 @@ pub(crate) fn run(
     })
 }
 
+/// The guard running the command, unless unilab was interrupted before it could start it.
+fn spawn_unless(
+    interrupted: bool,
+    ctx: &SoakContext,
+    spec: &SoakSpec,
+    soak: &Recording,
+) -> Result<Guard, Failure> {
+    if interrupted {
+        return Err(Failure::new(
+            FailureKind::Interrupted,
+            "unilab was interrupted before the command started; it was not run",
+        ));
+    }
+    Guard::spawn(ctx, spec, &soak.status_path)
+}
+
 /// How long the end of a soak waits for space on a full disk to record its verdict (and the
 /// samples held back) and its artifact: then it gives up, saying so (exit 3); the log keeps
 /// what it had, and the soak is reported abandoned later.
 const FULL_DISK_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Records the verdict (with the samples a full disk held back); one that cannot be recorded is
+/// said on standard error at least.
+fn record_verdict(
+    ctx: &SoakContext,
+    soak_id: &str,
+    outcome: &Outcome,
+    events: Vec<(Subject, Event)>,
+) -> Result<(), SoakError> {
+    record_patiently(ctx, events).inspect_err(|_| {
+        ctx.console.warn(&format!(
+            "soak {soak_id} {}{}: {}; this verdict could not be recorded",
+            outcome.status.as_str(),
+            outcome
+                .failure_kind
+                .map(|kind| format!(" ({})", kind.as_str()))
+                .unwrap_or_default(),
+            outcome.reason
+        ));
+    })
+}
 
 /// Appends `events` in one commit, waiting up to [`FULL_DISK_PATIENCE`] while the log's disk is
 /// full.
@@ -201,7 +239,8 @@ fn record_patiently(ctx: &SoakContext, events: Vec<(Subject, Event)>) -> Result<
                         FULL_DISK_PATIENCE.as_secs()
                     ));
                 }
-                std::thread::sleep(Duration::from_millis(250));
+                // Each try opens the log again (a repair after the failed commit): not too often.
+                std::thread::sleep(Duration::from_secs(1));
             }
             Err(e) => return Err(e.into()),
         }
@@ -325,7 +364,9 @@ fn sample_until_done(
             interval,
             Some(ctx.guard_program.clone()),
         )),
-    );
+    )
+    // Half of each interval at most: a huge progress directory cannot take the whole schedule.
+    .with_walk_budget((interval / 2).max(WALK_BUDGET_FLOOR));
     // The series starts with the running command: wait for the guard to report its spawn.
     let startup = Duration::from_millis(spec.parameters.startup_timeout_ms);
     wait_until(t0 + startup, || {
@@ -365,11 +406,13 @@ fn sample_until_done(
         let progress = sample.progress;
         let sample_cost = sample.sampler_cost_us;
         let status_line = ctx.console.shows_status().then(|| StatusLine::of(&sample));
+        let committing = Instant::now();
         if let Err(failure) = samples.push(sample) {
             break Some(failure);
         }
         index += 1;
-        let cost = Duration::from_micros(sample_cost);
+        // The sample's own cost and its commit's: what this thread spent on it.
+        let cost = Duration::from_micros(sample_cost) + committing.elapsed();
         let (next_tick, missed) = next_tick(tick, t0.elapsed(), interval);
         tick = next_tick;
         behind = missed.map(|missed| fell_behind(missed, interval, cost));
@@ -398,8 +441,12 @@ fn sample_until_done(
     }
 }
 
-/// The tick after `tick` that is not yet past at `elapsed`, and how many due ticks were missed
-/// on the way (sampling took longer than the interval, or the supervisor did not run).
+/// The least a sample may spend walking the progress directory, however short the interval.
+const WALK_BUDGET_FLOOR: Duration = Duration::from_millis(20);
+
+/// The tick to sample next after `tick`, at `elapsed`: the following one, or — when ticks went by
+/// unsampled (sampling took longer than the interval, or the supervisor did not run) — the one
+/// under way now, at once; and how many due ticks were missed.
 fn next_tick(tick: u64, elapsed: Duration, interval: Duration) -> (u64, Option<u64>) {
     let now = (elapsed.as_secs_f64() / interval.as_secs_f64().max(1e-9)).floor() as u64;
     match now.checked_sub(tick + 1) {
@@ -453,6 +500,9 @@ struct Full {
     dropped: u64,
 }
 
+/// How often a soak tries its log again while its disk is full.
+const FULL_RETRY: Duration = Duration::from_secs(5);
+
 /// How much the samples a full disk holds back may take in memory (estimated): past it the
 /// oldest are dropped, and the first sample recorded afterwards says how many.
 const MAX_HELD_BYTES: usize = 16 << 20;
@@ -463,6 +513,7 @@ fn held_size(event: &Event) -> usize {
         Event::SoakSampled(sample) => {
             512 + 160 * sample.processes.len()
                 + sample.gpus.as_ref().map_or(0, |gpus| 128 * gpus.len())
+                + sample.errors.iter().map(String::len).sum::<usize>()
         }
         _ => 256,
     }
@@ -497,10 +548,17 @@ impl<'a> GroupCommit<'a> {
     /// Commits what is pending. A full disk does not fail the soak: the samples are held (the
     /// oldest dropped past [`MAX_HELD_BYTES`]) and tried again at the next commit.
     fn commit(&mut self) -> Result<(), Failure> {
-        self.last = Instant::now();
         if self.pending.is_empty() {
+            self.last = Instant::now();
             return Ok(());
         }
+        // While the disk is full each try opens the log again (a repair, which takes a while
+        // on a long log): tried every few seconds, not every sample.
+        if self.full.is_some() && self.last.elapsed() < FULL_RETRY {
+            self.trim_held();
+            return Ok(());
+        }
+        self.last = Instant::now();
         let note = self.full.as_ref().filter(|f| f.dropped > 0).map(|full| {
             format!(
                 "{} taken while the disk holding the event log was full could not be kept",
@@ -533,15 +591,8 @@ impl<'a> GroupCommit<'a> {
                         MAX_HELD_BYTES >> 20
                     ));
                 }
-                let full = self.full.get_or_insert_with(Full::default);
-                let mut size: usize = self.pending.iter().map(|(_, e)| held_size(e)).sum();
-                let mut drop_first = 0;
-                while size > MAX_HELD_BYTES && drop_first + 1 < self.pending.len() {
-                    size -= held_size(&self.pending[drop_first].1);
-                    drop_first += 1;
-                }
-                self.pending.drain(..drop_first);
-                full.dropped += drop_first as u64;
+                self.full.get_or_insert_with(Full::default);
+                self.trim_held();
                 Ok(())
             }
             Err(e) => {
@@ -552,6 +603,21 @@ impl<'a> GroupCommit<'a> {
                 ))
             }
         }
+    }
+
+    /// Keeps what a full disk holds back within [`MAX_HELD_BYTES`], dropping the oldest.
+    fn trim_held(&mut self) {
+        let Some(full) = &mut self.full else {
+            return;
+        };
+        let mut size: usize = self.pending.iter().map(|(_, e)| held_size(e)).sum();
+        let mut drop_first = 0;
+        while size > MAX_HELD_BYTES && drop_first + 1 < self.pending.len() {
+            size -= held_size(&self.pending[drop_first].1);
+            drop_first += 1;
+        }
+        self.pending.drain(..drop_first);
+        full.dropped += drop_first as u64;
     }
 
     /// What could not be recorded yet (a full disk), with the note of what was dropped.
