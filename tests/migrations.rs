@@ -35,7 +35,7 @@ fn fixture_dir(version: u32) -> PathBuf {
 /// Copies a frozen log to where `root`'s binary looks for the caller's log.
 fn install(version: u32, root: &TestRoot) {
     std::fs::create_dir_all(root.log_path().parent().unwrap()).unwrap();
-    std::fs::copy(fixture_dir(version).join("events.redb"), root.log_path()).unwrap();
+    copy_log(&fixture_dir(version).join("events.redb"), &root.log_path());
 }
 
 #[test]

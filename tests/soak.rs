@@ -2145,7 +2145,7 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
     std::fs::create_dir_all(&old).unwrap();
     let frozen =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/fixtures/v2/events.redb");
-    std::fs::copy(&frozen, old.join("events.redb")).unwrap();
+    copy_log(&frozen, &old.join("events.redb"));
     // The history of every host, merged in time order: the other node's start came first.
     let merged = soak
         .unilab()

@@ -735,3 +735,13 @@ pub fn with_address_space_limit(cmd: &Command, bytes: u64) -> Command {
     }
     limited
 }
+
+/// Copies a log to `to` as unilab keeps one: mode 0600, whatever the copy came with. A checkout
+/// made under umask 002 holds the frozen fixtures group-writable, and a log others may write to
+/// is rightly refused.
+pub fn copy_log(from: &Path, to: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::copy(from, to)
+        .unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
