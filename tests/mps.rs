@@ -1312,22 +1312,33 @@ fn doctor_runs_every_check_and_files_each_finding_under_its_own() {
 #[test]
 fn a_start_that_fails_stops_what_it_launched_and_leaves_the_gpu_startable() {
     let host = Host::two_gpus();
-    // The daemon takes 3 s to come up; unilab waits 1 s.
-    host.unilab()
-        .env("FAKE_MPS_START_DELAY", "3")
-        .env("UNILAB_TOOL_TIMEOUT", "1")
+    // The daemon would take a minute to come up; unilab waits for it the tool timeout (5 s, so
+    // that nvidia-smi answers in time on a loaded machine).
+    let out = host
+        .unilab()
+        .env("FAKE_MPS_START_DELAY", "60")
         .args(["mps", "start", "0"])
         .assert()
         .code(3)
         .stderr(predicate::str::contains("did not start"))
-        .stderr(predicate::str::contains("stopped what it launched: pid"));
-    // Had it been left running, it would have written its pid file by now.
-    std::thread::sleep(Duration::from_secs(4));
+        .stderr(predicate::str::contains("stopped what it launched: pid"))
+        .get_output()
+        .stderr
+        .clone();
+    let said = String::from_utf8_lossy(&out);
+    let launched: u64 = said
+        .split("stopped what it launched: pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {said}"));
+    assert!(gone(launched), "what the failed start launched still runs");
     let pipe = host.runtime().join("unilab/mps/gpu-1111aaaa");
     assert!(
-        !pipe.join("nvidia-cuda-mps-control.pid").exists(),
-        "a daemon came up after the failed start"
+        daemons_for(&pipe).is_empty(),
+        "a daemon outlived the failed start"
     );
+    assert!(!pipe.join("nvidia-cuda-mps-control.pid").exists());
     assert!(!pipe.join("control").exists());
     assert_eq!(
         host.kinds("gpu-1111aaaa"),
