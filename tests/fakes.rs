@@ -178,17 +178,23 @@ fn fake_nvidia_smi_prints_csv_and_fails_like_nvidias() {
     eventually("the hung fake to be ready", Duration::from_secs(20), || {
         std::fs::read_to_string(pids.path()).is_ok_and(|text| text.contains('\n'))
     });
+    // What the kernel says it does with SIGTERM: ignored (bit 15 − 1 of `SigIgn`).
+    let status = std::fs::read_to_string(format!("/proc/{}/status", hung.id())).unwrap();
+    let ignored = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .unwrap();
+    assert!(
+        ignored & (1 << (libc_sigterm() - 1)) != 0,
+        "a hung nvidia-smi ignores SIGTERM: SigIgn {ignored:x}"
+    );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(hung.id() as i32),
         nix::sys::signal::SIGTERM,
     )
     .unwrap();
-    // Not readiness: time for a SIGTERM that was not ignored to end it.
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        hung.try_wait().unwrap().is_none(),
-        "a hung nvidia-smi ignores SIGTERM"
-    );
+    assert!(hung.try_wait().unwrap().is_none());
     hung.kill().unwrap();
     hung.wait().unwrap();
 
@@ -207,4 +213,8 @@ fn fake_nvidia_smi_prints_csv_and_fails_like_nvidias() {
         text(&apps),
         "4242, nvidia-cuda-mps-server, 30, GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f\n"
     );
+}
+
+fn libc_sigterm() -> u32 {
+    nix::sys::signal::Signal::SIGTERM as u32
 }

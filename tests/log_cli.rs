@@ -3,7 +3,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::time::Duration;
 
 use crate::common::*;
 use predicates::prelude::*;
@@ -182,11 +181,9 @@ fn history_follow_prints_events_as_they_are_appended() {
     let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
     let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert_eq!(first["seq"], 1);
-    for pid in 2..=4 {
-        std::thread::sleep(Duration::from_millis(50));
-        log.append(Subject::Daemon("d".into()), live(pid)).unwrap();
-    }
+    // Each append is followed before the next is made.
     for seq in 2..=4 {
+        log.append(Subject::Daemon("d".into()), live(seq)).unwrap();
         let line: serde_json::Value =
             serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
         assert_eq!(line["seq"], seq);

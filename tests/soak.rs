@@ -1100,9 +1100,20 @@ fn a_progress_directory_swapped_under_the_soak_fakes_nothing() {
         .mode(0o700)
         .create(soak.progress())
         .unwrap();
-    for i in 0..5 {
+    // Each fake step is written, then a sample is taken after it: the soak had its chance to
+    // see each.
+    let sampled = || {
+        history_kinds(soak.unilab(), &[])
+            .iter()
+            .filter(|k| *k == "soak_sampled")
+            .count()
+    };
+    for i in 0..3 {
+        let before = sampled();
         std::fs::write(soak.progress().join(format!("fake-{i}")), b"step").unwrap();
-        std::thread::sleep(Duration::from_millis(150));
+        if !within(Duration::from_secs(20), || sampled() > before) {
+            break; // The soak ended (its startup timeout), which is what it is waiting for.
+        }
     }
     let output = run.wait_with_output().unwrap();
     let verdict: Value = serde_json::from_slice(&output.stdout).unwrap();
