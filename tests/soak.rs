@@ -34,6 +34,18 @@ impl Soak {
         self.root.root().join("artifact.json")
     }
 
+    /// `unilab --root ROOT` as a `std` command, to spawn, signal or limit: the fakes first on
+    /// `PATH`, nothing else inherited.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(unilab_bin());
+        cmd.env_clear()
+            .env("PATH", path_with_fixtures())
+            .env("HOME", self.root.root())
+            .arg("--root")
+            .arg(self.root.root());
+        cmd
+    }
+
     fn unilab(&self) -> assert_cmd::Command {
         let mut cmd = self.root.unilab();
         cmd.env("UNILAB_TOOL_TIMEOUT", "2");
@@ -95,14 +107,9 @@ impl DirBuilderMode for std::fs::DirBuilder {
 
 /// `soak run` of the example trainer in the background, sampled every `interval`.
 fn spawn_soak(soak: &Soak, interval: &str, trainer_args: &[&str]) -> std::process::Child {
-    Command::new(unilab_bin())
-        .env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", soak.root.root())
+    soak.command()
         // Every nvidia-smi stream the fake starts notes its pid here.
         .env("FAKE_NVIDIA_SMI_PIDS", soak.root.root().join("smi-pids"))
-        .arg("--root")
-        .arg(soak.root.root())
         .args(["soak", "run", "--progress-dir"])
         .arg(soak.progress())
         .arg("--output")
@@ -1067,12 +1074,8 @@ fn a_progress_directory_under_a_directory_others_can_write_is_refused() {
 #[test]
 fn a_progress_directory_swapped_under_the_soak_fakes_nothing() {
     let soak = Soak::new();
-    let run = Command::new(unilab_bin())
-        .env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", soak.root.root())
-        .arg("--root")
-        .arg(soak.root.root())
+    let run = soak
+        .command()
         .args(["--json", "soak", "run", "--progress-dir"])
         .arg(soak.progress())
         .arg("--output")
@@ -1767,12 +1770,8 @@ fn a_guard_killed_with_sigkill_is_noticed_and_its_tree_stopped() {
     let sleeper = "python3 -c 'import time; time.sleep(600)'";
     let script = format!("(setsid {sleeper} {marker}-leaked &) ; exec {sleeper} {marker}-command");
     let started = Instant::now();
-    let mut run = Command::new(unilab_bin())
-        .env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", soak.root.root())
-        .arg("--root")
-        .arg(soak.root.root())
+    let mut run = soak
+        .command()
         .args([
             "--json",
             "soak",
@@ -2266,14 +2265,9 @@ fn an_nvidia_smi_that_floods_its_output_is_a_recorded_fault_not_a_memory_leak() 
         ("flood-lines", "listed more than 1024 GPUs"),
     ] {
         let soak = Soak::new();
-        let mut cmd = Command::new(unilab_bin());
-        cmd.env_clear()
-            .env("PATH", path_with_fixtures())
-            .env("HOME", soak.root.root())
-            .env("FAKE_NVIDIA_SMI_MODE", mode)
+        let mut cmd = soak.command();
+        cmd.env("FAKE_NVIDIA_SMI_MODE", mode)
             .env("UNILAB_TOOL_TIMEOUT", "2")
-            .arg("--root")
-            .arg(soak.root.root())
             .args(["--json", "soak", "run", "--sample-interval", "0.2"])
             .arg("--progress-dir")
             .arg(soak.progress())
@@ -2459,14 +2453,9 @@ fn a_soak_interrupted_during_its_snapshot_leaves_no_nvidia_smi_behind() {
     for signal in [nix::sys::signal::SIGTERM, nix::sys::signal::SIGINT] {
         let soak = Soak::new();
         let pids = soak.root.root().join("smi-pids");
-        let mut cmd = Command::new(unilab_bin());
-        cmd.env_clear()
-            .env("PATH", path_with_fixtures())
-            .env("HOME", soak.root.root())
-            .env("FAKE_NVIDIA_SMI_MODE", "hang")
+        let mut cmd = soak.command();
+        cmd.env("FAKE_NVIDIA_SMI_MODE", "hang")
             .env("FAKE_NVIDIA_SMI_PIDS", &pids)
-            .arg("--root")
-            .arg(soak.root.root())
             .args(["--json", "soak", "run", "--progress-dir"])
             .arg(soak.progress())
             .arg("--output")
@@ -2514,13 +2503,8 @@ fn a_soak_interrupted_during_its_snapshot_leaves_no_nvidia_smi_behind() {
 #[test]
 fn a_log_moved_while_a_soak_appends_fails_the_soak_loudly() {
     let soak = Soak::new();
-    let mut cmd = Command::new(unilab_bin());
-    cmd.env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", soak.root.root())
-        .arg("--root")
-        .arg(soak.root.root())
-        .args(["soak", "run", "--sample-interval", "0.1", "--progress-dir"])
+    let mut cmd = soak.command();
+    cmd.args(["soak", "run", "--sample-interval", "0.1", "--progress-dir"])
         .arg(soak.progress())
         .arg("--output")
         .arg(soak.artifact_path())
@@ -2802,14 +2786,9 @@ fn an_unreadable_part_of_the_progress_directory_is_said() {
 fn a_stopped_supervisor_blames_itself_not_nvidia_smi() {
     let soak = Soak::new();
     let starts = soak.root.root().join("smi-starts");
-    let mut cmd = Command::new(unilab_bin());
-    cmd.env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", soak.root.root())
-        .env("UNILAB_TOOL_TIMEOUT", "4")
+    let mut cmd = soak.command();
+    cmd.env("UNILAB_TOOL_TIMEOUT", "4")
         .env("FAKE_NVIDIA_SMI_STARTS", &starts)
-        .arg("--root")
-        .arg(soak.root.root())
         .args(["soak", "run", "--sample-interval", "0.2", "--progress-dir"])
         .arg(soak.progress())
         .arg("--output")
