@@ -43,7 +43,7 @@ fn mps(dir: &Path, args: &[&str], stdin: &str) -> Output {
 
 #[test]
 fn fake_mps_control_daemonizes_answers_and_quits_like_nvidias() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir("unilab-fake-");
     let pipe = dir.path().join("pipe");
 
     let none = mps(dir.path(), &[], "quit\n");
@@ -103,7 +103,7 @@ fn fake_mps_control_daemonizes_answers_and_quits_like_nvidias() {
 
 #[test]
 fn fake_mps_control_dies_on_a_control_path_too_long_to_bind() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir("unilab-fake-");
     let deep = dir.path().join("d".repeat(120));
     let output = mps(&deep, &["-f"], "");
     assert_eq!(output.status.code(), Some(1));

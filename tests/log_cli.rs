@@ -1284,7 +1284,7 @@ fn help_names_the_environment_the_exit_codes_and_gives_examples() {
 #[test]
 fn a_copied_log_of_another_user_is_read_and_never_written() {
     let root = TestRoot::new();
-    let elsewhere = tempfile::tempdir().unwrap();
+    let elsewhere = private_tempdir("unilab-elsewhere-");
     let theirs = elsewhere.path().join("events.redb");
     let writer = EventLog::open(
         &theirs,

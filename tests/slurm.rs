@@ -28,10 +28,7 @@ impl Cluster {
     /// `None` (and a message) where Slurm cannot run here.
     fn up() -> Option<Self> {
         let guard = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-        let dir = tempfile::Builder::new()
-            .prefix("unilab-slurm-")
-            .tempdir()
-            .unwrap();
+        let dir = private_tempdir("unilab-slurm-");
         let out = Command::new(Self::script())
             .arg("up")
             .arg(dir.path())

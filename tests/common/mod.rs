@@ -104,10 +104,7 @@ impl Default for TestRoot {
 impl TestRoot {
     pub fn new() -> Self {
         Self {
-            dir: tempfile::Builder::new()
-                .prefix("unilab-test-")
-                .tempdir()
-                .expect("a temporary directory"),
+            dir: private_tempdir("unilab-test-"),
         }
     }
 
@@ -744,4 +741,16 @@ pub fn copy_log(from: &Path, to: &Path) {
     std::fs::copy(from, to)
         .unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
     std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// A temporary directory only its owner may write to, whatever the umask: under umask 002 (the
+/// default on many distributions) a new directory is group-writable, and unilab rightly distrusts
+/// what lies below one.
+pub fn private_tempdir(prefix: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .expect("a temporary directory")
 }
