@@ -143,7 +143,7 @@ pub(crate) fn record_line(record: &Record) -> String {
         human_time(envelope.recorded_at_us),
         envelope.subject.to_string(),
         envelope.event.kind(),
-        envelope.event.summary()
+        super::timeline::summary(&envelope.event)
     )
 }
 
@@ -162,7 +162,7 @@ pub(crate) fn record_json(record: &Record) -> serde_json::Value {
     object.insert("host".into(), envelope.scope.host.clone().into());
     object.insert("prev_hash".into(), to_hex(&record.prev_hash).into());
     object.insert("hash".into(), to_hex(&record.hash).into());
-    for (key, value) in envelope.event.fields_json() {
+    for (key, value) in super::timeline::fields_json(&envelope.event) {
         object.entry(key).or_insert(value);
     }
     serde_json::Value::Object(object)

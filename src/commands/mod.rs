@@ -5,6 +5,7 @@ pub(crate) mod history;
 pub(crate) mod log;
 pub(crate) mod mps;
 pub(crate) mod soak;
+mod timeline;
 
 use crate::cli::{Cli, Command, LogCommand};
 use crate::diagnostic::Exit;

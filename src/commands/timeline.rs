@@ -1,0 +1,172 @@
+//! The human timeline of `unilab history`: a line for each event, and the event's own fields
+//! for `history --json`. What the log stores is `event`'s; how it reads to a person is here.
+
+use crate::event::{Event, StartedDaemon};
+use crate::text::count;
+
+/// The event's own fields as a JSON object (without `kind`), for `history --json`.
+pub(crate) fn fields_json(event: &Event) -> serde_json::Map<String, serde_json::Value> {
+    // Serde's external tagging gives `{"Variant": {fields}}` for every variant with fields;
+    // the inner object is what we want.
+    match serde_json::to_value(event) {
+        Ok(serde_json::Value::Object(outer)) => outer
+            .into_iter()
+            .next()
+            .and_then(|(_, inner)| match inner {
+                serde_json::Value::Object(fields) => Some(fields),
+                _ => None,
+            })
+            .unwrap_or_default(),
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// A one-line description for the human timeline of `unilab history`.
+pub(crate) fn summary(event: &Event) -> String {
+    match event {
+        Event::TopologyResolved {
+            selector,
+            topology_mode,
+            gpus,
+            ..
+        } => {
+            let uuids: Vec<&str> = gpus.iter().map(|g| g.uuid.as_str()).collect();
+            let selector = if selector.is_empty() {
+                "(none: the sole visible GPU)".to_owned()
+            } else {
+                format!("`{selector}`")
+            };
+            format!(
+                "selector {selector} → {topology_mode} on {}",
+                uuids.join(",")
+            )
+        }
+        Event::DaemonStartedV3 { record, foreground }
+        | Event::DaemonStarted {
+            record, foreground, ..
+        } => daemon_started(record, *foreground, recorded_job(event)),
+        Event::DaemonVerifiedLive { process } => {
+            format!("pid {} answers on its control socket", process.pid)
+        }
+        Event::DaemonStartFailed { reason, .. } => reason.clone(),
+        Event::DaemonStaleCleaned { process, reason } => {
+            format!("pid {}: {}, record removed", process.pid, reason.as_str())
+        }
+        Event::DaemonStopped { process, method } => {
+            format!("pid {} stopped ({})", process.pid, method.as_str())
+        }
+        Event::SoakStartedV1(start) => started(&start.command, &start.parameters),
+        Event::SoakStarted(start) => started(&start.command, &start.parameters),
+        Event::SoakSampledV1(sample) => sampled(
+            sample.index,
+            sample.elapsed_ms,
+            sample.processes.iter().map(|p| p.rss_bytes).sum(),
+            sample.processes.len(),
+            &sample.progress,
+            sample.errors.len(),
+        ),
+        Event::SoakSampled(sample) => sampled(
+            sample.index,
+            sample.elapsed_ms,
+            sample.processes.iter().map(|p| p.rss_bytes).sum(),
+            sample.processes.len(),
+            &sample.progress,
+            sample.errors.len(),
+        ),
+        Event::SoakFinishedV1(end) => finished(&end.outcome, end.duration_ms),
+        Event::SoakFinished(end) => finished(&end.outcome, end.run_ms),
+        Event::SoakAbandoned { supervisor, reason } => {
+            format!("supervisor pid {} gone: {reason}", supervisor.pid)
+        }
+        Event::ArtifactWritten { path, digest, .. } => format!("`{path}` (digest {digest})"),
+        Event::DaemonStartingV3 {
+            gpu,
+            pipe_directory,
+            starter,
+            ..
+        }
+        | Event::DaemonStarting {
+            gpu,
+            pipe_directory,
+            starter,
+            ..
+        } => format!(
+            "pid {} launches a daemon for {gpu} (pipe `{pipe_directory}`)",
+            starter.pid
+        ),
+        Event::LeaseAcquired {
+            holder,
+            job,
+            started,
+        } => format!(
+            "pid {} {} the daemon{}",
+            holder.pid,
+            if *started { "started and uses" } else { "uses" },
+            job.as_ref()
+                .map(|j| format!(" (job {j})"))
+                .unwrap_or_default()
+        ),
+        Event::LeaseReleased { holder, reason } => {
+            format!("pid {} is done with it ({})", holder.pid, reason.as_str())
+        }
+    }
+}
+
+/// The job a `daemon_started` recorded, if its form records one.
+fn recorded_job(event: &Event) -> Option<&str> {
+    match event {
+        Event::DaemonStarted { job, .. } => job.as_deref(),
+        _ => None,
+    }
+}
+
+fn daemon_started(record: &StartedDaemon, foreground: bool, job: Option<&str>) -> String {
+    format!(
+        "pid {} on {}{}{} (pipe `{}`)",
+        record.pid,
+        record.gpu_uuids.join(","),
+        if foreground { ", foreground" } else { "" },
+        job.map(|job| format!(", job {job}")).unwrap_or_default(),
+        record.pipe_directory
+    )
+}
+
+fn started(command: &[String], parameters: &crate::event::soak::SoakParameters) -> String {
+    format!(
+        "`{}` (every {} ms, stale after {} ms)",
+        command.join(" "),
+        parameters.sample_interval_ms,
+        parameters.stale_progress_ms
+    )
+}
+
+fn sampled(
+    index: u64,
+    elapsed_ms: u64,
+    rss_bytes: u64,
+    processes: usize,
+    progress: &crate::event::soak::ProgressSignature,
+    errors: usize,
+) -> String {
+    format!(
+        "#{index} at {:.1} s: {}, RSS {} MiB, {}{}",
+        elapsed_ms as f64 / 1000.0,
+        count(processes as u64, "process"),
+        rss_bytes / (1024 * 1024),
+        count(progress.files, "progress file"),
+        if errors == 0 {
+            String::new()
+        } else {
+            format!(", {}", count(errors as u64, "sampler error"))
+        }
+    )
+}
+
+fn finished(outcome: &crate::event::soak::Outcome, run_ms: u64) -> String {
+    format!(
+        "{} after {:.1} s: {}",
+        outcome.status.as_str(),
+        run_ms as f64 / 1000.0,
+        outcome.reason
+    )
+}
