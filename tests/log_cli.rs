@@ -276,7 +276,7 @@ fn a_flipped_byte_inside_an_event_fails_verification_naming_its_sequence() {
 #[test]
 fn a_file_that_is_not_a_log_is_refused_with_exit_5() {
     let root = TestRoot::new();
-    std::fs::create_dir_all(root.log_path().parent().unwrap()).unwrap();
+    private_dir_all(root.log_path().parent().unwrap());
     std::fs::write(
         root.log_path(),
         b"this is not a redb file, just some text\n".repeat(200),
@@ -308,7 +308,7 @@ fn a_truncated_log_is_refused_with_exit_5() {
     let len = std::fs::metadata(root.log_path()).unwrap().len();
     for keep in [len / 2, len / 3, 4096, 100] {
         let copy = TestRoot::new();
-        std::fs::create_dir_all(copy.log_path().parent().unwrap()).unwrap();
+        private_dir_all(copy.log_path().parent().unwrap());
         let bytes = std::fs::read(root.log_path()).unwrap();
         std::fs::write(copy.log_path(), &bytes[..keep as usize]).unwrap();
         for args in [&["log", "verify"][..], &["history"][..]] {
@@ -988,7 +988,7 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
 #[test]
 fn an_empty_log_file_is_damage_not_a_new_log() {
     let root = TestRoot::new();
-    std::fs::create_dir_all(root.log_path().parent().unwrap()).unwrap();
+    private_dir_all(root.log_path().parent().unwrap());
     std::fs::write(root.log_path(), b"").unwrap();
     for args in [
         &["history"][..],
@@ -1296,7 +1296,7 @@ fn a_copied_log_of_another_user_is_read_and_never_written() {
     )
     .unwrap();
     writer.append_all(every_event_kind()).unwrap();
-    std::fs::create_dir_all(root.log_path().parent().unwrap()).unwrap();
+    private_dir_all(root.log_path().parent().unwrap());
     // Copied while its writer has it open: what a writer killed there leaves.
     std::fs::copy(&theirs, root.log_path()).unwrap();
     drop(writer);

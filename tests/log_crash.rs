@@ -37,7 +37,7 @@ fn a_writer_killed_while_it_creates_the_log_leaves_no_half_made_log() {
         let root = TestRoot::new();
         let log_path = root.log_path();
         let dir = log_path.parent().expect("the log's directory").to_owned();
-        std::fs::create_dir_all(&dir).expect("the log's directory");
+        private_dir_all(&dir);
         let mut env = child_env(&root);
         env.push(("UNILAB_TEST_WRITER", "1".to_owned()));
         let mut child = spawn_child("log_crash::child", "crash", &env);

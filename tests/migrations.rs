@@ -34,7 +34,7 @@ fn fixture_dir(version: u32) -> PathBuf {
 
 /// Copies a frozen log to where `root`'s binary looks for the caller's log.
 fn install(version: u32, root: &TestRoot) {
-    std::fs::create_dir_all(root.log_path().parent().unwrap()).unwrap();
+    private_dir_all(root.log_path().parent().unwrap());
     copy_log(&fixture_dir(version).join("events.redb"), &root.log_path());
 }
 
@@ -45,7 +45,7 @@ fn freeze_fixture() {
         return;
     }
     let dir = fixture_dir(SCHEMA_VERSION);
-    std::fs::create_dir_all(&dir).unwrap();
+    private_dir_all(&dir);
     let path = dir.join("events.redb");
     let _ = std::fs::remove_file(&path);
     let clock = SteppingClock::boxed(1_764_676_800_000_000, 1_000_000);

@@ -524,7 +524,7 @@ fn foreign_daemon(pipe: &Path) -> u64 {
 fn a_foreign_daemon_in_the_pipe_directory_is_refused_and_untouched() {
     let host = Host::two_gpus();
     let pipes = host.root.root().join("pipes");
-    std::fs::create_dir(&pipes).unwrap();
+    private_dir_all(&pipes);
     let pipe = pipes.join("shared");
     std::fs::create_dir(&pipe).unwrap();
     std::fs::set_permissions(&pipe, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();

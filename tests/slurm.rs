@@ -92,10 +92,11 @@ impl Drop for Cluster {
     }
 }
 
-/// A shell line for each rank: its own progress directory, then `unilab ARGS`.
+/// A shell line for each rank: its own progress directory (private at every level, whatever
+/// the umask: `mkdir -m` sets only the last), then `unilab ARGS`.
 fn rank_line(root: &Path, args: &str) -> String {
     format!(
-        "mkdir -m 700 -p {progress}/$SLURM_PROCID && exec {unilab} --root {root} {args}",
+        "(umask 077 && mkdir -p {progress}/$SLURM_PROCID) && exec {unilab} --root {root} {args}",
         progress = root.join("progress").display(),
         unilab = unilab_bin().display(),
         root = root.display(),

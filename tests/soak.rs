@@ -2064,7 +2064,7 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
         .root()
         .join("other-node")
         .join(nix::unistd::getuid().as_raw().to_string());
-    std::fs::create_dir_all(&other).unwrap();
+    private_dir_all(&other);
     let log = unilab::log::EventLog::open(
         &other.join("events.redb"),
         Scope {
@@ -2152,7 +2152,7 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
         .root()
         .join("old-node")
         .join(nix::unistd::getuid().as_raw().to_string());
-    std::fs::create_dir_all(&old).unwrap();
+    private_dir_all(&old);
     let frozen =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/fixtures/v2/events.redb");
     copy_log(&frozen, &old.join("events.redb"));
@@ -2332,7 +2332,7 @@ fn control_sequences_from_outside_never_reach_the_terminal() {
     let uid = nix::unistd::getuid().as_raw().to_string();
     let here = nix::unistd::gethostname().unwrap().into_string().unwrap();
     let other = soak.root.root().join(format!("node{evil}")).join(&uid);
-    std::fs::create_dir_all(&other).unwrap();
+    private_dir_all(&other);
     std::fs::copy(
         soak.root.root().join(&here).join(&uid).join("events.redb"),
         other.join("events.redb"),
@@ -2400,7 +2400,7 @@ fn one_bad_log_of_another_host_does_not_hide_the_others() {
     let here = soak.root.log_path();
     let log_of = |host: &str| {
         let dir = soak.root.root().join(host).join(&uid);
-        std::fs::create_dir_all(&dir).unwrap();
+        private_dir_all(&dir);
         dir.join("events.redb")
     };
     std::fs::write(log_of("empty"), b"").unwrap();

@@ -754,3 +754,14 @@ pub fn private_tempdir(prefix: &str) -> tempfile::TempDir {
         .tempdir()
         .expect("a temporary directory")
 }
+
+/// Creates `path` and the directories above it that are missing, each 0700 whatever the umask
+/// (as unilab creates its own): unilab distrusts what lies below a directory others may write.
+pub fn private_dir_all(path: &Path) {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+}
