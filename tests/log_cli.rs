@@ -277,11 +277,10 @@ fn a_flipped_byte_inside_an_event_fails_verification_naming_its_sequence() {
 fn a_file_that_is_not_a_log_is_refused_with_exit_5() {
     let root = TestRoot::new();
     private_dir_all(root.log_path().parent().unwrap());
-    std::fs::write(
-        root.log_path(),
-        b"this is not a redb file, just some text\n".repeat(200),
-    )
-    .unwrap();
+    write_private(
+        &root.log_path(),
+        &b"this is not a redb file, just some text\n".repeat(200),
+    );
     for args in [&["log", "verify"][..], &["history"][..]] {
         root.unilab()
             .args(args)
@@ -310,7 +309,7 @@ fn a_truncated_log_is_refused_with_exit_5() {
         let copy = TestRoot::new();
         private_dir_all(copy.log_path().parent().unwrap());
         let bytes = std::fs::read(root.log_path()).unwrap();
-        std::fs::write(copy.log_path(), &bytes[..keep as usize]).unwrap();
+        write_private(&copy.log_path(), &bytes[..keep as usize]);
         for args in [&["log", "verify"][..], &["history"][..]] {
             let assert = copy.unilab().args(args).assert().code(5);
             let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
@@ -989,7 +988,7 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
 fn an_empty_log_file_is_damage_not_a_new_log() {
     let root = TestRoot::new();
     private_dir_all(root.log_path().parent().unwrap());
-    std::fs::write(root.log_path(), b"").unwrap();
+    write_private(&root.log_path(), b"");
     for args in [
         &["history"][..],
         &["log", "verify"],

@@ -2403,10 +2403,10 @@ fn one_bad_log_of_another_host_does_not_hide_the_others() {
         private_dir_all(&dir);
         dir.join("events.redb")
     };
-    std::fs::write(log_of("empty"), b"").unwrap();
-    std::fs::write(log_of("text"), b"not a log at all\n".repeat(100)).unwrap();
+    write_private(&log_of("empty"), b"");
+    write_private(&log_of("text"), &b"not a log at all\n".repeat(100));
     let bytes = std::fs::read(&here).unwrap();
-    std::fs::write(log_of("truncated"), &bytes[..bytes.len() / 3]).unwrap();
+    write_private(&log_of("truncated"), &bytes[..bytes.len() / 3]);
     nix::unistd::mkfifo(&log_of("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
     std::fs::create_dir(log_of("directory")).unwrap();
     // A copy taken while a writer has the log open is what a writer killed there leaves.
