@@ -951,6 +951,105 @@ pub(crate) fn write_artifact(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::soak::ProgressSignature;
+
+    fn sample(index: u64, error_bytes: usize) -> Sample {
+        Sample {
+            index,
+            elapsed_ms: index * 50,
+            after_exit: false,
+            processes: Vec::new(),
+            reaped_cpu_ticks: 0,
+            gpus: None,
+            progress: ProgressSignature::default(),
+            sampler_cost_us: 0,
+            errors: vec!["x".repeat(error_bytes)],
+        }
+    }
+
+    fn private_log() -> (tempfile::TempDir, EventLog) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap();
+        let scope = crate::event::Scope {
+            uid: nix::unistd::getuid().as_raw(),
+            host: "node".into(),
+        };
+        let log = EventLog::open(
+            &dir.path().join("events.redb"),
+            scope,
+            crate::projection::ALL,
+        )
+        .unwrap();
+        (dir, log)
+    }
+
+    fn recorded_samples(log: &EventLog) -> usize {
+        let mut n = 0;
+        log.snapshot()
+            .unwrap()
+            .scan(1, |record| {
+                n += usize::from(matches!(record.envelope.event, Event::SoakSampled(_)));
+                Ok::<bool, LogError>(true)
+            })
+            .unwrap();
+        n
+    }
+
+    #[test]
+    fn samples_faster_than_a_second_are_committed_together() {
+        let (_dir, log) = private_log();
+        let console = Console::new(false, false, false);
+        let subject = Subject::Soak("s".into());
+        let mut samples = GroupCommit::new(&log, &console, subject, Duration::from_millis(50));
+        for index in 0..3 {
+            samples.push(sample(index, 1)).unwrap();
+        }
+        assert_eq!(recorded_samples(&log), 0, "held for the group's commit");
+        samples.commit().unwrap();
+        assert_eq!(recorded_samples(&log), 3);
+    }
+
+    #[test]
+    fn samples_a_full_disk_holds_back_stay_within_their_bound_and_say_what_was_dropped() {
+        let (_dir, log) = private_log();
+        let console = Console::new(false, false, false);
+        let subject = Subject::Soak("s".into());
+        let mut samples = GroupCommit::new(&log, &console, subject, Duration::from_secs(1));
+        // As after a commit that found the disk full: the next tries wait, and what waits is bounded.
+        samples.full = Some(Full::default());
+        samples.last = Instant::now();
+        for index in 0..40 {
+            samples.push(sample(index, 1 << 20)).unwrap();
+        }
+        let held: usize = samples.pending.iter().map(|(_, e)| held_size(e)).sum();
+        assert!(held <= MAX_HELD_BYTES, "{held}");
+        let dropped = samples.full.as_ref().unwrap().dropped;
+        assert_eq!(dropped as usize + samples.pending.len(), 40);
+        assert!(dropped > 0);
+        let kept = samples.held();
+        let Some((_, Event::SoakSampled(first))) = kept.first() else {
+            panic!("nothing held");
+        };
+        assert_eq!(first.index, dropped, "the oldest were dropped");
+        assert!(
+            first
+                .errors
+                .last()
+                .unwrap()
+                .starts_with(&format!("{dropped} samples taken while the disk")),
+            "{:?}",
+            first.errors.last()
+        );
+        assert!(matches!(kept.last(), Some((_, Event::SoakSampled(s))) if s.index == 39));
+        assert_eq!(
+            recorded_samples(&log),
+            0,
+            "nothing was tried before the retry is due"
+        );
+    }
 
     #[test]
     fn missed_ticks_are_skipped_and_counted_not_caught_up() {
