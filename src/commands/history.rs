@@ -107,8 +107,7 @@ fn all_hosts(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result
         _ => None,
     };
     let mut records = Vec::new();
-    super::for_every_host_log(paths, out, |host, reader| {
-        let snapshot = reader.snapshot()?;
+    super::for_every_host_log(paths, out, None, |host, snapshot| {
         // A host's records are taken whole or not at all: its log may fail half-way.
         let mut found = Vec::new();
         let keep = |record: Record| {

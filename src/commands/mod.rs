@@ -55,11 +55,13 @@ pub(crate) fn read_own_log(
 /// is an error (exit 5). Another host's that cannot be read or fails while `visit` reads it
 /// (empty, truncated, not a log, left unclean by a writer killed there, not a regular file,
 /// unreadable) is named in a warning, with why, and left out: a job's view shows what can be
-/// read, which is when it is needed most.
+/// read, which is when it is needed most. A caller that has read this host's log already hands
+/// its read over as `own`, so that it is opened (and a warning about it given) once.
 pub(crate) fn for_every_host_log(
     paths: &StatePaths,
     out: &Output,
-    mut visit: impl FnMut(&str, &crate::log::LogReader) -> Result<(), Error>,
+    mut own: Option<Snapshot>,
+    mut visit: impl FnMut(&str, &Snapshot) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let logs = paths
         .every_host_log()
@@ -69,15 +71,21 @@ pub(crate) fn for_every_host_log(
         })?;
     for (host, log) in logs {
         if host == paths.host {
-            if let Some(reader) = read_own_log(paths, out)? {
-                visit(&host, &reader)?;
+            let snapshot = match own.take() {
+                Some(snapshot) => Some(snapshot),
+                None => read_own_log(paths, out)?
+                    .map(|reader| reader.snapshot())
+                    .transpose()?,
+            };
+            if let Some(snapshot) = snapshot {
+                visit(&host, &snapshot)?;
             }
             continue;
         }
         let read = crate::log::LogReader::open_other_hosts(&log)
             .map_err(Error::from)
             .and_then(|reader| match reader {
-                Some(reader) => visit(&host, &reader),
+                Some(reader) => visit(&host, &reader.snapshot()?),
                 None => Ok(()),
             });
         if let Err(e) = read {

@@ -275,13 +275,12 @@ struct RankSoak {
 /// This host's abandoned soaks are settled first; other hosts' logs are only read (whether their
 /// supervisors live can be told only there).
 fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Result<Exit, Error> {
-    settled(paths, out)?;
+    let own = settled(paths, out)?;
     let mut soaks = Vec::new();
-    super::for_every_host_log(paths, out, |host, reader| {
-        let snapshot = reader.snapshot()?;
+    super::for_every_host_log(paths, out, own, |host, snapshot| {
         // A host's soaks are taken whole or not at all: its log may fail half-way.
         let mut found = Vec::new();
-        for summary in Soaks::rows(&snapshot)? {
+        for summary in Soaks::rows(snapshot)? {
             let metadata = match snapshot.get(summary.first_seq)?.map(|r| r.envelope.event) {
                 Some(Event::SoakStarted(start)) => start.metadata,
                 Some(Event::SoakStartedV1(start)) => start.metadata,
