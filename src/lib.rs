@@ -6,8 +6,8 @@
 //! - the domain: `mps` (daemons), [`soak`] (supervision, sampling, artifacts), `snapshot`
 //!   (runtime provenance), `gpu` (nvidia-smi, visibility mask, selectors), [`paths`];
 //! - [`projection`]s over the [`log`] (store, codec, chain, migrations) of [`event`]s;
-//! - leaves: [`process`] (identity and the only way unilab signals), `tool` (external tools
-//!   under one timeout), [`time`], `env`, `redact`, `duration`, [`diagnostic`].
+//! - leaves: [`process`] (identity, and how unilab signals what it did not spawn), `tool`
+//!   (external tools under one timeout), [`time`], `env`, `redact`, `duration`, [`diagnostic`].
 //!
 //! # Public surface
 //! What tests, benchmarks and tools outside the crate use, and nothing more: the record itself

@@ -1,10 +1,16 @@
-//! Process identity and the only way unilab signals a process.
+//! Process identity, and the only way unilab signals a process it found rather than spawned.
 //!
 //! A process is identified by `(pid, starttime)`, starttime being field 22 of `/proc/<pid>/stat`
 //! in clock ticks since boot. Two processes that share a pid never share a start time, so a record
 //! holding both still names the process it was taken from, or none. A record gives authority to
 //! signal only while both match and the process belongs to the expected user; the signal goes
 //! through a pidfd opened *before* that check, so a pid reused after the check is never hit.
+//!
+//! Elsewhere unilab signals only its own children that it has not reaped yet, whose pids cannot
+//! be reused meanwhile: a tool's process group on its timeout or flood (`tool`, `gpu::stream`),
+//! the command `mps exec` runs (SIGTERM passed on), the foreground daemon and the soak guard
+//! (`Child::kill`), and the leash's tool through the pidfd it opened at the spawn. Asking whether
+//! a pid exists (signal 0, `log::open`) sends nothing.
 
 use std::path::PathBuf;
 
