@@ -7,6 +7,9 @@ pub(crate) mod mps;
 pub(crate) mod soak;
 mod timeline;
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
 use crate::cli::{Cli, Command, LogCommand};
 use crate::diagnostic::Exit;
 use crate::error::Error;
@@ -98,6 +101,23 @@ pub(crate) fn for_every_host_log(
         }
     }
     Ok(())
+}
+
+/// The signals that ask unilab to stop what it runs: Ctrl-C, `kill`, a closed terminal.
+pub(crate) const STOP_SIGNALS: [i32; 3] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+];
+
+/// A flag raised when one of `signals` arrives, in place of the signal's default action.
+pub(crate) fn raised_on(signals: &[i32]) -> Result<Arc<AtomicBool>, Error> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for &signal in signals {
+        signal_hook::flag::register(signal, Arc::clone(&flag))
+            .map_err(Error::environment("install a signal handler"))?;
+    }
+    Ok(flag)
 }
 
 /// The completion script of `shell`, from the command-line definitions themselves.

@@ -1,7 +1,6 @@
 //! `unilab mps ...`: the MPS daemons of this user on this host.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::cli::{MpsCommand, StartArgs, StopArgs, TargetArgs};
@@ -235,15 +234,7 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
     // From the check that nothing serves the name or the GPU to the record of what started.
     let held = lock::daemon(mps, &plan.name, plan.job.as_deref(), [plan.gpu.as_str()])?;
     if args.foreground {
-        let stop = Arc::new(AtomicBool::new(false));
-        for signal in [
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGHUP,
-        ] {
-            signal_hook::flag::register(signal, Arc::clone(&stop))
-                .map_err(Error::environment("install a signal handler"))?;
-        }
+        let stop = super::raised_on(&super::STOP_SIGNALS)?;
         let grace = Duration::from_secs_f64(STOP_GRACE_SECS);
         // The record is printed, and flushed, the moment the daemon is verified: a script that
         // reads it must not wait until the daemon stops.
@@ -549,14 +540,9 @@ fn run_with(
     let display = program.to_string_lossy().into_owned();
     out.flush()?;
     // unilab waits for the command; signals that would end unilab first are passed on instead.
-    let forward = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
-        signal_hook::flag::register(signal, Arc::clone(&forward))
-            .map_err(Error::environment("install a signal handler"))?;
-    }
-    let interrupted = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted))
-        .map_err(Error::environment("install a signal handler"))?;
+    let forward = super::raised_on(&[signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])?;
+    // Ctrl-C reaches the command from the terminal itself: unilab only outlives it, to wait.
+    super::raised_on(&[signal_hook::consts::SIGINT])?;
     let mut child = std::process::Command::new(program)
         .args(args)
         .envs(daemon::environment(record))

@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use crate::cli::{ExportFormat, SoakCommand, SoakRunArgs};
 use crate::diagnostic::Exit;
@@ -131,15 +130,7 @@ fn soak_run(paths: &StatePaths, args: SoakRunArgs, out: &mut Output) -> Result<E
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     // From here on an interruption is the soak's to handle: one that came while the snapshot's
     // nvidia-smi (hung, deaf to SIGTERM) ran would otherwise end unilab and leave it running.
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(&interrupted))
-            .map_err(Error::environment("install a signal handler"))?;
-    }
+    let interrupted = super::raised_on(&super::STOP_SIGNALS)?;
     let smi = tool::nvidia_smi();
     // A hung nvidia-smi must not hold the command back: the snapshot waits for it briefly, and
     // records that it did not answer.
