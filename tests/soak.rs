@@ -46,6 +46,22 @@ impl Soak {
         cmd
     }
 
+    /// What `soak run` takes after its name for a soak of the example trainer: this soak's
+    /// progress directory and output, `options`, then the trainer with `trainer_args`.
+    fn trainer_soak(&self, options: &[&str], trainer_args: &[&str]) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--progress-dir".into(),
+            self.progress().into(),
+            "--output".into(),
+            self.artifact_path().into(),
+        ];
+        args.extend(options.iter().map(Into::into));
+        args.extend(["--".into(), "python3".into(), trainer().into()]);
+        args.extend(["--progress-dir".into(), self.progress().into()]);
+        args.extend(trainer_args.iter().map(Into::into));
+        args
+    }
+
     fn unilab(&self) -> assert_cmd::Command {
         let mut cmd = self.root.unilab();
         cmd.env("UNILAB_TOOL_TIMEOUT", "2");
@@ -63,18 +79,11 @@ impl Soak {
         soak_args: &[&str],
         trainer_args: &[&str],
     ) -> (Output, Value) {
-        cmd.args(["--json", "soak", "run", "--progress-dir"])
-            .arg(self.progress())
-            .arg("--output")
-            .arg(self.artifact_path())
-            .args(default_unless(soak_args, ["--sample-interval", "0.2"]))
-            .args(default_unless(soak_args, ["--shutdown-grace", "0.5"]))
-            .args(soak_args)
-            .args(["--", "python3"])
-            .arg(trainer())
-            .arg("--progress-dir")
-            .arg(self.progress())
-            .args(trainer_args);
+        let mut options = default_unless(soak_args, ["--sample-interval", "0.2"]);
+        options.extend(default_unless(soak_args, ["--shutdown-grace", "0.5"]));
+        options.extend(soak_args);
+        cmd.args(["--json", "soak", "run"])
+            .args(self.trainer_soak(&options, trainer_args));
         let output = cmd.output().unwrap();
         let artifact = std::fs::read(self.artifact_path())
             .map(|bytes| serde_json::from_slice(&bytes).unwrap())
@@ -110,15 +119,8 @@ fn spawn_soak(soak: &Soak, interval: &str, trainer_args: &[&str]) -> std::proces
     soak.command()
         // Every nvidia-smi stream the fake starts notes its pid here.
         .env("FAKE_NVIDIA_SMI_PIDS", soak.root.root().join("smi-pids"))
-        .args(["soak", "run", "--progress-dir"])
-        .arg(soak.progress())
-        .arg("--output")
-        .arg(soak.artifact_path())
-        .args(["--sample-interval", interval, "--", "python3"])
-        .arg(trainer())
-        .arg("--progress-dir")
-        .arg(soak.progress())
-        .args(trainer_args)
+        .args(["soak", "run"])
+        .args(soak.trainer_soak(&["--sample-interval", interval], trainer_args))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -2269,15 +2271,7 @@ fn an_nvidia_smi_that_floods_its_output_is_a_recorded_fault_not_a_memory_leak() 
         cmd.env("FAKE_NVIDIA_SMI_MODE", mode)
             .env("UNILAB_TOOL_TIMEOUT", "2")
             .args(["--json", "soak", "run", "--sample-interval", "0.2"])
-            .arg("--progress-dir")
-            .arg(soak.progress())
-            .arg("--output")
-            .arg(soak.artifact_path())
-            .args(["--", "python3"])
-            .arg(trainer())
-            .arg("--progress-dir")
-            .arg(soak.progress())
-            .args(["--steps", "15", "--step-seconds", "0.2"]);
+            .args(soak.trainer_soak(&[], &["--steps", "15", "--step-seconds", "0.2"]));
         let output = with_address_space_limit(&cmd, 1 << 30).output().unwrap();
         assert_eq!(output.status.code(), Some(0), "{mode}: {output:?}");
         let artifact: Value =
@@ -2385,15 +2379,8 @@ fn one_bad_log_of_another_host_does_not_hide_the_others() {
     let soak = Soak::new();
     soak.unilab()
         .env("SLURM_JOB_ID", "77")
-        .args(["soak", "run", "--sample-interval", "0.1", "--progress-dir"])
-        .arg(soak.progress())
-        .arg("--output")
-        .arg(soak.artifact_path())
-        .args(["--", "python3"])
-        .arg(trainer())
-        .arg("--progress-dir")
-        .arg(soak.progress())
-        .args(["--steps", "3", "--step-seconds", "0.05"])
+        .args(["soak", "run", "--sample-interval", "0.1"])
+        .args(soak.trainer_soak(&[], &["--steps", "3", "--step-seconds", "0.05"]))
         .assert()
         .success();
     let uid = nix::unistd::getuid().as_raw().to_string();
@@ -2504,15 +2491,8 @@ fn a_soak_interrupted_during_its_snapshot_leaves_no_nvidia_smi_behind() {
 fn a_log_moved_while_a_soak_appends_fails_the_soak_loudly() {
     let soak = Soak::new();
     let mut cmd = soak.command();
-    cmd.args(["soak", "run", "--sample-interval", "0.1", "--progress-dir"])
-        .arg(soak.progress())
-        .arg("--output")
-        .arg(soak.artifact_path())
-        .args(["--", "python3"])
-        .arg(trainer())
-        .arg("--progress-dir")
-        .arg(soak.progress())
-        .args(["--steps", "300", "--step-seconds", "0.1"])
+    cmd.args(["soak", "run", "--sample-interval", "0.1"])
+        .args(soak.trainer_soak(&[], &["--steps", "300", "--step-seconds", "0.1"]))
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let run = cmd.spawn().unwrap();
@@ -2643,15 +2623,7 @@ fn a_full_disk_is_named_as_such_and_a_soak_outlasts_it() {
             "state",
             &["--json", "soak", "run", "--sample-interval", "0.02"],
         );
-        cmd.arg("--progress-dir")
-            .arg(soak.progress())
-            .arg("--output")
-            .arg(soak.artifact_path())
-            .args(["--", "python3"])
-            .arg(trainer())
-            .arg("--progress-dir")
-            .arg(soak.progress())
-            .args(["--steps", "3000", "--step-seconds", "0.1"])
+        cmd.args(soak.trainer_soak(&[], &["--steps", "3000", "--step-seconds", "0.1"]))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut run = cmd.spawn().unwrap();
@@ -2789,15 +2761,8 @@ fn a_stopped_supervisor_blames_itself_not_nvidia_smi() {
     let mut cmd = soak.command();
     cmd.env("UNILAB_TOOL_TIMEOUT", "4")
         .env("FAKE_NVIDIA_SMI_STARTS", &starts)
-        .args(["soak", "run", "--sample-interval", "0.2", "--progress-dir"])
-        .arg(soak.progress())
-        .arg("--output")
-        .arg(soak.artifact_path())
-        .args(["--", "python3"])
-        .arg(trainer())
-        .arg("--progress-dir")
-        .arg(soak.progress())
-        .args(["--steps", "200", "--step-seconds", "0.1"])
+        .args(["soak", "run", "--sample-interval", "0.2"])
+        .args(soak.trainer_soak(&[], &["--steps", "200", "--step-seconds", "0.1"]))
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let mut run = cmd.spawn().unwrap();
