@@ -89,6 +89,22 @@ impl Host {
         self.json(&all)
     }
 
+    /// `mps stop --all`, as an epilog runs it after round `round`: success, or a stale record
+    /// cleaned (4).
+    fn stop_all(&self, round: impl std::fmt::Display) {
+        let code = self
+            .unilab()
+            .args(["mps", "stop", "--all"])
+            .output()
+            .unwrap()
+            .status
+            .code();
+        assert!(
+            matches!(code, Some(0 | 4)),
+            "round {round}: `mps stop --all` exited {code:?}"
+        );
+    }
+
     fn kinds(&self, daemon: &str) -> Vec<String> {
         history_kinds(self.unilab(), &["--daemon", daemon])
     }
@@ -1592,17 +1608,7 @@ fn start_crash_loop(rounds: u32) -> u32 {
             orphaned_before_settle += 1;
         }
         // Any start or stop settles what the killed start left, then stops what is recorded.
-        let code = host
-            .unilab()
-            .args(["mps", "stop", "--all"])
-            .output()
-            .unwrap()
-            .status
-            .code();
-        assert!(
-            matches!(code, Some(0 | 4)),
-            "round {round}: stop exited {code:?}"
-        );
+        host.stop_all(round);
         assert!(
             within(Duration::from_secs(5), || daemons_for(&pipe).is_empty()),
             "round {round}: a daemon outlived the settle: {:?}",
@@ -2008,17 +2014,7 @@ fn shared_kill_rounds(rounds: u64, ranks: usize) -> u64 {
             "round {round}: daemons {running:?} run, records name {recorded:?}"
         );
         left_for_the_epilog += u64::from(!running.is_empty());
-        let code = host
-            .unilab()
-            .args(["mps", "stop", "--all"])
-            .output()
-            .unwrap()
-            .status
-            .code();
-        assert!(
-            matches!(code, Some(0 | 4)),
-            "round {round}: epilog exited {code:?}"
-        );
+        host.stop_all(round);
         assert!(
             within(Duration::from_secs(10), || serving_now(&serving).is_empty()
                 && daemons_for(&pipe).is_empty()),
