@@ -559,18 +559,7 @@ impl<'a> GroupCommit<'a> {
             return Ok(());
         }
         self.last = Instant::now();
-        let note = self.full.as_ref().filter(|f| f.dropped > 0).map(|full| {
-            format!(
-                "{} taken while the disk holding the event log was full could not be kept",
-                crate::text::count(full.dropped, "sample")
-            )
-        });
-        if let (Some(note), Some((_, Event::SoakSampled(first)))) =
-            (&note, self.pending.first_mut())
-        {
-            first.errors.push(note.clone());
-        }
-        match self.log.append_all(self.pending.iter().cloned()) {
+        match self.log.append_all(self.noted()) {
             Ok(_) => {
                 self.pending.clear();
                 if self.full.take().is_some() {
@@ -580,11 +569,6 @@ impl<'a> GroupCommit<'a> {
                 Ok(())
             }
             Err(e @ LogError::NoSpace { .. }) => {
-                if let (Some(_), Some((_, Event::SoakSampled(first)))) =
-                    (&note, self.pending.first_mut())
-                {
-                    first.errors.pop();
-                }
                 if self.full.is_none() {
                     self.console.warn(&format!(
                         "{e}: the soak goes on; its samples are held in memory (at most {} MiB) until there is space",
@@ -620,18 +604,31 @@ impl<'a> GroupCommit<'a> {
         full.dropped += drop_first as u64;
     }
 
-    /// What could not be recorded yet (a full disk), with the note of what was dropped.
-    fn held(&mut self) -> Vec<(Subject, Event)> {
-        if let (Some(full), Some((_, Event::SoakSampled(first)))) =
-            (&self.full, self.pending.first_mut())
-            && full.dropped > 0
-        {
-            first.errors.push(format!(
+    /// The samples pending, the first saying how many a full disk made drop before it: what a
+    /// commit records (the note goes in only with a commit that succeeds).
+    fn noted(&self) -> impl Iterator<Item = (Subject, Event)> + '_ {
+        let mut note = self.full.as_ref().filter(|f| f.dropped > 0).map(|full| {
+            format!(
                 "{} taken while the disk holding the event log was full could not be kept",
                 crate::text::count(full.dropped, "sample")
-            ));
-        }
-        std::mem::take(&mut self.pending)
+            )
+        });
+        self.pending
+            .iter()
+            .cloned()
+            .map(move |(subject, mut event)| {
+                if let (Some(text), Event::SoakSampled(sample)) = (note.take(), &mut event) {
+                    sample.errors.push(text);
+                }
+                (subject, event)
+            })
+    }
+
+    /// What could not be recorded yet (a full disk), with the note of what was dropped.
+    fn held(&mut self) -> Vec<(Subject, Event)> {
+        let held = self.noted().collect();
+        self.pending.clear();
+        held
     }
 }
 
