@@ -482,10 +482,15 @@ fn settle_in_the_way(mps: &Mps, log: &EventLog, plan: &Plan) -> Result<Vec<Strin
             if intent.starter.pid == std::process::id() {
                 continue;
             }
-            return Err(MpsError::StartUnderWay {
-                name: start.name,
-                pid: intent.starter.pid,
-            });
+            // This command holds the name's lock, so that starter no longer does: its start
+            // ended without closing the intent, and it is exiting (a SIGKILLed process lets go
+            // of its locks a moment before it is gone). Give it that moment.
+            if !process::wait_for_exit(mps.proc, intent.starter, STARTER_EXIT) {
+                return Err(MpsError::StartUnderWay {
+                    name: start.name,
+                    pid: intent.starter.pid,
+                });
+            }
         }
         let same_gpu = intent.gpu == plan.gpu && start.job == plan.job;
         if !cut_short(mps, intent) || (start.name != name && !same_gpu) {
@@ -726,6 +731,9 @@ const SETTLE_SCANS: usize = 20;
 
 /// How long a process a failed launch left gets after each signal.
 const LAUNCH_GRACE: Duration = Duration::from_secs(2);
+/// How long a start waits for a starter that let go of its locks with its intent open to be
+/// gone, before it refuses (see `settle_in_the_way`).
+const STARTER_EXIT: Duration = Duration::from_secs(10);
 
 /// Runs the daemon in the foreground (`-f`) as a child, its log lines on standard error, until it
 /// exits or `stop` is raised (Ctrl-C, SIGTERM): then it is asked to quit and, if needed,
