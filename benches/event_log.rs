@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use unilab::event::soak::{ProgressSignature, Sample};
-use unilab::event::{Event, Scope, Subject};
-use unilab::log::{EventLog, LogReader};
-use unilab::process::ProcessIdentity;
-use unilab::projection;
+use unilab::PROJECTIONS;
+use unilab::ProcessIdentity;
+use unilab::{Event, Scope, Subject};
+use unilab::{EventLog, LogReader};
+use unilab::{ProgressSignature, Sample};
 
 const REPLAY_EVENTS: u64 = 1_000_000;
 
@@ -76,7 +76,7 @@ fn big_log() -> PathBuf {
     }
     std::fs::create_dir_all(&dir).expect("bench data directory");
     let _ = std::fs::remove_file(&path);
-    let log = EventLog::open(&path, scope(), projection::ALL).expect("open the bench log");
+    let log = EventLog::open(&path, scope(), PROJECTIONS).expect("open the bench log");
     let batch = 20_000;
     for start in (0..REPLAY_EVENTS).step_by(batch) {
         log.append_all((start..start + batch as u64).map(event))
@@ -89,8 +89,7 @@ fn big_log() -> PathBuf {
 
 fn append(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log =
-        EventLog::open(&dir.path().join("append.redb"), scope(), projection::ALL).expect("open");
+    let log = EventLog::open(&dir.path().join("append.redb"), scope(), PROJECTIONS).expect("open");
     let mut group = c.benchmark_group("append");
     group.measurement_time(Duration::from_secs(10));
     let mut i = 0;
@@ -149,7 +148,7 @@ fn read(c: &mut Criterion) {
         let report = reader
             .snapshot()
             .expect("snapshot")
-            .verify(projection::ALL)
+            .verify(PROJECTIONS)
             .expect("verify");
         assert_eq!(report.events, REPLAY_EVENTS);
         report.events

@@ -21,13 +21,14 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use unilab::event::soak::*;
-use unilab::event::{Event, Scope, Subject};
-use unilab::log::{EventLog, LogReader};
-use unilab::process::{self, ProcessIdentity};
-use unilab::projection;
-use unilab::soak::artifact;
-use unilab::soak::sampler::{HeldDir, Sampler};
+use unilab::PROJECTIONS;
+use unilab::ProcessIdentity;
+use unilab::testing as process;
+use unilab::testing::artifact;
+use unilab::testing::sampler::{HeldDir, Sampler};
+use unilab::*;
+use unilab::{Event, Scope, Subject};
+use unilab::{EventLog, LogReader};
 
 const EXPORT_SAMPLES: u64 = 100_000;
 
@@ -164,7 +165,7 @@ fn soak_log(processes: u32) -> PathBuf {
     }
     std::fs::create_dir_all(&dir).expect("bench data directory");
     let _ = std::fs::remove_file(&path);
-    let log = EventLog::open(&path, bench_scope(), projection::ALL).expect("open");
+    let log = EventLog::open(&path, bench_scope(), PROJECTIONS).expect("open");
     let subject = || Subject::Soak("bench".into());
     let supervisor = ProcessIdentity {
         pid: 1,
@@ -244,7 +245,7 @@ fn whole_object(reader: &LogReader) -> usize {
 fn streamed(reader: &LogReader) -> usize {
     let snapshot = reader.snapshot().expect("snapshot");
     let mut out = std::io::sink();
-    artifact::stream::write(&snapshot, "bench", &mut out)
+    artifact::write(&snapshot, "bench", &mut out)
         .expect("export")
         .bytes as usize
 }
@@ -267,7 +268,7 @@ fn export(c: &mut Criterion) {
             snapshot
                 .scan_subject(&Subject::Soak("bench".into()), 1, |_| {
                     n += 1;
-                    Ok::<bool, unilab::log::LogError>(true)
+                    Ok::<bool, unilab::LogError>(true)
                 })
                 .expect("scan");
             black_box(n)
@@ -345,8 +346,8 @@ fn gpu_sampling(_: &mut Criterion) {
     }
     let idle = (cpu_time() - before) / samples;
 
-    let stream = unilab::soak::sampler::GpuStream::start(
-        unilab::soak::sampler::nvidia_smi_at(&fake),
+    let stream = unilab::testing::sampler::GpuStream::start(
+        unilab::testing::sampler::nvidia_smi_at(&fake),
         interval,
         None,
     );
@@ -380,14 +381,14 @@ fn report(c: &mut Criterion) {
         .expect("exists");
     let render = || {
         let snapshot = reader.snapshot().expect("snapshot");
-        let mut charts = unilab::soak::report::Charts::default();
-        let mut gathered = artifact::stream::gather(&snapshot, "bench", |piece| charts.take(piece))
-            .expect("the soak");
+        let mut charts = unilab::testing::report::Charts::default();
+        let mut gathered =
+            artifact::gather(&snapshot, "bench", |piece| charts.take(piece)).expect("the soak");
         let digest = gathered.digest().expect("digest");
-        unilab::soak::report::render(
+        unilab::testing::report::render(
             &serde_json::Value::Object(std::mem::take(&mut gathered.head)),
             charts,
-            &unilab::soak::report::Extras {
+            &unilab::testing::report::Extras {
                 timeline: &[],
                 digest: &digest,
                 chain_head: "bench",

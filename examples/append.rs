@@ -10,11 +10,11 @@
 
 use std::path::PathBuf;
 
-use unilab::event::{Event, Subject};
-use unilab::log::EventLog;
-use unilab::paths::StatePaths;
-use unilab::process::ProcessIdentity;
-use unilab::projection;
+use unilab::EventLog;
+use unilab::PROJECTIONS;
+use unilab::ProcessIdentity;
+use unilab::StatePaths;
+use unilab::{Event, Subject};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let usage = "usage: append STATE_ROOT COUNT";
@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(args.next().ok_or(usage)?);
     let count: u32 = args.next().ok_or(usage)?.parse()?;
     let paths = StatePaths::resolve(Some(&root))?;
-    let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
+    let log = EventLog::open(&paths.log_path(), paths.scope(), PROJECTIONS)?;
     for i in 0..count {
         log.append(
             Subject::Daemon("example".into()),

@@ -128,7 +128,7 @@ impl Error {
 
     /// The error and its causes on one line, `: ` between them: for a warning that reports an
     /// error and goes on.
-    pub fn chain_text(&self) -> String {
+    pub(crate) fn chain_text(&self) -> String {
         let mut text = self.to_string();
         let mut source = StdError::source(self);
         while let Some(cause) = source {
@@ -141,7 +141,7 @@ impl Error {
 
     /// The error as one JSON object, shown on standard error under `--json` so that a script
     /// never parses prose: `error`, `causes` (outermost first), `hint` and `exit_code`.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         let mut causes = Vec::new();
         let mut source = StdError::source(self);
         while let Some(cause) = source {
@@ -206,7 +206,7 @@ pub(crate) fn stdout_error(e: std::io::Error) -> Error {
 /// A command line clap could not parse, as unilab shows it: in unilab's colours when standard
 /// error takes them, with the control characters of what the user typed escaped like every other
 /// message (plain text when there are any: escaping would break clap's styling).
-pub fn render_usage(error: &clap::Error, color: ColorChoice) -> String {
+pub(crate) fn render_usage(error: &clap::Error, color: ColorChoice) -> String {
     let styled = error.render();
     if Palette::stderr(color).is_on() {
         // clap's styles are unilab's (`style::clap_styles`); the text inside is escaped first.
@@ -219,7 +219,7 @@ pub fn render_usage(error: &clap::Error, color: ColorChoice) -> String {
 }
 
 /// A command line clap could not parse, as one JSON object (for `--json`).
-pub fn usage_json(error: &clap::Error) -> serde_json::Value {
+pub(crate) fn usage_json(error: &clap::Error) -> serde_json::Value {
     let text = error.render().to_string();
     let message = text
         .lines()

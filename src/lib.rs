@@ -1,49 +1,106 @@
 //! unilab: user-owned CUDA MPS daemons and soak supervision on shared GPU hosts, with an
 //! event-sourced record of both.
 //!
-//! The binary is a thin shell over [`run`]. The layers, each depending only on those below it:
-//! - `commands` (one module per verb group, on top of the `cli` definitions), `output`, [`error`];
-//! - the domain: `mps` (daemons), [`soak`] (supervision, sampling, artifacts), `snapshot`
-//!   (runtime provenance), `gpu` (nvidia-smi, visibility mask, selectors), [`paths`];
-//! - [`projection`]s over the [`log`] (store, codec, chain, migrations) of [`event`]s;
-//! - leaves: [`process`] (identity, and how unilab signals what it did not spawn), `tool`
-//!   (external tools under one timeout), [`time`], `env`, `redact`, `duration`, [`diagnostic`].
+//! The binary is a thin shell over [`main`]. The layers, each depending only on those below it:
+//! - `binary` (the process's entry), `commands` (one module per verb group, on top of the `cli`
+//!   definitions), `output`, `error`;
+//! - the domain: `mps` (daemons), `soak` (supervision, sampling, artifacts), `snapshot`
+//!   (runtime provenance), `gpu` (nvidia-smi, visibility mask, selectors), `paths`;
+//! - `projection`s over the `log` (store, codec, chain, migrations) of `event`s;
+//! - leaves: `process` (identity, and how unilab signals what it did not spawn), `tool`
+//!   (external tools under one timeout), `time`, `env`, `redact`, `duration`, `diagnostic`.
 //!
-//! # Public surface
-//! What tests, benchmarks and tools outside the crate use, and nothing more: the record itself
-//! ([`event`], [`log`], [`projection`]), process identity, state paths, the clock, the soak
-//! artifact and sampler, and what the binary needs ([`run`], [`Cli`], [`error`],
-//! [`diagnostic`]). Everything else is crate-private, so the compiler reports dead code.
+//! # Public face
+//! Every module is private. What code outside the crate may use is the one `pub use` list
+//! below: the record (the events, the log, the views over it), process identity, state paths,
+//! the clock, and the binary's entry. What the crate's own tests, benchmarks and tools reach
+//! into besides is in [`testing`], hidden from the docs and free to change at any commit. So
+//! the compiler reports every item nothing uses.
 //!
 //! # Lint policy
 //! - `unsafe` is forbidden.
-//! - Items are `pub(crate)` unless they are part of the public surface (`unreachable_pub`).
+//! - Items are `pub(crate)` unless they are part of the public face (`unreachable_pub`).
 //! - No function over 100 lines (`clippy::too_many_lines`); CI denies every warning.
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub, clippy::too_many_lines)]
 
+mod binary;
 mod cli;
 mod commands;
-pub mod diagnostic;
+mod diagnostic;
 mod duration;
 mod env;
-pub mod error;
-pub mod event;
+mod error;
+mod event;
 mod gpu;
-pub mod log;
+mod log;
 mod mps;
 mod output;
-pub mod paths;
-pub mod process;
-pub mod projection;
+mod paths;
+mod process;
+mod projection;
 mod redact;
 mod snapshot;
-pub mod soak;
-pub mod style;
+mod soak;
+mod style;
 mod text;
-pub mod time;
+mod time;
 mod tool;
 mod trace;
 
+// The binary's entry, and what it returns.
+pub use binary::main;
 pub use cli::Cli;
 pub use commands::run;
+pub use diagnostic::Exit;
+pub use error::Error;
+
+// The record: the events of the schema...
+pub use event::soak::{
+    ExitInfo, FailureKind, GpuProcessSample, GpuSample, LeakedProcess, Outcome, OutcomeStatus,
+    ProcessSample, ProgressSignature, Sample, SoakEnd, SoakParameters, SoakStart,
+};
+// (the soak events' first forms, which logs written before schema 2 hold)
+pub use event::soak::v1 as soak_v1;
+pub use event::{
+    EVENT_KINDS, Envelope, Event, GpuIdentity, LeaseEnd, Scope, StaleReason, StartedDaemon,
+    StopMethod, Subject, TopologyMode,
+};
+// ...the log that holds them...
+pub use log::{EventLog, LogError, LogReader, Projection, Record, Snapshot};
+// ...and the views over it.
+pub use projection::{ALL as PROJECTIONS, Daemons};
+
+// Whose log, where, and when.
+pub use paths::StatePaths;
+pub use process::ProcessIdentity;
+pub use time::Clock;
+
+/// Reach-ins for the crate's own tests, benchmarks and tools: not part of the public face,
+/// and free to change at any commit.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::log::migrate::SCHEMA_VERSION;
+    pub use crate::process::{ProcStat, all_processes, descendants, parse_stat};
+    pub use crate::style::Palette;
+
+    pub mod chain {
+        pub use crate::log::chain::{ChainWalker, GENESIS, Hash, seal, stored_hash};
+    }
+    pub mod codec {
+        pub use crate::log::codec::{decode, encode};
+    }
+    pub mod tables {
+        pub use crate::log::tables::{EVENTS, META, SCHEMA_VERSION_KEY, SUBJECT_INDEX};
+    }
+    pub mod artifact {
+        pub use crate::soak::artifact::stream::{StreamError, gather, write};
+        pub use crate::soak::artifact::{collect, digest_matches, render};
+    }
+    pub mod report {
+        pub use crate::soak::report::{Charts, Extras, render};
+    }
+    pub mod sampler {
+        pub use crate::soak::sampler::{GpuStream, HeldDir, Sampler, nvidia_smi_at};
+    }
+}

@@ -89,7 +89,7 @@ impl StatePaths {
     /// home directory is), by host name in order; this host's among them when it has one. Each
     /// path where something is, or where it cannot be told (an unreadable directory on the way):
     /// whether it is a log is for the opening to say, so that nothing is left out unsaid.
-    pub fn every_host_log(&self) -> std::io::Result<Vec<(String, PathBuf)>> {
+    pub(crate) fn every_host_log(&self) -> std::io::Result<Vec<(String, PathBuf)>> {
         let mut logs = Vec::new();
         let entries = match std::fs::read_dir(&self.root) {
             Ok(entries) => entries,

@@ -66,7 +66,7 @@ impl ProcStat {
 
 /// `sysconf(_SC_CLK_TCK)`: the clock ticks a second that `/proc/<pid>/stat` counts CPU time and
 /// start times in (100 where it cannot be read).
-pub fn ticks_per_second() -> u64 {
+pub(crate) fn ticks_per_second() -> u64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
         .flatten()
@@ -439,7 +439,7 @@ fn children_of(proc_root: &std::path::Path, stat: &ProcStat, buf: &mut Vec<u8>) 
 /// The processes of the tree under `root` (not `root` itself), parents before children: walked
 /// down through the kernel's `children` files where it has them (reading only the tree), else
 /// found by scanning every process.
-pub fn tree(proc_root: &std::path::Path, root: u32) -> Vec<ProcStat> {
+pub(crate) fn tree(proc_root: &std::path::Path, root: u32) -> Vec<ProcStat> {
     let mut buf = Vec::with_capacity(4096);
     let stat_of = |pid: u32, buf: &mut Vec<u8>| {
         read_proc_file(&proc_root.join(pid.to_string()).join("stat"), buf).and_then(parse_stat)

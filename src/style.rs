@@ -23,7 +23,7 @@ pub enum ColorChoice {
 impl ColorChoice {
     /// The last `--color` on a command line that clap has not parsed yet (it may not parse at
     /// all, and its error is to be styled as asked): `auto` when absent or not understood.
-    pub fn in_args(args: impl IntoIterator<Item = OsString>) -> Self {
+    pub(crate) fn in_args(args: impl IntoIterator<Item = OsString>) -> Self {
         let mut choice = Self::Auto;
         let mut args = args.into_iter().skip(1);
         while let Some(arg) = args.next() {
@@ -43,7 +43,7 @@ impl ColorChoice {
     }
 
     /// The same choice for clap's own rendering (help, usage errors).
-    pub fn for_clap(self) -> clap::ColorChoice {
+    pub(crate) fn for_clap(self) -> clap::ColorChoice {
         match self {
             Self::Auto if !auto_allowed() => clap::ColorChoice::Never,
             Self::Auto => clap::ColorChoice::Auto,
@@ -136,7 +136,7 @@ impl Palette {
         Self::new(choice, std::io::stderr().is_terminal())
     }
 
-    pub fn is_on(self) -> bool {
+    pub(crate) fn is_on(self) -> bool {
         self.on
     }
 
@@ -173,7 +173,7 @@ fn tone_of(word: &str) -> Option<Tone> {
 }
 
 /// clap's styles in the same palette: its `error:` as red as unilab's.
-pub fn clap_styles() -> clap::builder::Styles {
+pub(crate) fn clap_styles() -> clap::builder::Styles {
     clap::builder::Styles::styled()
         .error(Tone::Bad.style())
         .valid(Tone::Good.style())

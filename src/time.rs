@@ -9,7 +9,7 @@ pub trait Clock: Send + Sync {
 }
 
 /// The system's real-time clock.
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_us(&self) -> i64 {

@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use proptest::collection::{btree_map, vec};
 use proptest::option;
 use proptest::prelude::*;
-use unilab::event::EVENT_KINDS;
-use unilab::event::soak::*;
-use unilab::event::{Envelope, Event, Scope, Subject};
-use unilab::event::{GpuIdentity, TopologyMode};
-use unilab::event::{LeaseEnd, StaleReason, StartedDaemon, StopMethod};
-use unilab::log::chain::{self, ChainWalker, Hash};
-use unilab::log::codec;
-use unilab::process::ProcessIdentity;
+use unilab::EVENT_KINDS;
+use unilab::ProcessIdentity;
+use unilab::testing::chain::{self, ChainWalker, Hash};
+use unilab::testing::codec;
+use unilab::*;
+use unilab::{Envelope, Event, Scope, Subject};
+use unilab::{GpuIdentity, TopologyMode};
+use unilab::{LeaseEnd, StaleReason, StartedDaemon, StopMethod};
 
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![".{0,24}", "[a-zA-Z0-9/_.-]{0,40}"]
@@ -59,7 +59,7 @@ fn record() -> impl Strategy<Value = StartedDaemon> {
         )
 }
 
-fn process_sample() -> impl Strategy<Value = v1::ProcessSample> {
+fn process_sample() -> impl Strategy<Value = soak_v1::ProcessSample> {
     (
         identity(),
         any::<u32>(),
@@ -77,7 +77,7 @@ fn process_sample() -> impl Strategy<Value = v1::ProcessSample> {
                 (rss_bytes, cpu_ticks, threads),
                 (open_fds, read_bytes, write_bytes),
             )| {
-                v1::ProcessSample {
+                soak_v1::ProcessSample {
                     pid: id.pid,
                     ppid,
                     start_ticks: id.start_ticks,
@@ -117,7 +117,7 @@ fn gpu_sample() -> impl Strategy<Value = GpuSample> {
         })
 }
 
-fn sample_v1() -> impl Strategy<Value = v1::Sample> {
+fn sample_v1() -> impl Strategy<Value = soak_v1::Sample> {
     (
         any::<(u64, u64, u64)>(),
         vec(process_sample(), 0..5),
@@ -132,7 +132,7 @@ fn sample_v1() -> impl Strategy<Value = v1::Sample> {
                 gpus,
                 (files, bytes, mtime),
                 errors,
-            )| v1::Sample {
+            )| soak_v1::Sample {
                 index,
                 elapsed_ms,
                 processes,
@@ -148,7 +148,7 @@ fn sample_v1() -> impl Strategy<Value = v1::Sample> {
         )
 }
 
-fn soak_start_v1() -> impl Strategy<Value = v1::SoakStart> {
+fn soak_start_v1() -> impl Strategy<Value = soak_v1::SoakStart> {
     (
         (text(), vec(text(), 1..4), text(), text(), text()),
         any::<[u64; 5]>(),
@@ -166,7 +166,7 @@ fn soak_start_v1() -> impl Strategy<Value = v1::SoakStart> {
                 supervisor,
                 runtime_json,
             )| {
-                v1::SoakStart {
+                soak_v1::SoakStart {
                     soak_id,
                     command,
                     cwd,
@@ -202,7 +202,7 @@ fn failure_kind() -> impl Strategy<Value = FailureKind> {
     ]
 }
 
-fn soak_end_v1() -> impl Strategy<Value = v1::SoakEnd> {
+fn soak_end_v1() -> impl Strategy<Value = soak_v1::SoakEnd> {
     (
         prop_oneof![
             Just(OutcomeStatus::Passed),
@@ -226,7 +226,7 @@ fn soak_end_v1() -> impl Strategy<Value = v1::SoakEnd> {
                 leaked,
                 (stdout_tail, stderr_tail),
             )| {
-                v1::SoakEnd {
+                soak_v1::SoakEnd {
                     outcome: Outcome {
                         status,
                         failure_kind,

@@ -6,15 +6,15 @@ use std::process::Stdio;
 
 use crate::common::*;
 use predicates::prelude::*;
-use unilab::diagnostic::Exit;
-use unilab::error::Error;
-use unilab::event::EVENT_KINDS;
-use unilab::event::{Event, Scope, Subject};
-use unilab::log::Projection;
-use unilab::log::migrate::SCHEMA_VERSION;
-use unilab::log::{EventLog, LogError};
-use unilab::projection::{self, Daemons};
-use unilab::time::Clock;
+use unilab::Clock;
+use unilab::EVENT_KINDS;
+use unilab::Error;
+use unilab::Exit;
+use unilab::Projection;
+use unilab::testing::SCHEMA_VERSION;
+use unilab::{Daemons, PROJECTIONS};
+use unilab::{Event, Scope, Subject};
+use unilab::{EventLog, LogError};
 
 /// A clock that starts at 2025-12-02 12:00:00 UTC and advances 1.5 s a reading.
 fn fixed_clock() -> Box<dyn Clock> {
@@ -24,13 +24,8 @@ fn fixed_clock() -> Box<dyn Clock> {
 /// A root whose log holds one event of every kind, recorded by a fixed clock.
 fn root_with_every_kind() -> TestRoot {
     let root = TestRoot::new();
-    let log = EventLog::open_with_clock(
-        &root.log_path(),
-        root.scope(),
-        projection::ALL,
-        fixed_clock(),
-    )
-    .unwrap();
+    let log = EventLog::open_with_clock(&root.log_path(), root.scope(), PROJECTIONS, fixed_clock())
+        .unwrap();
     log.append_all(every_event_kind()).unwrap();
     root
 }
@@ -292,7 +287,7 @@ fn a_file_that_is_not_a_log_is_refused_with_exit_5() {
             .stderr(predicate::str::contains("hint: move the file aside"))
             .stderr(predicate::str::contains("panicked").not());
     }
-    let err = EventLog::open(&root.log_path(), root.scope(), projection::ALL)
+    let err = EventLog::open(&root.log_path(), root.scope(), PROJECTIONS)
         .err()
         .expect("refused");
     assert_eq!(Error::from(err).exit(), Exit::LogBroken);
@@ -326,18 +321,18 @@ fn a_log_of_another_user_or_host_is_refused_for_writing_and_flagged_for_reading(
         uid: root.scope().uid + 1,
         host: "another-host".into(),
     };
-    EventLog::open(&root.log_path(), foreign.clone(), projection::ALL)
+    EventLog::open(&root.log_path(), foreign.clone(), PROJECTIONS)
         .unwrap()
         .append(Subject::Host, live(1))
         .unwrap();
 
-    let err = EventLog::open(&root.log_path(), root.scope(), projection::ALL)
+    let err = EventLog::open(&root.log_path(), root.scope(), PROJECTIONS)
         .err()
         .expect("refused");
     assert!(matches!(&err, LogError::ForeignScope { found, .. } if *found == foreign));
     let err = Error::from(err);
     assert_eq!(err.exit(), Exit::Refused);
-    let rendered = err.render(unilab::style::Palette::PLAIN);
+    let rendered = err.render(unilab::testing::Palette::PLAIN);
     assert!(rendered.contains("belongs to uid"), "{rendered}");
     assert!(rendered.contains("another-host"), "{rendered}");
     assert!(rendered.contains("hint: "), "{rendered}");
@@ -447,7 +442,7 @@ fn cut_the_last_two_records(root: &TestRoot) -> String {
     let mut first = 0;
     raw_write(root, |txn| {
         use redb::ReadableTable;
-        let mut events = txn.open_table(unilab::log::tables::EVENTS).unwrap();
+        let mut events = txn.open_table(unilab::testing::tables::EVENTS).unwrap();
         let last = events.last().unwrap().unwrap().0.value();
         events.remove(last).unwrap();
         events.remove(last - 1).unwrap();
@@ -460,7 +455,7 @@ fn cut_the_last_two_records(root: &TestRoot) -> String {
 /// removed, added or moved to another subject fails verification.
 #[test]
 fn a_subject_index_that_disagrees_with_the_events_fails_verification() {
-    use unilab::log::tables::SUBJECT_INDEX;
+    use unilab::testing::tables::SUBJECT_INDEX;
     type Index<'t> = redb::Table<'t, (&'static str, u64), ()>;
     let changes: [fn(&mut Index); 3] = [
         |index| {
@@ -497,7 +492,7 @@ fn a_subject_index_that_disagrees_with_the_events_fails_verification() {
 /// `log verify`, which reads the whole chain ahead, names that record.
 #[test]
 fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
-    use unilab::log::{LogReader, Record};
+    use unilab::{LogReader, Record};
     const SAMPLES: u64 = 3_000;
     let root = TestRoot::new();
     let soak = || Subject::Soak("long".into());
@@ -575,7 +570,7 @@ fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
     let damaged = wanted[2_799];
     raw_write(&root, |txn| {
         use redb::ReadableTable;
-        let mut events = txn.open_table(unilab::log::tables::EVENTS).unwrap();
+        let mut events = txn.open_table(unilab::testing::tables::EVENTS).unwrap();
         let mut stored = events.get(damaged).unwrap().unwrap().value().to_vec();
         let last = stored.len() - 1;
         stored[last] ^= 0x01;
@@ -968,7 +963,7 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
         daemons
             .insert(
                 "gpu-0f8e0c2a",
-                unilab::log::codec::encode(&record).unwrap().as_slice(),
+                unilab::testing::codec::encode(&record).unwrap().as_slice(),
             )
             .unwrap();
     });
@@ -1001,7 +996,7 @@ fn an_empty_log_file_is_damage_not_a_new_log() {
             .code(5)
             .stderr(predicate::str::contains("the file is empty"));
     }
-    let refused = EventLog::open(&root.log_path(), root.scope(), projection::ALL)
+    let refused = EventLog::open(&root.log_path(), root.scope(), PROJECTIONS)
         .err()
         .expect("a writer refuses an empty log");
     assert!(
@@ -1291,7 +1286,7 @@ fn a_copied_log_of_another_user_is_read_and_never_written() {
             uid: 4242,
             host: "their-node".into(),
         },
-        projection::ALL,
+        PROJECTIONS,
     )
     .unwrap();
     writer.append_all(every_event_kind()).unwrap();

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use crate::common::*;
-use unilab::log::LogReader;
+use unilab::LogReader;
 
 const WRITERS: u32 = 4;
 const EVENTS_EACH: u64 = 500;
@@ -64,7 +64,7 @@ fn four_writers_and_a_reader_share_one_log() {
         .unwrap();
     let snapshot = log.snapshot().unwrap();
     let report = snapshot
-        .verify(unilab::projection::ALL)
+        .verify(unilab::PROJECTIONS)
         .expect("the chain verifies");
     let total = u64::from(WRITERS) * EVENTS_EACH;
     assert_eq!(report.events, total);

@@ -8,8 +8,8 @@ use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
 use crate::common::*;
-use unilab::event::Subject;
-use unilab::log::LogReader;
+use unilab::LogReader;
+use unilab::Subject;
 
 const ROUNDS: u32 = 24;
 
@@ -60,7 +60,7 @@ fn a_writer_killed_while_it_creates_the_log_leaves_no_half_made_log() {
         }) {
             let snapshot = reader.snapshot().expect("snapshot");
             snapshot
-                .verify(unilab::projection::ALL)
+                .verify(unilab::PROJECTIONS)
                 .unwrap_or_else(|e| panic!("round {round}: the log does not verify: {e}"));
         }
         root.log()
@@ -132,11 +132,9 @@ fn a_writer_killed_at_any_point_loses_no_acknowledged_event() {
             continue;
         };
         let snapshot = reader.snapshot().expect("snapshot");
-        let report = snapshot
-            .verify(unilab::projection::ALL)
-            .unwrap_or_else(|e| {
-                panic!("round {round}: the log does not verify after the kill: {e}")
-            });
+        let report = snapshot.verify(unilab::PROJECTIONS).unwrap_or_else(|e| {
+            panic!("round {round}: the log does not verify after the kill: {e}")
+        });
         assert!(report.events >= acked.len() as u64);
         for (&id, &seq) in &acked {
             let record = snapshot.get(seq).expect("read").unwrap_or_else(|| {

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 
 use crate::common::*;
 use predicates::prelude::*;
-use unilab::event::{Event, Scope, Subject};
-use unilab::log::migrate::SCHEMA_VERSION;
-use unilab::log::{EventLog, LogError, LogReader};
-use unilab::process::ProcessIdentity;
-use unilab::projection;
+use unilab::PROJECTIONS;
+use unilab::ProcessIdentity;
+use unilab::testing::SCHEMA_VERSION;
+use unilab::{Event, Scope, Subject};
+use unilab::{EventLog, LogError, LogReader};
 
 fn fixture_scope() -> Scope {
     Scope {
@@ -49,7 +49,7 @@ fn freeze_fixture() {
     let path = dir.join("events.redb");
     let _ = std::fs::remove_file(&path);
     let clock = SteppingClock::boxed(1_764_676_800_000_000, 1_000_000);
-    let log = EventLog::open_with_clock(&path, fixture_scope(), projection::ALL, clock).unwrap();
+    let log = EventLog::open_with_clock(&path, fixture_scope(), PROJECTIONS, clock).unwrap();
     log.append_all(every_event_kind()).unwrap();
     drop(log);
     let root = TestRoot::new();
@@ -155,7 +155,7 @@ fn a_frozen_fixture_opens_for_appending_with_the_current_code() {
     for version in 1..=SCHEMA_VERSION {
         let root = TestRoot::new();
         install(version, &root);
-        let log = EventLog::open(&root.log_path(), fixture_scope(), projection::ALL).unwrap();
+        let log = EventLog::open(&root.log_path(), fixture_scope(), PROJECTIONS).unwrap();
         let appended = log
             .append(
                 Subject::Host,
@@ -168,7 +168,7 @@ fn a_frozen_fixture_opens_for_appending_with_the_current_code() {
             )
             .unwrap();
         assert_eq!(appended.seq, fixture_events(version) as u64 + 1);
-        let report = log.snapshot().unwrap().verify(projection::ALL).unwrap();
+        let report = log.snapshot().unwrap().verify(PROJECTIONS).unwrap();
         assert_eq!(report.schema_version, SCHEMA_VERSION);
         assert_eq!(report.scope, Some(fixture_scope()));
     }
@@ -184,10 +184,13 @@ fn a_log_of_a_newer_schema_is_refused() {
         let db = builder.open(root.log_path()).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            let mut meta = txn.open_table(unilab::log::tables::META).unwrap();
-            let newer = unilab::log::codec::encode(&(SCHEMA_VERSION + 1)).unwrap();
-            meta.insert(unilab::log::tables::SCHEMA_VERSION_KEY, newer.as_slice())
-                .unwrap();
+            let mut meta = txn.open_table(unilab::testing::tables::META).unwrap();
+            let newer = unilab::testing::codec::encode(&(SCHEMA_VERSION + 1)).unwrap();
+            meta.insert(
+                unilab::testing::tables::SCHEMA_VERSION_KEY,
+                newer.as_slice(),
+            )
+            .unwrap();
         }
         txn.commit().unwrap();
     }
@@ -195,7 +198,7 @@ fn a_log_of_a_newer_schema_is_refused() {
         .err()
         .expect("refused");
     assert!(matches!(err, LogError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1));
-    let err = EventLog::open(&root.log_path(), fixture_scope(), projection::ALL)
+    let err = EventLog::open(&root.log_path(), fixture_scope(), PROJECTIONS)
         .err()
         .expect("refused");
     assert!(matches!(err, LogError::NewerSchema { .. }));

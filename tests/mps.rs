@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use predicates::prelude::*;
 use serde_json::Value;
-use unilab::event::{Event, Subject};
-use unilab::log::LogReader;
+use unilab::LogReader;
+use unilab::{Event, Subject};
 
 const GPU_A: &str = "GPU-1111aaaa-0000-4000-8000-000000000001";
 const GPU_B: &str = "GPU-2222bbbb-0000-4000-8000-000000000002";
@@ -797,7 +797,7 @@ fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
         .snapshot()
         .unwrap();
     assert_eq!(
-        unilab::projection::Daemons::rows(&snapshot).unwrap().len(),
+        unilab::Daemons::rows(&snapshot).unwrap().len(),
         2,
         "foreign records are not cleaned either"
     );
@@ -1928,7 +1928,7 @@ fn a_starter_killed_while_another_waits_leaves_no_daemon_nobody_stops() {
 fn a_start_left_open_by_a_starter_that_is_ending_is_settled_not_refused() {
     let host = Host::two_gpus();
     let mut ending = Command::new("sleep").arg("2").spawn().unwrap();
-    let starter = unilab::process::ProcessIdentity {
+    let starter = unilab::ProcessIdentity {
         pid: ending.id(),
         start_ticks: proc_stat(ending.id()).unwrap().start_ticks,
     };

@@ -4,7 +4,7 @@
 //! are unit tests beside them.)
 
 use proptest::prelude::*;
-use unilab::process::parse_stat;
+use unilab::testing::parse_stat;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use predicates::prelude::*;
 use serde_json::Value;
-use unilab::soak::artifact::digest_matches;
+use unilab::testing::artifact::digest_matches;
 
 /// A state root with a private progress directory.
 struct Soak {
@@ -1732,14 +1732,14 @@ fn concurrent_readers_record_an_abandoned_soak_once() {
         gone.wait().unwrap();
         let (subject, started) = every_event_kind()
             .into_iter()
-            .find(|(_, e)| matches!(e, unilab::event::Event::SoakStarted(_)))
+            .find(|(_, e)| matches!(e, unilab::Event::SoakStarted(_)))
             .unwrap();
-        let unilab::event::Event::SoakStarted(mut start) = started else {
+        let unilab::Event::SoakStarted(mut start) = started else {
             unreachable!()
         };
-        start.supervisor = unilab::process::ProcessIdentity { pid, start_ticks };
+        start.supervisor = unilab::ProcessIdentity { pid, start_ticks };
         root.log()
-            .append(subject, unilab::event::Event::SoakStarted(start))
+            .append(subject, unilab::Event::SoakStarted(start))
             .unwrap();
         let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
         let readers: Vec<_> = (0..8)
@@ -1968,8 +1968,8 @@ fn the_report_of_a_failed_soak_renders_in_a_browser() {
 /// still running, and for schema 1's frozen form.
 #[test]
 fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
-    use unilab::event::{Event, Subject};
-    use unilab::soak::artifact;
+    use unilab::testing::artifact;
+    use unilab::{Event, Subject};
     let root = TestRoot::new();
     let log = root.log();
     let events = every_event_kind();
@@ -2027,7 +2027,7 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
         let records = artifact::collect(&snapshot, id).unwrap().unwrap();
         let (whole, digest) = artifact::render(&records);
         let mut streamed = Vec::new();
-        let written = artifact::stream::write(&snapshot, id, &mut streamed).unwrap();
+        let written = artifact::write(&snapshot, id, &mut streamed).unwrap();
         assert_eq!(written.digest, digest, "{id}");
         assert_eq!(written.bytes, streamed.len() as u64, "{id}");
         if streamed != whole {
@@ -2046,11 +2046,8 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
         }
         assert!(digest_matches(&streamed), "{id}");
     }
-    let unknown = artifact::stream::write(&snapshot, "nope", &mut Vec::new());
-    assert!(matches!(
-        unknown,
-        Err(artifact::stream::StreamError::NoSuchSoak(_))
-    ));
+    let unknown = artifact::write(&snapshot, "nope", &mut Vec::new());
+    assert!(matches!(unknown, Err(artifact::StreamError::NoSuchSoak(_))));
 }
 
 /// Under a launcher, `--output` takes the rank's placeholders and the soak records its job and
@@ -2058,7 +2055,7 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
 /// their hosts, in the order they started. A placeholder with no value here is refused.
 #[test]
 fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
-    use unilab::event::{Event, Scope, Subject};
+    use unilab::{Event, Scope, Subject};
     let soak = Soak::new();
     // Rank 1 ran on another host that shares this state root: its own log there.
     let other = soak
@@ -2067,13 +2064,13 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
         .join("other-node")
         .join(nix::unistd::getuid().as_raw().to_string());
     private_dir_all(&other);
-    let log = unilab::log::EventLog::open(
+    let log = unilab::EventLog::open(
         &other.join("events.redb"),
         Scope {
             uid: nix::unistd::getuid().as_raw(),
             host: "other-node".into(),
         },
-        unilab::projection::ALL,
+        unilab::PROJECTIONS,
     )
     .unwrap();
     let (_, start) = every_event_kind()

@@ -1,6 +1,6 @@
 //! Data shared by the benchmarks.
 
-use unilab::event::soak::ProcessSample;
+use unilab::ProcessSample;
 
 /// The processes of the `i`-th sample of an `n`-process training tree.
 pub fn training_tree(i: u64, n: u32) -> Vec<ProcessSample> {

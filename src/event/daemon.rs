@@ -27,7 +27,7 @@ pub struct StartedDaemon {
 /// The job of a daemon recorded before schema 4, which did not record it: the `job<ID>-` its
 /// name was given under a Slurm job is the only witness left. Never used for a daemon recorded
 /// since, whose job is recorded with it.
-pub fn legacy_job(name: &str) -> Option<String> {
+pub(crate) fn legacy_job(name: &str) -> Option<String> {
     let (job, _) = name.strip_prefix("job")?.split_once('-')?;
     (!job.is_empty() && job.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
         .then(|| job.to_owned())

@@ -15,14 +15,14 @@
 //!
 //! This module depends only on leaf modules (`process`).
 
-pub mod daemon;
-pub mod soak;
-pub mod topology;
+pub(crate) mod daemon;
+pub(crate) mod soak;
+pub(crate) mod topology;
 
 use serde::{Deserialize, Serialize};
 
 pub use daemon::{StaleReason, StartedDaemon, StopMethod};
-pub use soak::{Sample, SoakEnd, SoakStart};
+pub(crate) use soak::{Sample, SoakEnd, SoakStart};
 pub use topology::{GpuIdentity, TopologyMode};
 
 use crate::process::ProcessIdentity;
@@ -58,7 +58,7 @@ impl Subject {
     }
 
     /// [`Subject::key`] into `out` (cleared first), for a caller that reuses one buffer.
-    pub fn key_into(&self, out: &mut String) {
+    pub(crate) fn key_into(&self, out: &mut String) {
         out.clear();
         let (kind, name) = match self {
             Subject::Host => return out.push_str("host"),

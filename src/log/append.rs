@@ -46,7 +46,7 @@ impl EventLog {
     /// Appends `event` only if `still` holds for the row `table` has at `key` — decided inside
     /// the write transaction, so no other writer can append between the decision and the
     /// append. `None` when `still` said no (nothing was written).
-    pub fn append_if<Row: DeserializeOwned>(
+    pub(crate) fn append_if<Row: DeserializeOwned>(
         &self,
         subject: Subject,
         event: Event,

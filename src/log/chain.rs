@@ -9,7 +9,7 @@
 use super::codec;
 use crate::event::Envelope;
 
-pub const HASH_LEN: usize = 32;
+pub(crate) const HASH_LEN: usize = 32;
 pub type Hash = [u8; HASH_LEN];
 
 /// The `prev_hash` of sequence 1.
@@ -19,13 +19,13 @@ const HEADER_LEN: usize = 2 * HASH_LEN;
 
 /// A stored record split into its parts, borrowing the stored bytes.
 #[derive(Debug, Clone, Copy)]
-pub struct RawRecord<'a> {
+pub(crate) struct RawRecord<'a> {
     pub prev_hash: Hash,
     pub hash: Hash,
     pub body: &'a [u8],
 }
 
-pub fn hash_of(prev_hash: &Hash, body: &[u8]) -> Hash {
+pub(crate) fn hash_of(prev_hash: &Hash, body: &[u8]) -> Hash {
     let mut hasher = blake3::Hasher::new();
     hasher.update(prev_hash);
     hasher.update(body);
@@ -43,7 +43,7 @@ pub fn seal(prev_hash: &Hash, body: &[u8]) -> (Vec<u8>, Hash) {
 }
 
 /// Splits stored bytes; `None` when they are too short to hold the two hashes.
-pub fn split(stored: &[u8]) -> Option<RawRecord<'_>> {
+pub(crate) fn split(stored: &[u8]) -> Option<RawRecord<'_>> {
     if stored.len() < HEADER_LEN {
         return None;
     }
@@ -58,7 +58,7 @@ pub fn split(stored: &[u8]) -> Option<RawRecord<'_>> {
 
 /// Whether stored bytes hold what their own hash says (`false` too when they cannot hold one):
 /// the costly part of checking a record, which a reader may do ahead, on another thread.
-pub fn hash_holds(stored: &[u8]) -> bool {
+pub(crate) fn hash_holds(stored: &[u8]) -> bool {
     split(stored).is_some_and(|raw| hash_of(&raw.prev_hash, raw.body) == raw.hash)
 }
 
@@ -124,7 +124,7 @@ impl ChainWalker {
 
     /// [`step`](Self::step) for a record whose own hash was checked ahead: `hash_holds` is what
     /// [`hash_holds`] said of it. The faults are found in the same order.
-    pub fn step_hashed(
+    pub(crate) fn step_hashed(
         &mut self,
         key: u64,
         stored: &[u8],
@@ -196,7 +196,7 @@ impl ChainWalker {
 
 /// How the last record `found` (its sequence and hash; `(0, GENESIS)` for none) disagrees with
 /// the head the last append `recorded`, if it does.
-pub fn head_break(recorded: (u64, Hash), found: (u64, Hash)) -> Option<ChainBreak> {
+pub(crate) fn head_break(recorded: (u64, Hash), found: (u64, Hash)) -> Option<ChainBreak> {
     let (head, head_hash) = recorded;
     let (last, last_hash) = found;
     if last < head {
@@ -219,7 +219,7 @@ pub fn head_break(recorded: (u64, Hash), found: (u64, Hash)) -> Option<ChainBrea
     }
 }
 
-pub fn to_hex(hash: &Hash) -> String {
+pub(crate) fn to_hex(hash: &Hash) -> String {
     blake3::Hash::from_bytes(*hash).to_hex().to_string()
 }
 

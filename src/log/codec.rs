@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 
 /// The largest record a decode accepts. A soak sample of a 1,000-process tree is about 100 KiB;
 /// this leaves room for output tails and big trees while refusing absurd length prefixes.
-pub const MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
 
 fn config() -> impl bincode::config::Config {
     bincode::config::standard()

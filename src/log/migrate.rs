@@ -16,14 +16,14 @@ use redb::WriteTransaction;
 pub const SCHEMA_VERSION: u32 = 4;
 
 /// Turns a log of version `from` into one of version `from + 1`.
-pub struct Step {
+pub(crate) struct Step {
     pub from: u32,
     pub description: &'static str,
     pub apply: fn(&WriteTransaction) -> Result<(), redb::Error>,
 }
 
 /// Every step, in order.
-pub const STEPS: &[Step] = &[
+pub(crate) const STEPS: &[Step] = &[
     Step {
         from: 1,
         description: "soak events in schema 2's forms",
@@ -68,7 +68,7 @@ pub enum MigrationError {
 }
 
 /// Runs `steps` from `from` up to `to` inside `txn`.
-pub fn run(
+pub(crate) fn run(
     txn: &WriteTransaction,
     from: u32,
     to: u32,

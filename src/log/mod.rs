@@ -7,20 +7,21 @@
 //! and views), over one [`codec`] and one [`chain`].
 
 mod append;
-pub mod chain;
-pub mod codec;
+pub(crate) mod chain;
+pub(crate) mod codec;
 mod error;
 mod io;
-pub mod migrate;
+pub(crate) mod migrate;
 mod open;
 mod read;
-pub mod tables;
+pub(crate) mod tables;
 mod verify;
 mod view;
 
-pub use append::Appended;
 pub use error::LogError;
 pub use open::{EventLog, LogReader};
 pub use read::{Record, Snapshot};
-pub use verify::VerifyReport;
-pub use view::{Fold, Projection, Update, View, Views};
+#[cfg(test)]
+pub(crate) use view::Fold;
+pub use view::Projection;
+pub(crate) use view::{Update, Views};

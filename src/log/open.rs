@@ -485,7 +485,7 @@ impl LogReader {
     /// Opens another host's log (under a state root shared between hosts) strictly read-only:
     /// nothing is repaired or migrated from here — one writer host a file. A log its own host
     /// left unclean cannot be read until that host opens it.
-    pub fn open_other_hosts(path: &Path) -> Result<Option<Self>, LogError> {
+    pub(crate) fn open_other_hosts(path: &Path) -> Result<Option<Self>, LogError> {
         Self::open_as(path, Writes::Never)
     }
 

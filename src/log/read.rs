@@ -46,7 +46,7 @@ impl Snapshot {
     }
 
     /// The recorded schema version and scope; `None` for a log never written.
-    pub fn meta(&self) -> Result<Option<(u32, Scope)>, LogError> {
+    pub(crate) fn meta(&self) -> Result<Option<(u32, Scope)>, LogError> {
         guarded(&self.path, || read_meta(&self.path, &self.txn))
     }
 
@@ -117,8 +117,8 @@ impl Snapshot {
     /// and, in step with it, one range scan of the records (no lookup a record). `visit`'s error
     /// stops the scan and is returned.
     ///
-    /// Past its first [`AHEAD_AFTER`] records, which a short subject never leaves, a long subject
-    /// (a soak's samples) is read ahead ([`read_ahead`]).
+    /// Past its first `AHEAD_AFTER` records, which a short subject never leaves, a long subject
+    /// (a soak's samples) is read ahead (`read_ahead`).
     pub fn scan_subject<E: From<LogError>>(
         &self,
         subject: &Subject,
@@ -216,7 +216,7 @@ impl Snapshot {
     }
 
     /// Every row of a view's table with its key, in key order.
-    pub fn keyed_rows<Row: DeserializeOwned>(
+    pub(crate) fn keyed_rows<Row: DeserializeOwned>(
         &self,
         table: ViewTable,
     ) -> Result<Vec<(String, Row)>, LogError> {

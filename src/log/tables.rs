@@ -7,16 +7,16 @@ use redb::TableDefinition;
 /// Sequence → `prev_hash ‖ hash ‖ encoded envelope` (see `chain`).
 pub const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 
-/// Log metadata, values encoded by the codec: [`SCHEMA_VERSION_KEY`], [`SCOPE_KEY`], and
-/// [`HEAD_KEY`], the `(sequence, hash)` of the last record, written by every append. A chain
+/// Log metadata, values encoded by the codec: [`SCHEMA_VERSION_KEY`], `SCOPE_KEY`, and
+/// `HEAD_KEY`, the `(sequence, hash)` of the last record, written by every append. A chain
 /// cannot show that records were cut from its end; the head can.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub const SCHEMA_VERSION_KEY: &str = "schema_version";
-pub const SCOPE_KEY: &str = "scope";
-pub const HEAD_KEY: &str = "head";
+pub(crate) const SCOPE_KEY: &str = "scope";
+pub(crate) const HEAD_KEY: &str = "head";
 
 /// `(subject, sequence)` → nothing: the sequences of each subject, in order.
 pub const SUBJECT_INDEX: TableDefinition<(&str, u64), ()> = TableDefinition::new("subject_index");
 
 /// The table type of every view: a string key to an encoded row.
-pub type ViewTable = TableDefinition<'static, &'static str, &'static [u8]>;
+pub(crate) type ViewTable = TableDefinition<'static, &'static str, &'static [u8]>;

@@ -149,7 +149,7 @@ impl Snapshot {
     /// The quick check of every command that shows records: the log's last record holds what
     /// its own hash says and is the head the last append recorded. It catches records cut from
     /// the end and a changed last record at the cost of one read; `verify` walks everything.
-    pub fn check_head(&self) -> Result<(), LogError> {
+    pub(crate) fn check_head(&self) -> Result<(), LogError> {
         let recorded = self.recorded_head()?;
         let found = self
             .last()?

@@ -76,23 +76,23 @@ impl<P: Projection> View for P {
 
 /// The views a log keeps up to date: handed to [`EventLog::open`](super::EventLog::open) and to
 /// [`Snapshot::verify`](super::Snapshot::verify).
-pub type Views = &'static [&'static dyn View];
+pub(crate) type Views = &'static [&'static dyn View];
 
 /// A view folded in memory: what its table must hold after the events folded so far.
-pub struct Fold<'v> {
+pub(crate) struct Fold<'v> {
     view: &'v dyn View,
     rows: BTreeMap<String, Vec<u8>>,
 }
 
 impl<'v> Fold<'v> {
-    pub fn new(view: &'v dyn View) -> Self {
+    pub(crate) fn new(view: &'v dyn View) -> Self {
         Self {
             view,
             rows: BTreeMap::new(),
         }
     }
 
-    pub fn apply(&mut self, envelope: &Envelope) -> Result<(), CodecError> {
+    pub(crate) fn apply(&mut self, envelope: &Envelope) -> Result<(), CodecError> {
         let Some(key) = self.view.key(&envelope.subject) else {
             return Ok(());
         };
@@ -112,7 +112,7 @@ impl<'v> Fold<'v> {
     }
 
     /// The encoded rows, by key.
-    pub fn into_rows(self) -> BTreeMap<String, Vec<u8>> {
+    pub(crate) fn into_rows(self) -> BTreeMap<String, Vec<u8>> {
         self.rows
     }
 }

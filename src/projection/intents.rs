@@ -9,18 +9,18 @@ use crate::process::ProcessIdentity;
 
 /// Daemon name → the start under way.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct IntentRow {
+pub(crate) struct IntentRow {
     pub gpu: String,
     pub pipe_directory: String,
     pub log_directory: String,
     pub starter: ProcessIdentity,
 }
 
-pub struct Intents;
+pub(crate) struct Intents;
 
 impl Intents {
     /// Every start under way (or cut short), by daemon name.
-    pub fn rows(snapshot: &Snapshot) -> Result<Vec<(String, IntentRow)>, LogError> {
+    pub(crate) fn rows(snapshot: &Snapshot) -> Result<Vec<(String, IntentRow)>, LogError> {
         snapshot.keyed_rows(Self::TABLE)
     }
 }

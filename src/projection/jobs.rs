@@ -9,19 +9,19 @@ use crate::log::{LogError, Projection, Snapshot, Update};
 
 /// Daemon name → the job its latest start ran in (`None`: outside any job).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct JobRow(pub Option<String>);
+pub(crate) struct JobRow(pub Option<String>);
 
-pub struct DaemonJobs;
+pub(crate) struct DaemonJobs;
 
 impl DaemonJobs {
     /// The jobs by daemon name, for the daemons whose start recorded one.
-    pub fn rows(snapshot: &Snapshot) -> Result<Vec<(String, JobRow)>, LogError> {
+    pub(crate) fn rows(snapshot: &Snapshot) -> Result<Vec<(String, JobRow)>, LogError> {
         snapshot.keyed_rows(Self::TABLE)
     }
 
     /// The job of the daemon `name`: as recorded, or for a daemon recorded before jobs were,
     /// as its name gives it.
-    pub fn job_of(rows: &[(String, JobRow)], name: &str) -> Option<String> {
+    pub(crate) fn job_of(rows: &[(String, JobRow)], name: &str) -> Option<String> {
         match rows.iter().find(|(n, _)| n == name) {
             Some((_, JobRow(job))) => job.clone(),
             None => legacy_job(name),

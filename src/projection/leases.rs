@@ -13,7 +13,7 @@ use crate::process::ProcessIdentity;
 
 /// One holder of a lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Lease {
+pub(crate) struct Lease {
     pub holder: ProcessIdentity,
     pub job: Option<String>,
     /// When it was acquired, Unix microseconds.
@@ -23,18 +23,18 @@ pub struct Lease {
 /// Daemon name → its holders, in the order they came, from the first lease to the daemon's
 /// stop.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct LeaseRow {
+pub(crate) struct LeaseRow {
     /// The daemon was started for sharing (by `mps exec --shared`), so the end of its last
     /// lease stops it.
     pub shared_start: bool,
     pub holders: Vec<Lease>,
 }
 
-pub struct Leases;
+pub(crate) struct Leases;
 
 impl Leases {
     /// The leases of `daemon` (none when it has no row).
-    pub fn of(snapshot: &Snapshot, daemon: &str) -> Result<LeaseRow, LogError> {
+    pub(crate) fn of(snapshot: &Snapshot, daemon: &str) -> Result<LeaseRow, LogError> {
         Ok(Self::rows(snapshot)?
             .into_iter()
             .find(|(name, _)| name == daemon)
@@ -43,7 +43,7 @@ impl Leases {
     }
 
     /// Every daemon's leases, by daemon name.
-    pub fn rows(snapshot: &Snapshot) -> Result<Vec<(String, LeaseRow)>, LogError> {
+    pub(crate) fn rows(snapshot: &Snapshot) -> Result<Vec<(String, LeaseRow)>, LogError> {
         snapshot.keyed_rows(Self::TABLE)
     }
 }

@@ -6,39 +6,47 @@
 //! events are the truth. Adding one touches this folder only: write it, give it its table, and
 //! list it in [`ALL`].
 
-pub mod daemons;
-pub mod intents;
-pub mod jobs;
-pub mod leases;
-pub mod soaks;
+pub(crate) mod daemons;
+pub(crate) mod intents;
+pub(crate) mod jobs;
+pub(crate) mod leases;
+pub(crate) mod soaks;
 
-use std::collections::BTreeMap;
+use crate::log::Views;
 
-use crate::event::Envelope;
-use crate::log::codec::{self, CodecError};
-use crate::log::{Fold, Projection, Views};
-
-pub use daemons::{DaemonRow, Daemons};
-pub use intents::{IntentRow, Intents};
-pub use jobs::{DaemonJobs, JobRow};
-pub use leases::{Lease, LeaseRow, Leases};
-pub use soaks::{Found, SoakState, SoakSummary, Soaks};
+pub use daemons::Daemons;
+pub(crate) use intents::{IntentRow, Intents};
+pub(crate) use jobs::DaemonJobs;
+pub(crate) use leases::Leases;
+pub(crate) use soaks::{Found, SoakState, SoakSummary, Soaks};
 
 /// Every projection the log keeps.
 pub static ALL: Views = &[&Daemons, &Soaks, &Intents, &Leases, &DaemonJobs];
 
-/// The rows `projection` holds after `events`, folded in memory through the same [`Fold`] and
-/// codec that `log verify` uses: given these events, the projection holds these rows.
-pub fn fold<P: Projection>(
-    projection: &P,
-    events: &[Envelope],
-) -> Result<BTreeMap<String, P::Row>, CodecError> {
-    let mut fold = Fold::new(projection);
-    for envelope in events {
-        fold.apply(envelope)?;
+#[cfg(test)]
+pub(crate) use in_memory::fold;
+
+#[cfg(test)]
+mod in_memory {
+    use std::collections::BTreeMap;
+
+    use crate::event::Envelope;
+    use crate::log::codec::{self, CodecError};
+    use crate::log::{Fold, Projection};
+
+    /// The rows `projection` holds after `events`, folded in memory through the same [`Fold`] and
+    /// codec that `log verify` uses: given these events, the projection holds these rows.
+    pub(crate) fn fold<P: Projection>(
+        projection: &P,
+        events: &[Envelope],
+    ) -> Result<BTreeMap<String, P::Row>, CodecError> {
+        let mut fold = Fold::new(projection);
+        for envelope in events {
+            fold.apply(envelope)?;
+        }
+        fold.into_rows()
+            .into_iter()
+            .map(|(key, row)| Ok((key, codec::decode(&row)?)))
+            .collect()
     }
-    fold.into_rows()
-        .into_iter()
-        .map(|(key, row)| Ok((key, codec::decode(&row)?)))
-        .collect()
 }

@@ -44,24 +44,24 @@ pub struct SoakSummary {
     pub artifact_digest: Option<String>,
 }
 
-pub struct Soaks;
+pub(crate) struct Soaks;
 
 impl Soaks {
     /// Every soak, by id.
-    pub fn rows(snapshot: &Snapshot) -> Result<Vec<SoakSummary>, LogError> {
+    pub(crate) fn rows(snapshot: &Snapshot) -> Result<Vec<SoakSummary>, LogError> {
         snapshot.rows(Self::TABLE)
     }
 
     /// The soak `id` names: its full id, a unique prefix of one, or `latest` (the most recently
     /// started).
-    pub fn find(snapshot: &Snapshot, id: &str) -> Result<Found, LogError> {
+    pub(crate) fn find(snapshot: &Snapshot, id: &str) -> Result<Found, LogError> {
         Ok(Found::among(Self::rows(snapshot)?, id))
     }
 }
 
 /// What a soak id, as a person types it, names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Found {
+pub(crate) enum Found {
     One(Box<SoakSummary>),
     None,
     /// A prefix of several ids: all of them, oldest first.

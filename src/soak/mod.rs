@@ -8,14 +8,14 @@
 //! supervisor vanished).
 
 pub(crate) mod abandon;
-pub mod artifact;
+pub(crate) mod artifact;
 pub(crate) mod console;
 pub(crate) mod error;
 pub(crate) mod guard;
 pub(crate) mod launch;
 mod progress;
-pub mod report;
+pub(crate) mod report;
 pub(crate) mod request;
-pub mod sampler;
+pub(crate) mod sampler;
 pub(crate) mod supervise;
 pub(crate) mod watch;

@@ -53,7 +53,7 @@ impl HeldDir {
     }
 
     /// The signature of the held directory, walked whole, and what is wrong with it.
-    pub fn signature(&self) -> (ProgressSignature, Vec<String>) {
+    pub(crate) fn signature(&self) -> (ProgressSignature, Vec<String>) {
         self.signature_within(None)
     }
 
@@ -61,7 +61,10 @@ impl HeldDir {
     /// naming it, subdirectories that cannot be read (their files count for nothing), a walk
     /// that takes more than one reading. With a `budget`, a walk goes on for at most about that
     /// long, and the signature is that of the last walk that completed.
-    pub fn signature_within(&self, budget: Option<Duration>) -> (ProgressSignature, Vec<String>) {
+    pub(crate) fn signature_within(
+        &self,
+        budget: Option<Duration>,
+    ) -> (ProgressSignature, Vec<String>) {
         let mut problems = Vec::new();
         match std::fs::symlink_metadata(&self.path) {
             Ok(meta) if meta.dev() == self.dev && meta.ino() == self.ino => {}

@@ -137,7 +137,7 @@ impl Sampler {
 
     /// This sampler, spending at most about `budget` of each sample on the progress directory:
     /// a larger one is walked over several samples.
-    pub fn with_walk_budget(mut self, budget: Duration) -> Self {
+    pub(crate) fn with_walk_budget(mut self, budget: Duration) -> Self {
         self.walk_budget = Some(budget);
         self
     }

@@ -13,15 +13,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use unilab::event::soak::*;
-use unilab::event::{Event, Scope, Subject};
-use unilab::event::{GpuIdentity, TopologyMode};
-use unilab::event::{LeaseEnd, StaleReason, StartedDaemon, StopMethod};
-use unilab::log::EventLog;
-use unilab::paths::StatePaths;
-use unilab::process::{ProcStat, ProcessIdentity, parse_stat};
-use unilab::projection;
-use unilab::time::Clock;
+use unilab::Clock;
+use unilab::EventLog;
+use unilab::PROJECTIONS;
+use unilab::ProcessIdentity;
+use unilab::StatePaths;
+use unilab::testing::{ProcStat, parse_stat};
+use unilab::*;
+use unilab::{Event, Scope, Subject};
+use unilab::{GpuIdentity, TopologyMode};
+use unilab::{LeaseEnd, StaleReason, StartedDaemon, StopMethod};
 
 pub fn unilab_bin() -> PathBuf {
     std::env::var_os("UNILAB_TEST_BIN")
@@ -126,7 +127,7 @@ impl TestRoot {
 
     /// The log of this user on this host, opened for appending.
     pub fn log(&self) -> EventLog {
-        EventLog::open(&self.log_path(), self.scope(), projection::ALL).expect("open the event log")
+        EventLog::open(&self.log_path(), self.scope(), PROJECTIONS).expect("open the event log")
     }
 
     /// The real binary, with this root, the fakes first on `PATH`, and no inherited unilab or
@@ -275,7 +276,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         ),
         (
             s(),
-            Event::SoakStartedV1(Box::new(v1::SoakStart {
+            Event::SoakStartedV1(Box::new(soak_v1::SoakStart {
                 soak_id: "20261202T124210-3f9a".into(),
                 command: vec![
                     "python3".into(),
@@ -302,7 +303,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         (s(), Event::SoakSampledV1(Box::new(sample_v1(0, 3)))),
         (
             s(),
-            Event::SoakFinishedV1(Box::new(v1::SoakEnd {
+            Event::SoakFinishedV1(Box::new(soak_v1::SoakEnd {
                 outcome: Outcome {
                     status: OutcomeStatus::Failed,
                     failure_kind: Some(FailureKind::StaleProgress),
@@ -441,12 +442,12 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
 }
 
 /// A soak sample in schema 1's form, of a tree of `processes` processes.
-pub fn sample_v1(index: u64, processes: u32) -> v1::Sample {
-    v1::Sample {
+pub fn sample_v1(index: u64, processes: u32) -> soak_v1::Sample {
+    soak_v1::Sample {
         index,
         elapsed_ms: index * 5_000,
         processes: (0..processes)
-            .map(|i| v1::ProcessSample {
+            .map(|i| soak_v1::ProcessSample {
                 pid: 5000 + i,
                 ppid: if i == 0 { 4999 } else { 5000 },
                 start_ticks: 1_000_000 + u64::from(i),
@@ -593,7 +594,7 @@ pub fn child_main() {
     let mut stdout = std::io::stdout().lock();
     match role.as_str() {
         "long" => {
-            let log = EventLog::open(&path, scope, projection::ALL).expect("open");
+            let log = EventLog::open(&path, scope, PROJECTIONS).expect("open");
             for i in 0..count {
                 let (subject, event) = writer_event(writer, i);
                 log.append(subject, event).expect("append");
@@ -601,14 +602,14 @@ pub fn child_main() {
         }
         "short" => {
             for i in 0..count {
-                let log = EventLog::open(&path, scope.clone(), projection::ALL).expect("open");
+                let log = EventLog::open(&path, scope.clone(), PROJECTIONS).expect("open");
                 let (subject, event) = writer_event(writer, i);
                 log.append(subject, event).expect("append");
             }
         }
         "crash" => {
             let batch: u64 = var("UNILAB_TEST_BATCH").parse().unwrap_or(1).max(1);
-            let log = EventLog::open(&path, scope, projection::ALL).expect("open");
+            let log = EventLog::open(&path, scope, PROJECTIONS).expect("open");
             let mut i = 0;
             loop {
                 let events: Vec<_> = (i..i + batch).map(|j| writer_event(writer, j)).collect();
@@ -623,8 +624,7 @@ pub fn child_main() {
         "reader" => {
             let stop = PathBuf::from(var("UNILAB_TEST_STOP"));
             let long_lived = loop {
-                if let Some(reader) =
-                    unilab::log::LogReader::open(&path, &scope).expect("open to read")
+                if let Some(reader) = unilab::LogReader::open(&path, &scope).expect("open to read")
                 {
                     break reader;
                 }
@@ -639,14 +639,14 @@ pub fn child_main() {
                 let reader = if reads.is_multiple_of(2) {
                     &long_lived
                 } else {
-                    fresh = unilab::log::LogReader::open(&path, &scope)
+                    fresh = unilab::LogReader::open(&path, &scope)
                         .expect("reopen to read")
                         .expect("the log exists");
                     &fresh
                 };
                 let report = reader
                     .snapshot()
-                    .and_then(|s| s.verify(unilab::projection::ALL))
+                    .and_then(|s| s.verify(unilab::PROJECTIONS))
                     .unwrap_or_else(|e| panic!("a concurrent read failed: {e}"));
                 assert!(
                     report.events >= last_seen,

@@ -10,9 +10,9 @@
 //! byte for byte what was written then); one recorded in schema 2's as `/2` ([`v2`]).
 
 pub(crate) mod csv;
-pub mod stream;
+pub(crate) mod stream;
 mod v1;
-pub mod v2;
+pub(crate) mod v2;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -273,7 +273,7 @@ fn canonical(value: &Value) -> Vec<u8> {
 
 /// The artifact as a JSON object, without `digest`: also what `soak show` reads a soak from,
 /// running or not.
-pub fn view(records: &SoakRecords) -> Value {
+pub(crate) fn view(records: &SoakRecords) -> Value {
     match &records.soak {
         Recorded::V1(soak) => v1::body(records, soak),
         Recorded::V2(soak) => v2::body(records, soak),
@@ -281,7 +281,7 @@ pub fn view(records: &SoakRecords) -> Value {
 }
 
 /// The digest of an artifact whose [`view`] is `view`: blake3 of its canonical rendering.
-pub fn digest(view: &Value) -> String {
+pub(crate) fn digest(view: &Value) -> String {
     blake3::hash(&canonical(view)).to_hex().to_string()
 }
 

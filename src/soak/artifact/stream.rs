@@ -60,7 +60,7 @@ pub fn write(
 }
 
 /// The artifact's object without `samples` and `digest`.
-pub type Head = Map<String, Value>;
+pub(crate) type Head = Map<String, Value>;
 
 /// One row of `samples`, in the form of the soak's schema.
 #[derive(Debug, Clone, Copy)]
@@ -104,7 +104,7 @@ pub fn gather(
 
 /// Every field of the artifact of `soak_id` but `samples`, in one scan of its events, each row
 /// given to `on_row` and kept nowhere: for those who need the rows only as they go by.
-pub fn head(
+pub(crate) fn head(
     snapshot: &Snapshot,
     soak_id: &str,
     on_row: impl FnMut(Piece<'_>),

@@ -1,0 +1,75 @@
+//! The `unilab` binary's body: parse arguments, run the command, map the result to an exit
+//! code and report errors (`src/main.rs` only calls [`main`]).
+
+use std::io::Write;
+use std::panic;
+use std::process::ExitCode;
+use std::sync::Mutex;
+
+use crate::cli::Cli;
+use crate::diagnostic::Exit;
+use crate::error::Error;
+use crate::style::{self, ColorChoice, Palette};
+use clap::{CommandFactory, FromArgMatches};
+
+/// Where the panic hook leaves the message of a panic for the renderer.
+static PANIC_MESSAGE: Mutex<Option<String>> = Mutex::new(None);
+
+/// Runs `unilab` with the process's arguments; what the binary returns.
+pub fn main() -> ExitCode {
+    // A panic is a bug: keep its message for the error report instead of printing a backtrace
+    // notice. Panics the library catches itself (inside redb, on a damaged log) become errors.
+    panic::set_hook(Box::new(|info| {
+        if let Ok(mut slot) = PANIC_MESSAGE.lock() {
+            *slot = Some(info.to_string());
+        }
+    }));
+    // `--color` decides how clap renders help and usage errors too, so it is read before the
+    // line is parsed (which may fail).
+    let color = ColorChoice::in_args(std::env::args_os());
+    let parsed = Cli::command()
+        .color(color.for_clap())
+        .styles(style::clap_styles())
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        // `--help` and `--version` print to standard output and succeed.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            // Whether `--json` was asked for, though the line did not parse as a whole.
+            let json = std::env::args_os().any(|a| a == "--json");
+            let text = if json {
+                format!("{}\n", crate::error::usage_json(&e))
+            } else {
+                crate::error::render_usage(&e, color)
+            };
+            let _ = std::io::stderr().write_all(text.as_bytes());
+            return ExitCode::from(Exit::Usage.code());
+        }
+    };
+    let json = cli.global.json;
+    let palette = Palette::stderr(cli.global.color);
+    let result = panic::catch_unwind(|| crate::run(cli)).unwrap_or_else(|_| {
+        let message = PANIC_MESSAGE
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+            .unwrap_or_else(|| "a panic".to_owned());
+        Err(Error::Internal(message))
+    });
+    let exit = match result {
+        Ok(exit) => exit,
+        Err(Error::BrokenPipe) => Exit::Success,
+        Err(error) => {
+            let text = if json {
+                format!("{}\n", error.to_json())
+            } else {
+                error.render(palette)
+            };
+            let _ = std::io::stderr().write_all(text.as_bytes());
+            error.exit()
+        }
+    };
+    ExitCode::from(exit.code())
+}
