@@ -174,7 +174,7 @@ pub enum ExportFormat {
 
 /// A daemon name as `mps start --name` takes it: a bad one is a usage error (exit 2).
 fn daemon_name(text: &str) -> Result<String, String> {
-    crate::mps::daemon::validate_name(text)
+    crate::mps::names::validate_name(text)
         .map(|()| text.to_owned())
         .map_err(|e| {
             use crate::diagnostic::Hint;

@@ -1,5 +1,12 @@
 //! `unilab mps ...`: the MPS daemons of this user on this host.
 
+use crate::mps::foreground;
+use crate::mps::names;
+use crate::mps::plan;
+use crate::mps::records;
+use crate::mps::settle;
+use crate::mps::start;
+use crate::mps::stop;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -9,10 +16,9 @@ use crate::env::STOP_GRACE_SECS;
 use crate::error::Error;
 use crate::event::GpuIdentity;
 use crate::log::{EventLog, Snapshot};
-use crate::mps::daemon::{self, StartRequest, StopOutcome};
 use crate::mps::doctor::{self, CheckStatus};
 use crate::mps::error::MpsError;
-use crate::mps::{DaemonRecord, Mps, lock, plan, shared, status};
+use crate::mps::{DaemonRecord, Mps, lock, shared, status};
 use crate::output::{Output, age};
 use crate::paths::StatePaths;
 use crate::process::SystemProc;
@@ -170,13 +176,13 @@ fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<serde_json::Value,
 }
 
 fn plan_command(mps: &Mps, selector: Option<&str>, out: &mut Output) -> Result<Exit, Error> {
-    let topology = daemon::topology(mps)?;
-    let view = plan::view(mps, &topology, selector)?;
+    let topology = plan::topology(mps)?;
+    let report = plan::report(mps, &topology, selector)?;
     if out.json {
-        out.json_line(&to_json(&view)?)?;
+        out.json_line(&to_json(&report)?)?;
         return Ok(Exit::Success);
     }
-    let mask = match &view.cuda_visible_devices {
+    let mask = match &report.cuda_visible_devices {
         Some(mask) => format!("CUDA_VISIBLE_DEVICES=`{mask}`"),
         None => "CUDA_VISIBLE_DEVICES unset".to_owned(),
     };
@@ -184,24 +190,24 @@ fn plan_command(mps: &Mps, selector: Option<&str>, out: &mut Output) -> Result<E
         .map(|s| format!("`{s}`"))
         .unwrap_or("(none)".into());
     out.line(&format!("selector: {shown} under {mask}"))?;
-    if let Some(stop) = &view.mask_stopped_at {
+    if let Some(stop) = &report.mask_stopped_at {
         out.line(&format!(
             "mask: CUDA stops reading it at `{}`, which {}",
             stop.entry, stop.reason
         ))?;
     }
     let gpu_line = |g: &GpuIdentity| format!("  {}  {}", g.index, g.uuid);
-    match view.topology_mode {
+    match report.topology_mode {
         Some(mode) => {
             out.line(&format!("mode: {mode}"))?;
             out.line("gpus:")?;
-            for gpu in &view.gpus {
+            for gpu in &report.gpus {
                 out.line(&gpu_line(gpu))?;
             }
         }
         None => {
             out.line("mode: none until a selector names the GPUs; one daemon per GPU:")?;
-            for choice in &view.choices {
+            for choice in &report.choices {
                 for gpu in &choice.gpus {
                     out.line(&format!(
                         "{}   `unilab mps start {}`",
@@ -212,7 +218,7 @@ fn plan_command(mps: &Mps, selector: Option<&str>, out: &mut Output) -> Result<E
             }
         }
     }
-    match &view.cannot_start {
+    match &report.cannot_start {
         None => out.line("start: yes, one daemon for this GPU")?,
         Some(why) => out.line(&format!("start: no: {why}"))?,
     }
@@ -220,7 +226,7 @@ fn plan_command(mps: &Mps, selector: Option<&str>, out: &mut Output) -> Result<E
 }
 
 fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
-    let request = StartRequest {
+    let request = start::StartRequest {
         selector: args.selector,
         name: args.name,
         pipe_directory: args.pipe_dir,
@@ -228,11 +234,11 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
         job: mps.env.job.clone(),
     };
     // Validate everything before the log is opened or anything created.
-    let plan = daemon::plan(mps, &request)?;
+    let spec = start::spec(mps, &request)?;
     let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL)?;
     settle(mps, &log, out)?;
     // From the check that nothing serves the name or the GPU to the record of what started.
-    let held = lock::daemon(mps, &plan.name, plan.job.as_deref(), [plan.gpu.as_str()])?;
+    let held = lock::daemon(mps, &spec.name, spec.job.as_deref(), [spec.gpu.as_str()])?;
     if args.foreground {
         let stop = super::raised_on(&super::STOP_SIGNALS)?;
         let grace = Duration::from_secs_f64(STOP_GRACE_SECS);
@@ -240,25 +246,26 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
         // reads it must not wait until the daemon stops.
         let mut printed = Ok(());
         let mut held = Some(held);
-        let method = daemon::run_foreground(mps, &log, &plan, &stop, grace, |record, cleared| {
-            // Recorded: a stop may now come, and must not wait for this daemon to end.
-            drop(held.take());
-            say_cleared(out, cleared);
-            out.note(&format!(
-                "daemon `{}` (pid {}) runs in the foreground for {}; Ctrl-C stops it",
-                record.name, record.pid, plan.gpu
-            ));
-            printed = print_record(out, record).and_then(|()| out.flush());
-        })?;
+        let method =
+            foreground::run_foreground(mps, &log, &spec, &stop, grace, |record, cleared| {
+                // Recorded: a stop may now come, and must not wait for this daemon to end.
+                drop(held.take());
+                say_cleared(out, cleared);
+                out.note(&format!(
+                    "daemon `{}` (pid {}) runs in the foreground for {}; Ctrl-C stops it",
+                    record.name, record.pid, spec.gpu
+                ));
+                printed = print_record(out, record).and_then(|()| out.flush());
+            })?;
         printed?;
         out.note(&format!(
             "daemon `{}` stopped ({})",
-            plan.name,
+            spec.name,
             method.as_str()
         ));
         return Ok(Exit::Success);
     }
-    let started = daemon::start(mps, &log, &plan)?;
+    let started = start::start(mps, &log, &spec)?;
     drop(held);
     say_cleared(out, &started.cleared);
     print_record(out, &started.record)?;
@@ -284,7 +291,7 @@ fn print_record(out: &mut Output, record: &DaemonRecord) -> Result<(), Error> {
 
 /// Finishes the starts that were cut short before this command decides anything.
 fn settle(mps: &Mps, log: &EventLog, out: &Output) -> Result<(), Error> {
-    for name in daemon::settle_cut_starts(mps, log)? {
+    for name in settle::settle_cut_starts(mps, log)? {
         warn_settled(out, &name);
     }
     Ok(())
@@ -297,7 +304,7 @@ fn warn_settled(out: &Output, name: &str) {
 }
 
 /// Says what a start cleared out of its way.
-fn say_cleared(out: &Output, cleared: &daemon::Cleared) {
+fn say_cleared(out: &Output, cleared: &start::Cleared) {
     for name in &cleared.settled {
         warn_settled(out, name);
     }
@@ -313,22 +320,22 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     let scoped = args
         .name
         .as_deref()
-        .map(|name| daemon::scoped_name(name, mps.env.job.as_deref()));
-    daemon::wait_for_starts(mps, &log, |name, job| {
+        .map(|name| names::scoped_name(name, mps.env.job.as_deref()));
+    settle::wait_for_starts(mps, &log, |name, job| {
         if let Some(wanted) = &args.job {
             job == Some(wanted.as_str())
         } else if let Some(given) = &args.name {
             Some(name) == scoped.as_deref() || name == given
         } else {
-            daemon::job_in_scope(mps, job)
+            records::job_in_scope(mps, job)
         }
     })?;
-    let records = daemon::records(mps, &log.snapshot()?)?;
+    let records = records::records(mps, &log.snapshot()?)?;
     let targets: Vec<&DaemonRecord> = if args.all {
         // Under a Slurm job, `--all` is the job's daemons.
         records
             .iter()
-            .filter(|r| daemon::in_scope(mps, r))
+            .filter(|r| records::in_scope(mps, r))
             .collect()
     } else if let Some(job) = &args.job {
         records
@@ -336,7 +343,7 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
             .filter(|r| r.job.as_deref() == Some(job.as_str()))
             .collect()
     } else {
-        vec![daemon::select(mps, &records, args.name.as_deref())?]
+        vec![records::select(mps, &records, args.name.as_deref())?]
     };
     if targets.is_empty() {
         out.note("no daemon is recorded; nothing to stop");
@@ -348,7 +355,7 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     let mut results = Vec::new();
     let mut first_error = None;
     for record in targets {
-        match daemon::stop(mps, &log, record, args.grace) {
+        match stop::stop(mps, &log, record, args.grace) {
             Ok(outcome) => results.push(outcome),
             Err(e) => {
                 out.warn(&format!("daemon `{}`: {e}", record.name));
@@ -359,19 +366,19 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     let mut json = Vec::new();
     for result in &results {
         match result {
-            StopOutcome::Stopped { name, method } => {
+            stop::StopOutcome::Stopped { name, method } => {
                 json.push(serde_json::json!({ "name": name, "outcome": "stopped", "method": method.as_str() }));
                 if !out.json {
                     out.line(&format!("stopped `{name}` ({})", method.as_str()))?;
                 }
             }
-            StopOutcome::Gone { name } => {
+            stop::StopOutcome::Gone { name } => {
                 json.push(serde_json::json!({ "name": name, "outcome": "already_stopped" }));
                 out.note(&format!(
                     "daemon `{name}` was stopped by another command meanwhile; nothing was signalled"
                 ));
             }
-            StopOutcome::Stale { name, reason } => {
+            stop::StopOutcome::Stale { name, reason } => {
                 json.push(serde_json::json!({ "name": name, "outcome": "stale_cleaned", "reason": reason.as_str() }));
                 out.warn(&format!(
                     "daemon `{name}` was no longer running ({}); its record was cleaned and nothing was signalled",
@@ -388,7 +395,7 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     }
     let stale = results
         .iter()
-        .any(|r| matches!(r, StopOutcome::Stale { .. }));
+        .any(|r| matches!(r, stop::StopOutcome::Stale { .. }));
     Ok(if stale { Exit::Stale } else { Exit::Success })
 }
 
@@ -433,15 +440,15 @@ fn show_daemons(daemons: &[status::ManagedDaemon], out: &mut Output) -> Result<E
 /// The live daemon a command names, by name, GPU or as the sole one.
 fn target(mps: &Mps, target: &TargetArgs, out: &Output) -> Result<DaemonRecord, Error> {
     let snapshot = read_log(mps.paths, out)?.ok_or(MpsError::NoDaemon)?;
-    let records = daemon::records(mps, &snapshot)?;
+    let records = records::records(mps, &snapshot)?;
     let record = match &target.gpu {
         Some(selector) => {
-            let gpu = daemon::one_gpu(mps, selector)?;
-            daemon::select_for_gpu(mps, &records, &gpu)?
+            let gpu = records::one_gpu(mps, selector)?;
+            records::select_for_gpu(mps, &records, &gpu)?
         }
-        None => daemon::select(mps, &records, target.name.as_deref())?,
+        None => records::select(mps, &records, target.name.as_deref())?,
     };
-    daemon::require_live(mps, record)?;
+    records::require_live(mps, record)?;
     Ok(record.clone())
 }
 
@@ -452,7 +459,7 @@ fn shell_quote(value: &str) -> String {
 
 fn env(mps: &Mps, target_args: &TargetArgs, out: &mut Output) -> Result<Exit, Error> {
     let record = target(mps, target_args, out)?;
-    let env = daemon::environment(&record);
+    let env = records::environment(&record);
     if out.json {
         let object: serde_json::Map<String, serde_json::Value> = env
             .into_iter()
@@ -545,7 +552,7 @@ fn run_with(
     super::raised_on(&[signal_hook::consts::SIGINT])?;
     let mut child = std::process::Command::new(program)
         .args(args)
-        .envs(daemon::environment(record))
+        .envs(records::environment(record))
         .spawn()
         .map_err(|source| MpsError::Exec {
             command: display,

@@ -1,13 +1,15 @@
 //! `mps doctor`: a read-only checklist of everything `mps start` depends on.
 
+use super::names;
+use super::plan;
+use super::start;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::daemon::{self, Topology};
 use super::dirs::{self, Occupant};
 use super::error::MpsError;
-use super::plan::{self, PlanView};
+use super::plan::PlanReport;
 use super::{Mps, status};
 use crate::diagnostic::Hint;
 use crate::env::DEFAULT_MPS_PIPE_DIRECTORY;
@@ -54,7 +56,7 @@ pub(crate) struct Report {
     /// No check failed.
     pub ok: bool,
     /// What the selector resolves to; `null` when it could not be resolved.
-    pub plan: Option<PlanView>,
+    pub plan: Option<PlanReport>,
     pub checks: Vec<Check>,
 }
 
@@ -85,7 +87,7 @@ pub(crate) fn doctor(
         }
     };
     let topology = match gpus {
-        Some(gpus) => match daemon::under_mask(mps, gpus) {
+        Some(gpus) => match plan::under_mask(mps, gpus) {
             Ok(topology) => {
                 checks.push(mask_check(mps, &topology));
                 Some(topology)
@@ -109,10 +111,10 @@ pub(crate) fn doctor(
             .and_then(|t| order_check(mps, t, selector)),
     );
     let plan = match &topology {
-        Some(topology) => match plan::view(mps, topology, selector) {
-            Ok(view) => {
-                checks.push(selector_check(&view));
-                Some(view)
+        Some(topology) => match plan::report(mps, topology, selector) {
+            Ok(report) => {
+                checks.push(selector_check(&report));
+                Some(report)
             }
             Err(e) => {
                 checks.push(failed("selector", &e));
@@ -124,7 +126,7 @@ pub(crate) fn doctor(
             None
         }
     };
-    match plan.as_ref().and_then(|view| target(mps, view)) {
+    match plan.as_ref().and_then(|report| target(mps, report)) {
         Some(target) => {
             let managed = status::managed(mps, snapshot)?;
             let ours: Vec<&status::ManagedDaemon> = managed
@@ -143,7 +145,7 @@ pub(crate) fn doctor(
         None => {
             checks.push(skipped("daemon", "needs a selector that names one GPU"));
             // Without a daemon's name: the directories its own would be created in.
-            let some_pipe = daemon::pipe_directory_for(mps, None, "_");
+            let some_pipe = start::pipe_directory_for(mps, None, "_");
             checks.push(base_check(mps, some_pipe.parent().unwrap_or(&some_pipe)));
             checks.push(log_check(&mps.paths.user_dir().join("mps")));
         }
@@ -157,15 +159,15 @@ pub(crate) fn doctor(
 }
 
 /// The daemon a start would launch for a plan that can start one.
-fn target(mps: &Mps, view: &PlanView) -> Option<Target> {
-    let gpu = match (view.can_start, view.gpus.as_slice()) {
+fn target(mps: &Mps, report: &PlanReport) -> Option<Target> {
+    let gpu = match (report.can_start, report.gpus.as_slice()) {
         (true, [gpu]) => gpu.uuid.clone(),
         _ => return None,
     };
-    let name = daemon::default_name(&gpu, mps.env.job.as_deref());
+    let name = names::default_name(&gpu, mps.env.job.as_deref());
     Some(Target {
-        pipe_directory: daemon::pipe_directory_for(mps, None, &name),
-        log_directory: daemon::log_directory_for(mps, None, &name),
+        pipe_directory: start::pipe_directory_for(mps, None, &name),
+        log_directory: start::log_directory_for(mps, None, &name),
         name,
         gpu,
     })
@@ -205,7 +207,7 @@ fn gpu_list_check(gpus: &[GpuInfo]) -> Check {
 }
 
 /// What the mask leaves visible.
-fn mask_check(mps: &Mps, topology: &Topology) -> Check {
+fn mask_check(mps: &Mps, topology: &plan::Topology) -> Check {
     let mask = mps.env.cuda_visible_devices.as_deref();
     let visible: Vec<&str> = topology
         .visible
@@ -246,7 +248,7 @@ fn mask_check(mps: &Mps, topology: &Topology) -> Check {
 
 /// Whether CUDA's ordinals can differ from nvidia-smi's where the selector or the mask uses
 /// them; GPUs named by UUID are the same in every order.
-fn order_check(mps: &Mps, topology: &Topology, selector: Option<&str>) -> Option<Check> {
+fn order_check(mps: &Mps, topology: &plan::Topology, selector: Option<&str>) -> Option<Check> {
     let by_ordinal = Selector::parse(selector).is_ok_and(|s| s.uses_ordinals())
         || mps
             .env
@@ -265,11 +267,11 @@ fn order_check(mps: &Mps, topology: &Topology, selector: Option<&str>) -> Option
 }
 
 /// What the selector resolves to, and whether a daemon can start for it.
-fn selector_check(view: &PlanView) -> Check {
-    let shown = if view.selector.is_empty() {
+fn selector_check(report: &PlanReport) -> Check {
+    let shown = if report.selector.is_empty() {
         "(none)"
     } else {
-        view.selector.as_str()
+        report.selector.as_str()
     };
     let listed = |gpus: &[GpuIdentity]| {
         gpus.iter()
@@ -277,15 +279,16 @@ fn selector_check(view: &PlanView) -> Check {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    match (view.topology_mode, &view.cannot_start) {
+    match (report.topology_mode, &report.cannot_start) {
         // No selector and several GPUs: nothing is wrong; a start just needs to be told which.
         (None, _) => check(
             "selector",
             CheckStatus::Ok,
             format!(
                 "`{shown}`: {} GPUs are visible; `unilab mps start` needs a selector (one daemon per GPU): {}",
-                view.choices.len(),
-                view.choices
+                report.choices.len(),
+                report
+                    .choices
                     .iter()
                     .map(|c| listed(&c.gpus))
                     .collect::<Vec<_>>()
@@ -296,7 +299,7 @@ fn selector_check(view: &PlanView) -> Check {
         (Some(mode), None) => check(
             "selector",
             CheckStatus::Ok,
-            format!("`{shown}` → {mode} on {}", listed(&view.gpus)),
+            format!("`{shown}` → {mode} on {}", listed(&report.gpus)),
             None,
         ),
         (Some(_), Some(why)) => check(
@@ -360,7 +363,7 @@ fn system_daemon_check(mps: &Mps) -> Option<Check> {
 /// The daemon's pipe directory, by the checks `mps start` makes, and whether a daemon unilab
 /// did not start answers in it.
 fn pipe_check(mps: &Mps, pipe_directory: &Path, ours_live: bool) -> Check {
-    if let Err(e) = daemon::check_pipe_directory(mps, pipe_directory) {
+    if let Err(e) = start::check_pipe_directory(mps, pipe_directory) {
         return failed("pipe directory", &e);
     }
     if !ours_live && let Occupant::Live { pid } = dirs::occupant(mps.proc, pipe_directory) {

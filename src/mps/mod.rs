@@ -2,16 +2,29 @@
 //!
 //! A record gives stop authority only while its `(pid, process_start_ticks)` still names a live
 //! process of the same user; a daemon unilab cannot prove it started is never touched.
+//!
+//! The rules are a pure core in `decide` (what stands in a start's way, what to do about an
+//! open start, what a stop does with a record). Around it: `plan` (the GPUs under the mask and
+//! what a selector names), `names`, `records` (this user's records, picking one), `start` (a
+//! detached start: its spec, clearing the way, launch, record and verify), `settle` (starts cut
+//! short), `stop`, `foreground`, `shared` (leases on a job's daemon), and the I/O they use:
+//! `control` (the NVIDIA tool), `dirs` (pipe and log directories), `lock`.
 
 pub(crate) mod control;
-pub(crate) mod daemon;
+pub(crate) mod decide;
 pub(crate) mod dirs;
 pub(crate) mod doctor;
 pub(crate) mod error;
+pub(crate) mod foreground;
 pub(crate) mod lock;
+pub(crate) mod names;
 pub(crate) mod plan;
+pub(crate) mod records;
+pub(crate) mod settle;
 pub(crate) mod shared;
+pub(crate) mod start;
 pub(crate) mod status;
+pub(crate) mod stop;
 
 use std::path::PathBuf;
 

@@ -1,22 +1,57 @@
-//! `mps plan`: what a selector resolves to under the current mask, as data, and whether a
-//! daemon can be started for it. `mps doctor --json` carries the same object under `plan`.
+//! The GPUs under the current mask, what a selector resolves to there (the TopologyPlan), and
+//! `mps plan`'s report of it: as data, with whether a daemon can be started for it. `mps doctor
+//! --json` carries the same report under `plan`.
 
 use serde::Serialize;
 
 use super::Mps;
-use super::daemon::{self, Topology};
 use super::error::MpsError;
 use crate::event::{GpuIdentity, TopologyMode};
-use crate::gpu::TopologyPlan;
-use crate::gpu::mask::StoppedAt;
-use crate::gpu::selector::SelectorError;
+use crate::gpu::mask::{self, StoppedAt, Visible};
+use crate::gpu::selector::{Selector, SelectorError};
+use crate::gpu::{GpuInfo, TopologyPlan, smi};
+
+/// What the GPUs of this host look like under the current mask.
+pub(crate) struct Topology {
+    pub gpus: Vec<GpuInfo>,
+    pub visible: Visible,
+}
+
+/// The GPUs nvidia-smi lists, under the caller's mask.
+pub(crate) fn topology(mps: &Mps) -> Result<Topology, MpsError> {
+    let gpus = smi::discover(&mps.smi).map_err(MpsError::Smi)?;
+    under_mask(mps, gpus)
+}
+
+/// The GPUs nvidia-smi listed, with the caller's mask applied.
+pub(crate) fn under_mask(mps: &Mps, gpus: Vec<GpuInfo>) -> Result<Topology, MpsError> {
+    let visible = mask::visible(mps.env.cuda_visible_devices.as_deref(), &gpus)?;
+    Ok(Topology { gpus, visible })
+}
+
+/// What `selector` names among the GPUs the mask leaves visible.
+pub(crate) fn resolve(
+    mps: &Mps,
+    topology: &Topology,
+    selector: Option<&str>,
+) -> Result<TopologyPlan, MpsError> {
+    Selector::parse(selector)
+        .and_then(|s| {
+            s.resolve(
+                selector.unwrap_or(""),
+                &topology.visible.gpus,
+                mps.env.cuda_visible_devices.as_deref(),
+            )
+        })
+        .map_err(MpsError::Selector)
+}
 
 /// A resolved selector with what it was resolved under. The TopologyPlan's fields
 /// (`selector`, `topology_mode`, `gpus`) come first; `topology_mode` is `null` only when no
 /// selector was given and several GPUs are visible: then `choices` holds a single-GPU plan for
 /// each, selected by UUID.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct PlanView {
+pub(crate) struct PlanReport {
     pub selector: String,
     pub topology_mode: Option<TopologyMode>,
     pub gpus: Vec<GpuIdentity>,
@@ -45,17 +80,17 @@ pub(crate) fn startable(plan: &TopologyPlan) -> Result<&GpuIdentity, MpsError> {
 
 /// Resolves `selector` against `topology` as `mps start` would. A selector that names no GPU is
 /// an error; no selector with several GPUs visible is a plan with a choice for each.
-pub(crate) fn view(
+pub(crate) fn report(
     mps: &Mps,
     topology: &Topology,
     selector: Option<&str>,
-) -> Result<PlanView, MpsError> {
+) -> Result<PlanReport, MpsError> {
     let mask = mps.env.cuda_visible_devices.clone();
     let stopped_at = topology.visible.stopped_at.clone();
-    match daemon::resolve(mps, topology, selector) {
+    match resolve(mps, topology, selector) {
         Ok(plan) => {
             let cannot_start = startable(&plan).err().map(|e| e.to_string());
-            Ok(PlanView {
+            Ok(PlanReport {
                 selector: plan.selector,
                 topology_mode: Some(plan.topology_mode),
                 gpus: plan.gpus,
@@ -75,7 +110,7 @@ pub(crate) fn view(
                     gpus: vec![gpu.clone()],
                 })
                 .collect();
-            Ok(PlanView {
+            Ok(PlanReport {
                 selector: String::new(),
                 topology_mode: None,
                 gpus: Vec::new(),

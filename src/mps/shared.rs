@@ -10,9 +10,12 @@
 //! its lease. When a release leaves no live holder, a daemon started for sharing is stopped as
 //! `mps stop` stops it; one started with `mps start` is left to whoever started it.
 
+use super::decide;
+use super::records;
+use super::start;
+use super::stop;
 use std::time::Duration;
 
-use super::daemon::{self, StartRequest, StopOutcome};
 use super::error::MpsError;
 use super::{DaemonRecord, Mps, lock};
 use crate::event::{Event, LeaseEnd, StopMethod, Subject};
@@ -27,7 +30,7 @@ pub(crate) struct Attached {
     /// Whether this process started the daemon.
     pub started: bool,
     /// What the start cleared out of its way (nothing when it attached to a running daemon).
-    pub cleared: daemon::Cleared,
+    pub cleared: start::Cleared,
     holder: ProcessIdentity,
 }
 
@@ -38,23 +41,23 @@ pub(crate) fn attach(
     log: &EventLog,
     selector: Option<&str>,
 ) -> Result<Attached, MpsError> {
-    let plan = daemon::plan(
+    let spec = start::spec(
         mps,
-        &StartRequest {
+        &start::StartRequest {
             selector: selector.map(str::to_owned),
             job: mps.env.job.clone(),
-            ..StartRequest::default()
+            ..start::StartRequest::default()
         },
     )?;
-    let holder = daemon::own_identity(mps)?;
-    let _held = lock::daemon(mps, &plan.name, plan.job.as_deref(), [plan.gpu.as_str()])?;
-    let live = daemon::records(mps, &log.snapshot()?)?
+    let holder = start::own_identity(mps)?;
+    let _held = lock::daemon(mps, &spec.name, spec.job.as_deref(), [spec.gpu.as_str()])?;
+    let live = records::records(mps, &log.snapshot()?)?
         .into_iter()
-        .find(|r| r.name == plan.name && daemon::stale_reason(daemon::liveness(mps, r)).is_none());
+        .find(|r| r.name == spec.name && decide::stale_reason(records::liveness(mps, r)).is_none());
     let (record, cleared) = match live {
         Some(record) => (record, None),
         None => {
-            let started = daemon::start(mps, log, &plan)?;
+            let started = start::start(mps, log, &spec)?;
             (started.record, Some(started.cleared))
         }
     };
@@ -85,7 +88,7 @@ pub(crate) fn release(
     grace: Duration,
 ) -> Result<Option<StopMethod>, MpsError> {
     let record = &attached.record;
-    let _held = daemon::lock_recorded(mps, record)?;
+    let _held = stop::lock_recorded(mps, record)?;
     log.append(
         Subject::Daemon(record.name.clone()),
         Event::LeaseReleased {
@@ -98,13 +101,13 @@ pub(crate) fn release(
     if !leases.shared_start || !leases.holders.is_empty() {
         return Ok(None);
     }
-    Ok(match daemon::stop_held(mps, log, record, grace)? {
-        StopOutcome::Stopped { method, .. } => {
-            // The process that started it is its parent (see `daemon::start`): collect it.
+    Ok(match stop::stop_held(mps, log, record, grace)? {
+        stop::StopOutcome::Stopped { method, .. } => {
+            // The process that started it is its parent (see `start::start`): collect it.
             process::reap(record.pid);
             Some(method)
         }
-        StopOutcome::Stale { .. } | StopOutcome::Gone { .. } => None,
+        stop::StopOutcome::Stale { .. } | stop::StopOutcome::Gone { .. } => None,
     })
 }
 

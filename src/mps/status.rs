@@ -1,12 +1,14 @@
 //! `mps status` and `mps list`: what this host has, read-only.
 
+use super::decide;
+use super::plan;
+use super::records;
 use std::collections::BTreeSet;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::daemon::{self, stale_reason};
 use super::{DaemonRecord, Mps, dirs};
 use crate::env::DEFAULT_MPS_PIPE_DIRECTORY;
 use crate::event::{GpuIdentity, TopologyMode};
@@ -52,10 +54,10 @@ pub(crate) fn managed(
         return Ok(Vec::new());
     };
     let leases = crate::projection::Leases::rows(snapshot)?;
-    Ok(daemon::records(mps, snapshot)?
+    Ok(records::records(mps, snapshot)?
         .into_iter()
         .map(|record| {
-            let reason = stale_reason(daemon::liveness(mps, &record));
+            let reason = decide::stale_reason(records::liveness(mps, &record));
             ManagedDaemon {
                 live: reason.is_none(),
                 state: reason.map(|r| r.as_str()).unwrap_or("live"),
@@ -71,7 +73,7 @@ pub(crate) fn managed(
 
 pub(crate) fn host_status(mps: &Mps, snapshot: Option<&Snapshot>) -> Result<HostStatus, LogError> {
     let managed_daemons = managed(mps, snapshot)?;
-    let (nvidia_smi_available, gpus, diagnostic) = match daemon::topology(mps) {
+    let (nvidia_smi_available, gpus, diagnostic) = match plan::topology(mps) {
         Ok(topology) => {
             let note = topology.visible.stopped_at.as_ref().map(|s| {
                 format!(

@@ -1,0 +1,244 @@
+//! Starts that were cut short: a `daemon_starting` whose starter is gone, with nothing after it.
+//! What such a start launched is found, stopped and recorded as a failed start; a start under
+//! way is waited for.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::decide::{self, OpenStart, Starter};
+use super::dirs;
+use super::error::MpsError;
+use super::lock;
+use super::start::{LAUNCH_GRACE, StartSpec, what_was_stopped};
+use super::stop::halt;
+use super::{DaemonRecord, Mps};
+use crate::env::EnvVars;
+use crate::event::{Event, Subject, TopologyMode};
+use crate::log::{EventLog, LogError, Snapshot};
+use crate::process::{self, ProcessIdentity};
+use crate::projection::{DaemonJobs, IntentRow, Intents};
+
+/// A start under way (or cut short): the daemon's name, its intent, and the job it runs in.
+struct Start {
+    name: String,
+    intent: IntentRow,
+    job: Option<String>,
+}
+
+/// Every start under way, with its job.
+fn starts(snapshot: &Snapshot) -> Result<Vec<Start>, LogError> {
+    let jobs = DaemonJobs::rows(snapshot)?;
+    Ok(Intents::rows(snapshot)?
+        .into_iter()
+        .map(|(name, intent)| Start {
+            job: DaemonJobs::job_of(&jobs, &name),
+            name,
+            intent,
+        })
+        .collect())
+}
+
+/// For a start that holds the locks of its name and GPU: settles the cut-short starts in its
+/// way — one of the same name, and one of another name on the same GPU in the same scope (under
+/// that name's lock, if it is free; a command that holds it settles that start itself). An open
+/// start of the name whose starter still looks alive has let go of the locks this start holds,
+/// so its starter is exiting (a SIGKILLed process lets go of its locks a moment before it is
+/// gone): it is settled once the starter is gone, and refused rather than overwritten if the
+/// starter is not gone within `STARTER_EXIT` — an intent is closed only by its starter or by a
+/// command that proved the starter gone. Returns the names settled.
+pub(crate) fn settle_in_the_way(
+    mps: &Mps,
+    log: &EventLog,
+    spec: &StartSpec,
+) -> Result<Vec<String>, MpsError> {
+    let claim = spec.claim();
+    let mut settled = Vec::new();
+    // Read first: no read transaction stays open while this waits for locks.
+    for start in starts(&log.snapshot()?)? {
+        let intent = &start.intent;
+        let subject = (
+            start.name.as_str(),
+            intent.gpu.as_str(),
+            start.job.as_deref(),
+        );
+        let _also = match decide::open_start_in_the_way(claim, subject, starter(mps, intent)) {
+            OpenStart::Leave | OpenStart::AwaitLocks => continue,
+            OpenStart::Settle => None,
+            OpenStart::AwaitStarter => {
+                if !process::wait_for_exit(mps.proc, intent.starter, STARTER_EXIT) {
+                    return Err(MpsError::StartUnderWay {
+                        name: start.name,
+                        pid: intent.starter.pid,
+                    });
+                }
+                None
+            }
+            OpenStart::SettleIfFree => match lock::name_if_free(mps, &start.name)? {
+                Some(held) => Some(held),
+                None => continue,
+            },
+        };
+        if settle_held(mps, log, &start)? {
+            settled.push(start.name);
+        }
+    }
+    Ok(settled)
+}
+
+/// Finishes the starts that were cut short: a `daemon_starting` whose starter is no longer
+/// running, with no `daemon_started` or `daemon_start_failed` after it. What such a start
+/// launched is unilab's — it answers in the pipe directory the intent names, which unilab
+/// created for this user, and it started after the starter did — so it is stopped (quit, then
+/// signals through a pidfd after an identity check), its leftovers removed, and the start
+/// recorded as failed. Each is handled under its name's and GPU's locks. Returns the names.
+pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>, MpsError> {
+    let mut settled = Vec::new();
+    // Read first: no read transaction stays open while this waits for locks.
+    for start in starts(&log.snapshot()?)? {
+        let starter = starter(mps, &start.intent);
+        if decide::open_start_outside(starter, true, false) != OpenStart::Settle {
+            continue;
+        }
+        let _held = lock_of(mps, &start)?;
+        if settle_held(mps, log, &start)? {
+            settled.push(start.name);
+        }
+    }
+    Ok(settled)
+}
+
+/// Waits until the starts under way that `wanted` picks (by name and job) have ended (their
+/// starters hold the locks until the daemon is recorded or the start failed), so that a command
+/// that acts on the records sees what they started.
+pub(crate) fn wait_for_starts(
+    mps: &Mps,
+    log: &EventLog,
+    wanted: impl Fn(&str, Option<&str>) -> bool,
+) -> Result<(), MpsError> {
+    // Read first: no read transaction stays open while this waits for locks.
+    for start in starts(&log.snapshot()?)? {
+        let wanted = wanted(&start.name, start.job.as_deref());
+        let starter = starter(mps, &start.intent);
+        if decide::open_start_outside(starter, false, wanted) == OpenStart::AwaitLocks {
+            drop(lock_of(mps, &start)?);
+        }
+    }
+    Ok(())
+}
+
+/// The locks a start holds while it is under way: its name's and its GPU's.
+fn lock_of(mps: &Mps, start: &Start) -> Result<lock::Held, MpsError> {
+    lock::daemon(
+        mps,
+        &start.name,
+        start.job.as_deref(),
+        [start.intent.gpu.as_str()],
+    )
+}
+
+/// Settles one cut-short start, for a caller that holds its name's lock: stops what it
+/// launched and records the start as failed. `false` when another command settled it first.
+fn settle_held(mps: &Mps, log: &EventLog, start: &Start) -> Result<bool, MpsError> {
+    let Start { name, intent, job } = start;
+    // Another command may have settled it meanwhile.
+    let open = Intents::rows(&log.snapshot()?)?
+        .into_iter()
+        .any(|(n, i)| &n == name && &i == intent);
+    if !open {
+        return Ok(false);
+    }
+    let pipe = Path::new(&intent.pipe_directory);
+    let cut = format!("the start by pid {} was cut short", intent.starter.pid);
+    let mut stopped = Vec::new();
+    // A launcher killed mid-way may still be forking the daemon: scan again until two scans in
+    // a row, 50 ms apart, find nothing.
+    let mut quiet = 0;
+    for _ in 0..SETTLE_SCANS {
+        let found = launched_by(mps, intent);
+        if found.is_empty() {
+            quiet += 1;
+            if quiet == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        quiet = 0;
+        for daemon in found {
+            let record = DaemonRecord {
+                name: name.to_owned(),
+                uid: mps.paths.uid,
+                host: mps.paths.host.clone(),
+                topology_mode: TopologyMode::SingleGpu,
+                gpu_uuids: vec![intent.gpu.clone()],
+                pipe_directory: intent.pipe_directory.clone(),
+                log_directory: intent.log_directory.clone(),
+                pid: daemon.pid,
+                process_start_ticks: daemon.start_ticks,
+                created_at: 0.0,
+                job: job.clone(),
+            };
+            let method = halt(mps, &record, LAUNCH_GRACE)?;
+            stopped.push((daemon, method));
+        }
+    }
+    let reason = what_was_stopped(&cut, &stopped);
+    let launched = stopped.first().map(|(daemon, _)| *daemon);
+    dirs::remove_leftovers_of_the_gone(mps.proc, pipe);
+    log.append(
+        Subject::Daemon(name.to_owned()),
+        Event::DaemonStartFailed {
+            reason,
+            process: launched,
+        },
+    )?;
+    Ok(true)
+}
+
+/// What a start cut short launched: processes of this user, started after the starter, whose
+/// environment names the intent's pipe directory (only unilab hands out that private
+/// directory, and no record did yet) and whose command line runs the control tool. The pid file
+/// alone is not enough: a daemon still coming up has not written it.
+fn launched_by(mps: &Mps, intent: &IntentRow) -> Vec<ProcessIdentity> {
+    let pipe = format!(
+        "{}={}",
+        EnvVars::CUDA_MPS_PIPE_DIRECTORY,
+        intent.pipe_directory
+    )
+    .into_bytes();
+    let tool = Path::new(&mps.control.program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    process::all_processes(Path::new("/proc"))
+        .into_iter()
+        .filter(|stat| {
+            // Not this command's own tool runs (the `quit` it sends while stopping them).
+            stat.ppid != std::process::id()
+                && !stat.has_exited()
+                && stat.start_ticks >= intent.starter.start_ticks
+                && mps.proc.uid(stat.pid) == Some(mps.paths.uid)
+                && process::environ(stat.pid).contains(&pipe)
+                && process::cmdline(stat.pid).iter().any(|arg| {
+                    Path::new(arg)
+                        .file_name()
+                        .is_some_and(|n| n == tool.as_str())
+                })
+        })
+        .map(|stat| stat.identity())
+        .collect()
+}
+
+/// What an open start's starter is to this command: itself, a live process of this user, or
+/// gone (the start was cut short).
+fn starter(mps: &Mps, intent: &IntentRow) -> Starter {
+    let liveness = process::liveness(mps.proc, intent.starter, mps.paths.uid);
+    Starter::of(intent.starter.pid, liveness, std::process::id())
+}
+
+/// How many times a settle looks for what a start cut short launched, at most.
+const SETTLE_SCANS: usize = 20;
+
+/// How long a start waits for a starter that let go of its locks with its intent open to be
+/// gone, before it refuses (see `settle_in_the_way`).
+const STARTER_EXIT: Duration = Duration::from_secs(10);
