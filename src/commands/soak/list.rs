@@ -1,0 +1,131 @@
+//! `unilab soak list`: this host's soaks, or a Slurm job's on every host.
+
+use super::{settled, status_text, summary_json};
+use crate::diagnostic::Exit;
+use crate::error::Error;
+use crate::event::Event;
+use crate::output::{self, Output, human_time};
+use crate::paths::StatePaths;
+use crate::projection::{SoakSummary, Soaks};
+use crate::soak::launch::{JOB_KEY, RANK_KEY};
+use crate::time::unix_seconds;
+use serde_json::Value;
+
+pub(super) fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
+    let snapshot = settled(paths, out)?;
+    let mut soaks = match &snapshot {
+        Some(snapshot) => Soaks::rows(snapshot)?,
+        None => Vec::new(),
+    };
+    soaks.sort_by_key(|s| s.first_seq);
+    crate::commands::checked_show(snapshot.as_ref(), || list_soaks(&soaks, out))
+}
+
+/// One rank's soak of a job, on its host.
+struct RankSoak {
+    host: String,
+    rank: Option<String>,
+    summary: SoakSummary,
+}
+
+/// The soaks of Slurm job `job` in every host's log under the root, in the order they started.
+/// This host's abandoned soaks are settled first; other hosts' logs are only read (whether their
+/// supervisors live can be told only there).
+pub(super) fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Result<Exit, Error> {
+    let own = settled(paths, out)?;
+    let mut soaks = Vec::new();
+    crate::commands::for_every_host_log(paths, out, own, |host, snapshot| {
+        // A host's soaks are taken whole or not at all: its log may fail half-way.
+        let mut found = Vec::new();
+        for summary in Soaks::rows(snapshot)? {
+            let metadata = match snapshot.get(summary.first_seq)?.map(|r| r.envelope.event) {
+                Some(Event::SoakStarted(start)) => start.metadata,
+                Some(Event::SoakStartedV1(start)) => start.metadata,
+                _ => continue,
+            };
+            if metadata.get(JOB_KEY).map(String::as_str) == Some(job) {
+                found.push(RankSoak {
+                    host: host.to_owned(),
+                    rank: metadata.get(RANK_KEY).cloned(),
+                    summary,
+                });
+            }
+        }
+        soaks.extend(found);
+        Ok(())
+    })?;
+    soaks.sort_by_key(|s| (s.summary.started_at_us, s.host.clone()));
+    if out.json {
+        let rows = soaks.iter().map(|s| {
+            let mut row = summary_json(&s.summary);
+            row["host"] = s.host.clone().into();
+            row["rank"] = s.rank.clone().into();
+            row["job"] = job.into();
+            row
+        });
+        out.json_line(&Value::Array(rows.collect()))?;
+        return Ok(Exit::Success);
+    }
+    if soaks.is_empty() {
+        out.note(&format!(
+            "no soaks of job {job} are recorded under `{}`",
+            paths.root.display()
+        ));
+        return Ok(Exit::Success);
+    }
+    let paint = out.paint;
+    let rows: Vec<Vec<String>> = soaks
+        .iter()
+        .map(|s| {
+            let mut cells = soak_cells(&s.summary, paint);
+            // After the id, where it ran.
+            let rank = s.rank.clone().unwrap_or_else(|| "-".into());
+            cells.splice(1..1, [s.host.clone(), rank]);
+            cells
+        })
+        .collect();
+    let mut header = SOAK_COLUMNS.to_vec();
+    header.splice(1..1, ["HOST", "RANK"]);
+    for line in output::table(&header, &rows) {
+        out.line(&line)?;
+    }
+    Ok(Exit::Success)
+}
+
+/// The columns of `soak list`, and the cells of one soak under them.
+const SOAK_COLUMNS: [&str; 6] = ["ID", "STATUS", "STARTED", "DURATION", "SAMPLES", "COMMAND"];
+
+fn soak_cells(soak: &SoakSummary, paint: crate::style::Palette) -> Vec<String> {
+    // How long it ran, or has been running (`42s+`).
+    let duration = match soak.ended_at_us {
+        Some(end) => output::duration((end - soak.started_at_us) as f64 / 1e6),
+        None => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
+    };
+    vec![
+        soak.soak_id.clone(),
+        paint.status(&status_text(soak)),
+        human_time(soak.started_at_us).chars().take(19).collect(),
+        duration,
+        soak.samples.to_string(),
+        output::shell_command(&soak.command),
+    ]
+}
+
+fn list_soaks(soaks: &[SoakSummary], out: &mut Output) -> Result<Exit, Error> {
+    if out.json {
+        out.json_line(&serde_json::Value::Array(
+            soaks.iter().map(summary_json).collect(),
+        ))?;
+        return Ok(Exit::Success);
+    }
+    if soaks.is_empty() {
+        out.note("no soaks recorded; run one with `unilab soak run`");
+        return Ok(Exit::Success);
+    }
+    let paint = out.paint;
+    let rows: Vec<Vec<String>> = soaks.iter().map(|soak| soak_cells(soak, paint)).collect();
+    for line in output::table(&SOAK_COLUMNS, &rows) {
+        out.line(&line)?;
+    }
+    Ok(Exit::Success)
+}

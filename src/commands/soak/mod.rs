@@ -1,0 +1,120 @@
+//! `unilab soak`: one file a verb (`run`, `list`, `show`, `export`, `report`), and `snapshot`;
+//! here the dispatch and what several verbs share: naming a soak, its summary, the output rule.
+
+mod export;
+mod list;
+mod report;
+mod run;
+mod show;
+mod snapshot;
+
+use crate::cli::SoakCommand;
+use crate::diagnostic::Exit;
+use crate::error::Error;
+use crate::log::Snapshot;
+use crate::output::Output;
+use crate::paths::StatePaths;
+use crate::process::SystemProc;
+use crate::projection::{Found, SoakSummary, Soaks};
+use crate::soak::error::SoakError;
+use crate::soak::{abandon, artifact};
+use crate::time::unix_seconds;
+use std::path::Path;
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, Error> {
+    serde_json::to_value(value).map_err(|e| Error::Internal(e.to_string()))
+}
+
+pub(crate) fn run(
+    paths: &StatePaths,
+    command: SoakCommand,
+    out: &mut Output,
+) -> Result<Exit, Error> {
+    match command {
+        SoakCommand::Run(args) => run::soak_run(paths, *args, out),
+        SoakCommand::List { job: None } => list::list(paths, out),
+        SoakCommand::List { job: Some(job) } => list::list_job(paths, &job, out),
+        SoakCommand::Show { id } => show::show(paths, &id, out),
+        SoakCommand::Export {
+            id,
+            output,
+            force,
+            format,
+        } => export::export(paths, &id, output.as_deref(), force, format, out),
+        SoakCommand::Report { id, output, force } => {
+            report::report(paths, &id, output.as_deref(), force, out)
+        }
+    }
+}
+
+/// A read of the soaks after settling the abandoned ones; `None` when nothing was recorded.
+fn settled(paths: &StatePaths, out: &Output) -> Result<Option<Snapshot>, Error> {
+    let Some(reader) = super::read_own_log(paths, out)? else {
+        return Ok(None);
+    };
+    Ok(Some(abandon::settle(
+        paths,
+        &reader,
+        &SystemProc::default(),
+    )?))
+}
+
+/// The soak `id` names (an id, a unique prefix or `latest`), in a settled read of the log.
+fn resolve(paths: &StatePaths, id: &str, out: &Output) -> Result<(Snapshot, SoakSummary), Error> {
+    let snapshot = settled(paths, out)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+    let summary = named(&snapshot, id)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+    Ok((snapshot, summary))
+}
+
+/// The soak `id` names, if any; a prefix of several is an error that lists them.
+pub(crate) fn named(snapshot: &Snapshot, id: &str) -> Result<Option<SoakSummary>, SoakError> {
+    match Soaks::find(snapshot, id)? {
+        Found::One(summary) => Ok(Some(*summary)),
+        Found::None => Ok(None),
+        Found::Ambiguous(candidates) => Err(SoakError::Ambiguous {
+            id: id.to_owned(),
+            candidates,
+        }),
+    }
+}
+
+/// `failed (stale_progress)`, or just the state.
+fn status_text(summary: &SoakSummary) -> String {
+    match summary.failure_kind {
+        Some(kind) => format!("{} ({})", summary.state.as_str(), kind.as_str()),
+        None => summary.state.as_str().to_owned(),
+    }
+}
+
+fn summary_json(summary: &SoakSummary) -> serde_json::Value {
+    serde_json::json!({
+        "soak_id": summary.soak_id,
+        "outcome": {
+            "status": summary.state.as_str(),
+            "failure_kind": summary.failure_kind,
+            "reason": summary.reason,
+        },
+        // Only once it was written; `output` is where it goes.
+        "artifact": summary.artifact_digest.as_ref().map(|_| &summary.output),
+        "output": summary.output,
+        "digest": summary.artifact_digest,
+        "command": summary.command,
+        "samples": summary.samples,
+        "started_at": unix_seconds(summary.started_at_us),
+        "ended_at": summary.ended_at_us.map(unix_seconds),
+        "first_seq": summary.first_seq,
+        "last_seq": summary.last_seq,
+    })
+}
+
+/// An existing `--output` is replaced only with `--force`, and only if it is a regular file: a
+/// rename over a device, a FIFO or a symlink would replace that instead of writing into it.
+fn refuse_to_replace(path: &Path, force: bool) -> Result<(), SoakError> {
+    artifact::check_target(path).map_err(SoakError::output(path))?;
+    if path.exists() && !force {
+        return Err(SoakError::OutputExists(path.to_owned()));
+    }
+    Ok(())
+}
+
+pub(crate) use snapshot::snapshot;
