@@ -1,6 +1,9 @@
 //! `unilab soak show`: a soak's summary, how it exited, its progress, peaks and output tail;
 //! and, for a running one, how it is going.
 
+use serde::Serialize;
+use serde_json::Value;
+
 use super::{resolve, status_text, summary_json};
 use crate::diagnostic::Exit;
 use crate::error::Error;
@@ -9,11 +12,11 @@ use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
 use crate::projection::{SoakState, SoakSummary};
 use crate::soak::artifact;
-use crate::soak::artifact::stream::{Piece, Row};
+use crate::soak::artifact::shown::{ExitShown, PointShown, ProgressShown, Shown};
+use crate::soak::artifact::stream::Piece;
 use crate::soak::error::SoakError;
 use crate::text::count;
 use crate::time::{Clock, SystemClock};
-use serde_json::{Value, json};
 
 pub(super) fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
     let (snapshot, summary) = resolve(paths, id, out)?;
@@ -24,9 +27,20 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     let mut latest = Latest::default();
     let head = artifact::stream::head(snapshot, &summary.soak_id, |piece| latest.take(piece))
         .map_err(SoakError::streaming(&std::env::temp_dir()))?;
-    let details = details(&Value::Object(head), &latest, summary, SystemClock.now_us());
+    let unreadable = |e: serde_json::Error| {
+        Error::Internal(format!(
+            "the artifact of soak {} does not read as `soak show` expects: {e}",
+            summary.soak_id
+        ))
+    };
+    if let Some(e) = latest.unreadable.take() {
+        return Err(unreadable(e));
+    }
+    let shown = Shown::of(head).map_err(unreadable)?;
+    let details = Details::of(&shown, &latest, summary, SystemClock.now_us());
     if out.json {
         let mut object = summary_json(summary);
+        let details = serde_json::to_value(&details).map_err(|e| Error::Internal(e.to_string()))?;
         if let (Value::Object(object), Value::Object(details)) = (&mut object, details) {
             object.extend(details);
         }
@@ -41,10 +55,10 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     if let Some(reason) = &summary.reason {
         lines.push(("reason", reason.clone()));
     }
-    if let Some(exit) = details["exit"].as_object() {
+    if let Some(exit) = details.exit {
         lines.push((
             "exit",
-            match (exit["code"].as_i64(), exit["signal"].as_i64()) {
+            match (exit.code, exit.signal) {
                 (Some(code), _) => format!("code {code}"),
                 (None, Some(signal)) => format!("killed by signal {signal}"),
                 _ => "unknown".into(),
@@ -55,26 +69,13 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     if let Some(end) = summary.ended_at_us {
         lines.push(("ended", human_time(end)));
     }
-    if let Some(duration) = details["duration_seconds"].as_f64() {
+    if let Some(duration) = details.duration_seconds {
         lines.push(("ran", output::duration(duration)));
     }
-    lines.extend(progress_lines(summary, &details));
-    lines.push(("peaks", peaks_line(&details["peaks"])));
+    lines.extend(details.progress_lines(summary));
+    lines.push(("peaks", details.peaks.line()));
     lines.push(("samples", summary.samples.to_string()));
-    lines.push(match &summary.artifact_digest {
-        Some(digest) => ("artifact", format!("{} (digest {digest})", summary.output)),
-        None if summary.state == SoakState::Running => (
-            "artifact",
-            format!("written to {} when the soak ends", summary.output),
-        ),
-        None => (
-            "artifact",
-            format!(
-                "not written (`unilab soak export {} --output FILE`)",
-                summary.soak_id
-            ),
-        ),
-    });
+    lines.push(artifact_line(summary));
     lines.push((
         "history",
         format!("unilab history --soak {}", summary.soak_id),
@@ -82,198 +83,222 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     for (label, value) in lines {
         out.line(&format!("{:<10}{value}", format!("{label}:")))?;
     }
-    for stream in ["stdout", "stderr"] {
-        let tail = details["output_tail"][stream]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+    let tails = &details.output_tail;
+    for (stream, tail) in [("stdout", &tails.stdout), ("stderr", &tails.stderr)] {
         if !tail.is_empty() {
             out.line(&format!("last lines of {stream}:"))?;
             for line in tail {
-                out.line(&format!("  {}", line.as_str().unwrap_or_default()))?;
+                out.line(&format!("  {line}"))?;
             }
         }
     }
     Ok(Exit::Success)
 }
 
-/// How the progress went (and, for a running soak, how it is going now).
-fn progress_lines(summary: &SoakSummary, details: &Value) -> Vec<(&'static str, String)> {
-    let mut lines = Vec::new();
-    let progress = &details["progress"];
-    match (
-        progress["first_seen_seconds"].as_f64(),
-        progress["last_change_seconds"].as_f64(),
-    ) {
-        (Some(first), Some(last)) => lines.push((
-            "progress",
-            format!(
-                "first at {}, last change at {} ({}, {})",
-                output::duration(first),
-                output::duration(last),
-                crate::text::count(progress["files"].as_u64().unwrap_or(0), "file"),
-                output::bytes(progress["bytes"].as_u64().unwrap_or(0))
-            ),
-        )),
-        _ if summary.state != SoakState::Running => lines.push(("progress", "none seen".into())),
-        _ => {}
-    }
-    let live = &details["live"];
-    if !live.is_null() {
-        lines.push((
-            "elapsed",
-            output::duration(live["elapsed_seconds"].as_f64().unwrap_or(0.0)),
-        ));
-        lines.push((
-            "progress",
-            match live["progress_age_seconds"].as_f64() {
-                Some(age) => format!(
-                    "last changed {} before the latest sample",
-                    output::duration(age)
-                ),
-                None => "no change seen yet".into(),
-            },
-        ));
-        if let Some(rss) = live["rss_bytes"].as_u64() {
-            lines.push((
-                "now",
-                format!(
-                    "RSS {}, {}",
-                    output::bytes(rss),
-                    count(live["processes"].as_u64().unwrap_or(0), "process")
-                ),
-            ));
+/// Where the artifact is, or will be, or how to write it.
+fn artifact_line(summary: &SoakSummary) -> (&'static str, String) {
+    let said = match &summary.artifact_digest {
+        Some(digest) => format!("{} (digest {digest})", summary.output),
+        None if summary.state == SoakState::Running => {
+            format!("written to {} when the soak ends", summary.output)
         }
-    }
-    lines
-}
-
-/// The run's peaks, in one line.
-fn peaks_line(peaks: &Value) -> String {
-    let mut peak = vec![
-        format!(
-            "RSS {}",
-            output::bytes(peaks["rss_bytes"].as_u64().unwrap_or(0))
+        None => format!(
+            "not written (`unilab soak export {} --output FILE`)",
+            summary.soak_id
         ),
-        count(peaks["processes"].as_u64().unwrap_or(0), "process"),
-        count(peaks["threads"].as_u64().unwrap_or(0), "thread"),
-    ];
-    if let Some(cpu) = peaks["cpu_percent"].as_f64() {
-        peak.push(format!("CPU {cpu:.0}%"));
-    }
-    if let Some(gpu) = peaks["tree_gpu_memory_mib"].as_u64() {
-        peak.push(format!("GPU {gpu} MiB"));
-    }
-    peak.join(", ")
+    };
+    ("artifact", said)
 }
 
 /// How many lines of each output tail `soak show` prints.
 const SHOWN_TAIL_LINES: usize = 10;
 
-/// What `soak show` reads of the rows as they go by: the last one, and when the progress last
-/// changed among them. Nothing here grows with the soak.
-#[derive(Debug, Default, PartialEq)]
-struct Latest {
-    last: Option<Point>,
-    progress_changed_at: Option<f64>,
+/// What `soak show` adds to the summary (its `--json` fields): read from the artifact's fields
+/// but `samples`, and from the rows as they went by.
+#[derive(Debug, Serialize)]
+struct Details {
+    exit: Option<ExitShown>,
+    duration_seconds: Option<f64>,
+    progress: ProgressShown,
+    peaks: Peaks,
+    final_cpu_seconds: f64,
+    output_tail: Tails,
+    /// For a running soak, how it is going now.
+    live: Option<Live>,
 }
 
-/// The fields of a row `soak show` uses, as the artifact's JSON says them (either schema's).
-#[derive(Debug, PartialEq)]
-struct Point {
-    elapsed_seconds: Option<f64>,
-    rss_bytes: Value,
-    processes: Value,
-    /// Files and bytes in the progress directory.
-    progress: (Value, Value),
+#[derive(Debug, Serialize)]
+struct Peaks {
+    rss_bytes: u64,
+    processes: u64,
+    threads: u64,
+    cpu_percent: Option<f64>,
+    tree_gpu_memory_mib: Option<u64>,
 }
 
-impl Point {
-    fn of(row: Row<'_>) -> Self {
-        match row {
-            Row::V1(row) => Self {
-                elapsed_seconds: row["elapsed_seconds"].as_f64(),
-                rss_bytes: row["rss_bytes"].clone(),
-                processes: row["processes"].clone(),
-                progress: (row["progress_files"].clone(), row["progress_bytes"].clone()),
+/// The last lines of each output stream.
+#[derive(Debug, Serialize)]
+struct Tails {
+    stdout: Vec<String>,
+    stderr: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Live {
+    elapsed_seconds: f64,
+    last_sample_seconds: Option<f64>,
+    progress_changed_seconds: Option<f64>,
+    progress_age_seconds: Option<f64>,
+    rss_bytes: Option<u64>,
+    processes: Option<u64>,
+}
+
+impl Details {
+    fn of(shown: &Shown, latest: &Latest, summary: &SoakSummary, now_us: i64) -> Self {
+        let last_lines = |text: &str| -> Vec<String> {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(SHOWN_TAIL_LINES)..]
+                .iter()
+                .map(|l| (*l).to_owned())
+                .collect()
+        };
+        let live = (summary.state == SoakState::Running).then(|| {
+            // The samples show the progress directory's files and bytes: its last change among
+            // them.
+            let changed_at = latest.progress_changed_at;
+            let last = latest.last.as_ref();
+            let sampled_at = last.map(|p| p.elapsed_seconds);
+            Live {
+                elapsed_seconds: (now_us - summary.started_at_us) as f64 / 1e6,
+                last_sample_seconds: sampled_at,
+                progress_changed_seconds: changed_at,
+                progress_age_seconds: changed_at.zip(sampled_at).map(|(c, s)| s - c),
+                rss_bytes: last.map(|p| p.rss_bytes),
+                processes: last.map(|p| p.processes),
+            }
+        });
+        let of = &shown.summary;
+        Self {
+            exit: shown.exit,
+            duration_seconds: shown.duration_seconds,
+            progress: shown.progress,
+            peaks: Peaks {
+                rss_bytes: of.peak_rss_bytes,
+                processes: of.peak_processes,
+                threads: of.peak_threads,
+                cpu_percent: of.peak_cpu_percent,
+                tree_gpu_memory_mib: of.peak_tree_gpu_memory_mib,
             },
-            Row::V2(row) => Self {
-                elapsed_seconds: Some(row.elapsed_seconds),
-                rss_bytes: row.rss_bytes.into(),
-                processes: row.processes.into(),
-                progress: (row.progress_files.into(), row.progress_bytes.into()),
+            final_cpu_seconds: of.final_cpu_seconds,
+            output_tail: Tails {
+                stdout: last_lines(&shown.output_tail.stdout),
+                stderr: last_lines(&shown.output_tail.stderr),
             },
+            live,
         }
     }
+
+    /// How the progress went (and, for a running soak, how it is going now).
+    fn progress_lines(&self, summary: &SoakSummary) -> Vec<(&'static str, String)> {
+        let mut lines = Vec::new();
+        let progress = &self.progress;
+        match (progress.first_seen_seconds, progress.last_change_seconds) {
+            (Some(first), Some(last)) => lines.push((
+                "progress",
+                format!(
+                    "first at {}, last change at {} ({}, {})",
+                    output::duration(first),
+                    output::duration(last),
+                    count(progress.files, "file"),
+                    output::bytes(progress.bytes)
+                ),
+            )),
+            _ if summary.state != SoakState::Running => {
+                lines.push(("progress", "none seen".into()));
+            }
+            _ => {}
+        }
+        if let Some(live) = &self.live {
+            lines.push(("elapsed", output::duration(live.elapsed_seconds)));
+            lines.push((
+                "progress",
+                match live.progress_age_seconds {
+                    Some(age) => format!(
+                        "last changed {} before the latest sample",
+                        output::duration(age)
+                    ),
+                    None => "no change seen yet".into(),
+                },
+            ));
+            if let Some(rss) = live.rss_bytes {
+                lines.push((
+                    "now",
+                    format!(
+                        "RSS {}, {}",
+                        output::bytes(rss),
+                        count(live.processes.unwrap_or(0), "process")
+                    ),
+                ));
+            }
+        }
+        lines
+    }
+}
+
+impl Peaks {
+    /// The run's peaks, in one line.
+    fn line(&self) -> String {
+        let mut peak = vec![
+            format!("RSS {}", output::bytes(self.rss_bytes)),
+            count(self.processes, "process"),
+            count(self.threads, "thread"),
+        ];
+        if let Some(cpu) = self.cpu_percent {
+            peak.push(format!("CPU {cpu:.0}%"));
+        }
+        if let Some(gpu) = self.tree_gpu_memory_mib {
+            peak.push(format!("GPU {gpu} MiB"));
+        }
+        peak.join(", ")
+    }
+}
+
+/// What `soak show` reads of the rows as they go by: the last one, and when the progress last
+/// changed among them. Nothing here grows with the soak.
+#[derive(Debug, Default)]
+struct Latest {
+    last: Option<PointShown>,
+    progress_changed_at: Option<f64>,
+    /// The first row that did not read as a row.
+    unreadable: Option<serde_json::Error>,
 }
 
 impl Latest {
     fn take(&mut self, piece: Piece<'_>) {
         match piece {
             Piece::Restart => *self = Self::default(),
-            Piece::Row(row) => {
-                let point = Point::of(row);
-                if let Some(last) = &self.last
-                    && last.progress != point.progress
-                    && let Some(at) = point.elapsed_seconds
-                {
-                    self.progress_changed_at = Some(at);
+            Piece::Row(row) => match PointShown::of(row) {
+                Ok(point) => {
+                    let progress = |p: &PointShown| (p.progress_files, p.progress_bytes);
+                    if let Some(last) = &self.last
+                        && progress(last) != progress(&point)
+                    {
+                        self.progress_changed_at = Some(point.elapsed_seconds);
+                    }
+                    self.last = Some(point);
                 }
-                self.last = Some(point);
-            }
+                Err(e) => {
+                    self.unreadable.get_or_insert(e);
+                }
+            },
         }
     }
-}
-
-/// What `soak show` adds to the summary, read from the artifact's fields but `samples` (`head`)
-/// and the rows as they went by: how the command exited, its progress, its peaks, the end of its
-/// output; and for a running soak how it is going now.
-fn details(head: &Value, latest: &Latest, summary: &SoakSummary, now_us: i64) -> Value {
-    let last_lines = |text: &Value| -> Vec<String> {
-        let lines: Vec<&str> = text.as_str().unwrap_or_default().lines().collect();
-        lines[lines.len().saturating_sub(SHOWN_TAIL_LINES)..]
-            .iter()
-            .map(|l| (*l).to_owned())
-            .collect()
-    };
-    let summary_of = &head["summary"];
-    let live = (summary.state == SoakState::Running).then(|| {
-        // The samples show the progress directory's files and bytes: its last change among them.
-        let changed_at = latest.progress_changed_at;
-        let last = latest.last.as_ref();
-        let sampled_at = last.and_then(|p| p.elapsed_seconds);
-        json!({
-            "elapsed_seconds": (now_us - summary.started_at_us) as f64 / 1e6,
-            "last_sample_seconds": sampled_at,
-            "progress_changed_seconds": changed_at,
-            "progress_age_seconds": changed_at.zip(sampled_at).map(|(c, s)| s - c),
-            "rss_bytes": last.map(|p| p.rss_bytes.clone()),
-            "processes": last.map(|p| p.processes.clone()),
-        })
-    });
-    json!({
-        "exit": head["exit"],
-        "duration_seconds": head["duration_seconds"],
-        "progress": head["progress"],
-        "peaks": {
-            "rss_bytes": summary_of["peak_rss_bytes"],
-            "processes": summary_of["peak_processes"],
-            "threads": summary_of["peak_threads"],
-            "cpu_percent": summary_of["peak_cpu_percent"],
-            "tree_gpu_memory_mib": summary_of["peak_tree_gpu_memory_mib"],
-        },
-        "final_cpu_seconds": summary_of["final_cpu_seconds"],
-        "output_tail": {
-            "stdout": last_lines(&head["output_tail"]["stdout"]),
-            "stderr": last_lines(&head["output_tail"]["stderr"]),
-        },
-        "live": live,
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::soak::artifact::stream::Row;
     use crate::soak::artifact::v2::SampleRow;
 
     fn row(elapsed_seconds: f64, rss_bytes: u64, progress_files: u64) -> SampleRow<'static> {
@@ -319,17 +344,31 @@ mod tests {
             typed.take(Piece::Row(Row::V2(row)));
             from_json.take(Piece::Row(Row::V1(value)));
         }
-        assert_eq!(typed, from_json);
+        let seen = |l: &Latest| (l.last, l.progress_changed_at, l.unreadable.is_some());
+        assert_eq!(seen(&typed), seen(&from_json));
         assert_eq!(typed.progress_changed_at, Some(4.0));
-        let last = typed.last.as_ref().unwrap();
+        let last = typed.last.unwrap();
         assert_eq!(
-            (last.elapsed_seconds, &last.rss_bytes, &last.processes),
-            (Some(5.0), &json!(500), &json!(3))
+            (last.elapsed_seconds, last.rss_bytes, last.processes),
+            (5.0, 500, 3)
         );
 
         typed.take(Piece::Restart);
-        assert_eq!(typed, Latest::default());
+        assert_eq!(seen(&typed), seen(&Latest::default()));
         typed.take(Piece::Row(Row::V2(&rows[4])));
         assert_eq!(typed.progress_changed_at, None, "one row: no change seen");
+    }
+
+    /// A schema-1 row whose figure was renamed does not read as zero: `soak show` says so.
+    #[test]
+    fn a_row_that_lacks_a_figure_is_unreadable_not_zero() {
+        let mut value = serde_json::to_value(row(1.0, 100, 0)).unwrap();
+        let rss = value.as_object_mut().unwrap().remove("rss_bytes").unwrap();
+        value["rss"] = rss;
+        let mut latest = Latest::default();
+        latest.take(Piece::Row(Row::V1(&value)));
+        let error = latest.unreadable.expect("unreadable").to_string();
+        assert!(error.contains("rss_bytes"), "{error}");
+        assert_eq!(latest.last, None);
     }
 }

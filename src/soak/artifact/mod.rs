@@ -10,6 +10,7 @@
 //! byte for byte what was written then); one recorded in schema 2's as `/2` ([`v2`]).
 
 pub(crate) mod csv;
+pub(crate) mod shown;
 pub(crate) mod stream;
 mod v1;
 pub(crate) mod v2;
