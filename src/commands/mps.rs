@@ -1,5 +1,6 @@
 //! `unilab mps ...`: the MPS daemons of this user on this host.
 
+use crate::mps::exec;
 use crate::mps::foreground;
 use crate::mps::names;
 use crate::mps::plan;
@@ -7,7 +8,6 @@ use crate::mps::records;
 use crate::mps::settle;
 use crate::mps::start;
 use crate::mps::stop;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::cli::{MpsCommand, StartArgs, StopArgs, TargetArgs};
@@ -544,36 +544,12 @@ fn run_with(
     let (program, args) = command
         .split_first()
         .ok_or_else(|| Error::Internal("empty command".into()))?;
-    let display = program.to_string_lossy().into_owned();
     out.flush()?;
     // unilab waits for the command; signals that would end unilab first are passed on instead.
     let forward = super::raised_on(&[signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])?;
     // Ctrl-C reaches the command from the terminal itself: unilab only outlives it, to wait.
     super::raised_on(&[signal_hook::consts::SIGINT])?;
-    let mut child = std::process::Command::new(program)
-        .args(args)
-        .envs(records::environment(record))
-        .spawn()
-        .map_err(|source| MpsError::Exec {
-            command: display,
-            source,
-        })?;
-    let status = loop {
-        if let Some(status) = child
-            .try_wait()
-            .map_err(Error::environment("wait for the command"))?
-        {
-            break status;
-        }
-        if forward.swap(false, Ordering::Relaxed)
-            && let Ok(pid) = i32::try_from(child.id())
-        {
-            // Our own unreaped child: its pid cannot have been reused.
-            let _ =
-                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exec::run_with(record, (program, args), &forward)?;
     let code = status
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))

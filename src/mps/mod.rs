@@ -7,7 +7,8 @@
 //! open start, what a stop does with a record). Around it: `plan` (the GPUs under the mask and
 //! what a selector names), `names`, `records` (this user's records, picking one), `start` (a
 //! detached start: its spec, clearing the way, launch, record and verify), `settle` (starts cut
-//! short), `stop`, `foreground`, `shared` (leases on a job's daemon), and the I/O they use:
+//! short), `stop`, `foreground`, `exec` (a command with a daemon's environment), `shared` (leases on a job's
+//! daemon), and the I/O they use:
 //! `control` (the NVIDIA tool), `dirs` (pipe and log directories), `lock`.
 
 pub(crate) mod control;
@@ -15,6 +16,7 @@ pub(crate) mod decide;
 pub(crate) mod dirs;
 pub(crate) mod doctor;
 pub(crate) mod error;
+pub(crate) mod exec;
 pub(crate) mod foreground;
 pub(crate) mod lock;
 pub(crate) mod names;
