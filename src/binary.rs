@@ -50,7 +50,7 @@ pub fn main() -> ExitCode {
     };
     let json = cli.global.json;
     let palette = Palette::stderr(cli.global.color);
-    let result = panic::catch_unwind(|| crate::run(cli)).unwrap_or_else(|_| {
+    let result = panic::catch_unwind(|| crate::commands::run(cli)).unwrap_or_else(|_| {
         let message = PANIC_MESSAGE
             .lock()
             .ok()

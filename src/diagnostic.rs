@@ -1,11 +1,11 @@
 //! How an error presents itself to a person: the exit code it ends unilab with, and a hint of
 //! what to do next.
 //!
-//! Every error type that has something to suggest implements `Hint` for its own variants only;
-//! a variant that wraps another error as its `source()` leaves the suggestion to that error, and
-//! the renderer walks the `source()` chain to find the first hint. Each error at a boundary (the
-//! log, the MPS commands, the soak commands, the state paths) implements `Boundary` and decides
-//! its own exit code.
+//! Every error type that has something to suggest implements `Hint`, matching every variant
+//! (no wildcard, so a new variant must say whether it has a hint): a variant that wraps an
+//! error with hints of its own returns that error's hint. Each error at a boundary (the log,
+//! the MPS commands, the soak commands, the state paths) implements `Boundary` and decides its
+//! own exit code; the top-level error asks only its boundary error, never downcasts a chain.
 
 /// unilab's exit codes, as documented in the README.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

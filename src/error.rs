@@ -8,10 +8,8 @@
 use std::error::Error as StdError;
 use std::fmt::Write as _;
 
-use crate::diagnostic::{Boundary, Exit, Hint};
+use crate::diagnostic::{Boundary, Exit};
 use crate::duration::DurationError;
-use crate::gpu::selector::SelectorError;
-use crate::gpu::smi::SmiError;
 use crate::log::LogError;
 use crate::mps::error::MpsError;
 use crate::paths::PathError;
@@ -87,7 +85,11 @@ impl Error {
             Error::Paths(e) => Some(e),
             Error::Mps(e) => Some(e),
             Error::Soak(e) => Some(e),
-            _ => None,
+            Error::Stdout(_)
+            | Error::BrokenPipe
+            | Error::Environment { .. }
+            | Error::Variable { .. }
+            | Error::Internal(_) => None,
         }
     }
 
@@ -101,29 +103,27 @@ impl Error {
         }
     }
 
-    /// The first hint along the chain: this error's own, then each source's.
+    /// What to do next: the boundary error's hint (each boundary error asks what it wraps, by
+    /// type, so a new error type cannot go unasked), or this error's own.
     pub fn hint(&self) -> Option<String> {
-        if let Error::Internal(_) = self {
-            return Some(
-                "this is a bug in unilab; please report it with the command you ran".into(),
-            );
+        if let Some(boundary) = self.boundary() {
+            return boundary.hint();
         }
-        if let Error::Variable { name, .. } = self {
-            return Some(format!(
-                "unset `{name}`, or give it a duration above 0, e.g. `{name}=30`"
-            ));
-        }
-        if let Some(hint) = self.boundary().and_then(Hint::hint) {
-            return Some(hint);
-        }
-        let mut cause = StdError::source(self);
-        while let Some(error) = cause {
-            if let Some(hint) = hint_of(error) {
-                return Some(hint);
+        match self {
+            Error::Internal(_) => {
+                Some("this is a bug in unilab; please report it with the command you ran".into())
             }
-            cause = error.source();
+            Error::Variable { name, .. } => Some(format!(
+                "unset `{name}`, or give it a duration above 0, e.g. `{name}=30`"
+            )),
+            Error::Log(_)
+            | Error::Paths(_)
+            | Error::Mps(_)
+            | Error::Soak(_)
+            | Error::Stdout(_)
+            | Error::BrokenPipe
+            | Error::Environment { .. } => None,
         }
-        None
     }
 
     /// The error and its causes on one line, `: ` between them: for a warning that reports an
@@ -180,20 +180,6 @@ impl Error {
     }
 }
 
-/// The hint of one error in a chain, for every error type that has hints.
-fn hint_of(error: &(dyn StdError + 'static)) -> Option<String> {
-    fn via<T: Hint + 'static>(error: &(dyn StdError + 'static)) -> Option<Option<String>> {
-        error.downcast_ref::<T>().map(Hint::hint)
-    }
-    via::<LogError>(error)
-        .or_else(|| via::<PathError>(error))
-        .or_else(|| via::<MpsError>(error))
-        .or_else(|| via::<SoakError>(error))
-        .or_else(|| via::<SmiError>(error))
-        .or_else(|| via::<SelectorError>(error))
-        .flatten()
-}
-
 /// Turns a write error on stdout into the right [`Error`].
 pub(crate) fn stdout_error(e: std::io::Error) -> Error {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -239,9 +225,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_hint_comes_from_the_first_error_along_the_chain_that_has_one() {
-        // The MPS error has no hint of its own for nvidia-smi's failure: its source does.
-        let error = Error::from(MpsError::Smi(SmiError::NoDriver));
+    fn a_boundary_error_gives_the_hint_of_what_it_wraps() {
+        // The MPS error has no hint of its own for nvidia-smi's failure: what it wraps does.
+        let error = Error::from(MpsError::Smi(crate::gpu::smi::SmiError::NoDriver));
         assert_eq!(error.exit(), Exit::Refused);
         let rendered = error.render(Palette::PLAIN);
         assert_eq!(
@@ -268,7 +254,7 @@ mod tests {
             Exit::LogBroken
         );
         assert_eq!(
-            Error::from(SoakError::Invalid("no command".into())).exit(),
+            Error::from(SoakError::Invalid(crate::soak::error::Invalid::NoCommand)).exit(),
             Exit::Usage
         );
         // A log error inside a domain error is still the log's to classify.

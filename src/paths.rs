@@ -143,27 +143,52 @@ pub(crate) fn state_root(
         .map_err(|e| PathError::CurrentDir(chosen, e))
 }
 
+/// Why a path cannot be trusted to be the user's alone.
+#[derive(Debug, thiserror::Error)]
+pub enum Distrust {
+    #[error("cannot inspect it: {0}")]
+    Uninspectable(std::io::Error),
+    #[error("it is a symbolic link")]
+    Symlink,
+    #[error("it is not a directory")]
+    NotADirectory,
+    #[error("it is not under `{}`", .0.display())]
+    NotUnder(PathBuf),
+    #[error("it belongs to uid {owner}, not {uid}")]
+    NotYours { owner: u32, uid: u32 },
+    #[error("it belongs to uid {owner}, neither you ({uid}) nor root")]
+    NeitherYoursNorRoot { owner: u32, uid: u32 },
+    #[error("others can write to it (mode {mode:o})")]
+    OthersCanWrite { mode: u32 },
+    #[error(
+        "others can write to it and it is not sticky (mode {mode:o}), so they could replace what lies below it"
+    )]
+    NotSticky { mode: u32 },
+}
+
 /// Why an existing directory cannot be trusted to be the user's alone, or `None` when it can:
 /// it must be a real directory (not a symlink), owned by `uid`, and closed to writes by others.
-pub(crate) fn distrust_directory(path: &Path, uid: u32) -> Option<String> {
+pub(crate) fn distrust_directory(path: &Path, uid: u32) -> Option<Distrust> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
-        Err(e) => return Some(format!("cannot inspect it: {e}")),
+        Err(e) => return Some(Distrust::Uninspectable(e)),
     };
     if meta.file_type().is_symlink() {
-        return Some("it is a symbolic link".into());
+        return Some(Distrust::Symlink);
     }
     if !meta.is_dir() {
-        return Some("it is not a directory".into());
+        return Some(Distrust::NotADirectory);
     }
     if meta.uid() != uid {
-        return Some(format!("it belongs to uid {}, not {uid}", meta.uid()));
+        return Some(Distrust::NotYours {
+            owner: meta.uid(),
+            uid,
+        });
     }
     if meta.permissions().mode() & 0o022 != 0 {
-        return Some(format!(
-            "others can write to it (mode {:o})",
-            meta.permissions().mode() & 0o7777
-        ));
+        return Some(Distrust::OthersCanWrite {
+            mode: meta.permissions().mode() & 0o7777,
+        });
     }
     None
 }
@@ -175,7 +200,7 @@ pub(crate) fn distrust_directory(path: &Path, uid: u32) -> Option<String> {
 /// must be sticky, as `/tmp` is: otherwise another user could replace what lies below it. A
 /// symbolic link must itself be owned by `uid` or root. The levels a caller owns outright are
 /// checked by the caller with [`distrust_directory`], which is stricter.
-pub(crate) fn distrust_path(path: &Path, uid: u32) -> Option<(PathBuf, String)> {
+pub(crate) fn distrust_path(path: &Path, uid: u32) -> Option<(PathBuf, Distrust)> {
     let mut literal = PathBuf::new();
     let mut linked = false;
     for component in path.components() {
@@ -212,23 +237,24 @@ pub(crate) fn distrust_path(path: &Path, uid: u32) -> Option<(PathBuf, String)> 
     None
 }
 
-fn distrust_component(meta: &std::fs::Metadata, uid: u32) -> Option<String> {
+fn distrust_component(meta: &std::fs::Metadata, uid: u32) -> Option<Distrust> {
     if meta.uid() != uid && meta.uid() != 0 {
-        return Some(format!(
-            "it belongs to uid {}, neither you ({uid}) nor root",
-            meta.uid()
-        ));
+        return Some(Distrust::NeitherYoursNorRoot {
+            owner: meta.uid(),
+            uid,
+        });
     }
     let mode = meta.permissions().mode();
     let others_write = mode & 0o022 != 0;
     if meta.is_dir() && others_write && mode & 0o1000 == 0 {
-        return Some(format!(
-            "others can write to it and it is not sticky (mode {:o}), so they could replace what lies below it",
-            mode & 0o7777
-        ));
+        return Some(Distrust::NotSticky {
+            mode: mode & 0o7777,
+        });
     }
     if meta.is_file() && others_write {
-        return Some(format!("others can write to it (mode {:o})", mode & 0o7777));
+        return Some(Distrust::OthersCanWrite {
+            mode: mode & 0o7777,
+        });
     }
     None
 }

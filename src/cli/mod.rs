@@ -36,7 +36,7 @@ Under --json, output is JSON on stdout and a failure is one JSON object on stder
     propagate_version = true,
     after_help = AFTER_HELP
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
     #[command(subcommand)]
@@ -44,7 +44,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Args)]
-pub struct GlobalArgs {
+pub(crate) struct GlobalArgs {
     /// State root (default: `$UNILAB_ROOT`, else `$XDG_STATE_HOME/unilab`, else
     /// `~/.local/state/unilab`)
     #[arg(long, global = true, value_name = "DIR")]
@@ -71,7 +71,7 @@ pub struct GlobalArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Start, inspect and stop your own CUDA MPS control daemons
     #[command(subcommand)]
     Mps(MpsCommand),
@@ -117,7 +117,7 @@ Examples:
 }
 
 #[derive(Debug, Subcommand)]
-pub enum SoakCommand {
+pub(crate) enum SoakCommand {
     /// Run a command under supervision until it passes or fails
     #[command(after_help = "\
 Examples:
@@ -167,7 +167,7 @@ Examples:
 
 /// What `soak export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExportFormat {
+pub(crate) enum ExportFormat {
     Json,
     Csv,
 }
@@ -190,7 +190,7 @@ fn key_value(text: &str) -> Result<(String, String), String> {
 }
 
 #[derive(Debug, Args)]
-pub struct SoakRunArgs {
+pub(crate) struct SoakRunArgs {
     /// The directory whose growth proves the command is alive (owned by you, not writable by others)
     #[arg(long = "progress-dir", value_name = "DIR")]
     pub progress_dir: PathBuf,
@@ -235,7 +235,7 @@ pub struct SoakRunArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     /// Only the events of this soak
     #[arg(long, value_name = "ID", conflicts_with = "daemon")]
     pub soak: Option<String>,
@@ -255,13 +255,13 @@ pub struct HistoryArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum LogCommand {
+pub(crate) enum LogCommand {
     /// Walk the hash chain and rebuild every projection from the events
     Verify,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum MpsCommand {
+pub(crate) enum MpsCommand {
     /// What this host has: GPUs, control pipes, your daemons (read-only)
     Status,
     /// Check everything `mps start` depends on (read-only; exit 3 when a check fails)
@@ -307,7 +307,7 @@ and the last one to finish stops it:
 }
 
 #[derive(Debug, Args)]
-pub struct StartArgs {
+pub(crate) struct StartArgs {
     /// GPU selector: `N`, `GPU-<uuid prefix>`; omitted: the sole visible GPU
     pub selector: Option<String>,
     /// Daemon name (default: `gpu-` and the first 8 hex digits of the GPU's UUID)
@@ -325,7 +325,7 @@ pub struct StartArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct StopArgs {
+pub(crate) struct StopArgs {
     /// The daemon to stop
     #[arg(conflicts_with = "all")]
     pub name: Option<String>,
@@ -341,7 +341,7 @@ pub struct StopArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct TargetArgs {
+pub(crate) struct TargetArgs {
     /// The daemon (default: the sole live one); with `--shared`, a GPU selector
     #[arg(conflicts_with = "gpu")]
     pub name: Option<String>,

@@ -143,7 +143,7 @@ fn man(out: &mut Output) -> Result<Exit, Error> {
     Ok(Exit::Success)
 }
 
-pub fn run(cli: Cli) -> Result<Exit, Error> {
+pub(crate) fn run(cli: Cli) -> Result<Exit, Error> {
     let mut out = Output::new(cli.global.json, cli.global.quiet, cli.global.color);
     let verbosity = if cli.global.quiet {
         0

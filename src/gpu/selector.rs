@@ -77,7 +77,12 @@ impl Hint for SelectorError {
             SelectorError::Invalid(_) | SelectorError::ShortPrefix(_) => {
                 Some("selectors: `N`, `GPU-<uuid prefix>`, `A,B`, `each:A,B` or `all`".into())
             }
-            _ => None,
+            // The message lists what is visible: it says what to pass instead.
+            SelectorError::Mig(_)
+            | SelectorError::NoSuchOrdinal { .. }
+            | SelectorError::NoMatch { .. }
+            | SelectorError::AmbiguousPrefix { .. }
+            | SelectorError::Repeated(_) => None,
         }
     }
 }

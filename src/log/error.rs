@@ -70,7 +70,10 @@ pub enum LogError {
     Replaced { path: PathBuf },
     /// Another user could have written or replaced the log through `path`.
     #[error("refusing the event log: `{path}` is not safe: {reason}")]
-    Untrusted { path: PathBuf, reason: String },
+    Untrusted {
+        path: PathBuf,
+        reason: crate::paths::Distrust,
+    },
     #[error("cannot prepare the state directory `{path}`")]
     StateDir {
         path: PathBuf,

@@ -18,10 +18,12 @@ pub(crate) mod tables;
 mod verify;
 mod view;
 
+pub use append::Appended;
 pub use error::LogError;
 pub use open::{EventLog, LogReader};
 pub use read::{Record, Snapshot};
+pub use verify::VerifyReport;
 #[cfg(test)]
 pub(crate) use view::Fold;
-pub use view::Projection;
-pub(crate) use view::{Update, Views};
+pub(crate) use view::Views;
+pub use view::{Projection, Update, View};

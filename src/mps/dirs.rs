@@ -12,7 +12,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::error::MpsError;
-use crate::paths::distrust_directory;
+use crate::paths::{Distrust, distrust_directory};
 use crate::process::ProcSource;
 
 /// The AF_UNIX limit on a socket path, without its terminating NUL.
@@ -52,7 +52,7 @@ pub(crate) fn ensure_private(trusted_base: &Path, path: &Path, uid: u32) -> Resu
         .strip_prefix(trusted_base)
         .map_err(|_| MpsError::UnsafeDirectory {
             path: path.to_owned(),
-            reason: format!("it is not under `{}`", trusted_base.display()),
+            reason: Distrust::NotUnder(trusted_base.to_owned()),
         })?;
     let mut current = trusted_base.to_owned();
     for component in relative.components() {

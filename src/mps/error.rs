@@ -41,7 +41,10 @@ pub enum MpsError {
         pid: Option<u32>,
     },
     #[error("refusing the directory `{}`: {reason}", .path.display())]
-    UnsafeDirectory { path: PathBuf, reason: String },
+    UnsafeDirectory {
+        path: PathBuf,
+        reason: crate::paths::Distrust,
+    },
     #[error("the control socket path `{}` is {len} bytes; UNIX sockets allow at most 107", .path.display())]
     SocketPathTooLong { path: PathBuf, len: usize },
     #[error("cannot prepare `{}`", .path.display())]
@@ -163,12 +166,11 @@ impl Hint for MpsError {
             MpsError::NotRunning { name, .. } => {
                 format!("`unilab mps stop {name}` cleans the record; then start a new daemon")
             }
-            // Transparent: the log error's own hint, which the source chain skips.
+            // What they wrap knows what to suggest.
             MpsError::Log(e) => return e.hint(),
-            // Their sources (nvidia-smi, the selector) carry the hint.
-            MpsError::Smi(_)
-            | MpsError::Selector(_)
-            | MpsError::Io { .. }
+            MpsError::Smi(e) => return e.hint(),
+            MpsError::Selector(e) => return e.hint(),
+            MpsError::Io { .. }
             | MpsError::Control(_)
             | MpsError::Signal { .. }
             | MpsError::Exec { .. } => return None,

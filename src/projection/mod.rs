@@ -14,11 +14,12 @@ pub(crate) mod soaks;
 
 use crate::log::Views;
 
-pub use daemons::Daemons;
+pub use daemons::{DaemonRow, Daemons};
 pub(crate) use intents::{IntentRow, Intents};
 pub(crate) use jobs::DaemonJobs;
 pub(crate) use leases::Leases;
-pub(crate) use soaks::{Found, SoakState, SoakSummary, Soaks};
+pub(crate) use soaks::{Found, Soaks};
+pub use soaks::{SoakState, SoakSummary};
 
 /// Every projection the log keeps.
 pub static ALL: Views = &[&Daemons, &Soaks, &Intents, &Leases, &DaemonJobs];

@@ -4,13 +4,18 @@ use std::path::PathBuf;
 
 use crate::diagnostic::{Boundary, Exit, Hint};
 use crate::log::LogError;
+use crate::paths::Distrust;
+use crate::soak::launch::PlaceholderError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SoakError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error("refusing the progress directory `{}`: {reason}", .path.display())]
-    ProgressDir { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    #[error("refusing the progress directory `{}`: {problem}", .path.display())]
+    ProgressDir {
+        path: PathBuf,
+        problem: ProgressDirProblem,
+    },
     #[error("cannot write the artifact `{}`", .path.display())]
     Output {
         path: PathBuf,
@@ -45,6 +50,40 @@ pub enum SoakError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What a soak's parameters got wrong: refused before anything starts, like a bad flag.
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    #[error("no command to run: put it after `--`")]
+    NoCommand,
+    #[error("`--sample-interval` must be at least 10 ms")]
+    IntervalTooShort,
+    /// A limit (`--startup-timeout`, `--stale-progress`) shorter than one sample interval.
+    #[error("`{0}` must be at least one sample interval")]
+    ShorterThanInterval(&'static str),
+    #[error("`--cwd {}` is not a directory", .0.display())]
+    Cwd(PathBuf),
+    #[error("the directory of `--output {}` does not exist", .0.display())]
+    NoOutputDirectory(PathBuf),
+    #[error("`{}` is not UTF-8", .0.display())]
+    NotUtf8(PathBuf),
+    #[error(transparent)]
+    Placeholder(#[from] PlaceholderError),
+}
+
+/// Why a progress directory cannot be watched: progress that others could fake, or that is not
+/// there, would be no liveness signal.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgressDirProblem {
+    #[error("it does not exist")]
+    Missing,
+    #[error(transparent)]
+    Distrusted(Distrust),
+    #[error("`{}` on the way to it: {reason}", .at.display())]
+    OnTheWay { at: PathBuf, reason: Distrust },
+    #[error("cannot open it: {0}")]
+    CannotOpen(std::io::Error),
 }
 
 impl SoakError {
@@ -116,7 +155,6 @@ impl Hint for SoakError {
             SoakError::OutputExists(_) => {
                 Some("choose another file, or add `--force` to replace it".into())
             }
-            // Transparent: the log error's own hint, which the source chain skips.
             SoakError::Log(e) => e.hint(),
             SoakError::NotADirectory { .. } => {
                 Some("name an existing directory, or run it inside one".into())

@@ -61,7 +61,7 @@ impl Placeholders<'_> {
     /// `template` with `{rank}`, `{local_rank}`, `{host}`, `{job}` and `{soak_id}` filled in
     /// (`{{` and `}}` for braces). An unknown placeholder, or one this process has no value for
     /// (`{rank}` outside a job), is an error: ranks must not overwrite each other's files.
-    pub(crate) fn fill(&self, template: &str) -> Result<String, String> {
+    pub(crate) fn fill(&self, template: &str) -> Result<String, PlaceholderError> {
         let mut out = String::with_capacity(template.len());
         let mut rest = template;
         while let Some(at) = rest.find(['{', '}']) {
@@ -73,9 +73,7 @@ impl Placeholders<'_> {
                 continue;
             }
             let Some(close) = tail.find('}').filter(|_| tail.starts_with('{')) else {
-                return Err(format!(
-                    "`{template}` has an unmatched brace (write `}}}}` for one)"
-                ));
+                return Err(PlaceholderError::UnmatchedBrace(template.to_owned()));
             };
             let name = &tail[1..close];
             out.push_str(&self.value(name)?);
@@ -85,7 +83,7 @@ impl Placeholders<'_> {
         Ok(out)
     }
 
-    fn value(&self, name: &str) -> Result<String, String> {
+    fn value(&self, name: &str) -> Result<String, PlaceholderError> {
         let launch = self.launch;
         let (value, from) = match name {
             "host" => return Ok(self.host.to_owned()),
@@ -93,16 +91,26 @@ impl Placeholders<'_> {
             "job" => (&launch.job, "SLURM_JOB_ID"),
             "rank" => (&launch.rank, "SLURM_PROCID or RANK"),
             "local_rank" => (&launch.local_rank, "SLURM_LOCALID or LOCAL_RANK"),
-            other => {
-                return Err(format!(
-                    "`{{{other}}}` is not a placeholder; use {{rank}}, {{local_rank}}, {{host}}, {{job}} or {{soak_id}}"
-                ));
-            }
+            other => return Err(PlaceholderError::Unknown(other.to_owned())),
         };
-        value
-            .clone()
-            .ok_or_else(|| format!("`{{{name}}}` has no value here: {from} is not set"))
+        value.clone().ok_or_else(|| PlaceholderError::Unset {
+            name: name.to_owned(),
+            from,
+        })
     }
+}
+
+/// Why a path template cannot be filled in.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaceholderError {
+    #[error("`{0}` has an unmatched brace (write `}}}}` for one)")]
+    UnmatchedBrace(String),
+    #[error(
+        "`{{{0}}}` is not a placeholder; use {{rank}}, {{local_rank}}, {{host}}, {{job}} or {{soak_id}}"
+    )]
+    Unknown(String),
+    #[error("`{{{name}}}` has no value here: {from} is not set")]
+    Unset { name: String, from: &'static str },
 }
 
 #[cfg(test)]
@@ -152,10 +160,20 @@ mod tests {
         assert_eq!(fill("{soak_id}.json").unwrap(), "20261203T101010-ab12.json");
         assert_eq!(fill("a{{b}}.json").unwrap(), "a{b}.json");
         assert_eq!(fill("plain.json").unwrap(), "plain.json");
-        assert!(fill("{local_rank}").unwrap_err().contains("SLURM_LOCALID"));
-        assert!(fill("{node}").unwrap_err().contains("not a placeholder"));
-        assert!(fill("{rank").unwrap_err().contains("unmatched"));
-        assert!(fill("rank}").unwrap_err().contains("unmatched"));
+        let said = |t| fill(t).unwrap_err().to_string();
+        assert_eq!(
+            said("{local_rank}"),
+            "`{local_rank}` has no value here: SLURM_LOCALID or LOCAL_RANK is not set"
+        );
+        assert_eq!(
+            said("{node}"),
+            "`{node}` is not a placeholder; use {rank}, {local_rank}, {host}, {job} or {soak_id}"
+        );
+        assert_eq!(
+            said("{rank"),
+            "`{rank` has an unmatched brace (write `}}` for one)"
+        );
+        assert!(said("rank}").contains("unmatched"));
     }
 
     #[test]

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::error::SoakError;
+use super::error::{Invalid, ProgressDirProblem, SoakError};
 use super::launch::Launch;
 use crate::event::soak::SoakParameters;
+use crate::paths::Distrust;
 use crate::redact::Secrets;
 
 /// What `soak run` was asked for, as given.
@@ -58,8 +59,8 @@ pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn invalid<T>(message: impl Into<String>) -> Result<T, SoakError> {
-    Err(SoakError::Invalid(message.into()))
+fn invalid<T>(what: Invalid) -> Result<T, SoakError> {
+    Err(what.into())
 }
 
 fn absolute(path: PathBuf) -> Result<PathBuf, SoakError> {
@@ -76,29 +77,26 @@ impl SoakRequest {
     /// directory must exist: a typo must not become a soak that watches nothing.
     pub(crate) fn validate(self, uid: u32) -> Result<SoakSpec, SoakError> {
         if self.command.is_empty() {
-            return invalid("no command to run: put it after `--`");
+            return invalid(Invalid::NoCommand);
         }
         if self.sample_interval < Duration::from_millis(10) {
-            return invalid("`--sample-interval` must be at least 10 ms");
+            return invalid(Invalid::IntervalTooShort);
         }
         if self.startup_timeout < self.sample_interval {
-            return invalid("`--startup-timeout` must be at least one sample interval");
+            return invalid(Invalid::ShorterThanInterval("--startup-timeout"));
         }
         if self.stale_progress < self.sample_interval {
-            return invalid("`--stale-progress` must be at least one sample interval");
+            return invalid(Invalid::ShorterThanInterval("--stale-progress"));
         }
         let cwd = absolute(self.cwd.unwrap_or_else(|| PathBuf::from(".")))?;
         let cwd = match std::fs::canonicalize(&cwd) {
             Ok(resolved) if resolved.is_dir() => resolved,
-            _ => return invalid(format!("`--cwd {}` is not a directory", cwd.display())),
+            _ => return invalid(Invalid::Cwd(cwd)),
         };
         let progress_dir = trusted_progress_dir(absolute(self.progress_dir)?, uid)?;
         let output = absolute(self.output)?;
         if !output.parent().is_some_and(Path::is_dir) {
-            return invalid(format!(
-                "the directory of `--output {}` does not exist",
-                output.display()
-            ));
+            return invalid(Invalid::NoOutputDirectory(output));
         }
         // Found now, not when the verdict is to be written after days of running.
         crate::soak::artifact::check_target(&output).map_err(SoakError::output(&output))?;
@@ -134,29 +132,22 @@ impl SoakRequest {
 /// The progress directory, which must exist. Others' writes would fake progress: it must be the
 /// user's alone.
 fn trusted_progress_dir(progress_dir: PathBuf, uid: u32) -> Result<PathBuf, SoakError> {
+    let refused = |path, problem| Err(SoakError::ProgressDir { path, problem });
     if !progress_dir.is_dir() {
-        return Err(SoakError::ProgressDir {
-            reason: if progress_dir.exists() {
-                "it is not a directory".into()
-            } else {
-                "it does not exist".into()
-            },
-            path: progress_dir,
-        });
+        let problem = if progress_dir.exists() {
+            ProgressDirProblem::Distrusted(Distrust::NotADirectory)
+        } else {
+            ProgressDirProblem::Missing
+        };
+        return refused(progress_dir, problem);
     }
     if let Some(reason) = crate::paths::distrust_directory(&progress_dir, uid) {
-        return Err(SoakError::ProgressDir {
-            path: progress_dir,
-            reason,
-        });
+        return refused(progress_dir, ProgressDirProblem::Distrusted(reason));
     }
     // The whole way to it: another user able to replace a directory above it could swap in a
     // directory of their own and fake progress.
     match crate::paths::distrust_path(&progress_dir, uid) {
         None => Ok(progress_dir),
-        Some((at, reason)) => Err(SoakError::ProgressDir {
-            reason: format!("`{}` on the way to it: {reason}", at.display()),
-            path: progress_dir,
-        }),
+        Some((at, reason)) => refused(progress_dir, ProgressDirProblem::OnTheWay { at, reason }),
     }
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::artifact;
 use super::console::{Console, Stream};
-use super::error::SoakError;
+use super::error::{ProgressDirProblem, SoakError};
 use super::guard::{self, GuardStatus};
 use super::request::{SoakSpec, ms};
 use super::sampler::{GpuStream, HeldDir, Sampler};
@@ -77,7 +77,7 @@ pub(crate) fn run(
     // Held from now on: what the soak watches cannot be swapped under it.
     let held = HeldDir::open(&spec.progress_dir).map_err(|e| SoakError::ProgressDir {
         path: spec.progress_dir.clone(),
-        reason: format!("cannot open it: {e}"),
+        problem: ProgressDirProblem::CannotOpen(e),
     })?;
     let soak = Recording::begin(ctx, spec)?;
     // Orphans of the guard's tree — should the guard itself die — come to this process instead

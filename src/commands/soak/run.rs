@@ -13,7 +13,7 @@ use crate::projection::{self};
 use crate::snapshot::runtime_snapshot;
 use crate::soak::artifact;
 use crate::soak::console::Console;
-use crate::soak::error::SoakError;
+use crate::soak::error::{Invalid, SoakError};
 use crate::soak::launch::{Launch, Placeholders};
 use crate::soak::request::SoakRequest;
 use crate::soak::supervise::{self, SoakContext};
@@ -38,17 +38,19 @@ pub(super) fn soak_run(
         host: &paths.host,
         soak_id: &soak_id,
     };
-    let fill = |path: &Path| -> Result<PathBuf, SoakError> {
+    let fill = |path: &Path| -> Result<PathBuf, Invalid> {
         let text = path
             .to_str()
-            .ok_or_else(|| SoakError::Invalid(format!("`{}` is not UTF-8", path.display())))?;
-        placeholders
-            .fill(text)
-            .map(PathBuf::from)
-            .map_err(SoakError::Invalid)
+            .ok_or_else(|| Invalid::NotUtf8(path.to_owned()))?;
+        Ok(PathBuf::from(placeholders.fill(text)?))
     };
-    let output = fill(&args.output)?;
-    let report = args.report.as_deref().map(fill).transpose()?;
+    let output = fill(&args.output).map_err(SoakError::from)?;
+    let report = args
+        .report
+        .as_deref()
+        .map(fill)
+        .transpose()
+        .map_err(SoakError::from)?;
     let spec = SoakRequest {
         command: args.command,
         progress_dir: args.progress_dir,
