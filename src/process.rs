@@ -117,8 +117,20 @@ pub(crate) trait ProcSource: Send + Sync {
     fn stat(&self, pid: u32) -> Option<ProcStat>;
     /// The real uid of the process.
     fn uid(&self, pid: u32) -> Option<u32>;
+    /// Every process whose stat could be read, zombies included.
+    fn all(&self) -> Vec<ProcStat>;
     /// The children of `pid`, zombies included.
-    fn children(&self, pid: u32) -> Vec<ProcStat>;
+    fn children(&self, pid: u32) -> Vec<ProcStat> {
+        self.all().into_iter().filter(|s| s.ppid == pid).collect()
+    }
+    /// The processes of the tree under `root` (not `root` itself), parents before children.
+    fn tree(&self, root: u32) -> Vec<ProcStat> {
+        descendants(root, &self.all())
+    }
+    /// The command line; empty when it cannot be read (another user's process, or one gone).
+    fn cmdline(&self, pid: u32) -> Vec<String>;
+    /// The environment it started with (`NAME=value` entries); none when it cannot be read.
+    fn environ(&self, pid: u32) -> Vec<Vec<u8>>;
 }
 
 /// A process table in memory, for tests of the rules that read one.
@@ -126,6 +138,7 @@ pub(crate) trait ProcSource: Send + Sync {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FakeProc {
     processes: std::collections::HashMap<u32, (ProcStat, u32)>,
+    cmdlines: std::collections::HashMap<u32, Vec<String>>,
 }
 
 #[cfg(test)]
@@ -150,6 +163,32 @@ impl FakeProc {
         self.processes.insert(identity.pid, (stat, uid));
         self
     }
+
+    /// Makes `child` a child of `parent`.
+    pub(crate) fn parent(mut self, child: u32, parent: u32) -> Self {
+        if let Some((stat, _)) = self.processes.get_mut(&child) {
+            stat.ppid = parent;
+        }
+        self
+    }
+
+    /// Gives `pid` a command line.
+    pub(crate) fn cmdline_of(mut self, pid: u32, args: &[&str]) -> Self {
+        self.cmdlines
+            .insert(pid, args.iter().map(|a| (*a).to_owned()).collect());
+        self
+    }
+
+    /// The process exits: it is a zombie until [`FakeProc::reap`].
+    pub(crate) fn exit(&mut self, pid: u32) {
+        if let Some((stat, _)) = self.processes.get_mut(&pid) {
+            stat.state = 'Z';
+        }
+    }
+
+    pub(crate) fn reap(&mut self, pid: u32) {
+        self.processes.remove(&pid);
+    }
 }
 
 #[cfg(test)]
@@ -162,12 +201,18 @@ impl ProcSource for FakeProc {
         self.processes.get(&pid).map(|(_, uid)| *uid)
     }
 
-    fn children(&self, pid: u32) -> Vec<ProcStat> {
-        self.processes
-            .values()
-            .filter(|(stat, _)| stat.ppid == pid)
-            .map(|(stat, _)| stat.clone())
-            .collect()
+    fn all(&self) -> Vec<ProcStat> {
+        let mut all: Vec<ProcStat> = self.processes.values().map(|(s, _)| s.clone()).collect();
+        all.sort_by_key(|s| s.pid);
+        all
+    }
+
+    fn cmdline(&self, pid: u32) -> Vec<String> {
+        self.cmdlines.get(&pid).cloned().unwrap_or_default()
+    }
+
+    fn environ(&self, _pid: u32) -> Vec<Vec<u8>> {
+        Vec::new()
     }
 }
 
@@ -199,11 +244,23 @@ impl ProcSource for SystemProc {
             .and_then(|real| real.parse().ok())
     }
 
-    fn children(&self, pid: u32) -> Vec<ProcStat> {
+    fn all(&self) -> Vec<ProcStat> {
         all_processes(&self.root)
+    }
+
+    fn tree(&self, root: u32) -> Vec<ProcStat> {
+        tree(&self.root, root)
+    }
+
+    fn cmdline(&self, pid: u32) -> Vec<String> {
+        nul_separated(&self.root.join(pid.to_string()).join("cmdline"))
             .into_iter()
-            .filter(|stat| stat.ppid == pid)
+            .map(|a| String::from_utf8_lossy(&a).into_owned())
             .collect()
+    }
+
+    fn environ(&self, pid: u32) -> Vec<Vec<u8>> {
+        nul_separated(&self.root.join(pid.to_string()).join("environ"))
     }
 }
 
@@ -327,20 +384,12 @@ pub(crate) fn wait_for_exit(
     identity: ProcessIdentity,
     timeout: std::time::Duration,
 ) -> bool {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        let exited = match proc.stat(identity.pid) {
-            None => true,
-            Some(stat) => stat.start_ticks != identity.start_ticks || stat.has_exited(),
-        };
-        if exited {
-            return true;
-        }
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    crate::time::poll_until(timeout, std::time::Duration::from_millis(20), || match proc
+        .stat(identity.pid)
+    {
+        None => true,
+        Some(stat) => stat.start_ticks != identity.start_ticks || stat.has_exited(),
+    })
 }
 
 /// Reaps `pid`, a child of this process, if it has exited; never waits. A child's pid is not
@@ -354,21 +403,7 @@ pub(crate) fn reap(pid: u32) {
     }
 }
 
-/// The arguments of a process, as `/proc` has them; none when they cannot be read.
-pub(crate) fn cmdline(pid: u32) -> Vec<String> {
-    nul_separated(&format!("/proc/{pid}/cmdline"))
-        .into_iter()
-        .map(|a| String::from_utf8_lossy(&a).into_owned())
-        .collect()
-}
-
-/// The environment a process started with (`NAME=value` entries); none when it cannot be
-/// read (another user's process, or one that is gone).
-pub(crate) fn environ(pid: u32) -> Vec<Vec<u8>> {
-    nul_separated(&format!("/proc/{pid}/environ"))
-}
-
-fn nul_separated(path: &str) -> Vec<Vec<u8>> {
+fn nul_separated(path: &std::path::Path) -> Vec<Vec<u8>> {
     std::fs::read(path)
         .map(|bytes| {
             bytes

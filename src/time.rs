@@ -25,6 +25,36 @@ pub(crate) fn unix_seconds(us: i64) -> f64 {
     us as f64 / 1_000_000.0
 }
 
+/// Checks `check` every `every` until it gives a value or `within` has passed, checking once
+/// more at the deadline: the one way unilab waits for something nothing will tell it about (a
+/// process exiting, a pid file appearing, a pipe closing).
+pub(crate) fn poll<T>(
+    within: std::time::Duration,
+    every: std::time::Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(found) = check() {
+            return Some(found);
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        std::thread::sleep(every.min(deadline - now));
+    }
+}
+
+/// [`poll`] for a condition: whether it came true within `within`.
+pub(crate) fn poll_until(
+    within: std::time::Duration,
+    every: std::time::Duration,
+    mut done: impl FnMut() -> bool,
+) -> bool {
+    poll(within, every, || done().then_some(())).is_some()
+}
+
 /// Nanoseconds on the system-wide monotonic clock: comparable between processes of one host (the
 /// soak's guard reports its command's spawn and exit on it), unaffected by wall-clock steps.
 pub(crate) fn monotonic_ns() -> u64 {

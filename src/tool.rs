@@ -6,6 +6,7 @@
 //! reader threads into shared buffers, so a daemon that inherited the pipes and keeps them open
 //! cannot stall the caller either.
 
+use crate::time::poll_until;
 use std::ffi::{OsStr, OsString};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -158,10 +159,9 @@ impl Tool {
                 }
             }
         };
-        let drained_by = Instant::now() + DRAIN;
-        while Instant::now() < drained_by && !(stdout.done() && stderr.done()) {
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        poll_until(DRAIN, Duration::from_millis(2), || {
+            stdout.done() && stderr.done()
+        });
         if flooded() {
             // What it forked may hold the pipe and write on.
             kill_group(&mut child);
@@ -186,13 +186,11 @@ fn kill_group(child: &mut std::process::Child) {
             nix::sys::signal::Signal::SIGKILL,
         );
     }
-    let reaped_by = Instant::now() + Duration::from_millis(500);
-    while Instant::now() < reaped_by {
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll_until(
+        Duration::from_millis(500),
+        Duration::from_millis(10),
+        || matches!(child.try_wait(), Ok(Some(_))),
+    );
 }
 
 /// What a reader thread has read of one output.

@@ -210,7 +210,8 @@ fn launched_by(mps: &Mps, intent: &IntentRow) -> Vec<ProcessIdentity> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    process::all_processes(Path::new("/proc"))
+    mps.proc
+        .all()
         .into_iter()
         .filter(|stat| {
             // Not this command's own tool runs (the `quit` it sends while stopping them).
@@ -218,8 +219,8 @@ fn launched_by(mps: &Mps, intent: &IntentRow) -> Vec<ProcessIdentity> {
                 && !stat.has_exited()
                 && stat.start_ticks >= intent.starter.start_ticks
                 && mps.proc.uid(stat.pid) == Some(mps.paths.uid)
-                && process::environ(stat.pid).contains(&pipe)
-                && process::cmdline(stat.pid).iter().any(|arg| {
+                && mps.proc.environ(stat.pid).contains(&pipe)
+                && mps.proc.cmdline(stat.pid).iter().any(|arg| {
                     Path::new(arg)
                         .file_name()
                         .is_some_and(|n| n == tool.as_str())

@@ -1,8 +1,9 @@
 //! Starting a detached daemon: the checked spec of a start, clearing its way, launching,
 //! recording and verifying it, and stopping a launch that failed.
 
+use crate::time::poll;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::control;
 use super::decide::{self, Claim};
@@ -271,20 +272,11 @@ pub(crate) fn wait_for_daemon(
     pipe_directory: &Path,
     timeout: Duration,
 ) -> Option<ProcessIdentity> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(pid) = dirs::read_pid_file(pipe_directory)
-            && let Some(stat) = mps.proc.stat(pid)
-            && !stat.has_exited()
-            && mps.proc.uid(pid) == Some(mps.paths.uid)
-        {
-            return Some(stat.identity());
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll(timeout, Duration::from_millis(20), || {
+        let pid = dirs::read_pid_file(pipe_directory)?;
+        let stat = mps.proc.stat(pid).filter(|s| !s.has_exited())?;
+        (mps.proc.uid(pid) == Some(mps.paths.uid)).then(|| stat.identity())
+    })
 }
 
 fn record_for(mps: &Mps, spec: &StartSpec, daemon: ProcessIdentity) -> StartedDaemon {

@@ -17,13 +17,14 @@
 //! done, or was killed, even by SIGKILL — the guard kills every process left in its tree and
 //! exits: a soak leaves no survivors.
 
+use crate::time::poll_until;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -173,15 +174,10 @@ pub(crate) fn run(status_path: &Path, command: &[OsString]) -> i32 {
     // Kill until nothing is left: a process may fork while the tree is being killed. The reaper
     // thread collects the dead.
     let me = std::process::id();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
+    poll_until(Duration::from_secs(2), Duration::from_millis(10), || {
         kill_tree(&proc);
-        std::thread::sleep(Duration::from_millis(10));
-        let left = process::tree(Path::new("/proc"), me);
-        if left.iter().all(|s| s.has_exited()) || Instant::now() >= deadline {
-            break;
-        }
-    }
+        proc.tree(me).iter().all(|s| s.has_exited())
+    });
     0
 }
 
@@ -214,7 +210,7 @@ fn reap_forever(command_pid: Option<u32>, status_path: &Path) {
 fn kill_tree(proc: &SystemProc) {
     let uid = nix::unistd::getuid().as_raw();
     let me = std::process::id();
-    for stat in process::tree(Path::new("/proc"), me) {
+    for stat in proc.tree(me) {
         let _ = process::signal(proc, stat.identity(), uid, Signal::Kill);
     }
 }

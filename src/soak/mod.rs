@@ -18,4 +18,5 @@ pub(crate) mod report;
 pub(crate) mod request;
 pub(crate) mod sampler;
 pub(crate) mod supervise;
+mod teardown;
 pub(crate) mod watch;

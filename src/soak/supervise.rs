@@ -6,6 +6,8 @@
 //! the sampler's own cost. Between samples the supervisor watches for the command's exit and for
 //! signals, so a verdict never waits a whole interval.
 
+use super::teardown::{SystemHands, Tree, stop_tree};
+use crate::time::poll_until;
 use std::collections::HashSet;
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
@@ -30,13 +32,16 @@ use crate::event::soak::{
 use crate::event::{Event, Subject};
 use crate::log::{EventLog, LogError};
 use crate::paths::StatePaths;
-use crate::process::{self, ProcSource, ProcessIdentity, Signal, SystemProc};
+use crate::process::{self, ProcSource, ProcessIdentity, SystemProc};
 use crate::redact::redact;
 use crate::time::monotonic_ns;
 use crate::tool::Tool;
 
 /// How much of each output stream the artifact keeps.
 pub(crate) const TAIL_BYTES: usize = 64 * 1024;
+
+/// How often the supervisor looks again at what it waits for.
+const LOOK_EVERY: Duration = Duration::from_millis(20);
 
 /// What `soak run` reports.
 #[derive(Debug, Clone)]
@@ -118,20 +123,7 @@ pub(crate) fn run(
             // Read as sampling ends: an interruption later, in the teardown, caused nothing.
             was_interrupted = interrupted.load(Ordering::Relaxed);
             let stopping = monotonic_ns();
-            let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
-            let tree = Tree {
-                guard: &guard,
-                seen: &seen,
-            };
-            let leaked = stop_tree(ctx.paths.uid, &tree, failure.is_some(), grace)
-                .into_iter()
-                .map(|mut leak| {
-                    for arg in &mut leak.cmdline {
-                        *arg = spec.secrets.mask(arg).into_owned();
-                    }
-                    leak
-                })
-                .collect();
+            let leaked = teardown(ctx, spec, &guard, &seen, failure.is_some());
             let ended = guard.finish();
             let times = RunTimes::of(&ended.status, stopping, monotonic_ns());
             (failure, leaked, ended, times)
@@ -369,7 +361,7 @@ fn sample_until_done(
     .with_walk_budget((interval / 2).max(WALK_BUDGET_FLOOR));
     // The series starts with the running command: wait for the guard to report its spawn.
     let startup = Duration::from_millis(spec.parameters.startup_timeout_ms);
-    wait_until(t0 + startup, || {
+    poll_until(startup.saturating_sub(t0.elapsed()), LOOK_EVERY, || {
         let status = guard.status();
         status.started.is_some() || status.exited() || interrupted.load(Ordering::Relaxed)
     });
@@ -711,11 +703,7 @@ impl Tail {
     /// (one that escaped to another user, say) may still hold the pipe: after [`TAIL_PATIENCE`]
     /// the tail so far is taken and the pump left to end with this process.
     fn finish(self) -> Vec<u8> {
-        let deadline = Instant::now() + TAIL_PATIENCE;
-        while !self.pump.is_finished() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if self.pump.is_finished() {
+        if poll_until(TAIL_PATIENCE, LOOK_EVERY, || self.pump.is_finished()) {
             let _ = self.pump.join();
         }
         self.kept.lock().map(|t| t.clone()).unwrap_or_default()
@@ -809,7 +797,7 @@ impl Guard {
     fn finish(mut self) -> Ended {
         let status = self.status();
         drop(self.child.stdin.take());
-        if !wait_until(Instant::now() + Duration::from_secs(5), || {
+        if !poll_until(Duration::from_secs(5), LOOK_EVERY, || {
             matches!(self.child.try_wait(), Ok(Some(_)))
         }) {
             let _ = self.child.kill();
@@ -823,102 +811,36 @@ impl Guard {
     }
 }
 
-/// The soak's processes: the guard's descendants, the orphans of the tree (this supervisor is
-/// their subreaper, so they are its children — should the guard die, the command is one), and
-/// every process a sample saw that still runs — each with its descendants.
-struct Tree<'a> {
-    guard: &'a Guard,
-    seen: &'a HashSet<ProcessIdentity>,
-}
-
-impl Tree<'_> {
-    /// Every live process of the tree (the guard itself, and zombies, excluded).
-    fn live(&self) -> Vec<process::ProcStat> {
-        let all = process::all_processes(Path::new("/proc"));
-        let me = std::process::id();
-        let guard = self.guard.pid;
-        let mut roots: Vec<u32> = vec![guard];
-        // By the time the tree is stopped the sampler's own tool runs are reaped: every other
-        // child of this supervisor came to it as an orphan of the tree.
-        roots.extend(
-            all.iter()
-                .filter(|p| p.ppid == me || self.seen.contains(&p.identity()))
-                .map(|p| p.pid),
-        );
-        let mut found: Vec<process::ProcStat> = Vec::new();
-        for root in roots {
-            if root != guard
-                && let Some(stat) = all.iter().find(|p| p.pid == root)
-            {
-                found.push(stat.clone());
-            }
-            found.extend(process::descendants(root, &all));
-        }
-        found.sort_by_key(|p| p.pid);
-        found.dedup_by_key(|p| p.pid);
-        found.retain(|p| p.pid != guard && !p.has_exited());
-        found
-    }
-
-    fn signal(&self, proc: &dyn ProcSource, uid: u32, signal: Signal) {
-        for stat in self.live() {
-            let _ = process::signal(proc, stat.identity(), uid, signal);
-        }
-    }
-
-    /// Reaps what came to this supervisor as their subreaper and has exited.
-    fn reap(&self) {
-        let me = std::process::id();
-        for stat in process::all_processes(Path::new("/proc")) {
-            if stat.ppid == me && stat.pid != self.guard.pid && stat.has_exited() {
-                process::reap(stat.pid);
-            }
-        }
-    }
-}
-
-/// Stops what is left of the soak's tree. After a failure the soak fails closed: SIGTERM the
-/// whole tree, the grace period, SIGKILL the rest. After the command exited, whatever outlives
-/// it by the grace period has leaked: it is recorded, then killed.
-fn stop_tree(uid: u32, tree: &Tree, failed: bool, grace: Duration) -> Vec<LeakedProcess> {
+/// Stops the soak's tree (see [`stop_tree`]) once the soak is decided; the leaks, their
+/// credentials masked.
+fn teardown(
+    ctx: &SoakContext,
+    spec: &SoakSpec,
+    guard: &Guard,
+    seen: &HashSet<ProcessIdentity>,
+    failed: bool,
+) -> Vec<LeakedProcess> {
     let proc = SystemProc::default();
-    let mut leaked = Vec::new();
-    if failed {
-        tree.signal(&proc, uid, Signal::Terminate);
-        let gone = wait_until(Instant::now() + grace, || tree.live().is_empty());
-        if !gone {
-            tree.signal(&proc, uid, Signal::Kill);
-        }
-    } else {
-        wait_until(Instant::now() + grace, || tree.live().is_empty());
-        for stat in tree.live() {
-            leaked.push(LeakedProcess {
-                identity: stat.identity(),
-                name: stat.comm.clone(),
-                cmdline: process::cmdline(stat.pid),
-            });
-            let _ = process::signal(&proc, stat.identity(), uid, Signal::Kill);
-        }
+    let tree = Tree {
+        proc: &proc,
+        guard: guard.pid,
+        me: std::process::id(),
+        seen,
+    };
+    let hands = SystemHands {
+        proc: &proc,
+        uid: ctx.paths.uid,
+    };
+    let guard_done = || {
+        let status = guard.status();
+        status.exited() || guard.died(&status).is_some()
+    };
+    let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
+    let mut leaked = stop_tree(&tree, &hands, failed, grace, guard_done);
+    for arg in leaked.iter_mut().flat_map(|leak| &mut leak.cmdline) {
+        *arg = spec.secrets.mask(arg).into_owned();
     }
-    let guard_dead = |status: &GuardStatus| tree.guard.died(status).is_some();
-    wait_until(Instant::now() + Duration::from_secs(5), || {
-        tree.reap();
-        let status = tree.guard.status();
-        tree.live().is_empty() && (status.exited() || guard_dead(&status))
-    });
     leaked
-}
-
-fn wait_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
-    loop {
-        if done() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Renders the soak's artifact from the log, writes it atomically to `path` and records that.
