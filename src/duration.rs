@@ -140,4 +140,26 @@ mod tests {
             let _ = parse_duration(&text);
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn no_text_makes_it_panic_and_none_exceeds_the_longest(text in ".{0,64}") {
+            for d in [parse_duration(&text), parse_timeout(&text)].into_iter().flatten() {
+                proptest::prop_assert!(d <= MAX_DURATION);
+            }
+        }
+
+        #[test]
+        fn compound_forms_read_back(h in 0u64..100, m in 0u64..60, s in 0u64..60, ms in 0u64..1000) {
+            let text = format!("{h}h{m}m{s}s");
+            let expected = Duration::from_secs(h * 3600 + m * 60 + s);
+            proptest::prop_assert_eq!(parse_duration(&text).unwrap(), expected);
+            proptest::prop_assert_eq!(
+                parse_duration(&format!("{ms}ms")).unwrap(),
+                Duration::from_millis(ms)
+            );
+        }
+    }
 }

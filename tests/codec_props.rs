@@ -504,6 +504,33 @@ proptest! {
         let _ = ChainWalker::default().step(1, &bytes);
     }
 
+    /// A valid encoding with a byte changed, cut short or run on: decoded or refused, never a
+    /// panic, never an allocation of what a corrupted length claims.
+    #[test]
+    fn a_corrupted_encoding_never_panics_a_decoder(
+        envelope in envelope(),
+        offset in any::<prop::sample::Index>(),
+        flip in 1u8..=255,
+        cut in any::<prop::sample::Index>(),
+        tail in vec(any::<u8>(), 0..64),
+    ) {
+        let bytes = codec::encode(&envelope).unwrap();
+        let mut flipped = bytes.clone();
+        let at = offset.index(flipped.len());
+        flipped[at] ^= flip;
+        let _ = codec::decode::<Envelope>(&flipped);
+        let _ = codec::decode::<Envelope>(&bytes[..cut.index(bytes.len())]);
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&tail);
+        let _ = codec::decode::<Envelope>(&longer);
+        // A length field set to its largest: refused, not allocated.
+        let mut huge = bytes;
+        for b in huge.iter_mut().skip(at).take(8) {
+            *b = 0xff;
+        }
+        let _ = codec::decode::<Envelope>(&huge);
+    }
+
     #[test]
     fn a_modified_byte_breaks_the_chain_at_its_record(
         events in vec((subject(), event()), 1..12),
@@ -547,6 +574,17 @@ proptest! {
         let moved = std::mem::take(&mut records[lo].1);
         records[lo].1 = std::mem::replace(&mut records[hi].1, moved);
         prop_assert_eq!(walk(&records, anchor), Err(lo as u64 + 1));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// A megabyte of noise: a decoder reads it without panicking or running away.
+    #[test]
+    fn a_large_input_never_panics_a_decoder(bytes in vec(any::<u8>(), 0..(1 << 20))) {
+        let _ = codec::decode::<Envelope>(&bytes);
+        let _ = ChainWalker::default().step(1, &bytes);
     }
 }
 

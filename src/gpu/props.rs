@@ -77,3 +77,23 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Large and corrupted outputs: long lines, many lines, stray separators and bytes.
+    #[test]
+    fn large_or_corrupted_input_makes_no_parser_panic(
+        lines in prop::collection::vec(".{0,2000}", 0..64),
+        width in 0usize..70_000,
+    ) {
+        let text = lines.join("\n");
+        let _ = parse_gpu_csv(&text);
+        let _ = visible(Some(&text), &gpus(8));
+        let _ = Selector::parse(Some(&text));
+        let long = format!("{}, GPU-{}, NVIDIA H200", "7".repeat(width), "a".repeat(width));
+        let _ = parse_gpu_csv(&long);
+        let _ = visible(Some(&long), &gpus(8));
+        let _ = Selector::parse(Some(&long));
+    }
+}

@@ -11,6 +11,7 @@
 //! while its line was printed within the last two intervals. Dropping the stream stops both
 //! tools and reaps them: none outlives the soak.
 
+use crate::time::poll_until;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
@@ -346,14 +347,13 @@ impl Running {
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
-        let reaped_by = Instant::now() + Duration::from_millis(500);
-        while Instant::now() < reaped_by {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                // Its pipe closed with it: the reader is at its end.
-                let _ = self.reader.join();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if poll_until(
+            Duration::from_millis(500),
+            Duration::from_millis(10),
+            || matches!(self.child.try_wait(), Ok(Some(_))),
+        ) {
+            // Its pipe closed with it: the reader is at its end.
+            let _ = self.reader.join();
         }
     }
 }
@@ -492,5 +492,47 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         state.forget_apps_older_than(Duration::from_millis(10));
         assert!(state.apps.is_empty(), "not listed lately");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Loop mode reads whatever nvidia-smi prints, line by line: no line panics it, a reading
+        /// holds only well-formed GPU lines, and no stream grows past its caps.
+        #[test]
+        fn no_stream_of_lines_panics_or_grows_past_its_caps(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "[0-9]{1,3}, GPU-[a-f0-9-]{1,12}, [0-9]{0,6}, [0-9N/A\\[\\]]{0,6}, .{0,8}",
+                    "[0-9]{1,7}, [0-9]{0,6} ?(MiB)?, GPU-[a-f0-9]{1,8}",
+                    ".{0,300}",
+                ],
+                0..300,
+            ),
+        ) {
+            let mut state = State::default();
+            for line in &lines {
+                state.gpu_line(line);
+                state.app_line(line);
+            }
+            proptest::prop_assert!(state.pending.len() <= MAX_GPUS);
+            proptest::prop_assert!(state.apps.len() <= MAX_APPS);
+            for gpu in state.gpus.iter().flat_map(|(_, g)| g).chain(&state.pending) {
+                proptest::prop_assert!(gpu.uuid.starts_with("GPU-"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_reading_of_more_gpus_than_any_host_has_is_a_flood_not_a_heap() {
+        let mut state = State::default();
+        for i in 0..=MAX_GPUS {
+            state.gpu_line(&format!("{i}, GPU-{i:08x}, 1, 2, 3"));
+        }
+        assert!(state.flood.is_some());
+        assert!(state.pending.len() <= MAX_GPUS);
+        let huge = format!("{}, GPU-a, 1, 2, 3", "9".repeat(70_000));
+        state.gpu_line(&huge);
+        state.app_line(&huge);
     }
 }
