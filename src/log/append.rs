@@ -15,6 +15,23 @@ use super::tables::{self, ViewTable};
 use super::view::{Update, View};
 use crate::event::{Envelope, Event, Subject};
 
+/// An append whose commit failed with an I/O error: whether it landed is told by the log's head
+/// (see `EventLog::settle`).
+#[derive(Debug)]
+pub(super) struct Unsettled {
+    /// The head the append was to leave: its last record's sequence and hash.
+    pub(super) head: (u64, Hash),
+    pub(super) appended: Vec<Appended>,
+}
+
+fn seq_of(appended: &[Appended]) -> u64 {
+    appended.last().map_or(0, |a| a.seq)
+}
+
+fn head_of(appended: &[Appended]) -> Hash {
+    appended.last().map_or(chain::GENESIS, |a| a.hash)
+}
+
 /// What an append returns once it is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Appended {
@@ -38,9 +55,14 @@ impl EventLog {
         &self,
         events: impl IntoIterator<Item = (Subject, Event)>,
     ) -> Result<Vec<Appended>, LogError> {
-        guarded(&self.path, || {
+        let events: Vec<(Subject, Event)> = events.into_iter().collect();
+        if let Some(landed) = self.landed_before(&events)? {
+            return Ok(landed);
+        }
+        let result = guarded(&self.path, || {
             self.with_db(|db| self.append_in_transaction(db, events, |_| Ok(true)))
-        })
+        });
+        self.settle(result)
     }
 
     /// Appends `event` only if `still` holds for the row `table` has at `key` — decided inside
@@ -64,10 +86,77 @@ impl EventLog {
                 .map_err(|e| damaged(path, format!("projection row `{key}`: {e}")))?;
             Ok(still(row))
         };
-        let appended = guarded(path, || {
-            self.with_db(|db| self.append_in_transaction(db, [(subject, event)], decide))
-        })?;
-        Ok(appended.into_iter().next())
+        let events = vec![(subject, event)];
+        if let Some(landed) = self.landed_before(&events)? {
+            return Ok(landed.into_iter().next());
+        }
+        let result = guarded(path, || {
+            self.with_db(|db| self.append_in_transaction(db, events, decide))
+        });
+        Ok(self.settle(result)?.into_iter().next())
+    }
+
+    /// An append whose commit failed with an I/O error may still have landed: redb makes a
+    /// commit durable, then writes its header once more, and an error in that last write fails
+    /// the commit. Reported as failed, such an append would be tried again by its caller (a
+    /// soak holds its samples through a full disk) and recorded twice. So the log, opened
+    /// again, is asked: if its head is the head the append was to leave, the append is in.
+    /// When the head cannot be read yet, the question waits for the next append.
+    fn settle(&self, result: Result<Vec<Appended>, LogError>) -> Result<Vec<Appended>, LogError> {
+        let Err(error) = result else {
+            return result;
+        };
+        if self.lock_unsettled().is_none() {
+            return Err(error);
+        }
+        match self.snapshot().and_then(|s| s.head()) {
+            Ok(head) => {
+                let unsettled = self.lock_unsettled().take();
+                match unsettled {
+                    Some(u) if u.head == head => Ok(u.appended),
+                    _ => Err(error),
+                }
+            }
+            // Still unreadable: the next append asks again (`landed_before`).
+            Err(_) => Err(error),
+        }
+    }
+
+    /// Whether `events` are those of an earlier append whose commit failed but landed (see
+    /// `settle`): then they are in the log already, and what that append made is returned
+    /// instead of appending them again. Any other append first settles that question.
+    fn landed_before(
+        &self,
+        events: &[(Subject, Event)],
+    ) -> Result<Option<Vec<Appended>>, LogError> {
+        if self.lock_unsettled().is_none() {
+            return Ok(None);
+        }
+        let snapshot = self.snapshot()?;
+        let head = snapshot.head()?;
+        let Some(unsettled) = self.lock_unsettled().take() else {
+            return Ok(None);
+        };
+        if unsettled.head != head || unsettled.appended.len() != events.len() {
+            return Ok(None);
+        }
+        for (appended, (subject, event)) in unsettled.appended.iter().zip(events) {
+            let Some(record) = snapshot.get(appended.seq)? else {
+                return Ok(None);
+            };
+            let stored = (&record.envelope.subject, &record.envelope.event);
+            if encode_for(&self.path, &stored)? != encode_for(&self.path, &(subject, event))? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(unsettled.appended))
+    }
+
+    pub(super) fn lock_unsettled(&self) -> std::sync::MutexGuard<'_, Option<Unsettled>> {
+        // A poisoned lock holds a value as good as any: a panic cannot leave it half-set.
+        self.unsettled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Appends `events` in one write transaction if `decide`, run inside it first, says so.
@@ -156,30 +245,41 @@ impl EventLog {
             txn.abort().map_err(unreadable(path))?;
             return Err(e);
         }
-        txn.commit().map_err(unreadable(path))?;
-        // A soak's samples are shown with `-vv`; every other commit with `-v`.
-        let detail = if kinds.iter().all(|k| *k == "soak_sampled") {
-            crate::trace::SAMPLES
-        } else {
-            crate::trace::STEPS
-        };
-        if crate::trace::enabled(detail) {
-            kinds.dedup();
-            let kinds = kinds.join(", ");
-            if let (Some(first), Some(last)) = (appended.first(), appended.last()) {
-                let seqs = if first.seq == last.seq {
-                    format!("seq {}", first.seq)
-                } else {
-                    format!("seq {}..={}", first.seq, last.seq)
-                };
-                crate::trace::emit(format_args!(
-                    "event log: committed {} ({seqs}: {kinds}) in {}",
-                    crate::text::count(appended.len() as u64, "event"),
-                    crate::trace::ms(began.elapsed())
-                ));
-            }
+        if let Err(e) = txn.commit() {
+            *self.lock_unsettled() = Some(Unsettled {
+                head: (seq_of(&appended), head_of(&appended)),
+                appended,
+            });
+            return Err(unreadable(path)(e));
         }
+        trace_commit(&appended, kinds, began);
         Ok(appended)
+    }
+}
+
+/// Says what a commit wrote, at `-v` (a soak's samples at `-vv`).
+fn trace_commit(appended: &[Appended], mut kinds: Vec<&'static str>, began: std::time::Instant) {
+    // A soak's samples are shown with `-vv`; every other commit with `-v`.
+    let detail = if kinds.iter().all(|k| *k == "soak_sampled") {
+        crate::trace::SAMPLES
+    } else {
+        crate::trace::STEPS
+    };
+    if crate::trace::enabled(detail) {
+        kinds.dedup();
+        let kinds = kinds.join(", ");
+        if let (Some(first), Some(last)) = (appended.first(), appended.last()) {
+            let seqs = if first.seq == last.seq {
+                format!("seq {}", first.seq)
+            } else {
+                format!("seq {}..={}", first.seq, last.seq)
+            };
+            crate::trace::emit(format_args!(
+                "event log: committed {} ({seqs}: {kinds}) in {}",
+                crate::text::count(appended.len() as u64, "event"),
+                crate::trace::ms(began.elapsed())
+            ));
+        }
     }
 }
 

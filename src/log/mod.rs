@@ -10,6 +10,8 @@ mod append;
 pub(crate) mod chain;
 pub(crate) mod codec;
 mod error;
+#[cfg(test)]
+mod faults;
 mod io;
 pub(crate) mod migrate;
 mod open;

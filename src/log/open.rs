@@ -216,6 +216,8 @@ pub struct EventLog {
     /// An I/O failure (a full disk) left redb refusing every later transaction ("Previous I/O
     /// error occurred") until the database is opened again: the next use opens it again first.
     reopen: std::sync::atomic::AtomicBool,
+    /// An append whose commit failed, not known yet to have landed or not.
+    pub(super) unsettled: std::sync::Mutex<Option<super::append::Unsettled>>,
     pub(super) path: PathBuf,
     /// The file opened, as `(device, inode)`: each commit checks that `path` still names it.
     pub(super) file: (u64, u64),
@@ -256,6 +258,7 @@ impl EventLog {
         Ok(Self {
             db: std::sync::RwLock::new(Some(db)),
             reopen: std::sync::atomic::AtomicBool::new(false),
+            unsettled: std::sync::Mutex::new(None),
             path: path.to_owned(),
             file,
             scope,
@@ -267,6 +270,31 @@ impl EventLog {
     /// A consistent view of everything committed so far.
     pub fn snapshot(&self) -> Result<Snapshot, LogError> {
         self.with_db(|db| Snapshot::begin(db, &self.path))
+    }
+
+    /// The log at `path` (which must exist and be whole), read and written through `backend`:
+    /// for tests that make the storage fail.
+    #[cfg(test)]
+    pub(super) fn on_backend(
+        path: &Path,
+        scope: Scope,
+        views: Views,
+        backend: impl redb::StorageBackend,
+    ) -> Result<Self, LogError> {
+        let db = builder()
+            .create_with_backend(backend)
+            .map_err(unreadable(path))?;
+        guarded(path, || prepare(&db, path, &scope, views))?;
+        Ok(Self {
+            db: std::sync::RwLock::new(Some(db)),
+            reopen: std::sync::atomic::AtomicBool::new(false),
+            unsettled: std::sync::Mutex::new(None),
+            path: path.to_owned(),
+            file: file_at(path).ok_or_else(|| replaced(path))?,
+            scope,
+            clock: Box::new(SystemClock),
+            views,
+        })
     }
 
     /// Runs `use_db` on the database, opening it again first after an I/O failure; an I/O

@@ -1,0 +1,267 @@
+//! A storage that fails: every append is tried against a redb backend that fails its Nth write,
+//! sync or resize with ENOSPC or EIO, for every N the append reaches. The append must fail
+//! cleanly (an error, no panic) and leave nothing of itself visible — or, where redb had made
+//! the commit durable before the failing write, report the append as done — leave the log
+//! verifiable, and let the next append through. A retry of an append whose outcome could not be
+//! told must not record it twice.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use redb::backends::FileBackend;
+use redb::{BackendError, StorageBackend};
+
+use super::{EventLog, LogError, LogReader};
+use crate::event::{Event, Scope, Subject};
+use crate::process::ProcessIdentity;
+
+/// Which call of the backend fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Write,
+    Sync,
+    SetLen,
+}
+
+/// When to fail: the `nth` call of `op` after the fault is armed, once.
+#[derive(Debug)]
+struct Fault {
+    op: Op,
+    nth: usize,
+    errno: i32,
+    armed: AtomicBool,
+    calls: AtomicUsize,
+    fired: AtomicBool,
+}
+
+impl Fault {
+    fn check(&self, op: Op) -> std::io::Result<()> {
+        if op != self.op || !self.armed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.nth {
+            self.fired.store(true, Ordering::SeqCst);
+            return Err(std::io::Error::from_raw_os_error(self.errno));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct Flaky {
+    inner: FileBackend,
+    fault: Arc<Fault>,
+}
+
+impl StorageBackend for Flaky {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.fault.check(Op::SetLen)?;
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.fault.check(Op::Sync)?;
+        self.inner.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.fault.check(Op::Write)?;
+        self.inner.write(offset, data)
+    }
+    fn close(&self) -> Result<(), std::io::Error> {
+        self.inner.close()
+    }
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.inner.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, BackendError> {
+        self.inner.try_lock_shared_range(start, end)
+    }
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.lock_range(start, end)
+    }
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.lock_shared_range(start, end)
+    }
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.unlock_range(start, end)
+    }
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.inner.query_lock_range(start, end)
+    }
+}
+
+fn scope() -> Scope {
+    Scope {
+        uid: 1000,
+        host: "faults".into(),
+    }
+}
+
+/// A lease taken by pid `n`: an event whose seq and payload say which append it was.
+fn event(n: u32) -> (Subject, Event) {
+    (
+        Subject::Daemon(format!("d{n}")),
+        Event::LeaseAcquired {
+            holder: ProcessIdentity {
+                pid: n,
+                start_ticks: u64::from(n),
+            },
+            job: None,
+            started: false,
+        },
+    )
+}
+
+/// The pids of every event in the log, in order, after verifying it whole.
+fn verified(path: &Path) -> Vec<u32> {
+    let reader = LogReader::open(path, &scope()).unwrap().unwrap();
+    let snapshot = reader.snapshot().unwrap();
+    snapshot.verify(crate::projection::ALL).unwrap();
+    let mut pids = Vec::new();
+    snapshot
+        .replay(|envelope| {
+            if let Event::LeaseAcquired { holder, .. } = envelope.event {
+                pids.push(holder.pid);
+            }
+        })
+        .unwrap();
+    pids
+}
+
+/// One append against a backend that fails the `nth` `op`. Whether the fault was reached.
+fn one_round(op: Op, errno: i32, nth: usize) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.redb");
+    {
+        let log = EventLog::open(&path, scope(), crate::projection::ALL).unwrap();
+        for n in 1..=3 {
+            let (subject, event) = event(n);
+            log.append(subject, event).unwrap();
+        }
+    }
+    let fault = Arc::new(Fault {
+        op,
+        nth,
+        errno,
+        armed: AtomicBool::new(false),
+        calls: AtomicUsize::new(0),
+        fired: AtomicBool::new(false),
+    });
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let backend = Flaky {
+        inner: FileBackend::new(file).unwrap(),
+        fault: Arc::clone(&fault),
+    };
+    let log = EventLog::on_backend(&path, scope(), crate::projection::ALL, backend).unwrap();
+    fault.armed.store(true, Ordering::SeqCst);
+    let (subject, event_4) = event(4);
+    let failed = log.append(subject, event_4);
+    fault.armed.store(false, Ordering::SeqCst);
+    let fired = fault.fired.load(Ordering::SeqCst);
+    let what = format!("{op:?} #{nth} errno {errno}");
+    match &failed {
+        Err(LogError::NoSpace { .. }) => assert_eq!(errno, libc_enospc(), "{what}"),
+        Err(LogError::Unreadable { .. }) => assert_ne!(errno, libc_enospc(), "{what}"),
+        Err(other) => panic!("{what}: an append failed as {other:?}"),
+        Ok(_) => {}
+    }
+    assert!(failed.is_ok() || fired, "{what}: failed without the fault");
+    // The next append goes through: the log is opened again after the failure.
+    let (subject, event_5) = event(5);
+    log.append(subject, event_5)
+        .unwrap_or_else(|e| panic!("{what}: the append after the failure: {e}"));
+    drop(log);
+    let expected: Vec<u32> = if failed.is_ok() {
+        vec![1, 2, 3, 4, 5]
+    } else {
+        vec![1, 2, 3, 5]
+    };
+    assert_eq!(verified(&path), expected, "{what}: nothing half-written");
+    fired
+}
+
+fn libc_enospc() -> i32 {
+    nix::errno::Errno::ENOSPC as i32
+}
+
+#[test]
+fn an_append_on_a_failing_storage_fails_cleanly_and_the_log_stays_whole() {
+    let mut reached = Vec::new();
+    for op in [Op::Write, Op::Sync, Op::SetLen] {
+        for errno in [nix::errno::Errno::ENOSPC, nix::errno::Errno::EIO] {
+            let mut nth = 1;
+            // Until the append no longer reaches the Nth call.
+            while one_round(op, errno as i32, nth) {
+                nth += 1;
+                assert!(nth < 200, "{op:?}: an append made over 200 calls");
+            }
+            reached.push((op, errno, nth - 1));
+        }
+    }
+    // Each kind of call is made by an append at least once, so each was failed at least once.
+    for (op, errno, calls) in &reached {
+        assert!(
+            *calls >= 1 || *op == Op::SetLen,
+            "{op:?} {errno}: never reached"
+        );
+    }
+}
+
+/// The question an append left open (its commit failed, the head could not be read) is
+/// answered by the next append: the same events that did land are not appended again; events
+/// that did not land, or other events, are appended.
+#[test]
+fn a_retry_of_an_append_that_landed_is_not_recorded_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.redb");
+    let log = EventLog::open(&path, scope(), crate::projection::ALL).unwrap();
+    for n in 1..=3 {
+        let (subject, event) = event(n);
+        log.append(subject, event).unwrap();
+    }
+    // Event 4 landed, but its append was left unsettled, as after a failed commit.
+    let (subject, event_4) = event(4);
+    let landed = log.append(subject, event_4).unwrap();
+    *log.lock_unsettled() = Some(super::append::Unsettled {
+        head: (landed.seq, landed.hash),
+        appended: vec![landed],
+    });
+    let (subject, event_4) = event(4);
+    assert_eq!(
+        log.append(subject, event_4).unwrap(),
+        landed,
+        "the retry is the append"
+    );
+    // One that did not land is appended when tried again.
+    *log.lock_unsettled() = Some(super::append::Unsettled {
+        head: (landed.seq + 1, landed.hash),
+        appended: vec![landed],
+    });
+    let (subject, event_5) = event(5);
+    assert_eq!(log.append(subject, event_5).unwrap().seq, landed.seq + 1);
+    // Other events after one that landed are appended, not taken for it.
+    let head = log.snapshot().unwrap().head().unwrap();
+    *log.lock_unsettled() = Some(super::append::Unsettled {
+        head,
+        appended: vec![landed],
+    });
+    let (subject, event_6) = event(6);
+    assert_eq!(log.append(subject, event_6).unwrap().seq, head.0 + 1);
+    drop(log);
+    assert_eq!(verified(&path), [1, 2, 3, 4, 5, 6]);
+}
