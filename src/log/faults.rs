@@ -101,6 +101,15 @@ impl StorageBackend for Flaky {
     }
 }
 
+/// A directory only this user may write, whatever the umask: unilab refuses a log in any other.
+fn private_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .unwrap()
+}
+
 fn scope() -> Scope {
     Scope {
         uid: 1000,
@@ -141,7 +150,7 @@ fn verified(path: &Path) -> Vec<u32> {
 
 /// One append against a backend that fails the `nth` `op`. Whether the fault was reached.
 fn one_round(op: Op, errno: i32, nth: usize) -> bool {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let path = dir.path().join("events.redb");
     {
         let log = EventLog::open(&path, scope(), crate::projection::ALL).unwrap();
@@ -227,7 +236,7 @@ fn an_append_on_a_failing_storage_fails_cleanly_and_the_log_stays_whole() {
 /// that did not land, or other events, are appended.
 #[test]
 fn a_retry_of_an_append_that_landed_is_not_recorded_twice() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let path = dir.path().join("events.redb");
     let log = EventLog::open(&path, scope(), crate::projection::ALL).unwrap();
     for n in 1..=3 {
