@@ -6,7 +6,7 @@
 //! reader threads into shared buffers, so a daemon that inherited the pipes and keeps them open
 //! cannot stall the caller either.
 
-use crate::time::poll_until;
+use crate::time::{poll, poll_until};
 use std::ffi::{OsStr, OsString};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -136,28 +136,27 @@ impl Tool {
             // A tool that exits without reading its input closes the pipe: not an error here.
             let _ = input.write_all(stdin);
         }
-        let deadline = Instant::now() + self.timeout;
         let flooded = || stdout.flooded() || stderr.flooded();
-        let status = loop {
+        // `Some(None)`: it flooded its output, or cannot be waited for; `None`: it timed out.
+        let ended = poll(self.timeout, Duration::from_millis(5), || {
             match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if Instant::now() < deadline && !flooded() => {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Ok(None) | Err(_) => {
-                    kill_group(&mut child);
-                    return Err(if flooded() {
-                        ToolError::Flooded {
-                            program: self.program.clone(),
-                        }
-                    } else {
-                        ToolError::Timeout {
-                            program: self.program.clone(),
-                            timeout: self.timeout,
-                        }
-                    });
-                }
+                Ok(Some(status)) => Some(Some(status)),
+                Ok(None) if !flooded() => None,
+                Ok(None) | Err(_) => Some(None),
             }
+        });
+        let Some(Some(status)) = ended else {
+            kill_group(&mut child);
+            return Err(if flooded() {
+                ToolError::Flooded {
+                    program: self.program.clone(),
+                }
+            } else {
+                ToolError::Timeout {
+                    program: self.program.clone(),
+                    timeout: self.timeout,
+                }
+            });
         };
         poll_until(DRAIN, Duration::from_millis(2), || {
             stdout.done() && stderr.done()

@@ -7,10 +7,11 @@
 //! The locks are `flock`s on files in `<root>/<host>/<uid>/mps/locks`: the kernel releases them
 //! when their holder exits, however it exits, so a crashed command never leaves one behind.
 
+use crate::time::poll;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::fcntl::{Flock, FlockArg};
 
@@ -86,8 +87,7 @@ fn lock(path: &Path, patience: Duration) -> Result<Flock<File>, MpsError> {
         path: path.to_owned(),
         source,
     };
-    let started = Instant::now();
-    let mut file = OpenOptions::new()
+    let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
@@ -95,20 +95,22 @@ fn lock(path: &Path, patience: Duration) -> Result<Flock<File>, MpsError> {
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .open(path)
         .map_err(io)?;
-    loop {
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(lock),
-            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < patience => {
-                file = back;
-                std::thread::sleep(Duration::from_millis(20));
+    // Flock hands the file back when the lock is taken elsewhere: it waits here between tries.
+    let mut file = Some(file);
+    let taken = poll(patience, Duration::from_millis(20), || {
+        match Flock::lock(file.take()?, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => Some(Ok(lock)),
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) => {
+                file = Some(back);
+                None
             }
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-                return Err(MpsError::Busy {
-                    lock: PathBuf::from(path),
-                    waited: patience,
-                });
-            }
-            Err((_, errno)) => return Err(io(std::io::Error::from(errno))),
+            Err((_, errno)) => Some(Err(io(std::io::Error::from(errno)))),
         }
-    }
+    });
+    taken.unwrap_or_else(|| {
+        Err(MpsError::Busy {
+            lock: PathBuf::from(path),
+            waited: patience,
+        })
+    })
 }
