@@ -15,13 +15,24 @@ use super::tables::{self, ViewTable};
 use super::view::{Update, View};
 use crate::event::{Envelope, Event, Subject};
 
-/// An append whose commit failed with an I/O error: whether it landed is told by the log's head
+/// An append whose commit failed: whether it landed is told by the log, once it can be read
 /// (see `EventLog::settle`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Unsettled {
     /// The head the append was to leave: its last record's sequence and hash.
     pub(super) head: (u64, Hash),
     pub(super) appended: Vec<Appended>,
+}
+
+/// Events to append, each with its subject.
+type Events = Vec<(Subject, Event)>;
+
+impl Unsettled {
+    /// Whether the append's last record is in the log as it was to be.
+    fn landed(&self, snapshot: &super::Snapshot) -> Result<bool, LogError> {
+        let (seq, hash) = self.head;
+        Ok(snapshot.get(seq)?.is_some_and(|record| record.hash == hash))
+    }
 }
 
 fn seq_of(appended: &[Appended]) -> u64 {
@@ -55,14 +66,15 @@ impl EventLog {
         &self,
         events: impl IntoIterator<Item = (Subject, Event)>,
     ) -> Result<Vec<Appended>, LogError> {
-        let events: Vec<(Subject, Event)> = events.into_iter().collect();
-        if let Some(landed) = self.landed_before(&events)? {
+        let (mut landed, events) = self.landed_before(events.into_iter().collect())?;
+        if events.is_empty() && !landed.is_empty() {
             return Ok(landed);
         }
         let result = guarded(&self.path, || {
             self.with_db(|db| self.append_in_transaction(db, events, |_| Ok(true)))
         });
-        self.settle(result)
+        landed.extend(self.settle(result)?);
+        Ok(landed)
     }
 
     /// Appends `event` only if `still` holds for the row `table` has at `key` — decided inside
@@ -86,9 +98,9 @@ impl EventLog {
                 .map_err(|e| damaged(path, format!("projection row `{key}`: {e}")))?;
             Ok(still(row))
         };
-        let events = vec![(subject, event)];
-        if let Some(landed) = self.landed_before(&events)? {
-            return Ok(landed.into_iter().next());
+        let (landed, events) = self.landed_before(vec![(subject, event)])?;
+        if let Some(landed) = landed.into_iter().next() {
+            return Ok(Some(landed));
         }
         let result = guarded(path, || {
             self.with_db(|db| self.append_in_transaction(db, events, decide))
@@ -96,60 +108,69 @@ impl EventLog {
         Ok(self.settle(result)?.into_iter().next())
     }
 
-    /// An append whose commit failed with an I/O error may still have landed: redb makes a
-    /// commit durable, then writes its header once more, and an error in that last write fails
-    /// the commit. Reported as failed, such an append would be tried again by its caller (a
-    /// soak holds its samples through a full disk) and recorded twice. So the log, opened
-    /// again, is asked: if its head is the head the append was to leave, the append is in.
-    /// When the head cannot be read yet, the question waits for the next append.
+    /// An append whose commit failed may still have landed: redb makes a commit durable, then
+    /// writes its header once more, and an error in that last write fails the commit (as does
+    /// a failed sync whose data the reopen's recovery flushes again and adopts). Reported as
+    /// failed, such an append would be tried again by its caller (a soak holds its samples
+    /// through a full disk) and recorded twice. So the log, opened again, is asked: if the last
+    /// record the append was to make is in it with the hash it was to have (another process
+    /// may have appended since), the append is in. When the log cannot be read yet, the
+    /// question waits for the next append (`landed_before`).
     fn settle(&self, result: Result<Vec<Appended>, LogError>) -> Result<Vec<Appended>, LogError> {
         let Err(error) = result else {
             return result;
         };
-        if self.lock_unsettled().is_none() {
+        let Some(unsettled) = self.lock_unsettled().clone() else {
             return Err(error);
-        }
-        match self.snapshot().and_then(|s| s.head()) {
-            Ok(head) => {
-                let unsettled = self.lock_unsettled().take();
-                match unsettled {
-                    Some(u) if u.head == head => Ok(u.appended),
-                    _ => Err(error),
-                }
-            }
-            // Still unreadable: the next append asks again (`landed_before`).
-            Err(_) => Err(error),
+        };
+        let Ok(landed) = self.snapshot().and_then(|s| unsettled.landed(&s)) else {
+            return Err(error);
+        };
+        self.lock_unsettled().take();
+        if landed {
+            Ok(unsettled.appended)
+        } else {
+            Err(error)
         }
     }
 
-    /// Whether `events` are those of an earlier append whose commit failed but landed (see
-    /// `settle`): then they are in the log already, and what that append made is returned
-    /// instead of appending them again. Any other append first settles that question.
-    fn landed_before(
-        &self,
-        events: &[(Subject, Event)],
-    ) -> Result<Option<Vec<Appended>>, LogError> {
-        if self.lock_unsettled().is_none() {
-            return Ok(None);
-        }
-        let snapshot = self.snapshot()?;
-        let head = snapshot.head()?;
-        let Some(unsettled) = self.lock_unsettled().take() else {
-            return Ok(None);
+    /// Before an append: settles the question an earlier append left (see `settle`). If that
+    /// append landed, the events given that it made — a retry holds them, perhaps among newer
+    /// ones — are not appended again: their records are returned, with the events left to
+    /// append.
+    fn landed_before(&self, events: Events) -> Result<(Vec<Appended>, Events), LogError> {
+        let Some(unsettled) = self.lock_unsettled().clone() else {
+            return Ok((Vec::new(), events));
         };
-        if unsettled.head != head || unsettled.appended.len() != events.len() {
-            return Ok(None);
+        let snapshot = self.snapshot()?;
+        if !unsettled.landed(&snapshot)? {
+            self.lock_unsettled().take();
+            return Ok((Vec::new(), events));
         }
-        for (appended, (subject, event)) in unsettled.appended.iter().zip(events) {
-            let Some(record) = snapshot.get(appended.seq)? else {
-                return Ok(None);
-            };
+        // What each landed record holds, encoded as a retry's events would be.
+        let mut made = Vec::with_capacity(unsettled.appended.len());
+        for appended in &unsettled.appended {
+            let record = snapshot
+                .get(appended.seq)?
+                .ok_or_else(|| damaged(&self.path, "a record it committed is missing"))?;
             let stored = (&record.envelope.subject, &record.envelope.event);
-            if encode_for(&self.path, &stored)? != encode_for(&self.path, &(subject, event))? {
-                return Ok(None);
+            made.push(Some((encode_for(&self.path, &stored)?, *appended)));
+        }
+        let mut landed = Vec::new();
+        let mut rest = Vec::new();
+        for (subject, event) in events {
+            let encoded = encode_for(&self.path, &(&subject, &event))?;
+            match made
+                .iter_mut()
+                .find(|m| m.as_ref().is_some_and(|(bytes, _)| *bytes == encoded))
+                .and_then(Option::take)
+            {
+                Some((_, appended)) => landed.push(appended),
+                None => rest.push((subject, event)),
             }
         }
-        Ok(Some(unsettled.appended))
+        self.lock_unsettled().take();
+        Ok((landed, rest))
     }
 
     pub(super) fn lock_unsettled(&self) -> std::sync::MutexGuard<'_, Option<Unsettled>> {

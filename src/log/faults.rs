@@ -254,46 +254,45 @@ fn an_append_on_a_failing_storage_fails_cleanly_and_the_log_stays_whole() {
     }
 }
 
-/// The question an append left open (its commit failed, the head could not be read) is
-/// answered by the next append: the same events that did land are not appended again; events
-/// that did not land, or other events, are appended.
+/// The question an append left open (its commit failed, the log could not be read) is answered
+/// by the next append. Events that landed are not appended again — a retry may hold them among
+/// newer ones (a soak's samples held through a full disk), and another process may have
+/// appended since — while events that did not land are appended.
 #[test]
 fn a_retry_of_an_append_that_landed_is_not_recorded_twice() {
     let dir = private_dir();
     let path = dir.path().join("events.redb");
     let log = EventLog::open(&path, scope(), VIEWS).unwrap();
-    for n in 1..=3 {
-        let (subject, event) = event(n);
-        log.append(subject, event).unwrap();
-    }
-    // Event 4 landed, but its append was left unsettled, as after a failed commit.
-    let (subject, event_4) = event(4);
-    let landed = log.append(subject, event_4).unwrap();
-    *log.lock_unsettled() = Some(super::append::Unsettled {
-        head: (landed.seq, landed.hash),
-        appended: vec![landed],
-    });
-    let (subject, event_4) = event(4);
+    let other = EventLog::open(&path, scope(), VIEWS).unwrap();
+    let append = |log: &EventLog, pids: &[u32]| log.append_all(pids.iter().map(|n| event(*n)));
+    let left_open = |landed: &[super::Appended]| {
+        let last = landed.last().unwrap();
+        *log.lock_unsettled() = Some(super::append::Unsettled {
+            head: (last.seq, last.hash),
+            appended: landed.to_vec(),
+        });
+    };
+    append(&log, &[1, 2, 3]).unwrap();
+    // 4 and 5 landed, but their append was left open, as after a failed commit.
+    let landed = append(&log, &[4, 5]).unwrap();
+    left_open(&landed);
+    let retried = append(&log, &[4, 5, 6]).unwrap();
     assert_eq!(
-        log.append(subject, event_4).unwrap(),
-        landed,
-        "the retry is the append"
+        &retried[..2],
+        &landed[..],
+        "the retry's landed events are the first append's"
     );
+    assert_eq!(retried[2].seq, landed[1].seq + 1, "only 6 is appended");
+    // Another process appends after one that landed: it still counts as landed.
+    let landed = append(&log, &[7]).unwrap();
+    left_open(&landed);
+    append(&other, &[8]).unwrap();
+    assert_eq!(append(&log, &[7]).unwrap(), landed);
     // One that did not land is appended when tried again.
-    *log.lock_unsettled() = Some(super::append::Unsettled {
-        head: (landed.seq + 1, landed.hash),
-        appended: vec![landed],
-    });
-    let (subject, event_5) = event(5);
-    assert_eq!(log.append(subject, event_5).unwrap().seq, landed.seq + 1);
-    // Other events after one that landed are appended, not taken for it.
-    let head = log.snapshot().unwrap().head().unwrap();
-    *log.lock_unsettled() = Some(super::append::Unsettled {
-        head,
-        appended: vec![landed],
-    });
-    let (subject, event_6) = event(6);
-    assert_eq!(log.append(subject, event_6).unwrap().seq, head.0 + 1);
-    drop(log);
-    assert_eq!(verified(&path), [1, 2, 3, 4, 5, 6]);
+    let mut not_in = landed.clone();
+    not_in[0].seq += 10;
+    left_open(&not_in);
+    assert_eq!(append(&log, &[9]).unwrap()[0].seq, landed[0].seq + 2);
+    drop((log, other));
+    assert_eq!(verified(&path), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
 }

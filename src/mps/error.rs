@@ -92,6 +92,9 @@ pub enum MpsError {
         #[source]
         source: std::io::Error,
     },
+    /// The command runs but cannot be waited for: the environment failed unilab, exit 3.
+    #[error("cannot wait for the command")]
+    Wait(#[source] std::io::Error),
 }
 
 impl From<LogError> for MpsError {
@@ -173,7 +176,8 @@ impl Hint for MpsError {
             MpsError::Io { .. }
             | MpsError::Control(_)
             | MpsError::Signal { .. }
-            | MpsError::Exec { .. } => return None,
+            | MpsError::Exec { .. }
+            | MpsError::Wait(_) => return None,
         })
     }
 }

@@ -17,17 +17,16 @@ pub(crate) fn run_with(
     (program, args): (&OsStr, &[OsString]),
     forward: &AtomicBool,
 ) -> Result<ExitStatus, MpsError> {
-    let exec_error = |source| MpsError::Exec {
-        command: program.to_string_lossy().into_owned(),
-        source,
-    };
     let mut child = std::process::Command::new(program)
         .args(args)
         .envs(records::environment(record))
         .spawn()
-        .map_err(exec_error)?;
+        .map_err(|source| MpsError::Exec {
+            command: program.to_string_lossy().into_owned(),
+            source,
+        })?;
     loop {
-        if let Some(status) = child.try_wait().map_err(exec_error)? {
+        if let Some(status) = child.try_wait().map_err(MpsError::Wait)? {
             return Ok(status);
         }
         if forward.swap(false, Ordering::Relaxed)
