@@ -131,6 +131,8 @@ pub(crate) trait ProcSource: Send + Sync {
     fn cmdline(&self, pid: u32) -> Vec<String>;
     /// The environment it started with (`NAME=value` entries); none when it cannot be read.
     fn environ(&self, pid: u32) -> Vec<Vec<u8>>;
+    /// Where in the kernel it waits (`wchan`); `None` when it runs, or cannot be read.
+    fn wchan(&self, pid: u32) -> Option<String>;
 }
 
 /// A process table in memory, for tests of the rules that read one.
@@ -139,6 +141,7 @@ pub(crate) trait ProcSource: Send + Sync {
 pub(crate) struct FakeProc {
     processes: std::collections::HashMap<u32, (ProcStat, u32)>,
     cmdlines: std::collections::HashMap<u32, Vec<String>>,
+    wchans: std::collections::HashMap<u32, String>,
 }
 
 #[cfg(test)]
@@ -179,6 +182,15 @@ impl FakeProc {
         self
     }
 
+    /// Puts `pid` in uninterruptible sleep in `wchan`.
+    pub(crate) fn stuck_in(mut self, pid: u32, wchan: &str) -> Self {
+        if let Some((stat, _)) = self.processes.get_mut(&pid) {
+            stat.state = 'D';
+        }
+        self.wchans.insert(pid, wchan.to_owned());
+        self
+    }
+
     /// The process exits: it is a zombie until [`FakeProc::reap`].
     pub(crate) fn exit(&mut self, pid: u32) {
         if let Some((stat, _)) = self.processes.get_mut(&pid) {
@@ -213,6 +225,10 @@ impl ProcSource for FakeProc {
 
     fn environ(&self, _pid: u32) -> Vec<Vec<u8>> {
         Vec::new()
+    }
+
+    fn wchan(&self, pid: u32) -> Option<String> {
+        self.wchans.get(&pid).cloned()
     }
 }
 
@@ -261,6 +277,13 @@ impl ProcSource for SystemProc {
 
     fn environ(&self, pid: u32) -> Vec<Vec<u8>> {
         nul_separated(&self.root.join(pid.to_string()).join("environ"))
+    }
+
+    fn wchan(&self, pid: u32) -> Option<String> {
+        let text = std::fs::read_to_string(self.root.join(pid.to_string()).join("wchan")).ok()?;
+        let wchan = text.trim();
+        // `0` when it runs, empty where the kernel hides it.
+        (!wchan.is_empty() && wchan != "0").then(|| wchan.to_owned())
     }
 }
 

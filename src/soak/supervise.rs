@@ -6,7 +6,7 @@
 //! the sampler's own cost. Between samples the supervisor watches for the command's exit and for
 //! signals, so a verdict never waits a whole interval.
 
-use super::teardown::{SystemHands, Tree, stop_tree};
+use super::teardown::{SETTLE, Stopped, SystemHands, Tree, stop_tree};
 use crate::time::poll_until;
 use std::collections::HashSet;
 use std::io::Read;
@@ -26,9 +26,7 @@ use super::guard::{self, GuardStatus};
 use super::request::{SoakSpec, ms};
 use super::sampler::{GpuStream, HeldDir, Sampler};
 use super::watch::{CommandState, Failure, Next, Observation, RunEnd, Watch, verdict};
-use crate::event::soak::{
-    ExitInfo, FailureKind, LeakedProcess, Outcome, Sample, SoakEnd, SoakStart,
-};
+use crate::event::soak::{ExitInfo, FailureKind, Outcome, Sample, SoakEnd, SoakStart};
 use crate::event::{Event, Subject};
 use crate::log::{EventLog, LogError};
 use crate::paths::StatePaths;
@@ -98,10 +96,10 @@ pub(crate) fn run(
     let mut was_interrupted = interrupted.load(Ordering::Relaxed);
     // Samples a full disk kept from the log, recorded with the verdict.
     let mut to_record = Vec::new();
-    let (failure, leaked, ended, times) = match spawn_unless(was_interrupted, ctx, spec, &soak) {
+    let (failure, stopped, ended, times) = match spawn_unless(was_interrupted, ctx, spec, &soak) {
         Err(failure) => (
             Some(failure),
-            Vec::new(),
+            Stopped::default(),
             Ended::default(),
             RunTimes::default(),
         ),
@@ -123,10 +121,10 @@ pub(crate) fn run(
             // Read as sampling ends: an interruption later, in the teardown, caused nothing.
             was_interrupted = interrupted.load(Ordering::Relaxed);
             let stopping = monotonic_ns();
-            let leaked = teardown(ctx, spec, &guard, &seen, failure.is_some());
+            let stopped = teardown(ctx, spec, &guard, &seen, failure.is_some());
             let ended = guard.finish();
             let times = RunTimes::of(&ended.status, stopping, monotonic_ns());
-            (failure, leaked, ended, times)
+            (failure, stopped, ended, times)
         }
     };
     let status = ended.status;
@@ -138,7 +136,8 @@ pub(crate) fn run(
         RunEnd {
             failure,
             exit,
-            leaked: &leaked,
+            leaked: &stopped.leaked,
+            unkillable: &stopped.unkillable,
             run_time: times.run,
             progress_seen: watch.first_progress().is_some(),
             interrupted: was_interrupted,
@@ -155,7 +154,7 @@ pub(crate) fn run(
             teardown_ms: ms(times.teardown),
             first_progress_ms: watch.first_progress().map(ms),
             last_progress_ms: watch.last_change().map(ms),
-            leaked_processes: leaked,
+            leaked_processes: stopped.leaked,
             stdout_tail: spec.secrets.mask_tail(&ended.stdout_tail),
             stderr_tail: spec.secrets.mask_tail(&ended.stderr_tail),
         })),
@@ -812,14 +811,14 @@ impl Guard {
 }
 
 /// Stops the soak's tree (see [`stop_tree`]) once the soak is decided; the leaks, their
-/// credentials masked.
+/// credentials masked, and what no signal could end.
 fn teardown(
     ctx: &SoakContext,
     spec: &SoakSpec,
     guard: &Guard,
     seen: &HashSet<ProcessIdentity>,
     failed: bool,
-) -> Vec<LeakedProcess> {
+) -> Stopped {
     let proc = SystemProc::default();
     let tree = Tree {
         proc: &proc,
@@ -836,11 +835,11 @@ fn teardown(
         status.exited() || guard.died(&status).is_some()
     };
     let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
-    let mut leaked = stop_tree(&tree, &hands, failed, grace, guard_done);
-    for arg in leaked.iter_mut().flat_map(|leak| &mut leak.cmdline) {
+    let mut stopped = stop_tree(&tree, &hands, failed, (grace, SETTLE), guard_done);
+    for arg in stopped.leaked.iter_mut().flat_map(|leak| &mut leak.cmdline) {
         *arg = spec.secrets.mask(arg).into_owned();
     }
-    leaked
+    stopped
 }
 
 /// Renders the soak's artifact from the log, writes it atomically to `path` and records that.

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use super::watch::Unkillable;
 use crate::event::soak::LeakedProcess;
 use crate::process::{self, ProcSource, ProcStat, ProcessIdentity, Signal};
 use crate::time::poll_until;
@@ -14,7 +15,7 @@ const LOOK_EVERY: Duration = Duration::from_millis(20);
 
 /// How long the teardown waits, after the last signal, for the tree to be gone and reaped and
 /// the guard done.
-const SETTLE: Duration = Duration::from_secs(5);
+pub(crate) const SETTLE: Duration = Duration::from_secs(5);
 
 /// What the teardown does to a process: signal it (after an identity check), or reap one of
 /// this supervisor's children.
@@ -76,12 +77,6 @@ impl Tree<'_> {
         found
     }
 
-    fn signal(&self, hands: &dyn Hands, signal: Signal) {
-        for stat in self.live() {
-            hands.signal(stat.identity(), signal);
-        }
-    }
-
     /// Reaps what came to this supervisor as their subreaper and has exited.
     fn reap(&self, hands: &dyn Hands) {
         for stat in self.proc.all() {
@@ -92,23 +87,41 @@ impl Tree<'_> {
     }
 }
 
+/// What the teardown left: the leaks it recorded, and what no signal ended.
+#[derive(Debug, Default)]
+pub(crate) struct Stopped {
+    pub leaked: Vec<LeakedProcess>,
+    pub unkillable: Vec<Unkillable>,
+}
+
 /// Stops what is left of the soak's tree. After a failure the soak fails closed: SIGTERM the
 /// whole tree, the grace period, SIGKILL the rest. After the command exited, whatever outlives
-/// it by the grace period has leaked: it is recorded, then killed. Then it waits (at most
-/// [`SETTLE`]) for the tree to be gone and reaped, and for `guard_done`. Returns the leaks.
+/// it by the grace period has leaked: it is recorded, then killed. Then it waits, at most
+/// `settle`, for the tree to be gone and reaped and for `guard_done`, killing what appears
+/// meanwhile; what is still there then (a process in uninterruptible sleep ignores SIGKILL)
+/// is named, never waited for longer.
 pub(crate) fn stop_tree(
     tree: &Tree,
     hands: &dyn Hands,
     failed: bool,
-    grace: Duration,
+    (grace, settle): (Duration, Duration),
     mut guard_done: impl FnMut() -> bool,
-) -> Vec<LeakedProcess> {
+) -> Stopped {
     let mut leaked = Vec::new();
     let gone = || tree.live().is_empty();
+    // Each process is sent SIGKILL once: what no SIGKILL ended, another will not end either.
+    let mut killed = HashSet::new();
+    let mut kill = |stat: &ProcStat| {
+        if killed.insert(stat.identity()) {
+            hands.signal(stat.identity(), Signal::Kill);
+        }
+    };
     if failed {
-        tree.signal(hands, Signal::Terminate);
+        for stat in tree.live() {
+            hands.signal(stat.identity(), Signal::Terminate);
+        }
         if !poll_until(grace, LOOK_EVERY, gone) {
-            tree.signal(hands, Signal::Kill);
+            tree.live().iter().for_each(&mut kill);
         }
     } else {
         poll_until(grace, LOOK_EVERY, gone);
@@ -118,14 +131,30 @@ pub(crate) fn stop_tree(
                 name: stat.comm.clone(),
                 cmdline: tree.proc.cmdline(stat.pid),
             });
-            hands.signal(stat.identity(), Signal::Kill);
+            kill(&stat);
         }
     }
-    poll_until(SETTLE, LOOK_EVERY, || {
+    // Killing what appeared since, until the tree is gone or `settle` has passed.
+    let gone = poll_until(settle, LOOK_EVERY, || {
         tree.reap(hands);
-        tree.live().is_empty() && guard_done()
+        let live = tree.live();
+        live.iter().for_each(&mut kill);
+        live.is_empty() && guard_done()
     });
-    leaked
+    let unkillable = if gone {
+        Vec::new()
+    } else {
+        tree.live()
+            .into_iter()
+            .map(|stat| Unkillable {
+                wchan: tree.proc.wchan(stat.pid),
+                pid: stat.pid,
+                name: stat.comm,
+                state: stat.state,
+            })
+            .collect()
+    };
+    Stopped { leaked, unkillable }
 }
 
 #[cfg(test)]
@@ -137,6 +166,7 @@ mod tests {
 
     const UID: u32 = 1000;
     const ME: u32 = 1;
+    const NO_WAIT: (Duration, Duration) = (Duration::ZERO, SETTLE);
     const GUARD: u32 = 10;
 
     /// A process table that signals change: a process exits on SIGKILL, and on SIGTERM unless it
@@ -144,6 +174,8 @@ mod tests {
     struct Table {
         procs: Mutex<FakeProc>,
         ignores_term: HashSet<u32>,
+        /// In uninterruptible sleep: no signal ends them.
+        stuck: HashSet<u32>,
         sent: Mutex<Vec<(u32, Signal)>>,
         reaped: Mutex<Vec<u32>>,
     }
@@ -165,6 +197,7 @@ mod tests {
             Self {
                 procs: Mutex::new(procs),
                 ignores_term: ignores_term.iter().copied().collect(),
+                stuck: HashSet::new(),
                 sent: Mutex::default(),
                 reaped: Mutex::default(),
             }
@@ -202,11 +235,17 @@ mod tests {
         fn environ(&self, pid: u32) -> Vec<Vec<u8>> {
             self.procs.lock().unwrap().environ(pid)
         }
+        fn wchan(&self, pid: u32) -> Option<String> {
+            self.procs.lock().unwrap().wchan(pid)
+        }
     }
 
     impl Hands for Table {
         fn signal(&self, identity: ProcessIdentity, signal: Signal) {
             self.sent.lock().unwrap().push((identity.pid, signal));
+            if self.stuck.contains(&identity.pid) {
+                return;
+            }
             if signal == Signal::Kill || !self.ignores_term.contains(&identity.pid) {
                 self.procs.lock().unwrap().exit(identity.pid);
             }
@@ -269,13 +308,15 @@ mod tests {
     fn given_a_failed_soak_when_the_tree_is_stopped_then_sigterm_then_sigkill_for_what_stays() {
         let table = Table::of(&host(), &[21]);
         let seen = seen_30();
-        let leaked = stop_tree(
+        let stopped = stop_tree(
             &table.tree(&seen),
             &table,
             true,
-            Duration::from_millis(50),
+            (Duration::from_millis(50), SETTLE),
             || true,
         );
+        let leaked = stopped.leaked;
+        assert!(stopped.unkillable.is_empty());
         assert!(
             leaked.is_empty(),
             "a failed soak's tree is stopped, not leaked"
@@ -306,7 +347,8 @@ mod tests {
     {
         let table = Table::of(&host(), &[]);
         let seen = HashSet::new();
-        let leaked = stop_tree(&table.tree(&seen), &table, false, Duration::ZERO, || true);
+        let stopped = stop_tree(&table.tree(&seen), &table, false, NO_WAIT, || true);
+        let leaked = stopped.leaked;
         let leaks: Vec<(u32, Vec<String>)> = leaked
             .iter()
             .map(|l| (l.identity.pid, l.cmdline.clone()))
@@ -327,11 +369,54 @@ mod tests {
         let table = Table::of(&[(ME, 0), (GUARD, ME), (40, 2)], &[]);
         let seen = HashSet::new();
         let mut asked = 0;
-        let leaked = stop_tree(&table.tree(&seen), &table, true, Duration::ZERO, || {
+        let stopped = stop_tree(&table.tree(&seen), &table, true, NO_WAIT, || {
             asked += 1;
             true
         });
-        assert!(leaked.is_empty() && table.sent().is_empty());
+        assert!(stopped.leaked.is_empty() && table.sent().is_empty());
         assert_eq!(asked, 1, "the guard is asked once the tree is gone");
+    }
+
+    #[test]
+    fn given_a_process_in_uninterruptible_sleep_when_the_tree_is_stopped_then_it_is_named_not_waited_for()
+     {
+        let mut table = Table::of(&host(), &[]);
+        let stuck = std::mem::take(&mut *table.procs.lock().unwrap()).stuck_in(12, "nv_wait");
+        *table.procs.lock().unwrap() = stuck;
+        table.stuck.insert(12);
+        let seen = HashSet::new();
+        let began = std::time::Instant::now();
+        let settle = Duration::from_millis(200);
+        let stopped = stop_tree(
+            &table.tree(&seen),
+            &table,
+            true,
+            (Duration::from_millis(50), settle),
+            || true,
+        );
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "the waits are bounded"
+        );
+        assert_eq!(
+            stopped.unkillable,
+            [Unkillable {
+                pid: 12,
+                name: "fake".into(),
+                state: 'D',
+                wchan: Some("nv_wait".into()),
+            }]
+        );
+        let to_12: Vec<Signal> = table
+            .sent()
+            .into_iter()
+            .filter(|(pid, _)| *pid == 12)
+            .map(|(_, s)| s)
+            .collect();
+        assert_eq!(
+            to_12,
+            [Signal::Terminate, Signal::Kill],
+            "signalled, once each"
+        );
     }
 }

@@ -176,6 +176,46 @@ fn failed(kind: FailureKind, reason: String) -> Outcome {
     }
 }
 
+/// A process of the tree still there after SIGKILL and the teardown's bounded wait: in
+/// uninterruptible sleep (`D`), most often, which no signal ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unkillable {
+    pub pid: u32,
+    pub name: String,
+    pub state: char,
+    /// Where in the kernel it waits (`/proc/<pid>/wchan`), where readable.
+    pub wchan: Option<String>,
+}
+
+/// What the outcome says of processes no signal could end: which, in what state, where.
+fn unkillable_note(unkillable: &[Unkillable]) -> Option<String> {
+    if unkillable.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = unkillable
+        .iter()
+        .map(|p| match (p.state, &p.wchan) {
+            ('D', Some(wchan)) => format!(
+                "{} ({}) in uninterruptible sleep in `{wchan}`",
+                p.pid, p.name
+            ),
+            ('D', None) => format!("{} ({}) in uninterruptible sleep", p.pid, p.name),
+            (state, _) => format!("{} ({}, state {state})", p.pid, p.name),
+        })
+        .collect();
+    let stuck = unkillable.iter().any(|p| p.state == 'D');
+    Some(format!(
+        "{} could not be killed: {}{}",
+        crate::text::count(unkillable.len() as u64, "process"),
+        named.join(", "),
+        if stuck {
+            "; the host may need a reset"
+        } else {
+            ""
+        }
+    ))
+}
+
 /// How a run ended, for the [`verdict`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RunEnd<'a> {
@@ -183,6 +223,8 @@ pub(crate) struct RunEnd<'a> {
     pub failure: Option<Failure>,
     pub exit: ExitInfo,
     pub leaked: &'a [LeakedProcess],
+    /// What of the tree the teardown could not kill.
+    pub unkillable: &'a [Unkillable],
     /// The command's own run time: spawn to exit (or to the failure).
     pub run_time: Duration,
     /// Whether the progress directory ever changed while it ran.
@@ -196,12 +238,22 @@ pub(crate) struct RunEnd<'a> {
 /// then (`scancel` and a job's end signal every process of the step, the command with unilab,
 /// so the command's death by that signal is the interruption's doing); processes that outlived
 /// it; no progress ever (when progress is required); a run shorter than the minimum; else it
-/// passed.
+/// passed. Processes that could not be killed are named after the reason.
 pub(crate) fn verdict(end: RunEnd, parameters: &SoakParameters, require_progress: bool) -> Outcome {
+    let note = unkillable_note(end.unkillable);
+    let mut outcome = judge(end, parameters, require_progress);
+    if let Some(note) = note {
+        outcome.reason = format!("{}; {note}", outcome.reason);
+    }
+    outcome
+}
+
+fn judge(end: RunEnd, parameters: &SoakParameters, require_progress: bool) -> Outcome {
     let RunEnd {
         failure,
         exit,
         leaked,
+        unkillable,
         run_time,
         progress_seen,
         interrupted,
@@ -226,10 +278,16 @@ pub(crate) fn verdict(end: RunEnd, parameters: &SoakParameters, require_progress
         return failed(
             FailureKind::LeakedProcesses,
             format!(
-                "{} outlived the command by the {} s grace period and {} killed: {}",
+                "{} outlived the command by the {} s grace period and {} {}: {}",
                 crate::text::count(leaked.len() as u64, "process"),
                 secs(parameters.shutdown_grace_ms),
                 if leaked.len() == 1 { "was" } else { "were" },
+                // Killed, unless some survived SIGKILL: those are named after the reason.
+                if unkillable.is_empty() {
+                    "killed"
+                } else {
+                    "sent SIGKILL"
+                },
                 names.join(", ")
             ),
         );
@@ -420,6 +478,7 @@ mod tests {
             failure,
             exit,
             leaked,
+            unkillable: &[],
             run_time,
             progress_seen: true,
             interrupted: false,
@@ -437,6 +496,7 @@ mod tests {
             failure: None,
             exit,
             leaked: &[],
+            unkillable: &[],
             run_time: long_enough(),
             progress_seen: true,
             interrupted,
@@ -532,6 +592,7 @@ mod tests {
             failure: None,
             exit: CLEAN,
             leaked: &[],
+            unkillable: &[],
             run_time: long_enough(),
             progress_seen,
             interrupted: false,
@@ -557,6 +618,57 @@ mod tests {
         assert_eq!(
             verdict(failing, &PARAMETERS, true).failure_kind,
             Some(FailureKind::CommandFailed)
+        );
+    }
+
+    #[test]
+    fn given_processes_no_signal_ended_when_the_soak_is_judged_then_the_reason_names_them() {
+        let stuck = [
+            Unkillable {
+                pid: 77,
+                name: "python3".into(),
+                state: 'D',
+                wchan: Some("nv_wait".into()),
+            },
+            Unkillable {
+                pid: 78,
+                name: "worker".into(),
+                state: 'S',
+                wchan: None,
+            },
+        ];
+        let end = |failure, leaked| RunEnd {
+            failure,
+            exit: CLEAN,
+            leaked,
+            unkillable: &stuck,
+            run_time: long_enough(),
+            progress_seen: true,
+            interrupted: false,
+        };
+        let stale = Failure::new(FailureKind::StaleProgress, "no progress for 120 s");
+        let outcome = verdict(end(Some(stale), &[]), &PARAMETERS, true);
+        assert_eq!(outcome.failure_kind, Some(FailureKind::StaleProgress));
+        assert_eq!(
+            outcome.reason,
+            "no progress for 120 s; 2 processes could not be killed: 77 (python3) in \
+             uninterruptible sleep in `nv_wait`, 78 (worker, state S); the host may need a reset"
+        );
+        let leaked = [LeakedProcess {
+            identity: ProcessIdentity {
+                pid: 77,
+                start_ticks: 1,
+            },
+            name: "python3".into(),
+            cmdline: Vec::new(),
+        }];
+        let outcome = verdict(end(None, &leaked), &PARAMETERS, true);
+        assert!(
+            outcome
+                .reason
+                .starts_with("1 process outlived the command by the 2 s grace period and was sent SIGKILL: 77 (python3); 2 processes could not be killed"),
+            "never claimed killed: {}",
+            outcome.reason
         );
     }
 }
