@@ -173,26 +173,35 @@ fn soak_log(processes: u32) -> PathBuf {
     };
     log.append(
         subject(),
-        Event::SoakStarted(Box::new(SoakStart {
-            soak_id: "bench".into(),
-            command: vec!["python3".into(), "train.py".into()],
-            cwd: "/work".into(),
-            progress_dir: "/work/progress".into(),
-            output: "/work/soak.json".into(),
-            parameters: SoakParameters {
-                sample_interval_ms: 1000,
-                startup_timeout_ms: 600_000,
-                stale_progress_ms: 120_000,
-                shutdown_grace_ms: 5000,
-                min_duration_ms: 0,
+        Event::SoakStarted {
+            start: Box::new(SoakStart {
+                soak_id: "bench".into(),
+                command: vec!["python3".into(), "train.py".into()],
+                cwd: "/work".into(),
+                progress_dir: "/work/progress".into(),
+                output: "/work/soak.json".into(),
+                parameters: SoakParameters {
+                    sample_interval_ms: 1000,
+                    startup_timeout_ms: 600_000,
+                    stale_progress_ms: 120_000,
+                    shutdown_grace_ms: 5000,
+                    min_duration_ms: 0,
+                },
+                require_progress: true,
+                metadata: Default::default(),
+                environment: Default::default(),
+                supervisor,
+                runtime_json: "{}".into(),
+                ticks_per_second: 100,
+            }),
+            supervision: Supervision {
+                fail_fast: false,
+                py_spy: None,
+                dump_signal: None,
+                dump_wait_ms: 2000,
+                evidence_unavailable: Vec::new(),
             },
-            require_progress: true,
-            metadata: Default::default(),
-            environment: Default::default(),
-            supervisor,
-            runtime_json: "{}".into(),
-            ticks_per_second: 100,
-        })),
+        },
     )
     .expect("start");
     for start in (0..EXPORT_SAMPLES).step_by(10_000) {
@@ -206,24 +215,27 @@ fn soak_log(processes: u32) -> PathBuf {
     }
     log.append(
         subject(),
-        Event::SoakFinished(Box::new(SoakEnd {
-            outcome: Outcome {
-                status: OutcomeStatus::Passed,
-                failure_kind: None,
-                reason: "ok".into(),
-            },
-            exit: Some(ExitInfo {
-                code: Some(0),
-                signal: None,
+        Event::SoakFinished {
+            end: Box::new(SoakEnd {
+                outcome: Outcome {
+                    status: OutcomeStatus::Passed,
+                    failure_kind: None,
+                    reason: "ok".into(),
+                },
+                exit: Some(ExitInfo {
+                    code: Some(0),
+                    signal: None,
+                }),
+                run_ms: EXPORT_SAMPLES * 1000,
+                teardown_ms: 50,
+                first_progress_ms: Some(1000),
+                last_progress_ms: Some(EXPORT_SAMPLES * 1000),
+                leaked_processes: Vec::new(),
+                stdout_tail: Vec::new(),
+                stderr_tail: Vec::new(),
             }),
-            run_ms: EXPORT_SAMPLES * 1000,
-            teardown_ms: 50,
-            first_progress_ms: Some(1000),
-            last_progress_ms: Some(EXPORT_SAMPLES * 1000),
-            leaked_processes: Vec::new(),
-            stdout_tail: Vec::new(),
-            stderr_tail: Vec::new(),
-        })),
+            findings: Box::default(),
+        },
     )
     .expect("finish");
     drop(log);

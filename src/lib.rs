@@ -55,8 +55,10 @@ pub use binary::main;
 
 // The record: the events of the schema...
 pub use event::soak::{
-    ExitInfo, FailureKind, GpuProcessSample, GpuSample, LeakedProcess, Outcome, OutcomeStatus,
-    ProcessSample, ProgressSignature, Sample, SoakEnd, SoakParameters, SoakStart,
+    CgroupEvidence, ChildExit, Evidence, ExitInfo, FailureKind, Findings, GpuHolder,
+    GpuProcessSample, GpuRelease, GpuReleased, GpuSample, KernelMessage, LeakedProcess, OomKill,
+    OomSource, Outcome, OutcomeStatus, ProcessEvidence, ProcessSample, ProgressSignature, Sample,
+    SoakEnd, SoakParameters, SoakStart, Supervision, ThreadEvidence, UnkillableProcess,
 };
 // (the soak events' first forms, which logs written before schema 2 hold)
 pub use event::soak::v1 as soak_v1;
@@ -116,7 +118,8 @@ pub mod testing {
         };
         pub use crate::soak::artifact::v2::{GpuRow, SampleRow};
         pub use crate::soak::artifact::{
-            Abandonment, Form, Recorded, SoakRecords, collect, digest_matches, render,
+            Abandonment, Finished, Form, Recorded, SoakRecords, Started, collect, digest_matches,
+            render,
         };
     }
     pub mod report {

@@ -199,6 +199,7 @@ fn failure_kind() -> impl Strategy<Value = FailureKind> {
         Just(FailureKind::SpawnFailed),
         Just(FailureKind::MonitorError),
         Just(FailureKind::NoProgress),
+        Just(FailureKind::ChildFailed),
     ]
 }
 
@@ -322,6 +323,173 @@ fn soak_end() -> impl Strategy<Value = SoakEnd> {
     })
 }
 
+fn exit_info() -> impl Strategy<Value = ExitInfo> {
+    any::<(Option<i32>, Option<i32>)>().prop_map(|(code, signal)| ExitInfo { code, signal })
+}
+
+fn supervision() -> impl Strategy<Value = Supervision> {
+    (
+        any::<(bool, Option<i32>, u64)>(),
+        option::of(text()),
+        vec(text(), 0..3),
+    )
+        .prop_map(
+            |((fail_fast, dump_signal, dump_wait_ms), py_spy, evidence_unavailable)| Supervision {
+                fail_fast,
+                py_spy,
+                dump_signal,
+                dump_wait_ms,
+                evidence_unavailable,
+            },
+        )
+}
+
+fn thread_evidence() -> impl Strategy<Value = ThreadEvidence> {
+    (
+        any::<(u32, char)>(),
+        text(),
+        option::of(text()),
+        option::of(text()),
+    )
+        .prop_map(|((tid, state), name, wchan, syscall)| ThreadEvidence {
+            tid,
+            name,
+            state,
+            wchan,
+            syscall,
+        })
+}
+
+fn process_evidence() -> impl Strategy<Value = ProcessEvidence> {
+    (
+        any::<(u32, u32, u64, char, bool)>(),
+        text(),
+        vec(text(), 0..3),
+        vec(thread_evidence(), 0..3),
+        option::of(text()),
+        option::of(text()),
+    )
+        .prop_map(
+            |(
+                (pid, ppid, start_ticks, state, holds_gpu_device),
+                name,
+                cmdline,
+                threads,
+                kernel_stack,
+                python_stack,
+            )| {
+                ProcessEvidence {
+                    pid,
+                    ppid,
+                    start_ticks,
+                    name,
+                    state,
+                    cmdline,
+                    threads,
+                    kernel_stack,
+                    python_stack,
+                    holds_gpu_device,
+                }
+            },
+        )
+}
+
+fn evidence() -> impl Strategy<Value = Evidence> {
+    (
+        failure_kind(),
+        any::<i64>(),
+        vec(process_evidence(), 0..3),
+        option::of((any::<(u8, Option<u64>, Option<u64>)>(), text()).prop_map(
+            |((version, memory_max_bytes, oom_kill_count), path)| CgroupEvidence {
+                version,
+                path,
+                memory_max_bytes,
+                oom_kill_count,
+            },
+        )),
+        vec(
+            (any::<i64>(), text()).prop_map(|(at_us, line)| KernelMessage { at_us, line }),
+            0..3,
+        ),
+        vec(text(), 0..3),
+    )
+        .prop_map(
+            |(trigger, captured_at_us, processes, cgroup, kernel_messages, unavailable)| Evidence {
+                trigger,
+                captured_at_us,
+                processes,
+                cgroup,
+                kernel_messages,
+                unavailable,
+            },
+        )
+}
+
+fn findings() -> impl Strategy<Value = Findings> {
+    (
+        option::of(
+            (any::<u32>(), text(), exit_info()).prop_map(|(pid, name, exit)| ChildExit {
+                pid,
+                name,
+                exit,
+            }),
+        ),
+        vec(
+            (any::<(u32, bool)>(), text()).prop_map(|((pid, kmsg), name)| OomKill {
+                pid,
+                name,
+                source: if kmsg {
+                    OomSource::Kmsg
+                } else {
+                    OomSource::Cgroup
+                },
+            }),
+            0..3,
+        ),
+        vec(
+            (any::<(u32, char)>(), text(), option::of(text())).prop_map(
+                |((pid, state), name, wchan)| UnkillableProcess {
+                    pid,
+                    name,
+                    state,
+                    wchan,
+                },
+            ),
+            0..3,
+        ),
+        option::of(
+            (
+                vec(
+                    (text(), any::<(Option<u64>, Option<u64>, Option<bool>)>()).prop_map(
+                        |(uuid, (before, after, released))| GpuReleased {
+                            uuid,
+                            memory_used_before_mib: before,
+                            memory_used_after_mib: after,
+                            released,
+                        },
+                    ),
+                    0..3,
+                ),
+                vec(
+                    (any::<u32>(), text(), text()).prop_map(|(pid, name, path)| GpuHolder {
+                        pid,
+                        name,
+                        path,
+                    }),
+                    0..3,
+                ),
+            )
+                .prop_map(|(gpus, holders)| GpuRelease { gpus, holders }),
+        ),
+    )
+        .prop_map(|(child, oom_kills, unkillable, gpu_release)| Findings {
+            child,
+            oom_kills,
+            unkillable,
+            gpu_release,
+        })
+}
+
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         (
@@ -404,9 +572,18 @@ fn event() -> impl Strategy<Value = Event> {
         soak_start_v1().prop_map(|s| Event::SoakStartedV1(Box::new(s))),
         sample_v1().prop_map(|s| Event::SoakSampledV1(Box::new(s))),
         soak_end_v1().prop_map(|e| Event::SoakFinishedV1(Box::new(e))),
-        soak_start().prop_map(|s| Event::SoakStarted(Box::new(s))),
+        soak_start().prop_map(|s| Event::SoakStartedV4(Box::new(s))),
         sample().prop_map(|s| Event::SoakSampled(Box::new(s))),
-        soak_end().prop_map(|e| Event::SoakFinished(Box::new(e))),
+        soak_end().prop_map(|e| Event::SoakFinishedV4(Box::new(e))),
+        (soak_start(), supervision()).prop_map(|(start, supervision)| Event::SoakStarted {
+            start: Box::new(start),
+            supervision
+        }),
+        evidence().prop_map(|e| Event::SoakEvidenceCaptured(Box::new(e))),
+        (soak_end(), findings()).prop_map(|(end, findings)| Event::SoakFinished {
+            end: Box::new(end),
+            findings: Box::new(findings)
+        }),
         (identity(), text())
             .prop_map(|(supervisor, reason)| Event::SoakAbandoned { supervisor, reason }),
         (text(), text(), any::<u64>()).prop_map(|(path, digest, bytes)| Event::ArtifactWritten {

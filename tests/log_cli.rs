@@ -121,6 +121,11 @@ fn history_filters_by_subject_and_sequence() {
             "soak_sampled",
             "soak_finished",
             "artifact_written",
+            "soak_started",
+            "soak_sampled",
+            "soak_evidence_captured",
+            "soak_finished",
+            "artifact_written",
             "daemon_starting",
             "lease_acquired",
             "lease_released"
@@ -201,9 +206,9 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::starts_with("ok: 19 events, chain head "))
+        .stdout(predicate::str::starts_with("ok: 24 events, chain head "))
         .stdout(predicate::str::contains(
-            "(0 daemons, 2 soaks, 1 starting, 1 lease, 2 daemon_jobs)",
+            "(0 daemons, 3 soaks, 1 starting, 1 lease, 2 daemon_jobs)",
         ));
     let out = root
         .unilab()
@@ -215,7 +220,7 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .clone();
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(report["ok"], true);
-    assert_eq!(report["events"], 19);
+    assert_eq!(report["events"], 24);
     assert_eq!(report["schema_version"], SCHEMA_VERSION);
 }
 
@@ -756,7 +761,7 @@ fn hostile_inputs_are_refused_without_a_panic_or_a_raw_control_byte() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("ok: 19 events"));
+        .stdout(predicate::str::contains("ok: 24 events"));
 
     for args in [
         &["soak", "show", "\x1b]0;pwn\x07"][..],

@@ -711,7 +711,7 @@ fn gpu_samples_name_each_gpu_and_keep_the_trees_memory_apart_from_the_hosts() {
         ],
     );
     assert_eq!(output.status.code(), Some(0), "{output:?}");
-    assert_eq!(artifact["schema"], "unilab.soak.artifact/2");
+    assert_eq!(artifact["schema"], "unilab.soak.artifact/3");
     let summary = &artifact["summary"];
     assert_eq!(summary["peak_host_gpu_memory_used_mib"], 2048);
     assert_eq!(
@@ -1732,14 +1732,14 @@ fn concurrent_readers_record_an_abandoned_soak_once() {
         gone.wait().unwrap();
         let (subject, started) = every_event_kind()
             .into_iter()
-            .find(|(_, e)| matches!(e, unilab::Event::SoakStarted(_)))
+            .find(|(_, e)| matches!(e, unilab::Event::SoakStartedV4(_)))
             .unwrap();
-        let unilab::Event::SoakStarted(mut start) = started else {
+        let unilab::Event::SoakStartedV4(mut start) = started else {
             unreachable!()
         };
         start.supervisor = unilab::ProcessIdentity { pid, start_ticks };
         root.log()
-            .append(subject, unilab::Event::SoakStarted(start))
+            .append(subject, unilab::Event::SoakStartedV4(start))
             .unwrap();
         let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
         let readers: Vec<_> = (0..8)
@@ -1976,14 +1976,14 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
     let started = |id: &str| {
         let (_, start) = events
             .iter()
-            .find(|(_, e)| matches!(e, Event::SoakStarted(_)))
+            .find(|(_, e)| matches!(e, Event::SoakStartedV4(_)))
             .unwrap()
             .clone();
-        let Event::SoakStarted(mut start) = start else {
+        let Event::SoakStartedV4(mut start) = start else {
             unreachable!()
         };
         start.soak_id = id.into();
-        (Subject::Soak(id.into()), Event::SoakStarted(start))
+        (Subject::Soak(id.into()), Event::SoakStartedV4(start))
     };
     log.append_all(events.clone()).unwrap();
     log.append_all([started("big"), started("running")])
@@ -2012,7 +2012,7 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
     }
     let (_, end) = events
         .iter()
-        .rfind(|(_, e)| matches!(e, Event::SoakFinished(_)))
+        .rfind(|(_, e)| matches!(e, Event::SoakFinishedV4(_)))
         .unwrap()
         .clone();
     log.append(Subject::Soak("big".into()), end).unwrap();
@@ -2075,9 +2075,9 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
     .unwrap();
     let (_, start) = every_event_kind()
         .into_iter()
-        .find(|(_, e)| matches!(e, Event::SoakStarted(_)))
+        .find(|(_, e)| matches!(e, Event::SoakStartedV4(_)))
         .unwrap();
-    let Event::SoakStarted(mut start) = start else {
+    let Event::SoakStartedV4(mut start) = start else {
         unreachable!()
     };
     start.soak_id = "20200101T000000-aaaa".into();
@@ -2085,7 +2085,7 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
     start.metadata.insert("rank".into(), "1".into());
     log.append(
         Subject::Soak(start.soak_id.clone()),
-        Event::SoakStarted(start),
+        Event::SoakStartedV4(start),
     )
     .unwrap();
     drop(log);

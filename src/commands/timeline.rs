@@ -4,8 +4,23 @@
 use crate::event::{Event, StartedDaemon};
 use crate::text::count;
 
-/// The event's own fields as a JSON object (without `kind`), for `history --json`.
+/// The event's own fields as a JSON object (without `kind`), for `history --json`. Schema 5's
+/// soak start and verdict show schema 2's fields as they were, with `supervision` and
+/// `findings` beside them.
 pub(crate) fn fields_json(event: &Event) -> serde_json::Map<String, serde_json::Value> {
+    let mut fields = inner_fields(event);
+    let lifted = match event {
+        Event::SoakStarted { .. } => "start",
+        Event::SoakFinished { .. } => "end",
+        _ => return fields,
+    };
+    if let Some(serde_json::Value::Object(inner)) = fields.remove(lifted) {
+        fields.extend(inner);
+    }
+    fields
+}
+
+fn inner_fields(event: &Event) -> serde_json::Map<String, serde_json::Value> {
     // Serde's external tagging gives `{"Variant": {fields}}` for every variant with fields;
     // the inner object is what we want.
     match serde_json::to_value(event) {
@@ -56,7 +71,9 @@ pub(crate) fn summary(event: &Event) -> String {
             format!("pid {} stopped ({})", process.pid, method.as_str())
         }
         Event::SoakStartedV1(start) => started(&start.command, &start.parameters),
-        Event::SoakStarted(start) => started(&start.command, &start.parameters),
+        Event::SoakStartedV4(start) | Event::SoakStarted { start, .. } => {
+            started(&start.command, &start.parameters)
+        }
         Event::SoakSampledV1(sample) => sampled(
             sample.index,
             sample.elapsed_ms,
@@ -73,8 +90,15 @@ pub(crate) fn summary(event: &Event) -> String {
             &sample.progress,
             sample.errors.len(),
         ),
+        Event::SoakEvidenceCaptured(evidence) => format!(
+            "evidence before the {} signal: {}",
+            evidence.trigger.as_str(),
+            crate::text::count(evidence.processes.len() as u64, "process")
+        ),
         Event::SoakFinishedV1(end) => finished(&end.outcome, end.duration_ms),
-        Event::SoakFinished(end) => finished(&end.outcome, end.run_ms),
+        Event::SoakFinishedV4(end) | Event::SoakFinished { end, .. } => {
+            finished(&end.outcome, end.run_ms)
+        }
         Event::SoakAbandoned { supervisor, reason } => {
             format!("supervisor pid {} gone: {reason}", supervisor.pid)
         }

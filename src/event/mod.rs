@@ -129,12 +129,12 @@ pub enum Event {
         digest: String,
         bytes: u64,
     },
-    /// A soak started (schema 2). Same kind as its schema 1 form.
-    SoakStarted(Box<SoakStart>),
+    /// A soak started (schema 2–4's form). Same kind as its schema 1 form.
+    SoakStartedV4(Box<SoakStart>),
     /// One sample of a soak (schema 2).
     SoakSampled(Box<Sample>),
-    /// A soak's verdict, written once the last child is gone (schema 2).
-    SoakFinished(Box<SoakEnd>),
+    /// A soak's verdict, written once the last child is gone (schema 2–4's form).
+    SoakFinishedV4(Box<SoakEnd>),
     /// A start is about to launch a daemon (schema 2–3's form, without the job).
     DaemonStartingV3 {
         gpu: String,
@@ -176,6 +176,21 @@ pub enum Event {
         starter: ProcessIdentity,
         job: Option<String>,
     },
+    /// What the soak's tree was doing when the supervisor was about to signal it: committed
+    /// before the first signal (schema 5).
+    SoakEvidenceCaptured(Box<soak::Evidence>),
+    /// A soak started, with how it is supervised beyond its limits (schema 5; same kind as its
+    /// older forms).
+    SoakStarted {
+        start: Box<SoakStart>,
+        supervision: soak::Supervision,
+    },
+    /// A soak's verdict, with what it found about the tree's end (schema 5; same kind as its
+    /// older forms).
+    SoakFinished {
+        end: Box<SoakEnd>,
+        findings: Box<soak::Findings>,
+    },
 }
 
 /// How a lease on a shared daemon ended.
@@ -199,7 +214,7 @@ impl LeaseEnd {
 
 /// Every event kind, in the order its first variant has in [`Event`]. A kind whose payload
 /// changed in a schema version has one variant per form, all with the same kind.
-pub const EVENT_KINDS: [&str; 14] = [
+pub const EVENT_KINDS: [&str; 15] = [
     "topology_resolved",
     "daemon_started",
     "daemon_verified_live",
@@ -214,6 +229,7 @@ pub const EVENT_KINDS: [&str; 14] = [
     "daemon_starting",
     "lease_acquired",
     "lease_released",
+    "soak_evidence_captured",
 ];
 
 impl Event {
@@ -226,14 +242,15 @@ impl Event {
             Event::DaemonStartFailed { .. } => 3,
             Event::DaemonStaleCleaned { .. } => 4,
             Event::DaemonStopped { .. } => 5,
-            Event::SoakStartedV1(_) | Event::SoakStarted(_) => 6,
+            Event::SoakStartedV1(_) | Event::SoakStartedV4(_) | Event::SoakStarted { .. } => 6,
             Event::SoakSampledV1(_) | Event::SoakSampled(_) => 7,
-            Event::SoakFinishedV1(_) | Event::SoakFinished(_) => 8,
+            Event::SoakFinishedV1(_) | Event::SoakFinishedV4(_) | Event::SoakFinished { .. } => 8,
             Event::SoakAbandoned { .. } => 9,
             Event::ArtifactWritten { .. } => 10,
             Event::DaemonStartingV3 { .. } | Event::DaemonStarting { .. } => 11,
             Event::LeaseAcquired { .. } => 12,
             Event::LeaseReleased { .. } => 13,
+            Event::SoakEvidenceCaptured(_) => 14,
         };
         EVENT_KINDS[index]
     }

@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -49,6 +49,16 @@ pub(crate) const STEPS: &[Step] = &[
         // decode and hash unchanged, their daemons have no row in the view (their name is the
         // only witness of their job), so nothing is rewritten; the version keeps an older
         // unilab, which could not decode the new forms, away.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 4,
+        description: "evidence captured before the kill",
+        // Schema 5 adds `soak_evidence_captured`, and `soak_started` and `soak_finished` in
+        // forms that carry how the soak is supervised and what its verdict found, as new variants
+        // at the end of `Event`. Schema 4 records decode and hash unchanged and their soaks
+        // render their old artifact; nothing is rewritten, and the version keeps an older unilab,
+        // which could not decode the new forms, away.
         apply: |_| Ok(()),
     },
 ];

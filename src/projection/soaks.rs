@@ -103,7 +103,9 @@ impl Projection for Soaks {
     fn apply(current: Option<&SoakSummary>, envelope: &Envelope) -> Update<SoakSummary> {
         let started = match &envelope.event {
             Event::SoakStartedV1(s) => Some((&s.soak_id, &s.command, &s.output, s.supervisor)),
-            Event::SoakStarted(s) => Some((&s.soak_id, &s.command, &s.output, s.supervisor)),
+            Event::SoakStartedV4(s) | Event::SoakStarted { start: s, .. } => {
+                Some((&s.soak_id, &s.command, &s.output, s.supervisor))
+            }
             _ => None,
         };
         if let Some((soak_id, command, output, supervisor)) = started {
@@ -143,7 +145,7 @@ impl Soaks {
     pub(crate) fn advance(summary: &mut SoakSummary, envelope: &Envelope) -> bool {
         let finished = match &envelope.event {
             Event::SoakFinishedV1(end) => Some(&end.outcome),
-            Event::SoakFinished(end) => Some(&end.outcome),
+            Event::SoakFinishedV4(end) | Event::SoakFinished { end, .. } => Some(&end.outcome),
             _ => None,
         };
         if let Some(outcome) = finished {
@@ -154,6 +156,7 @@ impl Soaks {
         } else {
             match &envelope.event {
                 Event::SoakSampledV1(_) | Event::SoakSampled(_) => summary.samples += 1,
+                Event::SoakEvidenceCaptured(_) => {}
                 Event::SoakAbandoned { reason, .. } => {
                     summary.state = SoakState::Finished(OutcomeStatus::Abandoned);
                     summary.reason = Some(reason.clone());
@@ -171,7 +174,10 @@ impl Soaks {
 
     /// Whether `event` starts a soak (in either schema's form).
     pub(crate) fn starts(event: &Event) -> bool {
-        matches!(event, Event::SoakStartedV1(_) | Event::SoakStarted(_))
+        matches!(
+            event,
+            Event::SoakStartedV1(_) | Event::SoakStartedV4(_) | Event::SoakStarted { .. }
+        )
     }
 }
 
@@ -203,7 +209,7 @@ mod tests {
     }
 
     fn started(id: &str) -> Event {
-        Event::SoakStarted(Box::new(SoakStart {
+        Event::SoakStartedV4(Box::new(SoakStart {
             soak_id: id.into(),
             command: vec!["python3".into(), "train.py".into()],
             cwd: "/work".into(),
@@ -240,7 +246,7 @@ mod tests {
     }
 
     fn finished(status: OutcomeStatus, kind: Option<FailureKind>) -> Event {
-        Event::SoakFinished(Box::new(SoakEnd {
+        Event::SoakFinishedV4(Box::new(SoakEnd {
             outcome: Outcome {
                 status,
                 failure_kind: kind,
@@ -373,7 +379,7 @@ mod tests {
 
     #[test]
     fn soaks_recorded_in_schema_1s_forms_fold_alike() {
-        let Event::SoakStarted(start) = started("old") else {
+        let Event::SoakStartedV4(start) = started("old") else {
             unreachable!()
         };
         let events = [

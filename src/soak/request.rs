@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::error::{Invalid, ProgressDirProblem, SoakError};
 use super::launch::Launch;
-use crate::event::soak::SoakParameters;
+use crate::event::soak::{SoakParameters, Supervision};
 use crate::paths::Distrust;
 use crate::redact::Secrets;
 
@@ -50,6 +50,8 @@ pub(crate) struct SoakSpec {
     pub require_progress: bool,
     /// The credential values the command is handed, masked in everything recorded.
     pub secrets: Secrets,
+    /// How the tree is supervised beyond its limits (schema 5).
+    pub supervision: Supervision,
 }
 
 /// Set for the command unless the user set it: unbuffered Python output.
@@ -125,6 +127,13 @@ impl SoakRequest {
             require_progress: !self.allow_no_progress,
             secrets: Secrets::handed_to_command(&env),
             env,
+            supervision: Supervision {
+                fail_fast: false,
+                py_spy: None,
+                dump_signal: None,
+                dump_wait_ms: 0,
+                evidence_unavailable: Vec::new(),
+            },
         })
     }
 }

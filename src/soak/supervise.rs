@@ -26,7 +26,7 @@ use super::guard::{self, GuardStatus};
 use super::request::{SoakSpec, ms};
 use super::sampler::{GpuStream, HeldDir, Sampler};
 use super::watch::{CommandState, Failure, Next, Observation, RunEnd, Watch, verdict};
-use crate::event::soak::{ExitInfo, FailureKind, Outcome, Sample, SoakEnd, SoakStart};
+use crate::event::soak::{ExitInfo, FailureKind, Findings, Outcome, Sample, SoakEnd, SoakStart};
 use crate::event::{Event, Subject};
 use crate::log::{EventLog, LogError};
 use crate::paths::StatePaths;
@@ -147,17 +147,25 @@ pub(crate) fn run(
     );
     to_record.push((
         soak.subject(),
-        Event::SoakFinished(Box::new(SoakEnd {
-            outcome: outcome.clone(),
-            exit: status.started.map(|_| exit),
-            run_ms: ms(times.run),
-            teardown_ms: ms(times.teardown),
-            first_progress_ms: watch.first_progress().map(ms),
-            last_progress_ms: watch.last_change().map(ms),
-            leaked_processes: stopped.leaked,
-            stdout_tail: spec.secrets.mask_tail(&ended.stdout_tail),
-            stderr_tail: spec.secrets.mask_tail(&ended.stderr_tail),
-        })),
+        Event::SoakFinished {
+            end: Box::new(SoakEnd {
+                outcome: outcome.clone(),
+                exit: status.started.map(|_| exit),
+                run_ms: ms(times.run),
+                teardown_ms: ms(times.teardown),
+                first_progress_ms: watch.first_progress().map(ms),
+                last_progress_ms: watch.last_change().map(ms),
+                leaked_processes: stopped.leaked,
+                stdout_tail: spec.secrets.mask_tail(&ended.stdout_tail),
+                stderr_tail: spec.secrets.mask_tail(&ended.stderr_tail),
+            }),
+            findings: Box::new(Findings {
+                child: None,
+                oom_kills: Vec::new(),
+                unkillable: stopped.unkillable,
+                gpu_release: None,
+            }),
+        },
     ));
     record_verdict(ctx, &soak.id, &outcome, to_record)?;
     let _ = std::fs::remove_dir_all(&soak.work_dir);
@@ -303,20 +311,23 @@ impl Recording {
         };
         ctx.log.append(
             recording.subject(),
-            Event::SoakStarted(Box::new(SoakStart {
-                soak_id: recording.id.clone(),
-                command: spec.command.iter().map(|a| mask(a)).collect(),
-                cwd: spec.cwd.display().to_string(),
-                progress_dir: spec.progress_dir.display().to_string(),
-                output: spec.output.display().to_string(),
-                parameters: spec.parameters.clone(),
-                require_progress: spec.require_progress,
-                metadata: masked_map(&mut spec.metadata.iter()),
-                environment: masked_map(&mut spec.env.iter().map(|(k, v)| (k, v))),
-                supervisor: me,
-                runtime_json: mask(&ctx.runtime_json),
-                ticks_per_second: process::ticks_per_second(),
-            })),
+            Event::SoakStarted {
+                start: Box::new(SoakStart {
+                    soak_id: recording.id.clone(),
+                    command: spec.command.iter().map(|a| mask(a)).collect(),
+                    cwd: spec.cwd.display().to_string(),
+                    progress_dir: spec.progress_dir.display().to_string(),
+                    output: spec.output.display().to_string(),
+                    parameters: spec.parameters.clone(),
+                    require_progress: spec.require_progress,
+                    metadata: masked_map(&mut spec.metadata.iter()),
+                    environment: masked_map(&mut spec.env.iter().map(|(k, v)| (k, v))),
+                    supervisor: me,
+                    runtime_json: mask(&ctx.runtime_json),
+                    ticks_per_second: process::ticks_per_second(),
+                }),
+                supervision: spec.supervision.clone(),
+            },
         )?;
         Ok(recording)
     }

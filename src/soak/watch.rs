@@ -178,14 +178,7 @@ fn failed(kind: FailureKind, reason: String) -> Outcome {
 
 /// A process of the tree still there after SIGKILL and the teardown's bounded wait: in
 /// uninterruptible sleep (`D`), most often, which no signal ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Unkillable {
-    pub pid: u32,
-    pub name: String,
-    pub state: char,
-    /// Where in the kernel it waits (`/proc/<pid>/wchan`), where readable.
-    pub wchan: Option<String>,
-}
+pub(crate) use crate::event::soak::UnkillableProcess as Unkillable;
 
 /// What the outcome says of processes no signal could end: which, in what state, where.
 fn unkillable_note(unkillable: &[Unkillable]) -> Option<String> {

@@ -349,7 +349,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
     events.extend([
         (
             s2(),
-            Event::SoakStarted(Box::new(SoakStart {
+            Event::SoakStartedV4(Box::new(SoakStart {
                 soak_id: "20261202T130000-5b7c".into(),
                 command: vec!["python3".into(), "train.py".into()],
                 cwd: "/home/u/project".into(),
@@ -374,7 +374,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         (s2(), Event::SoakSampled(Box::new(sample(1, 2)))),
         (
             s2(),
-            Event::SoakFinished(Box::new(SoakEnd {
+            Event::SoakFinishedV4(Box::new(SoakEnd {
                 outcome: Outcome {
                     status: OutcomeStatus::Failed,
                     failure_kind: Some(FailureKind::NoProgress),
@@ -399,6 +399,145 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
                 path: "/home/u/soak-2.json".into(),
                 digest: "cd".repeat(32),
                 bytes: 4_321,
+            },
+        ),
+    ]);
+    // Schema 5: a soak with its supervision, the evidence captured before the first signal,
+    // and what the verdict found.
+    let s5 = || Subject::Soak("20261204T090000-e5e5".into());
+    events.extend([
+        (
+            s5(),
+            Event::SoakStarted {
+                start: Box::new(SoakStart {
+                    soak_id: "20261204T090000-e5e5".into(),
+                    command: vec!["python3".into(), "train.py".into()],
+                    cwd: "/home/u/project".into(),
+                    progress_dir: "/home/u/project/progress".into(),
+                    output: "/home/u/soak-5.json".into(),
+                    parameters: SoakParameters {
+                        sample_interval_ms: 1_000,
+                        startup_timeout_ms: 60_000,
+                        stale_progress_ms: 30_000,
+                        shutdown_grace_ms: 2_000,
+                        min_duration_ms: 0,
+                    },
+                    require_progress: true,
+                    metadata: BTreeMap::from([("node".into(), "node-7".into())]),
+                    environment: BTreeMap::from([("PYTHONUNBUFFERED".into(), "1".into())]),
+                    supervisor,
+                    runtime_json: r#"{"software":{"unilab":"0.3.0"}}"#.into(),
+                    ticks_per_second: 100,
+                }),
+                supervision: Supervision {
+                    fail_fast: true,
+                    py_spy: Some("/usr/bin/py-spy".into()),
+                    dump_signal: Some(10),
+                    dump_wait_ms: 2_000,
+                    evidence_unavailable: Vec::new(),
+                },
+            },
+        ),
+        (s5(), Event::SoakSampled(Box::new(sample(0, 2)))),
+        (
+            s5(),
+            Event::SoakEvidenceCaptured(Box::new(Evidence {
+                trigger: FailureKind::StaleProgress,
+                captured_at_us: 1_764_838_830_000_000,
+                processes: vec![ProcessEvidence {
+                    pid: 5000,
+                    ppid: 4999,
+                    start_ticks: 1_000_000,
+                    name: "python3".into(),
+                    state: 'S',
+                    cmdline: vec!["python3".into(), "train.py".into()],
+                    threads: vec![ThreadEvidence {
+                        tid: 5000,
+                        name: "python3".into(),
+                        state: 'S',
+                        wchan: Some("futex_wait_queue".into()),
+                        syscall: Some("futex".into()),
+                    }],
+                    kernel_stack: None,
+                    python_stack: Some("Thread 5000 (idle): \"MainThread\"\n    wait_for_allreduce (train.py:12)\n".into()),
+                    holds_gpu_device: true,
+                }],
+                cgroup: Some(CgroupEvidence {
+                    version: 2,
+                    path: "/user.slice/user-1000.slice".into(),
+                    memory_max_bytes: Some(16 << 30),
+                    oom_kill_count: Some(0),
+                }),
+                kernel_messages: vec![KernelMessage {
+                    at_us: 1_764_838_829_000_000,
+                    line: "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.".into(),
+                }],
+                unavailable: vec!["kernel stacks: /proc/PID/stack is readable by root only".into()],
+            })),
+        ),
+        (
+            s5(),
+            Event::SoakFinished {
+                end: Box::new(SoakEnd {
+                    outcome: Outcome {
+                        status: OutcomeStatus::Failed,
+                        failure_kind: Some(FailureKind::ChildFailed),
+                        reason: "process 5001 (python3) exited 3 while the command ran".into(),
+                    },
+                    exit: Some(ExitInfo {
+                        code: None,
+                        signal: Some(15),
+                    }),
+                    run_ms: 31_000,
+                    teardown_ms: 2_100,
+                    first_progress_ms: Some(1_000),
+                    last_progress_ms: Some(1_000),
+                    leaked_processes: Vec::new(),
+                    stdout_tail: b"step 1\n".to_vec(),
+                    stderr_tail: Vec::new(),
+                }),
+                findings: Box::new(Findings {
+                    child: Some(ChildExit {
+                        pid: 5001,
+                        name: "python3".into(),
+                        exit: ExitInfo {
+                            code: Some(3),
+                            signal: None,
+                        },
+                    }),
+                    oom_kills: vec![OomKill {
+                        pid: 5002,
+                        name: "worker".into(),
+                        source: OomSource::Kmsg,
+                    }],
+                    unkillable: vec![UnkillableProcess {
+                        pid: 5003,
+                        name: "python3".into(),
+                        state: 'D',
+                        wchan: Some("nv_wait".into()),
+                    }],
+                    gpu_release: Some(GpuRelease {
+                        gpus: vec![GpuReleased {
+                            uuid: "GPU-1111aaaa-0000-4000-8000-000000000001".into(),
+                            memory_used_before_mib: Some(0),
+                            memory_used_after_mib: Some(512),
+                            released: Some(false),
+                        }],
+                        holders: vec![GpuHolder {
+                            pid: 5004,
+                            name: "worker".into(),
+                            path: "/dev/nvidia0".into(),
+                        }],
+                    }),
+                }),
+            },
+        ),
+        (
+            s5(),
+            Event::ArtifactWritten {
+                path: "/home/u/soak-5.json".into(),
+                digest: "ef".repeat(32),
+                bytes: 5_432,
             },
         ),
     ]);

@@ -7,13 +7,21 @@
 //! sampled), so that `soak export` anywhere gives the same bytes.
 //!
 //! The forms schema 1 wrote are frozen in [`v1`]; the types here are schema 2's. Types used by
-//! both (parameters, GPU samples, the outcome) are unchanged since schema 1.
+//! both (parameters, GPU samples, the outcome) are unchanged since schema 1. Schema 5 records
+//! the start and the verdict with what [`evidence`] adds beside them, and the evidence itself.
 
+mod evidence;
 pub mod v1;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+pub use evidence::{
+    CgroupEvidence, ChildExit, Evidence, Findings, GpuHolder, GpuRelease, GpuReleased,
+    KernelMessage, OomKill, OomSource, ProcessEvidence, Supervision, ThreadEvidence,
+    UnkillableProcess,
+};
 
 use crate::process::ProcessIdentity;
 
@@ -87,6 +95,8 @@ pub enum FailureKind {
     MonitorError,
     /// The command exited 0 without the progress directory ever changing.
     NoProgress,
+    /// A process of the tree failed while the command ran (`--fail-fast`; schema 5).
+    ChildFailed,
 }
 
 impl FailureKind {
@@ -102,6 +112,7 @@ impl FailureKind {
             FailureKind::SpawnFailed => "spawn_failed",
             FailureKind::MonitorError => "monitor_error",
             FailureKind::NoProgress => "no_progress",
+            FailureKind::ChildFailed => "child_failed",
         }
     }
 }

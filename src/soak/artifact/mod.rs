@@ -7,13 +7,16 @@
 //! sample stays in the log (`unilab history --soak ID --json`).
 //!
 //! A soak recorded in schema 1's events renders as `unilab.soak.artifact/1` ([`v1`], frozen:
-//! byte for byte what was written then); one recorded in schema 2's as `/2` ([`v2`]).
+//! byte for byte what was written then); one recorded in schema 2–4's as `/2` ([`v2`], frozen
+//! too); one recorded in schema 5's as `/3` ([`v3`]: `/2` with where it ran, the evidence and
+//! what the verdict found).
 
 pub(crate) mod csv;
 pub(crate) mod shown;
 pub(crate) mod stream;
 mod v1;
 pub(crate) mod v2;
+mod v3;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -36,11 +39,26 @@ pub struct Form<Start, Sample, End> {
     pub end: Option<Box<End>>,
 }
 
-/// A soak as recorded: in schema 1's events or in schema 2's.
+/// A soak's start in schema 5's form: schema 2's, and how it is supervised.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Started {
+    pub start: soak::SoakStart,
+    pub supervision: soak::Supervision,
+}
+
+/// A soak's verdict in schema 5's form: schema 2's, and what it found about the tree's end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    pub end: soak::SoakEnd,
+    pub findings: soak::Findings,
+}
+
+/// A soak as recorded: in schema 1's events, schema 2–4's, or schema 5's.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Recorded {
     V1(Form<soak::v1::SoakStart, soak::v1::Sample, soak::v1::SoakEnd>),
     V2(Form<soak::SoakStart, soak::Sample, soak::SoakEnd>),
+    V5(Form<Started, soak::Sample, Finished>),
 }
 
 /// The supervisor vanished before a verdict: `soak_abandoned`.
@@ -57,34 +75,67 @@ pub struct SoakRecords {
     pub summary: SoakSummary,
     pub soak: Recorded,
     pub abandoned: Option<Abandonment>,
+    /// What the tree was doing when it was to be signalled (schema 5).
+    pub evidence: Option<Box<soak::Evidence>>,
     /// The hash of the last of these events, which ties the artifact to the chain.
     pub last_hash: Hash,
+    /// The host the log is scoped to.
+    pub host: String,
+}
+
+/// What [`walk`] found of a soak besides its events.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Walked {
+    /// The `soaks` projection folded over exactly the soak's events.
+    pub summary: SoakSummary,
+    /// The hash of the last of them.
+    pub last_hash: Hash,
+    /// The host of the log they are in.
+    pub host: String,
 }
 
 /// Gathers a soak's events, up to and including its verdict; `None` for an unknown soak.
 pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>, LogError> {
+    fn fresh<S, T, E>(start: S) -> Form<S, T, E> {
+        Form {
+            start,
+            samples: Vec::new(),
+            end: None,
+        }
+    }
     let mut soak = None;
     let mut abandoned = None;
+    let mut evidence = None;
     let walked = walk(snapshot, soak_id, |event| {
         match (event, &mut soak) {
+            // A start begins the soak afresh.
             (Event::SoakStartedV1(start), _) => {
-                soak = Some(Recorded::V1(Form {
-                    start: *start,
-                    samples: Vec::new(),
-                    end: None,
-                }));
+                (soak, evidence) = (Some(Recorded::V1(fresh(*start))), None);
             }
-            (Event::SoakStarted(start), _) => {
-                soak = Some(Recorded::V2(Form {
+            (Event::SoakStartedV4(start), _) => {
+                (soak, evidence) = (Some(Recorded::V2(fresh(*start))), None);
+            }
+            (Event::SoakStarted { start, supervision }, _) => {
+                let start = Started {
                     start: *start,
-                    samples: Vec::new(),
-                    end: None,
-                }));
+                    supervision,
+                };
+                (soak, evidence) = (Some(Recorded::V5(fresh(start))), None);
             }
             (Event::SoakSampledV1(sample), Some(Recorded::V1(form))) => form.samples.push(*sample),
             (Event::SoakSampled(sample), Some(Recorded::V2(form))) => form.samples.push(*sample),
+            (Event::SoakSampled(sample), Some(Recorded::V5(form))) => form.samples.push(*sample),
             (Event::SoakFinishedV1(end), Some(Recorded::V1(form))) => form.end = Some(end),
-            (Event::SoakFinished(end), Some(Recorded::V2(form))) => form.end = Some(end),
+            (Event::SoakFinishedV4(end), Some(Recorded::V2(form))) => form.end = Some(end),
+            (Event::SoakFinished { end, findings }, Some(Recorded::V5(form))) => {
+                form.end = Some(Box::new(Finished {
+                    end: *end,
+                    findings: *findings,
+                }));
+            }
+            (Event::SoakEvidenceCaptured(captured), Some(Recorded::V5(_))) => {
+                evidence = Some(captured);
+            }
             (Event::SoakAbandoned { supervisor, reason }, _) => {
                 abandoned = Some(Abandonment { supervisor, reason });
             }
@@ -93,28 +144,31 @@ pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>
         Ok::<(), LogError>(())
     })?;
     Ok(match (walked, soak) {
-        (Some((summary, last_hash)), Some(soak)) => Some(SoakRecords {
-            summary,
+        (Some(walked), Some(soak)) => Some(SoakRecords {
+            summary: walked.summary,
             soak,
             abandoned,
-            last_hash,
+            evidence,
+            last_hash: walked.last_hash,
+            host: walked.host,
         }),
         _ => None,
     })
 }
 
 /// Calls `visit` with each event of a soak, in order, up to and including its verdict, in one
-/// scan of the log; then returns the `soaks` projection folded over exactly those events and the
-/// hash of the last of them (`None` for an unknown soak). Which events belong to the soak is the
+/// scan of the log; then returns the `soaks` projection folded over exactly those events, the
+/// hash of the last of them and the log's host (`None` for an unknown soak). Which events belong to the soak is the
 /// projection's rule ([`Soaks::apply`]), applied here too. A soak is recorded in one schema's
 /// form; `visit` must ignore events of the other form.
 pub(crate) fn walk<E: From<LogError>>(
     snapshot: &Snapshot,
     soak_id: &str,
     mut visit: impl FnMut(Event) -> Result<(), E>,
-) -> Result<Option<(SoakSummary, Hash)>, E> {
+) -> Result<Option<Walked>, E> {
     let mut summary: Option<SoakSummary> = None;
     let mut last_hash = None;
+    let mut host = None;
     snapshot.scan_subject(
         &Subject::Soak(soak_id.to_owned()),
         1,
@@ -138,11 +192,21 @@ pub(crate) fn walk<E: From<LogError>>(
                 },
             }
             last_hash = Some(record.hash);
+            if host.is_none() {
+                host = Some(record.envelope.scope.host.clone());
+            }
             visit(record.envelope.event)?;
             Ok(true)
         },
     )?;
-    Ok(summary.zip(last_hash))
+    Ok(match (summary, last_hash, host) {
+        (Some(summary), Some(last_hash), Some(host)) => Some(Walked {
+            summary,
+            last_hash,
+            host,
+        }),
+        _ => None,
+    })
 }
 
 fn seconds(ms: u64) -> f64 {
@@ -278,6 +342,7 @@ pub(crate) fn view(records: &SoakRecords) -> Value {
     match &records.soak {
         Recorded::V1(soak) => v1::body(records, soak),
         Recorded::V2(soak) => v2::body(records, soak),
+        Recorded::V5(soak) => v3::body(records, soak),
     }
 }
 

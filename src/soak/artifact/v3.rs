@@ -1,0 +1,186 @@
+//! `unilab.soak.artifact/3`: the artifact of a soak recorded in schema 5's events.
+//!
+//! Against `/2`: `host`, the hostname the log is scoped to; `evidence`, what the tree was doing
+//! when the supervisor was about to signal it (`null` when it never was); `gpu_release`, whether
+//! the GPUs were given back once the tree was gone; the outcome names the child whose failure
+//! failed the soak (`child`), the kernel's OOM kills (`oom_kills`) and what no signal ended
+//! (`unkillable`); the parameters say how the tree was supervised (`fail_fast`, `py_spy`,
+//! `dump_signal`, `dump_wait_seconds`). Samples are `/2`'s rows.
+
+use serde_json::{Map, Value, json};
+
+use super::v2::{self, Rows};
+use super::{Finished, Form, SoakRecords, Started, seconds};
+use crate::event::soak::{
+    Evidence, ExitInfo, Findings, GpuRelease, ProcessEvidence, Sample, Supervision,
+};
+use crate::time::unix_seconds;
+
+const SCHEMA: &str = "unilab.soak.artifact/3";
+
+fn exit(exit: &ExitInfo) -> Value {
+    json!({ "code": exit.code, "signal": exit.signal })
+}
+
+/// A signal's name (`SIGUSR1`), or its number where this host has no name for it.
+pub(crate) fn signal_name(signal: i32) -> Value {
+    nix::sys::signal::Signal::try_from(signal)
+        .map(|s| Value::from(s.as_str()))
+        .unwrap_or_else(|_| Value::from(signal))
+}
+
+fn process(p: &ProcessEvidence) -> Value {
+    json!({
+        "pid": p.pid,
+        "ppid": p.ppid,
+        "start_ticks": p.start_ticks,
+        "name": p.name,
+        "state": p.state.to_string(),
+        "cmdline": p.cmdline,
+        "threads": p.threads.iter().map(|t| json!({
+            "tid": t.tid,
+            "name": t.name,
+            "state": t.state.to_string(),
+            "wchan": t.wchan,
+            "syscall": t.syscall,
+        })).collect::<Vec<_>>(),
+        "kernel_stack": p.kernel_stack,
+        "python_stack": p.python_stack,
+        "holds_gpu_device": p.holds_gpu_device,
+    })
+}
+
+fn evidence(evidence: &Evidence) -> Value {
+    json!({
+        "trigger": evidence.trigger.as_str(),
+        "captured_at": unix_seconds(evidence.captured_at_us),
+        "processes": evidence.processes.iter().map(process).collect::<Vec<_>>(),
+        "cgroup": evidence.cgroup.as_ref().map(|c| json!({
+            "version": c.version,
+            "path": c.path,
+            "memory_max_bytes": c.memory_max_bytes,
+            "oom_kill_count": c.oom_kill_count,
+        })),
+        "kernel_messages": evidence.kernel_messages.iter().map(|m| json!({
+            "at": unix_seconds(m.at_us),
+            "line": m.line,
+        })).collect::<Vec<_>>(),
+        "unavailable": evidence.unavailable,
+    })
+}
+
+fn gpu_release(release: &GpuRelease) -> Value {
+    json!({
+        "gpus": release.gpus.iter().map(|g| json!({
+            "uuid": g.uuid,
+            "memory_used_before_mib": g.memory_used_before_mib,
+            "memory_used_after_mib": g.memory_used_after_mib,
+            "released": g.released,
+        })).collect::<Vec<_>>(),
+        "holders": release.holders.iter().map(|h| json!({
+            "pid": h.pid,
+            "name": h.name,
+            "path": h.path,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// What the verdict found, in the outcome beside `/2`'s fields.
+fn findings(outcome: &mut Map<String, Value>, findings: Option<&Findings>) {
+    outcome.insert(
+        "child".into(),
+        json!(findings.and_then(|f| f.child.as_ref()).map(|c| json!({
+            "pid": c.pid,
+            "name": c.name,
+            "exit": exit(&c.exit),
+        }))),
+    );
+    outcome.insert(
+        "oom_kills".into(),
+        json!(
+            findings
+                .map(|f| &f.oom_kills[..])
+                .unwrap_or_default()
+                .iter()
+                .map(|k| json!({
+                    "pid": k.pid,
+                    "name": k.name,
+                    "source": k.source.as_str(),
+                }))
+                .collect::<Vec<_>>()
+        ),
+    );
+    outcome.insert(
+        "unkillable".into(),
+        json!(
+            findings
+                .map(|f| &f.unkillable[..])
+                .unwrap_or_default()
+                .iter()
+                .map(|p| json!({
+                    "pid": p.pid,
+                    "name": p.name,
+                    "state": p.state.to_string(),
+                    "wchan": p.wchan,
+                }))
+                .collect::<Vec<_>>()
+        ),
+    );
+}
+
+fn supervision(params: &mut Map<String, Value>, supervision: &Supervision) {
+    params.insert("fail_fast".into(), supervision.fail_fast.into());
+    params.insert("py_spy".into(), json!(supervision.py_spy));
+    params.insert(
+        "dump_signal".into(),
+        json!(supervision.dump_signal.map(signal_name)),
+    );
+    params.insert(
+        "dump_wait_seconds".into(),
+        seconds(supervision.dump_wait_ms).into(),
+    );
+}
+
+/// The artifact as a JSON object, without `digest` and without `samples`, once `rows` has seen
+/// every sample.
+pub(super) fn head(
+    records: &SoakRecords,
+    started: &Started,
+    end: Option<&Finished>,
+    rows: &Rows,
+) -> Map<String, Value> {
+    let mut object = v2::head(records, &started.start, end.map(|e| &e.end), rows);
+    object.insert("schema".into(), SCHEMA.into());
+    object.insert("host".into(), records.host.clone().into());
+    object.insert(
+        "evidence".into(),
+        json!(records.evidence.as_deref().map(evidence)),
+    );
+    object.insert(
+        "gpu_release".into(),
+        json!(
+            end.and_then(|e| e.findings.gpu_release.as_ref())
+                .map(gpu_release)
+        ),
+    );
+    if let Some(Value::Object(outcome)) = object.get_mut("outcome") {
+        findings(outcome, end.map(|e| &e.findings));
+    }
+    if let Some(Value::Object(params)) = object.get_mut("parameters") {
+        supervision(params, &started.supervision);
+    }
+    object
+}
+
+/// The artifact as a JSON object, without `digest`.
+pub(super) fn body(records: &SoakRecords, soak: &Form<Started, Sample, Finished>) -> Value {
+    let mut rows = Rows::new(&soak.start.start);
+    let samples: Vec<Value> = soak
+        .samples
+        .iter()
+        .map(|s| serde_json::to_value(rows.row(s)).unwrap_or(Value::Null))
+        .collect();
+    let mut object = head(records, &soak.start, soak.end.as_deref(), &rows);
+    object.insert("samples".into(), Value::Array(samples));
+    Value::Object(object)
+}
