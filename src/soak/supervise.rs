@@ -38,6 +38,9 @@ use crate::tool::Tool;
 /// How much of each output stream the artifact keeps.
 pub(crate) const TAIL_BYTES: usize = 64 * 1024;
 
+/// How long after the guard's death an interruption still counts as its cause.
+const INTERRUPT_SKEW: Duration = Duration::from_millis(500);
+
 /// How often the supervisor looks again at what it waits for.
 const LOOK_EVERY: Duration = Duration::from_millis(20);
 
@@ -394,6 +397,16 @@ fn sample_until_done(
         // Read before sampling: a sample taken after the exit was known says so.
         let status = guard.status();
         if let Some(failure) = guard.died(&status) {
+            // `scancel` and a job's end signal the whole step at once: the guard may die of it
+            // just before this process learns it was interrupted too.
+            if poll_until(INTERRUPT_SKEW, LOOK_EVERY, || {
+                interrupted.load(Ordering::Relaxed)
+            }) {
+                break Some(Failure::new(
+                    FailureKind::Interrupted,
+                    "unilab was interrupted; the signal ended the soak's guard too",
+                ));
+            }
             break Some(failure);
         }
         let command = status.command_state();
