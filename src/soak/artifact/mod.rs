@@ -61,6 +61,17 @@ pub enum Recorded {
     V5(Form<Started, soak::Sample, Finished>),
 }
 
+impl Recorded {
+    /// The start of a soak of schema 2 or later, whose samples become `/2`'s rows.
+    pub(crate) fn start(&self) -> Option<&soak::SoakStart> {
+        match self {
+            Recorded::V1(_) => None,
+            Recorded::V2(form) => Some(&form.start),
+            Recorded::V5(form) => Some(&form.start.start),
+        }
+    }
+}
+
 /// The supervisor vanished before a verdict: `soak_abandoned`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Abandonment {
@@ -94,66 +105,112 @@ pub(crate) struct Walked {
     pub host: String,
 }
 
-/// Gathers a soak's events, up to and including its verdict; `None` for an unknown soak.
-pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>, LogError> {
-    fn fresh<S, T, E>(start: S) -> Form<S, T, E> {
-        Form {
-            start,
-            samples: Vec::new(),
-            end: None,
+/// A soak's events folded into its form as they go by: what [`collect`] and the streamed
+/// artifact ([`stream`]) take from them alike. Schema 1's samples are kept in the form (its frozen
+/// code renders from all of them at once); later schemas' are handed back, to be kept or turned
+/// into rows by the caller.
+#[derive(Debug, Default)]
+pub(crate) struct Folded {
+    pub soak: Option<Recorded>,
+    pub abandoned: Option<Abandonment>,
+    pub evidence: Option<Box<soak::Evidence>>,
+}
+
+/// What one event did to a [`Folded`] soak.
+pub(crate) enum Fold {
+    /// A start began the soak afresh: what came before is not part of it.
+    Restarted,
+    /// A sample of schema 2 or later.
+    Sample(Box<soak::Sample>),
+    /// Anything else.
+    Folded,
+}
+
+impl Folded {
+    pub(crate) fn fold(&mut self, event: Event) -> Fold {
+        fn fresh<S, T, E>(start: S) -> Form<S, T, E> {
+            Form {
+                start,
+                samples: Vec::new(),
+                end: None,
+            }
         }
-    }
-    let mut soak = None;
-    let mut abandoned = None;
-    let mut evidence = None;
-    let walked = walk(snapshot, soak_id, |event| {
-        match (event, &mut soak) {
-            // A start begins the soak afresh.
-            (Event::SoakStartedV1(start), _) => {
-                (soak, evidence) = (Some(Recorded::V1(fresh(*start))), None);
+        let restarted = match (event, &mut self.soak) {
+            (Event::SoakStartedV1(start), _) => Recorded::V1(fresh(*start)),
+            (Event::SoakStartedV4(start), _) => Recorded::V2(fresh(*start)),
+            (Event::SoakStarted { start, supervision }, _) => Recorded::V5(fresh(Started {
+                start: *start,
+                supervision,
+            })),
+            (Event::SoakSampledV1(sample), Some(Recorded::V1(form))) => {
+                form.samples.push(*sample);
+                return Fold::Folded;
             }
-            (Event::SoakStartedV4(start), _) => {
-                (soak, evidence) = (Some(Recorded::V2(fresh(*start))), None);
+            (Event::SoakSampled(sample), Some(Recorded::V2(_) | Recorded::V5(_))) => {
+                return Fold::Sample(sample);
             }
-            (Event::SoakStarted { start, supervision }, _) => {
-                let start = Started {
-                    start: *start,
-                    supervision,
-                };
-                (soak, evidence) = (Some(Recorded::V5(fresh(start))), None);
+            (Event::SoakFinishedV1(end), Some(Recorded::V1(form))) => {
+                form.end = Some(end);
+                return Fold::Folded;
             }
-            (Event::SoakSampledV1(sample), Some(Recorded::V1(form))) => form.samples.push(*sample),
-            (Event::SoakSampled(sample), Some(Recorded::V2(form))) => form.samples.push(*sample),
-            (Event::SoakSampled(sample), Some(Recorded::V5(form))) => form.samples.push(*sample),
-            (Event::SoakFinishedV1(end), Some(Recorded::V1(form))) => form.end = Some(end),
-            (Event::SoakFinishedV4(end), Some(Recorded::V2(form))) => form.end = Some(end),
+            (Event::SoakFinishedV4(end), Some(Recorded::V2(form))) => {
+                form.end = Some(end);
+                return Fold::Folded;
+            }
             (Event::SoakFinished { end, findings }, Some(Recorded::V5(form))) => {
                 form.end = Some(Box::new(Finished {
                     end: *end,
                     findings: *findings,
                 }));
+                return Fold::Folded;
             }
             (Event::SoakEvidenceCaptured(captured), Some(Recorded::V5(_))) => {
-                evidence = Some(captured);
+                self.evidence = Some(captured);
+                return Fold::Folded;
             }
             (Event::SoakAbandoned { supervisor, reason }, _) => {
-                abandoned = Some(Abandonment { supervisor, reason });
+                self.abandoned = Some(Abandonment { supervisor, reason });
+                return Fold::Folded;
             }
+            _ => return Fold::Folded,
+        };
+        (self.soak, self.evidence) = (Some(restarted), None);
+        Fold::Restarted
+    }
+
+    /// Keeps a sample [`fold`](Self::fold) handed back in the soak's form.
+    fn keep(&mut self, sample: soak::Sample) {
+        match &mut self.soak {
+            Some(Recorded::V2(form)) => form.samples.push(sample),
+            Some(Recorded::V5(form)) => form.samples.push(sample),
             _ => {}
+        }
+    }
+
+    /// The records, with what [`walk`] found of the soak; `None` for an unknown soak.
+    pub(crate) fn records(self, walked: Option<Walked>) -> Option<SoakRecords> {
+        let (walked, soak) = (walked?, self.soak?);
+        Some(SoakRecords {
+            summary: walked.summary,
+            soak,
+            abandoned: self.abandoned,
+            evidence: self.evidence,
+            last_hash: walked.last_hash,
+            host: walked.host,
+        })
+    }
+}
+
+/// Gathers a soak's events, up to and including its verdict; `None` for an unknown soak.
+pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>, LogError> {
+    let mut folded = Folded::default();
+    let walked = walk(snapshot, soak_id, |event| {
+        if let Fold::Sample(sample) = folded.fold(event) {
+            folded.keep(*sample);
         }
         Ok::<(), LogError>(())
     })?;
-    Ok(match (walked, soak) {
-        (Some(walked), Some(soak)) => Some(SoakRecords {
-            summary: walked.summary,
-            soak,
-            abandoned,
-            evidence,
-            last_hash: walked.last_hash,
-            host: walked.host,
-        }),
-        _ => None,
-    })
+    Ok(folded.records(walked))
 }
 
 /// Calls `visit` with each event of a soak, in order, up to and including its verdict, in one

@@ -12,9 +12,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, Seek, Write};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Abandonment, Form, Recorded, SoakRecords, v1, v2, v3, walk};
-use crate::event::Event;
-use crate::event::soak::{Evidence, Findings, SoakEnd, SoakStart, Supervision, v1 as v1s};
+use super::{Fold, Folded, Recorded, v1, v2, v3, walk};
 use crate::log::{LogError, Snapshot};
 
 /// What [`write`] wrote.
@@ -119,140 +117,45 @@ fn gather_into(
     mut spool: Spool,
     mut on_row: impl FnMut(Piece<'_>),
 ) -> Result<Gathered, StreamError> {
-    // Schema 2–5's soaks: the start (with schema 5's supervision) and the rows so far.
-    let mut v2_form: Option<V2Form> = None;
-    let mut v2_end: Option<V2End> = None;
-    let mut v1_form = None;
-    let mut abandoned = None;
-    let mut evidence = None;
+    let mut folded = Folded::default();
+    // The rows of a soak of schema 2 or later, so far.
+    let mut rows = None;
     let walked = walk(snapshot, soak_id, |event| {
-        let mut begin = |start: Box<SoakStart>, supervision| -> Result<(), StreamError> {
-            let rows = v2::Rows::new(&start);
-            v2_form = Some((start, supervision, rows));
-            (v1_form, v2_end, evidence, spool) = (None, None, None, spool.fresh()?);
-            on_row(Piece::Restart);
-            Ok(())
-        };
-        match event {
-            // A start begins the soak afresh, as `collect` takes it.
-            Event::SoakStartedV4(start) => begin(start, None)?,
-            Event::SoakStarted { start, supervision } => begin(start, Some(supervision))?,
-            Event::SoakStartedV1(start) => {
-                v1_form = Some(Form {
-                    start: *start,
-                    samples: Vec::new(),
-                    end: None,
-                });
-                (v2_form, v2_end, evidence, spool) = (None, None, None, spool.fresh()?);
+        match folded.fold(event) {
+            Fold::Restarted => {
+                rows = folded
+                    .soak
+                    .as_ref()
+                    .and_then(Recorded::start)
+                    .map(v2::Rows::new);
+                spool = spool.fresh()?;
                 on_row(Piece::Restart);
             }
-            Event::SoakSampled(sample) => {
-                if let Some((_, _, rows)) = &mut v2_form {
+            Fold::Sample(sample) => {
+                if let Some(rows) = &mut rows {
                     let row = rows.row(&sample);
                     spool.push(&row)?;
                     on_row(Piece::Row(Row::V2(&row)));
                 }
             }
-            Event::SoakFinishedV4(end) if v2_form.is_some() => v2_end = Some((end, None)),
-            Event::SoakFinished { end, findings } if v2_form.is_some() => {
-                v2_end = Some((end, Some(findings)));
-            }
-            Event::SoakEvidenceCaptured(captured) if v2_form.is_some() => {
-                evidence = Some(captured);
-            }
-            // Schema 1's soaks are rendered by the frozen code, from all their samples at once.
-            Event::SoakSampledV1(sample) => {
-                if let Some(form) = &mut v1_form {
-                    form.samples.push(*sample);
-                }
-            }
-            Event::SoakFinishedV1(end) => {
-                if let Some(form) = &mut v1_form {
-                    form.end = Some(end);
-                }
-            }
-            Event::SoakAbandoned { supervisor, reason } => {
-                abandoned = Some(Abandonment { supervisor, reason });
-            }
-            _ => {}
+            Fold::Folded => {}
         }
         Ok::<(), StreamError>(())
     })?;
-    let Some(walked) = walked else {
+    let Some(records) = folded.records(walked) else {
         return Err(StreamError::NoSuchSoak(soak_id.to_owned()));
     };
-    let head = compose_head(
-        walked,
-        (v2_form, v2_end, v1_form),
-        (abandoned, evidence),
-        &mut spool,
-        &mut on_row,
-    )?;
-    spool.finish()?;
-    Ok(Gathered { head, spool })
-}
-
-/// A start of schema 2–5 with its supervision (schema 5) and its rows.
-type V2Form = (Box<SoakStart>, Option<Supervision>, v2::Rows);
-/// A verdict of schema 2–5 with its findings (schema 5).
-type V2End = (Box<SoakEnd>, Option<Box<Findings>>);
-type V1Form = Form<v1s::SoakStart, v1s::Sample, v1s::SoakEnd>;
-
-/// The artifact's head, once every event of the soak went by: schema 1's rows, rendered by the
-/// frozen code from all the samples at once, go to `spool` here.
-fn compose_head(
-    walked: super::Walked,
-    (v2_form, v2_end, v1_form): (Option<V2Form>, Option<V2End>, Option<V1Form>),
-    (abandoned, evidence): (Option<Abandonment>, Option<Box<Evidence>>),
-    spool: &mut Spool,
-    on_row: &mut impl FnMut(Piece<'_>),
-) -> Result<Head, StreamError> {
-    let soak_id = walked.summary.soak_id.clone();
-    let records = |soak| SoakRecords {
-        summary: walked.summary,
-        soak,
-        abandoned,
-        evidence,
-        last_hash: walked.last_hash,
-        host: walked.host,
-    };
-    // The samples went to the spool; the heads need only the start and the end.
-    Ok(match (v2_form, v1_form) {
-        (Some((start, None, rows)), _) => {
-            let records = records(Recorded::V2(Form {
-                start: *start,
-                samples: Vec::new(),
-                end: v2_end.map(|(end, _)| end),
-            }));
-            let Recorded::V2(form) = &records.soak else {
-                unreachable!("just built")
-            };
-            v2::head(&records, &form.start, form.end.as_deref(), &rows)
+    // The samples of schema 2 and later went to the spool; their heads need only the start and
+    // the end.
+    let head = match (&records.soak, &rows) {
+        (Recorded::V2(form), Some(rows)) => {
+            v2::head(&records, &form.start, form.end.as_deref(), rows)
         }
-        (Some((start, Some(supervision), rows)), _) => {
-            let records = records(Recorded::V5(Form {
-                start: super::Started {
-                    start: *start,
-                    supervision,
-                },
-                samples: Vec::new(),
-                end: v2_end.map(|(end, findings)| {
-                    Box::new(super::Finished {
-                        end: *end,
-                        findings: findings.map(|f| *f).unwrap_or_default(),
-                    })
-                }),
-            }));
-            let Recorded::V5(form) = &records.soak else {
-                unreachable!("just built")
-            };
-            v3::head(&records, &form.start, form.end.as_deref(), &rows)
+        (Recorded::V5(form), Some(rows)) => {
+            v3::head(&records, &form.start, form.end.as_deref(), rows)
         }
-        (None, Some(form)) => {
-            let records = records(Recorded::V1(form));
-            let Recorded::V1(form) = &records.soak else {
-                unreachable!("just built")
-            };
+        // Schema 1's soaks are rendered by the frozen code, from all their samples at once.
+        (Recorded::V1(form), _) => {
             let Value::Object(mut object) = v1::body(&records, form) else {
                 unreachable!("the artifact is an object")
             };
@@ -264,8 +167,10 @@ fn compose_head(
             }
             object
         }
-        (None, None) => return Err(StreamError::NoSuchSoak(soak_id)),
-    })
+        (Recorded::V2(_) | Recorded::V5(_), None) => unreachable!("rows begin with the start"),
+    };
+    spool.finish()?;
+    Ok(Gathered { head, spool })
 }
 
 /// Writes the object `head` with `digest` and `samples` in their sorted places, as serde_json's

@@ -287,14 +287,19 @@ pub(super) fn head(
     object
 }
 
-/// The artifact as a JSON object, without `digest`.
-pub(super) fn body(records: &SoakRecords, soak: &Form<SoakStart, Sample, SoakEnd>) -> Value {
-    let mut rows = Rows::new(&soak.start);
-    let samples: Vec<Value> = soak
-        .samples
+/// The rows of `samples` as JSON values, and what `head` needs of them.
+pub(super) fn rows(start: &SoakStart, samples: &[Sample]) -> (Rows, Vec<Value>) {
+    let mut rows = Rows::new(start);
+    let values = samples
         .iter()
         .map(|s| serde_json::to_value(rows.row(s)).unwrap_or(Value::Null))
         .collect();
+    (rows, values)
+}
+
+/// The artifact as a JSON object, without `digest`.
+pub(super) fn body(records: &SoakRecords, soak: &Form<SoakStart, Sample, SoakEnd>) -> Value {
+    let (rows, samples) = rows(&soak.start, &soak.samples);
     let mut object = head(records, &soak.start, soak.end.as_deref(), &rows);
     object.insert("samples".into(), Value::Array(samples));
     Value::Object(object)

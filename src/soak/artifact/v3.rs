@@ -23,7 +23,7 @@ fn exit(exit: &ExitInfo) -> Value {
 }
 
 /// A signal's name (`SIGUSR1`), or its number where this host has no name for it.
-pub(crate) fn signal_name(signal: i32) -> Value {
+fn signal_name(signal: i32) -> Value {
     nix::sys::signal::Signal::try_from(signal)
         .map(|s| Value::from(s.as_str()))
         .unwrap_or_else(|_| Value::from(signal))
@@ -174,12 +174,7 @@ pub(super) fn head(
 
 /// The artifact as a JSON object, without `digest`.
 pub(super) fn body(records: &SoakRecords, soak: &Form<Started, Sample, Finished>) -> Value {
-    let mut rows = Rows::new(&soak.start.start);
-    let samples: Vec<Value> = soak
-        .samples
-        .iter()
-        .map(|s| serde_json::to_value(rows.row(s)).unwrap_or(Value::Null))
-        .collect();
+    let (rows, samples) = v2::rows(&soak.start.start, &soak.samples);
     let mut object = head(records, &soak.start, soak.end.as_deref(), &rows);
     object.insert("samples".into(), Value::Array(samples));
     Value::Object(object)
