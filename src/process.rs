@@ -594,8 +594,10 @@ mod tests {
             .unwrap();
         let root = child.id();
         let proc_root = std::path::Path::new("/proc");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while tree(proc_root, root).len() < 2 && std::time::Instant::now() < deadline {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // Settled once the subshell has forked its orphan and exited: two `sleep`s, nothing else.
+        let settled = |t: Vec<ProcStat>| t.len() == 2 && t.iter().all(|p| p.comm == "sleep");
+        while !settled(tree(proc_root, root)) && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         let mut by_children: Vec<u32> = tree(proc_root, root).iter().map(|s| s.pid).collect();
