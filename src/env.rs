@@ -22,6 +22,9 @@ impl EnvVars {
     pub(crate) const UNILAB_MPS_CONTROL: &'static str = "UNILAB_MPS_CONTROL";
     /// Seconds an external tool may take before it is killed (default [`TOOL_TIMEOUT_SECS`]).
     pub(crate) const UNILAB_TOOL_TIMEOUT: &'static str = "UNILAB_TOOL_TIMEOUT";
+    /// Where GPU device files are, for the evidence of a failed soak (default `/dev/nvidia`):
+    /// a process holding a file whose path starts so holds a GPU.
+    pub(crate) const UNILAB_GPU_DEVICE_PREFIX: &'static str = "UNILAB_GPU_DEVICE_PREFIX";
     /// The CUDA visibility mask; unilab applies it to what nvidia-smi lists.
     pub(crate) const CUDA_VISIBLE_DEVICES: &'static str = "CUDA_VISIBLE_DEVICES";
     /// CUDA's device order; `PCI_BUS_ID` makes CUDA ordinals match nvidia-smi's.

@@ -324,13 +324,16 @@ pub(crate) fn liveness(proc: &dyn ProcSource, identity: ProcessIdentity, uid: u3
 pub(crate) enum Signal {
     Terminate,
     Kill,
+    /// The signal a soak's `--dump-signal` names, by number (one a process can catch).
+    Dump(i32),
 }
 
 impl Signal {
-    fn to_rustix(self) -> rustix::process::Signal {
+    fn to_rustix(self) -> Option<rustix::process::Signal> {
         match self {
-            Signal::Terminate => rustix::process::Signal::TERM,
-            Signal::Kill => rustix::process::Signal::KILL,
+            Signal::Terminate => Some(rustix::process::Signal::TERM),
+            Signal::Kill => Some(rustix::process::Signal::KILL),
+            Signal::Dump(number) => rustix::process::Signal::from_named_raw(number),
         }
     }
 }
@@ -340,6 +343,12 @@ impl std::fmt::Display for Signal {
         f.write_str(match self {
             Signal::Terminate => "SIGTERM",
             Signal::Kill => "SIGKILL",
+            Signal::Dump(number) => {
+                return match nix::sys::signal::Signal::try_from(*number) {
+                    Ok(signal) => f.write_str(signal.as_str()),
+                    Err(_) => write!(f, "signal {number}"),
+                };
+            }
         })
     }
 }
@@ -390,7 +399,13 @@ pub(crate) fn signal(
         Liveness::Live => {}
         other => return Err(not_that(other)),
     }
-    match rustix::process::pidfd_send_signal(&pidfd, signal.to_rustix()) {
+    let Some(sent) = signal.to_rustix() else {
+        return Err(SignalError::Failed {
+            identity,
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        });
+    };
+    match rustix::process::pidfd_send_signal(&pidfd, sent) {
         Ok(()) => Ok(()),
         Err(rustix::io::Errno::SRCH) => Err(not_that(Liveness::Gone)),
         Err(e) => Err(SignalError::Failed {
@@ -426,7 +441,7 @@ pub(crate) fn reap(pid: u32) {
     }
 }
 
-fn nul_separated(path: &std::path::Path) -> Vec<Vec<u8>> {
+pub(crate) fn nul_separated(path: &std::path::Path) -> Vec<Vec<u8>> {
     std::fs::read(path)
         .map(|bytes| {
             bytes

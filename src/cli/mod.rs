@@ -182,6 +182,30 @@ fn daemon_name(text: &str) -> Result<String, String> {
         })
 }
 
+/// A signal a process can catch, by name (`USR1`, `SIGUSR1`) or number.
+fn parse_dump_signal(text: &str) -> Result<i32, String> {
+    use nix::sys::signal::Signal;
+    let upper = text.trim().to_ascii_uppercase();
+    let signal = match upper.parse::<i32>() {
+        Ok(number) => Signal::try_from(number).ok(),
+        Err(_) => {
+            let name = if upper.starts_with("SIG") {
+                upper
+            } else {
+                format!("SIG{upper}")
+            };
+            name.parse::<Signal>().ok()
+        }
+    };
+    match signal {
+        Some(Signal::SIGKILL | Signal::SIGSTOP) => Err(format!(
+            "`{text}` cannot be caught, so nothing could print stacks on it (try USR1)"
+        )),
+        Some(signal) => Ok(signal as i32),
+        None => Err(format!("`{text}` is not a signal (try USR1)")),
+    }
+}
+
 fn key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
@@ -229,6 +253,17 @@ pub(crate) struct SoakRunArgs {
     /// Pass a command that exits 0 without its progress directory ever changing
     #[arg(long = "allow-no-progress")]
     pub allow_no_progress: bool,
+    /// The `py-spy` that dumps the Python stacks of a failing soak's processes into its evidence
+    /// before they are stopped (default: `py-spy` on `PATH` if there is one); `off` for none
+    #[arg(long = "py-spy", value_name = "PATH|off")]
+    pub py_spy: Option<String>,
+    /// Before a failing soak's tree is stopped, send it this signal (e.g. `USR1`, for a trainer
+    /// that registered `faulthandler` on it) so that it prints its own stacks
+    #[arg(long = "dump-signal", value_name = "SIG", value_parser = parse_dump_signal)]
+    pub dump_signal: Option<i32>,
+    /// How long the tree has after `--dump-signal` to print before it is stopped
+    #[arg(long = "dump-wait", value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub dump_wait: Duration,
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -68,6 +68,10 @@ pub enum Invalid {
     NoOutputDirectory(PathBuf),
     #[error("`{}` is not UTF-8", .0.display())]
     NotUtf8(PathBuf),
+    #[error(
+        "`--py-spy {0}` is not an executable file (give its path, a program on PATH, or `off`)"
+    )]
+    NoPySpy(String),
     #[error(transparent)]
     Placeholder(#[from] PlaceholderError),
 }

@@ -9,9 +9,11 @@
 
 pub(crate) mod abandon;
 pub(crate) mod artifact;
+mod capture;
 pub(crate) mod console;
 pub(crate) mod error;
 pub(crate) mod guard;
+mod kernel;
 pub(crate) mod launch;
 mod progress;
 pub(crate) mod report;

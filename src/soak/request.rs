@@ -29,6 +29,11 @@ pub(crate) struct SoakRequest {
     pub metadata: Vec<(String, String)>,
     /// `--allow-no-progress`: a clean exit without progress passes.
     pub allow_no_progress: bool,
+    /// `--py-spy`: a path, a name on `PATH`, `off`; `None` looks for `py-spy` on `PATH`.
+    pub py_spy: Option<String>,
+    /// `--dump-signal`, by number.
+    pub dump_signal: Option<i32>,
+    pub dump_wait: Duration,
     /// The id the soak will have (`{soak_id}` in `--output`).
     pub soak_id: String,
     /// Where it runs in a launcher's job, recorded with it.
@@ -102,6 +107,7 @@ impl SoakRequest {
         }
         // Found now, not when the verdict is to be written after days of running.
         crate::soak::artifact::check_target(&output).map_err(SoakError::output(&output))?;
+        let (py_spy, evidence_unavailable) = py_spy(self.py_spy.as_deref())?;
         let mut env = self.env;
         // Python buffers a pipe 8 KiB at a time: without this a trainer's `print()` lines would
         // reach the terminal and the tail late, in bursts. Unless the user decided otherwise.
@@ -129,13 +135,48 @@ impl SoakRequest {
             env,
             supervision: Supervision {
                 fail_fast: false,
-                py_spy: None,
-                dump_signal: None,
-                dump_wait_ms: 0,
-                evidence_unavailable: Vec::new(),
+                py_spy,
+                dump_signal: self.dump_signal,
+                dump_wait_ms: ms(self.dump_wait),
+                evidence_unavailable,
             },
         })
     }
+}
+
+/// The `py-spy` to dump Python stacks with, and why there is none: `--py-spy` names one (a path,
+/// or a program on `PATH`) or `off`; without it, `py-spy` on `PATH` if there is one. A `py-spy`
+/// named but not found is refused now, not found missing when a soak fails days later.
+fn py_spy(given: Option<&str>) -> Result<(Option<String>, Vec<String>), SoakError> {
+    let found = |name: &str| {
+        if name.contains('/') {
+            let path = absolute(PathBuf::from(name)).ok()?;
+            is_executable(&path).then_some(path)
+        } else {
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|dir| dir.join(name))
+                .find(|path| is_executable(path))
+        }
+    };
+    match given {
+        Some("off") => Ok((None, vec!["python stacks: off (--py-spy off)".into()])),
+        Some(name) => match found(name) {
+            Some(path) => Ok((Some(path.display().to_string()), Vec::new())),
+            None => invalid(Invalid::NoPySpy(name.to_owned())),
+        },
+        None => Ok(match found("py-spy") {
+            Some(path) => (Some(path.display().to_string()), Vec::new()),
+            None => (
+                None,
+                vec!["python stacks: py-spy not found on PATH (`pip install py-spy`, or --py-spy PATH)".into()],
+            ),
+        }),
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The progress directory, which must exist. Others' writes would fake progress: it must be the

@@ -6,7 +6,8 @@
 //! the sampler's own cost. Between samples the supervisor watches for the command's exit and for
 //! signals, so a verdict never waits a whole interval.
 
-use super::teardown::{SETTLE, Stopped, SystemHands, Tree, stop_tree};
+use super::capture::Capture;
+use super::teardown::{Hands, SETTLE, Stopped, SystemHands, Tree, stop_tree};
 use crate::time::poll_until;
 use std::collections::HashSet;
 use std::io::Read;
@@ -30,7 +31,7 @@ use crate::event::soak::{ExitInfo, FailureKind, Findings, Outcome, Sample, SoakE
 use crate::event::{Event, Subject};
 use crate::log::{EventLog, LogError};
 use crate::paths::StatePaths;
-use crate::process::{self, ProcSource, ProcessIdentity, SystemProc};
+use crate::process::{self, ProcSource, ProcStat, ProcessIdentity, Signal, SystemProc};
 use crate::redact::redact;
 use crate::time::monotonic_ns;
 use crate::tool::Tool;
@@ -86,6 +87,7 @@ pub(crate) fn run(
         problem: ProgressDirProblem::CannotOpen(e),
     })?;
     let soak = Recording::begin(ctx, spec)?;
+    let started_mono_ns = monotonic_ns();
     // Orphans of the guard's tree — should the guard itself die — come to this process instead
     // of init, so the soak can still find, stop and reap them.
     let _ = nix::sys::prctl::set_child_subreaper(true);
@@ -107,6 +109,7 @@ pub(crate) fn run(
             RunTimes::default(),
         ),
         Ok(guard) => {
+            let capture = Capture::of(spec, guard.pid, started_mono_ns);
             let mut seen = HashSet::new();
             let (failure, unrecorded) = sample_until_done(
                 ctx,
@@ -124,7 +127,9 @@ pub(crate) fn run(
             // Read as sampling ends: an interruption later, in the teardown, caused nothing.
             was_interrupted = interrupted.load(Ordering::Relaxed);
             let stopping = monotonic_ns();
-            let stopped = teardown(ctx, spec, &guard, &seen, failure.is_some());
+            let trigger = failure.as_ref().map(|f| f.kind);
+            let (stopped, evidence) = teardown(ctx, spec, (&guard, &capture), &seen, trigger);
+            to_record.extend(evidence.map(|event| (soak.subject(), event)));
             let ended = guard.finish();
             let times = RunTimes::of(&ended.status, stopping, monotonic_ns());
             (failure, stopped, ended, times)
@@ -835,14 +840,16 @@ impl Guard {
 }
 
 /// Stops the soak's tree (see [`stop_tree`]) once the soak is decided; the leaks, their
-/// credentials masked, and what no signal could end.
+/// credentials masked, and what no signal could end. Before the first signal the evidence is
+/// captured and recorded, then the dump signal sent and its wait kept; the evidence comes back
+/// when it could not be recorded (a full disk), to go in with the verdict.
 fn teardown(
     ctx: &SoakContext,
     spec: &SoakSpec,
-    guard: &Guard,
+    (guard, capture): (&Guard, &Capture),
     seen: &HashSet<ProcessIdentity>,
-    failed: bool,
-) -> Stopped {
+    failure: Option<FailureKind>,
+) -> (Stopped, Option<Event>) {
     let proc = SystemProc::default();
     let tree = Tree {
         proc: &proc,
@@ -858,12 +865,38 @@ fn teardown(
         let status = guard.status();
         status.exited() || guard.died(&status).is_some()
     };
+    let subject = Subject::Soak(spec.soak_id.clone());
+    let mut unrecorded = None;
+    let before_first = |live: &[ProcStat], trigger| {
+        let evidence = capture.take(live, trigger, jiff::Timestamp::now().as_microsecond());
+        let event = Event::SoakEvidenceCaptured(Box::new(evidence));
+        if let Err(e) = ctx.log.append(subject.clone(), event.clone()) {
+            ctx.console.warn(&format!(
+                "{e}: the evidence of the soak's tree is recorded with the verdict instead"
+            ));
+            unrecorded = Some(event);
+        }
+        if let Some(number) = spec.supervision.dump_signal {
+            for stat in tree.live() {
+                hands.signal(stat.identity(), Signal::Dump(number));
+            }
+            let wait = Duration::from_millis(spec.supervision.dump_wait_ms);
+            poll_until(wait, LOOK_EVERY, || tree.live().is_empty());
+        }
+    };
     let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
-    let mut stopped = stop_tree(&tree, &hands, failed, (grace, SETTLE), guard_done);
+    let mut stopped = stop_tree(
+        &tree,
+        &hands,
+        failure,
+        (grace, SETTLE),
+        guard_done,
+        before_first,
+    );
     for arg in stopped.leaked.iter_mut().flat_map(|leak| &mut leak.cmdline) {
         *arg = spec.secrets.mask(arg).into_owned();
     }
-    stopped
+    (stopped, unrecorded)
 }
 
 /// Renders the soak's artifact from the log, writes it atomically to `path` and records that.

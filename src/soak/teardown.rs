@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::watch::Unkillable;
-use crate::event::soak::LeakedProcess;
+use crate::event::soak::{FailureKind, LeakedProcess};
 use crate::process::{self, ProcSource, ProcStat, ProcessIdentity, Signal};
 use crate::time::poll_until;
 
@@ -94,18 +94,21 @@ pub(crate) struct Stopped {
     pub unkillable: Vec<Unkillable>,
 }
 
-/// Stops what is left of the soak's tree. After a failure the soak fails closed: SIGTERM the
-/// whole tree, the grace period, SIGKILL the rest. After the command exited, whatever outlives
-/// it by the grace period has leaked: it is recorded, then killed. Then it waits, at most
-/// `settle`, for the tree to be gone and reaped and for `guard_done`, killing what appears
-/// meanwhile; what is still there then (a process in uninterruptible sleep ignores SIGKILL)
-/// is named, never waited for longer.
+/// Stops what is left of the soak's tree. After a failure (`failure` says which) the soak fails
+/// closed: SIGTERM the whole tree, the grace period, SIGKILL the rest. After the command exited,
+/// whatever outlives it by the grace period has leaked: it is recorded, then killed. Either way,
+/// `before_first` is handed the live tree and why it is to be stopped before the first signal
+/// reaches it (and not at all when nothing is left to signal): the moment to capture evidence.
+/// Then it waits, at most `settle`, for the tree to be gone and reaped and for `guard_done`,
+/// killing what appears meanwhile; what is still there then (a process in uninterruptible
+/// sleep ignores SIGKILL) is named, never waited for longer.
 pub(crate) fn stop_tree(
     tree: &Tree,
     hands: &dyn Hands,
-    failed: bool,
+    failure: Option<FailureKind>,
     (grace, settle): (Duration, Duration),
     mut guard_done: impl FnMut() -> bool,
+    before_first: impl FnOnce(&[ProcStat], FailureKind),
 ) -> Stopped {
     let mut leaked = Vec::new();
     let gone = || tree.live().is_empty();
@@ -116,7 +119,11 @@ pub(crate) fn stop_tree(
             hands.signal(stat.identity(), Signal::Kill);
         }
     };
-    if failed {
+    if let Some(trigger) = failure {
+        let live = tree.live();
+        if !live.is_empty() {
+            before_first(&live, trigger);
+        }
         for stat in tree.live() {
             hands.signal(stat.identity(), Signal::Terminate);
         }
@@ -125,14 +132,19 @@ pub(crate) fn stop_tree(
         }
     } else {
         poll_until(grace, LOOK_EVERY, gone);
-        for stat in tree.live() {
-            leaked.push(LeakedProcess {
+        let live = tree.live();
+        leaked = live
+            .iter()
+            .map(|stat| LeakedProcess {
                 identity: stat.identity(),
                 name: stat.comm.clone(),
                 cmdline: tree.proc.cmdline(stat.pid),
-            });
-            kill(&stat);
+            })
+            .collect();
+        if !live.is_empty() {
+            before_first(&live, FailureKind::LeakedProcesses);
         }
+        live.iter().for_each(&mut kill);
     }
     // Killing what appeared since, until the tree is gone or `settle` has passed.
     let gone = poll_until(settle, LOOK_EVERY, || {
@@ -308,12 +320,19 @@ mod tests {
     fn given_a_failed_soak_when_the_tree_is_stopped_then_sigterm_then_sigkill_for_what_stays() {
         let table = Table::of(&host(), &[21]);
         let seen = seen_30();
+        let mut before = Vec::new();
         let stopped = stop_tree(
             &table.tree(&seen),
             &table,
-            true,
+            Some(FailureKind::StaleProgress),
             (Duration::from_millis(50), SETTLE),
             || true,
+            |live, trigger| before.push((pids(live), trigger, table.sent().len())),
+        );
+        assert_eq!(
+            before,
+            [(vec![11, 12, 20, 21, 30], FailureKind::StaleProgress, 0)],
+            "handed the live tree once, before any signal"
         );
         let leaked = stopped.leaked;
         assert!(stopped.unkillable.is_empty());
@@ -347,7 +366,20 @@ mod tests {
     {
         let table = Table::of(&host(), &[]);
         let seen = HashSet::new();
-        let stopped = stop_tree(&table.tree(&seen), &table, false, NO_WAIT, || true);
+        let mut before = Vec::new();
+        let stopped = stop_tree(
+            &table.tree(&seen),
+            &table,
+            None,
+            NO_WAIT,
+            || true,
+            |live, trigger| before.push((pids(live), trigger, table.sent().len())),
+        );
+        assert_eq!(
+            before,
+            [(vec![11, 12, 20, 21], FailureKind::LeakedProcesses, 0)],
+            "the leaks, before they are killed"
+        );
         let leaked = stopped.leaked;
         let leaks: Vec<(u32, Vec<String>)> = leaked
             .iter()
@@ -369,11 +401,20 @@ mod tests {
         let table = Table::of(&[(ME, 0), (GUARD, ME), (40, 2)], &[]);
         let seen = HashSet::new();
         let mut asked = 0;
-        let stopped = stop_tree(&table.tree(&seen), &table, true, NO_WAIT, || {
-            asked += 1;
-            true
-        });
+        let mut handed = false;
+        let stopped = stop_tree(
+            &table.tree(&seen),
+            &table,
+            Some(FailureKind::Interrupted),
+            NO_WAIT,
+            || {
+                asked += 1;
+                true
+            },
+            |_, _| handed = true,
+        );
         assert!(stopped.leaked.is_empty() && table.sent().is_empty());
+        assert!(!handed, "no evidence of a tree that is gone");
         assert_eq!(asked, 1, "the guard is asked once the tree is gone");
     }
 
@@ -390,9 +431,10 @@ mod tests {
         let stopped = stop_tree(
             &table.tree(&seen),
             &table,
-            true,
+            Some(FailureKind::StaleProgress),
             (Duration::from_millis(50), settle),
             || true,
+            |_, _| {},
         );
         assert!(
             began.elapsed() < Duration::from_secs(5),

@@ -64,6 +64,9 @@ pub(super) fn soak_run(
         env: args.env,
         metadata: args.meta,
         allow_no_progress: args.allow_no_progress,
+        py_spy: args.py_spy,
+        dump_signal: args.dump_signal,
+        dump_wait: args.dump_wait,
         soak_id,
         launch,
     }
