@@ -10,6 +10,10 @@ use crate::error::{Error, stdout_error};
 use crate::style::{ColorChoice, Palette, Tone};
 use crate::time::{Clock, SystemClock, unix_seconds};
 
+/// Times and sizes as people read them: they live in [`crate::text`], which the layers below
+/// the commands (the soak report) may use too.
+pub(crate) use crate::text::{bytes, human_time};
+
 pub(crate) struct Output {
     pub json: bool,
     quiet: bool,
@@ -153,17 +157,6 @@ pub(crate) fn shell_command(args: &[String]) -> String {
     shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "))
 }
 
-/// A Unix-microsecond time as a person reads it, in the local time zone, to the millisecond.
-pub(crate) fn human_time(us: i64) -> String {
-    match jiff::Timestamp::from_microsecond(us) {
-        Ok(ts) => ts
-            .to_zoned_datetime(jiff::tz::TimeZone::system())
-            .strftime("%Y-%m-%d %H:%M:%S%.3f")
-            .to_string(),
-        Err(_) => format!("@{us}us"),
-    }
-}
-
 /// How long ago a Unix-seconds time was, as [`duration`] writes it.
 pub(crate) fn age(since_unix_seconds: f64) -> String {
     duration(unix_seconds(SystemClock.now_us()) - since_unix_seconds)
@@ -185,25 +178,9 @@ pub(crate) fn duration(seconds: f64) -> String {
     }
 }
 
-/// A byte count as a person reads it: `512 B`, `3.2 MiB`, `1.5 GiB`.
-pub(crate) fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{bytes, duration, for_terminal, shell_command, table};
+    use super::{duration, for_terminal, shell_command, table};
 
     #[test]
     fn commands_are_shown_as_a_shell_takes_them_back() {
@@ -255,12 +232,5 @@ mod tests {
         assert_eq!(duration(192.0), "3m 12s");
         assert_eq!(duration(7_500.0), "2h 05m");
         assert_eq!(duration(183_600.0), "2d 3h");
-    }
-
-    #[test]
-    fn byte_counts_read_in_binary_units() {
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(3_355_443), "3.2 MiB");
-        assert_eq!(bytes(1_610_612_736), "1.5 GiB");
     }
 }

@@ -1,5 +1,5 @@
-//! Text for people: words for counts (`1 sample`, `2 samples`) and what a user typed made safe
-//! to repeat on a terminal.
+//! Text for people: words for counts (`1 sample`, `2 samples`), times and sizes as people read
+//! them, and what a user typed made safe to repeat on a terminal.
 
 /// `n` and `word`, in the plural unless `n` is one: `1 process`, `3 processes`, `0 GPUs`.
 pub(crate) fn count(n: impl Into<u64>, word: &str) -> String {
@@ -10,6 +10,33 @@ pub(crate) fn count(n: impl Into<u64>, word: &str) -> String {
         format!("{n} {word}es")
     } else {
         format!("{n} {word}s")
+    }
+}
+
+/// A Unix-microsecond time as a person reads it, in the local time zone, to the millisecond.
+pub(crate) fn human_time(us: i64) -> String {
+    match jiff::Timestamp::from_microsecond(us) {
+        Ok(ts) => ts
+            .to_zoned_datetime(jiff::tz::TimeZone::system())
+            .strftime("%Y-%m-%d %H:%M:%S%.3f")
+            .to_string(),
+        Err(_) => format!("@{us}us"),
+    }
+}
+
+/// A byte count as a person reads it: `512 B`, `3.2 MiB`, `1.5 GiB`.
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
     }
 }
 
@@ -54,6 +81,13 @@ mod tests {
         assert_eq!(count(1u32, "process"), "1 process");
         assert_eq!(count(3u32, "process"), "3 processes");
         assert_eq!(count(2u32, "progress file"), "2 progress files");
+    }
+
+    #[test]
+    fn byte_counts_read_in_binary_units() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(3_355_443), "3.2 MiB");
+        assert_eq!(bytes(1_610_612_736), "1.5 GiB");
     }
 
     #[test]
