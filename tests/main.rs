@@ -5,6 +5,7 @@
 mod common;
 
 mod codec_props;
+mod evidence;
 mod fakes;
 mod log_cli;
 mod log_concurrency;

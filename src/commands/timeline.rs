@@ -2,6 +2,7 @@
 //! for `history --json`. What the log stores is `event`'s; how it reads to a person is here.
 
 use crate::event::{Event, StartedDaemon};
+use crate::soak::artifact::explained::{ProcessAt, ThreadAt, one_line_evidence};
 use crate::text::count;
 
 /// The event's own fields as a JSON object (without `kind`), for `history --json`. Schema 5's
@@ -90,11 +91,7 @@ pub(crate) fn summary(event: &Event) -> String {
             &sample.progress,
             sample.errors.len(),
         ),
-        Event::SoakEvidenceCaptured(evidence) => format!(
-            "evidence before the {} signal: {}",
-            evidence.trigger.as_str(),
-            crate::text::count(evidence.processes.len() as u64, "process")
-        ),
+        Event::SoakEvidenceCaptured(evidence) => captured(evidence),
         Event::SoakFinishedV1(end) => finished(&end.outcome, end.duration_ms),
         Event::SoakFinishedV4(end) | Event::SoakFinished { end, .. } => {
             finished(&end.outcome, end.run_ms)
@@ -184,6 +181,30 @@ fn sampled(
             format!(", {}", count(errors as u64, "sampler error"))
         }
     )
+}
+
+/// The evidence in one line: what for, and each process's state and where it waits.
+fn captured(evidence: &crate::event::soak::Evidence) -> String {
+    let processes: Vec<ProcessAt<'_>> = evidence
+        .processes
+        .iter()
+        .map(|p| ProcessAt {
+            pid: p.pid,
+            name: &p.name,
+            state: p.state,
+            threads: p
+                .threads
+                .iter()
+                .map(|t| ThreadAt {
+                    tid: t.tid,
+                    state: t.state,
+                    syscall: t.syscall.as_deref(),
+                    wchan: t.wchan.as_deref(),
+                })
+                .collect(),
+        })
+        .collect();
+    one_line_evidence(evidence.trigger.as_str(), &processes)
 }
 
 fn finished(outcome: &crate::event::soak::Outcome, run_ms: u64) -> String {

@@ -1,7 +1,8 @@
 //! `soak report`: one self-contained HTML page that explains a soak at a glance — the verdict,
-//! charts over one time axis, what it ran with, its output tails and its timeline — tied to the
-//! record by the artifact's digest and the log's chain head. No script, no external file: it
-//! opens from disk or an e-mail attachment.
+//! after a failure the evidence of why (what `soak show` prints first), charts over one time
+//! axis, what it ran with, its output tails and its timeline — tied to the record by the
+//! artifact's digest and the log's chain head. No script, no external file: it opens from disk
+//! or an e-mail attachment.
 //!
 //! Charts are SVG drawn by `plotters`. Long soaks stay small: each series is decimated to two
 //! points per pixel column, the column's minimum and maximum, so a spike is never dropped.
@@ -11,6 +12,8 @@ use std::fmt::Write as _;
 use plotters::prelude::*;
 use serde_json::Value;
 
+use crate::soak::artifact::explained::{Excerpt, Explained, last_lines};
+use crate::soak::artifact::shown::Found;
 use crate::soak::artifact::stream::{Piece, Row};
 
 /// Chart width in SVG pixels; also the decimation's number of columns.
@@ -359,7 +362,12 @@ h1{font-size:20px;margin:0 0 8px}h2{font-size:16px;margin:24px 0 8px;border-bott
 .banner .kind{font-weight:bold;text-transform:uppercase;margin-right:8px}figure{margin:8px 0}\
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}\
 pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px;max-height:400px}.empty{color:#777;font-style:italic}\
-.legend span{display:inline-block;margin-right:14px;font-size:12px}footer{margin-top:24px;font-size:12px;color:#555;word-break:break-all}";
+.legend span{display:inline-block;margin-right:14px;font-size:12px}footer{margin-top:24px;font-size:12px;color:#555;word-break:break-all}\
+.evidence{overflow-wrap:anywhere}.evidence h3{font-size:14px;margin:12px 0 4px;font-family:ui-monospace,monospace}\
+.evidence ul{margin:4px 0;padding-left:20px;font-size:13px}.evidence .label{font-weight:bold;margin-right:6px}\
+.evidence .stack{font-size:12px;color:#555;margin:6px 0 0}.evidence pre{margin:2px 0 6px;max-height:300px}\
+.process{border-left:3px solid #c62828;padding:2px 0 2px 10px;margin:8px 0}\
+.findings{margin-top:10px}.warn{background:#fff3e0;border-left:4px solid #ef6c00;padding:6px 10px;margin:6px 0;font-size:13px}";
 
 fn page(view: &Value, extras: &Extras, charts: &[String], markers: &[Marker]) -> String {
     let mut html = String::with_capacity(64 * 1024);
@@ -391,6 +399,7 @@ fn page(view: &Value, extras: &Extras, charts: &[String], markers: &[Marker]) ->
         ),
     );
     html.push_str(&banner(view, status, class));
+    html.push_str(&evidence(view, status));
     html.push_str(&legend(markers));
     html.push_str("<h2>Over time</h2>");
     for chart in charts {
@@ -458,6 +467,137 @@ fn banner(view: &Value, status: &str, class: &str) -> String {
             .as_f64()
             .map_or("?".into(), |d| format!("{d:.1}")),
     )
+}
+
+/// What tells why, right after the verdict: the evidence captured before the tree was signalled,
+/// what the verdict found, GPUs not given back, and the last lines of the output — the lines
+/// `soak show` prints first. Nothing for a soak with nothing to tell that did not fail.
+fn evidence(view: &Value, status: &str) -> String {
+    let explained = match Found::of(view) {
+        Ok(found) => found.as_ref().map(Explained::of).filter(|e| !e.is_empty()),
+        Err(e) => {
+            return format!(
+                "<p class=\"empty\">the evidence does not read: {}</p>",
+                escape(&e.to_string())
+            );
+        }
+    };
+    if explained.is_none() && status != "failed" {
+        return String::new();
+    }
+    let mut html = String::from("<section class=\"evidence\"><h2>Evidence</h2>");
+    if let Some(explained) = &explained {
+        explained_html(&mut html, explained);
+    }
+    for key in ["stdout", "stderr"] {
+        let tail = last_lines(view["output_tail"][key].as_str().unwrap_or(""));
+        if !tail.is_empty() {
+            let title = format!(
+                "last {} of {key}",
+                crate::text::count(tail.len() as u64, "line")
+            );
+            let lines = tail.iter().map(|l| (*l).to_owned()).collect();
+            pre_html(
+                &mut html,
+                &title,
+                &Excerpt {
+                    lines,
+                    left_out: None,
+                },
+            );
+        }
+    }
+    html.push_str("</section>");
+    html
+}
+
+/// The evidence (each process in a box: its threads, its stacks pre-formatted), the findings
+/// and the warnings, each line escaped.
+fn explained_html(html: &mut String, explained: &Explained) {
+    if let Some(evidence) = &explained.evidence {
+        let _ = write!(html, "<p>{}</p>", escape(&evidence.summary));
+        for process in &evidence.processes {
+            let _ = write!(
+                html,
+                "<div class=\"process\"><h3>{}</h3>",
+                escape(&process.title)
+            );
+            if !process.command.is_empty() {
+                let _ = write!(html, "<code>$ {}</code>", escape(&process.command));
+            }
+            list_html(html, process.threads.iter().map(|t| ("", t.as_str())));
+            if let Some(stack) = &process.kernel_stack {
+                pre_html(html, "kernel stack", stack);
+            }
+            if let Some(stack) = &process.python_stack {
+                pre_html(html, "python stack (py-spy)", stack);
+            }
+            html.push_str("</div>");
+        }
+        list_html(
+            html,
+            evidence
+                .more_processes
+                .iter()
+                .map(|m| ("", m.as_str()))
+                .chain(evidence.cgroup.iter().map(|c| ("cgroup", c.as_str())))
+                .chain(
+                    evidence
+                        .kernel_messages
+                        .iter()
+                        .map(|l| ("kernel", l.as_str())),
+                )
+                .chain(
+                    evidence
+                        .unavailable
+                        .iter()
+                        .map(|u| ("not captured", u.as_str())),
+                ),
+        );
+    }
+    if !explained.findings.is_empty() {
+        html.push_str("<div class=\"findings\">");
+        list_html(
+            html,
+            explained.findings.iter().map(|(l, f)| (*l, f.as_str())),
+        );
+        html.push_str("</div>");
+    }
+    for warning in &explained.warnings {
+        let _ = write!(
+            html,
+            "<div class=\"warn\"><span class=\"label\">warning</span>{}</div>",
+            escape(warning)
+        );
+    }
+}
+
+/// Lines as a list, each after its label in bold (when it has one).
+fn list_html<'a>(html: &mut String, items: impl Iterator<Item = (&'a str, &'a str)>) {
+    html.push_str("<ul>");
+    for (label, text) in items {
+        html.push_str("<li>");
+        if !label.is_empty() {
+            let _ = write!(html, "<span class=\"label\">{}</span>", escape(label));
+        }
+        let _ = write!(html, "{}</li>", escape(text));
+    }
+    html.push_str("</ul>");
+}
+
+/// An excerpt pre-formatted under its title, with what was left out as its last line.
+fn pre_html(html: &mut String, title: &str, excerpt: &Excerpt) {
+    let mut text = excerpt.lines.join("\n");
+    if let Some(more) = &excerpt.left_out {
+        text.push('\n');
+        text.push_str(more);
+    }
+    let _ = write!(
+        html,
+        "<p class=\"stack\">{}</p><pre>{}</pre>",
+        escape(title),
+        escape(&text)
+    );
 }
 
 /// What the vertical markers on the charts mean.

@@ -1,20 +1,28 @@
 //! `unilab soak show`: a soak's summary, how it exited, its progress, peaks and output tail;
-//! and, for a running one, how it is going.
+//! and, for a running one, how it is going. After a failure, what tells why comes first, right
+//! after the verdict: the evidence captured before the tree was signalled, what the verdict
+//! found (a failed child, OOM kills, processes no signal ended, GPUs not given back) and the
+//! last lines of the output; a soak that passed with nothing to tell reads as it always did.
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{resolve, status_text, summary_json};
 use crate::diagnostic::Exit;
 use crate::error::Error;
+use crate::event::soak::OutcomeStatus;
 use crate::log::Snapshot;
 use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
 use crate::projection::{SoakState, SoakSummary};
 use crate::soak::artifact;
-use crate::soak::artifact::shown::{ExitShown, PointShown, ProgressShown, Shown};
+use crate::soak::artifact::explained::{Excerpt, Explained, last_lines};
+use crate::soak::artifact::shown::{
+    EvidenceShown, ExitShown, GpuReleaseShown, PointShown, ProgressShown, Shown,
+};
 use crate::soak::artifact::stream::Piece;
 use crate::soak::error::SoakError;
+use crate::style::Tone;
 use crate::text::count;
 use crate::time::{Clock, SystemClock};
 
@@ -44,9 +52,25 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         if let (Value::Object(object), Value::Object(details)) = (&mut object, details) {
             object.extend(details);
         }
+        // What the verdict found joins the outcome, as in the artifact; `null` where the
+        // soak's schema records none.
+        let findings = shown.found.as_ref().map(|f| &f.outcome);
+        if let Some(Value::Object(outcome)) = object.get_mut("outcome") {
+            outcome.insert("child".into(), json!(findings.map(|f| &f.child)));
+            outcome.insert("oom_kills".into(), json!(findings.map(|f| &f.oom_kills)));
+            outcome.insert("unkillable".into(), json!(findings.map(|f| &f.unkillable)));
+        }
         out.json_line(&object)?;
         return Ok(Exit::Success);
     }
+    let explained = shown
+        .found
+        .as_ref()
+        .map(Explained::of)
+        .filter(|e| !e.is_empty());
+    // After a failure, or with anything to tell, why comes before the figures.
+    let why_first =
+        explained.is_some() || summary.state == SoakState::Finished(OutcomeStatus::Failed);
     let mut lines = vec![
         ("soak", summary.soak_id.clone()),
         ("command", output::shell_command(&summary.command)),
@@ -65,6 +89,17 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
             },
         ));
     }
+    for (label, value) in lines.drain(..) {
+        out.line(&labelled(label, &value))?;
+    }
+    if why_first {
+        if let Some(explained) = &explained {
+            for line in explained_lines(explained, &out.paint.paint(Tone::Warn, "warning:")) {
+                out.line(&line)?;
+            }
+        }
+        print_tails(&details.output_tail, out)?;
+    }
     lines.push(("started", human_time(summary.started_at_us)));
     if let Some(end) = summary.ended_at_us {
         lines.push(("ended", human_time(end)));
@@ -81,9 +116,20 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         format!("unilab history --soak {}", summary.soak_id),
     ));
     for (label, value) in lines {
-        out.line(&format!("{:<10}{value}", format!("{label}:")))?;
+        out.line(&labelled(label, &value))?;
     }
-    let tails = &details.output_tail;
+    if !why_first {
+        print_tails(&details.output_tail, out)?;
+    }
+    Ok(Exit::Success)
+}
+
+/// `label:` and its value, the values of a block in one column.
+fn labelled(label: &str, value: &str) -> String {
+    format!("{:<10}{value}", format!("{label}:"))
+}
+
+fn print_tails(tails: &Tails, out: &mut Output) -> Result<(), Error> {
     for (stream, tail) in [("stdout", &tails.stdout), ("stderr", &tails.stderr)] {
         if !tail.is_empty() {
             out.line(&format!("last lines of {stream}:"))?;
@@ -92,7 +138,67 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
             }
         }
     }
-    Ok(Exit::Success)
+    Ok(())
+}
+
+/// The evidence and the findings as `soak show` prints them: the evidence's summary on its
+/// label, each process indented under it with its command, its threads and its stacks indented
+/// further; then the cgroup, the kernel's lines, what could not be captured; then one labelled
+/// line a finding and `warning` (as painted) before each warning.
+fn explained_lines(explained: &Explained, warning: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let excerpt = |lines: &mut Vec<String>, excerpt: &Excerpt| {
+        for line in excerpt.lines.iter().chain(&excerpt.left_out) {
+            // A blank line of a stack stays blank, without the indent.
+            lines.push(if line.is_empty() {
+                String::new()
+            } else {
+                format!("      {line}")
+            });
+        }
+    };
+    if let Some(evidence) = &explained.evidence {
+        lines.push(labelled("evidence", &evidence.summary));
+        for process in &evidence.processes {
+            lines.push(format!("  {}", process.title));
+            if !process.command.is_empty() {
+                lines.push(format!("    $ {}", process.command));
+            }
+            for thread in &process.threads {
+                lines.push(format!("    {thread}"));
+            }
+            for (title, stack) in [
+                ("kernel stack", &process.kernel_stack),
+                ("python stack (py-spy)", &process.python_stack),
+            ] {
+                if let Some(stack) = stack {
+                    lines.push(format!("    {title}:"));
+                    excerpt(&mut lines, stack);
+                }
+            }
+        }
+        if let Some(more) = &evidence.more_processes {
+            lines.push(format!("  {more}"));
+        }
+        if let Some(cgroup) = &evidence.cgroup {
+            lines.push(format!("  cgroup: {cgroup}"));
+        }
+        for line in &evidence.kernel_messages {
+            lines.push(format!("  kernel: {line}"));
+        }
+        for line in &evidence.unavailable {
+            lines.push(format!("  not captured: {line}"));
+        }
+    }
+    for (label, finding) in &explained.findings {
+        lines.push(labelled(label, finding));
+    }
+    for warned in &explained.warnings {
+        // Padded by hand: the colour codes take no column.
+        let pad = 10_usize.saturating_sub("warning:".len());
+        lines.push(format!("{warning}{:pad$}{warned}", ""));
+    }
+    lines
 }
 
 /// Where the artifact is, or will be, or how to write it.
@@ -110,9 +216,6 @@ fn artifact_line(summary: &SoakSummary) -> (&'static str, String) {
     ("artifact", said)
 }
 
-/// How many lines of each output tail `soak show` prints.
-const SHOWN_TAIL_LINES: usize = 10;
-
 /// What `soak show` adds to the summary (its `--json` fields): read from the artifact's fields
 /// but `samples`, and from the rows as they went by.
 #[derive(Debug, Serialize)]
@@ -125,6 +228,11 @@ struct Details {
     output_tail: Tails,
     /// For a running soak, how it is going now.
     live: Option<Live>,
+    /// The evidence captured before the tree was signalled, as in the artifact; `null` when
+    /// none was (or the soak's schema records none).
+    evidence: Option<EvidenceShown>,
+    /// Whether the GPUs were given back, as in the artifact.
+    gpu_release: Option<GpuReleaseShown>,
 }
 
 #[derive(Debug, Serialize)]
@@ -155,12 +263,8 @@ struct Live {
 
 impl Details {
     fn of(shown: &Shown, latest: &Latest, summary: &SoakSummary, now_us: i64) -> Self {
-        let last_lines = |text: &str| -> Vec<String> {
-            let lines: Vec<&str> = text.lines().collect();
-            lines[lines.len().saturating_sub(SHOWN_TAIL_LINES)..]
-                .iter()
-                .map(|l| (*l).to_owned())
-                .collect()
+        let tail = |text: &str| -> Vec<String> {
+            last_lines(text).into_iter().map(str::to_owned).collect()
         };
         let live = (summary.state == SoakState::Running).then(|| {
             // The samples show the progress directory's files and bytes: its last change among
@@ -191,10 +295,12 @@ impl Details {
             },
             final_cpu_seconds: of.final_cpu_seconds,
             output_tail: Tails {
-                stdout: last_lines(&shown.output_tail.stdout),
-                stderr: last_lines(&shown.output_tail.stderr),
+                stdout: tail(&shown.output_tail.stdout),
+                stderr: tail(&shown.output_tail.stderr),
             },
             live,
+            evidence: shown.found.as_ref().and_then(|f| f.evidence.clone()),
+            gpu_release: shown.found.as_ref().and_then(|f| f.gpu_release.clone()),
         }
     }
 

@@ -12,6 +12,7 @@
 //! what the verdict found).
 
 pub(crate) mod csv;
+pub(crate) mod explained;
 pub(crate) mod shown;
 pub(crate) mod stream;
 mod v1;

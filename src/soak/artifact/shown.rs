@@ -1,6 +1,8 @@
-//! The fields of an artifact that `soak show` reads, typed. They are read from the artifact's own
-//! JSON (either schema's), so that a key renamed or dropped there is an error that names it,
-//! never a figure that silently reads as zero.
+//! The fields of an artifact that `soak show` and the report read, typed. They are read from the
+//! artifact's own JSON (any schema's), so that a key renamed or dropped there is an error that
+//! names it, never a figure that silently reads as zero — nor evidence that silently reads as
+//! none: from `/3` on, every field of [`Found`] must be there (`null` where the artifact says
+//! so), and only older schemas read as having none.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -17,6 +19,9 @@ pub(crate) struct Shown {
     pub progress: ProgressShown,
     pub summary: SummaryShown,
     pub output_tail: TailsShown,
+    /// The evidence and what the verdict found, from `/3` on; `None` for older schemas.
+    #[serde(skip)]
+    pub found: Option<Found>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -55,8 +60,152 @@ pub(crate) struct TailsShown {
 impl Shown {
     /// Reads the fields of an artifact's head (every field but `samples`).
     pub(crate) fn of(head: Map<String, Value>) -> Result<Self, serde_json::Error> {
-        serde_json::from_value(Value::Object(head))
+        let head = Value::Object(head);
+        let found = Found::of(&head)?;
+        let mut shown = Self::deserialize(head)?;
+        shown.found = found;
+        Ok(shown)
     }
+}
+
+/// What an artifact of `/3` or later says about the tree's end: the evidence captured before
+/// the first signal, whether the GPUs were given back, and the outcome's findings. Serialised,
+/// each part is the artifact's own object.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Found {
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub evidence: Option<EvidenceShown>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub gpu_release: Option<GpuReleaseShown>,
+    pub outcome: FindingsShown,
+}
+
+impl Found {
+    /// The evidence and findings of an artifact's head or view (`samples` may be there or not);
+    /// `None` for the schemas before `/3`, which record none.
+    pub(crate) fn of(view: &Value) -> Result<Option<Self>, serde_json::Error> {
+        match view.get("schema").and_then(Value::as_str) {
+            Some("unilab.soak.artifact/1" | "unilab.soak.artifact/2") => Ok(None),
+            _ => Self::deserialize(view).map(Some),
+        }
+    }
+}
+
+/// `evidence`: what the tree was doing when the supervisor was about to signal it.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub(crate) struct EvidenceShown {
+    /// The failure kind the tree was to be stopped for.
+    pub trigger: String,
+    /// Unix seconds.
+    pub captured_at: f64,
+    pub processes: Vec<ProcessShown>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub cgroup: Option<CgroupShown>,
+    pub kernel_messages: Vec<KernelMessageShown>,
+    pub unavailable: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub(crate) struct ProcessShown {
+    pub pid: u32,
+    pub ppid: u32,
+    pub start_ticks: u64,
+    pub name: String,
+    pub state: char,
+    pub cmdline: Vec<String>,
+    pub threads: Vec<ThreadShown>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub kernel_stack: Option<String>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub python_stack: Option<String>,
+    pub holds_gpu_device: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub(crate) struct ThreadShown {
+    pub tid: u32,
+    pub name: String,
+    pub state: char,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub wchan: Option<String>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub syscall: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub(crate) struct CgroupShown {
+    pub version: u8,
+    pub path: String,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub memory_max_bytes: Option<u64>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub oom_kill_count: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub(crate) struct KernelMessageShown {
+    /// Unix seconds.
+    pub at: f64,
+    pub line: String,
+}
+
+/// `gpu_release`: whether each GPU's memory came back, and who still holds a GPU device.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub(crate) struct GpuReleaseShown {
+    pub gpus: Vec<GpuReleasedShown>,
+    pub holders: Vec<GpuHolderShown>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub(crate) struct GpuReleasedShown {
+    pub uuid: String,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub memory_used_before_mib: Option<u64>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub memory_used_after_mib: Option<u64>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub released: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub(crate) struct GpuHolderShown {
+    pub pid: u32,
+    pub name: String,
+    pub path: String,
+}
+
+/// The outcome's findings: the child whose failure failed the soak, the OOM kills, and what no
+/// signal ended.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub(crate) struct FindingsShown {
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub child: Option<ChildShown>,
+    pub oom_kills: Vec<OomKillShown>,
+    pub unkillable: Vec<UnkillableShown>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub(crate) struct ChildShown {
+    pub pid: u32,
+    pub name: String,
+    pub exit: ExitShown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub(crate) struct OomKillShown {
+    pub pid: u32,
+    pub name: String,
+    /// `cgroup` or `kmsg`.
+    pub source: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub(crate) struct UnkillableShown {
+    pub pid: u32,
+    pub name: String,
+    pub state: char,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub wchan: Option<String>,
 }
 
 /// What `soak show` reads of one row, as either schema holds it.
@@ -123,6 +272,39 @@ mod tests {
                 signal: None
             })
         );
+    }
+
+    /// From `/3` on a dropped key of the evidence is an error that names it, never "no
+    /// evidence"; before `/3` there is none to read.
+    #[test]
+    fn the_evidence_of_a_third_schema_artifact_must_be_there_to_read_as_none() {
+        let mut third = head();
+        third["schema"] = "unilab.soak.artifact/3".into();
+        third["evidence"] = Value::Null;
+        third["gpu_release"] = Value::Null;
+        third["outcome"] = json!({"child": null, "oom_kills": [], "unkillable": []});
+        let Value::Object(map) = third.clone() else {
+            unreachable!()
+        };
+        let found = Shown::of(map)
+            .unwrap()
+            .found
+            .expect("a /3 artifact has findings");
+        assert_eq!((found.evidence, found.gpu_release), (None, None));
+
+        for (dropped, key) in [("/outcome", "child"), ("", "evidence"), ("", "gpu_release")] {
+            let mut lacking = third.clone();
+            let parent = lacking
+                .pointer_mut(dropped)
+                .unwrap()
+                .as_object_mut()
+                .unwrap();
+            parent.remove(key);
+            let error = Found::of(&lacking).unwrap_err().to_string();
+            assert!(error.contains(&format!("missing field `{key}`")), "{error}");
+        }
+
+        assert_eq!(Found::of(&head()).unwrap(), None, "schema 1 records none");
     }
 
     #[test]
