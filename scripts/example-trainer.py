@@ -4,7 +4,8 @@
 It "trains" for --steps steps of --step-seconds each, writing a checkpoint file into the progress
 directory every --checkpoint-every steps and a line of loss to stdout every step. Behaviours for
 tests, chosen by flags:
-  --hang-after N        stop making progress after step N (keep running)
+  --hang-after N        stop making progress after step N (keep running: the main thread waits
+                        for a thread stuck in wait_for_allreduce(), as a rank in a collective)
   --exit-code C         exit with C at the end
   --leak                start a grandchild that escapes with setsid and outlives the trainer
   --ignore-sigterm      ignore SIGTERM
@@ -14,13 +15,19 @@ tests, chosen by flags:
   --burn-child SECONDS  first run a child process that burns SECONDS of CPU time and exits
   --gpu-memory MIB      "use" MIB of GPU memory: with FAKE_NVIDIA_SMI_APPS_FILE set (tests), list
                         itself there as a compute process of the fake nvidia-smi's first GPU
+  --python-worker       keep a Python worker process alive, blocked reading a pipe
+  --faulthandler        print every thread's stack on SIGUSR1 (Python's faulthandler)
+  --fail-child CODE     start a worker that exits with CODE at once, and never reap it
+  --allocate-mib N      after the first checkpoint, allocate and touch N MiB of memory
 """
 import argparse
+import faulthandler
 import math
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 parser = argparse.ArgumentParser()
@@ -37,6 +44,10 @@ parser.add_argument("--children", type=int, default=0)
 parser.add_argument("--print-env", action="append", default=[])
 parser.add_argument("--gpu-memory", type=int, default=None)
 parser.add_argument("--burn-child", type=float, default=None)
+parser.add_argument("--python-worker", action="store_true")
+parser.add_argument("--faulthandler", action="store_true")
+parser.add_argument("--fail-child", type=int, default=None)
+parser.add_argument("--allocate-mib", type=int, default=None)
 args = parser.parse_args()
 
 if args.burn_child is not None:
@@ -56,6 +67,26 @@ if args.ignore_sigterm:
 if args.leak:
     subprocess.Popen(["sleep", "600"], start_new_session=True)
 children = [subprocess.Popen(["sleep", "600"]) for _ in range(args.children)]
+if args.python_worker:
+    worker = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                              stdin=subprocess.PIPE)
+    children.append(worker)
+if args.faulthandler:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+if args.fail_child is not None:
+    # Never waited for: it stays a zombie, as a rank whose launcher does not look.
+    failing = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({args.fail_child})"])
+allocated = []
+
+
+def wait_for_allreduce():
+    """Stands for a collective that never completes: blocks forever."""
+    try:  # Named for the OS too, as frameworks name their threads (Python 3.14 does it itself).
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as comm:
+            comm.write("allreduce")
+    except OSError:
+        pass
+    threading.Event().wait()
 
 os.makedirs(args.progress_dir, exist_ok=True)
 for step in range(1, args.steps + 1):
@@ -64,12 +95,16 @@ for step in range(1, args.steps + 1):
     print(f"step {step}/{args.steps} loss {loss:.4f}", flush=True)
     if args.hang_after is not None and step >= args.hang_after:
         print("stuck in a collective that never completes", file=sys.stderr, flush=True)
-        while True:
-            time.sleep(1)
+        collective = threading.Thread(target=wait_for_allreduce, name="allreduce")
+        collective.start()
+        collective.join()
     if not args.no_progress and step % args.checkpoint_every == 0:
         path = os.path.join(args.progress_dir, f"checkpoint-{step:06d}.txt")
         with open(path, "w") as f:
             f.write(f"step={step} loss={loss:.6f}\n")
+    if args.allocate_mib is not None and not allocated and step >= args.checkpoint_every:
+        for _ in range(args.allocate_mib):
+            allocated.append(bytearray(1 << 20))  # zero-filled: every page touched
 
 for child in children:
     child.kill()

@@ -22,6 +22,9 @@ impl EnvVars {
     pub(crate) const UNILAB_MPS_CONTROL: &'static str = "UNILAB_MPS_CONTROL";
     /// Seconds an external tool may take before it is killed (default [`TOOL_TIMEOUT_SECS`]).
     pub(crate) const UNILAB_TOOL_TIMEOUT: &'static str = "UNILAB_TOOL_TIMEOUT";
+    /// The kernel's log a soak reads for OOM kills and GPU faults (default `/dev/kmsg`); tests
+    /// name a file standing in for it.
+    pub(crate) const UNILAB_KMSG: &'static str = "UNILAB_KMSG";
     /// Where GPU device files are, for the evidence of a failed soak (default `/dev/nvidia`):
     /// a process holding a file whose path starts so holds a GPU.
     pub(crate) const UNILAB_GPU_DEVICE_PREFIX: &'static str = "UNILAB_GPU_DEVICE_PREFIX";
@@ -46,6 +49,8 @@ impl EnvVars {
     pub(crate) const SLURM_PROCID: &'static str = "SLURM_PROCID";
     /// The task's rank on its node.
     pub(crate) const SLURM_LOCALID: &'static str = "SLURM_LOCALID";
+    /// The name of the node Slurm runs a task on; a soak records it with its job and rank.
+    pub(crate) const SLURMD_NODENAME: &'static str = "SLURMD_NODENAME";
     /// torchrun's global rank.
     pub(crate) const RANK: &'static str = "RANK";
     /// torchrun's rank on the node.

@@ -48,6 +48,9 @@ pub struct ProcStat {
     pub start_ticks: u64,
     /// Resident set size, in pages.
     pub rss_pages: u64,
+    /// Field 52: the exit status as `waitpid` reports it, which means something for a zombie
+    /// only; `None` where the kernel does not say (before 3.5) or hides it (another user's).
+    pub exit_status: Option<i32>,
 }
 
 impl ProcStat {
@@ -61,6 +64,24 @@ impl ProcStat {
     /// A zombie or dead process has exited: only its pid is left.
     pub fn has_exited(&self) -> bool {
         matches!(self.state, 'Z' | 'X' | 'x')
+    }
+
+    /// How a zombie exited — its code, or the signal that killed it — while its parent has not
+    /// reaped it yet; `None` for a live process, or where the kernel does not say.
+    pub fn exit(&self) -> Option<crate::event::soak::ExitInfo> {
+        let status = self.exit_status.filter(|_| self.state == 'Z')?;
+        let signal = status & 0x7f;
+        Some(if signal == 0 {
+            crate::event::soak::ExitInfo {
+                code: Some((status >> 8) & 0xff),
+                signal: None,
+            }
+        } else {
+            crate::event::soak::ExitInfo {
+                code: None,
+                signal: Some(signal),
+            }
+        })
     }
 }
 
@@ -109,6 +130,7 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         num_threads: number(20)?,
         start_ticks: number(22)?,
         rss_pages: field(24)?.parse::<i64>().ok()?.max(0).unsigned_abs(),
+        exit_status: signed(52),
     })
 }
 
@@ -162,6 +184,7 @@ impl FakeProc {
             num_threads: 1,
             start_ticks: identity.start_ticks,
             rss_pages: 0,
+            exit_status: None,
         };
         self.processes.insert(identity.pid, (stat, uid));
         self
@@ -585,6 +608,33 @@ mod tests {
         assert_eq!(stat.num_threads, 7);
         assert_eq!(stat.start_ticks, 987_654);
         assert_eq!(stat.rss_pages, 250);
+        assert_eq!(stat.exit(), None, "a line without field 52");
+    }
+
+    #[test]
+    fn a_zombies_exit_is_read_from_field_52() {
+        let fields = |state: char, status: i32| {
+            let mut line = format!("7 (worker) {state}");
+            for n in 4..=51 {
+                line.push_str(&format!(" {}", if n == 22 { 500 } else { 1 }));
+            }
+            format!("{line} {status}")
+        };
+        let exited = parse_stat(&fields('Z', 3 << 8)).unwrap();
+        assert_eq!(
+            (exited.exit().unwrap().code, exited.exit().unwrap().signal),
+            (Some(3), None)
+        );
+        let killed = parse_stat(&fields('Z', 9)).unwrap();
+        assert_eq!(
+            (killed.exit().unwrap().code, killed.exit().unwrap().signal),
+            (None, Some(9))
+        );
+        assert_eq!(
+            parse_stat(&fields('S', 3 << 8)).unwrap().exit(),
+            None,
+            "alive"
+        );
     }
 
     #[test]

@@ -15,3 +15,4 @@ mod mps;
 mod parser_props;
 mod slurm;
 mod soak;
+mod soak_failures;

@@ -145,6 +145,7 @@ fn each_rank_on_each_node_records_its_own_soak_and_scancel_leaves_nothing_behind
     let out = cluster.srun(&["-N2", "-n2", "bash", "-c", &soak_line(state, 6)]);
     assert!(out.status.success(), "{out:?}");
     let mut jobs = Vec::new();
+    let mut nodes = Vec::new();
     for rank in ["0", "1"] {
         let artifact: Value = serde_json::from_slice(
             &std::fs::read(state.join(format!("soak-{rank}.json"))).unwrap(),
@@ -153,8 +154,15 @@ fn each_rank_on_each_node_records_its_own_soak_and_scancel_leaves_nothing_behind
         assert_eq!(artifact["outcome"]["status"], "passed", "rank {rank}");
         assert_eq!(artifact["metadata"]["rank"], rank);
         jobs.push(artifact["metadata"]["job"].as_str().unwrap().to_owned());
+        nodes.push(artifact["metadata"]["node"].as_str().unwrap().to_owned());
     }
     assert_eq!(jobs[0], jobs[1], "one job");
+    nodes.sort();
+    assert_eq!(
+        nodes,
+        ["n1", "n2"],
+        "each rank names its node (SLURMD_NODENAME)"
+    );
     let uid = nix::unistd::getuid().as_raw().to_string();
     for node in ["n1", "n2"] {
         assert!(

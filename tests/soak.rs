@@ -12,12 +12,12 @@ use serde_json::Value;
 use unilab::testing::artifact::digest_matches;
 
 /// A state root with a private progress directory.
-struct Soak {
-    root: TestRoot,
+pub(crate) struct Soak {
+    pub(crate) root: TestRoot,
 }
 
 impl Soak {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let root = TestRoot::new();
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -26,17 +26,17 @@ impl Soak {
         Soak { root }
     }
 
-    fn progress(&self) -> PathBuf {
+    pub(crate) fn progress(&self) -> PathBuf {
         self.root.root().join("progress")
     }
 
-    fn artifact_path(&self) -> PathBuf {
+    pub(crate) fn artifact_path(&self) -> PathBuf {
         self.root.root().join("artifact.json")
     }
 
     /// `unilab --root ROOT` as a `std` command, to spawn, signal or limit: the fakes first on
     /// `PATH`, nothing else inherited.
-    fn command(&self) -> Command {
+    pub(crate) fn command(&self) -> Command {
         let mut cmd = Command::new(unilab_bin());
         cmd.env_clear()
             .env("PATH", path_with_fixtures())
@@ -48,7 +48,11 @@ impl Soak {
 
     /// What `soak run` takes after its name for a soak of the example trainer: this soak's
     /// progress directory and output, `options`, then the trainer with `trainer_args`.
-    fn trainer_soak(&self, options: &[&str], trainer_args: &[&str]) -> Vec<std::ffi::OsString> {
+    pub(crate) fn trainer_soak(
+        &self,
+        options: &[&str],
+        trainer_args: &[&str],
+    ) -> Vec<std::ffi::OsString> {
         let mut args: Vec<std::ffi::OsString> = vec![
             "--progress-dir".into(),
             self.progress().into(),
@@ -62,18 +66,18 @@ impl Soak {
         args
     }
 
-    fn unilab(&self) -> assert_cmd::Command {
+    pub(crate) fn unilab(&self) -> assert_cmd::Command {
         let mut cmd = self.root.unilab();
         cmd.env("UNILAB_TOOL_TIMEOUT", "2");
         cmd
     }
 
     /// `soak run` with fast defaults, then `trainer_args` for the example trainer.
-    fn run(&self, soak_args: &[&str], trainer_args: &[&str]) -> (Output, Value) {
+    pub(crate) fn run(&self, soak_args: &[&str], trainer_args: &[&str]) -> (Output, Value) {
         self.run_with(self.unilab(), soak_args, trainer_args)
     }
 
-    fn run_with(
+    pub(crate) fn run_with(
         &self,
         mut cmd: assert_cmd::Command,
         soak_args: &[&str],
@@ -91,7 +95,7 @@ impl Soak {
         (output, artifact)
     }
 
-    fn history_kinds(&self, soak_id: &str) -> Vec<String> {
+    pub(crate) fn history_kinds(&self, soak_id: &str) -> Vec<String> {
         history_kinds(self.unilab(), &["--soak", soak_id])
     }
 }
@@ -127,7 +131,7 @@ fn spawn_soak(soak: &Soak, interval: &str, trainer_args: &[&str]) -> std::proces
         .expect("spawn unilab soak run")
 }
 
-fn verdict(output: &Output) -> Value {
+pub(crate) fn verdict(output: &Output) -> Value {
     let text = String::from_utf8_lossy(&output.stdout);
     // Under `--json` standard output is exactly one JSON object: the command's output is not
     // mixed in.

@@ -261,6 +261,11 @@ pub(crate) struct SoakRunArgs {
     /// that registered `faulthandler` on it) so that it prints its own stacks
     #[arg(long = "dump-signal", value_name = "SIG", value_parser = parse_dump_signal)]
     pub dump_signal: Option<i32>,
+    /// Fail the soak as soon as any process of its tree exits non-zero or is killed while the
+    /// command runs (`child_failed`), as when one rank of a job dies and the others hang. Off by
+    /// default: dataloader workers and shell pipelines may exit non-zero by design
+    #[arg(long = "fail-fast")]
+    pub fail_fast: bool,
     /// How long the tree has after `--dump-signal` to print before it is stopped
     #[arg(long = "dump-wait", value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub dump_wait: Duration,

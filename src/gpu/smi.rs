@@ -114,6 +114,24 @@ pub(crate) fn discover(smi: &Tool) -> Result<Vec<GpuInfo>, SmiError> {
     Ok(gpus)
 }
 
+/// Each GPU's memory in use now, by UUID (`None` where nvidia-smi does not say).
+pub(crate) fn memory_used(smi: &Tool) -> Result<Vec<(String, Option<u64>)>, SmiError> {
+    let text = query(smi, &["--query-gpu=uuid,memory.used", FORMAT])?;
+    Ok(parse_memory_csv(&text))
+}
+
+/// Parses the rows of `--query-gpu=uuid,memory.used`, skipping every line that is not one.
+fn parse_memory_csv(text: &str) -> Vec<(String, Option<u64>)> {
+    csv_rows(text, 2)
+        .filter_map(|row| {
+            let [uuid, used] = row.as_slice() else {
+                return None;
+            };
+            is_uuid(uuid).then(|| ((*uuid).to_owned(), parse_value(used)))
+        })
+        .collect()
+}
+
 fn classify_failure(code: i32, text: &str) -> SmiError {
     if code == 9 || text.contains("couldn't communicate with the NVIDIA driver") {
         SmiError::NoDriver
@@ -184,6 +202,18 @@ mod tests {
         assert_eq!(gpus[0].uuid, "GPU-aaaa1111-2222");
         assert_eq!(gpus[1].index, 2);
         assert_eq!(gpus[1].name, "NVIDIA H100 80GB HBM3");
+    }
+
+    #[test]
+    fn memory_rows_keep_an_unknown_figure_unknown() {
+        let text = "GPU-aaaa1111-2222, 512\nXid 79\nGPU-bbbb3333-4444, [N/A]\n";
+        assert_eq!(
+            parse_memory_csv(text),
+            [
+                ("GPU-aaaa1111-2222".to_owned(), Some(512)),
+                ("GPU-bbbb3333-4444".to_owned(), None)
+            ]
+        );
     }
 
     #[test]

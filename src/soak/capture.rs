@@ -32,6 +32,8 @@ pub(crate) struct Capture {
     pub cgroup: Option<MemoryCgroup>,
     /// Credential values, masked in every command line kept.
     pub secrets: Secrets,
+    /// Why parts of the evidence cannot be gathered, known at the start ("py-spy not found").
+    pub known_unavailable: Vec<String>,
 }
 
 impl Capture {
@@ -43,18 +45,22 @@ impl Capture {
             cgroup: kernel::memory_cgroup(&proc_root, guard_pid),
             proc_root,
             py_spy: spec.supervision.py_spy.as_ref().map(crate::tool::external),
-            gpu_device_prefix: std::env::var_os(EnvVars::UNILAB_GPU_DEVICE_PREFIX)
-                .filter(|p| !p.is_empty())
-                .map_or_else(|| PathBuf::from(GPU_DEVICE_PREFIX), PathBuf::from),
-            kmsg: PathBuf::from(kernel::KMSG),
+            gpu_device_prefix: gpu_device_prefix(),
+            kmsg: kernel::kmsg_path(),
             since_mono_us: started_mono_ns / 1000,
             secrets: spec.secrets.clone(),
+            known_unavailable: spec.supervision.evidence_unavailable.clone(),
         }
     }
 }
 
-/// Where NVIDIA's device files are (`/dev/nvidia0`, `/dev/nvidiactl`, `/dev/nvidia-uvm`).
-const GPU_DEVICE_PREFIX: &str = "/dev/nvidia";
+/// Where NVIDIA's device files are (`/dev/nvidia0`, `/dev/nvidiactl`, `/dev/nvidia-uvm`), unless
+/// `UNILAB_GPU_DEVICE_PREFIX` says otherwise (tests).
+pub(crate) fn gpu_device_prefix() -> PathBuf {
+    std::env::var_os(EnvVars::UNILAB_GPU_DEVICE_PREFIX)
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| PathBuf::from("/dev/nvidia"), PathBuf::from)
+}
 
 /// The least time a capture gets, on top of `py-spy`'s own timeout.
 const CAPTURE_FLOOR: Duration = Duration::from_secs(5);
@@ -76,7 +82,7 @@ impl Capture {
                 processes: Vec::new(),
                 cgroup: None,
                 kernel_messages: Vec::new(),
-                unavailable: Vec::new(),
+                unavailable: self.known_unavailable.clone(),
             },
             reading: None,
         }));
@@ -375,15 +381,21 @@ const SYSCALLS: &[(i64, &str)] = &[];
 
 /// Whether the process at `dir` holds a file open under `prefix`.
 fn holds_file_under(dir: &Path, prefix: &Path, notes: &mut Notes) -> bool {
-    let Ok(fds) = std::fs::read_dir(dir.join("fd")) else {
+    if std::fs::read_dir(dir.join("fd")).is_err() {
         notes.once("open files: /proc/<pid>/fd of a process is not readable".into());
         return false;
-    };
+    }
+    file_held_under(dir, prefix).is_some()
+}
+
+/// A file the process at `dir` (`/proc/<pid>`) holds open under `prefix`, if it holds one and
+/// its open files can be read.
+pub(crate) fn file_held_under(dir: &Path, prefix: &Path) -> Option<PathBuf> {
+    let fds = std::fs::read_dir(dir.join("fd")).ok()?;
     let prefix = prefix.as_os_str().as_encoded_bytes();
-    fds.flatten().any(|fd| {
-        std::fs::read_link(fd.path())
-            .is_ok_and(|target| target.as_os_str().as_encoded_bytes().starts_with(prefix))
-    })
+    fds.flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .find(|target| target.as_os_str().as_encoded_bytes().starts_with(prefix))
 }
 
 /// Whether a process runs Python: its executable's or its command's name starts `python`.
@@ -464,6 +476,7 @@ mod tests {
             since_mono_us: 0,
             cgroup: None,
             secrets: Secrets::default(),
+            known_unavailable: vec!["python stacks: off (--py-spy off)".into()],
         };
         let evidence = capture.take(&[stat], FailureKind::StaleProgress, 7);
         drop(held);
@@ -475,6 +488,7 @@ mod tests {
         assert!(found.holds_gpu_device);
         assert!(found.threads.iter().any(|t| t.tid == me));
         assert!(found.threads.len() >= 2, "the test harness runs threads");
+        assert_eq!(evidence.unavailable[0], "python stacks: off (--py-spy off)");
         assert!(
             evidence
                 .unavailable

@@ -8,7 +8,12 @@
 //! ```text
 //! started <pid> <start ticks> <monotonic ns>
 //! exited code <n> <monotonic ns> | exited signal <n> <monotonic ns> | spawn_failed <reason>
+//! child <pid> code <n> | child <pid> signal <n>
 //! ```
+//!
+//! `child` lines name the other processes it reaped — orphans of the tree re-parented to it —
+//! that exited non-zero or by a signal while the command ran (at most [`MAX_CHILD_LINES`]):
+//! their parents are gone, so no zombie of theirs is left for the supervisor to read.
 //!
 //! The times are on the host's monotonic clock (`time::monotonic_ns`), so the supervisor measures
 //! the command's own run time, spawn to exit, whatever it was doing meanwhile.
@@ -32,6 +37,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use super::watch::CommandState;
+use crate::event::soak::ExitInfo;
 use crate::process::{self, ProcSource, ProcessIdentity, Signal, SystemProc};
 use crate::time::monotonic_ns;
 
@@ -49,6 +55,8 @@ pub(crate) struct GuardStatus {
     /// When the guard reaped the command, monotonic nanoseconds.
     pub exited_ns: Option<u64>,
     pub spawn_failed: Option<String>,
+    /// Orphans it reaped that failed while the command ran: pid and how.
+    pub failed_children: Vec<(u32, ExitInfo)>,
 }
 
 impl GuardStatus {
@@ -77,6 +85,18 @@ impl GuardStatus {
                 ["exited", "signal", n, ns] => {
                     status.exit_signal = n.parse().ok();
                     status.exited_ns = ns.parse().ok();
+                }
+                ["child", pid, how @ ("code" | "signal"), n] => {
+                    if let (Ok(pid), Ok(n)) = (pid.parse(), n.parse()) {
+                        let (code, signal) = if *how == "code" {
+                            (Some(n), None)
+                        } else {
+                            (None, Some(n))
+                        };
+                        status
+                            .failed_children
+                            .push((pid, ExitInfo { code, signal }));
+                    }
                 }
                 _ => {}
             }
@@ -181,9 +201,22 @@ pub(crate) fn run(status_path: &Path, command: &[OsString]) -> i32 {
     0
 }
 
-/// Reaps every child as it exits, reporting the command's own exit.
+/// The most `child` lines the guard writes: a tree that forks failing processes in a loop must
+/// not fill the disk through it.
+const MAX_CHILD_LINES: usize = 64;
+
+/// Reaps every child as it exits, reporting the command's own exit, and — while the command
+/// runs — the other children that failed.
 fn reap_forever(command_pid: Option<u32>, status_path: &Path) {
     let command = command_pid.and_then(|p| i32::try_from(p).ok());
+    let mut command_done = command.is_none();
+    let mut child_lines = 0;
+    let mut child_failed = |line: String, command_done: bool| {
+        if !command_done && child_lines < MAX_CHILD_LINES {
+            child_lines += 1;
+            report(status_path, &line);
+        }
+    };
     loop {
         match waitpid(None, None) {
             Ok(WaitStatus::Exited(pid, code)) if Some(pid.as_raw()) == command => {
@@ -191,11 +224,22 @@ fn reap_forever(command_pid: Option<u32>, status_path: &Path) {
                     status_path,
                     &format!("exited code {code} {}", monotonic_ns()),
                 );
+                command_done = true;
             }
             Ok(WaitStatus::Signaled(pid, signal, _)) if Some(pid.as_raw()) == command => {
                 report(
                     status_path,
                     &format!("exited signal {} {}", signal as i32, monotonic_ns()),
+                );
+                command_done = true;
+            }
+            Ok(WaitStatus::Exited(pid, code)) if code != 0 => {
+                child_failed(format!("child {pid} code {code}"), command_done);
+            }
+            Ok(WaitStatus::Signaled(pid, signal, _)) => {
+                child_failed(
+                    format!("child {pid} signal {}", signal as i32),
+                    command_done,
                 );
             }
             Ok(_) => {}
@@ -244,6 +288,28 @@ mod tests {
 
         let killed = status_of("started 42 1000 5\nexited signal 9 7\n");
         assert_eq!((killed.exit_signal, killed.exited_ns), (Some(9), Some(7)));
+
+        let orphans = status_of("started 42 1000 5\nchild 50 code 3\nchild 51 signal 9\n");
+        assert_eq!(
+            orphans.failed_children,
+            [
+                (
+                    50,
+                    ExitInfo {
+                        code: Some(3),
+                        signal: None
+                    }
+                ),
+                (
+                    51,
+                    ExitInfo {
+                        code: None,
+                        signal: Some(9)
+                    }
+                )
+            ]
+        );
+        assert_eq!(orphans.command_state(), CommandState::Running);
 
         let failed = status_of("spawn_failed cannot run `x`: No such file or directory\n");
         assert_eq!(

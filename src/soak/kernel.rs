@@ -103,8 +103,12 @@ impl MemoryCgroup {
     }
 }
 
-/// The kernel's log.
-pub(crate) const KMSG: &str = "/dev/kmsg";
+/// The kernel's log: `/dev/kmsg`, unless `UNILAB_KMSG` names a file standing in for it.
+pub(crate) fn kmsg_path() -> PathBuf {
+    std::env::var_os(crate::env::EnvVars::UNILAB_KMSG)
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| PathBuf::from("/dev/kmsg"), PathBuf::from)
+}
 
 /// The most kernel lines a capture keeps (the last ones).
 const MAX_KERNEL_LINES: usize = 200;
@@ -121,16 +125,9 @@ fn is_telling(line: &str) -> bool {
     TELLING.iter().any(|t| line.contains(t))
 }
 
-/// The kernel log's lines about OOM kills and GPU faults logged at or after `since_mono_us`
-/// (microseconds on the monotonic clock, which the log's timestamps count), each with its Unix
-/// time; or why they cannot be read.
-pub(crate) fn kernel_messages(
-    kmsg: &Path,
-    since_mono_us: u64,
-    now_unix_us: i64,
-    now_mono_us: u64,
-) -> Result<Vec<KernelMessage>, String> {
-    let mut file = std::fs::OpenOptions::new()
+/// Opens the kernel's log for reading without blocking; or why it cannot be read.
+fn open_kmsg(kmsg: &Path) -> Result<std::fs::File, String> {
+    std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(kmsg)
@@ -140,24 +137,47 @@ pub(crate) fn kernel_messages(
                 kmsg.display()
             ),
             _ => format!("kernel log: cannot open {}: {e}", kmsg.display()),
-        })?;
-    let mut found = std::collections::VecDeque::new();
-    let mut record = vec![0u8; 8192];
+        })
+}
+
+/// Hands each record the kernel has logged past `file`'s position to `each` (its timestamp, in
+/// microseconds on the monotonic clock, and its text), until there are no more for now.
+fn read_records(file: &mut std::fs::File, mut each: impl FnMut(u64, String)) {
+    let mut chunk = vec![0u8; 8192];
     loop {
-        // Each read is one record; the oldest may be overwritten while reading (EPIPE).
-        let n = match file.read(&mut record) {
+        // `/dev/kmsg` gives one record a read; the oldest may be overwritten meanwhile (EPIPE).
+        let n = match file.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.raw_os_error() == Some(nix::libc::EPIPE) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // `WouldBlock`: nothing more for now.
             Err(_) => break,
         };
-        let Some((at_mono_us, line)) = parse_record(&String::from_utf8_lossy(&record[..n])) else {
-            continue;
-        };
+        // A record's continuation lines (` KEY=value`) start with a space; every other line is
+        // a record of its own (a file standing in for the device may give several at once).
+        String::from_utf8_lossy(&chunk[..n])
+            .lines()
+            .filter(|line| !line.starts_with(' '))
+            .filter_map(parse_record)
+            .for_each(|(at, line)| each(at, line));
+    }
+}
+
+/// The kernel log's lines about OOM kills and GPU faults logged at or after `since_mono_us`
+/// (microseconds on the monotonic clock, which the log's timestamps count), each with its Unix
+/// time; or why they cannot be read.
+pub(crate) fn kernel_messages(
+    kmsg: &Path,
+    since_mono_us: u64,
+    now_unix_us: i64,
+    now_mono_us: u64,
+) -> Result<Vec<KernelMessage>, String> {
+    let mut file = open_kmsg(kmsg)?;
+    let mut found = std::collections::VecDeque::new();
+    read_records(&mut file, |at_mono_us, line| {
         if at_mono_us < since_mono_us || !is_telling(&line) {
-            continue;
+            return;
         }
         let ago = i64::try_from(now_mono_us.saturating_sub(at_mono_us)).unwrap_or(i64::MAX);
         found.push_back(KernelMessage {
@@ -167,28 +187,85 @@ pub(crate) fn kernel_messages(
         if found.len() > MAX_KERNEL_LINES {
             found.pop_front();
         }
-    }
+    });
     Ok(found.into())
 }
 
-/// One `/dev/kmsg` record, `PRIORITY,SEQUENCE,MICROSECONDS,FLAGS[,…];TEXT` (continuation lines
-/// after it are dropped): its timestamp and text.
+/// The kernel's log followed through a soak: each sample takes the lines about OOM kills and GPU
+/// faults logged since the one before, and the OOM kills are kept for the verdict.
+pub(crate) struct KernelLog {
+    file: Result<std::fs::File, String>,
+    oom_kills: Vec<(u32, String)>,
+}
+
+/// The most OOM kills a soak remembers (a tree that forks into its limit in a loop).
+const MAX_OOM_KILLS: usize = 1000;
+
+impl KernelLog {
+    /// The log at `kmsg`, from what the kernel logs next on.
+    pub(crate) fn follow(kmsg: &Path) -> Self {
+        let file = open_kmsg(kmsg).map(|mut file| {
+            use std::io::Seek;
+            // Past every record logged so far (the device takes only this seek from the end).
+            let _ = file.seek(std::io::SeekFrom::End(0));
+            file
+        });
+        Self {
+            file,
+            oom_kills: Vec::new(),
+        }
+    }
+
+    /// The telling lines logged since the last call, oldest first.
+    pub(crate) fn new_lines(&mut self) -> Vec<String> {
+        let Ok(file) = &mut self.file else {
+            return Vec::new();
+        };
+        let mut lines = Vec::new();
+        read_records(file, |_, line| {
+            if is_telling(&line) {
+                lines.push(line);
+            }
+        });
+        for line in &lines {
+            if let Some(kill) = oom_killed(line)
+                && self.oom_kills.len() < MAX_OOM_KILLS
+            {
+                self.oom_kills.push(kill);
+            }
+        }
+        lines.truncate(MAX_KERNEL_LINES);
+        lines
+    }
+
+    /// The processes the kernel's log said the OOM killer killed, pid and name.
+    pub(crate) fn oom_kills(&self) -> &[(u32, String)] {
+        &self.oom_kills
+    }
+
+    /// Why the log cannot be followed, if it cannot.
+    pub(crate) fn unavailable(&self) -> Option<&str> {
+        self.file.as_ref().err().map(String::as_str)
+    }
+}
+
+/// One `/dev/kmsg` record's first line, `PRIORITY,SEQUENCE,MICROSECONDS,FLAGS[,…];TEXT`: its
+/// timestamp and text.
 fn parse_record(record: &str) -> Option<(u64, String)> {
     let (header, text) = record.split_once(';')?;
     let at: u64 = header.split(',').nth(2)?.parse().ok()?;
-    let line = text
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim_end()
-        .to_owned();
-    Some((at, line))
+    Some((at, text.trim_end().to_owned()))
 }
 
-/// The pid an OOM kill line names: `… Killed process 1234 (python3) …`.
-pub(crate) fn oom_killed_pid(line: &str) -> Option<u32> {
+/// The process an OOM kill line names, pid and name: `… Killed process 1234 (python3) …`.
+fn oom_killed(line: &str) -> Option<(u32, String)> {
     let (_, after) = line.split_once("Killed process ")?;
-    after.split_whitespace().next()?.parse().ok()
+    let (pid, rest) = after.split_once(' ').unwrap_or((after, ""));
+    let name = rest
+        .strip_prefix('(')
+        .and_then(|r| r.split_once(')'))
+        .map_or_else(String::new, |(name, _)| name.to_owned());
+    Some((pid.parse().ok()?, name))
 }
 
 #[cfg(test)]
@@ -257,10 +334,54 @@ mod tests {
     }
 
     #[test]
+    fn a_followed_log_gives_only_what_was_logged_since_and_keeps_the_oom_kills() {
+        let dir = tempfile::tempdir().unwrap();
+        let kmsg = dir.path().join("kmsg");
+        std::fs::write(
+            &kmsg,
+            "3,1,10,-;Out of memory: Killed process 5 (old) total-vm:1kB\n",
+        )
+        .unwrap();
+        let mut log = KernelLog::follow(&kmsg);
+        assert_eq!(log.unavailable(), None);
+        assert!(
+            log.new_lines().is_empty(),
+            "what was logged before is not the soak's"
+        );
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&kmsg)
+            .unwrap();
+        std::io::Write::write_all(
+            &mut file,
+            b"4,2,20,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n \
+              SUBSYSTEM=pci\n6,3,30,-;usb 1-1: new device\n3,4,40,-;Memory cgroup out of \
+              memory: Killed process 77 (python3) total-vm:9kB\n",
+        )
+        .unwrap();
+        assert_eq!(
+            log.new_lines(),
+            [
+                "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.",
+                "Memory cgroup out of memory: Killed process 77 (python3) total-vm:9kB"
+            ]
+        );
+        assert!(log.new_lines().is_empty());
+        assert_eq!(log.oom_kills(), [(77, "python3".to_owned())]);
+        let missing = KernelLog::follow(&dir.path().join("none"));
+        assert!(
+            missing
+                .unavailable()
+                .unwrap()
+                .starts_with("kernel log: cannot open")
+        );
+    }
+
+    #[test]
     fn kernel_records_are_parsed_and_oom_lines_name_their_pid() {
         assert_eq!(
             parse_record(
-                "3,1234,5000000,-;Out of memory: Killed process 4321 (python3) total-vm:1kB\n SUBSYSTEM=x\n"
+                "3,1234,5000000,-;Out of memory: Killed process 4321 (python3) total-vm:1kB"
             ),
             Some((
                 5_000_000,
@@ -269,10 +390,10 @@ mod tests {
         );
         assert_eq!(parse_record("no header"), None);
         assert_eq!(
-            oom_killed_pid("Memory cgroup out of memory: Killed process 77 (python) total-vm"),
-            Some(77)
+            oom_killed("Memory cgroup out of memory: Killed process 77 (python) total-vm"),
+            Some((77, "python".into()))
         );
-        assert_eq!(oom_killed_pid("NVRM: Xid (PCI:0000:3b:00): 79"), None);
+        assert_eq!(oom_killed("NVRM: Xid (PCI:0000:3b:00): 79"), None);
         assert!(is_telling(
             "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus."
         ));

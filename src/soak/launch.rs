@@ -13,6 +13,8 @@ pub(crate) struct Launch {
     pub step: Option<String>,
     pub rank: Option<String>,
     pub local_rank: Option<String>,
+    /// The node Slurm runs this task on (`SLURMD_NODENAME`): the cluster's name for the host.
+    pub node: Option<String>,
 }
 
 /// The metadata keys a soak records its place under (unless the user's `--meta` sets them).
@@ -20,6 +22,7 @@ pub(crate) const JOB_KEY: &str = "job";
 pub(crate) const STEP_KEY: &str = "job_step";
 pub(crate) const RANK_KEY: &str = "rank";
 pub(crate) const LOCAL_RANK_KEY: &str = "local_rank";
+pub(crate) const NODE_KEY: &str = "node";
 
 impl Launch {
     /// Slurm's variables, else torchrun's; a variable that is empty counts as unset.
@@ -30,6 +33,7 @@ impl Launch {
             step: var(EnvVars::SLURM_STEP_ID),
             rank: var(EnvVars::SLURM_PROCID).or_else(|| var(EnvVars::RANK)),
             local_rank: var(EnvVars::SLURM_LOCALID).or_else(|| var(EnvVars::LOCAL_RANK)),
+            node: var(EnvVars::SLURMD_NODENAME),
         }
     }
 
@@ -40,6 +44,7 @@ impl Launch {
             (STEP_KEY, &self.step),
             (RANK_KEY, &self.rank),
             (LOCAL_RANK_KEY, &self.local_rank),
+            (NODE_KEY, &self.node),
         ] {
             if let Some(value) = value {
                 metadata
@@ -132,9 +137,11 @@ mod tests {
             ("SLURM_STEP_ID", "0"),
             ("SLURM_PROCID", "3"),
             ("SLURM_LOCALID", "1"),
+            ("SLURMD_NODENAME", "gpu-node-07"),
             ("RANK", "9"),
         ]);
         assert_eq!(slurm.rank.as_deref(), Some("3"));
+        assert_eq!(slurm.node.as_deref(), Some("gpu-node-07"));
         assert_eq!(slurm.job.as_deref(), Some("42"));
         let torchrun = launch(&[("RANK", "9"), ("LOCAL_RANK", "2"), ("SLURM_PROCID", " ")]);
         assert_eq!(torchrun.rank.as_deref(), Some("9"));

@@ -34,6 +34,8 @@ pub(crate) struct SoakRequest {
     /// `--dump-signal`, by number.
     pub dump_signal: Option<i32>,
     pub dump_wait: Duration,
+    /// `--fail-fast`: a process of the tree that fails while the command runs fails the soak.
+    pub fail_fast: bool,
     /// The id the soak will have (`{soak_id}` in `--output`).
     pub soak_id: String,
     /// Where it runs in a launcher's job, recorded with it.
@@ -134,7 +136,7 @@ impl SoakRequest {
             secrets: Secrets::handed_to_command(&env),
             env,
             supervision: Supervision {
-                fail_fast: false,
+                fail_fast: self.fail_fast,
                 py_spy,
                 dump_signal: self.dump_signal,
                 dump_wait_ms: ms(self.dump_wait),

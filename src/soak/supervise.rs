@@ -27,6 +27,7 @@ use super::guard::{self, GuardStatus};
 use super::request::{SoakSpec, ms};
 use super::sampler::{GpuStream, HeldDir, Sampler};
 use super::watch::{CommandState, Failure, Next, Observation, RunEnd, Watch, verdict};
+use super::witnesses::Witnesses;
 use crate::event::soak::{ExitInfo, FailureKind, Findings, Outcome, Sample, SoakEnd, SoakStart};
 use crate::event::{Event, Subject};
 use crate::log::{EventLog, LogError};
@@ -87,16 +88,11 @@ pub(crate) fn run(
         problem: ProgressDirProblem::CannotOpen(e),
     })?;
     let soak = Recording::begin(ctx, spec)?;
-    let started_mono_ns = monotonic_ns();
+    let mut witnesses = Witnesses::start(&ctx.smi, spec, ctx.paths.uid);
     // Orphans of the guard's tree — should the guard itself die — come to this process instead
     // of init, so the soak can still find, stop and reap them.
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    let (baseline, _) = held.signature();
-    let mut watch = Watch::new(
-        &spec.parameters,
-        &spec.progress_dir.display().to_string(),
-        baseline,
-    );
+    let mut watch = watch_for(spec, &held);
     // Interrupted before the command started (during the runtime snapshot): it is not started.
     let mut was_interrupted = interrupted.load(Ordering::Relaxed);
     // Samples a full disk kept from the log, recorded with the verdict.
@@ -109,7 +105,6 @@ pub(crate) fn run(
             RunTimes::default(),
         ),
         Ok(guard) => {
-            let capture = Capture::of(spec, guard.pid, started_mono_ns);
             let mut seen = HashSet::new();
             let (failure, unrecorded) = sample_until_done(
                 ctx,
@@ -119,6 +114,7 @@ pub(crate) fn run(
                 Sampling {
                     progress: held,
                     seen: &mut seen,
+                    witnesses: &mut witnesses,
                 },
                 &mut watch,
                 interrupted,
@@ -128,7 +124,8 @@ pub(crate) fn run(
             was_interrupted = interrupted.load(Ordering::Relaxed);
             let stopping = monotonic_ns();
             let trigger = failure.as_ref().map(|f| f.kind);
-            let (stopped, evidence) = teardown(ctx, spec, (&guard, &capture), &seen, trigger);
+            let (stopped, evidence) =
+                teardown(ctx, spec, (&guard, &witnesses.capture), &seen, trigger);
             to_record.extend(evidence.map(|event| (soak.subject(), event)));
             let ended = guard.finish();
             let times = RunTimes::of(&ended.status, stopping, monotonic_ns());
@@ -140,6 +137,8 @@ pub(crate) fn run(
         code: status.exit_code,
         signal: status.exit_signal,
     };
+    let (oom, gpu_release) = witnesses.end(&ctx.smi, spec, &status);
+    let child = failure.as_ref().and_then(|f| f.child.clone());
     let outcome = verdict(
         RunEnd {
             failure,
@@ -149,6 +148,7 @@ pub(crate) fn run(
             run_time: times.run,
             progress_seen: watch.first_progress().is_some(),
             interrupted: was_interrupted,
+            oom: &oom,
         },
         &spec.parameters,
         spec.require_progress,
@@ -168,10 +168,10 @@ pub(crate) fn run(
                 stderr_tail: spec.secrets.mask_tail(&ended.stderr_tail),
             }),
             findings: Box::new(Findings {
-                child: None,
-                oom_kills: Vec::new(),
+                child,
+                oom_kills: oom.kills,
                 unkillable: stopped.unkillable,
-                gpu_release: None,
+                gpu_release,
             }),
         },
     ));
@@ -186,6 +186,17 @@ pub(crate) fn run(
         artifact: spec.output.clone(),
         digest,
     })
+}
+
+/// The rules of the soak `spec` describes, over `held` as it is before the command starts.
+fn watch_for(spec: &SoakSpec, held: &HeldDir) -> Watch {
+    let (baseline, _) = held.signature();
+    Watch::new(
+        &spec.parameters,
+        &spec.progress_dir.display().to_string(),
+        baseline,
+    )
+    .failing_fast(spec.supervision.fail_fast)
 }
 
 /// The guard running the command, unless unilab was interrupted before it could start it.
@@ -352,6 +363,7 @@ impl Recording {
 struct Sampling<'a> {
     progress: HeldDir,
     seen: &'a mut HashSet<ProcessIdentity>,
+    witnesses: &'a mut Witnesses,
 }
 
 fn sample_until_done(
@@ -365,7 +377,11 @@ fn sample_until_done(
 ) -> (Option<Failure>, Vec<(Subject, Event)>) {
     let t0 = guard.t0;
     let interval = Duration::from_millis(spec.parameters.sample_interval_ms);
-    let Sampling { progress, seen } = sampling;
+    let Sampling {
+        progress,
+        seen,
+        witnesses,
+    } = sampling;
     let sampler = Sampler::new(
         PathBuf::from("/proc"),
         progress,
@@ -423,6 +439,7 @@ fn sample_until_done(
             pid: p.pid,
             start_ticks: p.start_ticks,
         }));
+        let failed_child = witnesses.saw(&mut sample, &status);
         let progress = sample.progress;
         let sample_cost = sample.sampler_cost_us;
         let status_line = ctx.console.shows_status().then(|| StatusLine::of(&sample));
@@ -441,6 +458,7 @@ fn sample_until_done(
             progress,
             command,
             interrupted: interrupted.load(Ordering::Relaxed),
+            failed_child,
         });
         if let Some(line) = status_line {
             ctx.console

@@ -8,8 +8,10 @@
 
 use std::time::Duration;
 
+use super::oom::OomFound;
 use crate::event::soak::{
-    ExitInfo, FailureKind, LeakedProcess, Outcome, OutcomeStatus, ProgressSignature, SoakParameters,
+    ChildExit, ExitInfo, FailureKind, LeakedProcess, Outcome, OutcomeStatus, ProgressSignature,
+    SoakParameters,
 };
 
 /// What the command's guard has reported so far.
@@ -28,6 +30,9 @@ pub(crate) struct Observation {
     pub progress: ProgressSignature,
     pub command: CommandState,
     pub interrupted: bool,
+    /// A process of the tree (not the command) that exited non-zero or by a signal, seen since
+    /// the last observation; it matters only under `--fail-fast`.
+    pub failed_child: Option<ChildExit>,
 }
 
 /// Why a soak fails, decided before the command's own exit could judge it.
@@ -35,6 +40,8 @@ pub(crate) struct Observation {
 pub(crate) struct Failure {
     pub kind: FailureKind,
     pub reason: String,
+    /// The child whose failure this is (`child_failed`).
+    pub child: Option<ChildExit>,
 }
 
 impl Failure {
@@ -42,8 +49,36 @@ impl Failure {
         Self {
             kind,
             reason: reason.into(),
+            child: None,
         }
     }
+
+    /// `--fail-fast`: `child`, a process of the tree, failed while the command ran.
+    fn child(child: ChildExit) -> Self {
+        let how = match (child.exit.code, child.exit.signal) {
+            (Some(code), _) => format!("exited with code {code}"),
+            (None, Some(signal)) => format!("was killed by {}", signal_name(signal)),
+            (None, None) => "failed".to_owned(),
+        };
+        Self {
+            kind: FailureKind::ChildFailed,
+            reason: format!(
+                "process {} ({}) of the tree {how} while the command ran (--fail-fast)",
+                child.pid, child.name
+            ),
+            child: Some(child),
+        }
+    }
+}
+
+/// `signal 9 (SIGKILL)`, or the number alone where this host has no name for it.
+fn signal_name(signal: i32) -> String {
+    format!(
+        "signal {signal}{}",
+        nix::sys::signal::Signal::try_from(signal)
+            .map(|s| format!(" ({})", s.as_str()))
+            .unwrap_or_default()
+    )
 }
 
 /// What the supervisor does after an observation.
@@ -62,6 +97,7 @@ pub(crate) enum Next {
 pub(crate) struct Watch {
     startup_timeout: Duration,
     stale_progress: Duration,
+    fail_fast: bool,
     progress_dir: String,
     last_signature: ProgressSignature,
     first_progress: Option<Duration>,
@@ -86,11 +122,18 @@ impl Watch {
         Self {
             startup_timeout: ms(parameters.startup_timeout_ms),
             stale_progress: ms(parameters.stale_progress_ms),
+            fail_fast: false,
             progress_dir: progress_dir.to_owned(),
             last_signature: baseline,
             first_progress: None,
             last_change: None,
         }
+    }
+
+    /// This watch, failing the soak as soon as a process of the tree fails (`--fail-fast`).
+    pub(crate) fn failing_fast(mut self, fail_fast: bool) -> Self {
+        self.fail_fast = fail_fast;
+        self
     }
 
     /// When progress was first seen, after spawn.
@@ -105,8 +148,9 @@ impl Watch {
 
     /// Takes in one observation. Any change of the signature is progress. Then, in this order:
     /// a command that could not be spawned fails the soak; one that exited ends the watch; an
-    /// interruption fails it; no progress by the startup timeout fails it; and once progress was
-    /// seen, no change for the stale period fails it.
+    /// interruption fails it; under `--fail-fast`, a child that failed fails it; no progress by
+    /// the startup timeout fails it; and once progress was seen, no change for the stale period
+    /// fails it.
     pub(crate) fn observe(&mut self, observation: &Observation) -> Next {
         let elapsed = observation.elapsed;
         if observation.progress != self.last_signature {
@@ -126,6 +170,11 @@ impl Watch {
                 FailureKind::Interrupted,
                 "unilab was interrupted; the command was stopped",
             ));
+        }
+        if self.fail_fast
+            && let Some(child) = &observation.failed_child
+        {
+            return Next::Fail(Failure::child(child.clone()));
         }
         if self.first_progress.is_none() && elapsed >= self.startup_timeout {
             return Next::Fail(Failure::new(
@@ -158,12 +207,7 @@ fn describe_exit(exit: ExitInfo) -> Option<String> {
     match (exit.code, exit.signal) {
         (Some(0), _) => None,
         (Some(code), _) => Some(format!("the command exited with code {code}")),
-        (None, Some(signal)) => Some(format!(
-            "the command was killed by signal {signal}{}",
-            nix::sys::signal::Signal::try_from(signal)
-                .map(|s| format!(" ({})", s.as_str()))
-                .unwrap_or_default()
-        )),
+        (None, Some(signal)) => Some(format!("the command was killed by {}", signal_name(signal))),
         (None, None) => Some("the command's exit status is unknown".into()),
     }
 }
@@ -224,6 +268,8 @@ pub(crate) struct RunEnd<'a> {
     pub progress_seen: bool,
     /// Whether unilab had been interrupted (SIGINT, SIGTERM) when sampling ended.
     pub interrupted: bool,
+    /// What the kernel's OOM killer did to the tree.
+    pub oom: &'a OomFound,
 }
 
 /// The outcome of a soak, from the first that applies: a failure the watch or the supervisor
@@ -231,10 +277,12 @@ pub(crate) struct RunEnd<'a> {
 /// then (`scancel` and a job's end signal every process of the step, the command with unilab,
 /// so the command's death by that signal is the interruption's doing); processes that outlived
 /// it; no progress ever (when progress is required); a run shorter than the minimum; else it
-/// passed. Processes that could not be killed are named after the reason.
+/// passed. OOM kills are named with the reason, and processes that could not be killed after it.
 pub(crate) fn verdict(end: RunEnd, parameters: &SoakParameters, require_progress: bool) -> Outcome {
     let note = unkillable_note(end.unkillable);
+    let oom = end.oom;
     let mut outcome = judge(end, parameters, require_progress);
+    outcome.reason = oom.explain(outcome.failure_kind, outcome.reason);
     if let Some(note) = note {
         outcome.reason = format!("{}; {note}", outcome.reason);
     }
@@ -250,8 +298,9 @@ fn judge(end: RunEnd, parameters: &SoakParameters, require_progress: bool) -> Ou
         run_time,
         progress_seen,
         interrupted,
+        oom: _,
     } = end;
-    if let Some(Failure { kind, reason }) = failure {
+    if let Some(Failure { kind, reason, .. }) = failure {
         return failed(kind, reason);
     }
     if let Some(reason) = describe_exit(exit) {
@@ -316,6 +365,13 @@ mod tests {
     use super::*;
     use crate::process::ProcessIdentity;
 
+    static NO_OOM: OomFound = OomFound {
+        kills: Vec::new(),
+        command: None,
+        unnamed: 0,
+        cgroup: None,
+    };
+
     const PARAMETERS: SoakParameters = SoakParameters {
         sample_interval_ms: 1000,
         startup_timeout_ms: 10_000,
@@ -338,6 +394,7 @@ mod tests {
             progress: signature(files),
             command: CommandState::Running,
             interrupted: false,
+            failed_child: None,
         }
     }
 
@@ -424,6 +481,56 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_child_fails_the_soak_only_under_fail_fast_and_only_while_the_command_runs() {
+        let worker = ChildExit {
+            pid: 77,
+            name: "worker".into(),
+            exit: ExitInfo {
+                code: Some(3),
+                signal: None,
+            },
+        };
+        let mut failed = at(2, 1);
+        failed.failed_child = Some(worker.clone());
+        let (_, answers) = given(&[at(1, 1), failed.clone()]);
+        assert_eq!(answers[1], Next::Continue, "off by default");
+
+        let mut watch = Watch::new(&PARAMETERS, "/progress", signature(0)).failing_fast(true);
+        let Next::Fail(failure) = watch.observe(&failed) else {
+            panic!("a failed child fails the soak under --fail-fast");
+        };
+        assert_eq!(failure.kind, FailureKind::ChildFailed);
+        assert_eq!(failure.child.as_ref(), Some(&worker));
+        assert_eq!(
+            failure.reason,
+            "process 77 (worker) of the tree exited with code 3 while the command ran (--fail-fast)"
+        );
+        let mut killed = failed.clone();
+        killed.failed_child = Some(ChildExit {
+            exit: ExitInfo {
+                code: None,
+                signal: Some(9),
+            },
+            ..worker
+        });
+        let Next::Fail(failure) = watch.observe(&killed) else {
+            panic!("a killed child fails the soak under --fail-fast");
+        };
+        assert!(
+            failure.reason.contains("was killed by signal 9 (SIGKILL)"),
+            "{}",
+            failure.reason
+        );
+        let mut exited = failed;
+        exited.command = CommandState::Exited;
+        assert_eq!(
+            watch.observe(&exited),
+            Next::Exited,
+            "the command's own exit is judged"
+        );
+    }
+
+    #[test]
     fn a_spawn_failure_fails_with_the_guards_reason() {
         let mut observation = at(0, 0);
         observation.command = CommandState::SpawnFailed("cannot run `x`".into());
@@ -475,6 +582,7 @@ mod tests {
             run_time,
             progress_seen: true,
             interrupted: false,
+            oom: &NO_OOM,
         };
         verdict(end, &PARAMETERS, true)
     }
@@ -493,6 +601,7 @@ mod tests {
             run_time: long_enough(),
             progress_seen: true,
             interrupted,
+            oom: &NO_OOM,
         };
         let outcome = verdict(end(killed, true), &PARAMETERS, true);
         assert_eq!(outcome.failure_kind, Some(FailureKind::Interrupted));
@@ -589,6 +698,7 @@ mod tests {
             run_time: long_enough(),
             progress_seen,
             interrupted: false,
+            oom: &NO_OOM,
         };
         let outcome = verdict(end(false), &PARAMETERS, true);
         assert_eq!(outcome.failure_kind, Some(FailureKind::NoProgress));
@@ -638,6 +748,7 @@ mod tests {
             run_time: long_enough(),
             progress_seen: true,
             interrupted: false,
+            oom: &NO_OOM,
         };
         let stale = Failure::new(FailureKind::StaleProgress, "no progress for 120 s");
         let outcome = verdict(end(Some(stale), &[]), &PARAMETERS, true);

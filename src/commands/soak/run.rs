@@ -67,6 +67,7 @@ pub(super) fn soak_run(
         py_spy: args.py_spy,
         dump_signal: args.dump_signal,
         dump_wait: args.dump_wait,
+        fail_fast: args.fail_fast,
         soak_id,
         launch,
     }
