@@ -1,11 +1,12 @@
 //! Whether a soak gave its GPUs back once its tree was gone: each GPU's memory in use came back
-//! to what it was before the command started, and no process of this user that appeared during
-//! the soak still holds a GPU device file (a dataloader worker that escaped, a daemon the trainer
-//! had started elsewhere). What held a device before the soak is not the soak's doing and is
-//! not listed.
+//! to what the soak's first GPU reading said (taken as the command starts, from the sampler's
+//! own `nvidia-smi` stream: no process is started for it, so none can be running when the tree
+//! is stopped), and no process of this user that appeared during the soak still holds a GPU
+//! device file (a dataloader worker that escaped, a daemon the trainer had started elsewhere).
+//! What held a device before the soak is not the soak's doing and is not listed.
 //!
-//! The reading before is taken on a thread of its own while the command starts, so a slow or
-//! hung `nvidia-smi` never delays the soak; the check after is bounded by the grace period.
+//! The holders before are looked for on a thread of its own while the command starts; the check
+//! after is bounded by the grace period.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::capture::file_held_under;
-use crate::event::soak::{GpuHolder, GpuRelease, GpuReleased};
+use crate::event::soak::{GpuHolder, GpuRelease, GpuReleased, GpuSample};
 use crate::gpu::smi;
 use crate::process::{self, ProcSource, ProcessIdentity, SystemProc};
 use crate::tool::Tool;
@@ -25,43 +26,52 @@ const TOLERANCE_MIB: u64 = 64;
 /// How often the memory in use is read again while it has not come back yet.
 const LOOK_EVERY: Duration = Duration::from_millis(250);
 
-/// What the GPUs and their device files looked like before the command started.
-struct Reading {
-    /// Each GPU's memory in use, by UUID; `None` when nvidia-smi could not say.
-    memory: Option<Vec<(String, Option<u64>)>>,
-    holders: HashSet<ProcessIdentity>,
-}
-
-/// The reading before the soak, under way.
+/// What the GPUs and their device files looked like before: the holders, looked for as the
+/// command starts, and each GPU's memory in use, from the soak's first GPU reading.
 pub(crate) struct Before {
-    reading: JoinHandle<Reading>,
+    holders: JoinHandle<HashSet<ProcessIdentity>>,
+    /// Each GPU's memory in use, by UUID; `None` until a sample read the GPUs.
+    memory: Option<Vec<(String, Option<u64>)>>,
     device_prefix: PathBuf,
     uid: u32,
 }
 
 impl Before {
-    /// Starts reading the GPUs through `smi` and the holders of files under `device_prefix`.
-    pub(crate) fn start(smi: Tool, device_prefix: PathBuf, uid: u32) -> Self {
+    /// Starts looking for the holders of files under `device_prefix`.
+    pub(crate) fn start(device_prefix: PathBuf, uid: u32) -> Self {
         let prefix = device_prefix.clone();
-        let reading = std::thread::spawn(move || Reading {
-            memory: smi::memory_used(&smi).ok(),
-            holders: holders(&prefix, uid)
+        let holders = std::thread::spawn(move || {
+            holders(&prefix, uid)
                 .into_iter()
                 .map(|(identity, _, _)| identity)
-                .collect(),
+                .collect()
         });
         Self {
-            reading,
+            holders,
+            memory: None,
             device_prefix,
             uid,
         }
     }
 
-    /// Checks, for at most `within` (one reading at least), that the memory came back, then lists
-    /// the new holders; `None` when there was no reading of the GPUs before (no nvidia-smi).
+    /// Takes in a sample's GPUs: the first reading is what each GPU held before.
+    pub(crate) fn saw(&mut self, gpus: Option<&[GpuSample]>) {
+        if self.memory.is_none()
+            && let Some(gpus) = gpus
+        {
+            self.memory = Some(
+                gpus.iter()
+                    .map(|g| (g.uuid.clone(), g.memory_used_mib))
+                    .collect(),
+            );
+        }
+    }
+
+    /// Checks through `smi`, for at most `within` (one reading at least), that the memory came
+    /// back, then lists the new holders; `None` when no sample read the GPUs (no nvidia-smi).
     pub(crate) fn check(self, smi: &Tool, within: Duration) -> Option<GpuRelease> {
-        let before = self.reading.join().ok()?;
-        let before_memory = before.memory?;
+        let before_holders = self.holders.join().ok()?;
+        let before_memory = self.memory?;
         let started = Instant::now();
         let gpus = loop {
             let after = smi::memory_used(smi).ok();
@@ -74,7 +84,7 @@ impl Before {
         };
         let holders = holders(&self.device_prefix, self.uid)
             .into_iter()
-            .filter(|(identity, _, _)| !before.holders.contains(identity))
+            .filter(|(identity, _, _)| !before_holders.contains(identity))
             .map(|(identity, name, path)| GpuHolder {
                 pid: identity.pid,
                 name,

@@ -88,7 +88,7 @@ pub(crate) fn run(
         problem: ProgressDirProblem::CannotOpen(e),
     })?;
     let soak = Recording::begin(ctx, spec)?;
-    let mut witnesses = Witnesses::start(&ctx.smi, spec, ctx.paths.uid);
+    let mut witnesses = Witnesses::start(spec, ctx.paths.uid);
     // Orphans of the guard's tree — should the guard itself die — come to this process instead
     // of init, so the soak can still find, stop and reap them.
     let _ = nix::sys::prctl::set_child_subreaper(true);

@@ -31,13 +31,13 @@ pub(super) struct Witnesses {
 
 impl Witnesses {
     /// Starts watching, before the command starts: what the kernel logs from now on, and what
-    /// the GPUs, their device files and the memory cgroup held before.
-    pub(super) fn start(smi: &Tool, spec: &SoakSpec, uid: u32) -> Self {
+    /// the GPU device files and the memory cgroup held before.
+    pub(super) fn start(spec: &SoakSpec, uid: u32) -> Self {
         // The guard and the command start in this process's memory cgroup.
         let capture = Capture::of(spec, std::process::id(), monotonic_ns());
         Self {
             kernel: KernelLog::follow(&kernel::kmsg_path()),
-            gpus_before: release::Before::start(smi.clone(), capture::gpu_device_prefix(), uid),
+            gpus_before: release::Before::start(capture::gpu_device_prefix(), uid),
             oom_kills_before: capture.cgroup.as_ref().and_then(MemoryCgroup::oom_kills),
             capture,
             names: HashMap::new(),
@@ -57,6 +57,7 @@ impl Witnesses {
         );
         self.names
             .extend(sample.processes.iter().map(|p| (p.pid, p.name.clone())));
+        self.gpus_before.saw(sample.gpus.as_deref());
         (self.fail_fast && !sample.after_exit)
             .then(|| failed_child(sample, status, &self.names))
             .flatten()
