@@ -36,11 +36,16 @@ cp -r tests/fixtures "$work/fixtures"
 cp -r tests/snapshots "$work/tests/snapshots"
 cp -r migrations "$work/migrations"
 cp scripts/example-trainer.py "$work/example-trainer.py"
+py_spy=()
+if [ -n "${UNILAB_TEST_PY_SPY:-}" ]; then
+    cp "$UNILAB_TEST_PY_SPY" "$work/bin/py-spy"
+    py_spy=(UNILAB_TEST_PY_SPY="$work/bin/py-spy")
+fi
 chmod -R a+rX "$work"
 chown "$user" "$work/home"
 echo "test-unprivileged: integration as $user"
 runuser -u "$user" -- env -i PATH="$PATH" HOME="$work/home" TMPDIR=/tmp CI=true \
     UNILAB_TEST_BIN="$work/bin/unilab" UNILAB_TEST_FIXTURES="$work/fixtures" \
     UNILAB_TEST_MIGRATIONS="$work/migrations" INSTA_WORKSPACE_ROOT="$work" \
-    UNILAB_TEST_TRAINER="$work/example-trainer.py" \
+    UNILAB_TEST_TRAINER="$work/example-trainer.py" "${py_spy[@]}" \
     "$work/bin/integration" --test-threads=2 "$@"

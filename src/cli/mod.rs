@@ -258,7 +258,8 @@ pub(crate) struct SoakRunArgs {
     #[arg(long = "py-spy", value_name = "PATH|off")]
     pub py_spy: Option<String>,
     /// Before a failing soak's tree is stopped, send it this signal (e.g. `USR1`, for a trainer
-    /// that registered `faulthandler` on it) so that it prints its own stacks
+    /// that registered `faulthandler` on it) so that it prints its own stacks; processes that
+    /// do not handle it end by it
     #[arg(long = "dump-signal", value_name = "SIG", value_parser = parse_dump_signal)]
     pub dump_signal: Option<i32>,
     /// Fail the soak as soon as any process of its tree exits non-zero or is killed while the
