@@ -68,21 +68,22 @@ impl ProcStat {
 
     /// How a zombie exited — its code, or the signal that killed it — while its parent has not
     /// reaped it yet; `None` for a live process, or where the kernel does not say.
-    pub fn exit(&self) -> Option<crate::event::soak::ExitInfo> {
+    pub(crate) fn exit(&self) -> Option<Exit> {
         let status = self.exit_status.filter(|_| self.state == 'Z')?;
         let signal = status & 0x7f;
         Some(if signal == 0 {
-            crate::event::soak::ExitInfo {
-                code: Some((status >> 8) & 0xff),
-                signal: None,
-            }
+            Exit::Code((status >> 8) & 0xff)
         } else {
-            crate::event::soak::ExitInfo {
-                code: None,
-                signal: Some(signal),
-            }
+            Exit::Signal(signal)
         })
     }
+}
+
+/// How a process ended, as `waitpid` tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    Code(i32),
+    Signal(i32),
 }
 
 /// `sysconf(_SC_CLK_TCK)`: the clock ticks a second that `/proc/<pid>/stat` counts CPU time and
@@ -620,15 +621,13 @@ mod tests {
             }
             format!("{line} {status}")
         };
-        let exited = parse_stat(&fields('Z', 3 << 8)).unwrap();
         assert_eq!(
-            (exited.exit().unwrap().code, exited.exit().unwrap().signal),
-            (Some(3), None)
+            parse_stat(&fields('Z', 3 << 8)).unwrap().exit(),
+            Some(Exit::Code(3))
         );
-        let killed = parse_stat(&fields('Z', 9)).unwrap();
         assert_eq!(
-            (killed.exit().unwrap().code, killed.exit().unwrap().signal),
-            (None, Some(9))
+            parse_stat(&fields('Z', 9)).unwrap().exit(),
+            Some(Exit::Signal(9))
         );
         assert_eq!(
             parse_stat(&fields('S', 3 << 8)).unwrap().exit(),

@@ -13,7 +13,7 @@ use super::oom::{self, CgroupCount, OomClues, OomFound};
 use super::release;
 use super::request::SoakSpec;
 use crate::event::soak::{ChildExit, ExitInfo, GpuRelease, Sample};
-use crate::process::{ProcSource, SystemProc};
+use crate::process::{Exit, ProcSource, SystemProc};
 use crate::time::monotonic_ns;
 use crate::tool::Tool;
 
@@ -135,7 +135,17 @@ fn failed_child(
             let stat = proc
                 .stat(p.pid)
                 .filter(|s| s.start_ticks == p.start_ticks)?;
-            let exit = stat.exit().filter(failed)?;
+            let exit = match stat.exit()? {
+                Exit::Code(code) => ExitInfo {
+                    code: Some(code),
+                    signal: None,
+                },
+                Exit::Signal(signal) => ExitInfo {
+                    code: None,
+                    signal: Some(signal),
+                },
+            };
+            failed(&exit).then_some(())?;
             Some(ChildExit {
                 pid: p.pid,
                 name: p.name.clone(),
