@@ -52,7 +52,7 @@ fn event(i: u64) -> (Subject, Event) {
         };
         return (
             Subject::Soak("bench-soak".into()),
-            Event::SoakSampled(Box::new(sample)),
+            Event::SoakSampledV5(Box::new(sample)),
         );
     }
     (

@@ -98,7 +98,7 @@ fn sampler(c: &mut Criterion) {
             b.iter(|| {
                 index += 1;
                 let sample = sampler.sample(index, Duration::ZERO, root, false);
-                assert!(sample.processes.len() >= n);
+                assert!(sample.0.processes.len() >= n);
                 black_box(sample)
             })
         });
@@ -173,7 +173,7 @@ fn soak_log(processes: u32) -> PathBuf {
     };
     log.append(
         subject(),
-        Event::SoakStarted {
+        Event::SoakStartedV5 {
             start: Box::new(SoakStart {
                 soak_id: "bench".into(),
                 command: vec!["python3".into(), "train.py".into()],
@@ -208,14 +208,14 @@ fn soak_log(processes: u32) -> PathBuf {
         log.append_all((start..start + 10_000).map(|i| {
             (
                 subject(),
-                Event::SoakSampled(Box::new(sample(i, processes))),
+                Event::SoakSampledV5(Box::new(sample(i, processes))),
             )
         }))
         .expect("samples");
     }
     log.append(
         subject(),
-        Event::SoakFinished {
+        Event::SoakFinishedV5 {
             end: Box::new(SoakEnd {
                 outcome: Outcome {
                     status: OutcomeStatus::Passed,

@@ -19,6 +19,10 @@ tests, chosen by flags:
   --faulthandler        print every thread's stack on SIGUSR1 (Python's faulthandler)
   --fail-child CODE     start a worker that exits with CODE at once, and never reap it
   --allocate-mib N      after the first checkpoint, allocate and touch N MiB of memory
+  --grow-mib N          allocate and touch N MiB more at every step (a leak) ...
+  --grow-steps K        ... for the first K steps only (then it plateaus)
+  --shared-mib N        allocate N MiB first, then fork the --fork-workers, which share it
+  --fork-workers K      fork K workers that keep a copy-on-write view of the parent's memory
 """
 import argparse
 import faulthandler
@@ -48,6 +52,10 @@ parser.add_argument("--python-worker", action="store_true")
 parser.add_argument("--faulthandler", action="store_true")
 parser.add_argument("--fail-child", type=int, default=None)
 parser.add_argument("--allocate-mib", type=int, default=None)
+parser.add_argument("--grow-mib", type=float, default=0)
+parser.add_argument("--grow-steps", type=int, default=None)
+parser.add_argument("--shared-mib", type=int, default=0)
+parser.add_argument("--fork-workers", type=int, default=0)
 args = parser.parse_args()
 
 if args.burn_child is not None:
@@ -77,6 +85,17 @@ if args.fail_child is not None:
     # Never waited for: it stays a zombie, as a rank whose launcher does not look.
     failing = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({args.fail_child})"])
 allocated = []
+grown = []
+shared = bytearray(args.shared_mib << 20)  # zero-filled: every page touched
+forked = []
+for _ in range(args.fork_workers):
+    pid = os.fork()
+    if pid == 0:
+        # A worker: the parent's pages, shared until written; it writes none.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        while True:
+            time.sleep(60)
+    forked.append(pid)
 
 
 def wait_for_allreduce():
@@ -102,6 +121,8 @@ for step in range(1, args.steps + 1):
         path = os.path.join(args.progress_dir, f"checkpoint-{step:06d}.txt")
         with open(path, "w") as f:
             f.write(f"step={step} loss={loss:.6f}\n")
+    if args.grow_mib and (args.grow_steps is None or step <= args.grow_steps):
+        grown.append(bytearray(int(args.grow_mib * (1 << 20))))
     if args.allocate_mib is not None and not allocated and step >= args.checkpoint_every:
         for _ in range(args.allocate_mib):
             allocated.append(bytearray(1 << 20))  # zero-filled: every page touched
@@ -109,4 +130,7 @@ for step in range(1, args.steps + 1):
 for child in children:
     child.kill()
     child.wait()
+for pid in forked:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
 sys.exit(args.exit_code)

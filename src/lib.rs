@@ -42,6 +42,7 @@ mod paths;
 mod process;
 mod projection;
 mod redact;
+mod size;
 mod snapshot;
 mod soak;
 mod style;
@@ -55,10 +56,11 @@ pub use binary::main;
 
 // The record: the events of the schema...
 pub use event::soak::{
-    CgroupEvidence, ChildExit, Evidence, ExitInfo, FailureKind, Findings, GpuHolder,
-    GpuProcessSample, GpuRelease, GpuReleased, GpuSample, KernelMessage, LeakedProcess, OomKill,
-    OomSource, Outcome, OutcomeStatus, ProcessEvidence, ProcessSample, ProgressSignature, Sample,
-    SoakEnd, SoakParameters, SoakStart, Supervision, ThreadEvidence, UnkillableProcess,
+    CgroupEvidence, ChildExit, Evidence, ExitInfo, FailureKind, Findings, GpuHealth, GpuHolder,
+    GpuProcessSample, GpuRelease, GpuReleased, GpuSample, KernelMessage, LeakedProcess, Limits,
+    Measures, OomKill, OomSource, Outcome, OutcomeStatus, ProcessEvidence, ProcessSample,
+    ProgressSignature, ResourceLimit, Sample, SoakEnd, SoakParameters, SoakStart, Supervision,
+    ThreadEvidence, UnkillableProcess,
 };
 // (the soak events' first forms, which logs written before schema 2 hold)
 pub use event::soak::v1 as soak_v1;
@@ -117,6 +119,11 @@ pub mod testing {
             Gathered, Piece, Row, StreamError, Written, gather, write,
         };
         pub use crate::soak::artifact::v2::{GpuRow, SampleRow};
+        pub mod v4 {
+            pub use crate::soak::artifact::v4::{
+                Finished6, GpuHealthRow, Measured, SampleRow, Started6,
+            };
+        }
         pub use crate::soak::artifact::{
             Abandonment, Finished, Form, Recorded, SoakRecords, Started, collect, digest_matches,
             render,

@@ -200,6 +200,71 @@ fn failure_kind() -> impl Strategy<Value = FailureKind> {
         Just(FailureKind::MonitorError),
         Just(FailureKind::NoProgress),
         Just(FailureKind::ChildFailed),
+        Just(FailureKind::ResourceLimit),
+    ]
+}
+
+fn limits() -> impl Strategy<Value = Limits> {
+    (
+        option::of(any::<u64>()),
+        option::of(any::<u64>()),
+        option::of(any::<u64>()),
+        option::of(any::<u64>()),
+        option::of((any::<u64>(), text())),
+    )
+        .prop_map(|(memory, gpu, growth, warmup, ceiling)| Limits {
+            max_memory_bytes: memory,
+            max_gpu_memory_bytes: gpu,
+            max_memory_growth_bytes_per_hour: growth,
+            warmup_ms: warmup,
+            memory_ceiling_bytes: ceiling.as_ref().map(|c| c.0),
+            memory_ceiling_source: ceiling.map(|c| c.1),
+        })
+}
+
+fn gpu_health() -> impl Strategy<Value = GpuHealth> {
+    (
+        option::of(any::<u32>()),
+        option::of(any::<u64>()),
+        option::of(any::<u32>()),
+        option::of(any::<u64>()),
+        option::of(any::<u64>()),
+        option::of(any::<bool>()),
+        vec(
+            (any::<u32>(), option::of(any::<u64>())).prop_map(|(pid, used_memory_mib)| {
+                GpuProcessSample {
+                    pid,
+                    used_memory_mib,
+                }
+            }),
+            0..3,
+        ),
+    )
+        .prop_map(
+            |(temperature_c, power_mw, sm_clock_mhz, throttle_mask, ecc, retired, others)| {
+                GpuHealth {
+                    temperature_c,
+                    power_mw,
+                    sm_clock_mhz,
+                    throttle_mask,
+                    ecc_uncorrected_volatile: ecc,
+                    retired_pages_pending: retired,
+                    other_processes: others,
+                }
+            },
+        )
+}
+
+fn measures() -> impl Strategy<Value = Measures> {
+    (vec(option::of(any::<u64>()), 0..8), vec(gpu_health(), 0..3))
+        .prop_map(|(pss_bytes, gpus)| Measures { pss_bytes, gpus })
+}
+
+fn resource_limit() -> impl Strategy<Value = ResourceLimit> {
+    prop_oneof![
+        Just(ResourceLimit::Memory),
+        Just(ResourceLimit::GpuMemory),
+        Just(ResourceLimit::MemoryGrowth),
     ]
 }
 
@@ -573,17 +638,35 @@ fn event() -> impl Strategy<Value = Event> {
         sample_v1().prop_map(|s| Event::SoakSampledV1(Box::new(s))),
         soak_end_v1().prop_map(|e| Event::SoakFinishedV1(Box::new(e))),
         soak_start().prop_map(|s| Event::SoakStartedV4(Box::new(s))),
-        sample().prop_map(|s| Event::SoakSampled(Box::new(s))),
+        sample().prop_map(|s| Event::SoakSampledV5(Box::new(s))),
         soak_end().prop_map(|e| Event::SoakFinishedV4(Box::new(e))),
-        (soak_start(), supervision()).prop_map(|(start, supervision)| Event::SoakStarted {
+        (soak_start(), supervision()).prop_map(|(start, supervision)| Event::SoakStartedV5 {
             start: Box::new(start),
             supervision
         }),
         evidence().prop_map(|e| Event::SoakEvidenceCaptured(Box::new(e))),
-        (soak_end(), findings()).prop_map(|(end, findings)| Event::SoakFinished {
+        (soak_end(), findings()).prop_map(|(end, findings)| Event::SoakFinishedV5 {
             end: Box::new(end),
             findings: Box::new(findings)
         }),
+        (soak_start(), supervision(), limits()).prop_map(|(start, supervision, limits)| {
+            Event::SoakStarted {
+                start: Box::new(start),
+                supervision,
+                limits,
+            }
+        }),
+        (sample(), measures()).prop_map(|(sample, measures)| Event::SoakSampled {
+            sample: Box::new(sample),
+            measures: Box::new(measures)
+        }),
+        (soak_end(), findings(), option::of(resource_limit())).prop_map(
+            |(end, findings, limit)| Event::SoakFinished {
+                end: Box::new(end),
+                findings: Box::new(findings),
+                limit
+            }
+        ),
         (identity(), text())
             .prop_map(|(supervisor, reason)| Event::SoakAbandoned { supervisor, reason }),
         (text(), text(), any::<u64>()).prop_map(|(path, digest, bytes)| Event::ArtifactWritten {

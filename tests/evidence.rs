@@ -155,7 +155,7 @@ fn hung_job_root() -> TestRoot {
     root_with_soak(|event| {
         match event {
             Event::SoakEvidenceCaptured(evidence) => **evidence = hung_job(),
-            Event::SoakFinished { end, findings } => {
+            Event::SoakFinishedV5 { end, findings } => {
                 end.outcome = Outcome {
                     status: OutcomeStatus::Failed,
                     failure_kind: Some(FailureKind::StaleProgress),
@@ -307,7 +307,7 @@ fn a_passed_soak_with_nothing_to_tell_reads_as_before() {
         // A soak that passed was never about to be signalled: no evidence.
         root_with_soak(move |event| match event {
             Event::SoakEvidenceCaptured(_) => false,
-            Event::SoakFinished { end, findings } => {
+            Event::SoakFinishedV5 { end, findings } => {
                 end.outcome = Outcome {
                     status: OutcomeStatus::Passed,
                     failure_kind: None,

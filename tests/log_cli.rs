@@ -126,6 +126,11 @@ fn history_filters_by_subject_and_sequence() {
             "soak_evidence_captured",
             "soak_finished",
             "artifact_written",
+            "soak_started",
+            "soak_sampled",
+            "soak_sampled",
+            "soak_sampled",
+            "soak_finished",
             "daemon_starting",
             "lease_acquired",
             "lease_released"
@@ -206,9 +211,9 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::starts_with("ok: 24 events, chain head "))
+        .stdout(predicate::str::starts_with("ok: 29 events, chain head "))
         .stdout(predicate::str::contains(
-            "(0 daemons, 3 soaks, 1 starting, 1 lease, 2 daemon_jobs)",
+            "(0 daemons, 4 soaks, 1 starting, 1 lease, 2 daemon_jobs)",
         ));
     let out = root
         .unilab()
@@ -506,7 +511,7 @@ fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
     let events: Vec<(Subject, Event)> = (0..SAMPLES)
         .flat_map(|i| {
             let other = (i % 7 == 0).then(|| (Subject::Host, live(1)));
-            std::iter::once((soak(), Event::SoakSampled(Box::new(sample(i, 3))))).chain(other)
+            std::iter::once((soak(), Event::SoakSampledV5(Box::new(sample(i, 3))))).chain(other)
         })
         .collect();
     let subjects: Vec<Subject> = events.iter().map(|(subject, _)| subject.clone()).collect();
@@ -538,7 +543,7 @@ fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
         let mut seen = Vec::new();
         let result = snapshot.scan_subject(&soak(), 1, |record: Record| {
             assert_eq!(record.envelope.subject, soak());
-            let Event::SoakSampled(sample) = &record.envelope.event else {
+            let Event::SoakSampledV5(sample) = &record.envelope.event else {
                 panic!("not a sample: {:?}", record.envelope.event);
             };
             assert_eq!(sample.index, seen.len() as u64, "in order");
@@ -616,7 +621,7 @@ fn reading_works_where_no_thread_can_be_started() {
     let root = TestRoot::new();
     let soak = || Subject::Soak("long".into());
     root.log()
-        .append_all((0..1_500).map(|i| (soak(), Event::SoakSampled(Box::new(sample(i, 2))))))
+        .append_all((0..1_500).map(|i| (soak(), Event::SoakSampledV5(Box::new(sample(i, 2))))))
         .unwrap();
     // One process at most for this user: every fork and every new thread is refused.
     fn one_process() -> std::io::Result<()> {
@@ -761,7 +766,7 @@ fn hostile_inputs_are_refused_without_a_panic_or_a_raw_control_byte() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("ok: 24 events"));
+        .stdout(predicate::str::contains("ok: 29 events"));
 
     for args in [
         &["soak", "show", "\x1b]0;pwn\x07"][..],

@@ -14,6 +14,7 @@ mod log_crash;
 mod migrations;
 mod mps;
 mod parser_props;
+mod resources;
 mod slurm;
 mod soak;
 mod soak_failures;

@@ -715,7 +715,7 @@ fn gpu_samples_name_each_gpu_and_keep_the_trees_memory_apart_from_the_hosts() {
         ],
     );
     assert_eq!(output.status.code(), Some(0), "{output:?}");
-    assert_eq!(artifact["schema"], "unilab.soak.artifact/3");
+    assert_eq!(artifact["schema"], "unilab.soak.artifact/4");
     let summary = &artifact["summary"];
     assert_eq!(summary["peak_host_gpu_memory_used_mib"], 2048);
     assert_eq!(
@@ -1630,7 +1630,8 @@ fn show_says_why_a_soak_failed_and_how_a_running_one_is_going() {
         "status:   failed (command_failed)",
         "exit:     code 3",
         "progress: first at ",
-        "peaks:    RSS ",
+        "peaks:    PSS ",
+        ", RSS ",
         "last lines of stdout:\n",
         "  step 4/4 loss",
     ] {
@@ -1681,7 +1682,10 @@ fn show_says_why_a_soak_failed_and_how_a_running_one_is_going() {
         .success();
     let text = String::from_utf8_lossy(&text.get_output().stdout).into_owned();
     assert!(text.contains("elapsed:  "), "{text}");
-    assert!(text.contains("now:      RSS "), "{text}");
+    assert!(
+        text.contains("now:      PSS ") && text.contains(", RSS "),
+        "{text}"
+    );
     assert!(text.contains("when the soak ends"), "{text}");
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -2003,12 +2007,15 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
                 s.errors.clear();
             }
             s.after_exit = i == 2_999;
-            records.push((Subject::Soak("big".into()), Event::SoakSampled(Box::new(s))));
+            records.push((
+                Subject::Soak("big".into()),
+                Event::SoakSampledV5(Box::new(s)),
+            ));
             if i % 4 == 0 {
                 let other = sample(i, 2);
                 records.push((
                     Subject::Soak("running".into()),
-                    Event::SoakSampled(Box::new(other)),
+                    Event::SoakSampledV5(Box::new(other)),
                 ));
             }
         }

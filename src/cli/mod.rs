@@ -138,6 +138,18 @@ Examples:
         /// A soak id, a unique prefix of one, or `latest`
         id: String,
     },
+    /// Two soaks side by side: verdicts, run times, memory and its trend, GPU memory,
+    /// utilisation and throttling, progress rate — what changed most first
+    #[command(after_help = "\
+Examples:
+  unilab soak compare 20261201T100000-ab12 latest
+  unilab --json soak compare ab12 cd34 | jq '.differences[0]'")]
+    Compare {
+        /// The soak to compare against: an id, a unique prefix of one, or `latest`
+        a: String,
+        /// The soak compared with it
+        b: String,
+    },
     /// Regenerate a finished soak's artifact from the log, byte for byte
     Export {
         /// A soak id, a unique prefix of one, or `latest`
@@ -267,6 +279,21 @@ pub(crate) struct SoakRunArgs {
     /// default: dataloader workers and shell pipelines may exit non-zero by design
     #[arg(long = "fail-fast")]
     pub fail_fast: bool,
+    /// Fail the soak (`resource_limit`) when the tree's memory — its proportional set size,
+    /// shared pages split among the processes sharing them — goes over SIZE (`512MiB`, `40GiB`)
+    #[arg(long = "max-memory", value_name = "SIZE", value_parser = crate::size::parse_size)]
+    pub max_memory: Option<u64>,
+    /// Fail the soak when the tree's memory on any one GPU goes over SIZE
+    #[arg(long = "max-gpu-memory", value_name = "SIZE", value_parser = crate::size::parse_size)]
+    pub max_gpu_memory: Option<u64>,
+    /// Fail the soak when the tree's memory grows faster than RATE (`200MiB/h`), judged on a
+    /// robust trend after the warm-up
+    #[arg(long = "max-memory-growth", value_name = "RATE", value_parser = crate::size::parse_rate)]
+    pub max_memory_growth: Option<u64>,
+    /// How long memory growth is not judged, while allocators and caches fill [default: a tenth
+    /// of the run so far, at least 5m]
+    #[arg(long = "warmup", value_name = "DURATION", value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
     /// How long the tree has after `--dump-signal` to print before it is stopped
     #[arg(long = "dump-wait", value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub dump_wait: Duration,

@@ -6,13 +6,14 @@ use crate::soak::artifact::explained::{ProcessAt, ThreadAt, one_line_evidence};
 use crate::text::count;
 
 /// The event's own fields as a JSON object (without `kind`), for `history --json`. Schema 5's
-/// soak start and verdict show schema 2's fields as they were, with `supervision` and
-/// `findings` beside them.
+/// and 6's soak start, sample and verdict show schema 2's fields as they were, with what the
+/// later schemas add beside them (`supervision`, `limits`, `measures`, `findings`, `limit`).
 pub(crate) fn fields_json(event: &Event) -> serde_json::Map<String, serde_json::Value> {
     let mut fields = inner_fields(event);
     let lifted = match event {
-        Event::SoakStarted { .. } => "start",
-        Event::SoakFinished { .. } => "end",
+        Event::SoakStartedV5 { .. } | Event::SoakStarted { .. } => "start",
+        Event::SoakSampled { .. } => "sample",
+        Event::SoakFinishedV5 { .. } | Event::SoakFinished { .. } => "end",
         _ => return fields,
     };
     if let Some(serde_json::Value::Object(inner)) = fields.remove(lifted) {
@@ -72,30 +73,17 @@ pub(crate) fn summary(event: &Event) -> String {
             format!("pid {} stopped ({})", process.pid, method.as_str())
         }
         Event::SoakStartedV1(start) => started(&start.command, &start.parameters),
-        Event::SoakStartedV4(start) | Event::SoakStarted { start, .. } => {
-            started(&start.command, &start.parameters)
+        Event::SoakStartedV4(start)
+        | Event::SoakStartedV5 { start, .. }
+        | Event::SoakStarted { start, .. } => started(&start.command, &start.parameters),
+        Event::SoakSampledV1(_) | Event::SoakSampledV5(_) | Event::SoakSampled { .. } => {
+            sampled(event)
         }
-        Event::SoakSampledV1(sample) => sampled(
-            sample.index,
-            sample.elapsed_ms,
-            sample.processes.iter().map(|p| p.rss_bytes).sum(),
-            sample.processes.len(),
-            &sample.progress,
-            sample.errors.len(),
-        ),
-        Event::SoakSampled(sample) => sampled(
-            sample.index,
-            sample.elapsed_ms,
-            sample.processes.iter().map(|p| p.rss_bytes).sum(),
-            sample.processes.len(),
-            &sample.progress,
-            sample.errors.len(),
-        ),
         Event::SoakEvidenceCaptured(evidence) => captured(evidence),
         Event::SoakFinishedV1(end) => finished(&end.outcome, end.duration_ms),
-        Event::SoakFinishedV4(end) | Event::SoakFinished { end, .. } => {
-            finished(&end.outcome, end.run_ms)
-        }
+        Event::SoakFinishedV4(end)
+        | Event::SoakFinishedV5 { end, .. }
+        | Event::SoakFinished { end, .. } => finished(&end.outcome, end.run_ms),
         Event::SoakAbandoned { supervisor, reason } => {
             format!("supervisor pid {} gone: {reason}", supervisor.pid)
         }
@@ -161,20 +149,46 @@ fn started(command: &[String], parameters: &crate::event::soak::SoakParameters) 
     )
 }
 
-fn sampled(
-    index: u64,
-    elapsed_ms: u64,
-    rss_bytes: u64,
-    processes: usize,
-    progress: &crate::event::soak::ProgressSignature,
-    errors: usize,
-) -> String {
+/// A sample's line: its processes, their RSS and — where measured (schema 6) — their PSS.
+fn sampled(event: &Event) -> String {
+    let (index, elapsed_ms, rss_bytes, pss_bytes, processes, files, errors) = match event {
+        Event::SoakSampledV1(s) => (
+            s.index,
+            s.elapsed_ms,
+            s.processes.iter().map(|p| p.rss_bytes).sum::<u64>(),
+            None,
+            s.processes.len(),
+            s.progress.files,
+            s.errors.len(),
+        ),
+        Event::SoakSampledV5(s) | Event::SoakSampled { sample: s, .. } => (
+            s.index,
+            s.elapsed_ms,
+            s.processes.iter().map(|p| p.rss_bytes).sum::<u64>(),
+            match event {
+                Event::SoakSampled { measures, .. } => measures
+                    .pss_bytes
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .reduce(|a, b| a + b),
+                _ => None,
+            },
+            s.processes.len(),
+            s.progress.files,
+            s.errors.len(),
+        ),
+        _ => return String::new(),
+    };
     format!(
-        "#{index} at {:.1} s: {}, RSS {} MiB, {}{}",
+        "#{index} at {:.1} s: {}, {}RSS {} MiB, {}{}",
         elapsed_ms as f64 / 1000.0,
         count(processes as u64, "process"),
+        pss_bytes
+            .map(|pss| format!("PSS {} MiB, ", pss / (1024 * 1024)))
+            .unwrap_or_default(),
         rss_bytes / (1024 * 1024),
-        count(progress.files, "progress file"),
+        count(files, "progress file"),
         if errors == 0 {
             String::new()
         } else {

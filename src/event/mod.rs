@@ -131,8 +131,8 @@ pub enum Event {
     },
     /// A soak started (schema 2–4's form). Same kind as its schema 1 form.
     SoakStartedV4(Box<SoakStart>),
-    /// One sample of a soak (schema 2).
-    SoakSampled(Box<Sample>),
+    /// One sample of a soak (schema 2–5's form).
+    SoakSampledV5(Box<Sample>),
     /// A soak's verdict, written once the last child is gone (schema 2–4's form).
     SoakFinishedV4(Box<SoakEnd>),
     /// A start is about to launch a daemon (schema 2–3's form, without the job).
@@ -179,17 +179,35 @@ pub enum Event {
     /// What the soak's tree was doing when the supervisor was about to signal it: committed
     /// before the first signal (schema 5).
     SoakEvidenceCaptured(Box<soak::Evidence>),
-    /// A soak started, with how it is supervised beyond its limits (schema 5; same kind as its
-    /// older forms).
-    SoakStarted {
+    /// A soak started, with how it is supervised beyond its limits (schema 5's form).
+    SoakStartedV5 {
         start: Box<SoakStart>,
         supervision: soak::Supervision,
     },
-    /// A soak's verdict, with what it found about the tree's end (schema 5; same kind as its
-    /// older forms).
+    /// A soak's verdict, with what it found about the tree's end (schema 5's form).
+    SoakFinishedV5 {
+        end: Box<SoakEnd>,
+        findings: Box<soak::Findings>,
+    },
+    /// A soak started: its parameters, how it is supervised and the budgets it is held to
+    /// (schema 6; same kind as its older forms).
+    SoakStarted {
+        start: Box<SoakStart>,
+        supervision: soak::Supervision,
+        limits: soak::Limits,
+    },
+    /// One sample of a soak, with each process's proportional set size and each GPU's health
+    /// (schema 6; same kind as its older forms).
+    SoakSampled {
+        sample: Box<Sample>,
+        measures: Box<soak::Measures>,
+    },
+    /// A soak's verdict, with what it found and the budget that failed it, if one did (schema 6;
+    /// same kind as its older forms).
     SoakFinished {
         end: Box<SoakEnd>,
         findings: Box<soak::Findings>,
+        limit: Option<soak::ResourceLimit>,
     },
 }
 
@@ -242,9 +260,15 @@ impl Event {
             Event::DaemonStartFailed { .. } => 3,
             Event::DaemonStaleCleaned { .. } => 4,
             Event::DaemonStopped { .. } => 5,
-            Event::SoakStartedV1(_) | Event::SoakStartedV4(_) | Event::SoakStarted { .. } => 6,
-            Event::SoakSampledV1(_) | Event::SoakSampled(_) => 7,
-            Event::SoakFinishedV1(_) | Event::SoakFinishedV4(_) | Event::SoakFinished { .. } => 8,
+            Event::SoakStartedV1(_)
+            | Event::SoakStartedV4(_)
+            | Event::SoakStartedV5 { .. }
+            | Event::SoakStarted { .. } => 6,
+            Event::SoakSampledV1(_) | Event::SoakSampledV5(_) | Event::SoakSampled { .. } => 7,
+            Event::SoakFinishedV1(_)
+            | Event::SoakFinishedV4(_)
+            | Event::SoakFinishedV5 { .. }
+            | Event::SoakFinished { .. } => 8,
             Event::SoakAbandoned { .. } => 9,
             Event::ArtifactWritten { .. } => 10,
             Event::DaemonStartingV3 { .. } | Event::DaemonStarting { .. } => 11,

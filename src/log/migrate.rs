@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -59,6 +59,16 @@ pub(crate) const STEPS: &[Step] = &[
         // at the end of `Event`. Schema 4 records decode and hash unchanged and their soaks
         // render their old artifact; nothing is rewritten, and the version keeps an older unilab,
         // which could not decode the new forms, away.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 5,
+        description: "real memory, GPU health and budgets",
+        // Schema 6 adds `soak_started`, `soak_sampled` and `soak_finished` in forms that carry
+        // the soak's budgets, each sample's proportional set sizes and GPU health, and the budget
+        // that failed it (new variants at the end of `Event`; `resource_limit` at the end of the
+        // failure kinds). Schema 5 records decode and hash unchanged and their soaks render
+        // `/3`; nothing is rewritten, and the version keeps an older unilab away.
         apply: |_| Ok(()),
     },
 ];

@@ -103,7 +103,9 @@ impl Projection for Soaks {
     fn apply(current: Option<&SoakSummary>, envelope: &Envelope) -> Update<SoakSummary> {
         let started = match &envelope.event {
             Event::SoakStartedV1(s) => Some((&s.soak_id, &s.command, &s.output, s.supervisor)),
-            Event::SoakStartedV4(s) | Event::SoakStarted { start: s, .. } => {
+            Event::SoakStartedV4(s)
+            | Event::SoakStartedV5 { start: s, .. }
+            | Event::SoakStarted { start: s, .. } => {
                 Some((&s.soak_id, &s.command, &s.output, s.supervisor))
             }
             _ => None,
@@ -145,7 +147,9 @@ impl Soaks {
     pub(crate) fn advance(summary: &mut SoakSummary, envelope: &Envelope) -> bool {
         let finished = match &envelope.event {
             Event::SoakFinishedV1(end) => Some(&end.outcome),
-            Event::SoakFinishedV4(end) | Event::SoakFinished { end, .. } => Some(&end.outcome),
+            Event::SoakFinishedV4(end)
+            | Event::SoakFinishedV5 { end, .. }
+            | Event::SoakFinished { end, .. } => Some(&end.outcome),
             _ => None,
         };
         if let Some(outcome) = finished {
@@ -155,7 +159,9 @@ impl Soaks {
             summary.ended_at_us = Some(envelope.recorded_at_us);
         } else {
             match &envelope.event {
-                Event::SoakSampledV1(_) | Event::SoakSampled(_) => summary.samples += 1,
+                Event::SoakSampledV1(_) | Event::SoakSampledV5(_) | Event::SoakSampled { .. } => {
+                    summary.samples += 1;
+                }
                 Event::SoakEvidenceCaptured(_) => {}
                 Event::SoakAbandoned { reason, .. } => {
                     summary.state = SoakState::Finished(OutcomeStatus::Abandoned);
@@ -176,7 +182,10 @@ impl Soaks {
     pub(crate) fn starts(event: &Event) -> bool {
         matches!(
             event,
-            Event::SoakStartedV1(_) | Event::SoakStartedV4(_) | Event::SoakStarted { .. }
+            Event::SoakStartedV1(_)
+                | Event::SoakStartedV4(_)
+                | Event::SoakStartedV5 { .. }
+                | Event::SoakStarted { .. }
         )
     }
 }
@@ -232,7 +241,7 @@ mod tests {
     }
 
     fn sampled(index: u64) -> Event {
-        Event::SoakSampled(Box::new(Sample {
+        Event::SoakSampledV5(Box::new(Sample {
             index,
             elapsed_ms: index * 1000,
             after_exit: false,

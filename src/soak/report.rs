@@ -48,6 +48,8 @@ pub struct Extras<'a> {
 #[derive(Default)]
 pub struct Charts {
     cpu: Vec<(f64, f64)>,
+    /// The tree's proportional set size (schema 6), where known.
+    pss: Vec<(f64, f64)>,
     rss: Vec<(f64, f64)>,
     processes: Vec<(f64, f64)>,
     threads: Vec<(f64, f64)>,
@@ -65,6 +67,13 @@ impl Charts {
     pub fn take(&mut self, piece: Piece<'_>) {
         match piece {
             Piece::Restart => *self = Charts::default(),
+            Piece::Row(Row::V4(row)) => {
+                if let Some(pss) = row.tree_pss_bytes {
+                    self.pss
+                        .push((row.base.elapsed_seconds, pss as f64 / (1024.0 * 1024.0)));
+                }
+                self.take(Piece::Row(Row::V2(&row.base)));
+            }
             Piece::Row(Row::V2(row)) => {
                 let gpus: Vec<GpuPoint> = row
                     .gpus
@@ -171,7 +180,14 @@ pub fn render(view: &Value, charts: Charts, extras: &Extras) -> String {
         ),
         chart(
             "Memory (MiB)",
-            &[series("tree RSS", charts.rss)],
+            &if charts.pss.is_empty() {
+                vec![series("tree RSS", charts.rss)]
+            } else {
+                vec![
+                    series("tree PSS", charts.pss),
+                    series("tree RSS (shared pages counted once a process)", charts.rss),
+                ]
+            },
             end,
             &markers,
         ),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::error::{Invalid, ProgressDirProblem, SoakError};
 use super::launch::Launch;
-use crate::event::soak::{SoakParameters, Supervision};
+use crate::event::soak::{Limits, SoakParameters, Supervision};
 use crate::paths::Distrust;
 use crate::redact::Secrets;
 
@@ -36,10 +36,69 @@ pub(crate) struct SoakRequest {
     pub dump_wait: Duration,
     /// `--fail-fast`: a process of the tree that fails while the command runs fails the soak.
     pub fail_fast: bool,
+    pub budgets: Budgets,
     /// The id the soak will have (`{soak_id}` in `--output`).
     pub soak_id: String,
     /// Where it runs in a launcher's job, recorded with it.
     pub launch: Launch,
+}
+
+/// The budgets `soak run` was given: `--max-memory`, `--max-gpu-memory` (bytes),
+/// `--max-memory-growth` (bytes an hour) and `--warmup`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Budgets {
+    pub max_memory: Option<u64>,
+    pub max_gpu_memory: Option<u64>,
+    pub max_memory_growth: Option<u64>,
+    pub warmup: Option<Duration>,
+}
+
+impl Budgets {
+    /// The limits to record, with the memory ceiling of this host and cgroup as they are now.
+    fn limits(self) -> Result<Limits, SoakError> {
+        for (flag, value) in [
+            ("--max-memory", self.max_memory),
+            ("--max-gpu-memory", self.max_gpu_memory),
+            ("--max-memory-growth", self.max_memory_growth),
+        ] {
+            if value == Some(0) {
+                return invalid(Invalid::ZeroBudget(flag));
+            }
+        }
+        let (memory_ceiling_bytes, memory_ceiling_source) = memory_ceiling().unzip();
+        Ok(Limits {
+            max_memory_bytes: self.max_memory,
+            max_gpu_memory_bytes: self.max_gpu_memory,
+            max_memory_growth_bytes_per_hour: self.max_memory_growth,
+            warmup_ms: self.warmup.map(ms),
+            memory_ceiling_bytes,
+            memory_ceiling_source,
+        })
+    }
+}
+
+/// What the tree's memory can grow to: this process's memory cgroup's limit (the command starts
+/// in it), or the host's available memory, whichever is lower.
+fn memory_ceiling() -> Option<(u64, String)> {
+    let cgroup = crate::soak::kernel::memory_cgroup(Path::new("/proc"), std::process::id())
+        .and_then(|c| Some((c.limit_bytes()?, format!("cgroup {}", c.path))));
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let kib: u64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()?;
+            Some((kib.checked_mul(1024)?, "MemAvailable".to_owned()))
+        });
+    match (cgroup, available) {
+        (Some(c), Some(a)) => Some(if c.0 <= a.0 { c } else { a }),
+        (c, a) => c.or(a),
+    }
 }
 
 /// A validated `soak run`: absolute, existing, trusted paths and consistent limits.
@@ -59,6 +118,8 @@ pub(crate) struct SoakSpec {
     pub secrets: Secrets,
     /// How the tree is supervised beyond its limits (schema 5).
     pub supervision: Supervision,
+    /// The budgets it fails closed on (schema 6).
+    pub limits: Limits,
 }
 
 /// Set for the command unless the user set it: unbuffered Python output.
@@ -110,6 +171,7 @@ impl SoakRequest {
         // Found now, not when the verdict is to be written after days of running.
         crate::soak::artifact::check_target(&output).map_err(SoakError::output(&output))?;
         let (py_spy, evidence_unavailable) = py_spy(self.py_spy.as_deref())?;
+        let limits = self.budgets.limits()?;
         let mut env = self.env;
         // Python buffers a pipe 8 KiB at a time: without this a trainer's `print()` lines would
         // reach the terminal and the tail late, in bursts. Unless the user decided otherwise.
@@ -142,6 +204,7 @@ impl SoakRequest {
                 dump_wait_ms: ms(self.dump_wait),
                 evidence_unavailable,
             },
+            limits,
         })
     }
 }

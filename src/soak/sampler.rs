@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use super::progress::HeldDir;
-use crate::event::soak::{ProcessSample, Sample};
+use crate::event::soak::{Measures, ProcessSample, Sample};
 use crate::process;
 
 /// Bytes in a memory page, for turning RSS pages into bytes.
@@ -26,8 +26,8 @@ fn page_size() -> u64 {
 /// they are read again.
 const DETAIL_EVERY: u64 = 10;
 
-/// What a process's costlier files said when last read: its open file count (the `fd/` listing)
-/// and I/O bytes (`io`). Every sample reads each process's `stat`; these are read again only for
+/// What a process's costlier files said when last read: its open file count (the `fd/` listing),
+/// I/O bytes (`io`) and proportional set size (`smaps_rollup`, which walks its page tables). Every sample reads each process's `stat`; these are read again only for
 /// a process that used CPU since (nothing else can open a file or do I/O) or every
 /// [`DETAIL_EVERY`] samples, which keeps a sample of a large, mostly idle tree near the cost of
 /// the `stat` reads alone.
@@ -37,30 +37,39 @@ struct Detail {
     read_at: u64,
     open_fds: Option<u32>,
     io: Option<(u64, u64)>,
+    pss: Option<u64>,
 }
 
-/// The samples of every descendant of `root` (the soak's guard), as `/proc` shows them now.
+/// The samples of every descendant of `root` (the soak's guard), as `/proc` shows them now, and
+/// each one's proportional set size; `fresh`: read every process's costlier files now (the
+/// sample after the command exited, which ends the series).
 fn process_tree(
     proc_root: &Path,
     root: u32,
-    index: u64,
+    (index, fresh): (u64, bool),
     details: &mut HashMap<(u32, u64), Detail>,
-) -> Vec<ProcessSample> {
+) -> (Vec<ProcessSample>, Vec<Option<u64>>) {
     let page = page_size();
     let mut buf = Vec::with_capacity(4096);
+    let mut pss = Vec::new();
     let samples: Vec<ProcessSample> = process::tree(proc_root, root)
         .into_iter()
         .map(|stat| {
             let cpu_ticks = stat.utime + stat.stime;
             let key = (stat.pid, stat.start_ticks);
             let detail = match details.get(&key) {
-                Some(d) if d.cpu_ticks == cpu_ticks && index < d.read_at + DETAIL_EVERY => *d,
+                Some(d)
+                    if !fresh && d.cpu_ticks == cpu_ticks && index < d.read_at + DETAIL_EVERY =>
+                {
+                    *d
+                }
                 _ => {
                     let fresh = read_detail(proc_root, stat.pid, cpu_ticks, index, &mut buf);
                     details.insert(key, fresh);
                     fresh
                 }
             };
+            pss.push(detail.pss);
             ProcessSample {
                 pid: stat.pid,
                 ppid: stat.ppid,
@@ -83,7 +92,28 @@ fn process_tree(
             .iter()
             .any(|p| p.pid == *pid && p.start_ticks == *start)
     });
-    samples
+    (samples, pss)
+}
+
+/// The proportional set size of a process (`Pss:` of `/proc/<pid>/smaps_rollup`): its private
+/// pages, and each page it shares divided by how many processes share it — so that a tree's
+/// processes add up to what the tree uses. `None` where unreadable (another user's process, a
+/// kernel before 4.14).
+fn read_pss(proc_root: &Path, pid: u32, buf: &mut Vec<u8>) -> Option<u64> {
+    let text = process::read_proc_file(&proc_root.join(pid.to_string()).join("smaps_rollup"), buf)?;
+    parse_pss(text)
+}
+
+fn parse_pss(text: &str) -> Option<u64> {
+    let kib: u64 = text
+        .lines()
+        .find_map(|line| line.strip_prefix("Pss:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
 }
 
 fn read_detail(
@@ -104,6 +134,7 @@ fn read_detail(
             .ok()
             .and_then(|entries| u32::try_from(entries.count()).ok()),
         io: io.map(|io| (io.read_bytes, io.write_bytes)),
+        pss: read_pss(proc_root, pid, buf),
     }
 }
 
@@ -143,10 +174,22 @@ impl Sampler {
     }
 
     /// Samples the tree under `root` (the guard, whose reaped children's CPU time is the tree's
-    /// that is gone). `after_exit`: the command had exited before this sample began.
-    pub fn sample(&self, index: u64, elapsed: Duration, root: u32, after_exit: bool) -> Sample {
+    /// that is gone), with what schema 6 measures beside it. `after_exit`: the command had
+    /// exited before this sample began.
+    pub fn sample(
+        &self,
+        index: u64,
+        elapsed: Duration,
+        root: u32,
+        after_exit: bool,
+    ) -> (Sample, Measures) {
         let began = Instant::now();
-        let processes = process_tree(&self.proc_root, root, index, &mut self.details.borrow_mut());
+        let (processes, pss_bytes) = process_tree(
+            &self.proc_root,
+            root,
+            (index, after_exit),
+            &mut self.details.borrow_mut(),
+        );
         let mut buf = Vec::with_capacity(1024);
         let reaped_cpu_ticks = process::read_proc_file(
             &self.proc_root.join(root.to_string()).join("stat"),
@@ -156,17 +199,17 @@ impl Sampler {
         .map_or(0, |guard| guard.cutime + guard.cstime);
         let pids: Vec<u32> = processes.iter().map(|p| p.pid).collect();
         let mut errors = Vec::new();
-        let gpus = match &self.gpus {
+        let (gpus, health) = match &self.gpus {
             Some(stream) => {
-                let (gpus, error) = stream.reading(&pids);
+                let (gpus, health, error) = stream.reading_with_health(&pids);
                 errors.extend(error);
-                gpus
+                (gpus, health.unwrap_or_default())
             }
-            None => None,
+            None => (None, Vec::new()),
         };
         let (progress, problems) = self.progress.signature_within(self.walk_budget);
         errors.extend(problems);
-        Sample {
+        let sample = Sample {
             index,
             elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
             after_exit,
@@ -176,7 +219,12 @@ impl Sampler {
             progress,
             sampler_cost_us: u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX),
             errors,
-        }
+        };
+        let measures = Measures {
+            pss_bytes,
+            gpus: health,
+        };
+        (sample, measures)
     }
 }
 
@@ -222,7 +270,7 @@ mod tests {
         }
 
         fn write_bytes(&self, index: u64, details: &mut HashMap<(u32, u64), Detail>) -> u64 {
-            let tree = process_tree(self.0.path(), 10, index, details);
+            let (tree, _) = process_tree(self.0.path(), 10, (index, false), details);
             assert_eq!(tree.len(), 1);
             assert_eq!(tree[0].open_fds, Some(2));
             tree[0].write_bytes.unwrap()
@@ -247,7 +295,35 @@ mod tests {
         assert_eq!(fake.write_bytes(2 + DETAIL_EVERY, &mut details), 300);
         // A process that left the tree is forgotten.
         std::fs::write(fake.0.path().join("10/task/10/children"), "").unwrap();
-        assert!(process_tree(fake.0.path(), 10, 20, &mut details).is_empty());
+        assert!(
+            process_tree(fake.0.path(), 10, (20, false), &mut details)
+                .0
+                .is_empty()
+        );
         assert!(details.is_empty());
+    }
+
+    #[test]
+    fn pss_is_read_with_the_other_costly_files_and_afresh_in_the_last_sample() {
+        let fake = FakeProc::new();
+        let smaps = |kib: u64| {
+            let text = format!(
+                "00400000-7fff ---p 00000000 00:00 0 [rollup]\nRss: 9 kB\nPss: {kib} kB\nPss_Anon: 1 kB\n"
+            );
+            std::fs::write(fake.0.path().join("11/smaps_rollup"), text).unwrap();
+        };
+        smaps(100);
+        let mut details = HashMap::new();
+        let mut pss = |index, last| process_tree(fake.0.path(), 10, (index, last), &mut details).1;
+        assert_eq!(pss(0, false), [Some(100 << 10)]);
+        smaps(200);
+        assert_eq!(pss(1, false), [Some(100 << 10)], "idle: carried over");
+        assert_eq!(
+            pss(2, true),
+            [Some(200 << 10)],
+            "the last sample reads afresh"
+        );
+        assert_eq!(parse_pss("Rss: 1 kB\n"), None);
+        assert_eq!(parse_pss("Pss: x kB\n"), None);
     }
 }

@@ -26,9 +26,11 @@ use super::error::{ProgressDirProblem, SoakError};
 use super::guard::{self, GuardStatus};
 use super::request::{SoakSpec, ms};
 use super::sampler::{GpuStream, HeldDir, Sampler};
-use super::watch::{CommandState, Failure, Next, Observation, RunEnd, Watch, verdict};
+use super::watch::{CommandState, Failure, Next, Observation, Resources, RunEnd, Watch, verdict};
 use super::witnesses::Witnesses;
-use crate::event::soak::{ExitInfo, FailureKind, Findings, Outcome, Sample, SoakEnd, SoakStart};
+use crate::event::soak::{
+    ExitInfo, FailureKind, Findings, Measures, Outcome, Sample, SoakEnd, SoakStart,
+};
 use crate::event::{Event, Subject};
 use crate::log::{EventLog, LogError};
 use crate::paths::StatePaths;
@@ -139,6 +141,7 @@ pub(crate) fn run(
     };
     let (oom, gpu_release) = witnesses.end(&ctx.smi, spec, &status);
     let child = failure.as_ref().and_then(|f| f.child.clone());
+    let limit = failure.as_ref().and_then(|f| f.limit);
     let outcome = verdict(
         RunEnd {
             failure,
@@ -173,6 +176,7 @@ pub(crate) fn run(
                 unkillable: stopped.unkillable,
                 gpu_release,
             }),
+            limit,
         },
     ));
     record_verdict(ctx, &soak.id, &outcome, to_record)?;
@@ -197,6 +201,7 @@ fn watch_for(spec: &SoakSpec, held: &HeldDir) -> Watch {
         baseline,
     )
     .failing_fast(spec.supervision.fail_fast)
+    .limited(spec.limits.clone())
 }
 
 /// The guard running the command, unless unilab was interrupted before it could start it.
@@ -346,6 +351,7 @@ impl Recording {
                     ticks_per_second: process::ticks_per_second(),
                 }),
                 supervision: spec.supervision.clone(),
+                limits: spec.limits.clone(),
             },
         )?;
         Ok(recording)
@@ -433,7 +439,7 @@ fn sample_until_done(
         let command = status.command_state();
         let elapsed = t0.elapsed();
         let after_exit = command != CommandState::Running;
-        let mut sample = sampler.sample(index, elapsed, guard.pid, after_exit);
+        let (mut sample, measures) = sampler.sample(index, elapsed, guard.pid, after_exit);
         sample.errors.extend(behind.take());
         seen.extend(sample.processes.iter().map(|p| ProcessIdentity {
             pid: p.pid,
@@ -442,9 +448,13 @@ fn sample_until_done(
         let failed_child = witnesses.saw(&mut sample, &status);
         let progress = sample.progress;
         let sample_cost = sample.sampler_cost_us;
-        let status_line = ctx.console.shows_status().then(|| StatusLine::of(&sample));
+        let status_line = ctx
+            .console
+            .shows_status()
+            .then(|| StatusLine::of(&sample, &measures));
+        let resources = Resources::of(&sample, &measures);
         let committing = Instant::now();
-        if let Err(failure) = samples.push(sample) {
+        if let Err(failure) = samples.push(sample, measures) {
             break Some(failure);
         }
         index += 1;
@@ -459,6 +469,7 @@ fn sample_until_done(
             command,
             interrupted: interrupted.load(Ordering::Relaxed),
             failed_child,
+            resources,
         });
         if let Some(line) = status_line {
             ctx.console
@@ -548,8 +559,8 @@ const MAX_HELD_BYTES: usize = 16 << 20;
 /// About what a sample takes in memory: its processes and GPUs.
 fn held_size(event: &Event) -> usize {
     match event {
-        Event::SoakSampled(sample) => {
-            512 + 160 * sample.processes.len()
+        Event::SoakSampled { sample, .. } => {
+            512 + 168 * sample.processes.len()
                 + sample.gpus.as_ref().map_or(0, |gpus| 128 * gpus.len())
                 + sample.errors.iter().map(String::len).sum::<usize>()
         }
@@ -574,9 +585,14 @@ impl<'a> GroupCommit<'a> {
         }
     }
 
-    fn push(&mut self, sample: Sample) -> Result<(), Failure> {
-        self.pending
-            .push((self.subject.clone(), Event::SoakSampled(Box::new(sample))));
+    fn push(&mut self, sample: Sample, measures: Measures) -> Result<(), Failure> {
+        self.pending.push((
+            self.subject.clone(),
+            Event::SoakSampled {
+                sample: Box::new(sample),
+                measures: Box::new(measures),
+            },
+        ));
         if self.last.elapsed() >= self.every {
             self.commit()?;
         }
@@ -655,7 +671,7 @@ impl<'a> GroupCommit<'a> {
             .iter()
             .cloned()
             .map(move |(subject, mut event)| {
-                if let (Some(text), Event::SoakSampled(sample)) = (note.take(), &mut event) {
+                if let (Some(text), Event::SoakSampled { sample, .. }) = (note.take(), &mut event) {
                     sample.errors.push(text);
                 }
                 (subject, event)
@@ -673,13 +689,15 @@ impl<'a> GroupCommit<'a> {
 /// The live status line on a terminal: the tree's totals at the latest sample.
 struct StatusLine {
     rss_bytes: u64,
+    pss_bytes: Option<u64>,
     gpu_mib: u64,
 }
 
 impl StatusLine {
-    fn of(sample: &Sample) -> Self {
+    fn of(sample: &Sample, measures: &Measures) -> Self {
         Self {
             rss_bytes: sample.processes.iter().map(|p| p.rss_bytes).sum(),
+            pss_bytes: Resources::of(sample, measures).tree_pss_bytes,
             gpu_mib: sample
                 .gpus
                 .iter()
@@ -701,9 +719,12 @@ impl StatusLine {
             .map(|c| format!("{:.0} s ago", (elapsed - c).as_secs_f64()))
             .unwrap_or_else(|| "none yet".into());
         format!(
-            "soak {soak_id}: {:.0} s, {}, progress {progress_age}, RSS {} MiB, GPU {} MiB",
+            "soak {soak_id}: {:.0} s, {}, progress {progress_age}, {}RSS {} MiB, GPU {} MiB",
             elapsed.as_secs_f64(),
             crate::text::count(samples, "sample"),
+            self.pss_bytes
+                .map(|pss| format!("PSS {} MiB, ", pss >> 20))
+                .unwrap_or_default(),
             self.rss_bytes >> 20,
             self.gpu_mib
         )
@@ -984,7 +1005,7 @@ mod tests {
         log.snapshot()
             .unwrap()
             .scan(1, |record| {
-                n += usize::from(matches!(record.envelope.event, Event::SoakSampled(_)));
+                n += usize::from(matches!(record.envelope.event, Event::SoakSampled { .. }));
                 Ok::<bool, LogError>(true)
             })
             .unwrap();
@@ -998,7 +1019,7 @@ mod tests {
         let subject = Subject::Soak("s".into());
         let mut samples = GroupCommit::new(&log, &console, subject, Duration::from_millis(50));
         for index in 0..3 {
-            samples.push(sample(index, 1)).unwrap();
+            samples.push(sample(index, 1), Measures::default()).unwrap();
         }
         assert_eq!(recorded_samples(&log), 0, "held for the group's commit");
         samples.commit().unwrap();
@@ -1015,7 +1036,9 @@ mod tests {
         samples.full = Some(Full::default());
         samples.last = Instant::now();
         for index in 0..40 {
-            samples.push(sample(index, 1 << 20)).unwrap();
+            samples
+                .push(sample(index, 1 << 20), Measures::default())
+                .unwrap();
         }
         let held: usize = samples.pending.iter().map(|(_, e)| held_size(e)).sum();
         assert!(held <= MAX_HELD_BYTES, "{held}");
@@ -1023,7 +1046,7 @@ mod tests {
         assert_eq!(dropped as usize + samples.pending.len(), 40);
         assert!(dropped > 0);
         let kept = samples.held();
-        let Some((_, Event::SoakSampled(first))) = kept.first() else {
+        let Some((_, Event::SoakSampled { sample: first, .. })) = kept.first() else {
             panic!("nothing held");
         };
         assert_eq!(first.index, dropped, "the oldest were dropped");
@@ -1036,7 +1059,9 @@ mod tests {
             "{:?}",
             first.errors.last()
         );
-        assert!(matches!(kept.last(), Some((_, Event::SoakSampled(s))) if s.index == 39));
+        assert!(
+            matches!(kept.last(), Some((_, Event::SoakSampled { sample, .. })) if sample.index == 39)
+        );
         assert_eq!(
             recorded_samples(&log),
             0,

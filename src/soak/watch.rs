@@ -9,10 +9,12 @@
 use std::time::Duration;
 
 use super::oom::OomFound;
+use super::trend::{Trend, warmup_end};
 use crate::event::soak::{
-    ChildExit, ExitInfo, FailureKind, LeakedProcess, Outcome, OutcomeStatus, ProgressSignature,
-    SoakParameters,
+    ChildExit, ExitInfo, FailureKind, LeakedProcess, Limits, Measures, Outcome, OutcomeStatus,
+    ProgressSignature, ResourceLimit, Sample, SoakParameters,
 };
+use crate::text::bytes;
 
 /// What the command's guard has reported so far.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +35,42 @@ pub(crate) struct Observation {
     /// A process of the tree (not the command) that exited non-zero or by a signal, seen since
     /// the last observation; it matters only under `--fail-fast`.
     pub failed_child: Option<ChildExit>,
+    /// What the tree uses, for its budgets.
+    pub resources: Resources,
+}
+
+/// What the tree uses at one sample, as its budgets judge it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Resources {
+    /// The sum of its processes' proportional set sizes; `None` where none could be read.
+    pub tree_pss_bytes: Option<u64>,
+    /// Its compute processes' memory on each GPU (index and MiB; `None` where unknown).
+    pub gpu_tree_mib: Vec<(u32, Option<u64>)>,
+}
+
+impl Resources {
+    pub(crate) fn of(sample: &Sample, measures: &Measures) -> Self {
+        Self {
+            tree_pss_bytes: measures
+                .pss_bytes
+                .iter()
+                .flatten()
+                .copied()
+                .reduce(|a, b| a + b),
+            gpu_tree_mib: sample
+                .gpus
+                .iter()
+                .flatten()
+                .map(|gpu| {
+                    let known = gpu.processes.iter().filter_map(|p| p.used_memory_mib);
+                    let mib = (gpu.processes.is_empty()
+                        || gpu.processes.iter().any(|p| p.used_memory_mib.is_some()))
+                    .then(|| known.sum());
+                    (gpu.index, mib)
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Why a soak fails, decided before the command's own exit could judge it.
@@ -42,6 +80,8 @@ pub(crate) struct Failure {
     pub reason: String,
     /// The child whose failure this is (`child_failed`).
     pub child: Option<ChildExit>,
+    /// The budget the tree went over (`resource_limit`).
+    pub limit: Option<ResourceLimit>,
 }
 
 impl Failure {
@@ -50,6 +90,17 @@ impl Failure {
             kind,
             reason: reason.into(),
             child: None,
+            limit: None,
+        }
+    }
+
+    /// The tree went over its `limit`, as `reason` says.
+    fn over(limit: ResourceLimit, reason: String) -> Self {
+        Self {
+            kind: FailureKind::ResourceLimit,
+            reason,
+            child: None,
+            limit: Some(limit),
         }
     }
 
@@ -67,6 +118,7 @@ impl Failure {
                 child.pid, child.name
             ),
             child: Some(child),
+            limit: None,
         }
     }
 }
@@ -98,6 +150,9 @@ pub(crate) struct Watch {
     startup_timeout: Duration,
     stale_progress: Duration,
     fail_fast: bool,
+    limits: Limits,
+    /// The tree's PSS over the run, for `--max-memory-growth`.
+    memory: Trend,
     progress_dir: String,
     last_signature: ProgressSignature,
     first_progress: Option<Duration>,
@@ -123,6 +178,8 @@ impl Watch {
             startup_timeout: ms(parameters.startup_timeout_ms),
             stale_progress: ms(parameters.stale_progress_ms),
             fail_fast: false,
+            limits: Limits::default(),
+            memory: Trend::default(),
             progress_dir: progress_dir.to_owned(),
             last_signature: baseline,
             first_progress: None,
@@ -133,6 +190,12 @@ impl Watch {
     /// This watch, failing the soak as soon as a process of the tree fails (`--fail-fast`).
     pub(crate) fn failing_fast(mut self, fail_fast: bool) -> Self {
         self.fail_fast = fail_fast;
+        self
+    }
+
+    /// This watch, failing the soak when the tree goes over one of `limits`.
+    pub(crate) fn limited(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -148,9 +211,9 @@ impl Watch {
 
     /// Takes in one observation. Any change of the signature is progress. Then, in this order:
     /// a command that could not be spawned fails the soak; one that exited ends the watch; an
-    /// interruption fails it; under `--fail-fast`, a child that failed fails it; no progress by
-    /// the startup timeout fails it; and once progress was seen, no change for the stale period
-    /// fails it.
+    /// interruption fails it; under `--fail-fast`, a child that failed fails it; a budget the tree
+    /// went over fails it; no progress by the startup timeout fails it; and once progress was
+    /// seen, no change for the stale period fails it.
     pub(crate) fn observe(&mut self, observation: &Observation) -> Next {
         let elapsed = observation.elapsed;
         if observation.progress != self.last_signature {
@@ -176,6 +239,9 @@ impl Watch {
         {
             return Next::Fail(Failure::child(child.clone()));
         }
+        if let Some(failure) = self.over_budget(elapsed, &observation.resources) {
+            return Next::Fail(failure);
+        }
         if self.first_progress.is_none() && elapsed >= self.startup_timeout {
             return Next::Fail(Failure::new(
                 FailureKind::StartupTimeout,
@@ -200,6 +266,65 @@ impl Watch {
         }
         Next::Continue
     }
+}
+
+impl Watch {
+    /// The budget the tree is over at `elapsed`, if any: its PSS, its memory on one GPU, or the
+    /// trend of its PSS after the warm-up. The trend is fed here, so every observation counts.
+    fn over_budget(&mut self, elapsed: Duration, resources: &Resources) -> Option<Failure> {
+        let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        if let Some(pss) = resources.tree_pss_bytes {
+            self.memory.add(elapsed_ms, pss as f64);
+            if let Some(max) = self.limits.max_memory_bytes
+                && pss > max
+            {
+                return Some(Failure::over(
+                    ResourceLimit::Memory,
+                    format!(
+                        "the tree's memory (PSS) reached {}, over the --max-memory limit of {}",
+                        bytes(pss),
+                        bytes(max)
+                    ),
+                ));
+            }
+        }
+        if let Some(max) = self.limits.max_gpu_memory_bytes
+            && let Some((index, used)) = resources
+                .gpu_tree_mib
+                .iter()
+                .find_map(|(index, mib)| Some((*index, (*mib)? << 20)))
+                .filter(|(_, used)| *used > max)
+        {
+            return Some(Failure::over(
+                ResourceLimit::GpuMemory,
+                format!(
+                    "the tree's memory on GPU {index} reached {}, over the --max-gpu-memory limit of {}",
+                    bytes(used),
+                    bytes(max)
+                ),
+            ));
+        }
+        let max = self.limits.max_memory_growth_bytes_per_hour?;
+        let since = warmup_end(self.limits.warmup_ms, elapsed_ms);
+        let slope = self.memory.slope_since(since)?;
+        (slope.per_hour > max as f64).then(|| {
+            Failure::over(
+                ResourceLimit::MemoryGrowth,
+                format!(
+                    "the tree's memory (PSS) grows {} since {:.1} s, over the --max-memory-growth limit of {}",
+                    rate(slope.per_hour),
+                    slope.since_ms as f64 / 1000.0,
+                    rate(max as f64)
+                ),
+            )
+        })
+    }
+}
+
+/// A growth rate as people read it: `120.0 MiB/h`.
+pub(crate) fn rate(bytes_per_hour: f64) -> String {
+    let sign = if bytes_per_hour < 0.0 { "-" } else { "" };
+    format!("{sign}{}/h", bytes(bytes_per_hour.abs().round() as u64))
 }
 
 /// How the command exited, in words, or `None` for exit code 0.
@@ -395,6 +520,7 @@ mod tests {
             command: CommandState::Running,
             interrupted: false,
             failed_child: None,
+            resources: Resources::default(),
         }
     }
 

@@ -370,8 +370,8 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
                 ticks_per_second: 100,
             })),
         ),
-        (s2(), Event::SoakSampled(Box::new(sample(0, 3)))),
-        (s2(), Event::SoakSampled(Box::new(sample(1, 2)))),
+        (s2(), Event::SoakSampledV5(Box::new(sample(0, 3)))),
+        (s2(), Event::SoakSampledV5(Box::new(sample(1, 2)))),
         (
             s2(),
             Event::SoakFinishedV4(Box::new(SoakEnd {
@@ -408,7 +408,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
     events.extend([
         (
             s5(),
-            Event::SoakStarted {
+            Event::SoakStartedV5 {
                 start: Box::new(SoakStart {
                     soak_id: "20261204T090000-e5e5".into(),
                     command: vec!["python3".into(), "train.py".into()],
@@ -438,7 +438,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
                 },
             },
         ),
-        (s5(), Event::SoakSampled(Box::new(sample(0, 2)))),
+        (s5(), Event::SoakSampledV5(Box::new(sample(0, 2)))),
         (
             s5(),
             Event::SoakEvidenceCaptured(Box::new(Evidence {
@@ -477,7 +477,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         ),
         (
             s5(),
-            Event::SoakFinished {
+            Event::SoakFinishedV5 {
                 end: Box::new(SoakEnd {
                     outcome: Outcome {
                         status: OutcomeStatus::Failed,
@@ -541,6 +541,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
             },
         ),
     ]);
+    events.extend(schema_6_soak(supervisor));
     // A start under way (its starter long gone).
     events.push((
         Subject::Daemon("gpu-1111aaaa".into()),
@@ -578,6 +579,113 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         ),
     ]);
     events
+}
+
+/// Schema 6: a soak held to budgets, its samples measured (PSS, GPU health, another tenant on
+/// its GPU), failed as `resource_limit` for its memory growth.
+fn schema_6_soak(supervisor: ProcessIdentity) -> Vec<(Subject, Event)> {
+    let id = "20261205T100000-f6f6";
+    let s6 = || Subject::Soak(id.into());
+    let measured = |index: u64| {
+        let sample = sample(index, 2);
+        let measures = Measures {
+            pss_bytes: vec![Some((100 + 50 * index) << 20), None],
+            gpus: vec![GpuHealth {
+                temperature_c: Some(60 + index as u32),
+                power_mw: Some(250_500),
+                sm_clock_mhz: Some(1_980),
+                throttle_mask: Some(if index == 0 { 0 } else { 0x44 }),
+                ecc_uncorrected_volatile: Some(index),
+                retired_pages_pending: Some(false),
+                other_processes: vec![GpuProcessSample {
+                    pid: 7777,
+                    used_memory_mib: Some(40_960),
+                }],
+            }],
+        };
+        (
+            s6(),
+            Event::SoakSampled {
+                sample: Box::new(sample),
+                measures: Box::new(measures),
+            },
+        )
+    };
+    vec![
+        (
+            s6(),
+            Event::SoakStarted {
+                start: Box::new(SoakStart {
+                    soak_id: id.into(),
+                    command: vec!["python3".into(), "train.py".into()],
+                    cwd: "/home/u/project".into(),
+                    progress_dir: "/home/u/project/progress".into(),
+                    output: "/home/u/soak-6.json".into(),
+                    parameters: SoakParameters {
+                        sample_interval_ms: 5_000,
+                        startup_timeout_ms: 60_000,
+                        stale_progress_ms: 30_000,
+                        shutdown_grace_ms: 2_000,
+                        min_duration_ms: 0,
+                    },
+                    require_progress: true,
+                    metadata: BTreeMap::from([("node".into(), "node-7".into())]),
+                    environment: BTreeMap::from([("PYTHONUNBUFFERED".into(), "1".into())]),
+                    supervisor,
+                    runtime_json: r#"{"software":{"unilab":"0.4.0"}}"#.into(),
+                    ticks_per_second: 100,
+                }),
+                supervision: Supervision {
+                    fail_fast: false,
+                    py_spy: None,
+                    dump_signal: None,
+                    dump_wait_ms: 2_000,
+                    evidence_unavailable: vec!["python stacks: off (--py-spy off)".into()],
+                },
+                limits: Limits {
+                    max_memory_bytes: Some(64 << 30),
+                    max_gpu_memory_bytes: Some(40 << 30),
+                    max_memory_growth_bytes_per_hour: Some(200 << 20),
+                    warmup_ms: Some(3_000),
+                    memory_ceiling_bytes: Some(128 << 30),
+                    memory_ceiling_source: Some("cgroup /slurm/job_7".into()),
+                },
+            },
+        ),
+        measured(0),
+        measured(1),
+        measured(2),
+        (
+            s6(),
+            Event::SoakFinished {
+                end: Box::new(SoakEnd {
+                    outcome: Outcome {
+                        status: OutcomeStatus::Failed,
+                        failure_kind: Some(FailureKind::ResourceLimit),
+                        reason: "the tree's memory (PSS) grows 36.0 GiB/h since 5.0 s, over the --max-memory-growth limit of 200.0 MiB/h".into(),
+                    },
+                    exit: Some(ExitInfo {
+                        code: None,
+                        signal: Some(15),
+                    }),
+                    run_ms: 10_500,
+                    teardown_ms: 300,
+                    first_progress_ms: Some(5_000),
+                    last_progress_ms: Some(10_000),
+                    leaked_processes: Vec::new(),
+                    stdout_tail: b"step 2\n".to_vec(),
+                    stderr_tail: Vec::new(),
+                }),
+                findings: Box::new(Findings {
+                    child: None,
+                    oom_kills: Vec::new(),
+                    unkillable: Vec::new(),
+                    gpu_release: None,
+                }),
+                limit: Some(ResourceLimit::MemoryGrowth),
+            },
+        ),
+    ]
 }
 
 /// A soak sample in schema 1's form, of a tree of `processes` processes.
@@ -663,7 +771,7 @@ pub fn writer_event(writer: u32, i: u64) -> (Subject, Event) {
         big.processes[0].start_ticks = i;
         return (
             Subject::Soak(format!("writer-{writer}")),
-            Event::SoakSampled(Box::new(big)),
+            Event::SoakSampledV5(Box::new(big)),
         );
     }
     (
@@ -681,7 +789,7 @@ pub fn writer_event(writer: u32, i: u64) -> (Subject, Event) {
 pub fn writer_identity(event: &Event) -> Option<(u32, u64)> {
     match event {
         Event::DaemonVerifiedLive { process } => Some((process.pid, process.start_ticks)),
-        Event::SoakSampled(sample) => sample.processes.first().map(|p| (p.pid, p.start_ticks)),
+        Event::SoakSampledV5(sample) => sample.processes.first().map(|p| (p.pid, p.start_ticks)),
         _ => None,
     }
 }

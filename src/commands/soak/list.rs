@@ -39,9 +39,11 @@ pub(super) fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Resul
         let mut found = Vec::new();
         for summary in Soaks::rows(snapshot)? {
             let metadata = match snapshot.get(summary.first_seq)?.map(|r| r.envelope.event) {
-                Some(Event::SoakStartedV4(start) | Event::SoakStarted { start, .. }) => {
-                    start.metadata
-                }
+                Some(
+                    Event::SoakStartedV4(start)
+                    | Event::SoakStartedV5 { start, .. }
+                    | Event::SoakStarted { start, .. },
+                ) => start.metadata,
                 Some(Event::SoakStartedV1(start)) => start.metadata,
                 _ => continue,
             };

@@ -1,6 +1,8 @@
-//! `unilab soak`: one file a verb (`run`, `list`, `show`, `export`, `report`), and `snapshot`;
+//! `unilab soak`: one file a verb (`run`, `list`, `show`, `compare`, `export`, `report`), and
+//! `snapshot`;
 //! here the dispatch and what several verbs share: naming a soak, its summary, the output rule.
 
+mod compare;
 mod export;
 mod list;
 mod report;
@@ -35,6 +37,7 @@ pub(crate) fn run(
         SoakCommand::List { job: None } => list::list(paths, out),
         SoakCommand::List { job: Some(job) } => list::list_job(paths, &job, out),
         SoakCommand::Show { id } => show::show(paths, &id, out),
+        SoakCommand::Compare { a, b } => compare::compare(paths, &a, &b, out),
         SoakCommand::Export {
             id,
             output,

@@ -15,7 +15,7 @@ use crate::soak::artifact;
 use crate::soak::console::Console;
 use crate::soak::error::{Invalid, SoakError};
 use crate::soak::launch::{Launch, Placeholders};
-use crate::soak::request::SoakRequest;
+use crate::soak::request::{Budgets, SoakRequest};
 use crate::soak::supervise::{self, SoakContext};
 use crate::tool;
 use std::path::{Path, PathBuf};
@@ -51,6 +51,7 @@ pub(super) fn soak_run(
         .map(fill)
         .transpose()
         .map_err(SoakError::from)?;
+    let budgets = budgets(&args);
     let spec = SoakRequest {
         command: args.command,
         progress_dir: args.progress_dir,
@@ -68,6 +69,7 @@ pub(super) fn soak_run(
         dump_signal: args.dump_signal,
         dump_wait: args.dump_wait,
         fail_fast: args.fail_fast,
+        budgets,
         soak_id,
         launch,
     }
@@ -132,4 +134,14 @@ pub(super) fn soak_run(
     } else {
         Exit::SoakFailed
     })
+}
+
+/// The budgets `soak run` was given.
+fn budgets(args: &SoakRunArgs) -> Budgets {
+    Budgets {
+        max_memory: args.max_memory,
+        max_gpu_memory: args.max_gpu_memory,
+        max_memory_growth: args.max_memory_growth,
+        warmup: args.warmup,
+    }
 }

@@ -17,8 +17,9 @@ use crate::paths::StatePaths;
 use crate::projection::{SoakState, SoakSummary};
 use crate::soak::artifact;
 use crate::soak::artifact::explained::{Excerpt, Explained, last_lines};
+use crate::soak::artifact::judged::JudgedText;
 use crate::soak::artifact::shown::{
-    EvidenceShown, ExitShown, GpuReleaseShown, PointShown, ProgressShown, Shown,
+    EvidenceShown, ExitShown, GpuReleaseShown, Judged, PointShown, ProgressShown, Shown,
 };
 use crate::soak::artifact::stream::Piece;
 use crate::soak::error::SoakError;
@@ -68,6 +69,11 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         .as_ref()
         .map(Explained::of)
         .filter(|e| !e.is_empty());
+    let judged = shown
+        .judged
+        .as_ref()
+        .map(|j| JudgedText::of(j, shown.duration_seconds))
+        .unwrap_or_default();
     // After a failure, or with anything to tell, why comes before the figures.
     let why_first =
         explained.is_some() || summary.state == SoakState::Finished(OutcomeStatus::Failed);
@@ -109,6 +115,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     }
     lines.extend(details.progress_lines(summary));
     lines.push(("peaks", details.peaks.line()));
+    lines.extend(judged.lines.iter().cloned());
     lines.push(("samples", summary.samples.to_string()));
     lines.push(artifact_line(summary));
     lines.push((
@@ -117,6 +124,12 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     ));
     for (label, value) in lines {
         out.line(&labelled(label, &value))?;
+    }
+    for warned in &judged.warnings {
+        out.line(&warning_line(
+            &out.paint.paint(Tone::Warn, "warning:"),
+            warned,
+        ))?;
     }
     if !why_first {
         print_tails(&details.output_tail, out)?;
@@ -194,11 +207,16 @@ fn explained_lines(explained: &Explained, warning: &str) -> Vec<String> {
         lines.push(labelled(label, finding));
     }
     for warned in &explained.warnings {
-        // Padded by hand: the colour codes take no column.
-        let pad = 10_usize.saturating_sub("warning:".len());
-        lines.push(format!("{warning}{:pad$}{warned}", ""));
+        lines.push(warning_line(warning, warned));
     }
     lines
+}
+
+/// `warning:` (as painted) and what it warns of, in the column of the labelled values.
+fn warning_line(warning: &str, warned: &str) -> String {
+    // Padded by hand: the colour codes take no column.
+    let pad = 10_usize.saturating_sub("warning:".len());
+    format!("{warning}{:pad$}{warned}", "")
 }
 
 /// Where the artifact is, or will be, or how to write it.
@@ -233,10 +251,14 @@ struct Details {
     evidence: Option<EvidenceShown>,
     /// Whether the GPUs were given back, as in the artifact.
     gpu_release: Option<GpuReleaseShown>,
+    /// What the summary judges of the resources (`/4` on), as in the artifact.
+    resources: Option<Judged>,
 }
 
 #[derive(Debug, Serialize)]
 struct Peaks {
+    /// The tree's proportional set size (`/4` on).
+    tree_pss_bytes: Option<u64>,
     rss_bytes: u64,
     processes: u64,
     threads: u64,
@@ -257,6 +279,7 @@ struct Live {
     last_sample_seconds: Option<f64>,
     progress_changed_seconds: Option<f64>,
     progress_age_seconds: Option<f64>,
+    tree_pss_bytes: Option<u64>,
     rss_bytes: Option<u64>,
     processes: Option<u64>,
 }
@@ -277,6 +300,7 @@ impl Details {
                 last_sample_seconds: sampled_at,
                 progress_changed_seconds: changed_at,
                 progress_age_seconds: changed_at.zip(sampled_at).map(|(c, s)| s - c),
+                tree_pss_bytes: last.and_then(|p| p.tree_pss_bytes),
                 rss_bytes: last.map(|p| p.rss_bytes),
                 processes: last.map(|p| p.processes),
             }
@@ -287,6 +311,7 @@ impl Details {
             duration_seconds: shown.duration_seconds,
             progress: shown.progress,
             peaks: Peaks {
+                tree_pss_bytes: shown.judged.as_ref().and_then(|j| j.peak_tree_pss_bytes),
                 rss_bytes: of.peak_rss_bytes,
                 processes: of.peak_processes,
                 threads: of.peak_threads,
@@ -301,6 +326,7 @@ impl Details {
             live,
             evidence: shown.found.as_ref().and_then(|f| f.evidence.clone()),
             gpu_release: shown.found.as_ref().and_then(|f| f.gpu_release.clone()),
+            resources: shown.judged.clone(),
         }
     }
 
@@ -340,7 +366,10 @@ impl Details {
                 lines.push((
                     "now",
                     format!(
-                        "RSS {}, {}",
+                        "{}RSS {}, {}",
+                        live.tree_pss_bytes
+                            .map(|pss| format!("PSS {}, ", output::bytes(pss)))
+                            .unwrap_or_default(),
                         output::bytes(rss),
                         count(live.processes.unwrap_or(0), "process")
                     ),
@@ -354,11 +383,16 @@ impl Details {
 impl Peaks {
     /// The run's peaks, in one line.
     fn line(&self) -> String {
-        let mut peak = vec![
+        let mut peak: Vec<String> = self
+            .tree_pss_bytes
+            .map(|pss| format!("PSS {}", output::bytes(pss)))
+            .into_iter()
+            .collect();
+        peak.extend([
             format!("RSS {}", output::bytes(self.rss_bytes)),
             count(self.processes, "process"),
             count(self.threads, "thread"),
-        ];
+        ]);
         if let Some(cpu) = self.cpu_percent {
             peak.push(format!("CPU {cpu:.0}%"));
         }

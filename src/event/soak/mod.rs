@@ -8,9 +8,12 @@
 //!
 //! The forms schema 1 wrote are frozen in [`v1`]; the types here are schema 2's. Types used by
 //! both (parameters, GPU samples, the outcome) are unchanged since schema 1. Schema 5 records
-//! the start and the verdict with what [`evidence`] adds beside them, and the evidence itself.
+//! the start and the verdict with what [`evidence`] adds beside them, and the evidence itself;
+//! schema 6 adds [`resources`]: limits with the start, measures with each sample, the limit that
+//! failed a soak with its verdict.
 
 mod evidence;
+mod resources;
 pub mod v1;
 
 use std::collections::BTreeMap;
@@ -22,6 +25,8 @@ pub use evidence::{
     KernelMessage, OomKill, OomSource, ProcessEvidence, Supervision, ThreadEvidence,
     UnkillableProcess,
 };
+pub(crate) use resources::throttle_reasons;
+pub use resources::{GpuHealth, Limits, Measures, ResourceLimit};
 
 use crate::process::ProcessIdentity;
 
@@ -97,6 +102,8 @@ pub enum FailureKind {
     NoProgress,
     /// A process of the tree failed while the command ran (`--fail-fast`; schema 5).
     ChildFailed,
+    /// The tree went over one of its budgets (schema 6).
+    ResourceLimit,
 }
 
 impl FailureKind {
@@ -113,6 +120,7 @@ impl FailureKind {
             FailureKind::MonitorError => "monitor_error",
             FailureKind::NoProgress => "no_progress",
             FailureKind::ChildFailed => "child_failed",
+            FailureKind::ResourceLimit => "resource_limit",
         }
     }
 }

@@ -9,14 +9,16 @@ use serde_json::Value;
 
 use super::stream::{Piece, Row, StreamError};
 
-/// The columns, in order.
-pub(crate) const HEADER: [&str; 23] = [
+/// The columns, in order. What a soak's schema does not record (PSS and GPU health before
+/// schema 6) is empty.
+pub(crate) const HEADER: [&str; 32] = [
     "soak_id",
     "index",
     "elapsed_seconds",
     "after_exit",
     "processes",
     "threads",
+    "tree_pss_bytes",
     "rss_bytes",
     "cpu_seconds",
     "cpu_percent",
@@ -33,6 +35,14 @@ pub(crate) const HEADER: [&str; 23] = [
     "gpu_memory_used_mib",
     "gpu_memory_total_mib",
     "gpu_tree_memory_mib",
+    "gpu_temperature_c",
+    "gpu_power_w",
+    "gpu_sm_clock_mhz",
+    "gpu_throttle_reasons",
+    "gpu_ecc_uncorrected_volatile",
+    "gpu_retired_pages_pending",
+    "gpu_other_processes",
+    "gpu_other_memory_mib",
     "errors",
 ];
 
@@ -77,14 +87,19 @@ impl Sheet {
                 .map_err(csv::Error::from),
             _ if self.failed.is_some() => return,
             Piece::Row(Row::V1(sample)) => write_sample(&mut self.rows, &self.soak_id, sample),
-            // The row as the JSON artifact holds it: one way to a cell for both schemas.
-            Piece::Row(Row::V2(row)) => serde_json::to_value(row)
-                .map_err(|e| csv::Error::from(io::Error::other(e)))
-                .and_then(|sample| write_sample(&mut self.rows, &self.soak_id, &sample)),
+            // The row as the JSON artifact holds it: one way to a cell for every schema.
+            Piece::Row(Row::V2(row)) => self.write_typed(row),
+            Piece::Row(Row::V4(row)) => self.write_typed(row),
         };
         if let Err(e) = written {
             self.failed.get_or_insert(e);
         }
+    }
+
+    fn write_typed(&mut self, row: &impl serde::Serialize) -> Result<(), csv::Error> {
+        serde_json::to_value(row)
+            .map_err(|e| csv::Error::from(io::Error::other(e)))
+            .and_then(|sample| write_sample(&mut self.rows, &self.soak_id, &sample))
     }
 
     /// Writes the header, then the rows, and gives the blake3 digest of what it wrote.
@@ -159,6 +174,7 @@ fn write_sample<W: Write>(
         cell(&sample["after_exit"]),
         cell(&sample["processes"]),
         cell(&sample["threads"]),
+        cell(&sample["tree_pss_bytes"]),
         cell(&sample["rss_bytes"]),
         cell(&sample["cpu_seconds"]),
         cell(&sample["cpu_percent"]),
@@ -173,18 +189,13 @@ fn write_sample<W: Write>(
     let gpus: Vec<&Value> = sample["gpus"].as_array().into_iter().flatten().collect();
     if gpus.is_empty() {
         let utilization = cell(&sample["gpu_utilization_percent"]);
-        let row = common.iter().cloned().chain([
-            String::new(),
-            String::new(),
-            utilization,
-            String::new(),
-            String::new(),
-            String::new(),
-            errors,
-        ]);
+        let mut gpu = vec![String::new(); 14];
+        gpu[2] = utilization;
+        let row = common.iter().cloned().chain(gpu).chain([errors]);
         return writer.write_record(row);
     }
     for gpu in gpus {
+        let others = gpu["other_processes"].as_array();
         let row = common.iter().cloned().chain([
             cell(&gpu["index"]),
             cell(&gpu["uuid"]),
@@ -192,6 +203,24 @@ fn write_sample<W: Write>(
             cell(&gpu["memory_used_mib"]),
             cell(&gpu["memory_total_mib"]),
             cell(&gpu["tree_memory_mib"]),
+            cell(&gpu["temperature_c"]),
+            cell(&gpu["power_w"]),
+            cell(&gpu["sm_clock_mhz"]),
+            gpu["throttle_reasons"]
+                .as_array()
+                .map(|r| r.iter().map(cell).collect::<Vec<_>>().join("|"))
+                .unwrap_or_default(),
+            cell(&gpu["ecc_uncorrected_volatile"]),
+            cell(&gpu["retired_pages_pending"]),
+            others.map(|o| o.len().to_string()).unwrap_or_default(),
+            others
+                .map(|o| {
+                    o.iter()
+                        .filter_map(|p| p["used_memory_mib"].as_u64())
+                        .sum::<u64>()
+                        .to_string()
+                })
+                .unwrap_or_default(),
             errors.clone(),
         ]);
         writer.write_record(row)?;
@@ -241,13 +270,71 @@ mod tests {
         assert_eq!(reader.headers().unwrap().len(), HEADER.len());
         let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
         assert_eq!(rows.len(), 3, "{text}");
-        assert_eq!(&rows[0][17], "");
-        assert_eq!(&rows[0][22], "nvidia-smi did not answer, within 10 s");
-        assert_eq!(&rows[1][17], "GPU-a");
-        assert_eq!(&rows[1][3], "true");
-        assert_eq!(&rows[1][21], "");
-        assert_eq!(&rows[2][18], "");
-        assert_eq!(&rows[2][21], "0");
+        let col = |name: &str| HEADER.iter().position(|h| *h == name).unwrap();
+        assert_eq!(&rows[0][col("gpu_uuid")], "");
+        assert_eq!(
+            &rows[0][col("errors")],
+            "nvidia-smi did not answer, within 10 s"
+        );
+        assert_eq!(&rows[1][col("gpu_uuid")], "GPU-a");
+        assert_eq!(&rows[1][col("after_exit")], "true");
+        assert_eq!(&rows[1][col("gpu_tree_memory_mib")], "");
+        assert_eq!(&rows[2][col("gpu_utilization_percent")], "");
+        assert_eq!(&rows[2][col("gpu_tree_memory_mib")], "0");
+        assert_eq!(
+            &rows[1][col("tree_pss_bytes")],
+            "",
+            "not recorded before schema 6"
+        );
+        assert_eq!(&rows[1][col("gpu_temperature_c")], "");
+    }
+
+    #[test]
+    fn pss_and_gpu_health_have_their_columns() {
+        let view = serde_json::json!({
+            "soak_id": "s",
+            "samples": [
+                {"index": 0, "elapsed_seconds": 0.0, "processes": 1, "tree_pss_bytes": 4096,
+                 "gpus": [{"index": 0, "uuid": "GPU-a", "temperature_c": 71, "power_w": 250.5,
+                           "sm_clock_mhz": 1980, "throttle_reasons": ["sw_power_cap", "hw_slowdown"],
+                           "ecc_uncorrected_volatile": 0, "retired_pages_pending": false,
+                           "other_processes": [{"pid": 7, "used_memory_mib": 100},
+                                               {"pid": 8, "used_memory_mib": 28}]}],
+                 "errors": []}
+            ]
+        });
+        let text = String::from_utf8(render(&view).unwrap()).unwrap();
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        let col = |name: &str| HEADER.iter().position(|h| *h == name).unwrap();
+        let cells: Vec<&str> = [
+            "tree_pss_bytes",
+            "gpu_temperature_c",
+            "gpu_power_w",
+            "gpu_sm_clock_mhz",
+            "gpu_throttle_reasons",
+            "gpu_ecc_uncorrected_volatile",
+            "gpu_retired_pages_pending",
+            "gpu_other_processes",
+            "gpu_other_memory_mib",
+        ]
+        .iter()
+        .map(|name| &rows[0][col(name)])
+        .collect();
+        assert_eq!(
+            cells,
+            [
+                "4096",
+                "71",
+                "250.5",
+                "1980",
+                "sw_power_cap|hw_slowdown",
+                "0",
+                "false",
+                "2",
+                "128"
+            ]
+        );
     }
 
     /// The sheet written as rows go by is the CSV of the whole view; a restart drops the rows

@@ -9,15 +9,18 @@
 //! A soak recorded in schema 1's events renders as `unilab.soak.artifact/1` ([`v1`], frozen:
 //! byte for byte what was written then); one recorded in schema 2–4's as `/2` ([`v2`], frozen
 //! too); one recorded in schema 5's as `/3` ([`v3`]: `/2` with where it ran, the evidence and
-//! what the verdict found).
+//! what the verdict found, frozen too); one recorded in schema 6's as `/4` ([`v4`]: `/3` with
+//! real memory, GPU health, the budgets and what the summary judges of them).
 
 pub(crate) mod csv;
 pub(crate) mod explained;
+pub(crate) mod judged;
 pub(crate) mod shown;
 pub(crate) mod stream;
 mod v1;
 pub(crate) mod v2;
 mod v3;
+pub(crate) mod v4;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -54,23 +57,13 @@ pub struct Finished {
     pub findings: soak::Findings,
 }
 
-/// A soak as recorded: in schema 1's events, schema 2–4's, or schema 5's.
+/// A soak as recorded: in schema 1's events, schema 2–4's, schema 5's or schema 6's.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Recorded {
     V1(Form<soak::v1::SoakStart, soak::v1::Sample, soak::v1::SoakEnd>),
     V2(Form<soak::SoakStart, soak::Sample, soak::SoakEnd>),
     V5(Form<Started, soak::Sample, Finished>),
-}
-
-impl Recorded {
-    /// The start of a soak of schema 2 or later, whose samples become `/2`'s rows.
-    pub(crate) fn start(&self) -> Option<&soak::SoakStart> {
-        match self {
-            Recorded::V1(_) => None,
-            Recorded::V2(form) => Some(&form.start),
-            Recorded::V5(form) => Some(&form.start.start),
-        }
-    }
+    V6(Form<v4::Started6, v4::Measured, v4::Finished6>),
 }
 
 /// The supervisor vanished before a verdict: `soak_abandoned`.
@@ -121,8 +114,8 @@ pub(crate) struct Folded {
 pub(crate) enum Fold {
     /// A start began the soak afresh: what came before is not part of it.
     Restarted,
-    /// A sample of schema 2 or later.
-    Sample(Box<soak::Sample>),
+    /// A sample of schema 2 or later, with what schema 6 measures beside it.
+    Sample(Box<soak::Sample>, Option<Box<soak::Measures>>),
     /// Anything else.
     Folded,
 }
@@ -139,16 +132,33 @@ impl Folded {
         let restarted = match (event, &mut self.soak) {
             (Event::SoakStartedV1(start), _) => Recorded::V1(fresh(*start)),
             (Event::SoakStartedV4(start), _) => Recorded::V2(fresh(*start)),
-            (Event::SoakStarted { start, supervision }, _) => Recorded::V5(fresh(Started {
+            (Event::SoakStartedV5 { start, supervision }, _) => Recorded::V5(fresh(Started {
                 start: *start,
                 supervision,
+            })),
+            (
+                Event::SoakStarted {
+                    start,
+                    supervision,
+                    limits,
+                },
+                _,
+            ) => Recorded::V6(fresh(v4::Started6 {
+                started: Started {
+                    start: *start,
+                    supervision,
+                },
+                limits,
             })),
             (Event::SoakSampledV1(sample), Some(Recorded::V1(form))) => {
                 form.samples.push(*sample);
                 return Fold::Folded;
             }
-            (Event::SoakSampled(sample), Some(Recorded::V2(_) | Recorded::V5(_))) => {
-                return Fold::Sample(sample);
+            (Event::SoakSampledV5(sample), Some(Recorded::V2(_) | Recorded::V5(_))) => {
+                return Fold::Sample(sample, None);
+            }
+            (Event::SoakSampled { sample, measures }, Some(Recorded::V6(_))) => {
+                return Fold::Sample(sample, Some(measures));
             }
             (Event::SoakFinishedV1(end), Some(Recorded::V1(form))) => {
                 form.end = Some(end);
@@ -158,14 +168,31 @@ impl Folded {
                 form.end = Some(end);
                 return Fold::Folded;
             }
-            (Event::SoakFinished { end, findings }, Some(Recorded::V5(form))) => {
+            (Event::SoakFinishedV5 { end, findings }, Some(Recorded::V5(form))) => {
                 form.end = Some(Box::new(Finished {
                     end: *end,
                     findings: *findings,
                 }));
                 return Fold::Folded;
             }
-            (Event::SoakEvidenceCaptured(captured), Some(Recorded::V5(_))) => {
+            (
+                Event::SoakFinished {
+                    end,
+                    findings,
+                    limit,
+                },
+                Some(Recorded::V6(form)),
+            ) => {
+                form.end = Some(Box::new(v4::Finished6 {
+                    finished: Finished {
+                        end: *end,
+                        findings: *findings,
+                    },
+                    limit,
+                }));
+                return Fold::Folded;
+            }
+            (Event::SoakEvidenceCaptured(captured), Some(Recorded::V5(_) | Recorded::V6(_))) => {
                 self.evidence = Some(captured);
                 return Fold::Folded;
             }
@@ -180,10 +207,11 @@ impl Folded {
     }
 
     /// Keeps a sample [`fold`](Self::fold) handed back in the soak's form.
-    fn keep(&mut self, sample: soak::Sample) {
-        match &mut self.soak {
-            Some(Recorded::V2(form)) => form.samples.push(sample),
-            Some(Recorded::V5(form)) => form.samples.push(sample),
+    fn keep(&mut self, sample: soak::Sample, measures: Option<soak::Measures>) {
+        match (&mut self.soak, measures) {
+            (Some(Recorded::V2(form)), None) => form.samples.push(sample),
+            (Some(Recorded::V5(form)), None) => form.samples.push(sample),
+            (Some(Recorded::V6(form)), Some(measures)) => form.samples.push((sample, measures)),
             _ => {}
         }
     }
@@ -206,8 +234,8 @@ impl Folded {
 pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>, LogError> {
     let mut folded = Folded::default();
     let walked = walk(snapshot, soak_id, |event| {
-        if let Fold::Sample(sample) = folded.fold(event) {
-            folded.keep(*sample);
+        if let Fold::Sample(sample, measures) = folded.fold(event) {
+            folded.keep(*sample, measures.map(|m| *m));
         }
         Ok::<(), LogError>(())
     })?;
@@ -401,6 +429,7 @@ pub(crate) fn view(records: &SoakRecords) -> Value {
         Recorded::V1(soak) => v1::body(records, soak),
         Recorded::V2(soak) => v2::body(records, soak),
         Recorded::V5(soak) => v3::body(records, soak),
+        Recorded::V6(soak) => v4::body(records, soak),
     }
 }
 

@@ -22,6 +22,9 @@ pub(crate) struct Shown {
     /// The evidence and what the verdict found, from `/3` on; `None` for older schemas.
     #[serde(skip)]
     pub found: Option<Found>,
+    /// What the summary judges of the resources, from `/4` on; `None` for older schemas.
+    #[serde(skip)]
+    pub judged: Option<Judged>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -62,8 +65,10 @@ impl Shown {
     pub(crate) fn of(head: Map<String, Value>) -> Result<Self, serde_json::Error> {
         let head = Value::Object(head);
         let found = Found::of(&head)?;
+        let judged = Judged::of(&head)?;
         let mut shown = Self::deserialize(head)?;
         shown.found = found;
+        shown.judged = judged;
         Ok(shown)
     }
 }
@@ -89,6 +94,104 @@ impl Found {
             _ => Self::deserialize(view).map(Some),
         }
     }
+}
+
+/// What an artifact of `/4` or later judges of the resources: the summary's figures, and the
+/// budget that failed the soak. Serialised, each part is the artifact's own.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Judged {
+    pub peak_tree_pss_bytes: Option<u64>,
+    pub memory_trend: Option<MemoryTrendShown>,
+    pub gpu_health: Vec<GpuHealthShown>,
+    pub contention: Vec<ContentionShown>,
+    pub progress_rate: Option<ProgressRateShown>,
+    /// The budget that failed the soak (`outcome.limit`).
+    pub limit: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct JudgedSummary {
+    #[serde(deserialize_with = "Option::deserialize")]
+    peak_tree_pss_bytes: Option<u64>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    memory_trend: Option<MemoryTrendShown>,
+    gpu_health: Vec<GpuHealthShown>,
+    contention: Vec<ContentionShown>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    progress_rate: Option<ProgressRateShown>,
+}
+
+#[derive(Deserialize)]
+struct JudgedOutcome {
+    #[serde(deserialize_with = "Option::deserialize")]
+    limit: Option<String>,
+}
+
+impl Judged {
+    /// The judgments of an artifact's head or view; `None` for the schemas before `/4`.
+    pub(crate) fn of(view: &Value) -> Result<Option<Self>, serde_json::Error> {
+        match view.get("schema").and_then(Value::as_str) {
+            Some(
+                "unilab.soak.artifact/1" | "unilab.soak.artifact/2" | "unilab.soak.artifact/3",
+            ) => Ok(None),
+            _ => {
+                let summary = JudgedSummary::deserialize(&view["summary"])?;
+                let outcome = JudgedOutcome::deserialize(&view["outcome"])?;
+                Ok(Some(Self {
+                    peak_tree_pss_bytes: summary.peak_tree_pss_bytes,
+                    memory_trend: summary.memory_trend,
+                    gpu_health: summary.gpu_health,
+                    contention: summary.contention,
+                    progress_rate: summary.progress_rate,
+                    limit: outcome.limit,
+                }))
+            }
+        }
+    }
+}
+
+/// `summary.memory_trend`: the tree's PSS trend after the warm-up.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub(crate) struct MemoryTrendShown {
+    pub bytes_per_hour: f64,
+    pub since_seconds: f64,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub limit_bytes: Option<u64>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub limit_source: Option<String>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub projected_seconds_to_limit: Option<f64>,
+}
+
+/// One GPU of `summary.gpu_health`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub(crate) struct GpuHealthShown {
+    pub uuid: String,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub max_temperature_c: Option<u32>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub energy_joules: Option<f64>,
+    pub seconds_throttled: std::collections::BTreeMap<String, f64>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub ecc_uncorrected_increase: Option<u64>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub tree_memory_mib_per_hour: Option<f64>,
+}
+
+/// One GPU of `summary.contention`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub(crate) struct ContentionShown {
+    pub uuid: String,
+    pub seconds_shared: f64,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub peak_other_memory_mib: Option<u64>,
+}
+
+/// `summary.progress_rate`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+pub(crate) struct ProgressRateShown {
+    pub bytes_per_minute: f64,
+    pub files_per_minute: f64,
 }
 
 /// `evidence`: what the tree was doing when the supervisor was about to signal it.
@@ -208,10 +311,13 @@ pub(crate) struct UnkillableShown {
     pub wchan: Option<String>,
 }
 
-/// What `soak show` reads of one row, as either schema holds it.
+/// What `soak show` reads of one row, as any schema holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 pub(crate) struct PointShown {
     pub elapsed_seconds: f64,
+    /// Schema 6's; `None` before, or where no process's could be read.
+    #[serde(default)]
+    pub tree_pss_bytes: Option<u64>,
     pub rss_bytes: u64,
     pub processes: u64,
     pub progress_files: u64,
@@ -223,13 +329,22 @@ impl PointShown {
     pub(crate) fn of(row: Row<'_>) -> Result<Self, serde_json::Error> {
         match row {
             Row::V1(row) => Self::deserialize(row),
-            Row::V2(row) => Ok(Self {
-                elapsed_seconds: row.elapsed_seconds,
-                rss_bytes: row.rss_bytes,
-                processes: row.processes,
-                progress_files: row.progress_files,
-                progress_bytes: row.progress_bytes,
+            Row::V4(row) => Ok(Self {
+                tree_pss_bytes: row.tree_pss_bytes,
+                ..Self::typed(&row.base)
             }),
+            Row::V2(row) => Ok(Self::typed(row)),
+        }
+    }
+
+    fn typed(row: &super::v2::SampleRow<'_>) -> Self {
+        Self {
+            elapsed_seconds: row.elapsed_seconds,
+            tree_pss_bytes: None,
+            rss_bytes: row.rss_bytes,
+            processes: row.processes,
+            progress_files: row.progress_files,
+            progress_bytes: row.progress_bytes,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, Seek, Write};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Fold, Folded, Recorded, v1, v2, v3, walk};
+use super::{Fold, Folded, Recorded, v1, v2, v3, v4, walk};
 use crate::log::{LogError, Snapshot};
 
 /// What [`write`] wrote.
@@ -66,6 +66,35 @@ pub(crate) type Head = Map<String, Value>;
 pub enum Row<'a> {
     V1(&'a Value),
     V2(&'a v2::SampleRow<'a>),
+    V4(&'a v4::SampleRow<'a>),
+}
+
+impl<'a> Row<'a> {
+    /// `/2`'s fields of a row of `/2` or later.
+    pub fn typed(self) -> Option<&'a v2::SampleRow<'a>> {
+        match self {
+            Row::V1(_) => None,
+            Row::V2(row) => Some(row),
+            Row::V4(row) => Some(&row.base),
+        }
+    }
+}
+
+/// The rows of a soak of schema 2 or later, as they go by.
+enum Rower {
+    V2(Box<v2::Rows>),
+    V4(Box<v4::Rows>),
+}
+
+impl Rower {
+    fn of(soak: &Recorded) -> Option<Self> {
+        match soak {
+            Recorded::V1(_) => None,
+            Recorded::V2(form) => Some(Rower::V2(Box::new(v2::Rows::new(&form.start)))),
+            Recorded::V5(form) => Some(Rower::V2(Box::new(v2::Rows::new(&form.start.start)))),
+            Recorded::V6(form) => Some(Rower::V4(Box::new(v4::Rows::new(&form.start)))),
+        }
+    }
 }
 
 /// What [`gather`] tells of the rows as it goes.
@@ -123,21 +152,24 @@ fn gather_into(
     let walked = walk(snapshot, soak_id, |event| {
         match folded.fold(event) {
             Fold::Restarted => {
-                rows = folded
-                    .soak
-                    .as_ref()
-                    .and_then(Recorded::start)
-                    .map(v2::Rows::new);
+                rows = folded.soak.as_ref().and_then(Rower::of);
                 spool = spool.fresh()?;
                 on_row(Piece::Restart);
             }
-            Fold::Sample(sample) => {
-                if let Some(rows) = &mut rows {
+            Fold::Sample(sample, measures) => match (&mut rows, measures) {
+                (Some(Rower::V2(rows)), _) => {
                     let row = rows.row(&sample);
                     spool.push(&row)?;
                     on_row(Piece::Row(Row::V2(&row)));
                 }
-            }
+                (Some(Rower::V4(rows)), Some(measures)) => {
+                    let measured = (*sample, *measures);
+                    let row = rows.row(&measured);
+                    spool.push(&row)?;
+                    on_row(Piece::Row(Row::V4(&row)));
+                }
+                _ => {}
+            },
             Fold::Folded => {}
         }
         Ok::<(), StreamError>(())
@@ -148,11 +180,14 @@ fn gather_into(
     // The samples of schema 2 and later went to the spool; their heads need only the start and
     // the end.
     let head = match (&records.soak, &rows) {
-        (Recorded::V2(form), Some(rows)) => {
+        (Recorded::V2(form), Some(Rower::V2(rows))) => {
             v2::head(&records, &form.start, form.end.as_deref(), rows)
         }
-        (Recorded::V5(form), Some(rows)) => {
+        (Recorded::V5(form), Some(Rower::V2(rows))) => {
             v3::head(&records, &form.start, form.end.as_deref(), rows)
+        }
+        (Recorded::V6(form), Some(Rower::V4(rows))) => {
+            v4::head(&records, &form.start, form.end.as_deref(), rows)
         }
         // Schema 1's soaks are rendered by the frozen code, from all their samples at once.
         (Recorded::V1(form), _) => {
@@ -167,7 +202,9 @@ fn gather_into(
             }
             object
         }
-        (Recorded::V2(_) | Recorded::V5(_), None) => unreachable!("rows begin with the start"),
+        (Recorded::V2(_) | Recorded::V5(_) | Recorded::V6(_), _) => {
+            unreachable!("rows begin with the start, in its schema's form")
+        }
     };
     spool.finish()?;
     Ok(Gathered { head, spool })

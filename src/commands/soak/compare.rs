@@ -1,0 +1,278 @@
+//! `unilab soak compare A B`: two soaks side by side — the regression check people do by hand
+//! between two versions of their code. Verdict, run time, memory (peak and trend), GPU memory and
+//! utilisation, throttling and progress rate, each with how B differs from A; the verdict first
+//! when it differs, then the figures that changed most, then the rest. Each soak's source commit
+//! (from its runtime snapshot) heads its column.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{resolve, status_text};
+use crate::diagnostic::Exit;
+use crate::error::Error;
+use crate::log::Snapshot;
+use crate::output::{self, Output};
+use crate::paths::StatePaths;
+use crate::projection::SoakSummary;
+use crate::soak::artifact;
+use crate::soak::artifact::shown::Shown;
+use crate::soak::artifact::stream::Piece;
+use crate::soak::error::SoakError;
+use crate::text::bytes;
+
+pub(super) fn compare(
+    paths: &StatePaths,
+    a: &str,
+    b: &str,
+    out: &mut Output,
+) -> Result<Exit, Error> {
+    let (snapshot, first) = resolve(paths, a, out)?;
+    let (_, second) = resolve(paths, b, out)?;
+    let (a, b) = (Side::of(&snapshot, &first)?, Side::of(&snapshot, &second)?);
+    let figures = compared(&a, &b);
+    let verdict_differs = a.status != b.status;
+    if out.json {
+        out.json_line(&serde_json::json!({
+            "a": a.head(),
+            "b": b.head(),
+            "verdict_differs": verdict_differs,
+            "differences": figures,
+        }))?;
+        return Ok(Exit::Success);
+    }
+    let rows: Vec<[String; 4]> = [
+        [
+            "soak".to_owned(),
+            a.soak_id.clone(),
+            b.soak_id.clone(),
+            String::new(),
+        ],
+        [
+            "commit".to_owned(),
+            a.commit_text(),
+            b.commit_text(),
+            String::new(),
+        ],
+        [
+            "verdict".to_owned(),
+            a.status.clone(),
+            b.status.clone(),
+            if verdict_differs { "differs" } else { "" }.to_owned(),
+        ],
+    ]
+    .into_iter()
+    .chain(figures.iter().map(|f| {
+        [
+            f.figure.to_owned(),
+            f.a_text.clone(),
+            f.b_text.clone(),
+            f.change.clone().unwrap_or_default(),
+        ]
+    }))
+    .collect();
+    for line in output::table(&["", "A", "B", "B against A"], &rows) {
+        out.line(&line)?;
+    }
+    Ok(Exit::Success)
+}
+
+/// One soak as compared: what its artifact (without rows) and its rows say.
+struct Side {
+    soak_id: String,
+    status: String,
+    commit: Option<String>,
+    dirty: Option<bool>,
+    shown: Shown,
+    summary: Value,
+    /// The mean of its GPUs' utilisation over the samples that read them.
+    mean_utilization: Option<f64>,
+}
+
+impl Side {
+    fn of(snapshot: &Snapshot, summary: &SoakSummary) -> Result<Self, Error> {
+        let (mut sum, mut n) = (0.0, 0u64);
+        let head = artifact::stream::head(snapshot, &summary.soak_id, |piece| {
+            if let Piece::Row(row) = piece
+                && let Some(row) = row.typed()
+            {
+                for util in row
+                    .gpus
+                    .iter()
+                    .flatten()
+                    .filter_map(|g| g.utilization_percent)
+                {
+                    sum += f64::from(util);
+                    n += 1;
+                }
+            }
+        })
+        .map_err(SoakError::streaming(&std::env::temp_dir()))?;
+        let git = head
+            .get("runtime")
+            .and_then(|r| r.get("source"))
+            .and_then(|s| s.get("git"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let summary_value = head.get("summary").cloned().unwrap_or(Value::Null);
+        let shown = Shown::of(head).map_err(|e| {
+            Error::Internal(format!(
+                "the artifact of soak {} does not read as `soak compare` expects: {e}",
+                summary.soak_id
+            ))
+        })?;
+        Ok(Self {
+            soak_id: summary.soak_id.clone(),
+            status: status_text(summary),
+            commit: git.get("commit").and_then(Value::as_str).map(str::to_owned),
+            dirty: git.get("dirty").and_then(Value::as_bool),
+            shown,
+            summary: summary_value,
+            mean_utilization: (n > 0).then(|| sum / n as f64),
+        })
+    }
+
+    fn commit_text(&self) -> String {
+        match (&self.commit, self.dirty) {
+            (Some(commit), Some(true)) => format!("{} (dirty)", &commit[..commit.len().min(12)]),
+            (Some(commit), _) => commit[..commit.len().min(12)].to_owned(),
+            (None, _) => "-".into(),
+        }
+    }
+
+    fn head(&self) -> Value {
+        serde_json::json!({
+            "soak_id": self.soak_id,
+            "status": self.status,
+            "commit": self.commit,
+            "dirty": self.dirty,
+        })
+    }
+
+    /// The figures compared, as numbers (`None` where this soak does not know one).
+    fn figure(&self, which: Figure) -> Option<f64> {
+        let judged = self.shown.judged.as_ref();
+        let number = |key: &str| self.summary.get(key).and_then(Value::as_f64);
+        match which {
+            Figure::RunTime => self.shown.duration_seconds,
+            Figure::PeakPss => judged.and_then(|j| j.peak_tree_pss_bytes).map(|b| b as f64),
+            Figure::PeakRss => number("peak_rss_bytes"),
+            Figure::MemoryTrend => judged
+                .and_then(|j| j.memory_trend.as_ref())
+                .map(|t| t.bytes_per_hour),
+            Figure::PeakGpuMemory => number("peak_tree_gpu_memory_mib"),
+            Figure::GpuUtilization => self.mean_utilization,
+            Figure::Throttled => judged.map(|j| {
+                j.gpu_health
+                    .iter()
+                    .flat_map(|g| &g.seconds_throttled)
+                    .filter(|(reason, _)| reason.as_str() != "gpu_idle")
+                    .fold(0.0, |total, (_, seconds)| total + seconds)
+            }),
+            Figure::ProgressRate => judged
+                .and_then(|j| j.progress_rate)
+                .map(|r| r.bytes_per_minute),
+            Figure::PeakCpu => number("peak_cpu_percent"),
+        }
+    }
+}
+
+/// The figures compared, in the order they are listed when they change as much.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Figure {
+    RunTime,
+    PeakPss,
+    PeakRss,
+    MemoryTrend,
+    PeakGpuMemory,
+    GpuUtilization,
+    Throttled,
+    ProgressRate,
+    PeakCpu,
+}
+
+impl Figure {
+    const ALL: [Figure; 9] = [
+        Figure::RunTime,
+        Figure::PeakPss,
+        Figure::PeakRss,
+        Figure::MemoryTrend,
+        Figure::PeakGpuMemory,
+        Figure::GpuUtilization,
+        Figure::Throttled,
+        Figure::ProgressRate,
+        Figure::PeakCpu,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Figure::RunTime => "run time",
+            Figure::PeakPss => "peak memory (PSS)",
+            Figure::PeakRss => "peak RSS",
+            Figure::MemoryTrend => "memory trend",
+            Figure::PeakGpuMemory => "peak GPU memory",
+            Figure::GpuUtilization => "GPU utilisation",
+            Figure::Throttled => "GPU throttled",
+            Figure::ProgressRate => "progress rate",
+            Figure::PeakCpu => "peak CPU",
+        }
+    }
+
+    fn text(self, value: Option<f64>) -> String {
+        let Some(v) = value else {
+            return "-".into();
+        };
+        match self {
+            Figure::RunTime | Figure::Throttled => output::duration(v),
+            Figure::PeakPss | Figure::PeakRss => bytes(v.max(0.0) as u64),
+            Figure::MemoryTrend => crate::soak::watch::rate(v),
+            Figure::PeakGpuMemory => bytes((v.max(0.0) as u64) << 20),
+            Figure::GpuUtilization | Figure::PeakCpu => format!("{v:.0}%"),
+            Figure::ProgressRate => format!("{}/min", bytes(v.max(0.0) as u64)),
+        }
+    }
+}
+
+/// One line of the comparison.
+#[derive(Debug, Clone, Serialize)]
+struct Compared {
+    figure: &'static str,
+    a: Option<f64>,
+    b: Option<f64>,
+    /// B against A, in percent; `None` where either is unknown or A is zero.
+    change_percent: Option<f64>,
+    #[serde(skip)]
+    a_text: String,
+    #[serde(skip)]
+    b_text: String,
+    #[serde(skip)]
+    change: Option<String>,
+}
+
+/// Every figure, those that changed most first (unknown changes last).
+fn compared(a: &Side, b: &Side) -> Vec<Compared> {
+    let mut figures: Vec<Compared> = Figure::ALL
+        .iter()
+        .map(|&figure| {
+            let (va, vb) = (a.figure(figure), b.figure(figure));
+            let change_percent = va
+                .zip(vb)
+                .filter(|(va, _)| *va != 0.0)
+                .map(|(va, vb)| ((vb - va) / va.abs() * 1000.0).round() / 10.0);
+            Compared {
+                figure: figure.name(),
+                a: va,
+                b: vb,
+                change_percent,
+                a_text: figure.text(va),
+                b_text: figure.text(vb),
+                change: change_percent.map(|c| format!("{c:+.1}%")),
+            }
+        })
+        .collect();
+    // A stable sort: equal changes keep the figures' own order.
+    figures.sort_by(|x, y| {
+        let weight = |c: &Compared| c.change_percent.map_or(-1.0, f64::abs);
+        weight(y).total_cmp(&weight(x))
+    });
+    figures
+}
