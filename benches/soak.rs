@@ -420,9 +420,26 @@ fn report(c: &mut Criterion) {
     group.finish();
 }
 
+/// The trend of a week-long soak's memory: 100,000 samples fed to the bucketed estimator, then
+/// its slope after the warm-up, as the artifact's summary takes it (target: under 50 ms, memory
+/// bounded by its 256 buckets).
+fn trend(c: &mut Criterion) {
+    c.bench_function("trend/100000 samples", |b| {
+        b.iter(|| {
+            let mut trend = unilab::testing::Trend::default();
+            for i in 0..100_000u64 {
+                let noise = ((i * 7919) % 97) as f64 * 4096.0;
+                trend.add(i * 6_000, 2e9 + i as f64 * 1_000.0 + noise);
+            }
+            black_box(trend.slope_since(60_000_000))
+        })
+    });
+}
+
 criterion_group!(
     benches,
     sampler,
+    trend,
     gpu_sampling,
     export,
     export_memory,

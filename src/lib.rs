@@ -101,6 +101,7 @@ pub mod testing {
     pub use crate::projection::{SoakState, SoakSummary};
     pub use crate::soak::error::{Invalid, ProgressDirProblem, SoakError};
     pub use crate::soak::launch::PlaceholderError;
+    pub use crate::soak::trend::{Slope, Trend};
     pub use crate::style::ColorChoice;
     pub use crate::style::Palette;
     pub use crate::tool::{Tool, ToolError, ToolOutput};

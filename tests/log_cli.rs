@@ -225,7 +225,7 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .clone();
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(report["ok"], true);
-    assert_eq!(report["events"], 24);
+    assert_eq!(report["events"], 29);
     assert_eq!(report["schema_version"], SCHEMA_VERSION);
 }
 

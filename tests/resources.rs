@@ -101,8 +101,8 @@ fn memory_growth_past_its_budget_fails_after_the_warmup_and_a_plateau_passes() {
     assert!(ran >= 3.0, "not before the warm-up ended: {ran} s");
     let trend = &summary(&artifact)["memory_trend"];
     assert!(
-        trend["bytes_per_hour"].as_f64().unwrap() > 10_000.0 * MIB as f64,
-        "about 5 MiB/s: {trend}"
+        trend["bytes_per_hour"].as_f64().unwrap() > 3600.0 * MIB as f64,
+        "over the budget's 60 MiB a minute: {trend}"
     );
 
     let soak = Soak::new();
@@ -266,7 +266,7 @@ fn gpu_health_and_another_tenant_are_recorded_summed_up_and_warned_of() {
             &["--steps", "24", "--step-seconds", "0.25"],
         ))
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     eventually(
@@ -278,6 +278,13 @@ fn gpu_health_and_another_tenant_are_recorded_summed_up_and_warned_of() {
     write_health("85|300.00|1500|0x0000000000000040|2|No");
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "GPU 0 ({gpu}) is already in use by 1 process not of this soak (40960 MiB)"
+        )),
+        "warned as the command started: {stderr}"
+    );
     let artifact: Value =
         serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
     let rows = artifact["samples"].as_array().unwrap();

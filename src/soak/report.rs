@@ -13,7 +13,8 @@ use plotters::prelude::*;
 use serde_json::Value;
 
 use crate::soak::artifact::explained::{Excerpt, Explained, last_lines};
-use crate::soak::artifact::shown::Found;
+use crate::soak::artifact::judged::JudgedText;
+use crate::soak::artifact::shown::{Found, Judged};
 use crate::soak::artifact::stream::{Piece, Row};
 
 /// Chart width in SVG pixels; also the decimation's number of columns.
@@ -185,6 +186,7 @@ pub fn render(view: &Value, charts: Charts, extras: &Extras) -> String {
             } else {
                 vec![
                     series("tree PSS", charts.pss),
+                    series("PSS trend after the warm-up", pss_trend_line(view, end)),
                     series("tree RSS (shared pages counted once a process)", charts.rss),
                 ]
             },
@@ -416,6 +418,7 @@ fn page(view: &Value, extras: &Extras, charts: &[String], markers: &[Marker]) ->
     );
     html.push_str(&banner(view, status, class));
     html.push_str(&evidence(view, status));
+    html.push_str(&resources(view));
     html.push_str(&legend(markers));
     html.push_str("<h2>Over time</h2>");
     for chart in charts {
@@ -488,6 +491,50 @@ fn banner(view: &Value, status: &str, class: &str) -> String {
 /// What tells why, right after the verdict: the evidence captured before the tree was signalled,
 /// what the verdict found, GPUs not given back, and the last lines of the output — the lines
 /// `soak show` prints first. Nothing for a soak with nothing to tell that did not fail.
+/// What the summary judges of the resources (`/4` on): the memory trend, each GPU's health and
+/// the rate of progress, then the warnings; nothing for older schemas.
+fn resources(view: &Value) -> String {
+    let judged = match Judged::of(view) {
+        Ok(Some(judged)) => judged,
+        Ok(None) => return String::new(),
+        Err(e) => {
+            return format!(
+                "<p class=\"empty\">the resources do not read: {}</p>",
+                escape(&e.to_string())
+            );
+        }
+    };
+    let text = JudgedText::of(&judged, view["duration_seconds"].as_f64());
+    if text.lines.is_empty() && text.warnings.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from("<h2>Resources</h2><ul>");
+    for (label, line) in &text.lines {
+        let _ = write!(html, "<li><b>{}</b>: {}</li>", escape(label), escape(line));
+    }
+    for warned in &text.warnings {
+        let _ = write!(html, "<li class=\"warn\">warning: {}</li>", escape(warned));
+    }
+    html.push_str("</ul>");
+    html
+}
+
+/// The fitted line of the tree's PSS after the warm-up (MiB against seconds), from where it was
+/// taken to `end`; empty when the artifact has none.
+fn pss_trend_line(view: &Value, end: f64) -> Vec<(f64, f64)> {
+    let trend = &view["summary"]["memory_trend"];
+    let (Some(per_hour), Some(at_since), Some(since)) = (
+        trend["bytes_per_hour"].as_f64(),
+        trend["bytes_at_since"].as_f64(),
+        trend["since_seconds"].as_f64(),
+    ) else {
+        return Vec::new();
+    };
+    const MIB: f64 = 1024.0 * 1024.0;
+    let at_end = at_since + per_hour * (end - since).max(0.0) / 3600.0;
+    vec![(since, at_since / MIB), (end.max(since), at_end / MIB)]
+}
+
 fn evidence(view: &Value, status: &str) -> String {
     let explained = match Found::of(view) {
         Ok(found) => found.as_ref().map(Explained::of).filter(|e| !e.is_empty()),

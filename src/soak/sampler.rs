@@ -27,13 +27,15 @@ fn page_size() -> u64 {
 const DETAIL_EVERY: u64 = 10;
 
 /// What a process's costlier files said when last read: its open file count (the `fd/` listing),
-/// I/O bytes (`io`) and proportional set size (`smaps_rollup`, which walks its page tables). Every sample reads each process's `stat`; these are read again only for
-/// a process that used CPU since (nothing else can open a file or do I/O) or every
-/// [`DETAIL_EVERY`] samples, which keeps a sample of a large, mostly idle tree near the cost of
-/// the `stat` reads alone.
+/// I/O bytes (`io`) and proportional set size (`smaps_rollup`, which walks its page tables).
+/// Every sample reads each process's `stat`; these are read again only for a process that used
+/// CPU since (nothing else can open a file or do I/O) or whose resident size changed (its PSS
+/// did too; an allocation can take less than a clock tick), or every [`DETAIL_EVERY`] samples,
+/// which keeps a sample of a large, mostly idle tree near the cost of the `stat` reads alone.
 #[derive(Debug, Clone, Copy)]
 struct Detail {
-    cpu_ticks: u64,
+    /// CPU ticks and resident pages when it was read.
+    activity: (u64, u64),
     read_at: u64,
     open_fds: Option<u32>,
     io: Option<(u64, u64)>,
@@ -56,15 +58,14 @@ fn process_tree(
         .into_iter()
         .map(|stat| {
             let cpu_ticks = stat.utime + stat.stime;
+            let activity = (cpu_ticks, stat.rss_pages);
             let key = (stat.pid, stat.start_ticks);
             let detail = match details.get(&key) {
-                Some(d)
-                    if !fresh && d.cpu_ticks == cpu_ticks && index < d.read_at + DETAIL_EVERY =>
-                {
+                Some(d) if !fresh && d.activity == activity && index < d.read_at + DETAIL_EVERY => {
                     *d
                 }
                 _ => {
-                    let fresh = read_detail(proc_root, stat.pid, cpu_ticks, index, &mut buf);
+                    let fresh = read_detail(proc_root, stat.pid, activity, index, &mut buf);
                     details.insert(key, fresh);
                     fresh
                 }
@@ -119,7 +120,7 @@ fn parse_pss(text: &str) -> Option<u64> {
 fn read_detail(
     proc_root: &Path,
     pid: u32,
-    cpu_ticks: u64,
+    activity: (u64, u64),
     index: u64,
     buf: &mut Vec<u8>,
 ) -> Detail {
@@ -128,7 +129,7 @@ fn read_detail(
     let io: Option<procfs::process::Io> = process::read_proc_file(&dir.join("io"), buf)
         .and_then(|text| procfs::FromBufRead::from_buf_read(text.as_bytes()).ok());
     Detail {
-        cpu_ticks,
+        activity,
         read_at: index,
         open_fds: std::fs::read_dir(dir.join("fd"))
             .ok()
@@ -254,10 +255,14 @@ mod tests {
         }
 
         fn stat(&self, pid: u32, ppid: u32, utime: u64) {
+            self.stat_of(pid, ppid, utime, 50);
+        }
+
+        fn stat_of(&self, pid: u32, ppid: u32, utime: u64, rss_pages: u64) {
             let dir = self.0.path().join(pid.to_string());
             std::fs::create_dir_all(&dir).unwrap();
             let line = format!(
-                "{pid} (p) S {ppid} 1 1 0 -1 0 0 0 0 0 {utime} 0 0 0 20 0 1 0 500 1000 50\n"
+                "{pid} (p) S {ppid} 1 1 0 -1 0 0 0 0 0 {utime} 0 0 0 20 0 1 0 500 1000 {rss_pages}\n"
             );
             std::fs::write(dir.join("stat"), line).unwrap();
         }
@@ -322,6 +327,13 @@ mod tests {
             pss(2, true),
             [Some(200 << 10)],
             "the last sample reads afresh"
+        );
+        smaps(300);
+        fake.stat_of(11, 10, 0, 80);
+        assert_eq!(
+            pss(3, false),
+            [Some(300 << 10)],
+            "its resident size changed: read again"
         );
         assert_eq!(parse_pss("Rss: 1 kB\n"), None);
         assert_eq!(parse_pss("Pss: x kB\n"), None);

@@ -388,17 +388,7 @@ fn sample_until_done(
         seen,
         witnesses,
     } = sampling;
-    let sampler = Sampler::new(
-        PathBuf::from("/proc"),
-        progress,
-        Some(GpuStream::start(
-            ctx.smi.clone(),
-            interval,
-            Some(ctx.guard_program.clone()),
-        )),
-    )
-    // Half of each interval at most: a huge progress directory cannot take the whole schedule.
-    .with_walk_budget((interval / 2).max(WALK_BUDGET_FLOOR));
+    let sampler = sampler_for(ctx, progress, interval);
     // The series starts with the running command: wait for the guard to report its spawn.
     let startup = Duration::from_millis(spec.parameters.startup_timeout_ms);
     poll_until(startup.saturating_sub(t0.elapsed()), LOOK_EVERY, || {
@@ -409,6 +399,8 @@ fn sample_until_done(
     // The schedule's tick, apart from the samples' index: ticks missed are skipped, not caught up.
     let mut tick = 0u64;
     let mut behind: Option<String> = None;
+    // Until the GPUs were read once: whether others already use them is said then.
+    let mut gpus_unread = true;
     let mut samples = GroupCommit::new(ctx.log, &ctx.console, soak.subject(), interval);
     let failure = loop {
         let due = t0 + interval.mul_f64(tick as f64);
@@ -441,6 +433,10 @@ fn sample_until_done(
         let after_exit = command != CommandState::Running;
         let (mut sample, measures) = sampler.sample(index, elapsed, guard.pid, after_exit);
         sample.errors.extend(behind.take());
+        if gpus_unread && sample.gpus.is_some() {
+            gpus_unread = false;
+            warn_of_others(&ctx.console, &sample, &measures);
+        }
         seen.extend(sample.processes.iter().map(|p| ProcessIdentity {
             pid: p.pid,
             start_ticks: p.start_ticks,
@@ -488,6 +484,43 @@ fn sample_until_done(
         Ok(()) => (failure, samples.held()),
         Err(commit_failed) => (failure.or(Some(commit_failed)), samples.held()),
     }
+}
+
+/// Says which of the GPUs the soak watches other processes already use, at its first reading of
+/// them (as the command starts): that memory, that load and the timing are not the soak's.
+fn warn_of_others(console: &Console, sample: &Sample, measures: &Measures) {
+    for (gpu, health) in sample.gpus.iter().flatten().zip(&measures.gpus) {
+        if health.other_processes.is_empty() {
+            continue;
+        }
+        let mib: u64 = health
+            .other_processes
+            .iter()
+            .filter_map(|p| p.used_memory_mib)
+            .sum();
+        console.warn(&format!(
+            "GPU {} ({}) is already in use by {} not of this soak ({} MiB): its memory, load and timing are shared",
+            gpu.index,
+            gpu.uuid,
+            crate::text::count(health.other_processes.len() as u64, "process"),
+            mib
+        ));
+    }
+}
+
+/// The sampler of a soak sampled every `interval`, its GPUs read by a stream of its own.
+fn sampler_for(ctx: &SoakContext, progress: HeldDir, interval: Duration) -> Sampler {
+    Sampler::new(
+        PathBuf::from("/proc"),
+        progress,
+        Some(GpuStream::start(
+            ctx.smi.clone(),
+            interval,
+            Some(ctx.guard_program.clone()),
+        )),
+    )
+    // Half of each interval at most: a huge progress directory cannot take the whole schedule.
+    .with_walk_budget((interval / 2).max(WALK_BUDGET_FLOOR))
 }
 
 /// The least a sample may spend walking the progress directory, however short the interval.

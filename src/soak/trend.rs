@@ -40,18 +40,21 @@ impl Bucket {
 
 /// A series' trend, fed point by point in time order.
 #[derive(Debug, Clone)]
-pub(crate) struct Trend {
+pub struct Trend {
     width_ms: u64,
     buckets: Vec<Bucket>,
 }
 
 /// A slope, and since when it was taken.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Slope {
+pub struct Slope {
     /// Units of the series an hour.
     pub per_hour: f64,
     /// Milliseconds since spawn of the first point it was taken from.
     pub since_ms: u64,
+    /// The fitted line's value there (Theil–Sen's intercept: the median of what each bucket
+    /// leaves once the slope is taken out).
+    pub at_since: f64,
 }
 
 impl Default for Trend {
@@ -65,7 +68,7 @@ impl Default for Trend {
 
 impl Trend {
     /// Adds the point `value` at `at_ms`; points come in time order.
-    pub(crate) fn add(&mut self, at_ms: u64, value: f64) {
+    pub fn add(&mut self, at_ms: u64, value: f64) {
         let key = at_ms / self.width_ms;
         let point = Bucket {
             key,
@@ -98,7 +101,7 @@ impl Trend {
 
     /// Theil–Sen's slope over the buckets that begin at or after `since_ms`; `None` while they
     /// hold fewer than [`MIN_POINTS`] points in [`MIN_BUCKETS`] buckets.
-    pub(crate) fn slope_since(&self, since_ms: u64) -> Option<Slope> {
+    pub fn slope_since(&self, since_ms: u64) -> Option<Slope> {
         let kept: Vec<(f64, f64)> = self
             .buckets
             .iter()
@@ -123,10 +126,27 @@ impl Trend {
             }
         }
         let per_ms = median(&mut slopes)?;
+        let since_ms = kept.first().map_or(since_ms, |(t, _)| *t as u64);
+        let mut residues: Vec<f64> = kept.iter().map(|(t, v)| v - per_ms * t).collect();
+        let intercept = median(&mut residues)?;
         Some(Slope {
             per_hour: per_ms * 3_600_000.0,
-            since_ms: kept.first().map_or(since_ms, |(t, _)| *t as u64),
+            since_ms,
+            at_since: intercept + per_ms * since_ms as f64,
         })
+    }
+
+    /// The plain rate of change between the first bucket that begins at or after `since_ms` and
+    /// the last, in units an hour: for a series that moves in steps (a directory that grows by a
+    /// checkpoint now and then), where a robust slope would see the flats between the steps.
+    pub fn change_since(&self, since_ms: u64) -> Option<f64> {
+        let first = self
+            .buckets
+            .iter()
+            .find(|b| b.key * self.width_ms >= since_ms)?
+            .mean();
+        let last = self.buckets.last()?.mean();
+        (last.0 > first.0).then(|| (last.1 - first.1) / (last.0 - first.0) * 3_600_000.0)
     }
 }
 
@@ -178,6 +198,11 @@ mod tests {
         let slope = trend.slope_since(0).unwrap();
         let per_hour = slope.per_hour / MIB;
         assert!((per_hour - 100.0).abs() < 3.0, "{per_hour} MiB/h");
+        let start = slope.at_since / MIB;
+        assert!(
+            (start - 1024.0).abs() < 8.0,
+            "the line starts near 1 GiB: {start} MiB"
+        );
     }
 
     #[test]
@@ -203,6 +228,23 @@ mod tests {
         let after = trend.slope_since(120_000).unwrap();
         assert_eq!(after.per_hour, 0.0);
         assert!(after.since_ms >= 120_000);
+    }
+
+    #[test]
+    fn a_series_that_moves_in_steps_has_its_plain_rate() {
+        let mut trend = Trend::default();
+        // A checkpoint of 60 MiB every minute, sampled every 5 s, for an hour.
+        for i in 0..720u64 {
+            let at = i * 5000;
+            trend.add(at, (at / 60_000) as f64 * 60.0 * MIB);
+        }
+        let per_hour = trend.change_since(0).unwrap() / MIB;
+        assert!((per_hour - 3600.0).abs() < 150.0, "{per_hour} MiB/h");
+        assert_eq!(
+            trend.change_since(10_000_000),
+            None,
+            "nothing after the end"
+        );
     }
 
     #[test]

@@ -96,6 +96,28 @@ impl JudgedText {
                 ));
             }
         }
+        if let Some(rate) = judged.progress_rate {
+            text.lines.push((
+                "rate",
+                format!(
+                    "progress {}/min, {:.1} files/min",
+                    bytes(rate.bytes_per_minute.max(0.0) as u64),
+                    rate.files_per_minute
+                ),
+            ));
+            if let (Some(before), Some(recent)) = (
+                rate.after_warmup_bytes_per_minute,
+                rate.recent_bytes_per_minute,
+            ) && before > 0.0
+                && recent < before * 2.0 / 3.0
+            {
+                text.warnings.push(format!(
+                    "progress slowed to {}/min in the last tenth of the run, from {}/min after the warm-up",
+                    bytes(recent.max(0.0) as u64),
+                    bytes(before as u64)
+                ));
+            }
+        }
         for shared in judged.contention.iter().filter(|c| c.seconds_shared > 0.0) {
             let share = ran_seconds
                 .filter(|ran| *ran > 0.0)
@@ -126,7 +148,9 @@ fn short(uuid: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::shown::{ContentionShown, GpuHealthShown, MemoryTrendShown};
+    use super::super::shown::{
+        ContentionShown, GpuHealthShown, MemoryTrendShown, ProgressRateShown,
+    };
     use super::*;
 
     fn judged() -> Judged {
@@ -134,6 +158,7 @@ mod tests {
             peak_tree_pss_bytes: Some(3 << 30),
             memory_trend: Some(MemoryTrendShown {
                 bytes_per_hour: 120.0 * 1024.0 * 1024.0,
+                bytes_at_since: 1e9,
                 since_seconds: 1800.0,
                 limit_bytes: Some(64 << 30),
                 limit_source: Some("cgroup /job_7".into()),
@@ -157,7 +182,12 @@ mod tests {
                 seconds_shared: 35.0,
                 peak_other_memory_mib: Some(40_960),
             }],
-            progress_rate: None,
+            progress_rate: Some(ProgressRateShown {
+                bytes_per_minute: 3.0 * 1024.0 * 1024.0,
+                files_per_minute: 2.0,
+                after_warmup_bytes_per_minute: Some(3.0 * 1024.0 * 1024.0),
+                recent_bytes_per_minute: Some(1024.0 * 1024.0),
+            }),
             limit: None,
         }
     }
@@ -176,12 +206,14 @@ mod tests {
                     "gpu",
                     "GPU-0f8e0c2a, up to 83 °C, 2.00 kWh, throttled: hw_thermal_slowdown 1m30s, this soak's memory flat".to_owned()
                 ),
+                ("rate", "progress 3.0 MiB/min, 2.0 files/min".to_owned()),
             ]
         );
         assert_eq!(
             text.warnings,
             [
                 "GPU GPU-0f8e0c2a: 2 uncorrected ECC errors during the soak",
+                "progress slowed to 1.0 MiB/min in the last tenth of the run, from 3.0 MiB/min after the warm-up",
                 "GPU GPU-0f8e0c2a was shared with other processes (up to 40.0 GiB) for 35 % of the soak"
             ]
         );

@@ -154,6 +154,7 @@ impl Judged {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub(crate) struct MemoryTrendShown {
     pub bytes_per_hour: f64,
+    pub bytes_at_since: f64,
     pub since_seconds: f64,
     #[serde(deserialize_with = "Option::deserialize")]
     pub limit_bytes: Option<u64>,
@@ -192,6 +193,10 @@ pub(crate) struct ContentionShown {
 pub(crate) struct ProgressRateShown {
     pub bytes_per_minute: f64,
     pub files_per_minute: f64,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub after_warmup_bytes_per_minute: Option<f64>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub recent_bytes_per_minute: Option<f64>,
 }
 
 /// `evidence`: what the tree was doing when the supervisor was about to signal it.

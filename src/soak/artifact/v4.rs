@@ -178,18 +178,18 @@ pub(super) struct Rows {
     limits: Limits,
     peak_tree_pss_bytes: Option<u64>,
     memory: Trend,
-    last_pss: Option<u64>,
     last_elapsed_ms: u64,
     gpus: BTreeMap<String, GpuRun>,
-    /// Progress at each sample, sparsely: the first row, and the rows the rate is taken from.
     progress: Progress,
 }
 
-/// The progress directory's growth: where it stood at the first row and the last.
+/// The progress directory's growth: where it stood at the first row and the last, and the
+/// trend of its bytes (for its rate after the warm-up and at the end).
 #[derive(Debug, Default)]
 struct Progress {
     first: Option<(u64, u64, u64)>,
     last: Option<(u64, u64, u64)>,
+    bytes: Trend,
 }
 
 impl Rows {
@@ -199,7 +199,6 @@ impl Rows {
             limits: started.limits.clone(),
             peak_tree_pss_bytes: None,
             memory: Trend::default(),
-            last_pss: None,
             last_elapsed_ms: 0,
             gpus: BTreeMap::new(),
             progress: Progress::default(),
@@ -223,7 +222,6 @@ impl Rows {
         if let Some(pss) = tree_pss_bytes {
             self.peak_tree_pss_bytes = self.peak_tree_pss_bytes.max(Some(pss));
             self.memory.add(sample.elapsed_ms, pss as f64);
-            self.last_pss = Some(pss);
         }
         self.last_elapsed_ms = sample.elapsed_ms;
         for gpu in gpus.iter().flatten() {
@@ -239,6 +237,9 @@ impl Rows {
         );
         self.progress.first.get_or_insert(at);
         self.progress.last = Some(at);
+        self.progress
+            .bytes
+            .add(sample.elapsed_ms, sample.progress.bytes as f64);
         SampleRow {
             base,
             gpus,
@@ -249,17 +250,26 @@ impl Rows {
     /// The trend of the tree's PSS after the warm-up, projected to the memory ceiling.
     fn memory_trend(&self) -> Value {
         let since = warmup_end(self.limits.warmup_ms, self.last_elapsed_ms);
-        let Some(Slope { per_hour, since_ms }) = self.memory.slope_since(since) else {
+        let Some(Slope {
+            per_hour,
+            since_ms,
+            at_since,
+        }) = self.memory.slope_since(since)
+        else {
             return Value::Null;
         };
-        let projected = match (self.limits.memory_ceiling_bytes, self.last_pss) {
-            (Some(ceiling), Some(now)) if per_hour > 0.0 => {
-                Some((ceiling.saturating_sub(now) as f64 / per_hour * 3600.0).round())
+        // Where the fitted line is at the last sample, and how long it takes from there.
+        let now =
+            at_since + per_hour * (self.last_elapsed_ms.saturating_sub(since_ms)) as f64 / 3.6e6;
+        let projected = match self.limits.memory_ceiling_bytes {
+            Some(ceiling) if per_hour > 0.0 => {
+                Some(((ceiling as f64 - now).max(0.0) / per_hour * 3600.0).round())
             }
             _ => None,
         };
         json!({
             "bytes_per_hour": per_hour.round(),
+            "bytes_at_since": at_since.round(),
             "since_seconds": seconds(since_ms),
             "limit_bytes": self.limits.memory_ceiling_bytes,
             "limit_source": self.limits.memory_ceiling_source,
@@ -305,19 +315,31 @@ impl Rows {
         )
     }
 
-    /// The progress directory's growth a minute, over the run.
+    /// The progress directory's growth a minute: over the run, after the warm-up and in the last
+    /// tenth of the run (`null` where no sample is that late).
     fn progress_rate(&self) -> Value {
-        match (self.progress.first, self.progress.last) {
-            (Some((t0, b0, f0)), Some((t1, b1, f1))) if t1 > t0 => {
-                let minutes = (t1 - t0) as f64 / 60_000.0;
-                let per_minute = |from: u64, to: u64| ((to as f64 - from as f64) / minutes).round();
-                json!({
-                    "bytes_per_minute": per_minute(b0, b1),
-                    "files_per_minute": (((f1 as f64 - f0 as f64) / minutes) * 10.0).round() / 10.0,
-                })
-            }
-            _ => Value::Null,
+        let (Some((t0, b0, f0)), Some((t1, b1, f1))) = (self.progress.first, self.progress.last)
+        else {
+            return Value::Null;
+        };
+        if t1 <= t0 {
+            return Value::Null;
         }
+        let minutes = (t1 - t0) as f64 / 60_000.0;
+        let per_minute = |from: u64, to: u64| ((to as f64 - from as f64) / minutes).round();
+        let per_minute_since = |since: u64| {
+            self.progress
+                .bytes
+                .change_since(since)
+                .map(|per_hour| (per_hour / 60.0).round())
+        };
+        json!({
+            "bytes_per_minute": per_minute(b0, b1),
+            "files_per_minute": (((f1 as f64 - f0 as f64) / minutes) * 10.0).round() / 10.0,
+            "after_warmup_bytes_per_minute":
+                per_minute_since(warmup_end(self.limits.warmup_ms, self.last_elapsed_ms)),
+            "recent_bytes_per_minute": per_minute_since(t1 - (t1 - t0) / 10),
+        })
     }
 
     fn summarise(&self, summary: &mut Map<String, Value>) {
