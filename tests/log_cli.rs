@@ -140,7 +140,10 @@ fn history_filters_by_subject_and_sequence() {
         kinds(&["--daemon", "gpu-0f8e0c2a", "--since", "3"]),
         ["daemon_verified_live", "daemon_stopped"]
     );
-    assert!(kinds(&["--daemon", "nobody"]).is_empty());
+    root.unilab()
+        .args(["history", "--daemon", "nobody"])
+        .assert()
+        .code(3);
     root.unilab()
         .args(["history", "--soak", "a", "--daemon", "b"])
         .assert()
@@ -1341,4 +1344,50 @@ fn a_copied_log_of_another_user_is_read_and_never_written() {
         String::from_utf8_lossy(&out.stdout).contains("soak_started"),
         "its records are shown: {out:?}"
     );
+}
+
+/// `history --soak` of an id that names no soak printed nothing and exited 0 while `soak show`
+/// said "no soak" with exit 3; `--daemon` of a name never recorded did the same. One rule now:
+/// exit 3, saying so (`--follow` still waits for what is not there yet).
+#[test]
+fn history_of_a_soak_or_daemon_that_is_not_recorded_is_an_error() {
+    let root = root_with_every_kind();
+    for args in [["--soak", "nosuch"], ["--daemon", "nosuch"]] {
+        let output = root.unilab().arg("history").args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(3), "{args:?}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("`nosuch`") && stderr.contains("is recorded"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let shown = root
+        .unilab()
+        .args(["soak", "show", "nosuch"])
+        .output()
+        .unwrap();
+    assert_eq!(shown.status.code(), Some(3), "{shown:?}");
+    // A daemon the log knows still prints its events.
+    root.unilab()
+        .args(["history", "--daemon", "gpu-0f8e0c2a"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("daemon_started"));
+}
+
+/// Soak ids matched only by prefix, but the part people remember is the random suffix: `soak show
+/// f6f6` finds `20261205T100000-f6f6`, and so does `history --soak`.
+#[test]
+fn a_soak_is_found_by_its_random_suffix() {
+    let root = root_with_every_kind();
+    root.unilab()
+        .args(["soak", "show", "f6f6"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("soak:     20261205T100000-f6f6"));
+    root.unilab()
+        .args(["history", "--soak", "f6"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("soak/20261205T100000-f6f6"));
 }

@@ -585,6 +585,59 @@ fn samples_taken_faster_than_a_second_are_committed_together() {
     );
 }
 
+/// Ctrl-C gave no feedback while the tree had its grace period, and a second Ctrl-C did nothing:
+/// a trainer that ignores SIGTERM kept unilab silent for the whole grace. Now it says what it is
+/// doing, and the second interruption kills the tree at once.
+#[test]
+fn a_second_ctrl_c_kills_the_tree_at_once_and_the_first_says_so() {
+    let soak = Soak::new();
+    let mut supervisor = soak
+        .command()
+        .args(["soak", "run"])
+        .args(soak.trainer_soak(
+            &[
+                "--sample-interval",
+                "0.2",
+                "--shutdown-grace",
+                "120",
+                "--py-spy",
+                "off",
+            ],
+            &[
+                "--steps",
+                "1000",
+                "--step-seconds",
+                "0.1",
+                "--ignore-sigterm",
+            ],
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = gather_lines(supervisor.stderr.take().unwrap());
+    eventually("a first checkpoint", Duration::from_secs(60), || {
+        std::fs::read_dir(soak.progress()).is_ok_and(|mut d| d.next().is_some())
+    });
+    let pid = nix::unistd::Pid::from_raw(supervisor.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::SIGINT).unwrap();
+    eventually("the stopping note", Duration::from_secs(60), || {
+        said.contains("stopping the tree (interrupted): SIGTERM now, SIGKILL in 2m 00s — Ctrl-C again to kill it now")
+    });
+    let second = std::time::Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::SIGINT).unwrap();
+    let status = supervisor.wait().unwrap();
+    assert!(
+        second.elapsed() < Duration::from_secs(60),
+        "killed at once, not after the 120 s grace: {:?}",
+        second.elapsed()
+    );
+    assert_eq!(status.code(), Some(1));
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+    assert_eq!(artifact["outcome"]["failure_kind"], "interrupted");
+}
+
 #[test]
 fn an_interrupted_soak_stops_its_tree_and_says_so() {
     let soak = Soak::new();
@@ -2504,10 +2557,12 @@ fn a_log_moved_while_a_soak_appends_fails_the_soak_loudly() {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let run = cmd.spawn().unwrap();
+    // Until the soak is recorded, `history --soak latest` says there is none (exit 3).
     eventually("samples in the log", Duration::from_secs(30), || {
-        soak.history_kinds("latest")
-            .iter()
-            .any(|k| k == "soak_sampled")
+        soak.unilab()
+            .args(["--json", "history", "--soak", "latest"])
+            .output()
+            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("\"soak_sampled\""))
     });
     let moved = soak.root.log_path().with_extension("moved");
     std::fs::rename(soak.root.log_path(), &moved).unwrap();

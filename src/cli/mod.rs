@@ -19,7 +19,7 @@ Environment:
 
 Durations: plain seconds (0.5, 90) or parts with units: 500ms, 90s, 10m, 2h, 2d, 1h30m.
 
-Soak ids: a full id, a unique prefix of one, or `latest`.
+Soak ids: a full id, a unique prefix of one or of its random part (`ff95`), or `latest`.
 
 Exit codes: 0 success or a soak that passed · 1 a soak failed · 2 usage error ·
   3 refused (with what to do) · 4 a stale daemon record was cleaned · 5 the event log is damaged ·
@@ -135,7 +135,7 @@ Examples:
     },
     /// Show one soak: its verdict and why, or how a running one is going
     Show {
-        /// A soak id, a unique prefix of one, or `latest`
+        /// A soak id, a unique prefix of one or of its random part (`ff95`), or `latest`
         id: String,
     },
     /// Two soaks side by side: verdicts, run times, memory and its trend, GPU memory,
@@ -145,14 +145,14 @@ Examples:
   unilab soak compare 20261201T100000-ab12 latest
   unilab --json soak compare ab12 cd34 | jq '.differences[0]'")]
     Compare {
-        /// The soak to compare against: an id, a unique prefix of one, or `latest`
+        /// The soak to compare against: an id, a unique prefix of one or of its random part (`ff95`), or `latest`
         a: String,
         /// The soak compared with it
         b: String,
     },
     /// Regenerate a finished soak's artifact from the log, byte for byte
     Export {
-        /// A soak id, a unique prefix of one, or `latest`
+        /// A soak id, a unique prefix of one or of its random part (`ff95`), or `latest`
         id: String,
         /// Write it here (default: standard output)
         #[arg(long, value_name = "FILE")]
@@ -166,7 +166,7 @@ Examples:
     },
     /// Write a self-contained HTML report of a soak: verdict, charts, parameters, tails, timeline
     Report {
-        /// A soak id, a unique prefix of one, or `latest`
+        /// A soak id, a unique prefix of one or of its random part (`ff95`), or `latest`
         id: String,
         /// Write it here (default: standard output)
         #[arg(long, value_name = "FILE")]

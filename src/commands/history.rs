@@ -10,18 +10,52 @@ use crate::error::Error;
 use crate::event::Subject;
 use crate::log::chain::to_hex;
 use crate::log::{LogReader, Record, Snapshot};
+use crate::mps::error::MpsError;
 use crate::output::{Output, human_time};
 use crate::paths::StatePaths;
+use crate::soak::error::SoakError;
 use crate::time::unix_seconds;
 
-/// The full id of the soak `id` names (a unique prefix, `latest`); as given when the log does not
-/// know it (yet: `--follow` may wait for it).
-fn soak_id(reader: Option<&LogReader>, id: &str) -> Result<String, Error> {
-    let Some(reader) = reader else {
-        return Ok(id.to_owned());
+/// The full id of the soak `id` names (a unique prefix, `latest`). One the log does not know is
+/// an error, as for `soak show` — unless `follow`ing, which waits for it as given.
+fn soak_id(reader: Option<&LogReader>, id: &str, follow: bool) -> Result<String, Error> {
+    let named = match reader {
+        Some(reader) => super::soak::named(&reader.snapshot()?, id)?,
+        None => None,
     };
-    Ok(super::soak::named(&reader.snapshot()?, id)?
-        .map_or_else(|| id.to_owned(), |summary| summary.soak_id))
+    match named {
+        Some(summary) => Ok(summary.soak_id),
+        None if follow => Ok(id.to_owned()),
+        None => Err(SoakError::NoSuchSoak(id.to_owned()).into()),
+    }
+}
+
+/// `--daemon NAME` of a name the log never recorded is an error, as `--soak` of an unknown id is
+/// — unless `follow`ing, which waits for it.
+fn known_daemon(reader: Option<&LogReader>, name: &str, follow: bool) -> Result<(), Error> {
+    if follow {
+        return Ok(());
+    }
+    let recorded = match reader {
+        Some(reader) => {
+            let mut any = false;
+            reader.snapshot()?.scan_subject(
+                &Subject::Daemon(name.to_owned()),
+                1,
+                |_| -> Result<bool, crate::log::LogError> {
+                    any = true;
+                    Ok(false)
+                },
+            )?;
+            any
+        }
+        None => false,
+    };
+    if recorded {
+        Ok(())
+    } else {
+        Err(MpsError::NoSuchDaemon(name.to_owned()).into())
+    }
 }
 
 pub(crate) fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result<Exit, Error> {
@@ -31,8 +65,11 @@ pub(crate) fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> R
     let log_path = paths.log_path();
     let mut reader = super::read_own_log(paths, out)?;
     let subject = match (&args.soak, &args.daemon) {
-        (Some(id), _) => Some(Subject::Soak(soak_id(reader.as_ref(), id)?)),
-        (_, Some(name)) => Some(Subject::Daemon(name.clone())),
+        (Some(id), _) => Some(Subject::Soak(soak_id(reader.as_ref(), id, args.follow)?)),
+        (_, Some(name)) => {
+            known_daemon(reader.as_ref(), name, args.follow)?;
+            Some(Subject::Daemon(name.clone()))
+        }
         _ => None,
     };
     if reader.is_none() && !args.follow {

@@ -77,9 +77,18 @@ impl Found {
         if let Some(exact) = soaks.iter().position(|s| s.soak_id == id) {
             return Found::One(Box::new(soaks.swap_remove(exact)));
         }
+        // A prefix of the id, else of its random suffix (`ff95` of `20261203T183607-ff95`): the
+        // part people remember.
+        let prefix = |s: &SoakSummary| s.soak_id.starts_with(id);
+        let suffix = |s: &SoakSummary| {
+            s.soak_id
+                .rsplit_once('-')
+                .is_some_and(|(_, random)| random.starts_with(id))
+        };
+        let by_prefix = soaks.iter().any(prefix);
         let mut matching: Vec<SoakSummary> = soaks
             .into_iter()
-            .filter(|s| !id.is_empty() && s.soak_id.starts_with(id))
+            .filter(|s| !id.is_empty() && if by_prefix { prefix(s) } else { suffix(s) })
             .collect();
         match matching.len() {
             0 => Found::None,
@@ -359,7 +368,7 @@ mod tests {
     }
 
     #[test]
-    fn a_soak_is_named_by_its_id_a_unique_prefix_or_latest() {
+    fn a_soak_is_named_by_its_id_a_unique_prefix_its_suffix_or_latest() {
         let events = [
             envelope(1, "20261202T100000-aaaa", started("20261202T100000-aaaa")),
             envelope(2, "20261202T110000-bbbb", started("20261202T110000-bbbb")),
@@ -382,6 +391,16 @@ mod tests {
             ["20261202T110000-bbbb", "20261202T110000-bbbc"]
         );
         assert_eq!(found("2025").unwrap_err(), Vec::<String>::new());
+        assert_eq!(
+            found("aaaa").unwrap(),
+            "20261202T100000-aaaa",
+            "by its random part"
+        );
+        assert_eq!(found("bbbc").unwrap(), "20261202T110000-bbbc");
+        assert_eq!(
+            found("bbb").unwrap_err(),
+            ["20261202T110000-bbbb", "20261202T110000-bbbc"]
+        );
         assert_eq!(found("").unwrap_err(), Vec::<String>::new());
         assert!(matches!(Found::among(Vec::new(), "latest"), Found::None));
     }

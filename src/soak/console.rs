@@ -114,10 +114,20 @@ impl Console {
     /// A warning of the supervisor's own, on standard error, between the command's lines
     /// (none under `-q`).
     pub(crate) fn warn(&self, text: &str) {
+        self.say("warning", text);
+    }
+
+    /// What the supervisor is doing, when a person waits on it (stopping the tree), on standard
+    /// error as [`warn`](Self::warn) (none under `-q`).
+    pub(crate) fn note(&self, text: &str) {
+        self.say("unilab", text);
+    }
+
+    fn say(&self, prefix: &str, text: &str) {
         if self.quiet {
             return;
         }
-        let line = format!("warning: {}\n", crate::text::one_line(text));
+        let line = format!("{prefix}: {}\n", crate::text::one_line(text));
         if let Ok(mut state) = self.state.lock() {
             clear(&mut state);
             let mut err = std::io::stderr().lock();

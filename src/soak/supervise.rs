@@ -107,31 +107,17 @@ pub(crate) fn run(
             RunTimes::default(),
         ),
         Ok(guard) => {
-            let mut seen = HashSet::new();
-            let (failure, unrecorded) = sample_until_done(
+            let ran = supervise(
                 ctx,
                 spec,
                 &soak,
-                &guard,
-                Sampling {
-                    progress: held,
-                    seen: &mut seen,
-                    witnesses: &mut witnesses,
-                },
+                guard,
+                (held, &mut witnesses),
                 &mut watch,
                 interrupted,
             );
-            to_record = unrecorded;
-            // Read as sampling ends: an interruption later, in the teardown, caused nothing.
-            was_interrupted = interrupted.load(Ordering::Relaxed);
-            let stopping = monotonic_ns();
-            let trigger = failure.as_ref().map(|f| f.kind);
-            let (stopped, evidence) =
-                teardown(ctx, spec, (&guard, &witnesses.capture), &seen, trigger);
-            to_record.extend(evidence.map(|event| (soak.subject(), event)));
-            let ended = guard.finish();
-            let times = RunTimes::of(&ended.status, stopping, monotonic_ns());
-            (failure, stopped, ended, times)
+            (to_record, was_interrupted) = (ran.unrecorded, ran.interrupted);
+            (ran.failure, ran.stopped, ran.ended, ran.times)
         }
     };
     let status = ended.status;
@@ -202,6 +188,66 @@ fn watch_for(spec: &SoakSpec, held: &HeldDir) -> Watch {
     )
     .failing_fast(spec.supervision.fail_fast)
     .limited(spec.limits.clone())
+}
+
+/// What the supervision of a running command ended with.
+struct Ran {
+    failure: Option<Failure>,
+    stopped: Stopped,
+    ended: Ended,
+    times: RunTimes,
+    /// What the log could not take yet (a full disk): samples, the evidence.
+    unrecorded: Vec<(Subject, Event)>,
+    /// Whether unilab had been interrupted when sampling ended.
+    interrupted: bool,
+}
+
+/// Samples the command `guard` runs until it exits or the soak fails, then stops its tree.
+fn supervise(
+    ctx: &SoakContext,
+    spec: &SoakSpec,
+    soak: &Recording,
+    guard: Guard,
+    (held, witnesses): (HeldDir, &mut Witnesses),
+    watch: &mut Watch,
+    interrupted: &AtomicBool,
+) -> Ran {
+    let mut seen = HashSet::new();
+    let (failure, mut unrecorded) = sample_until_done(
+        ctx,
+        spec,
+        soak,
+        &guard,
+        Sampling {
+            progress: held,
+            seen: &mut seen,
+            witnesses,
+        },
+        watch,
+        interrupted,
+    );
+    // Read as sampling ends: an interruption later, in the teardown, caused nothing.
+    let was_interrupted = interrupted.load(Ordering::Relaxed);
+    let stopping = monotonic_ns();
+    let trigger = failure.as_ref().map(|f| f.kind);
+    let (stopped, evidence) = teardown(
+        ctx,
+        spec,
+        (&guard, &witnesses.capture),
+        &seen,
+        (trigger, interrupted),
+    );
+    unrecorded.extend(evidence.map(|event| (soak.subject(), event)));
+    let ended = guard.finish();
+    let times = RunTimes::of(&ended.status, stopping, monotonic_ns());
+    Ran {
+        failure,
+        stopped,
+        ended,
+        times,
+        unrecorded,
+        interrupted: was_interrupted,
+    }
 }
 
 /// The guard running the command, unless unilab was interrupted before it could start it.
@@ -920,9 +966,12 @@ fn teardown(
     spec: &SoakSpec,
     (guard, capture): (&Guard, &Capture),
     seen: &HashSet<ProcessIdentity>,
-    failure: Option<FailureKind>,
+    (failure, interrupted): (Option<FailureKind>, &AtomicBool),
 ) -> (Stopped, Option<Event>) {
     let proc = SystemProc::default();
+    // From here on an interruption (a second Ctrl-C) means: kill now.
+    interrupted.store(false, Ordering::Relaxed);
+    let hurry = || interrupted.load(Ordering::Relaxed);
     let tree = Tree {
         proc: &proc,
         guard: guard.pid,
@@ -939,6 +988,7 @@ fn teardown(
     };
     let subject = Subject::Soak(spec.soak_id.clone());
     let mut unrecorded = None;
+    let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
     let before_first = |live: &[ProcStat], trigger| {
         let evidence = capture.take(live, trigger, jiff::Timestamp::now().as_microsecond());
         let event = Event::SoakEvidenceCaptured(Box::new(evidence));
@@ -955,14 +1005,25 @@ fn teardown(
             let wait = Duration::from_millis(spec.supervision.dump_wait_ms);
             poll_until(wait, LOOK_EVERY, || tree.live().is_empty());
         }
+        if trigger != FailureKind::LeakedProcesses {
+            ctx.console.note(&format!(
+                "stopping the tree ({}): SIGTERM now, SIGKILL in {}{}",
+                trigger.as_str(),
+                crate::output::duration(grace.as_secs_f64()),
+                if trigger == FailureKind::Interrupted {
+                    " — Ctrl-C again to kill it now"
+                } else {
+                    ""
+                }
+            ));
+        }
     };
-    let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
     let mut stopped = stop_tree(
         &tree,
         &hands,
         failure,
         (grace, SETTLE),
-        guard_done,
+        (guard_done, &hurry),
         before_first,
     );
     for arg in stopped.leaked.iter_mut().flat_map(|leak| &mut leak.cmdline) {

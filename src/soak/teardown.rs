@@ -99,6 +99,7 @@ pub(crate) struct Stopped {
 /// whatever outlives it by the grace period has leaked: it is recorded, then killed. Either way,
 /// `before_first` is handed the live tree and why it is to be stopped before the first signal
 /// reaches it (and not at all when nothing is left to signal): the moment to capture evidence.
+/// While it waits out the grace, `hurry` (a second Ctrl-C) sends SIGKILL at once.
 /// Then it waits, at most `settle`, for the tree to be gone and reaped and for `guard_done`,
 /// killing what appears meanwhile; what is still there then (a process in uninterruptible
 /// sleep ignores SIGKILL) is named, never waited for longer.
@@ -107,7 +108,7 @@ pub(crate) fn stop_tree(
     hands: &dyn Hands,
     failure: Option<FailureKind>,
     (grace, settle): (Duration, Duration),
-    mut guard_done: impl FnMut() -> bool,
+    (mut guard_done, hurry): (impl FnMut() -> bool, &dyn Fn() -> bool),
     before_first: impl FnOnce(&[ProcStat], FailureKind),
 ) -> Stopped {
     let mut leaked = Vec::new();
@@ -127,7 +128,7 @@ pub(crate) fn stop_tree(
         for stat in tree.live() {
             hands.signal(stat.identity(), Signal::Terminate);
         }
-        if !poll_until(grace, LOOK_EVERY, gone) {
+        if !poll_until(grace, LOOK_EVERY, || gone() || hurry()) || !gone() {
             tree.live().iter().for_each(&mut kill);
         }
     } else {
@@ -326,7 +327,7 @@ mod tests {
             &table,
             Some(FailureKind::StaleProgress),
             (Duration::from_millis(50), SETTLE),
-            || true,
+            (|| true, &|| false),
             |live, trigger| before.push((pids(live), trigger, table.sent().len())),
         );
         assert_eq!(
@@ -372,7 +373,7 @@ mod tests {
             &table,
             None,
             NO_WAIT,
-            || true,
+            (|| true, &|| false),
             |live, trigger| before.push((pids(live), trigger, table.sent().len())),
         );
         assert_eq!(
@@ -407,10 +408,13 @@ mod tests {
             &table,
             Some(FailureKind::Interrupted),
             NO_WAIT,
-            || {
-                asked += 1;
-                true
-            },
+            (
+                || {
+                    asked += 1;
+                    true
+                },
+                &|| false,
+            ),
             |_, _| handed = true,
         );
         assert!(stopped.leaked.is_empty() && table.sent().is_empty());
@@ -433,7 +437,7 @@ mod tests {
             &table,
             Some(FailureKind::StaleProgress),
             (Duration::from_millis(50), settle),
-            || true,
+            (|| true, &|| false),
             |_, _| {},
         );
         assert!(
@@ -459,6 +463,36 @@ mod tests {
             to_12,
             [Signal::Terminate, Signal::Kill],
             "signalled, once each"
+        );
+    }
+
+    /// A second Ctrl-C during the grace period: SIGKILL at once, not after the grace.
+    #[test]
+    fn given_a_hurry_during_the_grace_when_the_tree_is_stopped_then_sigkill_comes_at_once() {
+        let table = Table::of(&host(), &[21]);
+        let seen = seen_30();
+        let began = std::time::Instant::now();
+        let stopped = stop_tree(
+            &table.tree(&seen),
+            &table,
+            Some(FailureKind::Interrupted),
+            (Duration::from_secs(60), SETTLE),
+            (|| true, &|| true),
+            |_, _| {},
+        );
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "not the 60 s grace: {:?}",
+            began.elapsed()
+        );
+        assert!(stopped.unkillable.is_empty());
+        assert!(
+            table
+                .sent()
+                .iter()
+                .any(|(pid, s)| *pid == 21 && *s == Signal::Kill),
+            "the one that ignores SIGTERM got SIGKILL: {:?}",
+            table.sent()
         );
     }
 }
