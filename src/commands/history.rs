@@ -16,46 +16,46 @@ use crate::paths::StatePaths;
 use crate::soak::error::SoakError;
 use crate::time::unix_seconds;
 
-/// The full id of the soak `id` names (a unique prefix, `latest`). One the log does not know is
-/// an error, as for `soak show` — unless `follow`ing, which waits for it as given.
+/// The full id of the soak `id` names (a unique prefix, `latest`), or `id` as given when the log
+/// holds events under it all the same (a log whose start of that soak is lost: forensics). One
+/// the log does not know at all is an error, as for `soak show` — unless `follow`ing, which
+/// waits for it.
 fn soak_id(reader: Option<&LogReader>, id: &str, follow: bool) -> Result<String, Error> {
-    let named = match reader {
-        Some(reader) => super::soak::named(&reader.snapshot()?, id)?,
-        None => None,
-    };
-    match named {
-        Some(summary) => Ok(summary.soak_id),
-        None if follow => Ok(id.to_owned()),
-        None => Err(SoakError::NoSuchSoak(id.to_owned()).into()),
+    if let Some(reader) = reader
+        && let Some(summary) = super::soak::named(&reader.snapshot()?, id)?
+    {
+        return Ok(summary.soak_id);
+    }
+    if follow || recorded(reader, &Subject::Soak(id.to_owned()))? {
+        Ok(id.to_owned())
+    } else {
+        Err(SoakError::NoSuchSoak(id.to_owned()).into())
     }
 }
 
 /// `--daemon NAME` of a name the log never recorded is an error, as `--soak` of an unknown id is
 /// — unless `follow`ing, which waits for it.
 fn known_daemon(reader: Option<&LogReader>, name: &str, follow: bool) -> Result<(), Error> {
-    if follow {
-        return Ok(());
-    }
-    let recorded = match reader {
-        Some(reader) => {
-            let mut any = false;
-            reader.snapshot()?.scan_subject(
-                &Subject::Daemon(name.to_owned()),
-                1,
-                |_| -> Result<bool, crate::log::LogError> {
-                    any = true;
-                    Ok(false)
-                },
-            )?;
-            any
-        }
-        None => false,
-    };
-    if recorded {
+    if follow || recorded(reader, &Subject::Daemon(name.to_owned()))? {
         Ok(())
     } else {
         Err(MpsError::NoSuchDaemon(name.to_owned()).into())
     }
+}
+
+/// Whether the log holds any event under `subject`.
+fn recorded(reader: Option<&LogReader>, subject: &Subject) -> Result<bool, Error> {
+    let Some(reader) = reader else {
+        return Ok(false);
+    };
+    let mut any = false;
+    reader
+        .snapshot()?
+        .scan_subject(subject, 1, |_| -> Result<bool, crate::log::LogError> {
+            any = true;
+            Ok(false)
+        })?;
+    Ok(any)
 }
 
 pub(crate) fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result<Exit, Error> {
