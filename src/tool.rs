@@ -176,9 +176,10 @@ impl Tool {
     }
 }
 
-/// Kills the tool's process group (the tool and what it forked without leaving the group) and
-/// reaps the tool if it dies promptly; a process in uninterruptible sleep is left.
-fn kill_group(child: &mut std::process::Child) {
+/// Kills a tool's process group (the tool and what it forked without leaving the group) and
+/// reaps the tool if it dies promptly; whether it was reaped. A process in uninterruptible sleep
+/// (on a wedged GPU) is left after half a second.
+pub(crate) fn kill_group(child: &mut std::process::Child) -> bool {
     if let Ok(pid) = i32::try_from(child.id()) {
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pid),
@@ -189,7 +190,7 @@ fn kill_group(child: &mut std::process::Child) {
         Duration::from_millis(500),
         Duration::from_millis(10),
         || matches!(child.try_wait(), Ok(Some(_))),
-    );
+    )
 }
 
 /// What a reader thread has read of one output.

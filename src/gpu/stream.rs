@@ -20,7 +20,6 @@
 //! tenants alike. Dropping the stream stops both tools (and a probe under way) and reaps them:
 //! none outlives the soak.
 
-use crate::time::poll_until;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
@@ -32,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use super::smi::{FORMAT, parse_value};
 use crate::event::soak::{GpuHealth, GpuProcessSample, GpuSample};
-use crate::tool::Tool;
+use crate::tool::{Tool, kill_group};
 use crate::trace::{STEPS, detail};
 
 /// The fields of the GPU stream that every driver knows: the first of its rows, in this order.
@@ -541,23 +540,6 @@ impl Launch {
         let leash = child.stdin.take();
         Ok((child, leash))
     }
-}
-
-/// Kills a process group and reaps its leader; whether it was reaped. A process that cannot be
-/// killed (uninterruptible sleep on a wedged GPU) is left after half a second, as `Tool::run`
-/// leaves one.
-fn kill_group(child: &mut Child) -> bool {
-    if let Ok(pid) = i32::try_from(child.id()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    poll_until(
-        Duration::from_millis(500),
-        Duration::from_millis(10),
-        || matches!(child.try_wait(), Ok(Some(_))),
-    )
 }
 
 /// One probe: `fields` asked once, not in a loop, under the tool's timeout, started as the
