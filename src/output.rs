@@ -12,7 +12,7 @@ use crate::time::{Clock, SystemClock, unix_seconds};
 
 /// Times and sizes as people read them: they live in [`crate::text`], which the layers below
 /// the commands (the soak report) may use too.
-pub(crate) use crate::text::{bytes, human_time};
+pub(crate) use crate::text::{bytes, duration, human_time};
 
 pub(crate) struct Output {
     pub json: bool,
@@ -162,25 +162,9 @@ pub(crate) fn age(since_unix_seconds: f64) -> String {
     duration(unix_seconds(SystemClock.now_us()) - since_unix_seconds)
 }
 
-/// A span of seconds as a person reads it, to its two largest units: `0.4s`, `42s`, `3m 12s`,
-/// `2h 05m`, `4d 3h`.
-pub(crate) fn duration(seconds: f64) -> String {
-    let seconds = seconds.max(0.0);
-    if seconds < 10.0 {
-        return format!("{seconds:.1}s");
-    }
-    let secs = seconds as u64;
-    match secs {
-        0..60 => format!("{secs}s"),
-        60..3600 => format!("{}m {:02}s", secs / 60, secs % 60),
-        3600..86400 => format!("{}h {:02}m", secs / 3600, secs % 3600 / 60),
-        _ => format!("{}d {}h", secs / 86400, secs % 86400 / 3600),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{duration, for_terminal, shell_command, table};
+    use super::{for_terminal, shell_command, table};
 
     #[test]
     fn commands_are_shown_as_a_shell_takes_them_back() {
@@ -222,15 +206,5 @@ mod tests {
             .map(|l| l.rfind(' ').map_or(0, |i| i + 1))
             .collect();
         assert!(at.windows(2).all(|w| w[0] == w[1]), "{lines:?}");
-    }
-
-    #[test]
-    fn durations_read_in_their_two_largest_units() {
-        assert_eq!(duration(0.42), "0.4s");
-        assert_eq!(duration(-3.0), "0.0s");
-        assert_eq!(duration(42.9), "42s");
-        assert_eq!(duration(192.0), "3m 12s");
-        assert_eq!(duration(7_500.0), "2h 05m");
-        assert_eq!(duration(183_600.0), "2d 3h");
     }
 }

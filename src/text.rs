@@ -40,6 +40,22 @@ pub(crate) fn bytes(n: u64) -> String {
     }
 }
 
+/// A span of seconds as a person reads it, to its two largest units: `0.4s`, `42s`, `3m 12s`,
+/// `2h 05m`, `4d 3h`.
+pub(crate) fn duration(seconds: f64) -> String {
+    let seconds = seconds.max(0.0);
+    if seconds < 10.0 {
+        return format!("{seconds:.1}s");
+    }
+    let secs = seconds as u64;
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m {:02}s", secs / 60, secs % 60),
+        3600..86400 => format!("{}h {:02}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d {}h", secs / 86400, secs % 86400 / 3600),
+    }
+}
+
 /// `text` with every control character but newline and tab escaped (`\u{1b}`), so that what
 /// a user typed — an id, a path, a command — cannot drive the terminal when unilab repeats it
 /// in a message.
@@ -95,5 +111,15 @@ mod tests {
         assert_eq!(printable("a\nb\u{1b}[2J"), "a\nb\\u{1b}[2J");
         assert_eq!(one_line("5\nerror: forged\t"), "5\\nerror: forged\\t");
         assert_eq!(one_line("plain"), "plain");
+    }
+
+    #[test]
+    fn durations_read_in_their_two_largest_units() {
+        assert_eq!(duration(0.42), "0.4s");
+        assert_eq!(duration(-3.0), "0.0s");
+        assert_eq!(duration(42.9), "42s");
+        assert_eq!(duration(192.0), "3m 12s");
+        assert_eq!(duration(7_500.0), "2h 05m");
+        assert_eq!(duration(183_600.0), "2d 3h");
     }
 }

@@ -1009,7 +1009,7 @@ fn teardown(
             ctx.console.note(&format!(
                 "stopping the tree ({}): SIGTERM now, SIGKILL in {}{}",
                 trigger.as_str(),
-                crate::output::duration(grace.as_secs_f64()),
+                crate::text::duration(grace.as_secs_f64()),
                 if trigger == FailureKind::Interrupted {
                     " — Ctrl-C again to kill it now"
                 } else {
