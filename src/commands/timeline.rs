@@ -166,12 +166,7 @@ fn sampled(event: &Event) -> String {
             s.elapsed_ms,
             s.processes.iter().map(|p| p.rss_bytes).sum::<u64>(),
             match event {
-                Event::SoakSampled { measures, .. } => measures
-                    .pss_bytes
-                    .iter()
-                    .flatten()
-                    .copied()
-                    .reduce(|a, b| a + b),
+                Event::SoakSampled { measures, .. } => measures.tree_pss_bytes(),
                 _ => None,
             },
             s.processes.len(),

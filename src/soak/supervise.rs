@@ -776,7 +776,7 @@ impl StatusLine {
     fn of(sample: &Sample, measures: &Measures) -> Self {
         Self {
             rss_bytes: sample.processes.iter().map(|p| p.rss_bytes).sum(),
-            pss_bytes: Resources::of(sample, measures).tree_pss_bytes,
+            pss_bytes: measures.tree_pss_bytes(),
             gpu_mib: sample
                 .gpus
                 .iter()

@@ -51,23 +51,12 @@ pub(crate) struct Resources {
 impl Resources {
     pub(crate) fn of(sample: &Sample, measures: &Measures) -> Self {
         Self {
-            tree_pss_bytes: measures
-                .pss_bytes
-                .iter()
-                .flatten()
-                .copied()
-                .reduce(|a, b| a + b),
+            tree_pss_bytes: measures.tree_pss_bytes(),
             gpu_tree_mib: sample
                 .gpus
                 .iter()
                 .flatten()
-                .map(|gpu| {
-                    let known = gpu.processes.iter().filter_map(|p| p.used_memory_mib);
-                    let mib = (gpu.processes.is_empty()
-                        || gpu.processes.iter().any(|p| p.used_memory_mib.is_some()))
-                    .then(|| known.sum());
-                    (gpu.index, mib)
-                })
+                .map(|gpu| (gpu.index, gpu.tree_memory_mib()))
                 .collect(),
         }
     }

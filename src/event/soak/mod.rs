@@ -58,6 +58,19 @@ pub struct GpuSample {
     pub processes: Vec<GpuProcessSample>,
 }
 
+impl GpuSample {
+    /// The tree's memory on this GPU: the sum over its compute processes; `None` when it has
+    /// some and none of them reported its memory.
+    pub fn tree_memory_mib(&self) -> Option<u64> {
+        let known: Vec<u64> = self
+            .processes
+            .iter()
+            .filter_map(|p| p.used_memory_mib)
+            .collect();
+        (self.processes.is_empty() || !known.is_empty()).then(|| known.iter().sum())
+    }
+}
+
 /// The progress directory's signature: it changed when any field changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ProgressSignature {

@@ -58,6 +58,18 @@ pub struct Measures {
     pub gpus: Vec<GpuHealth>,
 }
 
+impl Measures {
+    /// The tree's proportional set size: the sum of its processes' that could be read; `None`
+    /// where none could.
+    pub fn tree_pss_bytes(&self) -> Option<u64> {
+        self.pss_bytes
+            .iter()
+            .flatten()
+            .copied()
+            .reduce(|a, b| a + b)
+    }
+}
+
 /// Which budget failed a soak (`resource_limit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

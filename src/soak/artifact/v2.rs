@@ -15,17 +15,6 @@ use crate::event::soak::{GpuSample, ProgressSignature, Sample, SoakEnd, SoakStar
 
 const SCHEMA: &str = "unilab.soak.artifact/2";
 
-/// The tree's GPU memory on one GPU: the sum over its compute processes; `null` when it has some
-/// and none of them reported its memory.
-fn tree_memory(gpu: &GpuSample) -> Option<u64> {
-    let known: Vec<u64> = gpu
-        .processes
-        .iter()
-        .filter_map(|p| p.used_memory_mib)
-        .collect();
-    (gpu.processes.is_empty() || !known.is_empty()).then(|| known.iter().sum())
-}
-
 /// The sum of the known values; `None` when none is known.
 fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
     values.flatten().reduce(|a, b| a + b)
@@ -167,13 +156,14 @@ impl Rows {
                         utilization_percent: g.utilization_percent,
                         memory_used_mib: g.memory_used_mib,
                         memory_total_mib: g.memory_total_mib,
-                        tree_memory_mib: tree_memory(g),
+                        tree_memory_mib: g.tree_memory_mib(),
                     })
                     .collect()
             }),
             host_gpu_memory_used_mib: gpus
                 .and_then(|g| sum_known(g.iter().map(|g| g.memory_used_mib))),
-            tree_gpu_memory_mib: gpus.and_then(|g| sum_known(g.iter().map(tree_memory))),
+            tree_gpu_memory_mib: gpus
+                .and_then(|g| sum_known(g.iter().map(GpuSample::tree_memory_mib))),
             progress_files: sample.progress.files,
             progress_bytes: sample.progress.bytes,
             sampler_cost_us: sample.sampler_cost_us,
@@ -375,9 +365,12 @@ mod tests {
                 )
                 .collect(),
         };
-        assert_eq!(tree_memory(&gpu(vec![])), Some(0));
-        assert_eq!(tree_memory(&gpu(vec![None])), None);
-        assert_eq!(tree_memory(&gpu(vec![None, Some(5), Some(7)])), Some(12));
+        assert_eq!(gpu(vec![]).tree_memory_mib(), Some(0));
+        assert_eq!(gpu(vec![None]).tree_memory_mib(), None);
+        assert_eq!(
+            gpu(vec![None, Some(5), Some(7)]).tree_memory_mib(),
+            Some(12)
+        );
         assert_eq!(sum_known([None, None].into_iter()), None);
         assert_eq!(sum_known([None, Some(3)].into_iter()), Some(3));
     }

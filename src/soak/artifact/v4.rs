@@ -207,12 +207,7 @@ impl Rows {
 
     pub(super) fn row<'s>(&mut self, (sample, measures): &'s Measured) -> SampleRow<'s> {
         let base = self.base.row(sample);
-        let tree_pss_bytes = measures
-            .pss_bytes
-            .iter()
-            .flatten()
-            .copied()
-            .reduce(|a, b| a + b);
+        let tree_pss_bytes = measures.tree_pss_bytes();
         let gpus = base.gpus.as_ref().map(|gpus| {
             gpus.iter()
                 .enumerate()
