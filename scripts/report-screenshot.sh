@@ -1,22 +1,51 @@
 #!/usr/bin/env bash
-# Renders a soak's report and takes a screenshot of it in headless Chromium, as the tests do:
-#   scripts/report-screenshot.sh ID [PNG]        (ID: a soak id, a unique prefix or `latest`)
-# Uses `unilab` from PATH (or UNILAB), and the state root unilab would use (or --root via
-# UNILAB_ROOT). Writes soak-ID.html and PNG (default soak-ID.png) in the current directory.
+# Renders a soak's report and takes screenshots of it in headless Chromium, as the tests do:
+#   scripts/report-screenshot.sh ID [PNG]      a recorded soak (an id, its suffix, a prefix or
+#                                              `latest`), from the state root unilab would use
+#                                              (UNILAB_ROOT for another); PNG at 1400 px wide
+#   scripts/report-screenshot.sh --example PNG  a soak of the example trainer that hangs in a
+#                                              collective on two fake GPUs and fails on stale
+#                                              progress, in a throw-away root: the README's
+#                                              screenshot
+# Uses `unilab` from PATH (or UNILAB). Writes the page beside the PNG (default soak-ID.png) but
+# for --example, whose page goes with its root.
 set -euo pipefail
-id=${1:?usage: scripts/report-screenshot.sh ID [PNG]}
+here=$(cd "$(dirname "$0")/.." && pwd)
 unilab=${UNILAB:-unilab}
 browser=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$browser" ]; then
     echo "report-screenshot: no chromium found (apt-get install chromium)" >&2
     exit 1
 fi
-html="$PWD/soak-$id.html"
-png=${2:-$PWD/soak-$id.png}
-"$unilab" soak report "$id" --output "$html" --force
+root_args=()
+if [ "${1:-}" = "--example" ]; then
+    png=${2:?usage: scripts/report-screenshot.sh --example PNG}
+    root=$(mktemp -d "${TMPDIR:-/tmp}/unilab-report.XXXXXX")
+    trap 'rm -rf "$root"' EXIT
+    mkdir -m 700 "$root/progress"
+    root_args=(--root "$root/state")
+    # Two GPUs the bundled fake nvidia-smi reports, the trainer's memory on the first.
+    gpus="GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f|NVIDIA H200|143771|20000|37"
+    gpus+=";GPU-2222bbbb-0000-4000-8000-000000000002|NVIDIA H200|143771|1000|5"
+    PATH="$here/tests/fixtures:$PATH" FAKE_NVIDIA_SMI_GPUS="$gpus" \
+        FAKE_NVIDIA_SMI_APPS_FILE="$root/apps" \
+        "$unilab" "${root_args[@]}" soak run --progress-dir "$root/progress" --output "$root/soak.json" \
+        --sample-interval 0.2 --stale-progress 3s --meta purpose=screenshot -- \
+        python3 "$here/scripts/example-trainer.py" --progress-dir "$root/progress" --steps 80 \
+        --step-seconds 0.1 --hang-after 40 --gpu-memory 3000 >/dev/null 2>&1 || true
+    id=latest
+else
+    id=${1:?usage: scripts/report-screenshot.sh ID [PNG] | --example PNG}
+    png=${2:-$PWD/soak-$id.png}
+    [ -n "${UNILAB_ROOT:-}" ] && root_args=(--root "$UNILAB_ROOT")
+fi
+html="${root:-${png%.png}}/$(basename "${png%.png}").html"
+[ -z "${root:-}" ] && html="${png%.png}.html"
+"$unilab" "${root_args[@]}" soak report "$id" --output "$html" --force 2>&1 >/dev/null |
+    { grep -v '^wrote the report' >&2 || true; }
 profile=$(mktemp -d)
-trap 'rm -rf "$profile"' EXIT
-"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1100,2400 \
+trap 'rm -rf "$profile" ${root:+"$root"}' EXIT
+"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,1800 \
     --user-data-dir="$profile" --screenshot="$png" "file://$html" 2>/dev/null
-echo "report: $html"
+[ -z "${root:-}" ] && echo "report: $html"
 echo "screenshot: $png"

@@ -1972,55 +1972,177 @@ fn the_report_of_a_failed_soak_renders_in_a_browser() {
     assert!(samples > 3, "{samples} samples");
     assert_eq!(html.matches("soak_sampled").count(), 2, "{html}");
     assert!(html.contains(&format!("{} more samples", samples - 2)));
-    for external in ["<script", "<link", " src=", "https://", "url("] {
+    // One file: nothing loaded from elsewhere (the chart library is inline).
+    for external in ["<link", " src=", "url(", "@import", "href=\"http"] {
         assert!(!html.contains(external), "the page loads `{external}`");
     }
     let Some(browser) = chromium() else {
         eprintln!("skipped the browser check: no chromium on this host");
         return;
     };
-    let shot = soak.root.root().join("report-screenshot.png");
+    // The page as a reader without script sees it: the static charts.
+    let without_script = soak.root.root().join("report-static.html");
+    std::fs::write(&without_script, strip_scripts(&html)).unwrap();
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    for width in [1400, 700] {
+        for (page, name) in [(&report, "zoomable"), (&without_script, "static")] {
+            let shot = shots.join(format!("failed-soak-{name}-{width}.png"));
+            let log = chromium_run(
+                &browser,
+                &soak,
+                page,
+                &[
+                    format!("--window-size={width},2400"),
+                    format!("--screenshot={}", shot.display()),
+                ],
+            );
+            let console_errors: Vec<&str> = log
+                .lines()
+                .filter(|l| {
+                    l.contains("CONSOLE") && (l.contains("Uncaught") || l.contains("ERROR"))
+                })
+                .collect();
+            assert!(
+                console_errors.is_empty(),
+                "{name} at {width} px: {console_errors:?}"
+            );
+            let png = std::fs::read(&shot).expect("a screenshot");
+            assert!(
+                png.starts_with(b"\x89PNG") && png.len() > 20_000,
+                "{} bytes",
+                png.len()
+            );
+        }
+        // With script every chart is the zoomable one.
+        let dom = chromium_dom(&browser, &soak, &report, width);
+        let sections = dom.matches("<section class=\"chart\"").count();
+        assert!(sections >= 6, "{sections} charts");
+        assert_eq!(
+            dom.matches("class=\"uplot").count(),
+            sections,
+            "at {width} px"
+        );
+        assert!(dom.contains("class=\"zoomable\""), "at {width} px");
+        // Without it the static ones are there, one an SVG.
+        let dom = chromium_dom(&browser, &soak, &without_script, width);
+        assert_eq!(dom.matches("<svg class=\"chart\"").count(), sections);
+        assert!(!dom.contains("class=\"uplot"));
+    }
+    eprintln!("screenshots of the report: {}", shots.display());
+}
+
+/// The page without its scripts: what a reader with script off gets.
+fn strip_scripts(html: &str) -> String {
+    let mut out = String::with_capacity(html.len());
+    let mut rest = html;
+    while let Some(at) = rest.find("<script") {
+        out.push_str(&rest[..at]);
+        let end = rest[at..].find("</script>").expect("a closed script") + at;
+        rest = &rest[end + "</script>".len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Headless Chromium on `page` with `args`, its log returned; it must succeed.
+fn chromium_run(
+    browser: &std::path::Path,
+    soak: &Soak,
+    page: &std::path::Path,
+    args: &[String],
+) -> String {
     let profile = soak.root.root().join("chromium-profile");
-    let run = Command::new(&browser)
+    let run = Command::new(browser)
         .args([
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
             "--hide-scrollbars",
             "--enable-logging=stderr",
-            "--window-size=1100,2400",
         ])
+        .args(args)
         .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", report.display()))
+        .arg(format!("file://{}", page.display()))
         .env("HOME", soak.root.root())
         .output()
         .unwrap();
-    let log = String::from_utf8_lossy(&run.stderr);
+    let log = String::from_utf8_lossy(&run.stderr).into_owned();
     assert!(run.status.success(), "chromium failed: {log}");
-    let console_errors: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("CONSOLE") && (l.contains("Uncaught") || l.contains("ERROR")))
-        .collect();
-    assert!(console_errors.is_empty(), "{console_errors:?}");
-    let png = std::fs::read(&shot).expect("a screenshot");
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 20_000,
-        "{} bytes",
-        png.len()
+    log + &String::from_utf8_lossy(&run.stdout)
+}
+
+/// The page's DOM once its scripts ran, in a window `width` pixels wide.
+fn chromium_dom(
+    browser: &std::path::Path,
+    soak: &Soak,
+    page: &std::path::Path,
+    width: u32,
+) -> String {
+    chromium_run(
+        browser,
+        soak,
+        page,
+        &[format!("--window-size={width},2400"), "--dump-dom".into()],
+    )
+}
+
+/// A soak on a host whose driver does not answer: every sample has a sampler error. The report
+/// says the error once, shades the runs of erring samples instead of a line a sample, keeps the
+/// progress and verdict markers, and leaves the GPU charts out.
+#[test]
+fn the_report_of_a_soak_without_gpu_data_says_the_error_once() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run_with(
+        {
+            let mut cmd = soak.unilab();
+            cmd.env("FAKE_NVIDIA_SMI_MODE", "no-driver");
+            cmd
+        },
+        &["--sample-interval", "0.1"],
+        &["--steps", "20", "--step-seconds", "0.1"],
     );
-    let dom = Command::new(&browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("file://{}", report.display()))
-        .env("HOME", soak.root.root())
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let erred = artifact["summary"]["sampler_errors"].as_u64().unwrap();
+    let samples = artifact["summary"]["samples"].as_u64().unwrap();
+    assert!(erred >= 5, "{erred} of {samples} samples erred");
+    let html = soak
+        .unilab()
+        .args(["soak", "report", "latest"])
         .output()
-        .unwrap();
-    let dom = String::from_utf8_lossy(&dom.stdout);
+        .unwrap()
+        .stdout;
+    let html = String::from_utf8(html).unwrap();
+    let message = artifact["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|s| s["errors"][0].as_str())
+        .unwrap()
+        .to_owned();
+    let escaped = message
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;");
+    assert_eq!(html.matches(&escaped).count(), 1, "{message} said once");
+    assert!(html.contains("no GPU data"));
+    assert!(!html.contains("GPU utilisation"));
+    let charts = html.matches("<svg class=\"chart\"").count();
+    assert!(charts >= 4);
+    // Shaded runs, not a line a sample; the three markers on each chart.
+    let bands = html.matches("class=\"band\"").count();
     assert!(
-        dom.matches("<svg").count() >= 6,
-        "the loaded page holds its charts"
+        bands >= charts && bands <= 3 * charts,
+        "{bands} bands on {charts} charts"
     );
+    assert_eq!(html.matches("class=\"marker\"").count(), 3 * charts);
 }
 
 /// The streamed artifact (one scan, rows spooled, the object composed around them) is byte for

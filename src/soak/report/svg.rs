@@ -1,0 +1,215 @@
+//! The report's static charts: one SVG a chart, drawn to the width of the page (a `viewBox`,
+//! no fixed size), over the time axis every chart shares. What a reader sees without script,
+//! in print, or in a mail client; the page's script replaces them with zoomable ones.
+
+use std::fmt::Write as _;
+
+use super::data::{ChartSpec, Charts, buckets, extremes};
+use super::escape;
+use super::scale::{elapsed, time_ticks};
+
+/// The drawing's width in SVG units; the page scales it to its own.
+const WIDTH: f64 = 900.0;
+const PLOT_HEIGHT: f64 = 150.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 14.0;
+const TOP: f64 = 8.0;
+/// Below the plot: the elapsed-time labels, and under them the clock's.
+const BELOW: f64 = 22.0;
+const CLOCK: f64 = 14.0;
+
+/// A vertical marker on every chart: when and what.
+#[derive(Debug, Clone)]
+pub(super) struct Marker {
+    pub at: f64,
+    pub label: &'static str,
+    pub color: &'static str,
+}
+
+/// What every chart shares: the time axis, the sampler's error bands and the markers.
+pub(super) struct Frame<'a> {
+    pub end: f64,
+    pub bands: &'a [(f64, f64)],
+    pub markers: &'a [Marker],
+    /// Unix seconds of the start, for the clock under the time axis.
+    pub started_at: Option<f64>,
+}
+
+impl Frame<'_> {
+    fn x(&self, t: f64) -> f64 {
+        LEFT + (t / self.end).clamp(0.0, 1.0) * (WIDTH - LEFT - RIGHT)
+    }
+}
+
+/// One chart as an SVG element, its lines decimated to two points a unit of width.
+pub(super) fn chart(
+    spec: &ChartSpec,
+    charts: &Charts,
+    extra: &[Vec<f64>],
+    frame: &Frame,
+) -> String {
+    let values = |column: usize| charts.values(column, extra);
+    let top = spec
+        .series
+        .iter()
+        .filter_map(|s| s.column)
+        .flat_map(|c| values(c).iter().copied().filter(|v| !v.is_nan()))
+        .fold(0.0_f64, f64::max);
+    let ticks = spec.unit.ticks(top, 4);
+    let top = ticks.last().copied().filter(|t| *t > 0.0).unwrap_or(1.0);
+    let clock = frame.started_at.is_some();
+    let height = TOP + PLOT_HEIGHT + BELOW + if clock { CLOCK } else { 0.0 };
+    let y = |v: f64| TOP + PLOT_HEIGHT * (1.0 - (v / top).clamp(0.0, 1.0));
+    let mut svg = String::with_capacity(16 * 1024);
+    let _ = write!(
+        svg,
+        "<svg class=\"chart\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" aria-label=\"{title}\" \
+font-family=\"system-ui,sans-serif\" font-size=\"11\">",
+        title = escape(&spec.title),
+    );
+    // Sampler errors: a shaded band a run.
+    for &(start, stop) in frame.bands {
+        let (a, b) = (frame.x(start), frame.x(stop));
+        let _ = write!(
+            svg,
+            "<rect class=\"band\" x=\"{a:.1}\" y=\"{TOP}\" width=\"{w:.1}\" height=\"{PLOT_HEIGHT}\" fill=\"#f0a030\" fill-opacity=\"0.14\"/>",
+            w = (b - a).max(1.0),
+        );
+    }
+    // Value axis: grid and labels.
+    for &tick in &ticks {
+        let at = y(tick);
+        let _ = write!(
+            svg,
+            "<line x1=\"{LEFT}\" x2=\"{r}\" y1=\"{at:.1}\" y2=\"{at:.1}\" stroke=\"#e6e6e6\"/>\
+<text x=\"{lx}\" y=\"{ly:.1}\" text-anchor=\"end\" fill=\"#555\">{label}</text>",
+            r = WIDTH - RIGHT,
+            lx = LEFT - 6.0,
+            ly = at + 4.0,
+            label = escape(&spec.unit.label(tick, top)),
+        );
+    }
+    // Time axis: elapsed time, and the clock under it.
+    let base = TOP + PLOT_HEIGHT;
+    for tick in time_ticks(frame.end, 8) {
+        let at = frame.x(tick);
+        let _ = write!(
+            svg,
+            "<line x1=\"{at:.1}\" x2=\"{at:.1}\" y1=\"{TOP}\" y2=\"{base}\" stroke=\"#f0f0f0\"/>\
+<text x=\"{at:.1}\" y=\"{ty}\" text-anchor=\"middle\" fill=\"#555\">{label}</text>",
+            ty = base + 15.0,
+            label = elapsed(tick),
+        );
+        if let Some(start) = frame.started_at {
+            let _ = write!(
+                svg,
+                "<text x=\"{at:.1}\" y=\"{ty}\" text-anchor=\"middle\" fill=\"#999\" font-size=\"10\">{clock}</text>",
+                ty = base + 15.0 + CLOCK,
+                clock = clock_of(start + tick),
+            );
+        }
+    }
+    let _ = write!(
+        svg,
+        "<line x1=\"{LEFT}\" x2=\"{r}\" y1=\"{base}\" y2=\"{base}\" stroke=\"#999\"/>",
+        r = WIDTH - RIGHT
+    );
+    for marker in frame.markers {
+        let at = frame.x(marker.at);
+        let _ = write!(
+            svg,
+            "<line class=\"marker\" x1=\"{at:.1}\" x2=\"{at:.1}\" y1=\"{TOP}\" y2=\"{base}\" stroke=\"{c}\" stroke-width=\"1.5\" stroke-dasharray=\"4 3\"><title>{label}</title></line>",
+            c = marker.color,
+            label = marker.label,
+        );
+    }
+    lines(&mut svg, spec, charts, extra, frame, &y);
+    svg.push_str("</svg>");
+    svg
+}
+
+/// The chart's lines, each a path broken where its values are unknown.
+fn lines(
+    svg: &mut String,
+    spec: &ChartSpec,
+    charts: &Charts,
+    extra: &[Vec<f64>],
+    frame: &Frame,
+    y: &dyn Fn(f64) -> f64,
+) {
+    let values = |column: usize| charts.values(column, extra);
+    let ranges = buckets(
+        charts.times(),
+        frame.end,
+        ((WIDTH - LEFT - RIGHT) / 2.0) as usize,
+    );
+    let times = charts.times();
+    for series in &spec.series {
+        let Some(column) = series.column else {
+            continue;
+        };
+        let column = values(column);
+        let mut path = String::new();
+        let mut pen_down = false;
+        for range in &ranges {
+            let points = match extremes(&column[range.clone()]) {
+                Some((a, b)) if range.len() > 1 => {
+                    vec![(times[range.start], a), (times[range.end - 1], b)]
+                }
+                Some((a, _)) => vec![(times[range.start], a)],
+                None => {
+                    pen_down = false;
+                    continue;
+                }
+            };
+            for (t, v) in points {
+                let _ = write!(
+                    path,
+                    "{}{:.1} {:.1}",
+                    if pen_down { "L" } else { "M" },
+                    frame.x(t),
+                    y(v)
+                );
+                pen_down = true;
+            }
+        }
+        if path.is_empty() {
+            continue;
+        }
+        let _ = write!(
+            *svg,
+            "<path class=\"line\" d=\"{path}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"{w}\"{dash} stroke-linejoin=\"round\"><title>{name}</title></path>",
+            c = series.color,
+            w = series.width,
+            dash = if series.dash {
+                " stroke-dasharray=\"6 4\""
+            } else {
+                ""
+            },
+            name = escape(&series.name),
+        );
+    }
+}
+
+/// A time of day in UTC, `14:05` (with seconds when it has them: `14:05:30`).
+pub(super) fn clock_of(unix: f64) -> String {
+    let secs = unix.round().rem_euclid(86_400.0) as u64;
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    if s == 0 {
+        format!("{h:02}:{m:02}")
+    } else {
+        format!("{h:02}:{m:02}:{s:02}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_reads_in_utc() {
+        // 2026-12-05 14:08:24 UTC
+        assert_eq!(clock_of(1_796_479_704.0), "14:08:24");
+        assert_eq!(clock_of(1_796_479_680.0), "14:08");
+    }
+}
