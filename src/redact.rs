@@ -156,6 +156,23 @@ pub(crate) fn redact<'a>(name: &str, value: &'a str) -> &'a str {
     if is_credential(name) { REDACTED } else { value }
 }
 
+/// Every value in `value` under a credential-like name replaced by the marker, at any depth.
+pub(crate) fn redact_json(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (name, inner) in map.iter_mut() {
+                if is_credential(name) {
+                    *inner = serde_json::Value::String(REDACTED.into());
+                } else {
+                    redact_json(inner);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact_json),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2992,3 +2992,119 @@ fn a_stopped_supervisor_blames_itself_not_nvidia_smi() {
         "the streams were restarted: {started}"
     );
 }
+
+/// `--env-clear` gives the command the `--env` variables and nothing else (as `subprocess`'s
+/// `env=` does); `--env NAME` passes NAME's value from unilab's own environment, so a value
+/// need not appear on a command line other users can read.
+#[test]
+fn env_clear_gives_the_command_only_what_env_gives() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run_with(
+        {
+            let mut cmd = soak.unilab();
+            cmd.env("RUN_NAME", "from-unilabs-env")
+                .env("OUTSIDE", "leaked");
+            cmd
+        },
+        &[
+            "--env-clear",
+            "--env",
+            "PATH",
+            "--env",
+            "RUN_NAME",
+            "--env",
+            "STEP=7",
+        ],
+        &[
+            "--steps",
+            "2",
+            "--step-seconds",
+            "0.1",
+            "--print-env",
+            "RUN_NAME",
+            "--print-env",
+            "STEP",
+            "--print-env",
+            "OUTSIDE",
+            "--print-env",
+            "PYTHONUNBUFFERED",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let tail = artifact["output_tail"]["stdout"].as_str().unwrap();
+    assert!(
+        tail.starts_with(
+            "RUN_NAME=from-unilabs-env\nSTEP=7\nOUTSIDE=None\nPYTHONUNBUFFERED=None\n"
+        ),
+        "{tail}"
+    );
+    assert_eq!(
+        artifact["parameters"]["environment"]["RUN_NAME"],
+        "from-unilabs-env"
+    );
+    // A name unilab's environment lacks is a usage error, before anything runs.
+    let refused = soak
+        .unilab()
+        .env_remove("NOT_SET_ANYWHERE")
+        .args(["soak", "run"])
+        .args(soak.trainer_soak(&["--env", "NOT_SET_ANYWHERE"], &[]))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("`NOT_SET_ANYWHERE` is not set"),
+        "{refused:?}"
+    );
+}
+
+/// `--meta-json` records any JSON value — the artifact shows it as JSON, its export gives the
+/// same bytes, and a credential-named value inside it never reaches the log; a value that is
+/// not JSON is a usage error.
+#[test]
+fn meta_json_records_json_values() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run(
+        &[
+            "--meta",
+            "plain=3",
+            "--meta-json",
+            "lr=0.0003",
+            "--meta-json",
+            r#"tags=["baseline","bf16"]"#,
+            "--meta-json",
+            r#"cfg={"depth":2,"wandb":{"api_key":"sekrit-json-5150"},"x":null}"#,
+        ],
+        &["--steps", "2", "--step-seconds", "0.1"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let meta = &artifact["metadata"];
+    assert_eq!(meta["plain"], "3");
+    assert_eq!(meta["lr"], 0.0003);
+    assert_eq!(meta["tags"], serde_json::json!(["baseline", "bf16"]));
+    assert_eq!(
+        meta["cfg"],
+        serde_json::json!({"depth": 2, "wandb": {"api_key": "[redacted]"}, "x": null})
+    );
+    let log = std::fs::read(soak.root.log_path()).unwrap();
+    assert!(
+        !log.windows(16).any(|w| w == b"sekrit-json-5150"),
+        "a secret reached the log"
+    );
+    let id = artifact["soak_id"].as_str().unwrap();
+    let exported = soak.unilab().args(["soak", "export", id]).output().unwrap();
+    assert_eq!(
+        exported.stdout,
+        std::fs::read(soak.artifact_path()).unwrap()
+    );
+    let refused = soak
+        .unilab()
+        .args(["soak", "run"])
+        .args(soak.trainer_soak(&["--meta-json", "lr=3e-"], &[]))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("is not JSON"),
+        "{refused:?}"
+    );
+}

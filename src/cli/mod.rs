@@ -225,6 +225,29 @@ fn key_value(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `K=V`, or a variable's name whose value unilab's own environment gives.
+fn env_entry(text: &str) -> Result<(String, String), String> {
+    if text.contains('=') {
+        return key_value(text);
+    }
+    match std::env::var(text) {
+        Ok(value) if !text.is_empty() => Ok((text.to_owned(), value)),
+        _ => Err(format!(
+            "`{text}` is not set in unilab's environment: give `--env {text}=VALUE`"
+        )),
+    }
+}
+
+/// `K=JSON`: the value parsed, credential-named values inside it masked, held as the start
+/// event holds a JSON value.
+fn key_json(text: &str) -> Result<(String, String), String> {
+    let (key, json) = key_value(text)?;
+    let mut value: serde_json::Value = serde_json::from_str(&json)
+        .map_err(|e| format!("the value of `{key}` is not JSON ({e}): `{json}`"))?;
+    crate::redact::redact_json(&mut value);
+    Ok((key, crate::event::soak::metadata_json_value(&value)))
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct SoakRunArgs {
     /// The directory whose growth proves the command is alive (owned by you, not writable by others)
@@ -256,12 +279,21 @@ pub(crate) struct SoakRunArgs {
     /// Working directory of the command
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Set a variable for the command (values of credential-like names are never recorded)
-    #[arg(long = "env", value_name = "K=V", value_parser = key_value)]
+    /// Set a variable for the command; `--env NAME` passes NAME's value from unilab's own
+    /// environment (values of credential-like names are never recorded)
+    #[arg(long = "env", value_name = "K=V|NAME", value_parser = env_entry)]
     pub env: Vec<(String, String)>,
+    /// Start the command's environment empty: it gets only the `--env` variables (what
+    /// `subprocess`'s `env=` does)
+    #[arg(long = "env-clear")]
+    pub env_clear: bool,
     /// Record metadata with the soak
     #[arg(long = "meta", value_name = "K=V", value_parser = key_value)]
     pub meta: Vec<(String, String)>,
+    /// Record metadata whose value is JSON (a number, a list, an object...): `lr=3e-4`,
+    /// `tags=["a","b"]`; values under credential-like names are never recorded
+    #[arg(long = "meta-json", value_name = "K=JSON", value_parser = key_json)]
+    pub meta_json: Vec<(String, String)>,
     /// Pass a command that exits 0 without its progress directory ever changing
     #[arg(long = "allow-no-progress")]
     pub allow_no_progress: bool,

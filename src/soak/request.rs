@@ -26,6 +26,9 @@ pub(crate) struct SoakRequest {
     pub min_duration: Duration,
     pub cwd: Option<PathBuf>,
     pub env: Vec<(String, String)>,
+    /// `--env-clear`: the command gets `env` and nothing else.
+    pub env_clear: bool,
+    /// `--meta`, then `--meta-json` (its values held as the start event holds JSON).
     pub metadata: Vec<(String, String)>,
     /// `--allow-no-progress`: a clean exit without progress passes.
     pub allow_no_progress: bool,
@@ -111,6 +114,8 @@ pub(crate) struct SoakSpec {
     pub parameters: SoakParameters,
     pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
+    /// The command's environment is `env` alone.
+    pub env_clear: bool,
     pub metadata: BTreeMap<String, String>,
     /// A clean exit passes only if progress was seen.
     pub require_progress: bool,
@@ -174,8 +179,12 @@ impl SoakRequest {
         let limits = self.budgets.limits()?;
         let mut env = self.env;
         // Python buffers a pipe 8 KiB at a time: without this a trainer's `print()` lines would
-        // reach the terminal and the tail late, in bursts. Unless the user decided otherwise.
-        if std::env::var_os(UNBUFFERED).is_none() && !env.iter().any(|(k, _)| k == UNBUFFERED) {
+        // reach the terminal and the tail late, in bursts. Unless the user decided otherwise,
+        // or gave the whole environment.
+        if !self.env_clear
+            && std::env::var_os(UNBUFFERED).is_none()
+            && !env.iter().any(|(k, _)| k == UNBUFFERED)
+        {
             env.push((UNBUFFERED.to_owned(), "1".to_owned()));
         }
         let mut metadata: BTreeMap<String, String> = self.metadata.into_iter().collect();
@@ -197,6 +206,7 @@ impl SoakRequest {
             require_progress: !self.allow_no_progress,
             secrets: Secrets::handed_to_command(&env),
             env,
+            env_clear: self.env_clear,
             supervision: Supervision {
                 fail_fast: self.fail_fast,
                 py_spy,

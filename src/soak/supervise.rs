@@ -878,7 +878,12 @@ struct Ended {
 impl Guard {
     fn spawn(ctx: &SoakContext, spec: &SoakSpec, status_path: &Path) -> Result<Self, Failure> {
         let t0 = Instant::now();
-        let mut child = Command::new(&ctx.guard_program)
+        let mut command = Command::new(&ctx.guard_program);
+        if spec.env_clear {
+            // The guard needs no variable: the command gets what `--env` gave, nothing else.
+            command.env_clear();
+        }
+        let mut child = command
             .arg(guard::SUBCOMMAND)
             .arg("--status")
             .arg(status_path)

@@ -185,6 +185,33 @@ pub struct SoakStart {
     pub ticks_per_second: u64,
 }
 
+/// A metadata value given as JSON (`soak run --meta-json`) is held in [`SoakStart::metadata`]
+/// as NUL followed by its canonical JSON. No other value can start with NUL (a command line or
+/// an environment variable holds none), so the soaks recorded before read as they always did,
+/// and the log's schema stays as it is.
+const JSON_VALUE: char = '\0';
+
+/// How a JSON metadata value is held in the start's map.
+pub(crate) fn metadata_json_value(value: &serde_json::Value) -> String {
+    format!("{JSON_VALUE}{value}")
+}
+
+/// The start's metadata as the artifact shows it: each value a string, but those given as JSON,
+/// which are their JSON values.
+pub(crate) fn metadata_view(metadata: &BTreeMap<String, String>) -> serde_json::Value {
+    metadata
+        .iter()
+        .map(|(key, held)| {
+            let value = held
+                .strip_prefix(JSON_VALUE)
+                .and_then(|json| serde_json::from_str(json).ok())
+                .unwrap_or_else(|| serde_json::Value::String(held.clone()));
+            (key.clone(), value)
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 /// One process of the supervised tree at one instant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessSample {

@@ -369,7 +369,10 @@ fn frame(records: &SoakRecords, frame: &Frame) -> Map<String, Value> {
     object.insert("soak_id".into(), frame.soak_id.into());
     object.insert("command".into(), json!(frame.command));
     object.insert("cwd".into(), frame.cwd.into());
-    object.insert("metadata".into(), json!(frame.metadata));
+    object.insert(
+        "metadata".into(),
+        crate::event::soak::metadata_view(frame.metadata),
+    );
     object.insert(
         "runtime".into(),
         serde_json::from_str(frame.runtime_json).unwrap_or(Value::Null),
