@@ -1,0 +1,27 @@
+"""unilab: user-owned CUDA MPS daemons and soak supervision for shared GPU hosts.
+
+The package is a thin, typed layer over the ``unilab`` binary that the wheel installs beside it:
+every function runs the binary once with ``--json`` and turns its answer into Python values, its
+errors into exceptions. No rule is implemented twice: what the command line decides, the
+Python API decides the same way.
+
+- :mod:`unilab.training.soak` — ``run_soak``, ``runtime_snapshot``, ``SoakFailureError``.
+- :mod:`unilab.training.cuda_mps_cli` — start, inspect, hand out and stop your MPS daemons.
+- ``python -m unilab ARGS`` runs the binary with ARGS.
+"""
+
+from __future__ import annotations
+
+from ._binary import UnilabError, binary_path
+
+try:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        __version__ = version("unilab")
+    except PackageNotFoundError:  # running from a source tree
+        __version__ = "0+unknown"
+except ImportError:  # pragma: no cover - Python < 3.8
+    __version__ = "0+unknown"
+
+__all__ = ["UnilabError", "binary_path", "__version__"]

@@ -1,0 +1,115 @@
+"""`unilab.training.soak` against the example trainer, through the installed binary."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, trainer
+from unilab import UnilabError
+from unilab.training.soak import SoakFailureError, run_soak, runtime_snapshot
+
+FAST = dict(sample_interval_seconds=0.2, post_shutdown_grace_seconds=0.5)
+
+
+def test_a_passing_soak_returns_its_artifact(tmp_path: Path, progress: Path) -> None:
+    output = tmp_path / "soak.json"
+    artifact = run_soak(
+        command=trainer(progress, "--steps", "6", "--step-seconds", "0.1"),
+        progress_dir=progress,
+        output_path=output,
+        metadata={"lr": 0.001, "tags": ["baseline", "bf16"], "note": None},
+        **FAST,
+    )
+    assert artifact["outcome"]["status"] == "passed"
+    assert artifact["exit"]["code"] == 0
+    assert artifact["metadata"]["lr"] == 0.001
+    assert artifact["metadata"]["tags"] == ["baseline", "bf16"]
+    assert artifact["metadata"]["note"] is None
+    assert artifact["summary"]["samples"] >= 1
+    assert output.exists()
+    # The original replaced an existing output: so does run_soak.
+    again = run_soak(
+        command=trainer(progress, "--steps", "2", "--step-seconds", "0.1"),
+        progress_dir=progress,
+        output_path=output,
+        **FAST,
+    )
+    assert again["soak_id"] != artifact["soak_id"]
+
+
+def test_a_failing_soak_raises_with_its_artifact(tmp_path: Path, progress: Path) -> None:
+    with pytest.raises(SoakFailureError) as caught:
+        run_soak(
+            command=trainer(progress, "--steps", "3", "--step-seconds", "0.1", "--exit-code", "3"),
+            progress_dir=progress,
+            output_path=tmp_path / "soak.json",
+            **FAST,
+        )
+    error = caught.value
+    assert isinstance(error, RuntimeError)
+    assert error.failure_kind == "command_failed"
+    assert "3" in error.reason
+    assert error.artifact["outcome"]["status"] == "failed"
+    assert error.artifact["exit"]["code"] == 3
+
+
+def test_env_is_the_commands_whole_environment(
+    tmp_path: Path, progress: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UNILAB_TEST_OUTSIDE", "leaked")
+    artifact = run_soak(
+        command=trainer(
+            progress, "--steps", "2", "--step-seconds", "0.1",
+            "--print-env", "RUN_NAME", "--print-env", "UNILAB_TEST_OUTSIDE",
+        ),
+        progress_dir=progress,
+        output_path=tmp_path / "soak.json",
+        env={"PATH": os.environ["PATH"], "RUN_NAME": "baseline"},
+        cwd=tmp_path,
+        **FAST,
+    )
+    stdout = artifact["output_tail"]["stdout"]
+    assert "RUN_NAME=baseline" in stdout
+    assert "UNILAB_TEST_OUTSIDE=None" in stdout, stdout
+    assert artifact["cwd"] == str(tmp_path)
+
+
+def test_a_refusal_before_the_start_raises_the_clis_message_and_hint(tmp_path: Path) -> None:
+    with pytest.raises(UnilabError) as caught:
+        run_soak(
+            command=[sys.executable, "-c", "pass"],
+            progress_dir=tmp_path / "missing",
+            output_path=tmp_path / "soak.json",
+        )
+    error = caught.value
+    assert error.exit_code == 3
+    assert "missing" in error.message
+    assert error.hint
+    assert not (tmp_path / "soak.json").exists()
+
+
+def test_runtime_snapshot_reads_the_source_and_the_host() -> None:
+    snapshot = runtime_snapshot(REPO)
+    assert snapshot["source"]["git"] is None or "commit" in snapshot["source"]["git"]
+    assert snapshot["software"]["python"]
+    assert {"gpu", "environment"} <= set(snapshot)
+
+
+def test_the_readmes_usage_runs_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("<!-- python-usage -->\n```python\n", 1)[1].split("```", 1)[0]
+    # It runs in a project with the example trainer in its scripts/, as a user's would.
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "example-trainer.py", tmp_path / "scripts")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md (python-usage)", "exec"), {"__name__": "__main__"})
+    artifact = json.loads((tmp_path / "soak.json").read_text())
+    assert artifact["outcome"]["status"] == "passed"
+    assert artifact["metadata"] == {"daemon": "trainer", "lr": 3e-4}
+    assert artifact["parameters"]["environment"]["CUDA_MPS_PIPE_DIRECTORY"]
