@@ -7,6 +7,7 @@ mod common;
 mod codec_props;
 mod evidence;
 mod fakes;
+mod framework;
 mod gpu_health;
 mod log_cli;
 mod log_concurrency;

@@ -368,6 +368,14 @@ pub(crate) enum MpsCommand {
     Doctor {
         /// GPU selector: `N`, `GPU-<uuid prefix>`, `A,B`, `each:A,B` or `all`
         selector: Option<String>,
+        /// Also check the framework's view: run this Python, import torch in it, and compare
+        /// the GPUs it numbers with unilab's (same GPUs, same order)
+        #[arg(long, value_name = "PYTHON", conflicts_with = "framework_view")]
+        python: Option<PathBuf>,
+        /// The framework's view as JSON, as the Python package's `doctor(torch_module=...)`
+        /// writes it (instead of running a Python)
+        #[arg(long = "framework-view", value_name = "FILE")]
+        framework_view: Option<PathBuf>,
     },
     /// What a selector resolves to under the current mask, and whether a daemon can start for it (read-only)
     Plan {

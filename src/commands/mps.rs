@@ -33,7 +33,16 @@ pub(crate) fn run(
     let mps = Mps::from_process(paths, &proc);
     match command {
         MpsCommand::Status => status_command(&mps, out),
-        MpsCommand::Doctor { selector } => doctor_command(&mps, selector.as_deref(), out),
+        MpsCommand::Doctor {
+            selector,
+            python,
+            framework_view,
+        } => {
+            let framework = python
+                .map(crate::mps::framework::Source::Python)
+                .or(framework_view.map(crate::mps::framework::Source::File));
+            doctor_command(&mps, selector.as_deref(), framework.as_ref(), out)
+        }
         MpsCommand::Plan { selector } => plan_command(&mps, selector.as_deref(), out),
         MpsCommand::Start(args) => start(&mps, args, out),
         MpsCommand::Stop(args) => stop(&mps, &args, out),
@@ -136,9 +145,14 @@ fn show_status(status: &status::HostStatus, out: &mut Output) -> Result<Exit, Er
     Ok(Exit::Success)
 }
 
-fn doctor_command(mps: &Mps, selector: Option<&str>, out: &mut Output) -> Result<Exit, Error> {
+fn doctor_command(
+    mps: &Mps,
+    selector: Option<&str>,
+    framework: Option<&crate::mps::framework::Source>,
+    out: &mut Output,
+) -> Result<Exit, Error> {
     let snapshot = read_log(mps.paths, out)?;
-    let report = doctor::doctor(mps, snapshot.as_ref(), selector)?;
+    let report = doctor::doctor(mps, snapshot.as_ref(), selector, framework)?;
     super::checked_show(snapshot.as_ref(), || show_report(&report, out))
 }
 

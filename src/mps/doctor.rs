@@ -74,6 +74,7 @@ pub(crate) fn doctor(
     mps: &Mps,
     snapshot: Option<&Snapshot>,
     selector: Option<&str>,
+    framework: Option<&super::framework::Source>,
 ) -> Result<Report, LogError> {
     let mut checks = Vec::new();
     let gpus = match smi::discover(&mps.smi) {
@@ -110,6 +111,14 @@ pub(crate) fn doctor(
             .as_ref()
             .and_then(|t| order_check(mps, t, selector)),
     );
+    if let Some(source) = framework {
+        checks.push(match &topology {
+            Some(topology) => {
+                super::framework::check(super::framework::read(source), &topology.visible.gpus)
+            }
+            None => skipped("framework", "needs the visible GPUs"),
+        });
+    }
     let plan = match &topology {
         Some(topology) => match plan::report(mps, topology, selector) {
             Ok(report) => {

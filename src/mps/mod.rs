@@ -18,6 +18,7 @@ pub(crate) mod doctor;
 pub(crate) mod error;
 pub(crate) mod exec;
 pub(crate) mod foreground;
+pub(crate) mod framework;
 pub(crate) mod lock;
 pub(crate) mod names;
 pub(crate) mod plan;

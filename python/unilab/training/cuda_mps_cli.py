@@ -29,7 +29,10 @@ from .._binary import (
     UnilabError,
     binary_path,
     call_json,
+    raise_for,
+    run,
 )
+from .._framework_probe import view
 
 __all__ = [
     "ControlPipeStatus",
@@ -381,23 +384,6 @@ def select_environment_for_gpu(gpu_uuid: str, root: Optional[PathLike] = None) -
     return dict(_call(["mps", "env", "--gpu", gpu_uuid], root))
 
 
-_PROBE = """
-import json, sys
-def view(torch):
-    cuda = torch.cuda
-    out = {"module": getattr(torch, "__name__", "torch"),
-           "version": str(getattr(torch, "__version__", "")),
-           "cuda_available": bool(cuda.is_available()), "devices": []}
-    if out["cuda_available"]:
-        for i in range(int(cuda.device_count())):
-            props = cuda.get_device_properties(i)
-            uuid = getattr(props, "uuid", None)
-            out["devices"].append({"index": i, "name": str(getattr(props, "name", "")),
-                                   "uuid": None if uuid is None else str(uuid)})
-    return out
-"""
-
-
 def doctor(
     selector: Optional[str] = None,
     root: Optional[PathLike] = None,
@@ -416,17 +402,22 @@ def doctor(
     view_file = None
     try:
         if torch_module is not None:
-            scope: dict[str, Any] = {}
-            exec(_PROBE, scope)
-            view = scope["view"](torch_module)
+            # The same probe `mps doctor --python` runs; unilab compares what it found.
             with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-                json.dump(view, f)
+                json.dump(view(torch_module), f)
                 view_file = f.name
             args += ["--framework-view", view_file]
-        report = _call(args, root, accept=(0, EXIT_REFUSED))
+        done = run(args, root=root)
     finally:
         if view_file is not None:
             os.unlink(view_file)
+    # A failed check exits 3 with the report on standard output: the report is the answer.
+    try:
+        report = json.loads(done.stdout) if done.stdout.strip() else None
+    except ValueError:
+        report = None
+    if report is None:
+        raise_for(done.stderr, done.returncode, _KINDS)
     if not isinstance(report, dict) or "checks" not in report:
         raise CudaMpsError(f"unilab answered a report that does not read: {report!r}")
     return report
