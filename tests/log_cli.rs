@@ -1391,3 +1391,45 @@ fn a_soak_is_found_by_its_random_suffix() {
         .success()
         .stdout(predicate::str::contains("soak/20261205T100000-f6f6"));
 }
+
+/// `log stats` counts what the log holds — events and record bytes by kind, the largest soak —
+/// its size on disk, and the room left: the filesystem's free space and the user's quota where
+/// `quota` reports one for the state root's filesystem.
+#[test]
+fn log_stats_tells_the_size_the_largest_soaks_and_the_room_left() {
+    let soak = crate::soak::Soak::new();
+    let (output, artifact) = soak.run(&[], &["--steps", "3", "--step-seconds", "0.1"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let id = artifact["soak_id"].as_str().unwrap();
+    let events = history_kinds(soak.unilab(), &[]).len() as u64;
+    let stats = soak
+        .unilab()
+        .env("FAKE_QUOTA_FS", soak.root.root())
+        .env("FAKE_QUOTA_USED_KIB", "1024")
+        .env("FAKE_QUOTA_LIMIT_KIB", "4096")
+        .args(["--json", "log", "stats"])
+        .output()
+        .unwrap();
+    assert_eq!(stats.status.code(), Some(0), "{stats:?}");
+    let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(stats["events"], events);
+    let soaks = stats["by_kind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kind"] == "soak")
+        .unwrap();
+    assert_eq!(stats["largest_soaks"][0]["soak_id"], id);
+    assert_eq!(stats["largest_soaks"][0]["bytes"], soaks["bytes"]);
+    assert!(stats["record_bytes"].as_u64().unwrap() >= soaks["bytes"].as_u64().unwrap());
+    assert!(stats["disk_bytes"].as_u64().unwrap() >= stats["record_bytes"].as_u64().unwrap());
+    assert!(stats["filesystem"]["free_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(
+        stats["quota"],
+        serde_json::json!({"used_bytes": 1024 * 1024, "limit_bytes": 4096 * 1024})
+    );
+    // Without a quota set, none is reported; the text form names the soak.
+    let text = soak.unilab().args(["log", "stats"]).output().unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains(id) && !text.contains("quota"), "{text}");
+}

@@ -358,6 +358,9 @@ pub(crate) struct HistoryArgs {
 pub(crate) enum LogCommand {
     /// Walk the hash chain and rebuild every projection from the events
     Verify,
+    /// What the log costs: its size on disk, events and bytes by kind, the largest soaks, its
+    /// growth a day, and the room left (free space, your quota) (read-only)
+    Stats,
 }
 
 #[derive(Debug, Subcommand)]

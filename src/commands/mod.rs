@@ -3,6 +3,7 @@
 
 pub(crate) mod history;
 pub(crate) mod log;
+mod log_stats;
 pub(crate) mod mps;
 pub(crate) mod soak;
 mod timeline;
@@ -168,6 +169,7 @@ pub(crate) fn run(cli: Cli) -> Result<Exit, Error> {
     let status = match cli.command {
         Command::History(args) => history::run(&paths()?, &args, &mut out),
         Command::Log(LogCommand::Verify) => log::verify(&paths()?, &mut out),
+        Command::Log(LogCommand::Stats) => log_stats::stats(&paths()?, &mut out),
         Command::Mps(command) => mps::run(&paths()?, command, &mut out),
         Command::Soak(command) => soak::run(&paths()?, command, &mut out),
         Command::Snapshot { dir } => soak::snapshot(dir.as_deref(), &mut out),

@@ -112,6 +112,26 @@ impl Snapshot {
         })
     }
 
+    /// Calls `visit` with every record, in order, and the bytes it is stored in (its encoded
+    /// body, hashes and framing): what each record costs the log.
+    pub fn scan_sized(
+        &self,
+        mut visit: impl FnMut(Record, usize) -> Result<(), LogError>,
+    ) -> Result<(), LogError> {
+        let path = self.path.as_path();
+        guarded(path, || {
+            let Some(events) = open_read_table(path, &self.txn, tables::EVENTS)? else {
+                return Ok(());
+            };
+            for entry in events.range(0..).map_err(unreadable(path))? {
+                let (key, stored) = entry.map_err(unreadable(path))?;
+                let bytes = stored.value().len();
+                visit(decode_record(path, key.value(), stored.value())?, bytes)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Calls `visit` with every record of `subject` from sequence `from` on, in order, each
     /// checked against its own hash, until it returns `false`: one pass along the subject index
     /// and, in step with it, one range scan of the records (no lookup a record). `visit`'s error
