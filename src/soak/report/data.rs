@@ -78,6 +78,24 @@ struct GpuValues<'a> {
     values: [Option<f64>; 5],
 }
 
+impl<'a> GpuValues<'a> {
+    /// A GPU's values: utilisation, memory used on it and the tree's (MiB), then temperature
+    /// and power where the schema has them.
+    fn of(
+        uuid: &'a str,
+        utilization: Option<u32>,
+        memory: [Option<u64>; 2],
+        health: [Option<f64>; 2],
+    ) -> Self {
+        let [host, tree] = memory.map(|m| m.map(|m| m as f64));
+        let [temperature, power] = health;
+        Self {
+            uuid,
+            values: [utilization.map(f64::from), host, tree, temperature, power],
+        }
+    }
+}
+
 /// What each GPU contributes, column suffix and all.
 const GPU_COLUMNS: [&str; 5] = ["util", "host", "tree", "temp", "power"];
 
@@ -90,36 +108,32 @@ impl Charts {
                     .gpus
                     .iter()
                     .flatten()
-                    .map(|g| GpuValues {
-                        uuid: g.uuid,
-                        values: [
-                            g.utilization_percent.map(f64::from),
-                            g.memory_used_mib.map(|m| m as f64),
-                            g.tree_memory_mib.map(|m| m as f64),
-                            g.temperature_c.map(f64::from),
-                            g.power_w,
-                        ],
+                    .map(|g| {
+                        GpuValues::of(
+                            g.uuid,
+                            g.utilization_percent,
+                            [g.memory_used_mib, g.tree_memory_mib],
+                            [g.temperature_c.map(f64::from), g.power_w],
+                        )
                     })
                     .collect();
-                self.add_v2(row.base.clone(), row.tree_pss_bytes, &gpus);
+                self.add_v2(&row.base, row.tree_pss_bytes, &gpus);
             }
             Piece::Row(Row::V2(row)) => {
                 let gpus: Vec<GpuValues> = row
                     .gpus
                     .iter()
                     .flatten()
-                    .map(|g| GpuValues {
-                        uuid: g.uuid,
-                        values: [
-                            g.utilization_percent.map(f64::from),
-                            g.memory_used_mib.map(|m| m as f64),
-                            g.tree_memory_mib.map(|m| m as f64),
-                            None,
-                            None,
-                        ],
+                    .map(|g| {
+                        GpuValues::of(
+                            g.uuid,
+                            g.utilization_percent,
+                            [g.memory_used_mib, g.tree_memory_mib],
+                            [None, None],
+                        )
                     })
                     .collect();
-                self.add_v2(row.clone(), None, &gpus);
+                self.add_v2(row, None, &gpus);
             }
             // Schema 1's rows: no per-GPU list.
             Piece::Row(Row::V1(row)) => {
@@ -149,7 +163,7 @@ impl Charts {
 
     fn add_v2(
         &mut self,
-        row: crate::soak::artifact::v2::SampleRow<'_>,
+        row: &crate::soak::artifact::v2::SampleRow<'_>,
         pss: Option<u64>,
         gpus: &[GpuValues],
     ) {

@@ -231,13 +231,7 @@ fn glance(view: &Value, charts: &Gathered) -> String {
         );
     }
     html.push_str("</dl>");
-    for warned in &text.warnings {
-        let _ = write!(
-            html,
-            "<div class=\"warn\"><span class=\"label\">warning</span>{}</div>",
-            escape(warned)
-        );
-    }
+    warnings_html(&mut html, &text.warnings);
     html.push_str("</section>");
     html
 }
@@ -579,7 +573,12 @@ fn explained_html(html: &mut String, explained: &Explained) {
         );
         html.push_str("</div>");
     }
-    for warning in &explained.warnings {
+    warnings_html(html, &explained.warnings);
+}
+
+/// Each warning in its box.
+fn warnings_html(html: &mut String, warnings: &[String]) {
+    for warning in warnings {
         let _ = write!(
             html,
             "<div class=\"warn\"><span class=\"label\">warning</span>{}</div>",
