@@ -9,8 +9,11 @@ UNILAB_TEST_INSTALLED=1 a test fails if `unilab` was imported from the source tr
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -25,7 +28,7 @@ TWO_GPUS = (
 
 
 @pytest.fixture(autouse=True)
-def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh state root (UNILAB_ROOT) and the fakes on PATH; the root returned."""
     root = tmp_path / "state"
     monkeypatch.setenv("UNILAB_ROOT", str(root))
@@ -33,9 +36,14 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    # Short pipe directories: a UNIX socket path has at most 107 bytes.
+    # Pipe directories of this test's own (a daemon killed in a test leaves its socket there),
+    # short: a UNIX socket path has at most 107 bytes.
+    runtime = Path(tempfile.mkdtemp(prefix="ul-", dir="/tmp"))
+    runtime.chmod(0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     monkeypatch.setenv("TMPDIR", "/tmp")
-    return root
+    yield root
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
