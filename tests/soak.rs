@@ -417,6 +417,68 @@ fn a_child_that_ignores_sigterm_is_killed_after_the_grace_period() {
     assert!(started.elapsed() < Duration::from_secs(20));
 }
 
+/// `soak list` said a soak ran 17 s (to its verdict's record, the tree's shutdown included)
+/// where `soak show` said 12 s: a soak's duration is its command's run time, in every command.
+#[test]
+fn list_show_and_history_tell_the_same_run_time() {
+    let soak = Soak::new();
+    // SIGTERM ignored: the shutdown waits out its grace, seconds the command did not run.
+    let (output, artifact) = soak.run(
+        &["--stale-progress", "0.4", "--shutdown-grace", "3"],
+        &[
+            "--steps",
+            "100",
+            "--step-seconds",
+            "0.1",
+            "--checkpoint-every",
+            "1",
+            "--hang-after",
+            "2",
+            "--ignore-sigterm",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let id = verdict(&output)["soak_id"].as_str().unwrap().to_owned();
+    assert!(
+        artifact["teardown_seconds"].as_f64().unwrap() >= 3.0,
+        "{artifact}"
+    );
+    let text = |args: &[&str]| -> String {
+        String::from_utf8(
+            soak.unilab()
+                .args(args)
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone(),
+        )
+        .unwrap()
+    };
+    let list = text(&["soak", "list"]);
+    let row: Vec<&str> = list
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    // ID STATUS(2 words) DATE TIME DURATION
+    let listed = row[5];
+    let show = text(&["soak", "show", &id]);
+    let ran = show
+        .lines()
+        .find_map(|l| l.strip_prefix("ran:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert_eq!(listed, ran, "{list}\n{show}");
+    let history = text(&["history", "--soak", &id]);
+    assert!(
+        history.contains(&format!("failed after {ran}: ")),
+        "{history}"
+    );
+}
+
 /// The pids and start ticks of the last sampled tree of a soak.
 fn sampled_tree(soak: &Soak, id: &str) -> Vec<(u64, u64)> {
     let out = soak
