@@ -1359,21 +1359,77 @@ fn a_current_directory_that_is_gone_is_an_environment_error_not_a_bug() {
 /// `soak run` of the trainer on a pseudo-terminal, with `TERM=term`: what the terminal
 /// received.
 fn soak_on_a_terminal(soak: &Soak, term: &str, trainer_args: &[&str]) -> String {
+    soak_on_a_terminal_with(soak, &[("TERM", term)], &[], trainer_args)
+}
+
+/// `soak run` of the trainer on a pseudo-terminal with `env` and the soak's `options`: what the
+/// terminal received.
+fn soak_on_a_terminal_with(
+    soak: &Soak,
+    env: &[(&str, &str)],
+    options: &[&str],
+    trainer_args: &[&str],
+) -> String {
     let mut args: Vec<std::ffi::OsString> =
         vec!["soak".into(), "run".into(), "--progress-dir".into()];
     args.push(soak.progress().into());
     args.extend(["--output".into(), soak.artifact_path().into()]);
-    args.extend(["--sample-interval", "0.05", "--", "python3"].map(Into::into));
-    args.extend([
-        trainer().into(),
-        "--progress-dir".into(),
-        soak.progress().into(),
-    ]);
+    args.extend(["--sample-interval", "0.05"].map(Into::into));
+    args.extend(options.iter().map(Into::into));
+    args.extend(["--".into(), "python3".into(), trainer().into()]);
+    args.extend(["--progress-dir".into(), soak.progress().into()]);
     args.extend(trainer_args.iter().map(Into::into));
-    let env = [("TERM", term), ("UNILAB_TOOL_TIMEOUT", "2")];
+    let mut env = env.to_vec();
+    env.push(("UNILAB_TOOL_TIMEOUT", "2"));
     let (code, screen) = on_a_terminal(&soak.root, &env, args);
     assert_eq!(code, Some(0), "{screen}");
     screen
+}
+
+/// The status lines a terminal was shown: what follows each clearing of the line.
+fn status_lines(screen: &str) -> Vec<&str> {
+    screen
+        .split("\r\x1b[2K")
+        .filter_map(|piece| piece.lines().next())
+        .filter(|line| line.starts_with("soak ") && line.contains("samples, progress"))
+        .collect()
+}
+
+/// The status line said `GPU 0 MiB` on a host where nvidia-smi is missing (unknown is not
+/// zero), and neither the tree's CPU use nor how long before the stale limit fails the soak.
+#[test]
+fn the_status_line_shows_cpu_the_stale_countdown_and_no_gpu_memory_it_cannot_know() {
+    let soak = Soak::new();
+    let missing = soak.root.root().join("no-nvidia-smi");
+    let missing = missing.to_str().unwrap();
+    let screen = soak_on_a_terminal_with(
+        &soak,
+        &[("UNILAB_NVIDIA_SMI", missing)],
+        &["--stale-progress", "10m"],
+        &["--steps", "40", "--step-seconds", "0.05"],
+    );
+    let lines = status_lines(&screen);
+    assert!(!lines.is_empty(), "no status line: {screen:?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.ends_with("GPU –") && !l.contains("GPU 0")),
+        "{lines:#?}"
+    );
+    let cpu_percent = |line: &str| {
+        line.split_once(", CPU ").is_some_and(|(_, rest)| {
+            let digits = rest.chars().take_while(char::is_ascii_digit).count();
+            digits > 0 && rest[digits..].starts_with("%, ")
+        })
+    };
+    assert!(lines.iter().any(|l| cpu_percent(l)), "{lines:#?}");
+    // Under the 10 minutes of `--stale-progress` since the last change.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(" ago, stale in 9m ") || l.contains(" ago, stale in 10m 00s")),
+        "{lines:#?}"
+    );
 }
 
 #[test]
