@@ -49,12 +49,14 @@ const INTERRUPT_SKEW: Duration = Duration::from_millis(500);
 const LOOK_EVERY: Duration = Duration::from_millis(20);
 
 /// What `soak run` reports.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Verdict {
     pub soak_id: String,
     pub outcome: Outcome,
     pub artifact: PathBuf,
-    pub digest: String,
+    /// The artifact's digest, or why it could not be written (the verdict is recorded: it can
+    /// be exported later).
+    pub digest: Result<String, SoakError>,
 }
 
 /// What a soak runs against.
@@ -78,7 +80,8 @@ pub(crate) fn new_soak_id() -> String {
     format!("{}-{}", now.strftime("%Y%m%dT%H%M%S"), &salt[..4])
 }
 
-/// Runs the soak to its verdict. The verdict is recorded even when writing the artifact fails.
+/// Runs the soak to its verdict. The verdict is recorded, and returned, even when writing the
+/// artifact fails.
 pub(crate) fn run(
     ctx: &SoakContext,
     spec: &SoakSpec,
@@ -169,7 +172,7 @@ pub(crate) fn run(
     let _ = std::fs::remove_dir_all(&soak.work_dir);
     let digest = write_artifact(ctx.log, &soak.id, &spec.output, |events| {
         record_patiently(ctx, events)
-    })?;
+    });
     Ok(Verdict {
         soak_id: soak.id,
         outcome,
