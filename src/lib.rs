@@ -99,7 +99,7 @@ pub mod testing {
     pub use crate::process::{Liveness, SignalError};
     pub use crate::process::{ProcStat, all_processes, descendants, parse_stat};
     pub use crate::projection::{SoakState, SoakSummary};
-    pub use crate::soak::error::{Invalid, ProgressDirProblem, SoakError};
+    pub use crate::soak::error::{Invalid, ProgressDirProblem, SoakError, Written};
     pub use crate::soak::launch::PlaceholderError;
     pub use crate::soak::trend::{Slope, Trend};
     pub use crate::style::ColorChoice;

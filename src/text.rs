@@ -41,19 +41,32 @@ pub(crate) fn bytes(n: u64) -> String {
 }
 
 /// A span of seconds as a person reads it, to its two largest units: `0.4s`, `42s`, `3m 12s`,
-/// `2h 05m`, `4d 3h`.
+/// `2h 05m`, `4d 3h`. Rounded to the nearest of its last unit shown (a tenth of a second under
+/// ten seconds), so that the same span reads the same in every command: 16.9 s is `17s`, and
+/// 59.7 s is `1m 00s`.
 pub(crate) fn duration(seconds: f64) -> String {
-    let seconds = seconds.max(0.0);
-    if seconds < 10.0 {
+    let seconds = if seconds.is_finite() {
+        seconds.max(0.0)
+    } else {
+        0.0
+    };
+    if seconds < 9.95 {
         return format!("{seconds:.1}s");
     }
-    let secs = seconds as u64;
-    match secs {
-        0..60 => format!("{secs}s"),
-        60..3600 => format!("{}m {:02}s", secs / 60, secs % 60),
-        3600..86400 => format!("{}h {:02}m", secs / 3600, secs % 3600 / 60),
-        _ => format!("{}d {}h", secs / 86400, secs % 86400 / 3600),
+    let in_units = |unit: f64| (seconds / unit).round() as u64;
+    let secs = in_units(1.0);
+    if secs < 3600 {
+        return match secs {
+            0..60 => format!("{secs}s"),
+            _ => format!("{}m {:02}s", secs / 60, secs % 60),
+        };
     }
+    let minutes = in_units(60.0);
+    if minutes < 24 * 60 {
+        return format!("{}h {:02}m", minutes / 60, minutes % 60);
+    }
+    let hours = in_units(3600.0);
+    format!("{}d {}h", hours / 24, hours % 24)
 }
 
 /// `text` with every control character but newline and tab escaped (`\u{1b}`), so that what
@@ -117,9 +130,23 @@ mod tests {
     fn durations_read_in_their_two_largest_units() {
         assert_eq!(duration(0.42), "0.4s");
         assert_eq!(duration(-3.0), "0.0s");
-        assert_eq!(duration(42.9), "42s");
         assert_eq!(duration(192.0), "3m 12s");
         assert_eq!(duration(7_500.0), "2h 05m");
         assert_eq!(duration(183_600.0), "2d 3h");
+    }
+
+    /// `soak show` said "ran 16s" of a soak that ran 16.9 s (truncated) and "last change at
+    /// 17s" of the same instant (rounded): one rule, to the nearest of the last unit shown.
+    #[test]
+    fn durations_round_to_the_nearest_of_their_last_unit() {
+        assert_eq!(duration(16.9), "17s");
+        assert_eq!(duration(42.4), "42s");
+        assert_eq!(duration(9.96), "10s");
+        assert_eq!(duration(59.7), "1m 00s");
+        assert_eq!(duration(3599.6), "1h 00m");
+        assert_eq!(duration(7_529.0), "2h 05m");
+        assert_eq!(duration(7_531.0), "2h 06m");
+        assert_eq!(duration(86_399.0), "1d 0h");
+        assert_eq!(duration(f64::NAN), "0.0s");
     }
 }

@@ -103,12 +103,13 @@ fn rank_line(root: &Path, args: &str) -> String {
     )
 }
 
-/// `soak run` of the example trainer for each rank, its artifact `soak-{rank}.json`.
+/// `soak run` of the example trainer for each rank, its artifact `soak-{job}-{rank}.json` (each
+/// run its own: an existing `--output` is refused).
 fn soak_line(root: &Path, steps: u32) -> String {
     rank_line(
         root,
         &format!(
-            "soak run --progress-dir {progress}/$SLURM_PROCID --output '{root}/soak-{{rank}}.json' \
+            "soak run --progress-dir {progress}/$SLURM_PROCID --output '{root}/soak-{{job}}-{{rank}}.json' \
              --sample-interval 0.2 --shutdown-grace 1 -- python3 {trainer} \
              --progress-dir {progress}/$SLURM_PROCID --steps {steps} --step-seconds 0.1",
             progress = root.join("progress").display(),
@@ -147,10 +148,16 @@ fn each_rank_on_each_node_records_its_own_soak_and_scancel_leaves_nothing_behind
     let mut jobs = Vec::new();
     let mut nodes = Vec::new();
     for rank in ["0", "1"] {
-        let artifact: Value = serde_json::from_slice(
-            &std::fs::read(state.join(format!("soak-{rank}.json"))).unwrap(),
-        )
-        .unwrap();
+        let suffix = format!("-{rank}.json");
+        let path = std::fs::read_dir(state)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .find(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                name.starts_with("soak-") && name.ends_with(&suffix)
+            })
+            .unwrap_or_else(|| panic!("rank {rank}'s artifact"));
+        let artifact: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
         assert_eq!(artifact["outcome"]["status"], "passed", "rank {rank}");
         assert_eq!(artifact["metadata"]["rank"], rank);
         jobs.push(artifact["metadata"]["job"].as_str().unwrap().to_owned());

@@ -86,6 +86,9 @@ impl Soak {
         let mut options = default_unless(soak_args, ["--sample-interval", "0.2"]);
         options.extend(default_unless(soak_args, ["--shutdown-grace", "0.5"]));
         options.extend(soak_args);
+        // Each run is a soak of its own, read back from the artifact it writes: the previous
+        // run's (already returned) would be refused as an existing `--output`.
+        let _ = std::fs::remove_file(self.artifact_path());
         cmd.args(["--json", "soak", "run"])
             .args(self.trainer_soak(&options, trainer_args));
         let output = cmd.output().unwrap();
@@ -415,6 +418,68 @@ fn a_child_that_ignores_sigterm_is_killed_after_the_grace_period() {
         "SIGTERM was ignored, so SIGKILL ended it"
     );
     assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+/// `soak list` said a soak ran 17 s (to its verdict's record, the tree's shutdown included)
+/// where `soak show` said 12 s: a soak's duration is its command's run time, in every command.
+#[test]
+fn list_show_and_history_tell_the_same_run_time() {
+    let soak = Soak::new();
+    // SIGTERM ignored: the shutdown waits out its grace, seconds the command did not run.
+    let (output, artifact) = soak.run(
+        &["--stale-progress", "0.4", "--shutdown-grace", "3"],
+        &[
+            "--steps",
+            "100",
+            "--step-seconds",
+            "0.1",
+            "--checkpoint-every",
+            "1",
+            "--hang-after",
+            "2",
+            "--ignore-sigterm",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let id = verdict(&output)["soak_id"].as_str().unwrap().to_owned();
+    assert!(
+        artifact["teardown_seconds"].as_f64().unwrap() >= 3.0,
+        "{artifact}"
+    );
+    let text = |args: &[&str]| -> String {
+        String::from_utf8(
+            soak.unilab()
+                .args(args)
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone(),
+        )
+        .unwrap()
+    };
+    let list = text(&["soak", "list"]);
+    let row: Vec<&str> = list
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    // ID STATUS(2 words) DATE TIME DURATION
+    let listed = row[5];
+    let show = text(&["soak", "show", &id]);
+    let ran = show
+        .lines()
+        .find_map(|l| l.strip_prefix("ran:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert_eq!(listed, ran, "{list}\n{show}");
+    let history = text(&["history", "--soak", &id]);
+    assert!(
+        history.contains(&format!("failed after {ran}: ")),
+        "{history}"
+    );
 }
 
 /// The pids and start ticks of the last sampled tree of a soak.
@@ -1071,6 +1136,8 @@ fn the_output_is_checked_before_the_soak_and_written_with_the_users_umask() {
     );
 
     for (umask, mode) in [("077", 0o600), ("022", 0o644)] {
+        // A new file each time: the mode of one the rename replaces is not the question.
+        let _ = std::fs::remove_file(soak.artifact_path());
         let status = Command::new("sh")
             .arg("-c")
             .arg(format!("umask {umask} && exec \"$@\""))
@@ -1098,6 +1165,188 @@ fn the_output_is_checked_before_the_soak_and_written_with_the_users_umask() {
             "umask {umask}"
         );
     }
+}
+
+/// A mistyped `--progress-dir` was told to `chmod go-w DIR`: a directory that is not there is
+/// said to be missing, with how to create it.
+#[test]
+fn a_missing_progress_directory_is_hinted_to_be_created_not_chmodded() {
+    let soak = Soak::new();
+    let typo = soak.root.root().join("progres");
+    let refused = soak
+        .unilab()
+        .args(["soak", "run", "--progress-dir"])
+        .arg(&typo)
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--", "true"])
+        .assert()
+        .code(3);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(stderr.contains("it does not exist"), "{stderr}");
+    let hint = stderr.lines().find(|l| l.starts_with("hint: ")).unwrap();
+    assert!(
+        hint.contains(&format!("mkdir -p {}", typo.display())) && !hint.contains("chmod"),
+        "{stderr}"
+    );
+}
+
+/// An `--output` that cannot be written was refused with a hint to `soak export ID` (a literal
+/// `ID`, of a soak that never ran); and as root, `access(2)` let a pseudo file system through,
+/// so the whole command ran before the artifact failed. Writability is proven by creating a
+/// file, before anything runs.
+#[test]
+fn an_output_that_cannot_be_created_is_refused_before_anything_runs() {
+    let soak = Soak::new();
+    let ran = soak.root.root().join("ran");
+    // `/proc` takes no new file, not even root's.
+    let refused = soak
+        .unilab()
+        .args(["soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .args(["--output", "/proc/unilab-artifact.json", "--", "touch"])
+        .arg(&ran)
+        .assert()
+        .code(3);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(stderr.contains("cannot write the artifact"), "{stderr}");
+    assert!(
+        !stderr.contains("soak export") && !stderr.contains(" ID "),
+        "no soak to export: {stderr}"
+    );
+    assert!(!ran.exists(), "the command did not run");
+    assert!(!soak.root.log_path().exists(), "nothing was recorded");
+}
+
+/// When the artifact cannot be written at the end after all (its directory went away while the
+/// soak ran), the verdict and the soak's id are still printed, and the hint names that id.
+#[test]
+fn an_artifact_that_fails_at_the_end_still_prints_the_verdict_and_how_to_export_it() {
+    let soak = Soak::new();
+    let gone = soak.root.root().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let output = gone.join("soak.json");
+    let script = format!(
+        "rmdir {} && exec python3 {} --progress-dir {} --steps 3 --step-seconds 0.05",
+        gone.display(),
+        trainer().display(),
+        soak.progress().display()
+    );
+    let failed = soak
+        .unilab()
+        .args(["soak", "run", "--sample-interval", "0.1", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(&output)
+        .args(["--", "sh", "-c", &script])
+        .assert()
+        .code(3);
+    let stdout = String::from_utf8_lossy(&failed.get_output().stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&failed.get_output().stderr).into_owned();
+    let id = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("soak ")?.split_once(" passed: "))
+        .map(|(id, _)| id.to_owned())
+        .unwrap_or_else(|| panic!("the verdict: {stdout}\n{stderr}"));
+    assert!(!stdout.contains("artifact:"), "{stdout}");
+    let hint = format!(
+        "hint: once that is fixed, `unilab soak export {id} --output {}` writes it from the log",
+        output.display()
+    );
+    assert!(stderr.contains(&hint), "{stderr}");
+    std::fs::create_dir(&gone).unwrap();
+    soak.unilab()
+        .args(["soak", "export", &id, "--output"])
+        .arg(&output)
+        .assert()
+        .success();
+    assert!(digest_matches(&std::fs::read(&output).unwrap()));
+}
+
+/// `soak run` replaced an existing `--output` silently where `soak export` refuses without
+/// `--force`: refused before the command runs, replaced with `--force`.
+#[test]
+fn an_existing_output_is_refused_before_the_soak_unless_forced() {
+    let soak = Soak::new();
+    std::fs::write(soak.artifact_path(), "kept").unwrap();
+    let ran = soak.root.root().join("ran");
+    let run = |force: &[&str]| {
+        let mut cmd = soak.unilab();
+        cmd.args([
+            "soak",
+            "run",
+            "--allow-no-progress",
+            "--sample-interval",
+            "0.1",
+        ])
+        .args(force)
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--", "touch"])
+        .arg(&ran)
+        .assert()
+    };
+    let refused = run(&[]).code(3);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(stderr.contains("already exists"), "{stderr}");
+    assert!(stderr.contains("add `--force` to replace it"), "{stderr}");
+    assert!(!ran.exists(), "refused before the command ran");
+    assert_eq!(
+        std::fs::read_to_string(soak.artifact_path()).unwrap(),
+        "kept"
+    );
+
+    run(&["--force"]).success();
+    assert!(ran.exists());
+    assert!(digest_matches(
+        &std::fs::read(soak.artifact_path()).unwrap()
+    ));
+}
+
+/// `report:` went to standard error with the path as typed while `artifact:` went to standard
+/// output, absolute: both are what the run produced, on standard output, absolute.
+#[test]
+fn the_artifact_and_the_report_are_told_alike() {
+    let soak = Soak::new();
+    let done = soak
+        .unilab()
+        .current_dir(soak.root.root())
+        .args([
+            "soak",
+            "run",
+            "--allow-no-progress",
+            "--sample-interval",
+            "0.1",
+        ])
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .args(["--output", "a.json", "--report", "r.html", "--", "true"])
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&done.get_output().stdout).into_owned();
+    let root = soak.root.root().display().to_string();
+    assert!(
+        stdout.contains(&format!(
+            "\nartifact: {root}/a.json\nreport: {root}/r.html\n"
+        )),
+        "{stdout}"
+    );
+    assert!(soak.root.root().join("r.html").is_file());
+
+    let json = soak
+        .unilab()
+        .current_dir(soak.root.root())
+        .args(["--json", "soak", "run", "--allow-no-progress", "--force"])
+        .args(["--sample-interval", "0.1", "--progress-dir"])
+        .arg(soak.progress())
+        .args(["--output", "a.json", "--report", "r.html", "--", "true"])
+        .assert()
+        .success();
+    let told: Value = serde_json::from_slice(&json.get_output().stdout).unwrap();
+    assert_eq!(told["artifact"], format!("{root}/a.json"));
+    assert_eq!(told["report"], format!("{root}/r.html"));
 }
 
 /// With a parent others can write to, another user could swap the progress directory for one of
@@ -1297,21 +1546,77 @@ fn a_current_directory_that_is_gone_is_an_environment_error_not_a_bug() {
 /// `soak run` of the trainer on a pseudo-terminal, with `TERM=term`: what the terminal
 /// received.
 fn soak_on_a_terminal(soak: &Soak, term: &str, trainer_args: &[&str]) -> String {
+    soak_on_a_terminal_with(soak, &[("TERM", term)], &[], trainer_args)
+}
+
+/// `soak run` of the trainer on a pseudo-terminal with `env` and the soak's `options`: what the
+/// terminal received.
+fn soak_on_a_terminal_with(
+    soak: &Soak,
+    env: &[(&str, &str)],
+    options: &[&str],
+    trainer_args: &[&str],
+) -> String {
     let mut args: Vec<std::ffi::OsString> =
         vec!["soak".into(), "run".into(), "--progress-dir".into()];
     args.push(soak.progress().into());
     args.extend(["--output".into(), soak.artifact_path().into()]);
-    args.extend(["--sample-interval", "0.05", "--", "python3"].map(Into::into));
-    args.extend([
-        trainer().into(),
-        "--progress-dir".into(),
-        soak.progress().into(),
-    ]);
+    args.extend(["--sample-interval", "0.05"].map(Into::into));
+    args.extend(options.iter().map(Into::into));
+    args.extend(["--".into(), "python3".into(), trainer().into()]);
+    args.extend(["--progress-dir".into(), soak.progress().into()]);
     args.extend(trainer_args.iter().map(Into::into));
-    let env = [("TERM", term), ("UNILAB_TOOL_TIMEOUT", "2")];
+    let mut env = env.to_vec();
+    env.push(("UNILAB_TOOL_TIMEOUT", "2"));
     let (code, screen) = on_a_terminal(&soak.root, &env, args);
     assert_eq!(code, Some(0), "{screen}");
     screen
+}
+
+/// The status lines a terminal was shown: what follows each clearing of the line.
+fn status_lines(screen: &str) -> Vec<&str> {
+    screen
+        .split("\r\x1b[2K")
+        .filter_map(|piece| piece.lines().next())
+        .filter(|line| line.starts_with("soak ") && line.contains("samples, progress"))
+        .collect()
+}
+
+/// The status line said `GPU 0 MiB` on a host where nvidia-smi is missing (unknown is not
+/// zero), and neither the tree's CPU use nor how long before the stale limit fails the soak.
+#[test]
+fn the_status_line_shows_cpu_the_stale_countdown_and_no_gpu_memory_it_cannot_know() {
+    let soak = Soak::new();
+    let missing = soak.root.root().join("no-nvidia-smi");
+    let missing = missing.to_str().unwrap();
+    let screen = soak_on_a_terminal_with(
+        &soak,
+        &[("UNILAB_NVIDIA_SMI", missing)],
+        &["--stale-progress", "10m"],
+        &["--steps", "40", "--step-seconds", "0.05"],
+    );
+    let lines = status_lines(&screen);
+    assert!(!lines.is_empty(), "no status line: {screen:?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.ends_with("GPU –") && !l.contains("GPU 0")),
+        "{lines:#?}"
+    );
+    let cpu_percent = |line: &str| {
+        line.split_once(", CPU ").is_some_and(|(_, rest)| {
+            let digits = rest.chars().take_while(char::is_ascii_digit).count();
+            digits > 0 && rest[digits..].starts_with("%, ")
+        })
+    };
+    assert!(lines.iter().any(|l| cpu_percent(l)), "{lines:#?}");
+    // Under the 10 minutes of `--stale-progress` since the last change.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(" ago, stale in 9m ") || l.contains(" ago, stale in 10m 00s")),
+        "{lines:#?}"
+    );
 }
 
 #[test]

@@ -261,6 +261,10 @@ pub(crate) struct SoakRunArgs {
     /// same placeholders)
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Replace `--output` (and `--report`) if it exists; without it an existing file is refused
+    /// before the command runs
+    #[arg(long)]
+    pub force: bool,
     /// Time between samples
     #[arg(long = "sample-interval", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub sample_interval: Duration,

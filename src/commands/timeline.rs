@@ -3,7 +3,7 @@
 
 use crate::event::{Event, StartedDaemon};
 use crate::soak::artifact::explained::{ProcessAt, ThreadAt, one_line_evidence};
-use crate::text::count;
+use crate::text::{count, duration};
 
 /// The event's own fields as a JSON object (without `kind`), for `history --json`. Schema 5's
 /// and 6's soak start, sample and verdict show schema 2's fields as they were, with what the
@@ -176,8 +176,8 @@ fn sampled(event: &Event) -> String {
         _ => return String::new(),
     };
     format!(
-        "#{index} at {:.1} s: {}, {}RSS {} MiB, {}{}",
-        elapsed_ms as f64 / 1000.0,
+        "#{index} at {}: {}, {}RSS {} MiB, {}{}",
+        duration(elapsed_ms as f64 / 1000.0),
         count(processes as u64, "process"),
         pss_bytes
             .map(|pss| format!("PSS {} MiB, ", pss / (1024 * 1024)))
@@ -218,9 +218,9 @@ fn captured(evidence: &crate::event::soak::Evidence) -> String {
 
 fn finished(outcome: &crate::event::soak::Outcome, run_ms: u64) -> String {
     format!(
-        "{} after {:.1} s: {}",
+        "{} after {}: {}",
         outcome.status.as_str(),
-        run_ms as f64 / 1000.0,
+        duration(run_ms as f64 / 1000.0),
         outcome.reason
     )
 }

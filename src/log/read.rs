@@ -164,6 +164,43 @@ impl Snapshot {
         )
     }
 
+    /// Calls `visit` with the records of `subject` up to sequence `through`, newest first, each
+    /// checked against its own hash, until it returns `false`: for what a subject's last events
+    /// say (a soak's verdict just before its artifact) without reading the whole subject.
+    pub fn scan_subject_back(
+        &self,
+        subject: &Subject,
+        through: u64,
+        mut visit: impl FnMut(Record) -> Result<bool, LogError>,
+    ) -> Result<(), LogError> {
+        let path = self.path.as_path();
+        let key = subject.key();
+        guarded(path, || {
+            let (Some(index), Some(events)) = (
+                open_read_table(path, &self.txn, tables::SUBJECT_INDEX)?,
+                open_read_table(path, &self.txn, tables::EVENTS)?,
+            ) else {
+                return Ok(());
+            };
+            let seqs = index
+                .range((key.as_str(), 0)..=(key.as_str(), through))
+                .map_err(unreadable(path))?;
+            for entry in seqs.rev() {
+                let seq = entry.map_err(unreadable(path))?.0.value().1;
+                let Some(stored) = events.get(seq).map_err(unreadable(path))? else {
+                    return Err(damaged(
+                        path,
+                        format!("the subject index names record {seq}, which is missing"),
+                    ));
+                };
+                if !visit(decode_record(path, seq, stored.value())?)? {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// Gives `take` the stored bytes of the records of the subject keyed `key` from sequence
     /// `from` on, at most `limit` of them, until it returns `false` or an error. `Some(next)`
     /// when it stopped at the limit, with records perhaps left from `next` on.

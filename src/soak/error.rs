@@ -28,6 +28,16 @@ pub enum SoakError {
         #[source]
         source: std::io::Error,
     },
+    /// The soak ended and its verdict is recorded, but its artifact or report could not be
+    /// written.
+    #[error("soak `{soak_id}` ended, but writing its {} `{}` failed", .kind.as_str(), .path.display())]
+    NotWritten {
+        kind: Written,
+        soak_id: String,
+        path: PathBuf,
+        #[source]
+        source: Box<SoakError>,
+    },
     #[error("cannot prepare `{}`", .path.display())]
     Io {
         path: PathBuf,
@@ -50,6 +60,22 @@ pub enum SoakError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What `soak run` writes when the soak ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    Artifact,
+    Report,
+}
+
+impl Written {
+    fn as_str(self) -> &'static str {
+        match self {
+            Written::Artifact => "artifact",
+            Written::Report => "report",
+        }
+    }
 }
 
 /// What a soak's parameters got wrong: refused before anything starts, like a bad flag.
@@ -90,6 +116,47 @@ pub enum ProgressDirProblem {
     OnTheWay { at: PathBuf, reason: Distrust },
     #[error("cannot open it: {0}")]
     CannotOpen(std::io::Error),
+}
+
+/// `path` as a shell takes it back, for a command in a hint.
+fn quoted(path: &std::path::Path) -> String {
+    let text = path.to_string_lossy();
+    shlex::try_quote(&text).map_or_else(|_| text.to_string(), |q| q.into_owned())
+}
+
+impl ProgressDirProblem {
+    /// What to do about it, for the directory at `path`.
+    fn hint(&self, path: &std::path::Path) -> String {
+        match self {
+            ProgressDirProblem::Missing => format!(
+                "the command's checkpoints or logs are watched there, so it must exist before the soak starts: check `--progress-dir` for a typo, or create it (`mkdir -p {}`)",
+                quoted(path)
+            ),
+            ProgressDirProblem::Distrusted(Distrust::NotADirectory) => {
+                "name the directory the command writes its checkpoints or logs into".into()
+            }
+            ProgressDirProblem::Distrusted(Distrust::Symlink) => {
+                "name the directory itself, not a symbolic link to it".into()
+            }
+            ProgressDirProblem::Distrusted(Distrust::OthersCanWrite { .. }) => format!(
+                "others could fake progress there: close it to them (`chmod go-w {}`)",
+                quoted(path)
+            ),
+            ProgressDirProblem::OnTheWay {
+                at,
+                reason: Distrust::OthersCanWrite { .. } | Distrust::NotSticky { .. },
+            } => format!(
+                "others could swap the directory: close `{}` to them (`chmod go-w`, or `chmod +t` for a shared one), or use a directory under your home",
+                at.display()
+            ),
+            ProgressDirProblem::Distrusted(_) | ProgressDirProblem::OnTheWay { .. } => {
+                "use a directory of your own that others cannot write, e.g. under your home".into()
+            }
+            ProgressDirProblem::CannotOpen(_) => {
+                "check that the directory still exists and that you can read it".into()
+            }
+        }
+    }
 }
 
 impl SoakError {
@@ -136,6 +203,7 @@ impl Boundary for SoakError {
         match self {
             SoakError::Invalid(_) => Exit::Usage,
             SoakError::Log(e) => e.exit(),
+            SoakError::NotWritten { source, .. } => source.exit(),
             _ => Exit::Refused,
         }
     }
@@ -145,12 +213,21 @@ impl Hint for SoakError {
     fn hint(&self) -> Option<String> {
         match self {
             SoakError::Invalid(_) => Some("see `unilab soak run --help`".into()),
-            SoakError::ProgressDir { .. } => Some(
-                "use a directory you own that others cannot write (e.g. `chmod go-w DIR`)".into(),
-            ),
-            SoakError::Output { .. } => {
-                Some("`unilab soak export ID --output FILE` writes it again from the log".into())
-            }
+            SoakError::ProgressDir { path, problem } => Some(problem.hint(path)),
+            SoakError::Output { .. } => Some("choose a file in a directory you can write".into()),
+            SoakError::NotWritten {
+                kind,
+                soak_id,
+                path,
+                ..
+            } => Some(format!(
+                "once that is fixed, `unilab soak {} {soak_id} --output {}` writes it from the log",
+                match kind {
+                    Written::Artifact => "export",
+                    Written::Report => "report",
+                },
+                quoted(path)
+            )),
             SoakError::NoSuchSoak(_) => Some("see `unilab soak list`".into()),
             SoakError::Ambiguous { .. } => {
                 Some("give more of the id (`unilab soak list` shows them)".into())

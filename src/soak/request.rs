@@ -19,6 +19,8 @@ pub(crate) struct SoakRequest {
     pub command: Vec<String>,
     pub progress_dir: PathBuf,
     pub output: PathBuf,
+    /// `--force`: an existing `output` is replaced, not refused.
+    pub force: bool,
     pub sample_interval: Duration,
     pub startup_timeout: Duration,
     pub stale_progress: Duration,
@@ -175,6 +177,9 @@ impl SoakRequest {
         }
         // Found now, not when the verdict is to be written after days of running.
         crate::soak::artifact::check_target(&output).map_err(SoakError::output(&output))?;
+        if !self.force && output.exists() {
+            return Err(SoakError::OutputExists(output));
+        }
         let (py_spy, evidence_unavailable) = py_spy(self.py_spy.as_deref())?;
         let limits = self.budgets.limits()?;
         let mut env = self.env;

@@ -49,12 +49,14 @@ const INTERRUPT_SKEW: Duration = Duration::from_millis(500);
 const LOOK_EVERY: Duration = Duration::from_millis(20);
 
 /// What `soak run` reports.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Verdict {
     pub soak_id: String,
     pub outcome: Outcome,
     pub artifact: PathBuf,
-    pub digest: String,
+    /// The artifact's digest, or why it could not be written (the verdict is recorded: it can
+    /// be exported later).
+    pub digest: Result<String, SoakError>,
 }
 
 /// What a soak runs against.
@@ -78,7 +80,8 @@ pub(crate) fn new_soak_id() -> String {
     format!("{}-{}", now.strftime("%Y%m%dT%H%M%S"), &salt[..4])
 }
 
-/// Runs the soak to its verdict. The verdict is recorded even when writing the artifact fails.
+/// Runs the soak to its verdict. The verdict is recorded, and returned, even when writing the
+/// artifact fails.
 pub(crate) fn run(
     ctx: &SoakContext,
     spec: &SoakSpec,
@@ -169,7 +172,7 @@ pub(crate) fn run(
     let _ = std::fs::remove_dir_all(&soak.work_dir);
     let digest = write_artifact(ctx.log, &soak.id, &spec.output, |events| {
         record_patiently(ctx, events)
-    })?;
+    });
     Ok(Verdict {
         soak_id: soak.id,
         outcome,
@@ -448,6 +451,8 @@ fn sample_until_done(
     // Until the GPUs were read once: whether others already use them is said then.
     let mut gpus_unread = true;
     let mut samples = GroupCommit::new(ctx.log, &ctx.console, soak.subject(), interval);
+    // The tree's CPU % between samples, for the status line.
+    let mut cpu = artifact::v2::CpuClock::new(process::ticks_per_second());
     let failure = loop {
         let due = t0 + interval.mul_f64(tick as f64);
         while Instant::now() < due
@@ -493,7 +498,7 @@ fn sample_until_done(
         let status_line = ctx
             .console
             .shows_status()
-            .then(|| StatusLine::of(&sample, &measures));
+            .then(|| StatusLine::of(&sample, &measures, cpu.advance(&sample).1));
         let resources = Resources::of(&sample, &measures);
         let committing = Instant::now();
         if let Err(failure) = samples.push(sample, measures) {
@@ -514,8 +519,13 @@ fn sample_until_done(
             resources,
         });
         if let Some(line) = status_line {
-            ctx.console
-                .status(line.text(&soak.id, elapsed, index, watch.last_change()));
+            ctx.console.status(line.text(
+                &soak.id,
+                elapsed,
+                index,
+                watch.last_change(),
+                watch.stale_in(elapsed),
+            ));
         }
         match next {
             Next::Continue => {}
@@ -765,48 +775,72 @@ impl<'a> GroupCommit<'a> {
     }
 }
 
-/// The live status line on a terminal: the tree's totals at the latest sample.
+/// The live status line on a terminal: the tree's totals at the latest sample. What is unknown
+/// (no answer from nvidia-smi) reads `–`, never `0`.
 struct StatusLine {
     rss_bytes: u64,
     pss_bytes: Option<u64>,
-    gpu_mib: u64,
+    /// The tree's CPU use since the previous sample, in % of one CPU.
+    cpu_percent: Option<f64>,
+    /// `None` on a host without GPUs; `Some(None)` where the tree's GPU memory is unknown.
+    gpu_mib: Option<Option<u64>>,
 }
 
 impl StatusLine {
-    fn of(sample: &Sample, measures: &Measures) -> Self {
+    fn of(sample: &Sample, measures: &Measures, cpu_percent: Option<f64>) -> Self {
         Self {
             rss_bytes: sample.processes.iter().map(|p| p.rss_bytes).sum(),
             pss_bytes: measures.tree_pss_bytes(),
-            gpu_mib: sample
-                .gpus
-                .iter()
-                .flatten()
-                .flat_map(|g| &g.processes)
-                .filter_map(|p| p.used_memory_mib)
-                .sum(),
+            cpu_percent,
+            gpu_mib: match &sample.gpus {
+                Some(gpus) if gpus.is_empty() => None,
+                _ => Some(sample.tree_gpu_memory_mib()),
+            },
         }
     }
 
+    /// The line at `elapsed` after spawn, `samples` taken, the progress directory last changed
+    /// at `last_change` and the soak failing as stale in `stale_in`.
     fn text(
         &self,
         soak_id: &str,
         elapsed: Duration,
         samples: u64,
         last_change: Option<Duration>,
+        stale_in: Option<Duration>,
     ) -> String {
-        let progress_age = last_change
-            .map(|c| format!("{:.0} s ago", (elapsed - c).as_secs_f64()))
-            .unwrap_or_else(|| "none yet".into());
-        format!(
-            "soak {soak_id}: {:.0} s, {}, progress {progress_age}, {}RSS {} MiB, GPU {} MiB",
-            elapsed.as_secs_f64(),
+        use crate::text::duration;
+        let progress = match (last_change, stale_in) {
+            (Some(change), Some(left)) => format!(
+                "{} ago, stale in {}",
+                duration(elapsed.saturating_sub(change).as_secs_f64()),
+                duration(left.as_secs_f64())
+            ),
+            (Some(change), None) => {
+                format!(
+                    "{} ago",
+                    duration(elapsed.saturating_sub(change).as_secs_f64())
+                )
+            }
+            (None, _) => "none yet".into(),
+        };
+        let mut line = format!(
+            "soak {soak_id}: {}, {}, progress {progress}, CPU {}",
+            duration(elapsed.as_secs_f64()),
             crate::text::count(samples, "sample"),
-            self.pss_bytes
-                .map(|pss| format!("PSS {} MiB, ", pss >> 20))
-                .unwrap_or_default(),
-            self.rss_bytes >> 20,
-            self.gpu_mib
-        )
+            self.cpu_percent
+                .map_or_else(|| "–".to_owned(), |p| format!("{p:.0}%")),
+        );
+        if let Some(pss) = self.pss_bytes {
+            line.push_str(&format!(", PSS {} MiB", pss >> 20));
+        }
+        line.push_str(&format!(", RSS {} MiB", self.rss_bytes >> 20));
+        match self.gpu_mib {
+            Some(Some(mib)) => line.push_str(&format!(", GPU {mib} MiB")),
+            Some(None) => line.push_str(", GPU –"),
+            None => {}
+        }
+        line
     }
 }
 

@@ -198,6 +198,16 @@ impl Watch {
         self.last_change
     }
 
+    /// Once progress was seen: how long, at `elapsed` after spawn, until no change fails the soak
+    /// as stale.
+    pub(crate) fn stale_in(&self, elapsed: Duration) -> Option<Duration> {
+        let change = self.last_change?;
+        Some(
+            self.stale_progress
+                .saturating_sub(elapsed.saturating_sub(change)),
+        )
+    }
+
     /// Takes in one observation. Any change of the signature is progress. Then, in this order:
     /// a command that could not be spawned fails the soak; one that exited ends the watch; an
     /// interruption fails it; under `--fail-fast`, a child that failed fails it; a budget the tree
@@ -572,6 +582,23 @@ mod tests {
             unreachable!()
         };
         assert_eq!(failure.reason, "no progress for 5.0 s (stale after 5 s)");
+    }
+
+    #[test]
+    fn the_time_left_before_stale_counts_down_from_each_change() {
+        let mut watch = Watch::new(&PARAMETERS, "/progress", signature(0));
+        watch.observe(&at(1, 0));
+        assert_eq!(
+            watch.stale_in(Duration::from_secs(1)),
+            None,
+            "no progress yet"
+        );
+        watch.observe(&at(2, 1));
+        assert_eq!(
+            watch.stale_in(Duration::from_secs(4)),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(watch.stale_in(Duration::from_secs(9)), Some(Duration::ZERO));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 use super::{settled, status_text, summary_json};
 use crate::diagnostic::Exit;
 use crate::error::Error;
-use crate::event::Event;
+use crate::event::{Event, Subject};
+use crate::log::Snapshot;
 use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
 use crate::projection::{SoakSummary, Soaks};
@@ -18,7 +19,36 @@ pub(super) fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> 
         None => Vec::new(),
     };
     soaks.sort_by_key(|s| s.first_seq);
-    crate::commands::checked_show(snapshot.as_ref(), || list_soaks(&soaks, out))
+    let ran = match &snapshot {
+        Some(snapshot) => soaks
+            .iter()
+            .map(|soak| ran_seconds(snapshot, soak))
+            .collect::<Result<_, _>>()?,
+        None => Vec::new(),
+    };
+    crate::commands::checked_show(snapshot.as_ref(), || list_soaks(&soaks, &ran, out))
+}
+
+/// How long a finished soak's command ran, as its verdict recorded it (what `soak show` says it
+/// ran): not the time to the verdict's record, which adds the tree's shutdown.
+fn ran_seconds(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<f64>, Error> {
+    let mut ran_ms = None;
+    if soak.ended_at_us.is_some() {
+        let subject = Subject::Soak(soak.soak_id.clone());
+        snapshot.scan_subject_back(&subject, soak.last_seq, |record| {
+            ran_ms = match record.envelope.event {
+                Event::SoakFinishedV1(end) => Some(end.duration_ms),
+                Event::SoakFinishedV4(end)
+                | Event::SoakFinishedV5 { end, .. }
+                | Event::SoakFinished { end, .. } => Some(end.run_ms),
+                // Its verdict is its last event but the artifact's; an abandoned soak has none.
+                Event::ArtifactWritten { .. } => return Ok(true),
+                _ => None,
+            };
+            Ok(false)
+        })?;
+    }
+    Ok(ran_ms.map(|ms| ms as f64 / 1e3))
 }
 
 /// One rank's soak of a job, on its host.
@@ -26,6 +56,7 @@ struct RankSoak {
     host: String,
     rank: Option<String>,
     summary: SoakSummary,
+    ran_seconds: Option<f64>,
 }
 
 /// The soaks of Slurm job `job` in every host's log under the root, in the order they started.
@@ -51,6 +82,7 @@ pub(super) fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Resul
                 found.push(RankSoak {
                     host: host.to_owned(),
                     rank: metadata.get(RANK_KEY).cloned(),
+                    ran_seconds: ran_seconds(snapshot, &summary)?,
                     summary,
                 });
             }
@@ -81,7 +113,7 @@ pub(super) fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Resul
     let rows: Vec<Vec<String>> = soaks
         .iter()
         .map(|s| {
-            let mut cells = soak_cells(&s.summary, paint);
+            let mut cells = soak_cells(&s.summary, s.ran_seconds, paint);
             // After the id, where it ran.
             let rank = s.rank.clone().unwrap_or_else(|| "-".into());
             cells.splice(1..1, [s.host.clone(), rank]);
@@ -99,11 +131,17 @@ pub(super) fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Resul
 /// The columns of `soak list`, and the cells of one soak under them.
 const SOAK_COLUMNS: [&str; 6] = ["ID", "STATUS", "STARTED", "DURATION", "SAMPLES", "COMMAND"];
 
-fn soak_cells(soak: &SoakSummary, paint: crate::style::Palette) -> Vec<String> {
-    // How long it ran, or has been running (`42s+`).
-    let duration = match soak.ended_at_us {
-        Some(end) => output::duration((end - soak.started_at_us) as f64 / 1e6),
-        None => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
+fn soak_cells(
+    soak: &SoakSummary,
+    ran_seconds: Option<f64>,
+    paint: crate::style::Palette,
+) -> Vec<String> {
+    // How long its command ran, or has been running (`42s+`); an abandoned soak's, until it was
+    // found abandoned.
+    let duration = match (ran_seconds, soak.ended_at_us) {
+        (Some(ran), _) => output::duration(ran),
+        (None, Some(end)) => output::duration((end - soak.started_at_us) as f64 / 1e6),
+        (None, None) => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
     };
     vec![
         soak.soak_id.clone(),
@@ -115,7 +153,7 @@ fn soak_cells(soak: &SoakSummary, paint: crate::style::Palette) -> Vec<String> {
     ]
 }
 
-fn list_soaks(soaks: &[SoakSummary], out: &mut Output) -> Result<Exit, Error> {
+fn list_soaks(soaks: &[SoakSummary], ran: &[Option<f64>], out: &mut Output) -> Result<Exit, Error> {
     if out.json {
         out.json_line(&serde_json::Value::Array(
             soaks.iter().map(summary_json).collect(),
@@ -127,7 +165,11 @@ fn list_soaks(soaks: &[SoakSummary], out: &mut Output) -> Result<Exit, Error> {
         return Ok(Exit::Success);
     }
     let paint = out.paint;
-    let rows: Vec<Vec<String>> = soaks.iter().map(|soak| soak_cells(soak, paint)).collect();
+    let rows: Vec<Vec<String>> = soaks
+        .iter()
+        .zip(ran)
+        .map(|(soak, ran)| soak_cells(soak, *ran, paint))
+        .collect();
     for line in output::table(&SOAK_COLUMNS, &rows) {
         out.line(&line)?;
     }

@@ -1,7 +1,7 @@
 //! `unilab soak run`: a soak from the command line to its verdict.
 
 use super::report::report_html;
-use super::to_json;
+use super::{refuse_to_replace, to_json};
 use crate::cli::SoakRunArgs;
 use crate::diagnostic::Exit;
 use crate::error::Error;
@@ -13,7 +13,7 @@ use crate::projection::{self};
 use crate::snapshot::runtime_snapshot;
 use crate::soak::artifact;
 use crate::soak::console::Console;
-use crate::soak::error::{Invalid, SoakError};
+use crate::soak::error::{Invalid, SoakError, Written};
 use crate::soak::launch::{Launch, Placeholders};
 use crate::soak::request::{Budgets, SoakRequest};
 use crate::soak::supervise::{self, SoakContext};
@@ -56,6 +56,7 @@ pub(super) fn soak_run(
         command: args.command,
         progress_dir: args.progress_dir,
         output,
+        force: args.force,
         sample_interval: args.sample_interval,
         startup_timeout: args.startup_timeout,
         stale_progress: args.stale_progress,
@@ -75,9 +76,12 @@ pub(super) fn soak_run(
         launch,
     }
     .validate(paths.uid)?;
-    // Found now, not when the soak ends.
+    // Found now, not when the soak ends; said as absolute as the artifact's path.
+    let report = report
+        .map(|report| std::path::absolute(&report).map_err(SoakError::output(&report)))
+        .transpose()?;
     if let Some(report) = &report {
-        artifact::check_target(report).map_err(SoakError::output(report))?;
+        refuse_to_replace(report, args.force)?;
     }
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     // From here on an interruption is the soak's to handle: one that came while the snapshot's
@@ -108,18 +112,58 @@ pub(super) fn soak_run(
         console: Arc::new(Console::of_this_process(out.is_quiet(), out.json)),
     };
     let verdict = supervise::run(&ctx, &spec, &interrupted)?;
-    if let Some(report) = &report {
-        let html = report_html(&log.snapshot()?, &verdict.soak_id)?;
-        artifact::write_atomically(report, html.as_bytes()).map_err(SoakError::output(report))?;
-        out.note(&format!("report: {}", report.display()));
+    tell(&log, verdict, report, out)
+}
+
+/// Writes the report, then tells the verdict and what was written. The verdict is recorded:
+/// whatever could not be written is said after it, with the soak's id to write it again from
+/// the log.
+fn tell(
+    log: &EventLog,
+    verdict: supervise::Verdict,
+    report: Option<PathBuf>,
+    out: &mut Output,
+) -> Result<Exit, Error> {
+    let not_written = |kind, path: &Path, source| SoakError::NotWritten {
+        kind,
+        soak_id: verdict.soak_id.clone(),
+        path: path.to_owned(),
+        source: Box::new(source),
+    };
+    let (artifact, digest, mut failed): (_, _, Option<Error>) = match verdict.digest {
+        Ok(digest) => (Some(&verdict.artifact), Some(digest), None),
+        Err(e) => (
+            None,
+            None,
+            Some(not_written(Written::Artifact, &verdict.artifact, e).into()),
+        ),
+    };
+    let mut report_written = None;
+    if let Some(path) = report {
+        let written = log
+            .snapshot()
+            .map_err(Error::from)
+            .and_then(|snapshot| report_html(&snapshot, &verdict.soak_id))
+            .and_then(|html| {
+                artifact::write_atomically(&path, html.as_bytes()).map_err(|e| {
+                    not_written(Written::Report, &path, SoakError::output(&path)(e)).into()
+                })
+            });
+        match (written, &failed) {
+            (Ok(()), _) => report_written = Some(path),
+            (Err(e), None) => failed = Some(e),
+            // The artifact's failure is the one returned; this one is said at least.
+            (Err(e), Some(_)) => out.warn(&e.chain_text()),
+        }
     }
     let status = verdict.outcome.status.as_str();
     if out.json {
         out.json_line(&serde_json::json!({
             "soak_id": verdict.soak_id,
             "outcome": to_json(&verdict.outcome)?,
-            "artifact": verdict.artifact,
-            "digest": verdict.digest,
+            "artifact": artifact,
+            "digest": digest,
+            "report": report_written,
         }))?;
     } else {
         out.line(&format!(
@@ -128,7 +172,14 @@ pub(super) fn soak_run(
             out.paint.status(status),
             verdict.outcome.reason
         ))?;
-        out.line(&format!("artifact: {}", verdict.artifact.display()))?;
+        for (label, path) in [("artifact", artifact), ("report", report_written.as_ref())] {
+            if let Some(path) = path {
+                out.line(&format!("{label}: {}", path.display()))?;
+            }
+        }
+    }
+    if let Some(failed) = failed {
+        return Err(failed);
     }
     Ok(if verdict.outcome.status == OutcomeStatus::Passed {
         Exit::Success

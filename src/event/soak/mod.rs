@@ -255,6 +255,18 @@ pub struct Sample {
     pub errors: Vec<String>,
 }
 
+impl Sample {
+    /// The tree's memory on every GPU together: `None` when unknown (no answer from nvidia-smi,
+    /// no GPU, or none of the tree's memory reported).
+    pub fn tree_gpu_memory_mib(&self) -> Option<u64> {
+        self.gpus
+            .as_ref()?
+            .iter()
+            .filter_map(GpuSample::tree_memory_mib)
+            .reduce(|a, b| a + b)
+    }
+}
+
 /// The verdict, written once the last child is gone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SoakEnd {

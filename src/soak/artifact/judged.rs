@@ -4,7 +4,7 @@
 //! `soak show` prints these lines and the report lays them out.
 
 use super::shown::Judged;
-use crate::text::{bytes, one_line};
+use crate::text::{bytes, duration, one_line};
 
 /// A memory trend below this is told as flat (allocator noise, a few pages).
 const FLAT_BYTES_PER_HOUR: f64 = 1024.0 * 1024.0;
@@ -15,17 +15,6 @@ pub(crate) struct JudgedText {
     /// Labelled lines: `memory`, `gpu`.
     pub lines: Vec<(&'static str, String)>,
     pub warnings: Vec<String>,
-}
-
-/// A duration as `1h30m`, `45s`, `2d 3h`.
-pub(crate) fn span(seconds: f64) -> String {
-    let secs = seconds.max(0.0).round() as u64;
-    match secs {
-        0..60 => format!("{secs}s"),
-        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
-        3600..86_400 => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
-        _ => format!("{}d {}h", secs / 86_400, secs % 86_400 / 3600),
-    }
 }
 
 /// `+120.0 MiB/h`, `-3.0 MiB/h`, `flat`.
@@ -45,7 +34,7 @@ impl JudgedText {
             let mut line = format!(
                 "PSS {} since {}",
                 signed_rate(trend.bytes_per_hour),
-                span(trend.since_seconds)
+                duration(trend.since_seconds)
             );
             if let (Some(limit), Some(source), Some(seconds)) = (
                 trend.limit_bytes,
@@ -56,7 +45,7 @@ impl JudgedText {
                     "; at this rate the memory limit ({}: {}) is reached in {}",
                     one_line(source),
                     bytes(limit),
-                    span(seconds)
+                    duration(seconds)
                 ));
             }
             text.lines.push(("memory", line));
@@ -73,7 +62,7 @@ impl JudgedText {
                 .seconds_throttled
                 .iter()
                 .filter(|(reason, seconds)| reason.as_str() != "gpu_idle" && **seconds > 0.0)
-                .map(|(reason, seconds)| format!("{} {}", one_line(reason), span(*seconds)))
+                .map(|(reason, seconds)| format!("{} {}", one_line(reason), duration(*seconds)))
                 .collect();
             if !throttled.is_empty() {
                 said.push(format!("throttled: {}", throttled.join(", ")));
@@ -127,7 +116,7 @@ impl JudgedText {
                         (shared.seconds_shared / ran * 100.0).min(100.0)
                     )
                 })
-                .unwrap_or_else(|| format!(" for {}", span(shared.seconds_shared)));
+                .unwrap_or_else(|| format!(" for {}", duration(shared.seconds_shared)));
             let memory = shared
                 .peak_other_memory_mib
                 .map(|mib| format!(" (up to {})", bytes(mib << 20)))
@@ -200,11 +189,11 @@ mod tests {
             [
                 (
                     "memory",
-                    "PSS +120.0 MiB/h since 30m00s; at this rate the memory limit (cgroup /job_7: 64.0 GiB) is reached in 14h00m".to_owned()
+                    "PSS +120.0 MiB/h since 30m 00s; at this rate the memory limit (cgroup /job_7: 64.0 GiB) is reached in 14h 00m".to_owned()
                 ),
                 (
                     "gpu",
-                    "GPU-0f8e0c2a, up to 83 °C, 2.00 kWh, throttled: hw_thermal_slowdown 1m30s, this soak's memory flat".to_owned()
+                    "GPU-0f8e0c2a, up to 83 °C, 2.00 kWh, throttled: hw_thermal_slowdown 1m 30s, this soak's memory flat".to_owned()
                 ),
                 ("rate", "progress 3.0 MiB/min, 2.0 files/min".to_owned()),
             ]
@@ -217,12 +206,5 @@ mod tests {
                 "GPU GPU-0f8e0c2a was shared with other processes (up to 40.0 GiB) for 35 % of the soak"
             ]
         );
-    }
-
-    #[test]
-    fn spans_read_in_the_largest_units() {
-        assert_eq!(span(45.4), "45s");
-        assert_eq!(span(5400.0), "1h30m");
-        assert_eq!(span(2.0 * 86_400.0 + 3.0 * 3600.0), "2d 3h");
     }
 }

@@ -462,21 +462,27 @@ pub fn digest_matches(bytes: &[u8]) -> bool {
     self::digest(&Value::Object(object)) == digest
 }
 
-/// Whether an artifact can be written to `path`: its directory exists and this user may write
-/// there, and `path` is absent or a regular file. Anything else (a device, a FIFO, a symlink, a
-/// directory) would be replaced by the rename that writes the artifact, so it is refused —
-/// before a soak starts, not days later.
+/// Whether an artifact can be written to `path`: its directory takes a new file, and `path` is
+/// absent or a regular file. Anything else (a device, a FIFO, a symlink, a directory) would be
+/// replaced by the rename that writes the artifact, so it is refused — before a soak starts, not
+/// days later. The directory is proven by creating (and removing) a file in it: `access(2)`
+/// grants root a read-only or pseudo file system (`/sys`) where creating one fails.
 pub(crate) fn check_target(path: &Path) -> std::io::Result<()> {
+    check_kind(path)?;
+    tempfile::Builder::new()
+        .prefix(".unilab-probe-")
+        .tempfile_in(directory_of(path))
+        .map(drop)
+}
+
+/// Whether `path` is absent or a regular file, which a rename may replace.
+fn check_kind(path: &Path) -> std::io::Result<()> {
     if std::fs::symlink_metadata(path).is_ok_and(|meta| !meta.file_type().is_file()) {
         return Err(std::io::Error::other(
             "it exists and is not a regular file; writing the artifact would replace it",
         ));
     }
-    nix::unistd::access(
-        directory_of(path),
-        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
-    )
-    .map_err(|errno| std::io::Error::from_raw_os_error(errno as i32))
+    Ok(())
 }
 
 fn directory_of(path: &Path) -> &Path {
@@ -511,7 +517,7 @@ pub(crate) fn write_atomically_with<T, E: From<std::io::Error>>(
         std::os::unix::fs::PermissionsExt::from_mode(0o666 & !umask()),
     )?;
     temp.as_file().sync_all()?;
-    check_target(path)?;
+    check_kind(path)?;
     temp.persist(path).map_err(|e| e.error)?;
     std::fs::File::open(dir)?.sync_all()?;
     Ok(written)

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::{Form, Frame, SoakRecords, frame, parameters, seconds};
-use crate::event::soak::{GpuSample, ProgressSignature, Sample, SoakEnd, SoakStart};
+use crate::event::soak::{ProgressSignature, Sample, SoakEnd, SoakStart};
 
 const SCHEMA: &str = "unilab.soak.artifact/2";
 
@@ -23,15 +23,24 @@ fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
 /// CPU seconds of the whole tree, living and reaped, never decreasing: a process whose parent
 /// lets the kernel reap it (SIGCHLD ignored) takes its time with it, and the series then holds
 /// its last value rather than dropping.
-struct CpuClock {
+pub(crate) struct CpuClock {
     ticks_per_second: f64,
     total_ticks: u64,
     last: Option<(f64, f64)>,
 }
 
 impl CpuClock {
+    /// A clock of ticks counted at `ticks_per_second`.
+    pub(crate) fn new(ticks_per_second: u64) -> Self {
+        Self {
+            ticks_per_second: (ticks_per_second as f64).max(1.0),
+            total_ticks: 0,
+            last: None,
+        }
+    }
+
     /// This sample's cumulative CPU seconds and the CPU % since the previous sample.
-    fn advance(&mut self, sample: &Sample) -> (f64, Option<f64>) {
+    pub(crate) fn advance(&mut self, sample: &Sample) -> (f64, Option<f64>) {
         let tree: u64 = sample.reaped_cpu_ticks
             + sample
                 .processes
@@ -109,11 +118,7 @@ pub(super) struct Rows {
 impl Rows {
     pub(super) fn new(start: &SoakStart) -> Self {
         Self {
-            cpu: CpuClock {
-                ticks_per_second: (start.ticks_per_second as f64).max(1.0),
-                total_ticks: 0,
-                last: None,
-            },
+            cpu: CpuClock::new(start.ticks_per_second),
             samples: 0,
             peak_processes: 0,
             peak_rss_bytes: 0,
@@ -162,8 +167,7 @@ impl Rows {
             }),
             host_gpu_memory_used_mib: gpus
                 .and_then(|g| sum_known(g.iter().map(|g| g.memory_used_mib))),
-            tree_gpu_memory_mib: gpus
-                .and_then(|g| sum_known(g.iter().map(GpuSample::tree_memory_mib))),
+            tree_gpu_memory_mib: sample.tree_gpu_memory_mib(),
             progress_files: sample.progress.files,
             progress_bytes: sample.progress.bytes,
             sampler_cost_us: sample.sampler_cost_us,
@@ -298,7 +302,7 @@ pub(super) fn body(records: &SoakRecords, soak: &Form<SoakStart, Sample, SoakEnd
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::soak::{ProcessSample, ProgressSignature};
+    use crate::event::soak::{GpuSample, ProcessSample, ProgressSignature};
 
     fn sample(elapsed_ms: u64, live_ticks: &[u64], reaped_cpu_ticks: u64) -> Sample {
         Sample {
