@@ -936,7 +936,7 @@ fn invalid_parameters_are_usage_errors() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("is not a duration"));
-    base(&["--env", "NOEQUALS", "--", "true"])
+    base(&["--env", "=VALUE", "--", "true"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("is not KEY=VALUE"));
