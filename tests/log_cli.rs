@@ -89,6 +89,37 @@ fn history_json_is_one_object_a_line_with_every_kind() {
     assert_eq!(lines[0]["topology_mode"], "single_gpu");
 }
 
+/// `history --json` showed a soak start's runtime snapshot as a string of JSON inside the JSON
+/// (`"runtime_json": "{\"software\":…}"`), the one field a script had to parse twice: the event
+/// stores it as text so that artifacts embed it byte for byte, and the view passed that through.
+#[test]
+fn history_json_shows_the_runtime_snapshot_as_an_object() {
+    let root = root_with_every_kind();
+    let output = root
+        .unilab()
+        .args(["history", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let starts: Vec<serde_json::Value> = String::from_utf8(output)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|line| line["kind"] == "soak_started")
+        .collect();
+    // Every recorded form of the start: schema 1's, 4's, 5's and 6's.
+    let versions: Vec<&str> = starts
+        .iter()
+        .map(|start| start["runtime"]["software"]["unilab"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["0.1.0", "0.2.0", "0.3.0", "0.4.0"], "{starts:?}");
+    for start in &starts {
+        assert!(start.get("runtime_json").is_none(), "{start}");
+    }
+}
+
 #[test]
 fn history_filters_by_subject_and_sequence() {
     let root = root_with_every_kind();
