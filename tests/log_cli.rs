@@ -1109,6 +1109,106 @@ fn soak_list_is_a_table_with_quoted_commands() {
     insta::assert_snapshot!(String::from_utf8(output).unwrap());
 }
 
+/// `soak list` had no filter: finding yesterday's failures among weeks of soaks meant reading
+/// them all. `--status`, `--since` (a duration ago or a date) and `--limit` (the newest N) select,
+/// in the table and under `--json` alike, and a bad value is a usage error.
+#[test]
+fn soak_list_filters_by_status_start_and_count() {
+    let root = root_with_every_kind();
+    // One more soak, started now by a supervisor that is not running: abandoned when listed.
+    let (_, started) = every_event_kind()
+        .into_iter()
+        .rev()
+        .find(|(_, event)| matches!(event, Event::SoakStarted { .. }))
+        .unwrap();
+    let Event::SoakStarted {
+        mut start,
+        supervision,
+        limits,
+    } = started
+    else {
+        unreachable!()
+    };
+    let recent = "20261205T100000-7a7a";
+    start.soak_id = recent.into();
+    root.log()
+        .append_all([(
+            Subject::Soak(recent.into()),
+            Event::SoakStarted {
+                start,
+                supervision,
+                limits,
+            },
+        )])
+        .unwrap();
+    let ids = |args: &[&str]| -> Vec<String> {
+        let out = root
+            .unilab()
+            .args(["--json", "soak", "list"])
+            .args(args)
+            .assert()
+            .success();
+        let rows: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["soak_id"].as_str().unwrap()[16..].to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&[]), ["3f9a", "5b7c", "e5e5", "f6f6", "7a7a"]);
+    assert_eq!(
+        ids(&["--status", "failed"]),
+        ["3f9a", "5b7c", "e5e5", "f6f6"]
+    );
+    assert_eq!(ids(&["--status", "abandoned"]), ["7a7a"]);
+    assert!(ids(&["--status", "passed"]).is_empty());
+    // The others were recorded by a clock of 2025-12-02 12:00 UTC, a reading every 1.5 s.
+    assert_eq!(ids(&["--since", "1d"]), ["7a7a"]);
+    assert_eq!(
+        ids(&["--since", "2025-12-02T12:00:20Z"]),
+        ["e5e5", "f6f6", "7a7a"]
+    );
+    assert_eq!(ids(&["--limit", "2"]), ["f6f6", "7a7a"]);
+    assert_eq!(ids(&["--status", "failed", "--limit", "1"]), ["f6f6"]);
+
+    // The table is filtered the same way; none left is said on stderr.
+    let out = root
+        .unilab()
+        .args([
+            "soak",
+            "list",
+            "--status",
+            "failed",
+            "--since",
+            "2025-12-02 12:00:20",
+        ])
+        .assert()
+        .success();
+    let table = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let rows: Vec<&str> = table.lines().skip(1).map(|l| &l[16..20]).collect();
+    assert_eq!(rows, ["e5e5", "f6f6"], "{table}");
+    root.unilab()
+        .args(["soak", "list", "--status", "passed"])
+        .assert()
+        .success()
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "no recorded soak matches the filters",
+        ));
+    for bad in [
+        &["--since", "yesterday"][..],
+        &["--limit", "0"],
+        &["--status", "broken"],
+    ] {
+        root.unilab()
+            .args(["soak", "list"])
+            .args(bad)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(bad[1]));
+    }
+}
+
 /// `soak show` of a failed soak: its verdict and why, the exit, times, progress, peaks and tails.
 #[test]
 fn soak_show_of_a_failed_soak() {

@@ -127,12 +127,12 @@ Examples:
   unilab --json soak run ... | jq .outcome")]
     Run(Box<SoakRunArgs>),
     /// List soaks, newest last
-    List {
-        /// Only this Slurm job's soaks, from every host's log under the state root, with their
-        /// hosts and ranks
-        #[arg(long, value_name = "ID")]
-        job: Option<String>,
-    },
+    #[command(after_help = "\
+Examples:
+  unilab soak list --status failed --since 2d     the failures of the last two days
+  unilab soak list --limit 5                      the five newest
+  unilab soak list --since 2026-12-01             started on or after that day (local time)")]
+    List(ListArgs),
     /// Show one soak: its verdict and why, or how a running one is going
     Show {
         /// A soak id, a unique prefix of one or of its random part (`ff95`), or `latest`
@@ -177,6 +177,33 @@ Examples:
     },
 }
 
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Only this Slurm job's soaks, from every host's log under the state root, with their
+    /// hosts and ranks
+    #[arg(long, value_name = "ID")]
+    pub job: Option<String>,
+    /// Only the soaks in this state
+    #[arg(long, value_enum, value_name = "STATUS")]
+    pub status: Option<StatusFilter>,
+    /// Only the soaks started since then: a duration ago (`2d`, `3h`) or a date (`2026-12-01`,
+    /// `2026-12-01T10:00`; local time unless it ends in an offset such as `Z`)
+    #[arg(long, value_name = "WHEN", value_parser = crate::time::parse_since)]
+    pub since: Option<crate::time::Since>,
+    /// Only the N newest of those
+    #[arg(long, value_name = "N", value_parser = positive_count)]
+    pub limit: Option<usize>,
+}
+
+/// The states `soak list --status` selects by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StatusFilter {
+    Running,
+    Passed,
+    Failed,
+    Abandoned,
+}
+
 /// What `soak export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum ExportFormat {
@@ -215,6 +242,14 @@ fn parse_dump_signal(text: &str) -> Result<i32, String> {
         )),
         Some(signal) => Ok(signal as i32),
         None => Err(format!("`{text}` is not a signal (try USR1)")),
+    }
+}
+
+/// A count of at least one.
+fn positive_count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("`{text}` is not a whole number above 0")),
     }
 }
 
