@@ -1109,6 +1109,123 @@ fn soak_list_is_a_table_with_quoted_commands() {
     insta::assert_snapshot!(String::from_utf8(output).unwrap());
 }
 
+/// The subcommands `unilab ARGS --help` lists, without `help`.
+fn listed_subcommands(root: &TestRoot, args: &[&str]) -> Vec<String> {
+    let out = root.unilab().args(args).arg("--help").assert().success();
+    let help = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    help.lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        // A command's line starts two spaces in; its wrapped description, further.
+        .filter_map(|line| line.strip_prefix("  "))
+        .filter(|line| !line.starts_with(' '))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The pages a roff page refers to, `unilab-soak(1)` → `unilab-soak`.
+fn page_references(roff: &str) -> Vec<String> {
+    let text = roff
+        .replace("\\-", "-")
+        .replace("\\fB", "")
+        .replace("\\fR", "");
+    text.match_indices("(1)")
+        .map(|(at, _)| {
+            let before = &text[..at];
+            let start = before
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .map_or(0, |i| i + 1);
+            before[start..].to_owned()
+        })
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// `unilab man` documented the top level only, whose SUBCOMMANDS section names `unilab-soak(1)`,
+/// `unilab-help(1)` and others that existed nowhere. `man --dir` writes a page for every command
+/// `--help` lists, at every depth, and every page named in any page is one of them.
+#[test]
+fn man_writes_a_page_for_every_subcommand_and_names_only_those() {
+    let root = TestRoot::new();
+    let dir = root.root().join("share/man/man1");
+    let out = root
+        .unilab()
+        .args(["man", "--dir"])
+        .arg(&dir)
+        .assert()
+        .success();
+    let printed = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let mut pages: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pages.sort();
+    let mut listed: Vec<String> = printed
+        .lines()
+        .map(|line| line.rsplit('/').next().unwrap().to_owned())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, pages, "stdout names the pages written");
+
+    // One page for each command `--help` lists, the groups' subcommands too.
+    let mut expected = vec!["unilab.1".to_owned()];
+    for top in listed_subcommands(&root, &[]) {
+        expected.push(format!("unilab-{top}.1"));
+        for nested in listed_subcommands(&root, &[&top]) {
+            expected.push(format!("unilab-{top}-{nested}.1"));
+        }
+    }
+    expected.sort();
+    assert_eq!(pages, expected);
+    for nested in [
+        "unilab-soak-run.1",
+        "unilab-mps-start.1",
+        "unilab-log-verify.1",
+    ] {
+        assert!(pages.iter().any(|page| page == nested), "no {nested}");
+    }
+
+    let mut referenced = std::collections::BTreeSet::new();
+    for page in &pages {
+        let roff = std::fs::read_to_string(dir.join(page)).unwrap();
+        let name = page.trim_end_matches(".1");
+        assert!(roff.contains(&format!(".TH {name} 1")), "{page}: {roff}");
+        for reference in page_references(&roff) {
+            assert!(
+                pages.contains(&format!("{reference}.1")),
+                "{page} names `{reference}(1)`, which is not written"
+            );
+            if reference != name {
+                referenced.insert(reference);
+            }
+        }
+        if page != "unilab.1" {
+            assert!(roff.contains(".SH \"SEE ALSO\""), "{page}: {roff}");
+        }
+    }
+    // Each page is named by another: a subcommand's by its parent, the top one by SEE ALSO.
+    assert_eq!(referenced.len(), pages.len(), "{referenced:?}");
+
+    // Without `--dir`, the top-level page on standard output, as written.
+    let out = root.unilab().arg("man").assert().success();
+    assert_eq!(
+        out.get_output().stdout,
+        std::fs::read(dir.join("unilab.1")).unwrap()
+    );
+    // A directory that cannot be made is refused with its path.
+    let file = root.root().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    root.unilab()
+        .args(["man", "--dir"])
+        .arg(&file)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(file.display().to_string()));
+}
+
 /// `soak list` had no filter: finding yesterday's failures among weeks of soaks meant reading
 /// them all. `--status`, `--since` (a duration ago or a date) and `--limit` (the newest N) select,
 /// in the table and under `--json` alike, and a bad value is a usage error.

@@ -98,8 +98,16 @@ Examples:
         /// The shell to complete for
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), generated from the same definitions as `--help`
-    Man,
+    /// Print the manual page (roff), made from the definitions `--help` shows; `--dir`: all pages
+    #[command(after_help = "\
+Examples:
+  unilab man --dir ~/.local/share/man/man1     then: man unilab, man unilab-soak-run")]
+    Man {
+        /// Write every page (`unilab.1`, `unilab-soak.1`, `unilab-soak-run.1`, ...) into this
+        /// directory, created if need be, and print their paths
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Internal: the process between a soak's supervisor and its command
     #[command(name = "__soak-guard", hide = true)]
     SoakGuard {
