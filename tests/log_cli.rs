@@ -985,6 +985,88 @@ fn failures_under_json_are_one_json_object() {
     }
 }
 
+/// Usage errors left people guessing: a command given without `--` before it got clap's bare
+/// "unexpected argument", under `--json` a missing argument's error stopped at "the following
+/// required arguments were not provided:" without naming it, and the hint was always the top
+/// level's `--help`. Now the line says where the command goes and which help to read (exit 2).
+#[test]
+fn usage_errors_say_where_the_command_goes_and_which_help_to_read() {
+    let root = TestRoot::new();
+    let human = |args: &[&str]| -> String {
+        let out = root.unilab().args(args).assert().code(2);
+        String::from_utf8(out.get_output().stderr.clone()).unwrap()
+    };
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = root.unilab().arg("--json").args(args).assert().code(2);
+        assert!(out.get_output().stdout.is_empty());
+        serde_json::from_slice(&out.get_output().stderr).unwrap()
+    };
+    let separator = "put `--` before the command to run";
+
+    let text = human(&[
+        "soak",
+        "run",
+        "--progress-dir",
+        "p",
+        "--output",
+        "o",
+        "python3",
+        "train.py",
+    ]);
+    assert!(text.contains("unexpected argument 'python3'"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{separator}: `unilab soak run [OPTIONS] -- CMD [ARGS]...`"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("For more information, try 'unilab soak run --help'."),
+        "{text}"
+    );
+    let text = human(&["mps", "exec", "python3", "train.py"]);
+    assert!(text.contains(separator), "{text}");
+    assert!(text.contains("'unilab mps exec --help'"), "{text}");
+
+    // Under --json: the missing argument named, the tip and the subcommand's help in the hint.
+    let error = json(&["soak", "run", "--progress-dir", "p", "--output", "o"]);
+    assert_eq!(
+        error["error"],
+        "the following required arguments were not provided: <CMD>..."
+    );
+    let hint = error["hint"].as_str().unwrap();
+    assert!(hint.contains(separator), "{hint}");
+    assert!(hint.ends_with("see `unilab soak run --help`"), "{hint}");
+    let error = json(&["--root", "soak", "soak", "show"]);
+    assert_eq!(
+        error["error"],
+        "the following required arguments were not provided: <ID>"
+    );
+    assert_eq!(error["hint"], "see `unilab soak show --help`");
+
+    // No `--` tip where it would mislead: a mistyped flag, a subcommand that runs no command.
+    let text = human(&[
+        "soak",
+        "run",
+        "--progress-dir",
+        "p",
+        "--output",
+        "o",
+        "--bogus",
+        "--",
+        "true",
+    ]);
+    assert!(!text.contains(separator), "{text}");
+    let error = json(&["soak", "list", "--stauts", "failed"]);
+    let hint = error["hint"].as_str().unwrap();
+    assert!(!hint.contains(separator), "{hint}");
+    assert!(
+        hint.contains("'--status'"),
+        "clap's suggestion is kept: {hint}"
+    );
+    assert!(hint.ends_with("see `unilab soak list --help`"), "{hint}");
+}
+
 #[test]
 fn a_projection_that_disagrees_with_the_events_fails_verification() {
     let root = TestRoot::new();
