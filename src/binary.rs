@@ -26,6 +26,8 @@ pub fn main() -> ExitCode {
             *slot = Some(info.to_string());
         }
     }));
+    // A shell asking for completions (`COMPLETE=bash unilab -- ...`) is answered, and that is all.
+    crate::cli::complete::answer_the_shell_if_asked();
     // `--color` decides how clap renders help and usage errors too, so it is read before the
     // line is parsed (which may fail).
     let color = ColorChoice::in_args(std::env::args_os());

@@ -1191,6 +1191,137 @@ fn soak_list_is_a_table_with_quoted_commands() {
     insta::assert_snapshot!(String::from_utf8(output).unwrap());
 }
 
+/// What the binary offers when the shell asks it to complete `words` (the line typed so far, the
+/// word being completed last), as the script of `COMPLETE=bash unilab` asks: its exit code,
+/// candidates one a line, and its standard error.
+fn shell_asks(
+    root: &TestRoot,
+    words: &[&str],
+    env: &[(&str, &std::path::Path)],
+) -> (i32, Vec<String>, String) {
+    let mut cmd = assert_cmd::Command::new(unilab_bin());
+    cmd.env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", root.root())
+        .env("COMPLETE", "bash")
+        .env("_CLAP_COMPLETE_INDEX", (words.len() - 1).to_string())
+        .env("_CLAP_COMPLETE_COMP_TYPE", "9")
+        .env("_CLAP_COMPLETE_SPACE", "true")
+        .env("_CLAP_IFS", "\n")
+        .envs(env.iter().copied())
+        .arg("--")
+        .args(words);
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Completions offered subcommands and flags only: the soak ids and daemon names a command takes
+/// had to be looked up and pasted. The binary now answers the shell's dynamic completion with
+/// what the log records, read without writing it, and offers nothing — silently — when the log
+/// cannot be read. The static scripts of `unilab completions SHELL` stay as they were.
+#[test]
+fn dynamic_completion_offers_recorded_soak_ids_and_daemon_names() {
+    let root = root_with_every_kind();
+    let (_, started) = every_event_kind()
+        .into_iter()
+        .find(|(_, event)| matches!(event, Event::DaemonStarted { .. }))
+        .unwrap();
+    let Event::DaemonStarted {
+        mut record,
+        foreground,
+        job,
+    } = started
+    else {
+        unreachable!()
+    };
+    record.name = "trainer".into();
+    root.log()
+        .append_all([(
+            Subject::Daemon("trainer".into()),
+            Event::DaemonStarted {
+                record,
+                foreground,
+                job,
+            },
+        )])
+        .unwrap();
+    let log_before = std::fs::read(root.log_path()).unwrap();
+    let root_dir = root.root().to_str().unwrap();
+
+    let (code, offered, stderr) = shell_asks(
+        &root,
+        &["unilab", "--root", root_dir, "soak", "show", ""],
+        &[],
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    for id in ["20261202T124210-3f9a", "20261205T100000-f6f6", "latest"] {
+        assert!(offered.iter().any(|o| o == id), "{id} not in {offered:?}");
+    }
+    // By the random part too, as `soak show` takes it.
+    let (_, offered, _) = shell_asks(
+        &root,
+        &["unilab", "--root", root_dir, "soak", "export", "3f"],
+        &[],
+    );
+    assert_eq!(offered, ["20261202T124210-3f9a"]);
+    // The state root from the environment, as for any command.
+    let (_, offered, _) = shell_asks(
+        &root,
+        &["unilab", "mps", "stop", ""],
+        &[("UNILAB_ROOT", root.root())],
+    );
+    // The daemon recorded as running, not the one recorded as stopped (beside the flags).
+    assert!(offered.iter().any(|o| o == "trainer"), "{offered:?}");
+    assert!(!offered.iter().any(|o| o == "gpu-0f8e0c2a"), "{offered:?}");
+    let (_, offered, _) = shell_asks(
+        &root,
+        &["unilab", "--root", root_dir, "history", "--daemon", "tr"],
+        &[],
+    );
+    assert_eq!(offered, ["trainer"]);
+    // Subcommands are still completed.
+    let (_, offered, _) = shell_asks(&root, &["unilab", "soak", "sh"], &[]);
+    assert_eq!(offered, ["show"]);
+    assert_eq!(
+        std::fs::read(root.log_path()).unwrap(),
+        log_before,
+        "the log is only read"
+    );
+
+    // A log that cannot be read: nothing recorded is offered, and nothing is said.
+    let broken = TestRoot::new();
+    std::fs::create_dir_all(broken.log_path().parent().unwrap()).unwrap();
+    write_private(&broken.log_path(), b"not a log at all");
+    let broken_dir = broken.root().to_str().unwrap();
+    let (code, offered, stderr) = shell_asks(
+        &broken,
+        &["unilab", "--root", broken_dir, "soak", "show", ""],
+        &[],
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert!(
+        offered.iter().all(|o| o == "latest" || o.starts_with("--")),
+        "{offered:?}"
+    );
+
+    // The script a shell sources to turn it on.
+    let out = assert_cmd::Command::new(unilab_bin())
+        .env("COMPLETE", "bash")
+        .assert()
+        .success();
+    let script = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(script.contains("complete -o nospace"), "{script}");
+    assert!(script.contains("COMPLETE=\"bash\""), "{script}");
+}
+
 /// The subcommands `unilab ARGS --help` lists, without `help`.
 fn listed_subcommands(root: &TestRoot, args: &[&str]) -> Vec<String> {
     let out = root.unilab().args(args).arg("--help").assert().success();

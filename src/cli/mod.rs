@@ -5,8 +5,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use clap_complete::ArgValueCompleter;
 
 use crate::duration::parse_duration;
+
+pub(crate) mod complete;
 
 /// What `unilab --help` adds after the commands: the environment, durations, exit codes.
 const AFTER_HELP: &str = "\
@@ -144,6 +147,7 @@ Examples:
     /// Show one soak: its verdict and why, or how a running one is going
     Show {
         /// A soak id, a unique prefix of one or of its random part (`ff95`), or `latest`
+        #[arg(add = ArgValueCompleter::new(complete::soak_ids))]
         id: String,
     },
     /// Two soaks side by side: verdicts, run times, memory and its trend, GPU memory,
@@ -154,13 +158,16 @@ Examples:
   unilab --json soak compare ab12 cd34 | jq '.differences[0]'")]
     Compare {
         /// The soak to compare against: an id, a unique prefix of one or of its random part (`ff95`), or `latest`
+        #[arg(add = ArgValueCompleter::new(complete::soak_ids))]
         a: String,
         /// The soak compared with it
+        #[arg(add = ArgValueCompleter::new(complete::soak_ids))]
         b: String,
     },
     /// Regenerate a finished soak's artifact from the log, byte for byte
     Export {
         /// A soak id, a unique prefix of one or of its random part (`ff95`), or `latest`
+        #[arg(add = ArgValueCompleter::new(complete::soak_ids))]
         id: String,
         /// Write it here (default: standard output)
         #[arg(long, value_name = "FILE")]
@@ -175,6 +182,7 @@ Examples:
     /// Write a self-contained HTML report of a soak: verdict, charts, parameters, tails, timeline
     Report {
         /// A soak id, a unique prefix of one or of its random part (`ff95`), or `latest`
+        #[arg(add = ArgValueCompleter::new(complete::soak_ids))]
         id: String,
         /// Write it here (default: standard output)
         #[arg(long, value_name = "FILE")]
@@ -348,10 +356,10 @@ pub(crate) struct SoakRunArgs {
 #[derive(Debug, Args)]
 pub(crate) struct HistoryArgs {
     /// Only the events of this soak
-    #[arg(long, value_name = "ID", conflicts_with = "daemon")]
+    #[arg(long, value_name = "ID", conflicts_with = "daemon", add = ArgValueCompleter::new(complete::soak_ids))]
     pub soak: Option<String>,
     /// Only the events of this daemon
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = ArgValueCompleter::new(complete::daemon_names))]
     pub daemon: Option<String>,
     /// Start at this sequence number
     #[arg(long, value_name = "SEQ", default_value_t = 1)]
@@ -438,7 +446,7 @@ pub(crate) struct StartArgs {
 #[derive(Debug, Args)]
 pub(crate) struct StopArgs {
     /// The daemon to stop
-    #[arg(conflicts_with = "all")]
+    #[arg(conflicts_with = "all", add = ArgValueCompleter::new(complete::daemon_names))]
     pub name: Option<String>,
     /// Stop every daemon you have recorded
     #[arg(long, conflicts_with = "job")]
@@ -454,7 +462,7 @@ pub(crate) struct StopArgs {
 #[derive(Debug, Args)]
 pub(crate) struct TargetArgs {
     /// The daemon (default: the sole live one); with `--shared`, a GPU selector
-    #[arg(conflicts_with = "gpu")]
+    #[arg(conflicts_with = "gpu", add = ArgValueCompleter::new(complete::daemon_names))]
     pub name: Option<String>,
     /// The sole live daemon serving this GPU: `N` (the visible ordinal) or `GPU-<uuid prefix>`
     #[arg(long, value_name = "SELECTOR")]
