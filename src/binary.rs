@@ -1,6 +1,7 @@
 //! The `unilab` binary's body: parse arguments, run the command, map the result to an exit
 //! code and report errors (`src/main.rs` only calls [`main`]).
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::panic;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use crate::cli::Cli;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::style::{self, ColorChoice, Palette};
+use crate::usage::UsageError;
 use clap::{CommandFactory, FromArgMatches};
 
 /// Where the panic hook leaves the message of a panic for the renderer.
@@ -24,12 +26,17 @@ pub fn main() -> ExitCode {
             *slot = Some(info.to_string());
         }
     }));
+    // A shell asking for completions (`COMPLETE=bash unilab -- ...`) is answered, and that is all.
+    crate::cli::complete::answer_the_shell_if_asked();
     // `--color` decides how clap renders help and usage errors too, so it is read before the
     // line is parsed (which may fail).
     let color = ColorChoice::in_args(std::env::args_os());
-    let parsed = Cli::command()
-        .color(color.for_clap())
-        .styles(style::clap_styles())
+    let command = || {
+        Cli::command()
+            .color(color.for_clap())
+            .styles(style::clap_styles())
+    };
+    let parsed = command()
         .try_get_matches()
         .and_then(|matches| Cli::from_arg_matches(&matches));
     let cli = match parsed {
@@ -37,12 +44,18 @@ pub fn main() -> ExitCode {
         // `--help` and `--version` print to standard output and succeed.
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
-            // Whether `--json` was asked for, though the line did not parse as a whole.
-            let json = std::env::args_os().any(|a| a == "--json");
+            let args: Vec<OsString> = std::env::args_os().collect();
+            // Whether `--json` was asked for, though the line did not parse as a whole (after
+            // `--` it is the command's own argument).
+            let json = args
+                .iter()
+                .take_while(|a| *a != "--")
+                .any(|a| a == "--json");
+            let usage = UsageError::new(e, command(), &args);
             let text = if json {
-                format!("{}\n", crate::error::usage_json(&e))
+                format!("{}\n", usage.to_json())
             } else {
-                crate::error::render_usage(&e, color)
+                usage.render(color)
             };
             let _ = std::io::stderr().write_all(text.as_bytes());
             return ExitCode::from(Exit::Usage.code());

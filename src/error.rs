@@ -14,8 +14,8 @@ use crate::log::LogError;
 use crate::mps::error::MpsError;
 use crate::paths::PathError;
 use crate::soak::error::SoakError;
-use crate::style::{ColorChoice, Palette, Tone};
-use crate::text::{one_line, printable};
+use crate::style::{Palette, Tone};
+use crate::text::one_line;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -187,37 +187,6 @@ pub(crate) fn stdout_error(e: std::io::Error) -> Error {
     } else {
         Error::Stdout(e)
     }
-}
-
-/// A command line clap could not parse, as unilab shows it: in unilab's colours when standard
-/// error takes them, with the control characters of what the user typed escaped like every other
-/// message (plain text when there are any: escaping would break clap's styling).
-pub(crate) fn render_usage(error: &clap::Error, color: ColorChoice) -> String {
-    let styled = error.render();
-    if Palette::stderr(color).is_on() {
-        // clap's styles are unilab's (`style::clap_styles`); the text inside is escaped first.
-        let plain = styled.to_string();
-        if printable(&plain) == plain {
-            return styled.ansi().to_string();
-        }
-    }
-    printable(&styled.to_string()).into_owned()
-}
-
-/// A command line clap could not parse, as one JSON object (for `--json`).
-pub(crate) fn usage_json(error: &clap::Error) -> serde_json::Value {
-    let text = error.render().to_string();
-    let message = text
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim_start_matches("error: ");
-    serde_json::json!({
-        "error": message,
-        "causes": [],
-        "hint": "see `unilab --help`",
-        "exit_code": Exit::Usage.code(),
-    })
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ mod text;
 mod time;
 mod tool;
 mod trace;
+mod usage;
 
 // The binary's entry.
 pub use binary::main;

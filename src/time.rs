@@ -65,3 +65,82 @@ pub(crate) fn monotonic_ns() -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// A point in time as a person gives it on the command line: a duration ago (`2d`, `3h30m`) or a
+/// date (`2026-12-01`, `2026-12-01T10:00`, in the local time zone unless it carries an offset:
+/// `2026-12-01T10:00:00Z`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Since {
+    Ago(std::time::Duration),
+    At(i64),
+}
+
+impl Since {
+    /// The moment, in Unix microseconds, when it is `now_us`.
+    pub(crate) fn at_us(self, now_us: i64) -> i64 {
+        match self {
+            Since::At(us) => us,
+            Since::Ago(ago) => now_us.saturating_sub(i64::try_from(ago.as_micros()).unwrap_or(0)),
+        }
+    }
+}
+
+/// Reads a [`Since`]; the error says both forms it takes.
+pub(crate) fn parse_since(text: &str) -> Result<Since, String> {
+    if let Ok(ago) = crate::duration::parse_duration(text) {
+        return Ok(Since::Ago(ago));
+    }
+    let trimmed = text.trim();
+    let local = jiff::tz::TimeZone::system();
+    let at = trimmed.parse::<jiff::Timestamp>().ok().or_else(|| {
+        let civil = trimmed.parse::<jiff::civil::DateTime>().ok().or_else(|| {
+            trimmed
+                .parse::<jiff::civil::Date>()
+                .ok()
+                .map(|date| date.to_datetime(jiff::civil::Time::midnight()))
+        })?;
+        local.to_timestamp(civil).ok()
+    });
+    match at {
+        Some(at) => Ok(Since::At(at.as_microsecond())),
+        None => Err(format!(
+            "`{text}` is neither a duration (`2d`, `3h`, `90m`) nor a date (`2026-12-01`, \
+             `2026-12-01T10:00`, local time unless it ends in an offset such as `Z`)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_takes_a_duration_ago_or_a_date() {
+        assert_eq!(
+            parse_since("2d"),
+            Ok(Since::Ago(std::time::Duration::from_secs(2 * 86_400)))
+        );
+        assert_eq!(
+            Since::Ago(std::time::Duration::from_secs(2)).at_us(5_000_000),
+            3_000_000
+        );
+        assert_eq!(
+            parse_since("2025-12-02T12:00:20Z"),
+            Ok(Since::At(1_764_676_820_000_000))
+        );
+        // A date without an offset is local time; a plain date is its midnight.
+        let local = |text: &str| match parse_since(text) {
+            Ok(Since::At(us)) => us,
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(
+            local("2025-12-02") + 12 * 3_600_000_000,
+            local("2025-12-02T12:00")
+        );
+        assert_eq!(local("2025-12-02 12:00:00"), local("2025-12-02T12:00"));
+        for bad in ["", "yesterday", "2025-13-01", "-2d", "2d ago"] {
+            let error = parse_since(bad).unwrap_err();
+            assert!(error.contains("neither a duration"), "{bad}: {error}");
+        }
+    }
+}

@@ -89,6 +89,37 @@ fn history_json_is_one_object_a_line_with_every_kind() {
     assert_eq!(lines[0]["topology_mode"], "single_gpu");
 }
 
+/// `history --json` showed a soak start's runtime snapshot as a string of JSON inside the JSON
+/// (`"runtime_json": "{\"software\":…}"`), the one field a script had to parse twice: the event
+/// stores it as text so that artifacts embed it byte for byte, and the view passed that through.
+#[test]
+fn history_json_shows_the_runtime_snapshot_as_an_object() {
+    let root = root_with_every_kind();
+    let output = root
+        .unilab()
+        .args(["history", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let starts: Vec<serde_json::Value> = String::from_utf8(output)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|line| line["kind"] == "soak_started")
+        .collect();
+    // Every recorded form of the start: schema 1's, 4's, 5's and 6's.
+    let versions: Vec<&str> = starts
+        .iter()
+        .map(|start| start["runtime"]["software"]["unilab"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["0.1.0", "0.2.0", "0.3.0", "0.4.0"], "{starts:?}");
+    for start in &starts {
+        assert!(start.get("runtime_json").is_none(), "{start}");
+    }
+}
+
 #[test]
 fn history_filters_by_subject_and_sequence() {
     let root = root_with_every_kind();
@@ -954,6 +985,88 @@ fn failures_under_json_are_one_json_object() {
     }
 }
 
+/// Usage errors left people guessing: a command given without `--` before it got clap's bare
+/// "unexpected argument", under `--json` a missing argument's error stopped at "the following
+/// required arguments were not provided:" without naming it, and the hint was always the top
+/// level's `--help`. Now the line says where the command goes and which help to read (exit 2).
+#[test]
+fn usage_errors_say_where_the_command_goes_and_which_help_to_read() {
+    let root = TestRoot::new();
+    let human = |args: &[&str]| -> String {
+        let out = root.unilab().args(args).assert().code(2);
+        String::from_utf8(out.get_output().stderr.clone()).unwrap()
+    };
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = root.unilab().arg("--json").args(args).assert().code(2);
+        assert!(out.get_output().stdout.is_empty());
+        serde_json::from_slice(&out.get_output().stderr).unwrap()
+    };
+    let separator = "put `--` before the command to run";
+
+    let text = human(&[
+        "soak",
+        "run",
+        "--progress-dir",
+        "p",
+        "--output",
+        "o",
+        "python3",
+        "train.py",
+    ]);
+    assert!(text.contains("unexpected argument 'python3'"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{separator}: `unilab soak run [OPTIONS] -- CMD [ARGS]...`"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("For more information, try 'unilab soak run --help'."),
+        "{text}"
+    );
+    let text = human(&["mps", "exec", "python3", "train.py"]);
+    assert!(text.contains(separator), "{text}");
+    assert!(text.contains("'unilab mps exec --help'"), "{text}");
+
+    // Under --json: the missing argument named, the tip and the subcommand's help in the hint.
+    let error = json(&["soak", "run", "--progress-dir", "p", "--output", "o"]);
+    assert_eq!(
+        error["error"],
+        "the following required arguments were not provided: <CMD>..."
+    );
+    let hint = error["hint"].as_str().unwrap();
+    assert!(hint.contains(separator), "{hint}");
+    assert!(hint.ends_with("see `unilab soak run --help`"), "{hint}");
+    let error = json(&["--root", "soak", "soak", "show"]);
+    assert_eq!(
+        error["error"],
+        "the following required arguments were not provided: <ID>"
+    );
+    assert_eq!(error["hint"], "see `unilab soak show --help`");
+
+    // No `--` tip where it would mislead: a mistyped flag, a subcommand that runs no command.
+    let text = human(&[
+        "soak",
+        "run",
+        "--progress-dir",
+        "p",
+        "--output",
+        "o",
+        "--bogus",
+        "--",
+        "true",
+    ]);
+    assert!(!text.contains(separator), "{text}");
+    let error = json(&["soak", "list", "--stauts", "failed"]);
+    let hint = error["hint"].as_str().unwrap();
+    assert!(!hint.contains(separator), "{hint}");
+    assert!(
+        hint.contains("'--status'"),
+        "clap's suggestion is kept: {hint}"
+    );
+    assert!(hint.ends_with("see `unilab soak list --help`"), "{hint}");
+}
+
 #[test]
 fn a_projection_that_disagrees_with_the_events_fails_verification() {
     let root = TestRoot::new();
@@ -1076,6 +1189,354 @@ fn soak_list_is_a_table_with_quoted_commands() {
         .stdout
         .clone();
     insta::assert_snapshot!(String::from_utf8(output).unwrap());
+}
+
+/// What the binary offers when the shell asks it to complete `words` (the line typed so far, the
+/// word being completed last), as the script of `COMPLETE=bash unilab` asks: its exit code,
+/// candidates one a line, and its standard error.
+fn shell_asks(
+    root: &TestRoot,
+    words: &[&str],
+    env: &[(&str, &std::path::Path)],
+) -> (i32, Vec<String>, String) {
+    let mut cmd = assert_cmd::Command::new(unilab_bin());
+    cmd.env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", root.root())
+        .env("COMPLETE", "bash")
+        .env("_CLAP_COMPLETE_INDEX", (words.len() - 1).to_string())
+        .env("_CLAP_COMPLETE_COMP_TYPE", "9")
+        .env("_CLAP_COMPLETE_SPACE", "true")
+        .env("_CLAP_IFS", "\n")
+        .envs(env.iter().copied())
+        .arg("--")
+        .args(words);
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Completions offered subcommands and flags only: the soak ids and daemon names a command takes
+/// had to be looked up and pasted. The binary now answers the shell's dynamic completion with
+/// what the log records, read without writing it, and offers nothing — silently — when the log
+/// cannot be read. The static scripts of `unilab completions SHELL` stay as they were.
+#[test]
+fn dynamic_completion_offers_recorded_soak_ids_and_daemon_names() {
+    let root = root_with_every_kind();
+    let (_, started) = every_event_kind()
+        .into_iter()
+        .find(|(_, event)| matches!(event, Event::DaemonStarted { .. }))
+        .unwrap();
+    let Event::DaemonStarted {
+        mut record,
+        foreground,
+        job,
+    } = started
+    else {
+        unreachable!()
+    };
+    record.name = "trainer".into();
+    root.log()
+        .append_all([(
+            Subject::Daemon("trainer".into()),
+            Event::DaemonStarted {
+                record,
+                foreground,
+                job,
+            },
+        )])
+        .unwrap();
+    let log_before = std::fs::read(root.log_path()).unwrap();
+    let root_dir = root.root().to_str().unwrap();
+
+    let (code, offered, stderr) = shell_asks(
+        &root,
+        &["unilab", "--root", root_dir, "soak", "show", ""],
+        &[],
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    for id in ["20261202T124210-3f9a", "20261205T100000-f6f6", "latest"] {
+        assert!(offered.iter().any(|o| o == id), "{id} not in {offered:?}");
+    }
+    // By the random part too, as `soak show` takes it.
+    let (_, offered, _) = shell_asks(
+        &root,
+        &["unilab", "--root", root_dir, "soak", "export", "3f"],
+        &[],
+    );
+    assert_eq!(offered, ["20261202T124210-3f9a"]);
+    // The state root from the environment, as for any command.
+    let (_, offered, _) = shell_asks(
+        &root,
+        &["unilab", "mps", "stop", ""],
+        &[("UNILAB_ROOT", root.root())],
+    );
+    // The daemon recorded as running, not the one recorded as stopped (beside the flags).
+    assert!(offered.iter().any(|o| o == "trainer"), "{offered:?}");
+    assert!(!offered.iter().any(|o| o == "gpu-0f8e0c2a"), "{offered:?}");
+    let (_, offered, _) = shell_asks(
+        &root,
+        &["unilab", "--root", root_dir, "history", "--daemon", "tr"],
+        &[],
+    );
+    assert_eq!(offered, ["trainer"]);
+    // Subcommands are still completed.
+    let (_, offered, _) = shell_asks(&root, &["unilab", "soak", "sh"], &[]);
+    assert_eq!(offered, ["show"]);
+    assert_eq!(
+        std::fs::read(root.log_path()).unwrap(),
+        log_before,
+        "the log is only read"
+    );
+
+    // A log that cannot be read: nothing recorded is offered, and nothing is said.
+    let broken = TestRoot::new();
+    std::fs::create_dir_all(broken.log_path().parent().unwrap()).unwrap();
+    write_private(&broken.log_path(), b"not a log at all");
+    let broken_dir = broken.root().to_str().unwrap();
+    let (code, offered, stderr) = shell_asks(
+        &broken,
+        &["unilab", "--root", broken_dir, "soak", "show", ""],
+        &[],
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert!(
+        offered.iter().all(|o| o == "latest" || o.starts_with("--")),
+        "{offered:?}"
+    );
+
+    // The script a shell sources to turn it on.
+    let out = assert_cmd::Command::new(unilab_bin())
+        .env("COMPLETE", "bash")
+        .assert()
+        .success();
+    let script = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(script.contains("complete -o nospace"), "{script}");
+    assert!(script.contains("COMPLETE=\"bash\""), "{script}");
+}
+
+/// The subcommands `unilab ARGS --help` lists, without `help`.
+fn listed_subcommands(root: &TestRoot, args: &[&str]) -> Vec<String> {
+    let out = root.unilab().args(args).arg("--help").assert().success();
+    let help = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    help.lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        // A command's line starts two spaces in; its wrapped description, further.
+        .filter_map(|line| line.strip_prefix("  "))
+        .filter(|line| !line.starts_with(' '))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The pages a roff page refers to, `unilab-soak(1)` → `unilab-soak`.
+fn page_references(roff: &str) -> Vec<String> {
+    let text = roff
+        .replace("\\-", "-")
+        .replace("\\fB", "")
+        .replace("\\fR", "");
+    text.match_indices("(1)")
+        .map(|(at, _)| {
+            let before = &text[..at];
+            let start = before
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .map_or(0, |i| i + 1);
+            before[start..].to_owned()
+        })
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// `unilab man` documented the top level only, whose SUBCOMMANDS section names `unilab-soak(1)`,
+/// `unilab-help(1)` and others that existed nowhere. `man --dir` writes a page for every command
+/// `--help` lists, at every depth, and every page named in any page is one of them.
+#[test]
+fn man_writes_a_page_for_every_subcommand_and_names_only_those() {
+    let root = TestRoot::new();
+    let dir = root.root().join("share/man/man1");
+    let out = root
+        .unilab()
+        .args(["man", "--dir"])
+        .arg(&dir)
+        .assert()
+        .success();
+    let printed = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let mut pages: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pages.sort();
+    let mut listed: Vec<String> = printed
+        .lines()
+        .map(|line| line.rsplit('/').next().unwrap().to_owned())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, pages, "stdout names the pages written");
+
+    // One page for each command `--help` lists, the groups' subcommands too.
+    let mut expected = vec!["unilab.1".to_owned()];
+    for top in listed_subcommands(&root, &[]) {
+        expected.push(format!("unilab-{top}.1"));
+        for nested in listed_subcommands(&root, &[&top]) {
+            expected.push(format!("unilab-{top}-{nested}.1"));
+        }
+    }
+    expected.sort();
+    assert_eq!(pages, expected);
+    for nested in [
+        "unilab-soak-run.1",
+        "unilab-mps-start.1",
+        "unilab-log-verify.1",
+    ] {
+        assert!(pages.iter().any(|page| page == nested), "no {nested}");
+    }
+
+    let mut referenced = std::collections::BTreeSet::new();
+    for page in &pages {
+        let roff = std::fs::read_to_string(dir.join(page)).unwrap();
+        let name = page.trim_end_matches(".1");
+        assert!(roff.contains(&format!(".TH {name} 1")), "{page}: {roff}");
+        for reference in page_references(&roff) {
+            assert!(
+                pages.contains(&format!("{reference}.1")),
+                "{page} names `{reference}(1)`, which is not written"
+            );
+            if reference != name {
+                referenced.insert(reference);
+            }
+        }
+        if page != "unilab.1" {
+            assert!(roff.contains(".SH \"SEE ALSO\""), "{page}: {roff}");
+        }
+    }
+    // Each page is named by another: a subcommand's by its parent, the top one by SEE ALSO.
+    assert_eq!(referenced.len(), pages.len(), "{referenced:?}");
+
+    // Without `--dir`, the top-level page on standard output, as written.
+    let out = root.unilab().arg("man").assert().success();
+    assert_eq!(
+        out.get_output().stdout,
+        std::fs::read(dir.join("unilab.1")).unwrap()
+    );
+    // A directory that cannot be made is refused with its path.
+    let file = root.root().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    root.unilab()
+        .args(["man", "--dir"])
+        .arg(&file)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(file.display().to_string()));
+}
+
+/// `soak list` had no filter: finding yesterday's failures among weeks of soaks meant reading
+/// them all. `--status`, `--since` (a duration ago or a date) and `--limit` (the newest N) select,
+/// in the table and under `--json` alike, and a bad value is a usage error.
+#[test]
+fn soak_list_filters_by_status_start_and_count() {
+    let root = root_with_every_kind();
+    // One more soak, started now by a supervisor that is not running: abandoned when listed.
+    let (_, started) = every_event_kind()
+        .into_iter()
+        .rev()
+        .find(|(_, event)| matches!(event, Event::SoakStarted { .. }))
+        .unwrap();
+    let Event::SoakStarted {
+        mut start,
+        supervision,
+        limits,
+    } = started
+    else {
+        unreachable!()
+    };
+    let recent = "20261205T100000-7a7a";
+    start.soak_id = recent.into();
+    root.log()
+        .append_all([(
+            Subject::Soak(recent.into()),
+            Event::SoakStarted {
+                start,
+                supervision,
+                limits,
+            },
+        )])
+        .unwrap();
+    let ids = |args: &[&str]| -> Vec<String> {
+        let out = root
+            .unilab()
+            .args(["--json", "soak", "list"])
+            .args(args)
+            .assert()
+            .success();
+        let rows: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["soak_id"].as_str().unwrap()[16..].to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&[]), ["3f9a", "5b7c", "e5e5", "f6f6", "7a7a"]);
+    assert_eq!(
+        ids(&["--status", "failed"]),
+        ["3f9a", "5b7c", "e5e5", "f6f6"]
+    );
+    assert_eq!(ids(&["--status", "abandoned"]), ["7a7a"]);
+    assert!(ids(&["--status", "passed"]).is_empty());
+    // The others were recorded by a clock of 2025-12-02 12:00 UTC, a reading every 1.5 s.
+    assert_eq!(ids(&["--since", "1d"]), ["7a7a"]);
+    assert_eq!(
+        ids(&["--since", "2025-12-02T12:00:20Z"]),
+        ["e5e5", "f6f6", "7a7a"]
+    );
+    assert_eq!(ids(&["--limit", "2"]), ["f6f6", "7a7a"]);
+    assert_eq!(ids(&["--status", "failed", "--limit", "1"]), ["f6f6"]);
+
+    // The table is filtered the same way; none left is said on stderr.
+    let out = root
+        .unilab()
+        .args([
+            "soak",
+            "list",
+            "--status",
+            "failed",
+            "--since",
+            "2025-12-02 12:00:20",
+        ])
+        .assert()
+        .success();
+    let table = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let rows: Vec<&str> = table.lines().skip(1).map(|l| &l[16..20]).collect();
+    assert_eq!(rows, ["e5e5", "f6f6"], "{table}");
+    root.unilab()
+        .args(["soak", "list", "--status", "passed"])
+        .assert()
+        .success()
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "no recorded soak matches the filters",
+        ));
+    for bad in [
+        &["--since", "yesterday"][..],
+        &["--limit", "0"],
+        &["--status", "broken"],
+    ] {
+        root.unilab()
+            .args(["soak", "list"])
+            .args(bad)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(bad[1]));
+    }
 }
 
 /// `soak show` of a failed soak: its verdict and why, the exit, times, progress, peaks and tails.

@@ -5,8 +5,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use clap_complete::ArgValueCompleter;
 
 use crate::duration::parse_duration;
+
+pub(crate) mod complete;
 
 /// What `unilab --help` adds after the commands: the environment, durations, exit codes.
 const AFTER_HELP: &str = "\
@@ -98,8 +101,16 @@ Examples:
         /// The shell to complete for
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), generated from the same definitions as `--help`
-    Man,
+    /// Print the manual page (roff), made from the definitions `--help` shows; `--dir`: all pages
+    #[command(after_help = "\
+Examples:
+  unilab man --dir ~/.local/share/man/man1     then: man unilab, man unilab-soak-run")]
+    Man {
+        /// Write every page (`unilab.1`, `unilab-soak.1`, `unilab-soak-run.1`, ...) into this
+        /// directory, created if need be, and print their paths
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Internal: the process between a soak's supervisor and its command
     #[command(name = "__soak-guard", hide = true)]
     SoakGuard {
@@ -127,15 +138,16 @@ Examples:
   unilab --json soak run ... | jq .outcome")]
     Run(Box<SoakRunArgs>),
     /// List soaks, newest last
-    List {
-        /// Only this Slurm job's soaks, from every host's log under the state root, with their
-        /// hosts and ranks
-        #[arg(long, value_name = "ID")]
-        job: Option<String>,
-    },
+    #[command(after_help = "\
+Examples:
+  unilab soak list --status failed --since 2d     the failures of the last two days
+  unilab soak list --limit 5                      the five newest
+  unilab soak list --since 2026-12-01             started on or after that day (local time)")]
+    List(ListArgs),
     /// Show one soak: its verdict and why, or how a running one is going
     Show {
         /// A soak id, a unique prefix of one or of its random part (`ff95`), or `latest`
+        #[arg(add = ArgValueCompleter::new(complete::soak_ids))]
         id: String,
     },
     /// Two soaks side by side: verdicts, run times, memory and its trend, GPU memory,
@@ -146,13 +158,16 @@ Examples:
   unilab --json soak compare ab12 cd34 | jq '.differences[0]'")]
     Compare {
         /// The soak to compare against: an id, a unique prefix of one or of its random part (`ff95`), or `latest`
+        #[arg(add = ArgValueCompleter::new(complete::soak_ids))]
         a: String,
         /// The soak compared with it
+        #[arg(add = ArgValueCompleter::new(complete::soak_ids))]
         b: String,
     },
     /// Regenerate a finished soak's artifact from the log, byte for byte
     Export {
         /// A soak id, a unique prefix of one or of its random part (`ff95`), or `latest`
+        #[arg(add = ArgValueCompleter::new(complete::soak_ids))]
         id: String,
         /// Write it here (default: standard output)
         #[arg(long, value_name = "FILE")]
@@ -167,6 +182,7 @@ Examples:
     /// Write a self-contained HTML report of a soak: verdict, charts, parameters, tails, timeline
     Report {
         /// A soak id, a unique prefix of one or of its random part (`ff95`), or `latest`
+        #[arg(add = ArgValueCompleter::new(complete::soak_ids))]
         id: String,
         /// Write it here (default: standard output)
         #[arg(long, value_name = "FILE")]
@@ -175,6 +191,33 @@ Examples:
         #[arg(long, requires = "output")]
         force: bool,
     },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Only this Slurm job's soaks, from every host's log under the state root, with their
+    /// hosts and ranks
+    #[arg(long, value_name = "ID")]
+    pub job: Option<String>,
+    /// Only the soaks in this state
+    #[arg(long, value_enum, value_name = "STATUS")]
+    pub status: Option<StatusFilter>,
+    /// Only the soaks started since then: a duration ago (`2d`, `3h`) or a date (`2026-12-01`,
+    /// `2026-12-01T10:00`; local time unless it ends in an offset such as `Z`)
+    #[arg(long, value_name = "WHEN", value_parser = crate::time::parse_since)]
+    pub since: Option<crate::time::Since>,
+    /// Only the N newest of those
+    #[arg(long, value_name = "N", value_parser = positive_count)]
+    pub limit: Option<usize>,
+}
+
+/// The states `soak list --status` selects by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StatusFilter {
+    Running,
+    Passed,
+    Failed,
+    Abandoned,
 }
 
 /// What `soak export` writes.
@@ -215,6 +258,14 @@ fn parse_dump_signal(text: &str) -> Result<i32, String> {
         )),
         Some(signal) => Ok(signal as i32),
         None => Err(format!("`{text}` is not a signal (try USR1)")),
+    }
+}
+
+/// A count of at least one.
+fn positive_count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("`{text}` is not a whole number above 0")),
     }
 }
 
@@ -341,10 +392,10 @@ pub(crate) struct SoakRunArgs {
 #[derive(Debug, Args)]
 pub(crate) struct HistoryArgs {
     /// Only the events of this soak
-    #[arg(long, value_name = "ID", conflicts_with = "daemon")]
+    #[arg(long, value_name = "ID", conflicts_with = "daemon", add = ArgValueCompleter::new(complete::soak_ids))]
     pub soak: Option<String>,
     /// Only the events of this daemon
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = ArgValueCompleter::new(complete::daemon_names))]
     pub daemon: Option<String>,
     /// Start at this sequence number
     #[arg(long, value_name = "SEQ", default_value_t = 1)]
@@ -442,7 +493,7 @@ pub(crate) struct StartArgs {
 #[derive(Debug, Args)]
 pub(crate) struct StopArgs {
     /// The daemon to stop
-    #[arg(conflicts_with = "all")]
+    #[arg(conflicts_with = "all", add = ArgValueCompleter::new(complete::daemon_names))]
     pub name: Option<String>,
     /// Stop every daemon you have recorded
     #[arg(long, conflicts_with = "job")]
@@ -458,7 +509,7 @@ pub(crate) struct StopArgs {
 #[derive(Debug, Args)]
 pub(crate) struct TargetArgs {
     /// The daemon (default: the sole live one); with `--shared`, a GPU selector
-    #[arg(conflicts_with = "gpu")]
+    #[arg(conflicts_with = "gpu", add = ArgValueCompleter::new(complete::daemon_names))]
     pub name: Option<String>,
     /// The sole live daemon serving this GPU: `N` (the visible ordinal) or `GPU-<uuid prefix>`
     #[arg(long, value_name = "SELECTOR")]

@@ -4,6 +4,7 @@
 pub(crate) mod history;
 pub(crate) mod log;
 mod log_stats;
+mod man;
 pub(crate) mod mps;
 pub(crate) mod soak;
 mod timeline;
@@ -134,16 +135,6 @@ fn completions(shell: clap_complete::Shell, out: &mut Output) -> Result<Exit, Er
     Ok(Exit::Success)
 }
 
-/// The man page (roff), from the command-line definitions themselves.
-fn man(out: &mut Output) -> Result<Exit, Error> {
-    let mut page = Vec::new();
-    clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
-        .render(&mut page)
-        .map_err(Error::environment("render the man page"))?;
-    out.raw(&page)?;
-    Ok(Exit::Success)
-}
-
 pub(crate) fn run(cli: Cli) -> Result<Exit, Error> {
     let mut out = Output::new(cli.global.json, cli.global.quiet, cli.global.color);
     let verbosity = if cli.global.quiet {
@@ -174,7 +165,7 @@ pub(crate) fn run(cli: Cli) -> Result<Exit, Error> {
         Command::Soak(command) => soak::run(&paths()?, command, &mut out),
         Command::Snapshot { dir } => soak::snapshot(dir.as_deref(), &mut out),
         Command::Completions { shell } => completions(shell, &mut out),
-        Command::Man => man(&mut out),
+        Command::Man { dir } => man::man(dir.as_deref(), &mut out),
         // The guard needs no state: it only runs the command and reports on it.
         Command::SoakGuard { status, command } => Ok(Exit::Passthrough(
             u8::try_from(crate::soak::guard::run(&status, &command)).unwrap_or(1),

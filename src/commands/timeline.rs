@@ -8,16 +8,49 @@ use crate::text::{count, duration};
 /// The event's own fields as a JSON object (without `kind`), for `history --json`. Schema 5's
 /// and 6's soak start, sample and verdict show schema 2's fields as they were, with what the
 /// later schemas add beside them (`supervision`, `limits`, `measures`, `findings`, `limit`).
+///
+/// A soak start's runtime snapshot, which the event holds as JSON text (so that the artifact
+/// embeds it byte for byte), is shown as the object it is, under the artifact's name `runtime`;
+/// its metadata values given as JSON (`--meta-json`) as the JSON they are, as the artifact
+/// shows them.
 pub(crate) fn fields_json(event: &Event) -> serde_json::Map<String, serde_json::Value> {
     let mut fields = inner_fields(event);
     let lifted = match event {
         Event::SoakStartedV5 { .. } | Event::SoakStarted { .. } => "start",
         Event::SoakSampled { .. } => "sample",
         Event::SoakFinishedV5 { .. } | Event::SoakFinished { .. } => "end",
-        _ => return fields,
+        _ => return runtime_as_object(fields),
     };
     if let Some(serde_json::Value::Object(inner)) = fields.remove(lifted) {
         fields.extend(inner);
+    }
+    if let Some(serde_json::Value::Object(metadata)) = fields.get_mut("metadata") {
+        for value in metadata.values_mut() {
+            if let serde_json::Value::String(held) = value {
+                *value = crate::event::soak::metadata_value(held);
+            }
+        }
+    }
+    runtime_as_object(fields)
+}
+
+/// `runtime_json` (text) as `runtime` (an object). Text that is not JSON — a damaged or
+/// hand-made log — stays as it was recorded under `runtime_json`, with `runtime` null: forensics
+/// loses nothing.
+fn runtime_as_object(
+    mut fields: serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let Some(serde_json::Value::String(text)) = fields.get("runtime_json") else {
+        return fields;
+    };
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(runtime) => {
+            fields.remove("runtime_json");
+            fields.insert("runtime".into(), runtime);
+        }
+        Err(_) => {
+            fields.insert("runtime".into(), serde_json::Value::Null);
+        }
     }
     fields
 }

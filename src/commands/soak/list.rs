@@ -1,24 +1,31 @@
 //! `unilab soak list`: this host's soaks, or a Slurm job's on every host.
 
 use super::{settled, status_text, summary_json};
+use crate::cli::{ListArgs, StatusFilter};
 use crate::diagnostic::Exit;
 use crate::error::Error;
+use crate::event::soak::OutcomeStatus;
 use crate::event::{Event, Subject};
 use crate::log::Snapshot;
 use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
-use crate::projection::{SoakSummary, Soaks};
+use crate::projection::{SoakState, SoakSummary, Soaks};
 use crate::soak::launch::{JOB_KEY, RANK_KEY};
-use crate::time::unix_seconds;
+use crate::time::{Clock, SystemClock, unix_seconds};
 use serde_json::Value;
 
-pub(super) fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
+pub(super) fn list(paths: &StatePaths, args: &ListArgs, out: &mut Output) -> Result<Exit, Error> {
+    let filter = Filter::new(args, &SystemClock);
+    if let Some(job) = &args.job {
+        return list_job(paths, job, &filter, out);
+    }
     let snapshot = settled(paths, out)?;
     let mut soaks = match &snapshot {
         Some(snapshot) => Soaks::rows(snapshot)?,
         None => Vec::new(),
     };
     soaks.sort_by_key(|s| s.first_seq);
+    filter.apply(&mut soaks, |s| s);
     let ran = match &snapshot {
         Some(snapshot) => soaks
             .iter()
@@ -26,7 +33,7 @@ pub(super) fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> 
             .collect::<Result<_, _>>()?,
         None => Vec::new(),
     };
-    crate::commands::checked_show(snapshot.as_ref(), || list_soaks(&soaks, &ran, out))
+    crate::commands::checked_show(snapshot.as_ref(), || list_soaks(&soaks, &ran, &filter, out))
 }
 
 /// How long a finished soak's command ran, as its verdict recorded it (what `soak show` says it
@@ -51,6 +58,61 @@ fn ran_seconds(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<f64>, E
     Ok(ran_ms.map(|ms| ms as f64 / 1e3))
 }
 
+/// Which soaks `soak list` shows: `--status`, `--since` and `--limit`, applied in that order to
+/// soaks in the order they started.
+struct Filter {
+    status: Option<StatusFilter>,
+    since_us: Option<i64>,
+    limit: Option<usize>,
+}
+
+impl Filter {
+    fn new(args: &ListArgs, clock: &dyn Clock) -> Self {
+        Filter {
+            status: args.status,
+            since_us: args.since.map(|since| since.at_us(clock.now_us())),
+            limit: args.limit,
+        }
+    }
+
+    fn is_on(&self) -> bool {
+        self.status.is_some() || self.since_us.is_some() || self.limit.is_some()
+    }
+
+    fn keeps(&self, soak: &SoakSummary) -> bool {
+        let status = self.status.is_none_or(|wanted| {
+            matches!(
+                (wanted, soak.state),
+                (StatusFilter::Running, SoakState::Running)
+                    | (
+                        StatusFilter::Passed,
+                        SoakState::Finished(OutcomeStatus::Passed)
+                    )
+                    | (
+                        StatusFilter::Failed,
+                        SoakState::Finished(OutcomeStatus::Failed)
+                    )
+                    | (
+                        StatusFilter::Abandoned,
+                        SoakState::Finished(OutcomeStatus::Abandoned)
+                    )
+            )
+        });
+        status
+            && self
+                .since_us
+                .is_none_or(|since| soak.started_at_us >= since)
+    }
+
+    /// Keeps the rows (oldest first) that pass, the newest `limit` of them.
+    fn apply<T>(&self, rows: &mut Vec<T>, summary: impl Fn(&T) -> &SoakSummary) {
+        rows.retain(|row| self.keeps(summary(row)));
+        if let Some(limit) = self.limit {
+            rows.drain(..rows.len().saturating_sub(limit));
+        }
+    }
+}
+
 /// One rank's soak of a job, on its host.
 struct RankSoak {
     host: String,
@@ -62,7 +124,12 @@ struct RankSoak {
 /// The soaks of Slurm job `job` in every host's log under the root, in the order they started.
 /// This host's abandoned soaks are settled first; other hosts' logs are only read (whether their
 /// supervisors live can be told only there).
-pub(super) fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Result<Exit, Error> {
+fn list_job(
+    paths: &StatePaths,
+    job: &str,
+    filter: &Filter,
+    out: &mut Output,
+) -> Result<Exit, Error> {
     let own = settled(paths, out)?;
     let mut soaks = Vec::new();
     crate::commands::for_every_host_log(paths, out, own, |host, snapshot| {
@@ -91,6 +158,7 @@ pub(super) fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Resul
         Ok(())
     })?;
     soaks.sort_by_key(|s| (s.summary.started_at_us, s.host.clone()));
+    filter.apply(&mut soaks, |s| &s.summary);
     if out.json {
         let rows = soaks.iter().map(|s| {
             let mut row = summary_json(&s.summary);
@@ -104,7 +172,12 @@ pub(super) fn list_job(paths: &StatePaths, job: &str, out: &mut Output) -> Resul
     }
     if soaks.is_empty() {
         out.note(&format!(
-            "no soaks of job {job} are recorded under `{}`",
+            "no soaks of job {job}{} are recorded under `{}`",
+            if filter.is_on() {
+                " that match the filters"
+            } else {
+                ""
+            },
             paths.root.display()
         ));
         return Ok(Exit::Success);
@@ -153,11 +226,20 @@ fn soak_cells(
     ]
 }
 
-fn list_soaks(soaks: &[SoakSummary], ran: &[Option<f64>], out: &mut Output) -> Result<Exit, Error> {
+fn list_soaks(
+    soaks: &[SoakSummary],
+    ran: &[Option<f64>],
+    filter: &Filter,
+    out: &mut Output,
+) -> Result<Exit, Error> {
     if out.json {
         out.json_line(&serde_json::Value::Array(
             soaks.iter().map(summary_json).collect(),
         ))?;
+        return Ok(Exit::Success);
+    }
+    if soaks.is_empty() && filter.is_on() {
+        out.note("no recorded soak matches the filters");
         return Ok(Exit::Success);
     }
     if soaks.is_empty() {

@@ -34,8 +34,7 @@ pub(crate) fn run(
 ) -> Result<Exit, Error> {
     match command {
         SoakCommand::Run(args) => run::soak_run(paths, *args, out),
-        SoakCommand::List { job: None } => list::list(paths, out),
-        SoakCommand::List { job: Some(job) } => list::list_job(paths, &job, out),
+        SoakCommand::List(args) => list::list(paths, &args, out),
         SoakCommand::Show { id } => show::show(paths, &id, out),
         SoakCommand::Compare { a, b } => compare::compare(paths, &a, &b, out),
         SoakCommand::Export {

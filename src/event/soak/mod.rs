@@ -196,18 +196,18 @@ pub(crate) fn metadata_json_value(value: &serde_json::Value) -> String {
     format!("{JSON_VALUE}{value}")
 }
 
-/// The start's metadata as the artifact shows it: each value a string, but those given as JSON,
-/// which are their JSON values.
+/// A metadata value as the artifact shows it: the string it is, or the JSON value it holds.
+pub(crate) fn metadata_value(held: &str) -> serde_json::Value {
+    held.strip_prefix(JSON_VALUE)
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_else(|| serde_json::Value::String(held.to_owned()))
+}
+
+/// The start's metadata as the artifact shows it (see [`metadata_value`]).
 pub(crate) fn metadata_view(metadata: &BTreeMap<String, String>) -> serde_json::Value {
     metadata
         .iter()
-        .map(|(key, held)| {
-            let value = held
-                .strip_prefix(JSON_VALUE)
-                .and_then(|json| serde_json::from_str(json).ok())
-                .unwrap_or_else(|| serde_json::Value::String(held.clone()));
-            (key.clone(), value)
-        })
+        .map(|(key, held)| (key.clone(), metadata_value(held)))
         .collect::<serde_json::Map<_, _>>()
         .into()
 }
