@@ -28,6 +28,8 @@ impl EnvVars {
     /// Where GPU device files are, for the evidence of a failed soak (default `/dev/nvidia`):
     /// a process holding a file whose path starts so holds a GPU.
     pub(crate) const UNILAB_GPU_DEVICE_PREFIX: &'static str = "UNILAB_GPU_DEVICE_PREFIX";
+    /// The event log's size past which `soak run` warns at its start (a size: `2GiB`).
+    pub(crate) const UNILAB_LOG_WARN_SIZE: &'static str = "UNILAB_LOG_WARN_SIZE";
     /// The CUDA visibility mask; unilab applies it to what nvidia-smi lists.
     pub(crate) const CUDA_VISIBLE_DEVICES: &'static str = "CUDA_VISIBLE_DEVICES";
     /// CUDA's device order; `PCI_BUS_ID` makes CUDA ordinals match nvidia-smi's.

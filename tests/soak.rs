@@ -3413,3 +3413,66 @@ fn meta_json_records_json_values() {
         "{refused:?}"
     );
 }
+
+/// A soak says at its start when its record may not fit: a log over `UNILAB_LOG_WARN_SIZE`,
+/// and (as root, on a 4 MiB tmpfs state root) a filesystem with less free space than a week of
+/// the soak at its interval needs. Neither stops it.
+#[test]
+fn a_soak_warns_at_its_start_when_its_record_may_not_fit() {
+    let soak = Soak::new();
+    let (output, _) = soak.run(&[], &["--steps", "2", "--step-seconds", "0.1"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let (output, artifact) = soak.run_with(
+        {
+            let mut cmd = soak.unilab();
+            cmd.env("UNILAB_LOG_WARN_SIZE", "1KiB");
+            cmd
+        },
+        &[],
+        &["--steps", "2", "--step-seconds", "0.1"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(artifact["outcome"]["status"], "passed");
+    assert!(
+        stderr.contains("over 1.0 KiB (UNILAB_LOG_WARN_SIZE)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("unilab log stats"), "{stderr}");
+
+    if !is_root() {
+        eprintln!("skipped the small-filesystem warning: mounting a tmpfs needs root");
+        return;
+    }
+    let small = soak.root.root().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs"])
+        .arg(&small)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped the small-filesystem warning: this host refuses a tmpfs mount");
+        return;
+    }
+    let output = Command::new(unilab_bin())
+        .env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", soak.root.root())
+        .arg("--root")
+        .arg(&small)
+        .args(["soak", "run"])
+        .args(soak.trainer_soak(
+            &["--sample-interval", "1s", "--force"],
+            &["--steps", "2", "--step-seconds", "0.1"],
+        ))
+        .output()
+        .unwrap();
+    let _ = Command::new("umount").arg(&small).status();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("a week of this soak sampled every 1.0s needs about"),
+        "{stderr}"
+    );
+}

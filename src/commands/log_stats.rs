@@ -153,13 +153,11 @@ fn growth(times: &[(i64, u64)]) -> Option<f64> {
 
 /// The filesystem under `dir` (or its nearest existing parent): free and total bytes.
 fn room(dir: &Path) -> Option<Room> {
-    let existing = dir.ancestors().find(|p| p.exists())?;
-    let fs = nix::sys::statvfs::statvfs(existing).ok()?;
-    let block = fs.fragment_size() as u64;
+    let (path, free_bytes, total_bytes) = crate::soak::retention::filesystem(dir)?;
     Some(Room {
-        path: existing.display().to_string(),
-        free_bytes: fs.blocks_available() as u64 * block,
-        total_bytes: fs.blocks() as u64 * block,
+        path: path.display().to_string(),
+        free_bytes,
+        total_bytes,
     })
 }
 

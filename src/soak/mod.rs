@@ -20,6 +20,7 @@ mod progress;
 mod release;
 pub(crate) mod report;
 pub(crate) mod request;
+pub(crate) mod retention;
 pub(crate) mod sampler;
 pub(crate) mod supervise;
 mod teardown;

@@ -84,6 +84,12 @@ pub(super) fn soak_run(
         refuse_to_replace(report, args.force)?;
     }
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
+    room_warnings(
+        paths,
+        &log,
+        std::time::Duration::from_millis(spec.parameters.sample_interval_ms),
+        out,
+    )?;
     // From here on an interruption is the soak's to handle: one that came while the snapshot's
     // nvidia-smi (hung, deaf to SIGTERM) ran would otherwise end unilab and leave it running.
     let interrupted = crate::commands::raised_on(&crate::commands::STOP_SIGNALS)?;
@@ -113,6 +119,39 @@ pub(super) fn soak_run(
     };
     let verdict = supervise::run(&ctx, &spec, &interrupted)?;
     tell(&log, verdict, report, out)
+}
+
+/// Says, before the soak starts, when its record may not fit: a log over its warning size, a
+/// filesystem with less free space than a week of this soak.
+fn room_warnings(
+    paths: &StatePaths,
+    log: &EventLog,
+    interval: std::time::Duration,
+    out: &mut Output,
+) -> Result<(), Error> {
+    use crate::env::EnvVars;
+    let warn_size = match std::env::var(EnvVars::UNILAB_LOG_WARN_SIZE) {
+        Ok(text) => match crate::size::parse_size(&text) {
+            Ok(size) => Some(size),
+            Err(e) => {
+                out.warn(&format!(
+                    "{}=`{text}` is not a size ({}): the default is used",
+                    EnvVars::UNILAB_LOG_WARN_SIZE,
+                    e.0
+                ));
+                None
+            }
+        },
+        Err(_) => None,
+    };
+    let free = crate::soak::retention::filesystem(&paths.user_dir()).map(|(_, free, _)| free);
+    let snapshot = log.snapshot()?;
+    for warning in
+        crate::soak::retention::warnings(&paths.log_path(), &snapshot, interval, warn_size, free)
+    {
+        out.warn(&warning);
+    }
+    Ok(())
 }
 
 /// Writes the report, then tells the verdict and what was written. The verdict is recorded:
