@@ -1261,6 +1261,7 @@ fn doctor_runs_every_check_and_files_each_finding_under_its_own() {
         statuses(&report),
         [
             ("nvidia-smi", "fail"),
+            ("control tool", "ok"),
             ("visibility mask", "skip"),
             ("selector", "skip"),
             ("daemon", "skip"),
@@ -2221,4 +2222,137 @@ fn a_daemons_job_is_recorded_never_read_from_its_name() {
             .all(|l| l.contains(r#""job":"7""#)),
         "{history}"
     );
+}
+
+/// A daemon killed with SIGKILL leaves its pid file, and its pid may go to an unrelated process.
+/// The occupant of the pipe directory trusted that pid: `mps start --name r2` refused ("a daemon
+/// that unilab did not start answers") although nothing answered, and a record cleaned as
+/// `pid_reused` left `control` and the pid file behind, listed by `mps status` as a pipe that is
+/// not unilab's. Now a pid proves nothing without a control socket that answers.
+#[test]
+fn a_dead_daemons_pid_reused_by_another_process_blocks_nothing_and_its_leftovers_go() {
+    if !is_root() {
+        eprintln!("skipped: forcing pid reuse through /proc/sys/kernel/ns_last_pid needs root");
+        return;
+    }
+    let host = Host::two_gpus();
+    let mut impostors = Vec::new();
+    for (name, gpu) in [("r1", "0"), ("r2", "1")] {
+        let record = host.start(&[gpu, "--name", name]);
+        let pid = record["pid"].as_u64().unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::SIGKILL,
+        )
+        .unwrap();
+        eventually(
+            &format!("pid {pid} to be reaped"),
+            Duration::from_secs(10),
+            || proc_stat(pid).is_none(),
+        );
+        let Some(impostor) = process_with_pid(pid) else {
+            eprintln!("skipped: the kernel would not hand out pid {pid} again");
+            return;
+        };
+        impostors.push((
+            impostor,
+            PathBuf::from(record["pipe_directory"].as_str().unwrap()),
+        ));
+    }
+    // `mps stop r1` cleans the record and removes what the daemon left.
+    host.unilab()
+        .args(["mps", "stop", "r1", "--grace", "0.2"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("pid_reused"));
+    let r1_pipe = &impostors[0].1;
+    assert!(!r1_pipe.join("control").exists(), "its socket was removed");
+    assert!(
+        !r1_pipe.join("nvidia-cuda-mps-control.pid").exists(),
+        "its pid file was removed"
+    );
+    // `mps start --name r2` cleans the stale record in its way and starts.
+    let again = host.start(&["1", "--name", "r2"]);
+    assert_eq!(again["name"], "r2");
+    let pipes = host.json(&["mps", "status"])["control_pipes"].clone();
+    assert!(
+        pipes
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["path"]
+                .as_str()
+                .unwrap()
+                .starts_with(host.runtime().to_str().unwrap()))
+            .all(|p| !p["managed_names"].as_array().unwrap().is_empty()),
+        "no pipe of this host is listed as not unilab's: {pipes}"
+    );
+    host.unilab().args(["mps", "stop", "r2"]).assert().success();
+    for (mut impostor, _) in impostors {
+        assert!(
+            impostor.try_wait().unwrap().is_none(),
+            "the process that reused the pid was not signalled"
+        );
+        impostor.kill().unwrap();
+        impostor.wait().unwrap();
+    }
+}
+
+/// `mps doctor` passed every check (exit 0) without `nvidia-cuda-mps-control`, and `mps start`
+/// then blamed the daemon (`see control.log`): both now name the tool and `UNILAB_MPS_CONTROL`.
+#[test]
+fn a_missing_control_tool_fails_doctor_and_start_with_a_hint_at_the_variable() {
+    let host = Host::two_gpus();
+    let missing = host.root.root().join("no-such-mps-control");
+    let env = [("UNILAB_MPS_CONTROL", missing.to_str().unwrap())];
+    let (code, report) = doctor(&host, &env, Some("0"));
+    assert_eq!(code, 3, "{report}");
+    assert_eq!(status_of(&report, "control tool").unwrap(), "fail");
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "control tool")
+        .unwrap();
+    assert!(
+        check["hint"]
+            .as_str()
+            .unwrap()
+            .contains("UNILAB_MPS_CONTROL"),
+        "{check}"
+    );
+    host.unilab()
+        .envs(env)
+        .args(["mps", "start", "0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("was not found"))
+        .stderr(predicate::str::contains("UNILAB_MPS_CONTROL"))
+        .stderr(predicate::str::contains("control.log").not());
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+    // With the tool found, a GPU a live daemon serves is not `ok`: a start would refuse.
+    host.start(&["0"]);
+    let (_, report) = doctor(&host, &[], Some("0"));
+    assert_eq!(status_of(&report, "control tool").unwrap(), "ok");
+    assert_eq!(status_of(&report, "daemon").unwrap(), "warn");
+    assert!(detail_of(&report, "daemon").contains("would refuse"));
+    host.unilab().args(["mps", "stop"]).assert().success();
+}
+
+/// `mps env --help` offered `--shared`, which only `exec` has; a refused mode said "on 1 GPUs".
+#[test]
+fn help_and_messages_say_only_what_applies() {
+    let host = Host::two_gpus();
+    let help = host
+        .unilab()
+        .args(["mps", "env", "--help"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&help.get_output().stdout).into_owned();
+    assert!(!text.contains("--shared"), "{text}");
+    host.unilab()
+        .args(["mps", "start", "each:0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("on 1 GPU;"));
 }

@@ -410,7 +410,7 @@ pub(crate) struct StopArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct TargetArgs {
-    /// The daemon (default: the sole live one); with `--shared`, a GPU selector
+    /// The daemon (default: the sole live one)
     #[arg(conflicts_with = "gpu")]
     pub name: Option<String>,
     /// The sole live daemon serving this GPU: `N` (the visible ordinal) or `GPU-<uuid prefix>`

@@ -86,6 +86,7 @@ pub(crate) fn doctor(
             None
         }
     };
+    checks.push(control_check(mps));
     let topology = match gpus {
         Some(gpus) => match plan::under_mask(mps, gpus) {
             Ok(topology) => {
@@ -206,6 +207,24 @@ fn gpu_list_check(gpus: &[GpuInfo]) -> Check {
     )
 }
 
+/// Whether the control tool that starts and answers for daemons can be run.
+fn control_check(mps: &Mps) -> Check {
+    match super::control::locate(&mps.control) {
+        Some(path) => check(
+            "control tool",
+            CheckStatus::Ok,
+            format!("`{}`", path.display()),
+            None,
+        ),
+        None => failed(
+            "control tool",
+            &MpsError::ControlMissing {
+                program: mps.control.name(),
+            },
+        ),
+    }
+}
+
 /// What the mask leaves visible.
 fn mask_check(mps: &Mps, topology: &plan::Topology) -> Check {
     let mask = mps.env.cuda_visible_devices.as_deref();
@@ -316,12 +335,15 @@ fn daemon_check(plan: &Target, ours: &[&status::ManagedDaemon]) -> Check {
     if let Some(m) = ours.iter().find(|m| m.live) {
         return check(
             "daemon",
-            CheckStatus::Ok,
+            CheckStatus::Warn,
             format!(
-                "`{}` (pid {}) serves {}",
+                "`{}` (pid {}) already serves {}; `unilab mps start` would refuse",
                 m.record.name, m.record.pid, plan.gpu
             ),
-            None,
+            Some(format!(
+                "use it with `unilab mps exec {0} -- CMD`, or stop it with `unilab mps stop {0}`",
+                m.record.name
+            )),
         );
     }
     match ours.first() {

@@ -67,6 +67,7 @@ pub(crate) fn spec(mps: &Mps, request: &StartRequest) -> Result<StartSpec, MpsEr
         None => default_name(&gpu, request.job.as_deref()),
     };
     validate_name(&name)?;
+    control_present(mps)?;
     let pipe_directory = pipe_directory_for(mps, request.pipe_directory.as_deref(), &name);
     check_pipe_directory(mps, &pipe_directory)?;
     let log_directory = log_directory_for(mps, request.log_directory.as_deref(), &name);
@@ -78,6 +79,16 @@ pub(crate) fn spec(mps: &Mps, request: &StartRequest) -> Result<StartSpec, MpsEr
         pipe_directory,
         log_directory,
     })
+}
+
+/// The control tool, which a start runs, can be found.
+pub(crate) fn control_present(mps: &Mps) -> Result<(), MpsError> {
+    match control::locate(&mps.control) {
+        Some(_) => Ok(()),
+        None => Err(MpsError::ControlMissing {
+            program: mps.control.name(),
+        }),
+    }
 }
 
 /// The daemon's pipe directory: the one asked for, else the default for `name`.
@@ -266,15 +277,21 @@ pub(crate) fn start(mps: &Mps, log: &EventLog, spec: &StartSpec) -> Result<Start
     Ok(Started { record, cleared })
 }
 
-/// Waits for the daemon's pid file and reads the daemon's identity.
+/// Waits for the daemon's pid file and reads the daemon's identity. The pid is believed only
+/// for a live process of this user that started no earlier than this command did: a daemon this
+/// start launched cannot be older than the start.
 pub(crate) fn wait_for_daemon(
     mps: &Mps,
     pipe_directory: &Path,
     timeout: Duration,
 ) -> Option<ProcessIdentity> {
+    let me = mps.proc.stat(std::process::id())?.start_ticks;
     poll(timeout, Duration::from_millis(20), || {
         let pid = dirs::read_pid_file(pipe_directory)?;
-        let stat = mps.proc.stat(pid).filter(|s| !s.has_exited())?;
+        let stat = mps
+            .proc
+            .stat(pid)
+            .filter(|s| !s.has_exited() && s.start_ticks >= me)?;
         (mps.proc.uid(pid) == Some(mps.paths.uid)).then(|| stat.identity())
     })
 }
