@@ -769,6 +769,7 @@ fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
                 record: r,
                 foreground,
                 job: None,
+                limits: Default::default(),
             },
         )
         .unwrap();
@@ -2355,4 +2356,108 @@ fn help_and_messages_say_only_what_applies() {
         .assert()
         .code(3)
         .stderr(predicate::str::contains("on 1 GPU;"));
+}
+
+/// `mps start --active-thread-percentage P --pinned-memory-limit SIZE` sets both on the daemon,
+/// reads them back and records them; `mps list` shows them; `mps exec` hands a client its own
+/// limits as MPS clients take them.
+#[test]
+fn limits_set_on_a_daemon_are_read_back_recorded_and_shown() {
+    let host = Host::two_gpus();
+    let record = host.start(&[
+        "0",
+        "--active-thread-percentage",
+        "25",
+        "--pinned-memory-limit",
+        "2GiB",
+    ]);
+    assert_eq!(record["active_thread_percentage"], 25.0);
+    assert_eq!(record["pinned_memory_limit"], 2u64 << 30);
+    let listed = &host.json(&["mps", "list"])[0];
+    assert_eq!(listed["active_thread_percentage"], 25.0);
+    assert_eq!(listed["pinned_memory_limit"], 2u64 << 30);
+    assert_eq!(listed["job"], Value::Null);
+    let seen = host
+        .unilab()
+        .args([
+            "mps",
+            "exec",
+            "--active-thread-percentage",
+            "10",
+            "--pinned-memory-limit",
+            "512MiB",
+            "--",
+            "sh",
+            "-c",
+            "echo $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE $CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+        ])
+        .assert()
+        .success();
+    assert_eq!(
+        String::from_utf8_lossy(&seen.get_output().stdout).trim(),
+        "10 0=512M"
+    );
+    let help = host
+        .unilab()
+        .args(["mps", "exec", "--help"])
+        .assert()
+        .success();
+    assert!(
+        String::from_utf8_lossy(&help.get_output().stdout).contains("per client process"),
+        "exec --help says the memory limit applies per client process"
+    );
+    host.unilab().args(["mps", "stop"]).assert().success();
+    // Without limits, the record says so with nulls.
+    let plain = host.start(&["0"]);
+    assert_eq!(plain["active_thread_percentage"], Value::Null);
+    assert_eq!(plain["pinned_memory_limit"], Value::Null);
+    host.unilab().args(["mps", "stop"]).assert().success();
+    // Values MPS cannot take are usage errors.
+    for bad in [
+        ["--active-thread-percentage", "0"],
+        ["--pinned-memory-limit", "1000"],
+    ] {
+        host.unilab()
+            .args(["mps", "start", "0"])
+            .args(bad)
+            .assert()
+            .code(2);
+    }
+}
+
+/// A limit the daemon does not hold (the value read back is not the one asked for) refuses the
+/// start: the daemon is stopped, the start recorded as failed, and nothing is left running.
+#[test]
+fn a_limit_read_back_wrong_refuses_the_start_and_leaves_nothing_running() {
+    let host = Host::two_gpus();
+    for (knob, flag, value) in [
+        (
+            "FAKE_MPS_READBACK_PERCENTAGE",
+            "--active-thread-percentage",
+            "25",
+        ),
+        ("FAKE_MPS_READBACK_PINNED", "--pinned-memory-limit", "2GiB"),
+    ] {
+        let wrong = if knob == "FAKE_MPS_READBACK_PINNED" {
+            "1G"
+        } else {
+            "100.0"
+        };
+        host.unilab()
+            .env(knob, wrong)
+            .args(["mps", "start", "0", flag, value])
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains("read back is"));
+        assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+        let pipe = host.runtime().join("unilab/mps/gpu-1111aaaa");
+        assert!(daemons_for(&pipe).is_empty(), "{knob}: a daemon is left");
+        assert_eq!(
+            host.kinds("gpu-1111aaaa").last().unwrap(),
+            "daemon_start_failed"
+        );
+    }
+    // The GPU is startable again.
+    host.start(&["0", "--active-thread-percentage", "50"]);
+    host.unilab().args(["mps", "stop"]).assert().success();
 }

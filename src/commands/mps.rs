@@ -14,7 +14,7 @@ use crate::cli::{MpsCommand, StartArgs, StopArgs, TargetArgs};
 use crate::diagnostic::Exit;
 use crate::env::STOP_GRACE_SECS;
 use crate::error::Error;
-use crate::event::GpuIdentity;
+use crate::event::{DaemonLimits, GpuIdentity};
 use crate::log::{EventLog, Snapshot};
 use crate::mps::doctor::{self, CheckStatus};
 use crate::mps::error::MpsError;
@@ -41,14 +41,20 @@ pub(crate) fn run(
         MpsCommand::Env(target) => env(&mps, &target, out),
         MpsCommand::Exec {
             target,
-            shared: false,
+            shared,
+            limits,
             command,
-        } => exec(&mps, &target, &command, out),
-        MpsCommand::Exec {
-            target,
-            shared: true,
-            command,
-        } => exec_shared(&mps, target.name.as_deref(), &command, out),
+        } => {
+            let limits = DaemonLimits {
+                active_thread_percentage: limits.active_thread_percentage,
+                pinned_memory_limit: limits.pinned_memory_limit,
+            };
+            if shared {
+                exec_shared(&mps, target.name.as_deref(), &limits, &command, out)
+            } else {
+                exec(&mps, &target, &limits, &command, out)
+            }
+        }
     }
 }
 
@@ -232,6 +238,10 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
         pipe_directory: args.pipe_dir,
         log_directory: args.log_dir,
         job: mps.env.job.clone(),
+        limits: DaemonLimits {
+            active_thread_percentage: args.limits.active_thread_percentage,
+            pinned_memory_limit: args.limits.pinned_memory_limit,
+        },
     };
     // Validate everything before the log is opened or anything created.
     let spec = start::spec(mps, &request)?;
@@ -477,11 +487,12 @@ fn env(mps: &Mps, target_args: &TargetArgs, out: &mut Output) -> Result<Exit, Er
 fn exec(
     mps: &Mps,
     target_args: &TargetArgs,
+    limits: &DaemonLimits,
     command: &[std::ffi::OsString],
     out: &mut Output,
 ) -> Result<Exit, Error> {
     let record = target(mps, target_args, out)?;
-    run_with(&record, command, out)
+    run_with(&record, limits, command, out)
 }
 
 /// `mps exec --shared`: attach to (or start) the GPU's shared daemon, run the command, release;
@@ -489,6 +500,7 @@ fn exec(
 fn exec_shared(
     mps: &Mps,
     selector: Option<&str>,
+    limits: &DaemonLimits,
     command: &[std::ffi::OsString],
     out: &mut Output,
 ) -> Result<Exit, Error> {
@@ -512,7 +524,7 @@ fn exec_shared(
         ));
     }
     // The log is not held open while the command runs: it may run for days.
-    let ran = run_with(record, command, out);
+    let ran = run_with(record, limits, command, out);
     let grace = Duration::from_secs_f64(STOP_GRACE_SECS);
     match open()
         .map_err(Error::from)
@@ -537,6 +549,7 @@ fn exec_shared(
 /// Runs `command` with the environment of `record`'s daemon, passing on its exit status.
 fn run_with(
     record: &DaemonRecord,
+    limits: &DaemonLimits,
     command: &[std::ffi::OsString],
     out: &mut Output,
 ) -> Result<Exit, Error> {
@@ -549,7 +562,7 @@ fn run_with(
     let forward = super::raised_on(&[signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])?;
     // Ctrl-C reaches the command from the terminal itself: unilab only outlives it, to wait.
     super::raised_on(&[signal_hook::consts::SIGINT])?;
-    let status = exec::run_with(record, (program, args), &forward)?;
+    let status = exec::run_with(record, limits, (program, args), &forward)?;
     let code = status
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))

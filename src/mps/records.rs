@@ -12,16 +12,18 @@ use crate::env::EnvVars;
 use crate::gpu::selector::{Atom, Selector};
 use crate::log::{LogError, Snapshot};
 use crate::process::{self, Liveness};
-use crate::projection::{DaemonJobs, Daemons};
+use crate::projection::{DaemonJobs, DaemonLimitsView, Daemons};
 
 /// The daemon records of this user on this host (a record of another scope is never returned).
 pub(crate) fn records(mps: &Mps, snapshot: &Snapshot) -> Result<Vec<DaemonRecord>, LogError> {
     let jobs = DaemonJobs::rows(snapshot)?;
+    let limits = DaemonLimitsView::rows(snapshot)?;
     Ok(Daemons::rows(snapshot)?
         .into_iter()
         .map(|row| {
             let job = DaemonJobs::job_of(&jobs, &row.0.name);
-            DaemonRecord::of(row.0, job)
+            let limits = DaemonLimitsView::limits_of(&limits, &row.0.name);
+            DaemonRecord::of(row.0, job, limits)
         })
         .filter(|r| r.uid == mps.paths.uid && r.host == mps.paths.host)
         .collect())
@@ -177,6 +179,8 @@ mod tests {
             process_start_ticks: 7,
             created_at: 0.0,
             job: None,
+            active_thread_percentage: None,
+            pinned_memory_limit: None,
         }
     }
 
