@@ -2461,3 +2461,127 @@ fn a_limit_read_back_wrong_refuses_the_start_and_leaves_nothing_running() {
     host.start(&["0", "--active-thread-percentage", "50"]);
     host.unilab().args(["mps", "stop"]).assert().success();
 }
+
+/// A wedged daemon accepts its control socket's connections but never replies: its process is
+/// the recorded one, so liveness by identity called it `live`, and clients handed its
+/// environment hung. `mps list`, `status` and `doctor` now ask it `get_server_list` under the
+/// tool timeout: no answer is `wedged`, never `live`; `env` and `exec --shared` refuse it; `mps
+/// stop` escalates to signals at once and says so.
+#[test]
+fn a_wedged_daemon_is_told_apart_refused_and_stopped_by_signal() {
+    let host = Host::two_gpus();
+    let wedge = host.root.root().join("wedge");
+    let record = host.json_with(
+        &[("FAKE_MPS_WEDGE_WHEN", wedge.to_str().unwrap())],
+        &["mps", "start", "0"],
+    );
+    let pid = record["pid"].as_u64().unwrap();
+    let listed = &host.json(&["mps", "list"])[0];
+    assert_eq!(listed["state"], "live");
+    assert_eq!(listed["answered"], true);
+    assert_eq!(
+        listed["observed_start_ticks"],
+        record["process_start_ticks"]
+    );
+    std::fs::write(&wedge, "").unwrap();
+    let quick = [("UNILAB_TOOL_TIMEOUT", "1")];
+    let listed = &host.json_with(&quick, &["mps", "list"])[0];
+    assert_eq!(listed["state"], "wedged", "{listed}");
+    assert_eq!(listed["live"], false);
+    assert_eq!(listed["answered"], false);
+    assert_eq!(
+        listed["observed_start_ticks"],
+        record["process_start_ticks"]
+    );
+    let status = host.json_with(&quick, &["mps", "status"]);
+    assert_eq!(status["managed_daemons"][0]["state"], "wedged");
+    let (code, report) = doctor(&host, &quick, Some("0"));
+    assert_eq!(code, 3, "{report}");
+    assert_eq!(status_of(&report, "daemon").unwrap(), "fail");
+    assert!(detail_of(&report, "daemon").contains("wedged"));
+    host.unilab()
+        .envs(quick)
+        .args(["mps", "env"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("is wedged"))
+        .stderr(predicate::str::contains("unilab mps stop"));
+    host.unilab()
+        .envs(quick)
+        .args(["mps", "exec", "--shared", "0", "--", "true"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("is wedged"));
+    let stopped = host
+        .unilab()
+        .envs(quick)
+        .args(["--json", "mps", "stop", "--grace", "0.5"])
+        .assert()
+        .success();
+    let stopped: Value = serde_json::from_slice(&stopped.get_output().stdout).unwrap();
+    assert_eq!(stopped[0]["outcome"], "wedged", "{stopped}");
+    assert_eq!(stopped[0]["method"], "terminated");
+    assert_eq!(stopped[0]["pid"], pid);
+    assert!(gone(pid));
+    assert_eq!(host.kinds("gpu-1111aaaa").last().unwrap(), "daemon_stopped");
+}
+
+/// A daemon that is wedged from the start is never recorded live: the start says why.
+#[test]
+fn a_daemon_wedged_from_the_start_is_refused() {
+    let host = Host::two_gpus();
+    host.unilab()
+        .env("FAKE_MPS_WEDGED", "1")
+        .env("UNILAB_TOOL_TIMEOUT", "1")
+        .args(["mps", "start", "0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("it is wedged"));
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+    assert!(daemons_for(&host.runtime().join("unilab/mps/gpu-1111aaaa")).is_empty());
+}
+
+/// `mps stop --json` gave `[{name, outcome, method}]`; the original's `stop_daemon` returns the
+/// record stopped. And under `--json` the warning of a stale clean-up (exit 4) was prose on
+/// stderr; it is one JSON object now, like every other error.
+#[test]
+fn stop_json_returns_the_records_and_a_stale_clean_up_is_one_json_object() {
+    let host = Host::two_gpus();
+    let record = host.start(&["0", "--active-thread-percentage", "30"]);
+    let stopped = host.json(&["mps", "stop"]);
+    let one = &stopped[0];
+    for field in [
+        "name",
+        "pid",
+        "process_start_ticks",
+        "pipe_directory",
+        "gpu_uuids",
+    ] {
+        assert_eq!(one[field], record[field], "{field}");
+    }
+    assert_eq!(one["active_thread_percentage"], 30.0);
+    assert_eq!(one["outcome"], "stopped");
+    assert_eq!(one["method"], "quit");
+    let record = host.start(&["0"]);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(record["pid"].as_u64().unwrap() as i32),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(gone(record["pid"].as_u64().unwrap()));
+    let out = host
+        .unilab()
+        .args(["--json", "mps", "stop"])
+        .assert()
+        .code(4)
+        .get_output()
+        .clone();
+    let stdout: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stdout[0]["outcome"], "stale_cleaned");
+    assert_eq!(stdout[0]["reason"], "process_gone");
+    assert_eq!(stdout[0]["method"], Value::Null);
+    let stderr: Value = serde_json::from_slice(&out.stderr)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(stderr["exit_code"], 4);
+    assert!(stderr["error"].as_str().unwrap().contains("process_gone"));
+}

@@ -8,6 +8,7 @@ use crate::mps::records;
 use crate::mps::settle;
 use crate::mps::start;
 use crate::mps::stop;
+use std::io::Write as _;
 use std::time::Duration;
 
 use crate::cli::{MpsCommand, StartArgs, StopArgs, TargetArgs};
@@ -366,7 +367,7 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     let mut first_error = None;
     for record in targets {
         match stop::stop(mps, &log, record, args.grace) {
-            Ok(outcome) => results.push(outcome),
+            Ok(outcome) => results.push((record, outcome)),
             Err(e) => {
                 out.warn(&format!("daemon `{}`: {e}", record.name));
                 first_error.get_or_insert(e);
@@ -374,28 +375,51 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
         }
     }
     let mut json = Vec::new();
-    for result in &results {
-        match result {
-            stop::StopOutcome::Stopped { name, method } => {
-                json.push(serde_json::json!({ "name": name, "outcome": "stopped", "method": method.as_str() }));
+    let mut stale = Vec::new();
+    for (record, result) in &results {
+        let (outcome, method, reason) = match result {
+            stop::StopOutcome::Stopped {
+                name,
+                method,
+                wedged,
+            } => {
+                if *wedged {
+                    out.warn(&format!(
+                        "daemon `{name}` was wedged: it gave no answer to `quit` within {} s, so it was stopped by signal",
+                        mps.control.timeout.as_secs_f64()
+                    ));
+                }
                 if !out.json {
                     out.line(&format!("stopped `{name}` ({})", method.as_str()))?;
                 }
+                let outcome = if *wedged { "wedged" } else { "stopped" };
+                (outcome, Some(method.as_str()), None)
             }
             stop::StopOutcome::Gone { name } => {
-                json.push(serde_json::json!({ "name": name, "outcome": "already_stopped" }));
                 out.note(&format!(
                     "daemon `{name}` was stopped by another command meanwhile; nothing was signalled"
                 ));
+                ("already_stopped", None, None)
             }
             stop::StopOutcome::Stale { name, reason } => {
-                json.push(serde_json::json!({ "name": name, "outcome": "stale_cleaned", "reason": reason.as_str() }));
-                out.warn(&format!(
+                let said = format!(
                     "daemon `{name}` was no longer running ({}); its record was cleaned and nothing was signalled",
                     reason.as_str()
-                ));
+                );
+                if !out.json {
+                    out.warn(&said);
+                }
+                stale.push(said);
+                ("stale_cleaned", None, Some(reason.as_str()))
             }
+        };
+        let mut value = to_json(record)?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("outcome".into(), outcome.into());
+            object.insert("method".into(), method.into());
+            object.insert("reason".into(), reason.into());
         }
+        json.push(value);
     }
     if out.json {
         out.json_line(&serde_json::Value::Array(json))?;
@@ -403,10 +427,20 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     if let Some(e) = first_error {
         return Err(e.into());
     }
-    let stale = results
-        .iter()
-        .any(|r| matches!(r, stop::StopOutcome::Stale { .. }));
-    Ok(if stale { Exit::Stale } else { Exit::Success })
+    if stale.is_empty() {
+        return Ok(Exit::Success);
+    }
+    if out.json {
+        // Like every other error under `--json`: one object on standard error.
+        let error = serde_json::json!({
+            "error": stale.join("; "),
+            "causes": [],
+            "hint": "start a new daemon with `unilab mps start`",
+            "exit_code": Exit::Stale.code(),
+        });
+        let _ = writeln!(std::io::stderr(), "{error}");
+    }
+    Ok(Exit::Stale)
 }
 
 fn list(mps: &Mps, out: &mut Output) -> Result<Exit, Error> {

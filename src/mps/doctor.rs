@@ -332,6 +332,20 @@ fn selector_check(report: &PlanReport) -> Check {
 
 /// Whether a daemon of this user already serves the planned name or GPU.
 fn daemon_check(plan: &Target, ours: &[&status::ManagedDaemon]) -> Check {
+    if let Some(m) = ours.iter().find(|m| m.state == "wedged") {
+        return check(
+            "daemon",
+            CheckStatus::Fail,
+            format!(
+                "`{}` (pid {}) is wedged: it accepts connections on its control socket but gave no answer in time; its clients hang",
+                m.record.name, m.record.pid
+            ),
+            Some(format!(
+                "`unilab mps stop {}` stops it by signal; then start a new daemon",
+                m.record.name
+            )),
+        );
+    }
     if let Some(m) = ours.iter().find(|m| m.live) {
         return check(
             "daemon",

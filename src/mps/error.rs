@@ -75,6 +75,10 @@ pub enum MpsError {
         pid: u32,
         reason: StaleReason,
     },
+    #[error(
+        "daemon `{name}` (pid {pid}) is wedged: it accepts connections on its control socket but gives no answer"
+    )]
+    Wedged { name: String, pid: u32 },
     #[error("cannot stop daemon `{name}`")]
     Signal {
         name: String,
@@ -169,6 +173,9 @@ impl Hint for MpsError {
             MpsError::NotOneGpu { .. } => {
                 "`--gpu` takes `N` or `GPU-<uuid prefix>`; see `unilab mps plan`".into()
             }
+            MpsError::Wedged { name, .. } => format!(
+                "`unilab mps stop {name}` stops it (by signal, as it cannot take `quit`); then start a new daemon"
+            ),
             MpsError::NotRunning { name, .. } => {
                 format!("`unilab mps stop {name}` cleans the record; then start a new daemon")
             }
