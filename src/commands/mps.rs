@@ -374,9 +374,36 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
             }
         }
     }
+    let stale = report_stops(mps, &results, out)?;
+    if let Some(e) = first_error {
+        return Err(e.into());
+    }
+    if stale.is_empty() {
+        return Ok(Exit::Success);
+    }
+    if out.json {
+        // Like every other error under `--json`: one object on standard error.
+        let error = serde_json::json!({
+            "error": stale.join("; "),
+            "causes": [],
+            "hint": "start a new daemon with `unilab mps start`",
+            "exit_code": Exit::Stale.code(),
+        });
+        let _ = writeln!(std::io::stderr(), "{error}");
+    }
+    Ok(Exit::Stale)
+}
+
+/// Says how each stop ended; under `--json`, prints the records stopped, each with its
+/// `outcome`, `method` and `reason`. Returns what was said of the stale records cleaned.
+fn report_stops(
+    mps: &Mps,
+    results: &[(&DaemonRecord, stop::StopOutcome)],
+    out: &mut Output,
+) -> Result<Vec<String>, Error> {
     let mut json = Vec::new();
     let mut stale = Vec::new();
-    for (record, result) in &results {
+    for (record, result) in results {
         let (outcome, method, reason) = match result {
             stop::StopOutcome::Stopped {
                 name,
@@ -424,23 +451,7 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     if out.json {
         out.json_line(&serde_json::Value::Array(json))?;
     }
-    if let Some(e) = first_error {
-        return Err(e.into());
-    }
-    if stale.is_empty() {
-        return Ok(Exit::Success);
-    }
-    if out.json {
-        // Like every other error under `--json`: one object on standard error.
-        let error = serde_json::json!({
-            "error": stale.join("; "),
-            "causes": [],
-            "hint": "start a new daemon with `unilab mps start`",
-            "exit_code": Exit::Stale.code(),
-        });
-        let _ = writeln!(std::io::stderr(), "{error}");
-    }
-    Ok(Exit::Stale)
+    Ok(stale)
 }
 
 fn list(mps: &Mps, out: &mut Output) -> Result<Exit, Error> {
