@@ -2585,3 +2585,60 @@ fn stop_json_returns_the_records_and_a_stale_clean_up_is_one_json_object() {
     assert_eq!(stderr["exit_code"], 4);
     assert!(stderr["error"].as_str().unwrap().contains("process_gone"));
 }
+
+/// `mps status` and `doctor` read the tail of the daemon's `control.log` and `server.log` for
+/// what MPS users hit — another user's client queued, a server that failed to start, a client
+/// limit reached — and report each with its line and time.
+#[test]
+fn status_and_doctor_report_what_the_daemons_logs_tell_of_trouble() {
+    let host = Host::two_gpus();
+    host.json_with(
+        &[("FAKE_MPS_LOG_EVENTS", "queued,server_failed,client_limit")],
+        &["mps", "start", "0"],
+    );
+    let status = host.json(&["mps", "status"]);
+    let findings = status["managed_daemons"][0]["log_findings"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let kinds: Vec<(&str, &str)> = findings
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap(), f["file"].as_str().unwrap()))
+        .collect();
+    for expected in [
+        ("queued_client", "control.log"),
+        ("server_failed", "control.log"),
+        ("server_failed", "server.log"),
+        ("client_limit", "server.log"),
+    ] {
+        assert!(kinds.contains(&expected), "{expected:?} in {kinds:?}");
+    }
+    let queued = findings
+        .iter()
+        .find(|f| f["kind"] == "queued_client")
+        .unwrap();
+    assert!(
+        queued["line"]
+            .as_str()
+            .unwrap()
+            .contains("push client to pending list")
+    );
+    assert!(queued["at"].as_str().unwrap().starts_with("20"), "{queued}");
+    let human = host.unilab().args(["mps", "status"]).assert().success();
+    let text = String::from_utf8_lossy(&human.get_output().stdout).into_owned();
+    assert!(text.contains("another user's client waits"), "{text}");
+    let (_, report) = doctor(&host, &[], Some("0"));
+    assert_eq!(status_of(&report, "daemon log").unwrap(), "warn");
+    host.unilab().args(["mps", "stop"]).assert().success();
+    // A daemon whose logs say nothing of trouble has no findings.
+    host.start(&["1"]);
+    let status = host.json(&["mps", "status"]);
+    assert!(
+        status["managed_daemons"][0]["log_findings"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "{status}"
+    );
+    host.unilab().args(["mps", "stop"]).assert().success();
+}

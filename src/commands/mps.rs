@@ -139,6 +139,15 @@ fn show_status(status: &status::HostStatus, out: &mut Output) -> Result<Exit, Er
             out.paint.status(daemon.state),
             crate::text::count(daemon.leases as u64, "user")
         ))?;
+        for finding in &daemon.log_findings {
+            out.line(&format!(
+                "    {} {}: {} (`{}`)",
+                finding.at.as_deref().unwrap_or("-"),
+                finding.file,
+                finding.meaning(),
+                finding.line
+            ))?;
+        }
     }
     Ok(Exit::Success)
 }

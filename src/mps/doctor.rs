@@ -140,6 +140,7 @@ pub(crate) fn doctor(
                 .iter()
                 .any(|m| m.live && Path::new(&m.record.pipe_directory) == target.pipe_directory);
             checks.push(daemon_check(&target, &ours));
+            checks.extend(daemon_log_check(&target.log_directory));
             checks.push(pipe_check(mps, &target.pipe_directory, live_here));
             checks.push(log_check(&target.log_directory));
         }
@@ -377,6 +378,25 @@ fn daemon_check(plan: &Target, ours: &[&status::ManagedDaemon]) -> Check {
             None,
         ),
     }
+}
+
+/// What the planned daemon's own logs tell of trouble, if anything.
+fn daemon_log_check(log_directory: &Path) -> Option<Check> {
+    let found = super::daemon_log::findings(log_directory);
+    let last = found.last()?;
+    Some(check(
+        "daemon log",
+        CheckStatus::Warn,
+        format!(
+            "{} in `{}`; the latest, {}: {} (`{}`)",
+            crate::text::count(found.len() as u64, "finding"),
+            log_directory.display(),
+            last.at.as_deref().unwrap_or("at an unknown time"),
+            last.meaning(),
+            last.line
+        ),
+        Some("`unilab mps status` lists each; see NVIDIA's MPS documentation for the line".into()),
+    ))
 }
 
 /// A daemon in NVIDIA's default pipe directory, which clients reach unless told otherwise.

@@ -12,6 +12,7 @@
 //! `control` (the NVIDIA tool), `dirs` (pipe and log directories), `lock`.
 
 pub(crate) mod control;
+pub(crate) mod daemon_log;
 pub(crate) mod decide;
 pub(crate) mod dirs;
 pub(crate) mod doctor;

@@ -1,5 +1,6 @@
 //! `mps status` and `mps list`: what this host has, read-only.
 
+use super::daemon_log;
 use super::plan;
 use super::records;
 use std::collections::BTreeSet;
@@ -35,6 +36,8 @@ pub(crate) struct ManagedDaemon {
     pub observed_start_ticks: Option<u64>,
     /// Whether the daemon answered `get_server_list` in time; `null` when it was not asked.
     pub answered: Option<bool>,
+    /// What the tail of its `control.log` and `server.log` tells of trouble.
+    pub log_findings: Vec<daemon_log::LogFinding>,
     /// The processes using it through `mps exec --shared`.
     pub leases: usize,
 }
@@ -68,6 +71,7 @@ pub(crate) fn managed(
                 state: observed.state.as_str(),
                 observed_start_ticks: observed.observed_start_ticks,
                 answered: observed.answered,
+                log_findings: daemon_log::findings(Path::new(&record.log_directory)),
                 leases: leases
                     .iter()
                     .find(|(name, _)| *name == record.name)
