@@ -38,6 +38,12 @@ impl EnvVars {
     pub(crate) const CUDA_MPS_PIPE_DIRECTORY: &'static str = "CUDA_MPS_PIPE_DIRECTORY";
     /// Where an MPS daemon writes its logs.
     pub(crate) const CUDA_MPS_LOG_DIRECTORY: &'static str = "CUDA_MPS_LOG_DIRECTORY";
+    /// The share of SMs an MPS client may use, in percent.
+    pub(crate) const CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: &'static str =
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+    /// The device memory an MPS client process may pin (`0=1G`: per device).
+    pub(crate) const CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: &'static str =
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
     /// The user's runtime directory; MPS pipe directories go there when it is the user's.
     pub(crate) const XDG_RUNTIME_DIR: &'static str = "XDG_RUNTIME_DIR";
 }

@@ -66,8 +66,8 @@ pub use event::soak::{
 // (the soak events' first forms, which logs written before schema 2 hold)
 pub use event::soak::v1 as soak_v1;
 pub use event::{
-    EVENT_KINDS, Envelope, Event, GpuIdentity, LeaseEnd, Scope, StaleReason, StartedDaemon,
-    StopMethod, Subject, TopologyMode,
+    DaemonLimits, EVENT_KINDS, Envelope, Event, GpuIdentity, LeaseEnd, Scope, StaleReason,
+    StartedDaemon, StopMethod, Subject, TopologyMode,
 };
 // ...the log that holds them, and how it fails...
 pub use log::chain::{ChainBreak, ChainFault};

@@ -11,9 +11,9 @@ use unilab::ProcessIdentity;
 use unilab::testing::chain::{self, ChainWalker, Hash};
 use unilab::testing::codec;
 use unilab::*;
+use unilab::{DaemonLimits, LeaseEnd, StaleReason, StartedDaemon, StopMethod};
 use unilab::{Envelope, Event, Scope, Subject};
 use unilab::{GpuIdentity, TopologyMode};
-use unilab::{LeaseEnd, StaleReason, StartedDaemon, StopMethod};
 
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![".{0,24}", "[a-zA-Z0-9/_.-]{0,40}"]
@@ -577,12 +577,32 @@ fn event() -> impl Strategy<Value = Event> {
         (record(), any::<bool>())
             .prop_map(|(record, foreground)| Event::DaemonStartedV3 { record, foreground }),
         (record(), any::<bool>(), option::of(text())).prop_map(|(record, foreground, job)| {
-            Event::DaemonStarted {
+            Event::DaemonStartedV6 {
                 record,
                 foreground,
                 job,
             }
         }),
+        (
+            record(),
+            any::<bool>(),
+            option::of(text()),
+            option::of(0.0f64..=100.0),
+            option::of(any::<u64>())
+        )
+            .prop_map(
+                |(record, foreground, job, active_thread_percentage, pinned_memory_limit)| {
+                    Event::DaemonStarted {
+                        record,
+                        foreground,
+                        job,
+                        limits: DaemonLimits {
+                            active_thread_percentage,
+                            pinned_memory_limit,
+                        },
+                    }
+                }
+            ),
         identity().prop_map(|process| Event::DaemonVerifiedLive { process }),
         (text(), text(), text(), identity()).prop_map(
             |(gpu, pipe_directory, log_directory, starter)| Event::DaemonStartingV3 {

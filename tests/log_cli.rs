@@ -247,7 +247,7 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .success()
         .stdout(predicate::str::starts_with("ok: 29 events, chain head "))
         .stdout(predicate::str::contains(
-            "(0 daemons, 4 soaks, 1 starting, 1 lease, 2 daemon_jobs)",
+            "(0 daemons, 4 soaks, 1 starting, 1 lease, 2 daemon_jobs, 1 daemon_limit)",
         ));
     let out = root
         .unilab()
@@ -1079,7 +1079,7 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
         .success()
         .stdout(predicate::str::contains("ok: 1 event, chain head"))
         .stdout(predicate::str::contains(
-            "(1 daemon, 0 soaks, 0 starting, 0 leases, 1 daemon_job)",
+            "(1 daemon, 0 soaks, 0 starting, 0 leases, 1 daemon_job, 1 daemon_limit)",
         ));
     // A daemon row the events never put there.
     raw_write(&root, |txn| {
@@ -1238,6 +1238,7 @@ fn dynamic_completion_offers_recorded_soak_ids_and_daemon_names() {
         mut record,
         foreground,
         job,
+        limits,
     } = started
     else {
         unreachable!()
@@ -1250,6 +1251,7 @@ fn dynamic_completion_offers_recorded_soak_ids_and_daemon_names() {
                 record,
                 foreground,
                 job,
+                limits,
             },
         )])
         .unwrap();
@@ -1677,6 +1679,7 @@ fn mps_list_columns_hold_a_long_name() {
                 record,
                 foreground: false,
                 job,
+                limits: Default::default(),
             },
         )
         .unwrap();

@@ -769,6 +769,7 @@ fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
                 record: r,
                 foreground,
                 job: None,
+                limits: Default::default(),
             },
         )
         .unwrap();
@@ -1261,6 +1262,7 @@ fn doctor_runs_every_check_and_files_each_finding_under_its_own() {
         statuses(&report),
         [
             ("nvidia-smi", "fail"),
+            ("control tool", "ok"),
             ("visibility mask", "skip"),
             ("selector", "skip"),
             ("daemon", "skip"),
@@ -2221,4 +2223,422 @@ fn a_daemons_job_is_recorded_never_read_from_its_name() {
             .all(|l| l.contains(r#""job":"7""#)),
         "{history}"
     );
+}
+
+/// A daemon killed with SIGKILL leaves its pid file, and its pid may go to an unrelated process.
+/// The occupant of the pipe directory trusted that pid: `mps start --name r2` refused ("a daemon
+/// that unilab did not start answers") although nothing answered, and a record cleaned as
+/// `pid_reused` left `control` and the pid file behind, listed by `mps status` as a pipe that is
+/// not unilab's. Now a pid proves nothing without a control socket that answers.
+#[test]
+fn a_dead_daemons_pid_reused_by_another_process_blocks_nothing_and_its_leftovers_go() {
+    if !is_root() {
+        eprintln!("skipped: forcing pid reuse through /proc/sys/kernel/ns_last_pid needs root");
+        return;
+    }
+    let host = Host::two_gpus();
+    let mut impostors = Vec::new();
+    for (name, gpu) in [("r1", "0"), ("r2", "1")] {
+        let record = host.start(&[gpu, "--name", name]);
+        let pid = record["pid"].as_u64().unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::SIGKILL,
+        )
+        .unwrap();
+        eventually(
+            &format!("pid {pid} to be reaped"),
+            Duration::from_secs(10),
+            || proc_stat(pid).is_none(),
+        );
+        let Some(impostor) = process_with_pid(pid) else {
+            eprintln!("skipped: the kernel would not hand out pid {pid} again");
+            return;
+        };
+        impostors.push((
+            impostor,
+            PathBuf::from(record["pipe_directory"].as_str().unwrap()),
+        ));
+    }
+    // `mps stop r1` cleans the record and removes what the daemon left.
+    host.unilab()
+        .args(["mps", "stop", "r1", "--grace", "0.2"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("pid_reused"));
+    let r1_pipe = &impostors[0].1;
+    assert!(!r1_pipe.join("control").exists(), "its socket was removed");
+    assert!(
+        !r1_pipe.join("nvidia-cuda-mps-control.pid").exists(),
+        "its pid file was removed"
+    );
+    // `mps start --name r2` cleans the stale record in its way and starts.
+    let again = host.start(&["1", "--name", "r2"]);
+    assert_eq!(again["name"], "r2");
+    let pipes = host.json(&["mps", "status"])["control_pipes"].clone();
+    assert!(
+        pipes
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["path"]
+                .as_str()
+                .unwrap()
+                .starts_with(host.runtime().to_str().unwrap()))
+            .all(|p| !p["managed_names"].as_array().unwrap().is_empty()),
+        "no pipe of this host is listed as not unilab's: {pipes}"
+    );
+    host.unilab().args(["mps", "stop", "r2"]).assert().success();
+    for (mut impostor, _) in impostors {
+        assert!(
+            impostor.try_wait().unwrap().is_none(),
+            "the process that reused the pid was not signalled"
+        );
+        impostor.kill().unwrap();
+        impostor.wait().unwrap();
+    }
+}
+
+/// `mps doctor` passed every check (exit 0) without `nvidia-cuda-mps-control`, and `mps start`
+/// then blamed the daemon (`see control.log`): both now name the tool and `UNILAB_MPS_CONTROL`.
+#[test]
+fn a_missing_control_tool_fails_doctor_and_start_with_a_hint_at_the_variable() {
+    let host = Host::two_gpus();
+    let missing = host.root.root().join("no-such-mps-control");
+    let env = [("UNILAB_MPS_CONTROL", missing.to_str().unwrap())];
+    let (code, report) = doctor(&host, &env, Some("0"));
+    assert_eq!(code, 3, "{report}");
+    assert_eq!(status_of(&report, "control tool").unwrap(), "fail");
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "control tool")
+        .unwrap();
+    assert!(
+        check["hint"]
+            .as_str()
+            .unwrap()
+            .contains("UNILAB_MPS_CONTROL"),
+        "{check}"
+    );
+    host.unilab()
+        .envs(env)
+        .args(["mps", "start", "0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("was not found"))
+        .stderr(predicate::str::contains("UNILAB_MPS_CONTROL"))
+        .stderr(predicate::str::contains("control.log").not());
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+    // With the tool found, a GPU a live daemon serves is not `ok`: a start would refuse.
+    host.start(&["0"]);
+    let (_, report) = doctor(&host, &[], Some("0"));
+    assert_eq!(status_of(&report, "control tool").unwrap(), "ok");
+    assert_eq!(status_of(&report, "daemon").unwrap(), "warn");
+    assert!(detail_of(&report, "daemon").contains("would refuse"));
+    host.unilab().args(["mps", "stop"]).assert().success();
+}
+
+/// `mps env --help` offered `--shared`, which only `exec` has; a refused mode said "on 1 GPUs".
+#[test]
+fn help_and_messages_say_only_what_applies() {
+    let host = Host::two_gpus();
+    let help = host
+        .unilab()
+        .args(["mps", "env", "--help"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&help.get_output().stdout).into_owned();
+    assert!(!text.contains("--shared"), "{text}");
+    host.unilab()
+        .args(["mps", "start", "each:0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("on 1 GPU;"));
+}
+
+/// `mps start --active-thread-percentage P --pinned-memory-limit SIZE` sets both on the daemon,
+/// reads them back and records them; `mps list` shows them; `mps exec` hands a client its own
+/// limits as MPS clients take them.
+#[test]
+fn limits_set_on_a_daemon_are_read_back_recorded_and_shown() {
+    let host = Host::two_gpus();
+    let record = host.start(&[
+        "0",
+        "--active-thread-percentage",
+        "25",
+        "--pinned-memory-limit",
+        "2GiB",
+    ]);
+    assert_eq!(record["active_thread_percentage"], 25.0);
+    assert_eq!(record["pinned_memory_limit"], 2u64 << 30);
+    let listed = &host.json(&["mps", "list"])[0];
+    assert_eq!(listed["active_thread_percentage"], 25.0);
+    assert_eq!(listed["pinned_memory_limit"], 2u64 << 30);
+    assert_eq!(listed["job"], Value::Null);
+    let seen = host
+        .unilab()
+        .args([
+            "mps",
+            "exec",
+            "--active-thread-percentage",
+            "10",
+            "--pinned-memory-limit",
+            "512MiB",
+            "--",
+            "sh",
+            "-c",
+            "echo $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE $CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+        ])
+        .assert()
+        .success();
+    assert_eq!(
+        String::from_utf8_lossy(&seen.get_output().stdout).trim(),
+        "10 0=512M"
+    );
+    let help = host
+        .unilab()
+        .args(["mps", "exec", "--help"])
+        .assert()
+        .success();
+    assert!(
+        String::from_utf8_lossy(&help.get_output().stdout).contains("per client process"),
+        "exec --help says the memory limit applies per client process"
+    );
+    host.unilab().args(["mps", "stop"]).assert().success();
+    // Without limits, the record says so with nulls.
+    let plain = host.start(&["0"]);
+    assert_eq!(plain["active_thread_percentage"], Value::Null);
+    assert_eq!(plain["pinned_memory_limit"], Value::Null);
+    host.unilab().args(["mps", "stop"]).assert().success();
+    // Values MPS cannot take are usage errors.
+    for bad in [
+        ["--active-thread-percentage", "0"],
+        ["--pinned-memory-limit", "1000"],
+    ] {
+        host.unilab()
+            .args(["mps", "start", "0"])
+            .args(bad)
+            .assert()
+            .code(2);
+    }
+}
+
+/// A limit the daemon does not hold (the value read back is not the one asked for) refuses the
+/// start: the daemon is stopped, the start recorded as failed, and nothing is left running.
+#[test]
+fn a_limit_read_back_wrong_refuses_the_start_and_leaves_nothing_running() {
+    let host = Host::two_gpus();
+    for (knob, flag, value) in [
+        (
+            "FAKE_MPS_READBACK_PERCENTAGE",
+            "--active-thread-percentage",
+            "25",
+        ),
+        ("FAKE_MPS_READBACK_PINNED", "--pinned-memory-limit", "2GiB"),
+    ] {
+        let wrong = if knob == "FAKE_MPS_READBACK_PINNED" {
+            "1G"
+        } else {
+            "100.0"
+        };
+        host.unilab()
+            .env(knob, wrong)
+            .args(["mps", "start", "0", flag, value])
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains("read back is"));
+        assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+        let pipe = host.runtime().join("unilab/mps/gpu-1111aaaa");
+        assert!(daemons_for(&pipe).is_empty(), "{knob}: a daemon is left");
+        assert_eq!(
+            host.kinds("gpu-1111aaaa").last().unwrap(),
+            "daemon_start_failed"
+        );
+    }
+    // The GPU is startable again.
+    host.start(&["0", "--active-thread-percentage", "50"]);
+    host.unilab().args(["mps", "stop"]).assert().success();
+}
+
+/// A wedged daemon accepts its control socket's connections but never replies: its process is
+/// the recorded one, so liveness by identity called it `live`, and clients handed its
+/// environment hung. `mps list`, `status` and `doctor` now ask it `get_server_list` under the
+/// tool timeout: no answer is `wedged`, never `live`; `env` and `exec --shared` refuse it; `mps
+/// stop` escalates to signals at once and says so.
+#[test]
+fn a_wedged_daemon_is_told_apart_refused_and_stopped_by_signal() {
+    let host = Host::two_gpus();
+    let wedge = host.root.root().join("wedge");
+    let record = host.json_with(
+        &[("FAKE_MPS_WEDGE_WHEN", wedge.to_str().unwrap())],
+        &["mps", "start", "0"],
+    );
+    let pid = record["pid"].as_u64().unwrap();
+    let listed = &host.json(&["mps", "list"])[0];
+    assert_eq!(listed["state"], "live");
+    assert_eq!(listed["answered"], true);
+    assert_eq!(
+        listed["observed_start_ticks"],
+        record["process_start_ticks"]
+    );
+    std::fs::write(&wedge, "").unwrap();
+    let quick = [("UNILAB_TOOL_TIMEOUT", "1")];
+    let listed = &host.json_with(&quick, &["mps", "list"])[0];
+    assert_eq!(listed["state"], "wedged", "{listed}");
+    assert_eq!(listed["live"], false);
+    assert_eq!(listed["answered"], false);
+    assert_eq!(
+        listed["observed_start_ticks"],
+        record["process_start_ticks"]
+    );
+    let status = host.json_with(&quick, &["mps", "status"]);
+    assert_eq!(status["managed_daemons"][0]["state"], "wedged");
+    let (code, report) = doctor(&host, &quick, Some("0"));
+    assert_eq!(code, 3, "{report}");
+    assert_eq!(status_of(&report, "daemon").unwrap(), "fail");
+    assert!(detail_of(&report, "daemon").contains("wedged"));
+    host.unilab()
+        .envs(quick)
+        .args(["mps", "env"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("is wedged"))
+        .stderr(predicate::str::contains("unilab mps stop"));
+    host.unilab()
+        .envs(quick)
+        .args(["mps", "exec", "--shared", "0", "--", "true"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("is wedged"));
+    let stopped = host
+        .unilab()
+        .envs(quick)
+        .args(["--json", "mps", "stop", "--grace", "0.5"])
+        .assert()
+        .success();
+    let stopped: Value = serde_json::from_slice(&stopped.get_output().stdout).unwrap();
+    assert_eq!(stopped[0]["outcome"], "wedged", "{stopped}");
+    assert_eq!(stopped[0]["method"], "terminated");
+    assert_eq!(stopped[0]["pid"], pid);
+    assert!(gone(pid));
+    assert_eq!(host.kinds("gpu-1111aaaa").last().unwrap(), "daemon_stopped");
+}
+
+/// A daemon that is wedged from the start is never recorded live: the start says why.
+#[test]
+fn a_daemon_wedged_from_the_start_is_refused() {
+    let host = Host::two_gpus();
+    host.unilab()
+        .env("FAKE_MPS_WEDGED", "1")
+        .env("UNILAB_TOOL_TIMEOUT", "1")
+        .args(["mps", "start", "0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("it is wedged"));
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+    assert!(daemons_for(&host.runtime().join("unilab/mps/gpu-1111aaaa")).is_empty());
+}
+
+/// `mps stop --json` gave `[{name, outcome, method}]`; the original's `stop_daemon` returns the
+/// record stopped. And under `--json` the warning of a stale clean-up (exit 4) was prose on
+/// stderr; it is one JSON object now, like every other error.
+#[test]
+fn stop_json_returns_the_records_and_a_stale_clean_up_is_one_json_object() {
+    let host = Host::two_gpus();
+    let record = host.start(&["0", "--active-thread-percentage", "30"]);
+    let stopped = host.json(&["mps", "stop"]);
+    let one = &stopped[0];
+    for field in [
+        "name",
+        "pid",
+        "process_start_ticks",
+        "pipe_directory",
+        "gpu_uuids",
+    ] {
+        assert_eq!(one[field], record[field], "{field}");
+    }
+    assert_eq!(one["active_thread_percentage"], 30.0);
+    assert_eq!(one["outcome"], "stopped");
+    assert_eq!(one["method"], "quit");
+    let record = host.start(&["0"]);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(record["pid"].as_u64().unwrap() as i32),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(gone(record["pid"].as_u64().unwrap()));
+    let out = host
+        .unilab()
+        .args(["--json", "mps", "stop"])
+        .assert()
+        .code(4)
+        .get_output()
+        .clone();
+    let stdout: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stdout[0]["outcome"], "stale_cleaned");
+    assert_eq!(stdout[0]["reason"], "process_gone");
+    assert_eq!(stdout[0]["method"], Value::Null);
+    let stderr: Value = serde_json::from_slice(&out.stderr)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(stderr["exit_code"], 4);
+    assert!(stderr["error"].as_str().unwrap().contains("process_gone"));
+}
+
+/// `mps status` and `doctor` read the tail of the daemon's `control.log` and `server.log` for
+/// what MPS users hit — another user's client queued, a server that failed to start, a client
+/// limit reached — and report each with its line and time.
+#[test]
+fn status_and_doctor_report_what_the_daemons_logs_tell_of_trouble() {
+    let host = Host::two_gpus();
+    host.json_with(
+        &[("FAKE_MPS_LOG_EVENTS", "queued,server_failed,client_limit")],
+        &["mps", "start", "0"],
+    );
+    let status = host.json(&["mps", "status"]);
+    let findings = status["managed_daemons"][0]["log_findings"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let kinds: Vec<(&str, &str)> = findings
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap(), f["file"].as_str().unwrap()))
+        .collect();
+    for expected in [
+        ("queued_client", "control.log"),
+        ("server_failed", "control.log"),
+        ("server_failed", "server.log"),
+        ("client_limit", "server.log"),
+    ] {
+        assert!(kinds.contains(&expected), "{expected:?} in {kinds:?}");
+    }
+    let queued = findings
+        .iter()
+        .find(|f| f["kind"] == "queued_client")
+        .unwrap();
+    assert!(
+        queued["line"]
+            .as_str()
+            .unwrap()
+            .contains("push client to pending list")
+    );
+    assert!(queued["at"].as_str().unwrap().starts_with("20"), "{queued}");
+    let human = host.unilab().args(["mps", "status"]).assert().success();
+    let text = String::from_utf8_lossy(&human.get_output().stdout).into_owned();
+    assert!(text.contains("another user's client waits"), "{text}");
+    let (_, report) = doctor(&host, &[], Some("0"));
+    assert_eq!(status_of(&report, "daemon log").unwrap(), "warn");
+    host.unilab().args(["mps", "stop"]).assert().success();
+    // A daemon whose logs say nothing of trouble has no findings.
+    host.start(&["1"]);
+    let status = host.json(&["mps", "status"]);
+    assert!(
+        status["managed_daemons"][0]["log_findings"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "{status}"
+    );
+    host.unilab().args(["mps", "stop"]).assert().success();
 }

@@ -446,7 +446,8 @@ Examples:
   unilab mps start                 the sole visible GPU
   unilab mps start 1               visible ordinal 1 (see `unilab mps plan 1`)
   unilab mps start GPU-1111aaaa --name trainer
-  unilab mps start 0 --foreground  until Ctrl-C")]
+  unilab mps start 0 --foreground  until Ctrl-C
+  unilab mps start 0 --active-thread-percentage 25 --pinned-memory-limit 8GiB")]
     Start(StartArgs),
     /// Stop a daemon unilab started (the sole live one when no name is given)
     Stop(StopArgs),
@@ -466,6 +467,8 @@ and the last one to finish stops it:
         /// Attach to the GPU's shared daemon, starting it if none runs; the last one out stops it
         #[arg(long, conflicts_with = "gpu")]
         shared: bool,
+        #[command(flatten)]
+        limits: ClientLimitArgs,
         /// The command and its arguments
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
@@ -488,6 +491,35 @@ pub(crate) struct StartArgs {
     /// Run the daemon in the foreground; Ctrl-C stops it
     #[arg(long)]
     pub foreground: bool,
+    #[command(flatten)]
+    pub limits: DaemonLimitArgs,
+}
+
+/// The limits `mps start` sets on the daemon: the defaults of every client it serves.
+#[derive(Debug, Args)]
+pub(crate) struct DaemonLimitArgs {
+    /// The share of the GPU's SMs each client may use, in percent (above 0, at most 100): set on
+    /// the daemon and read back; the start is refused, and the daemon stopped, if it does not hold
+    #[arg(long = "active-thread-percentage", value_name = "P", value_parser = crate::mps::limits::parse_percentage)]
+    pub active_thread_percentage: Option<f64>,
+    /// The device memory each client process may pin (`512MiB`, `40GiB`; whole MiB): set on the
+    /// daemon and read back like `--active-thread-percentage`
+    #[arg(long = "pinned-memory-limit", value_name = "SIZE", value_parser = crate::mps::limits::parse_pinned_limit)]
+    pub pinned_memory_limit: Option<u64>,
+}
+
+/// The limits `mps exec` gives its command, as MPS clients take them.
+#[derive(Debug, Args)]
+pub(crate) struct ClientLimitArgs {
+    /// The share of the GPU's SMs the command may use, in percent
+    /// (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`); at most what the daemon allows
+    #[arg(long = "active-thread-percentage", value_name = "P", value_parser = crate::mps::limits::parse_percentage)]
+    pub active_thread_percentage: Option<f64>,
+    /// The device memory each client process may pin (`CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`): the
+    /// limit applies per client process, so a command that starts several CUDA processes may
+    /// pin this much in each
+    #[arg(long = "pinned-memory-limit", value_name = "SIZE", value_parser = crate::mps::limits::parse_pinned_limit)]
+    pub pinned_memory_limit: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -508,7 +540,7 @@ pub(crate) struct StopArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct TargetArgs {
-    /// The daemon (default: the sole live one); with `--shared`, a GPU selector
+    /// The daemon (default: the sole live one)
     #[arg(conflicts_with = "gpu", add = ArgValueCompleter::new(complete::daemon_names))]
     pub name: Option<String>,
     /// The sole live daemon serving this GPU: `N` (the visible ordinal) or `GPU-<uuid prefix>`

@@ -8,13 +8,14 @@ use crate::mps::records;
 use crate::mps::settle;
 use crate::mps::start;
 use crate::mps::stop;
+use std::io::Write as _;
 use std::time::Duration;
 
 use crate::cli::{MpsCommand, StartArgs, StopArgs, TargetArgs};
 use crate::diagnostic::Exit;
 use crate::env::STOP_GRACE_SECS;
 use crate::error::Error;
-use crate::event::GpuIdentity;
+use crate::event::{DaemonLimits, GpuIdentity};
 use crate::log::{EventLog, Snapshot};
 use crate::mps::doctor::{self, CheckStatus};
 use crate::mps::error::MpsError;
@@ -50,14 +51,20 @@ pub(crate) fn run(
         MpsCommand::Env(target) => env(&mps, &target, out),
         MpsCommand::Exec {
             target,
-            shared: false,
+            shared,
+            limits,
             command,
-        } => exec(&mps, &target, &command, out),
-        MpsCommand::Exec {
-            target,
-            shared: true,
-            command,
-        } => exec_shared(&mps, target.name.as_deref(), &command, out),
+        } => {
+            let limits = DaemonLimits {
+                active_thread_percentage: limits.active_thread_percentage,
+                pinned_memory_limit: limits.pinned_memory_limit,
+            };
+            if shared {
+                exec_shared(&mps, target.name.as_deref(), &limits, &command, out)
+            } else {
+                exec(&mps, &target, &limits, &command, out)
+            }
+        }
     }
 }
 
@@ -141,6 +148,15 @@ fn show_status(status: &status::HostStatus, out: &mut Output) -> Result<Exit, Er
             out.paint.status(daemon.state),
             crate::text::count(daemon.leases as u64, "user")
         ))?;
+        for finding in &daemon.log_findings {
+            out.line(&format!(
+                "    {} {}: {} (`{}`)",
+                finding.at.as_deref().unwrap_or("-"),
+                finding.file,
+                finding.meaning(),
+                finding.line
+            ))?;
+        }
     }
     Ok(Exit::Success)
 }
@@ -246,6 +262,10 @@ fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
         pipe_directory: args.pipe_dir,
         log_directory: args.log_dir,
         job: mps.env.job.clone(),
+        limits: DaemonLimits {
+            active_thread_percentage: args.limits.active_thread_percentage,
+            pinned_memory_limit: args.limits.pinned_memory_limit,
+        },
     };
     // Validate everything before the log is opened or anything created.
     let spec = start::spec(mps, &request)?;
@@ -370,47 +390,91 @@ fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
     let mut first_error = None;
     for record in targets {
         match stop::stop(mps, &log, record, args.grace) {
-            Ok(outcome) => results.push(outcome),
+            Ok(outcome) => results.push((record, outcome)),
             Err(e) => {
                 out.warn(&format!("daemon `{}`: {e}", record.name));
                 first_error.get_or_insert(e);
             }
         }
     }
+    let stale = report_stops(mps, &results, out)?;
+    if let Some(e) = first_error {
+        return Err(e.into());
+    }
+    if stale.is_empty() {
+        return Ok(Exit::Success);
+    }
+    if out.json {
+        // Like every other error under `--json`: one object on standard error.
+        let error = serde_json::json!({
+            "error": stale.join("; "),
+            "causes": [],
+            "hint": "start a new daemon with `unilab mps start`",
+            "exit_code": Exit::Stale.code(),
+        });
+        let _ = writeln!(std::io::stderr(), "{error}");
+    }
+    Ok(Exit::Stale)
+}
+
+/// Says how each stop ended; under `--json`, prints the records stopped, each with its
+/// `outcome`, `method` and `reason`. Returns what was said of the stale records cleaned.
+fn report_stops(
+    mps: &Mps,
+    results: &[(&DaemonRecord, stop::StopOutcome)],
+    out: &mut Output,
+) -> Result<Vec<String>, Error> {
     let mut json = Vec::new();
-    for result in &results {
-        match result {
-            stop::StopOutcome::Stopped { name, method } => {
-                json.push(serde_json::json!({ "name": name, "outcome": "stopped", "method": method.as_str() }));
+    let mut stale = Vec::new();
+    for (record, result) in results {
+        let (outcome, method, reason) = match result {
+            stop::StopOutcome::Stopped {
+                name,
+                method,
+                wedged,
+            } => {
+                if *wedged {
+                    out.warn(&format!(
+                        "daemon `{name}` was wedged: it gave no answer to `quit` within {} s, so it was stopped by signal",
+                        mps.control.timeout.as_secs_f64()
+                    ));
+                }
                 if !out.json {
                     out.line(&format!("stopped `{name}` ({})", method.as_str()))?;
                 }
+                let outcome = if *wedged { "wedged" } else { "stopped" };
+                (outcome, Some(method.as_str()), None)
             }
             stop::StopOutcome::Gone { name } => {
-                json.push(serde_json::json!({ "name": name, "outcome": "already_stopped" }));
                 out.note(&format!(
                     "daemon `{name}` was stopped by another command meanwhile; nothing was signalled"
                 ));
+                ("already_stopped", None, None)
             }
             stop::StopOutcome::Stale { name, reason } => {
-                json.push(serde_json::json!({ "name": name, "outcome": "stale_cleaned", "reason": reason.as_str() }));
-                out.warn(&format!(
+                let said = format!(
                     "daemon `{name}` was no longer running ({}); its record was cleaned and nothing was signalled",
                     reason.as_str()
-                ));
+                );
+                if !out.json {
+                    out.warn(&said);
+                }
+                stale.push(said);
+                ("stale_cleaned", None, Some(reason.as_str()))
             }
+        };
+        let mut value = to_json(record)?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("outcome".into(), outcome.into());
+            object.insert("method".into(), method.into());
+            object.insert("reason".into(), reason.into());
         }
+        json.push(value);
     }
     if out.json {
         out.json_line(&serde_json::Value::Array(json))?;
     }
-    if let Some(e) = first_error {
-        return Err(e.into());
-    }
-    let stale = results
-        .iter()
-        .any(|r| matches!(r, stop::StopOutcome::Stale { .. }));
-    Ok(if stale { Exit::Stale } else { Exit::Success })
+    Ok(stale)
 }
 
 fn list(mps: &Mps, out: &mut Output) -> Result<Exit, Error> {
@@ -491,11 +555,12 @@ fn env(mps: &Mps, target_args: &TargetArgs, out: &mut Output) -> Result<Exit, Er
 fn exec(
     mps: &Mps,
     target_args: &TargetArgs,
+    limits: &DaemonLimits,
     command: &[std::ffi::OsString],
     out: &mut Output,
 ) -> Result<Exit, Error> {
     let record = target(mps, target_args, out)?;
-    run_with(&record, command, out)
+    run_with(&record, limits, command, out)
 }
 
 /// `mps exec --shared`: attach to (or start) the GPU's shared daemon, run the command, release;
@@ -503,6 +568,7 @@ fn exec(
 fn exec_shared(
     mps: &Mps,
     selector: Option<&str>,
+    limits: &DaemonLimits,
     command: &[std::ffi::OsString],
     out: &mut Output,
 ) -> Result<Exit, Error> {
@@ -526,7 +592,7 @@ fn exec_shared(
         ));
     }
     // The log is not held open while the command runs: it may run for days.
-    let ran = run_with(record, command, out);
+    let ran = run_with(record, limits, command, out);
     let grace = Duration::from_secs_f64(STOP_GRACE_SECS);
     match open()
         .map_err(Error::from)
@@ -551,6 +617,7 @@ fn exec_shared(
 /// Runs `command` with the environment of `record`'s daemon, passing on its exit status.
 fn run_with(
     record: &DaemonRecord,
+    limits: &DaemonLimits,
     command: &[std::ffi::OsString],
     out: &mut Output,
 ) -> Result<Exit, Error> {
@@ -563,7 +630,7 @@ fn run_with(
     let forward = super::raised_on(&[signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])?;
     // Ctrl-C reaches the command from the terminal itself: unilab only outlives it, to wait.
     super::raised_on(&[signal_hook::consts::SIGINT])?;
-    let status = exec::run_with(record, (program, args), &forward)?;
+    let status = exec::run_with(record, limits, (program, args), &forward)?;
     let code = status
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))

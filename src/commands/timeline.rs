@@ -92,6 +92,9 @@ pub(crate) fn summary(event: &Event) -> String {
             )
         }
         Event::DaemonStartedV3 { record, foreground }
+        | Event::DaemonStartedV6 {
+            record, foreground, ..
+        }
         | Event::DaemonStarted {
             record, foreground, ..
         } => daemon_started(record, *foreground, recorded_job(event)),
@@ -157,7 +160,7 @@ pub(crate) fn summary(event: &Event) -> String {
 /// The job a `daemon_started` recorded, if its form records one.
 fn recorded_job(event: &Event) -> Option<&str> {
     match event {
-        Event::DaemonStarted { job, .. } => job.as_deref(),
+        Event::DaemonStartedV6 { job, .. } | Event::DaemonStarted { job, .. } => job.as_deref(),
         _ => None,
     }
 }

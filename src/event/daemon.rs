@@ -24,6 +24,24 @@ pub struct StartedDaemon {
     pub created_at: f64,
 }
 
+/// The limits a daemon was started with (schema 7), each read back from the daemon before it
+/// was recorded live; `None` where none was set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct DaemonLimits {
+    /// The share of the GPU's SMs each client may use, in percent
+    /// (`set_default_active_thread_percentage`).
+    pub active_thread_percentage: Option<f64>,
+    /// The device memory each client process may pin, in bytes
+    /// (`set_default_device_pinned_mem_limit`).
+    pub pinned_memory_limit: Option<u64>,
+}
+
+impl DaemonLimits {
+    pub fn is_empty(&self) -> bool {
+        self.active_thread_percentage.is_none() && self.pinned_memory_limit.is_none()
+    }
+}
+
 /// The job of a daemon recorded before schema 4, which did not record it: the `job<ID>-` its
 /// name was given under a Slurm job is the only witness left. Never used for a daemon recorded
 /// since, whose job is recorded with it.

@@ -21,7 +21,7 @@ pub(crate) mod topology;
 
 use serde::{Deserialize, Serialize};
 
-pub use daemon::{StaleReason, StartedDaemon, StopMethod};
+pub use daemon::{DaemonLimits, StaleReason, StartedDaemon, StopMethod};
 pub(crate) use soak::{Sample, SoakEnd, SoakStart};
 pub use topology::{GpuIdentity, TopologyMode};
 
@@ -157,9 +157,9 @@ pub enum Event {
         holder: ProcessIdentity,
         reason: LeaseEnd,
     },
-    /// A daemon was started and its `(pid, starttime)` recorded, with its job (schema 4). Same
-    /// kind as its older form.
-    DaemonStarted {
+    /// A daemon was started and its `(pid, starttime)` recorded, with its job (schema 4–6's
+    /// form). Same kind as its older form.
+    DaemonStartedV6 {
         record: StartedDaemon,
         foreground: bool,
         /// The Slurm job it was started in (`SLURM_JOB_ID`), which scopes it.
@@ -209,6 +209,15 @@ pub enum Event {
         findings: Box<soak::Findings>,
         limit: Option<soak::ResourceLimit>,
     },
+    /// A daemon was started and its `(pid, starttime)` recorded, with its job and the limits it
+    /// was started with (schema 7; same kind as its older forms).
+    DaemonStarted {
+        record: StartedDaemon,
+        foreground: bool,
+        /// The Slurm job it was started in (`SLURM_JOB_ID`), which scopes it.
+        job: Option<String>,
+        limits: DaemonLimits,
+    },
 }
 
 /// How a lease on a shared daemon ended.
@@ -255,7 +264,9 @@ impl Event {
     pub fn kind(&self) -> &'static str {
         let index = match self {
             Event::TopologyResolved { .. } => 0,
-            Event::DaemonStartedV3 { .. } | Event::DaemonStarted { .. } => 1,
+            Event::DaemonStartedV3 { .. }
+            | Event::DaemonStartedV6 { .. }
+            | Event::DaemonStarted { .. } => 1,
             Event::DaemonVerifiedLive { .. } => 2,
             Event::DaemonStartFailed { .. } => 3,
             Event::DaemonStaleCleaned { .. } => 4,

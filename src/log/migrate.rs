@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -69,6 +69,16 @@ pub(crate) const STEPS: &[Step] = &[
         // that failed it (new variants at the end of `Event`; `resource_limit` at the end of the
         // failure kinds). Schema 5 records decode and hash unchanged and their soaks render
         // `/3`; nothing is rewritten, and the version keeps an older unilab away.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 6,
+        description: "the limits a daemon was started with",
+        // Schema 7 adds `daemon_started` in a form that records the daemon's active thread
+        // percentage and pinned memory limit (a new variant at the end of `Event`) and the
+        // `daemon_limits` view. Schema 6 records decode and hash unchanged; their daemons have
+        // no row in the view (they were started without limits), so nothing is rewritten, and
+        // the version keeps an older unilab, which could not decode the new form, away.
         apply: |_| Ok(()),
     },
 ];

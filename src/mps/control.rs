@@ -1,7 +1,7 @@
 //! The MPS control client: `nvidia-cuda-mps-control` with commands on stdin, pointed at one
 //! daemon by `CUDA_MPS_PIPE_DIRECTORY`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::env::EnvVars;
@@ -9,6 +9,21 @@ use crate::tool::{Tool, ToolError, ToolOutput};
 
 /// What the client prints when no daemon answers in the pipe directory.
 pub(crate) const NO_DAEMON: &str = "Cannot find MPS control daemon process";
+
+/// Where the control tool is: the path it is named by, or the first executable of its name on
+/// `PATH`. `None` when there is none to run.
+pub(crate) fn locate(control: &Tool) -> Option<PathBuf> {
+    let executable = |path: &Path| {
+        path.is_file() && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
+    };
+    let program = Path::new(&control.program);
+    if program.components().count() > 1 {
+        return executable(program).then(|| program.to_owned());
+    }
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join(program))
+        .find(|path| executable(path))
+}
 
 /// The environment that points the control client, the daemon and CUDA clients at one daemon.
 pub(crate) fn environment(
@@ -51,19 +66,38 @@ pub(crate) fn send(
     Ok(Some(output.stdout))
 }
 
-/// Whether the daemon answers a harmless query with what a daemon answers.
-pub(crate) fn answers(
+/// What a daemon did when asked a command that must answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// It answered as a daemon answers.
+    Answered,
+    /// It took the command and gave no answer within the tool timeout: wedged.
+    Silent,
+    /// No daemon took the command, or what answered is not a daemon's answer.
+    Unanswered,
+}
+
+/// Asks the daemon for its server list (`get_server_list`: the pids of its servers, one a
+/// line), which a working daemon always answers. A daemon that accepts the connection but never
+/// replies — what liveness checks of the process cannot see — is [`Answer::Silent`].
+pub(crate) fn probe(
     control: &Tool,
     pipe_directory: &Path,
     log_directory: &Path,
-) -> Result<bool, ToolError> {
-    let reply = send(
-        control,
-        pipe_directory,
-        log_directory,
-        "get_default_active_thread_percentage",
-    )?;
-    Ok(reply.is_some_and(|r| r.trim().parse::<f64>().is_ok()))
+) -> Result<Answer, ToolError> {
+    match send(control, pipe_directory, log_directory, "get_server_list") {
+        Ok(Some(reply)) if is_server_list(&reply) => Ok(Answer::Answered),
+        Ok(_) => Ok(Answer::Unanswered),
+        Err(ToolError::Timeout { .. }) => Ok(Answer::Silent),
+        Err(e) => Err(e),
+    }
+}
+
+fn is_server_list(reply: &str) -> bool {
+    reply
+        .lines()
+        .map(str::trim)
+        .all(|line| line.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// Runs `nvidia-cuda-mps-control -d` for one GPU; returns once the daemon has detached.

@@ -175,6 +175,8 @@ mod tests {
             process_start_ticks: 7,
             created_at: 0.0,
             job: job.map(str::to_owned),
+            active_thread_percentage: None,
+            pinned_memory_limit: None,
         }
     }
 

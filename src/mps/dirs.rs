@@ -141,24 +141,22 @@ pub(crate) fn creation_base(
 /// Who holds a pipe directory's control socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Occupant {
-    /// No socket and no live pid file.
+    /// No socket and no pid file.
     Empty,
     /// A socket or pid file left behind by a daemon that is gone.
     Leftovers,
-    /// A daemon answers, or the pid file names a live process.
+    /// Something accepts connections on the control socket; `pid` is the live process the pid
+    /// file names, if any (shown, never signalled).
     Live { pid: Option<u32> },
 }
 
-/// Looks at a pipe directory without changing it.
+/// Looks at a pipe directory without changing it. Only a control socket that accepts a
+/// connection proves a daemon there: a pid file outlives a daemon killed with SIGKILL, and its
+/// pid may since have been handed to an unrelated process, so the pid alone proves nothing.
 pub(crate) fn occupant(proc: &dyn ProcSource, pipe_directory: &Path) -> Occupant {
-    let pid = read_pid_file(pipe_directory);
-    if let Some(pid) = pid
-        && proc.stat(pid).is_some_and(|stat| !stat.has_exited())
-    {
-        return Occupant::Live { pid: Some(pid) };
-    }
-    let socket = pipe_directory.join(CONTROL_SOCKET);
-    if socket_answers(&socket) {
+    if socket_answers(&pipe_directory.join(CONTROL_SOCKET)) {
+        let pid = read_pid_file(pipe_directory)
+            .filter(|pid| proc.stat(*pid).is_some_and(|stat| !stat.has_exited()));
         return Occupant::Live { pid };
     }
     let leftovers = [CONTROL_SOCKET, PID_FILE]
@@ -224,6 +222,33 @@ pub(crate) fn remove_leftovers_keeping_dir(pipe_directory: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The occupant of a pipe directory trusted its pid file: a daemon killed with SIGKILL left
+    /// it behind, its pid went to an unrelated process, and the directory was taken for a foreign
+    /// daemon's although nothing answered there (so `mps start` refused and `mps stop` could not
+    /// remove the leftovers). Only a socket that accepts a connection proves a daemon.
+    #[test]
+    fn a_pid_file_naming_a_live_process_is_no_daemon_without_a_socket_that_answers() {
+        use crate::process::{FakeProc, ProcessIdentity};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(PID_FILE), "4242\n").unwrap();
+        let reused = FakeProc::default().with(
+            ProcessIdentity {
+                pid: 4242,
+                start_ticks: 9,
+            },
+            'S',
+            1000,
+        );
+        assert_eq!(occupant(&reused, dir.path()), Occupant::Leftovers);
+        // A socket nobody listens on any more is a leftover too.
+        let socket = dir.path().join(CONTROL_SOCKET);
+        drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+        assert_eq!(occupant(&reused, dir.path()), Occupant::Leftovers);
+        std::fs::remove_file(&socket).unwrap();
+        std::fs::remove_file(dir.path().join(PID_FILE)).unwrap();
+        assert_eq!(occupant(&reused, dir.path()), Occupant::Empty);
+    }
 
     #[test]
     fn long_socket_paths_are_refused_before_anything_starts() {

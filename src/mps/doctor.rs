@@ -87,6 +87,7 @@ pub(crate) fn doctor(
             None
         }
     };
+    checks.push(control_check(mps));
     let topology = match gpus {
         Some(gpus) => match plan::under_mask(mps, gpus) {
             Ok(topology) => {
@@ -148,6 +149,7 @@ pub(crate) fn doctor(
                 .iter()
                 .any(|m| m.live && Path::new(&m.record.pipe_directory) == target.pipe_directory);
             checks.push(daemon_check(&target, &ours));
+            checks.extend(daemon_log_check(&target.log_directory));
             checks.push(pipe_check(mps, &target.pipe_directory, live_here));
             checks.push(log_check(&target.log_directory));
         }
@@ -213,6 +215,24 @@ fn gpu_list_check(gpus: &[GpuInfo]) -> Check {
         ),
         None,
     )
+}
+
+/// Whether the control tool that starts and answers for daemons can be run.
+fn control_check(mps: &Mps) -> Check {
+    match super::control::locate(&mps.control) {
+        Some(path) => check(
+            "control tool",
+            CheckStatus::Ok,
+            format!("`{}`", path.display()),
+            None,
+        ),
+        None => failed(
+            "control tool",
+            &MpsError::ControlMissing {
+                program: mps.control.name(),
+            },
+        ),
+    }
 }
 
 /// What the mask leaves visible.
@@ -322,15 +342,32 @@ fn selector_check(report: &PlanReport) -> Check {
 
 /// Whether a daemon of this user already serves the planned name or GPU.
 fn daemon_check(plan: &Target, ours: &[&status::ManagedDaemon]) -> Check {
+    if let Some(m) = ours.iter().find(|m| m.state == "wedged") {
+        return check(
+            "daemon",
+            CheckStatus::Fail,
+            format!(
+                "`{}` (pid {}) is wedged: it accepts connections on its control socket but gave no answer in time; its clients hang",
+                m.record.name, m.record.pid
+            ),
+            Some(format!(
+                "`unilab mps stop {}` stops it by signal; then start a new daemon",
+                m.record.name
+            )),
+        );
+    }
     if let Some(m) = ours.iter().find(|m| m.live) {
         return check(
             "daemon",
-            CheckStatus::Ok,
+            CheckStatus::Warn,
             format!(
-                "`{}` (pid {}) serves {}",
+                "`{}` (pid {}) already serves {}; `unilab mps start` would refuse",
                 m.record.name, m.record.pid, plan.gpu
             ),
-            None,
+            Some(format!(
+                "use it with `unilab mps exec {0} -- CMD`, or stop it with `unilab mps stop {0}`",
+                m.record.name
+            )),
         );
     }
     match ours.first() {
@@ -350,6 +387,25 @@ fn daemon_check(plan: &Target, ours: &[&status::ManagedDaemon]) -> Check {
             None,
         ),
     }
+}
+
+/// What the planned daemon's own logs tell of trouble, if anything.
+fn daemon_log_check(log_directory: &Path) -> Option<Check> {
+    let found = super::daemon_log::findings(log_directory);
+    let last = found.last()?;
+    Some(check(
+        "daemon log",
+        CheckStatus::Warn,
+        format!(
+            "{} in `{}`; the latest, {}: {} (`{}`)",
+            crate::text::count(found.len() as u64, "finding"),
+            log_directory.display(),
+            last.at.as_deref().unwrap_or("at an unknown time"),
+            last.meaning(),
+            last.line
+        ),
+        Some("`unilab mps status` lists each; see NVIDIA's MPS documentation for the line".into()),
+    ))
 }
 
 /// A daemon in NVIDIA's default pipe directory, which clients reach unless told otherwise.

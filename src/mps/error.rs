@@ -21,7 +21,7 @@ pub enum MpsError {
     Mask(#[from] MaskError),
     #[error("cannot use the selector")]
     Selector(#[source] SelectorError),
-    #[error("`{selector}` resolves to {mode} on {} GPUs; only single_gpu can start an MPS daemon", .gpus.len())]
+    #[error("`{selector}` resolves to {mode} on {}; only single_gpu can start an MPS daemon", crate::text::count(.gpus.len() as u64, "GPU"))]
     ModeNotStartable {
         selector: String,
         mode: TopologyMode,
@@ -57,6 +57,8 @@ pub enum MpsError {
     StartFailed { name: String, reason: String },
     #[error("cannot run the MPS control client")]
     Control(#[source] ToolError),
+    #[error("the MPS control tool `{program}` was not found")]
+    ControlMissing { program: String },
     #[error("no MPS daemon is recorded for this user on this host")]
     NoDaemon,
     #[error("no daemon named `{0}` is recorded")]
@@ -73,6 +75,10 @@ pub enum MpsError {
         pid: u32,
         reason: StaleReason,
     },
+    #[error(
+        "daemon `{name}` (pid {pid}) is wedged: it accepts connections on its control socket but gives no answer"
+    )]
+    Wedged { name: String, pid: u32 },
     #[error("cannot stop daemon `{name}`")]
     Signal {
         name: String,
@@ -152,6 +158,7 @@ impl Hint for MpsError {
             MpsError::StartFailed { name, .. } => format!(
                 "see the daemon's `control.log`, and `unilab history --daemon {name}`"
             ),
+            MpsError::ControlMissing { .. } => "install NVIDIA's MPS (`nvidia-cuda-mps-control`, part of the CUDA driver), or name it with `UNILAB_MPS_CONTROL=/path/to/nvidia-cuda-mps-control`".into(),
             MpsError::NoDaemon => "start one with `unilab mps start`".into(),
             MpsError::Busy { .. } => {
                 "another start or stop of this daemon or GPU is under way; retry once it has finished (`unilab history` shows it)".into()
@@ -166,6 +173,9 @@ impl Hint for MpsError {
             MpsError::NotOneGpu { .. } => {
                 "`--gpu` takes `N` or `GPU-<uuid prefix>`; see `unilab mps plan`".into()
             }
+            MpsError::Wedged { name, .. } => format!(
+                "`unilab mps stop {name}` stops it (by signal, as it cannot take `quit`); then start a new daemon"
+            ),
             MpsError::NotRunning { name, .. } => {
                 format!("`unilab mps stop {name}` cleans the record; then start a new daemon")
             }

@@ -8,18 +8,22 @@ use std::time::Duration;
 use super::DaemonRecord;
 use super::error::MpsError;
 use super::records;
+use crate::event::DaemonLimits;
 
-/// Runs `program` with `args` and the environment of `record`'s daemon until it exits. Whenever `forward`
+/// Runs `program` with `args`, the environment of `record`'s daemon and the client `limits`
+/// until it exits. Whenever `forward`
 /// is raised (a SIGTERM or SIGHUP that would have ended unilab), the command gets a SIGTERM
 /// instead: unilab outlives it, to wait for it.
 pub(crate) fn run_with(
     record: &DaemonRecord,
+    limits: &DaemonLimits,
     (program, args): (&OsStr, &[OsString]),
     forward: &AtomicBool,
 ) -> Result<ExitStatus, MpsError> {
     let mut child = std::process::Command::new(program)
         .args(args)
         .envs(records::environment(record))
+        .envs(super::limits::client_environment(limits))
         .spawn()
         .map_err(|source| MpsError::Exec {
             command: program.to_string_lossy().into_owned(),

@@ -12,6 +12,7 @@
 //! `control` (the NVIDIA tool), `dirs` (pipe and log directories), `lock`.
 
 pub(crate) mod control;
+pub(crate) mod daemon_log;
 pub(crate) mod decide;
 pub(crate) mod dirs;
 pub(crate) mod doctor;
@@ -19,6 +20,7 @@ pub(crate) mod error;
 pub(crate) mod exec;
 pub(crate) mod foreground;
 pub(crate) mod framework;
+pub(crate) mod limits;
 pub(crate) mod lock;
 pub(crate) mod names;
 pub(crate) mod plan;
@@ -34,7 +36,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::env::EnvVars;
-use crate::event::{StartedDaemon, TopologyMode};
+use crate::event::{DaemonLimits, StartedDaemon, TopologyMode};
 use crate::paths::StatePaths;
 use crate::process::{ProcSource, ProcessIdentity};
 use crate::tool::{self, Tool};
@@ -112,11 +114,15 @@ pub(crate) struct DaemonRecord {
     pub created_at: f64,
     /// The Slurm job it was started in, as recorded (never read back from its name).
     pub job: Option<String>,
+    /// The share of SMs each client may use, in percent, as set and read back at its start.
+    pub active_thread_percentage: Option<f64>,
+    /// The device memory each client process may pin, in bytes, as set and read back.
+    pub pinned_memory_limit: Option<u64>,
 }
 
 impl DaemonRecord {
-    /// The record of a started daemon, with the job its start recorded.
-    pub(crate) fn of(started: StartedDaemon, job: Option<String>) -> Self {
+    /// The record of a started daemon, with the job and limits its start recorded.
+    pub(crate) fn of(started: StartedDaemon, job: Option<String>, limits: DaemonLimits) -> Self {
         let StartedDaemon {
             name,
             uid,
@@ -141,6 +147,8 @@ impl DaemonRecord {
             process_start_ticks,
             created_at,
             job,
+            active_thread_percentage: limits.active_thread_percentage,
+            pinned_memory_limit: limits.pinned_memory_limit,
         }
     }
 }

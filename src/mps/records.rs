@@ -2,26 +2,29 @@
 
 use std::path::Path;
 
-use super::control;
+use super::control::{self, Answer};
 use super::decide::stale_reason;
 use super::error::MpsError;
 use super::names::scoped_name;
 use super::plan::{resolve, topology};
 use super::{DaemonRecord, Mps};
 use crate::env::EnvVars;
+use crate::event::StaleReason;
 use crate::gpu::selector::{Atom, Selector};
 use crate::log::{LogError, Snapshot};
 use crate::process::{self, Liveness};
-use crate::projection::{DaemonJobs, Daemons};
+use crate::projection::{DaemonJobs, DaemonLimitsView, Daemons};
 
 /// The daemon records of this user on this host (a record of another scope is never returned).
 pub(crate) fn records(mps: &Mps, snapshot: &Snapshot) -> Result<Vec<DaemonRecord>, LogError> {
     let jobs = DaemonJobs::rows(snapshot)?;
+    let limits = DaemonLimitsView::rows(snapshot)?;
     Ok(Daemons::rows(snapshot)?
         .into_iter()
         .map(|row| {
             let job = DaemonJobs::job_of(&jobs, &row.0.name);
-            DaemonRecord::of(row.0, job)
+            let limits = DaemonLimitsView::limits_of(&limits, &row.0.name);
+            DaemonRecord::of(row.0, job, limits)
         })
         .filter(|r| r.uid == mps.paths.uid && r.host == mps.paths.host)
         .collect())
@@ -29,6 +32,60 @@ pub(crate) fn records(mps: &Mps, snapshot: &Snapshot) -> Result<Vec<DaemonRecord
 
 pub(crate) fn liveness(mps: &Mps, record: &DaemonRecord) -> Liveness {
     process::liveness(mps.proc, record.identity(), mps.paths.uid)
+}
+
+/// What a record names now: its daemon answering, wedged, or no longer there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DaemonState {
+    Live,
+    /// The process is the recorded one, but its control socket gave no answer in time.
+    Wedged,
+    Stale(StaleReason),
+}
+
+impl DaemonState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            DaemonState::Live => "live",
+            DaemonState::Wedged => "wedged",
+            DaemonState::Stale(reason) => reason.as_str(),
+        }
+    }
+}
+
+/// A record's state with the evidence behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Observed {
+    pub state: DaemonState,
+    /// The start time of the process that has the recorded pid now, if one has it.
+    pub observed_start_ticks: Option<u64>,
+    /// Whether it answered `get_server_list` in time; `None` when it was not asked (its process
+    /// is gone) or could not be (the control tool cannot be run).
+    pub answered: Option<bool>,
+}
+
+/// What `record` names now: the process by its identity, then — for the recorded process — its
+/// control socket, asked a command that must answer within the tool timeout.
+pub(crate) fn observe(mps: &Mps, record: &DaemonRecord) -> Observed {
+    let observed_start_ticks = mps.proc.stat(record.pid).map(|s| s.start_ticks);
+    let (state, answered) = match stale_reason(liveness(mps, record)) {
+        Some(reason) => (DaemonState::Stale(reason), None),
+        None => match control::probe(
+            &mps.control,
+            Path::new(&record.pipe_directory),
+            Path::new(&record.log_directory),
+        ) {
+            Ok(Answer::Answered) => (DaemonState::Live, Some(true)),
+            Ok(Answer::Silent | Answer::Unanswered) => (DaemonState::Wedged, Some(false)),
+            // Nothing can ask it: its process is all the evidence there is.
+            Err(_) => (DaemonState::Live, None),
+        },
+    };
+    Observed {
+        state,
+        observed_start_ticks,
+        answered,
+    }
 }
 
 /// Whether a daemon is the caller's to pick without naming it: under a Slurm job only the job's
@@ -132,11 +189,15 @@ pub(crate) fn environment(record: &DaemonRecord) -> Vec<(&'static str, String)> 
     env
 }
 
-/// A live record, or the reason it is not.
+/// A live record whose daemon answers, or the reason it is not.
 pub(crate) fn require_live(mps: &Mps, record: &DaemonRecord) -> Result<(), MpsError> {
-    match stale_reason(liveness(mps, record)) {
-        None => Ok(()),
-        Some(reason) => Err(MpsError::NotRunning {
+    match observe(mps, record).state {
+        DaemonState::Live => Ok(()),
+        DaemonState::Wedged => Err(MpsError::Wedged {
+            name: record.name.clone(),
+            pid: record.pid,
+        }),
+        DaemonState::Stale(reason) => Err(MpsError::NotRunning {
             name: record.name.clone(),
             pid: record.pid,
             reason,
@@ -177,6 +238,8 @@ mod tests {
             process_start_ticks: 7,
             created_at: 0.0,
             job: None,
+            active_thread_percentage: None,
+            pinned_memory_limit: None,
         }
     }
 

@@ -177,6 +177,8 @@ fn settle_held(mps: &Mps, log: &EventLog, start: &Start) -> Result<bool, MpsErro
                 process_start_ticks: daemon.start_ticks,
                 created_at: 0.0,
                 job: job.clone(),
+                active_thread_percentage: None,
+                pinned_memory_limit: None,
             };
             let method = halt(mps, &record, LAUNCH_GRACE)?;
             stopped.push((daemon, method));

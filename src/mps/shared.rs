@@ -55,7 +55,16 @@ pub(crate) fn attach(
         .into_iter()
         .find(|r| r.name == spec.name && decide::stale_reason(records::liveness(mps, r)).is_none());
     let (record, cleared) = match live {
-        Some(record) => (record, None),
+        Some(record) => {
+            // A wedged daemon's clients would hang: refuse rather than hand it out.
+            if records::observe(mps, &record).state == records::DaemonState::Wedged {
+                return Err(MpsError::Wedged {
+                    name: record.name,
+                    pid: record.pid,
+                });
+            }
+            (record, None)
+        }
         None => {
             let started = start::start(mps, log, &spec)?;
             (started.record, Some(started.cleared))

@@ -5,17 +5,18 @@ use crate::time::poll;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::control;
+use super::control::{self, Answer};
 use super::decide::{self, Claim};
 use super::dirs::{self, Occupant};
 use super::error::MpsError;
+use super::limits;
 use super::names::{default_name, scoped_name, validate_job, validate_name};
 use super::plan::{resolve, startable, topology};
 use super::records::{liveness, records};
 use super::settle::settle_in_the_way;
 use super::stop::{clean_stale, halt};
 use super::{DaemonRecord, Mps};
-use crate::event::{Event, StartedDaemon, StopMethod, Subject, TopologyMode};
+use crate::event::{DaemonLimits, Event, StartedDaemon, StopMethod, Subject, TopologyMode};
 use crate::gpu::TopologyPlan;
 use crate::log::EventLog;
 use crate::process::{self, ProcessIdentity, Signal};
@@ -30,6 +31,8 @@ pub(crate) struct StartRequest {
     pub log_directory: Option<PathBuf>,
     /// The Slurm job it starts in (`SLURM_JOB_ID`), which scopes its default name.
     pub job: Option<String>,
+    /// The limits to set on the daemon and read back before it is recorded live.
+    pub limits: DaemonLimits,
 }
 
 /// A daemon about to be started: the request resolved and checked, nothing created yet.
@@ -41,6 +44,7 @@ pub(crate) struct StartSpec {
     pub topology: TopologyPlan,
     pub pipe_directory: PathBuf,
     pub log_directory: PathBuf,
+    pub limits: DaemonLimits,
 }
 
 impl StartSpec {
@@ -67,6 +71,7 @@ pub(crate) fn spec(mps: &Mps, request: &StartRequest) -> Result<StartSpec, MpsEr
         None => default_name(&gpu, request.job.as_deref()),
     };
     validate_name(&name)?;
+    control_present(mps)?;
     let pipe_directory = pipe_directory_for(mps, request.pipe_directory.as_deref(), &name);
     check_pipe_directory(mps, &pipe_directory)?;
     let log_directory = log_directory_for(mps, request.log_directory.as_deref(), &name);
@@ -77,7 +82,18 @@ pub(crate) fn spec(mps: &Mps, request: &StartRequest) -> Result<StartSpec, MpsEr
         topology,
         pipe_directory,
         log_directory,
+        limits: request.limits,
     })
+}
+
+/// The control tool, which a start runs, can be found.
+pub(crate) fn control_present(mps: &Mps) -> Result<(), MpsError> {
+    match control::locate(&mps.control) {
+        Some(_) => Ok(()),
+        None => Err(MpsError::ControlMissing {
+            program: mps.control.name(),
+        }),
+    }
 }
 
 /// The daemon's pipe directory: the one asked for, else the default for `name`.
@@ -266,15 +282,21 @@ pub(crate) fn start(mps: &Mps, log: &EventLog, spec: &StartSpec) -> Result<Start
     Ok(Started { record, cleared })
 }
 
-/// Waits for the daemon's pid file and reads the daemon's identity.
+/// Waits for the daemon's pid file and reads the daemon's identity. The pid is believed only
+/// for a live process of this user that started no earlier than this command did: a daemon this
+/// start launched cannot be older than the start.
 pub(crate) fn wait_for_daemon(
     mps: &Mps,
     pipe_directory: &Path,
     timeout: Duration,
 ) -> Option<ProcessIdentity> {
+    let me = mps.proc.stat(std::process::id())?.start_ticks;
     poll(timeout, Duration::from_millis(20), || {
         let pid = dirs::read_pid_file(pipe_directory)?;
-        let stat = mps.proc.stat(pid).filter(|s| !s.has_exited())?;
+        let stat = mps
+            .proc
+            .stat(pid)
+            .filter(|s| !s.has_exited() && s.start_ticks >= me)?;
         (mps.proc.uid(pid) == Some(mps.paths.uid)).then(|| stat.identity())
     })
 }
@@ -323,29 +345,44 @@ pub(crate) fn record_and_verify(
             record: started.clone(),
             foreground,
             job: spec.job.clone(),
+            limits: spec.limits,
         },
     );
-    let record = DaemonRecord::of(started, spec.job.clone());
+    let record = DaemonRecord::of(started, spec.job.clone(), spec.limits);
     if let Err(e) = appended {
         // A daemon without a record would have no owner: stop it before reporting.
         let _ = halt(mps, &record, Duration::from_secs(2));
         return Err(e.into());
     }
-    match control::answers(&mps.control, &spec.pipe_directory, &spec.log_directory) {
-        Ok(true) => {
+    match verify(mps, spec) {
+        Ok(()) => {
             log.append(subject(), Event::DaemonVerifiedLive { process: daemon })?;
             Ok(record)
         }
-        outcome => {
-            let why = match outcome {
-                Err(e) => e.to_string(),
-                _ => "it did not answer on its control socket".to_owned(),
-            };
+        Err(why) => {
             let _ = halt(mps, &record, Duration::from_secs(2));
             dirs::remove_leftovers(&spec.pipe_directory);
             Err(failed(log, spec, why, Some(daemon)))
         }
     }
+}
+
+/// Whether a launched daemon answers a command that must answer, and holds the limits asked
+/// for once they are set and read back; why not.
+fn verify(mps: &Mps, spec: &StartSpec) -> Result<(), String> {
+    let (pipe, log_dir) = (&spec.pipe_directory, &spec.log_directory);
+    match control::probe(&mps.control, pipe, log_dir) {
+        Ok(Answer::Answered) => {}
+        Ok(Answer::Silent) => {
+            return Err(format!(
+                "it is wedged: it took `get_server_list` and gave no answer within {} s",
+                mps.control.timeout.as_secs_f64()
+            ));
+        }
+        Ok(Answer::Unanswered) => return Err("it did not answer on its control socket".into()),
+        Err(e) => return Err(e.to_string()),
+    }
+    limits::apply(&mps.control, pipe, log_dir, &spec.limits)
 }
 
 /// Records a failed start and returns the error that reports it.

@@ -1,6 +1,6 @@
 //! `mps status` and `mps list`: what this host has, read-only.
 
-use super::decide;
+use super::daemon_log;
 use super::plan;
 use super::records;
 use std::collections::BTreeSet;
@@ -28,8 +28,16 @@ pub(crate) struct ManagedDaemon {
     #[serde(flatten)]
     pub record: DaemonRecord,
     pub live: bool,
-    /// `live`, or why the record is stale.
+    /// `live`, `wedged` (its process is there but its control socket gives no answer in time),
+    /// or why the record is stale.
     pub state: &'static str,
+    /// The evidence: the start time of the process that has the recorded pid now (against the
+    /// record's `process_start_ticks`), `null` when no process has it.
+    pub observed_start_ticks: Option<u64>,
+    /// Whether the daemon answered `get_server_list` in time; `null` when it was not asked.
+    pub answered: Option<bool>,
+    /// What the tail of its `control.log` and `server.log` tells of trouble.
+    pub log_findings: Vec<daemon_log::LogFinding>,
     /// The processes using it through `mps exec --shared`.
     pub leases: usize,
 }
@@ -57,10 +65,13 @@ pub(crate) fn managed(
     Ok(records::records(mps, snapshot)?
         .into_iter()
         .map(|record| {
-            let reason = decide::stale_reason(records::liveness(mps, &record));
+            let observed = records::observe(mps, &record);
             ManagedDaemon {
-                live: reason.is_none(),
-                state: reason.map(|r| r.as_str()).unwrap_or("live"),
+                live: observed.state == records::DaemonState::Live,
+                state: observed.state.as_str(),
+                observed_start_ticks: observed.observed_start_ticks,
+                answered: observed.answered,
+                log_findings: daemon_log::findings(Path::new(&record.log_directory)),
                 leases: leases
                     .iter()
                     .find(|(name, _)| *name == record.name)

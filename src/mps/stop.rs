@@ -22,6 +22,8 @@ pub(crate) enum StopOutcome {
     Stopped {
         name: String,
         method: StopMethod,
+        /// It took `quit` but gave no answer in time: it was stopped by signal.
+        wedged: bool,
     },
     Stale {
         name: String,
@@ -74,7 +76,7 @@ pub(crate) fn stop_held(
             Ok(StopOutcome::Stale { name, reason })
         }
         Stop::Halt => {
-            let method = halt(mps, record, grace)?;
+            let Halted { method, wedged } = halt_daemon(mps, record, grace)?;
             dirs::remove_leftovers(Path::new(&record.pipe_directory));
             log.append(
                 Subject::Daemon(name.clone()),
@@ -83,7 +85,11 @@ pub(crate) fn stop_held(
                     method,
                 },
             )?;
-            Ok(StopOutcome::Stopped { name, method })
+            Ok(StopOutcome::Stopped {
+                name,
+                method,
+                wedged,
+            })
         }
     }
 }
@@ -107,13 +113,31 @@ pub(crate) fn clean_stale(
     Ok(())
 }
 
-/// Asks the daemon to quit, then escalates through its pidfd: SIGTERM, then SIGKILL, each after
-/// `grace`. Every signal re-checks the daemon's identity first.
+/// How a daemon was halted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Halted {
+    pub method: StopMethod,
+    /// It took `quit` and gave no answer within the tool timeout.
+    pub wedged: bool,
+}
+
+/// [`halt_daemon`], for a caller that needs only how it ended.
 pub(crate) fn halt(
     mps: &Mps,
     record: &DaemonRecord,
     grace: Duration,
 ) -> Result<StopMethod, MpsError> {
+    halt_daemon(mps, record, grace).map(|halted| halted.method)
+}
+
+/// Asks the daemon to quit, then escalates through its pidfd: SIGTERM, then SIGKILL, each after
+/// `grace`. Every signal re-checks the daemon's identity first. A wedged daemon — one that took
+/// `quit` and gave no answer within the tool timeout — is escalated at once.
+pub(crate) fn halt_daemon(
+    mps: &Mps,
+    record: &DaemonRecord,
+    grace: Duration,
+) -> Result<Halted, MpsError> {
     let daemon = record.identity();
     let pipe = Path::new(&record.pipe_directory);
     let log_dir = Path::new(&record.log_directory);
@@ -124,10 +148,22 @@ pub(crate) fn halt(
         record.name,
         record.pid
     );
-    let _ = control::send(&mps.control, pipe, log_dir, "quit");
-    if process::wait_for_exit(mps.proc, daemon, grace) {
+    let quit = control::send(&mps.control, pipe, log_dir, "quit");
+    let wedged = matches!(quit, Err(crate::tool::ToolError::Timeout { .. }));
+    let halted = |method| Halted { method, wedged };
+    if wedged {
+        detail!(
+            STEPS,
+            "daemon `{}`: wedged, no answer to `quit` within {}",
+            record.name,
+            crate::trace::ms(mps.control.timeout)
+        );
+        if process::wait_for_exit(mps.proc, daemon, Duration::ZERO) {
+            return Ok(halted(StopMethod::Quit));
+        }
+    } else if process::wait_for_exit(mps.proc, daemon, grace) {
         detail!(STEPS, "daemon `{}`: exited after `quit`", record.name);
-        return Ok(StopMethod::Quit);
+        return Ok(halted(StopMethod::Quit));
     }
     for (signal, method) in [
         (Signal::Terminate, StopMethod::Terminated),
@@ -142,7 +178,7 @@ pub(crate) fn halt(
         match process::signal(mps.proc, daemon, mps.paths.uid, signal) {
             Ok(()) => {}
             // It exited (or its pid moved on) between the wait and the signal: it has stopped.
-            Err(process::SignalError::NotThatProcess { .. }) => return Ok(method),
+            Err(process::SignalError::NotThatProcess { .. }) => return Ok(halted(method)),
             Err(source) => {
                 return Err(MpsError::Signal {
                     name: record.name.clone(),
@@ -152,7 +188,7 @@ pub(crate) fn halt(
         }
         if process::wait_for_exit(mps.proc, daemon, grace) {
             detail!(STEPS, "daemon `{}`: exited after {signal}", record.name);
-            return Ok(method);
+            return Ok(halted(method));
         }
     }
     Err(MpsError::Signal {

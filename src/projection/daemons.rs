@@ -41,9 +41,9 @@ impl Projection for Daemons {
             })
         };
         match &envelope.event {
-            Event::DaemonStarted { record, .. } | Event::DaemonStartedV3 { record, .. } => {
-                Update::Put(DaemonRow(record.clone()))
-            }
+            Event::DaemonStarted { record, .. }
+            | Event::DaemonStartedV6 { record, .. }
+            | Event::DaemonStartedV3 { record, .. } => Update::Put(DaemonRow(record.clone())),
             Event::DaemonStopped { process, .. }
             | Event::DaemonStaleCleaned { process, .. }
             | Event::DaemonStartFailed {
@@ -90,6 +90,7 @@ mod tests {
             },
             foreground: false,
             job: None,
+            limits: Default::default(),
         }
     }
 

@@ -57,6 +57,7 @@ impl Projection for Intents {
                 starter: *starter,
             }),
             Event::DaemonStarted { .. }
+            | Event::DaemonStartedV6 { .. }
             | Event::DaemonStartedV3 { .. }
             | Event::DaemonStartFailed { .. } => Update::Delete,
             _ => Update::Keep,

@@ -42,9 +42,9 @@ impl Projection for DaemonJobs {
 
     fn apply(_current: Option<&JobRow>, envelope: &Envelope) -> Update<JobRow> {
         match &envelope.event {
-            Event::DaemonStarting { job, .. } | Event::DaemonStarted { job, .. } => {
-                Update::Put(JobRow(job.clone()))
-            }
+            Event::DaemonStarting { job, .. }
+            | Event::DaemonStartedV6 { job, .. }
+            | Event::DaemonStarted { job, .. } => Update::Put(JobRow(job.clone())),
             _ => Update::Keep,
         }
     }

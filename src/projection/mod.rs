@@ -10,6 +10,7 @@ pub(crate) mod daemons;
 pub(crate) mod intents;
 pub(crate) mod jobs;
 pub(crate) mod leases;
+pub(crate) mod limits;
 pub(crate) mod soaks;
 
 use crate::log::Views;
@@ -18,11 +19,19 @@ pub use daemons::{DaemonRow, Daemons};
 pub(crate) use intents::{IntentRow, Intents};
 pub(crate) use jobs::DaemonJobs;
 pub(crate) use leases::Leases;
+pub(crate) use limits::DaemonLimitsView;
 pub(crate) use soaks::{Found, Soaks};
 pub use soaks::{SoakState, SoakSummary};
 
 /// Every projection the log keeps.
-pub static ALL: Views = &[&Daemons, &Soaks, &Intents, &Leases, &DaemonJobs];
+pub static ALL: Views = &[
+    &Daemons,
+    &Soaks,
+    &Intents,
+    &Leases,
+    &DaemonJobs,
+    &DaemonLimitsView,
+];
 
 #[cfg(test)]
 pub(crate) use in_memory::fold;

@@ -20,9 +20,9 @@ use unilab::ProcessIdentity;
 use unilab::StatePaths;
 use unilab::testing::{ProcStat, parse_stat};
 use unilab::*;
+use unilab::{DaemonLimits, LeaseEnd, StaleReason, StartedDaemon, StopMethod};
 use unilab::{Event, Scope, Subject};
 use unilab::{GpuIdentity, TopologyMode};
-use unilab::{LeaseEnd, StaleReason, StartedDaemon, StopMethod};
 
 pub fn unilab_bin() -> PathBuf {
     std::env::var_os("UNILAB_TEST_BIN")
@@ -250,6 +250,10 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
                 record: record.clone(),
                 foreground: false,
                 job: None,
+                limits: DaemonLimits {
+                    active_thread_percentage: Some(25.0),
+                    pinned_memory_limit: Some(8 << 30),
+                },
             },
         ),
         (d(), Event::DaemonVerifiedLive { process: daemon }),
