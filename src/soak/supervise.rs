@@ -438,11 +438,16 @@ fn sample_until_done(
         witnesses,
     } = sampling;
     let sampler = sampler_for(ctx, progress, interval);
-    // The series starts with the running command: wait for the guard to report its spawn.
+    // The series starts with the running command: wait for the guard to report its spawn — or
+    // its death, which the first turn of the loop tells (a guard killed before it reported
+    // would otherwise hold the soak for the whole startup timeout).
     let startup = Duration::from_millis(spec.parameters.startup_timeout_ms);
     poll_until(startup.saturating_sub(t0.elapsed()), LOOK_EVERY, || {
         let status = guard.status();
-        status.started.is_some() || status.exited() || interrupted.load(Ordering::Relaxed)
+        status.started.is_some()
+            || status.exited()
+            || guard.died(&status).is_some()
+            || interrupted.load(Ordering::Relaxed)
     });
     let mut index = 0u64;
     // The schedule's tick, apart from the samples' index: ticks missed are skipped, not caught up.
