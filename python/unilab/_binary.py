@@ -102,6 +102,14 @@ def raise_for(
     )
 
 
+def _argv(args: Sequence[str], root: Optional[os.PathLike[str] | str] = None) -> list[str]:
+    """``unilab --json --color never [--root ROOT] ARGS``: how the package calls the binary."""
+    argv = [binary_path(), "--json", "--color", "never"]
+    if root is not None:
+        argv += ["--root", os.fspath(root)]
+    return argv + list(args)
+
+
 def run(
     args: Sequence[str],
     *,
@@ -110,10 +118,7 @@ def run(
     stdin: Optional[str] = None,
 ) -> subprocess.CompletedProcess[str]:
     """``unilab --json [--root ROOT] ARGS``, standard output and error captured as text."""
-    argv = [binary_path(), "--json", "--color", "never"]
-    if root is not None:
-        argv += ["--root", os.fspath(root)]
-    argv += list(args)
+    argv = _argv(args, root)
     return subprocess.run(
         argv,
         input=stdin,
@@ -156,7 +161,7 @@ def run_passing_stderr(
     import collections
     import threading
 
-    argv = [binary_path(), "--json", "--color", "never", *args]
+    argv = _argv(args)
     process = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
