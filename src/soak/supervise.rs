@@ -421,6 +421,24 @@ struct Sampling<'a> {
     witnesses: &'a mut Witnesses,
 }
 
+/// The series starts with the running command: wait for the guard to report its spawn — or its
+/// death, which the first turn of the sampling loop tells (a guard killed before it reported
+/// would otherwise hold the soak for the whole startup timeout).
+fn await_spawn(guard: &Guard, spec: &SoakSpec, interrupted: &AtomicBool) {
+    let startup = Duration::from_millis(spec.parameters.startup_timeout_ms);
+    poll_until(
+        startup.saturating_sub(guard.t0.elapsed()),
+        LOOK_EVERY,
+        || {
+            let status = guard.status();
+            status.started.is_some()
+                || status.exited()
+                || guard.died(&status).is_some()
+                || interrupted.load(Ordering::Relaxed)
+        },
+    );
+}
+
 fn sample_until_done(
     ctx: &SoakContext,
     spec: &SoakSpec,
@@ -438,17 +456,7 @@ fn sample_until_done(
         witnesses,
     } = sampling;
     let sampler = sampler_for(ctx, progress, interval);
-    // The series starts with the running command: wait for the guard to report its spawn — or
-    // its death, which the first turn of the loop tells (a guard killed before it reported
-    // would otherwise hold the soak for the whole startup timeout).
-    let startup = Duration::from_millis(spec.parameters.startup_timeout_ms);
-    poll_until(startup.saturating_sub(t0.elapsed()), LOOK_EVERY, || {
-        let status = guard.status();
-        status.started.is_some()
-            || status.exited()
-            || guard.died(&status).is_some()
-            || interrupted.load(Ordering::Relaxed)
-    });
+    await_spawn(guard, spec, interrupted);
     let mut index = 0u64;
     // The schedule's tick, apart from the samples' index: ticks missed are skipped, not caught up.
     let mut tick = 0u64;
