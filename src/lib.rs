@@ -57,11 +57,11 @@ pub use binary::main;
 
 // The record: the events of the schema...
 pub use event::soak::{
-    CgroupEvidence, ChildExit, Evidence, ExitInfo, FailureKind, Findings, GpuHealth, GpuHolder,
-    GpuProcessSample, GpuRelease, GpuReleased, GpuSample, KernelMessage, LeakedProcess, Limits,
-    Measures, OomKill, OomSource, Outcome, OutcomeStatus, ProcessEvidence, ProcessSample,
-    ProgressSignature, ResourceLimit, Sample, SoakEnd, SoakParameters, SoakStart, Supervision,
-    ThreadEvidence, UnkillableProcess,
+    Archived, ArchivedRun, CgroupEvidence, ChildExit, CompactSample, Evidence, ExitInfo,
+    FailureKind, Findings, GpuHealth, GpuHolder, GpuProcessSample, GpuRelease, GpuReleased,
+    GpuSample, KernelMessage, LeakedProcess, Limits, Measures, OomKill, OomSource, Outcome,
+    OutcomeStatus, ProcessEvidence, ProcessSample, ProgressSignature, ResourceLimit, Sample,
+    SoakEnd, SoakParameters, SoakStart, Supervision, ThreadEvidence, UnkillableProcess,
 };
 // (the soak events' first forms, which logs written before schema 2 hold)
 pub use event::soak::v1 as soak_v1;

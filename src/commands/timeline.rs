@@ -115,6 +115,13 @@ pub(crate) fn summary(event: &Event) -> String {
         Event::SoakSampledV1(_) | Event::SoakSampledV5(_) | Event::SoakSampled { .. } => {
             sampled(event)
         }
+        // The log hands readers the whole sample; a compact one reaching here is still said.
+        Event::SoakSampledCompact(compact) => format!("#{} (compact)", compact.sample.index),
+        Event::SoakArchived(archived) => format!(
+            "{} moved to `{}`",
+            count(archived.records, "record"),
+            archived.file
+        ),
         Event::SoakEvidenceCaptured(evidence) => captured(evidence),
         Event::SoakFinishedV1(end) => finished(&end.outcome, end.duration_ms),
         Event::SoakFinishedV4(end)

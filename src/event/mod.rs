@@ -218,6 +218,13 @@ pub enum Event {
         job: Option<String>,
         limits: DaemonLimits,
     },
+    /// One sample of a soak, its processes stored against the soak's previous sample (schema 8;
+    /// same kind as its older forms). The log gives readers the [`Event::SoakSampled`] it
+    /// stands for: no reader sees this form.
+    SoakSampledCompact(Box<soak::CompactSample>),
+    /// A finished soak's records were moved to an archive file; this event commits to every one
+    /// of them (schema 8).
+    SoakArchived(Box<soak::Archived>),
 }
 
 /// How a lease on a shared daemon ended.
@@ -241,7 +248,7 @@ impl LeaseEnd {
 
 /// Every event kind, in the order its first variant has in [`Event`]. A kind whose payload
 /// changed in a schema version has one variant per form, all with the same kind.
-pub const EVENT_KINDS: [&str; 15] = [
+pub const EVENT_KINDS: [&str; 16] = [
     "topology_resolved",
     "daemon_started",
     "daemon_verified_live",
@@ -257,6 +264,7 @@ pub const EVENT_KINDS: [&str; 15] = [
     "lease_acquired",
     "lease_released",
     "soak_evidence_captured",
+    "soak_archived",
 ];
 
 impl Event {
@@ -275,7 +283,10 @@ impl Event {
             | Event::SoakStartedV4(_)
             | Event::SoakStartedV5 { .. }
             | Event::SoakStarted { .. } => 6,
-            Event::SoakSampledV1(_) | Event::SoakSampledV5(_) | Event::SoakSampled { .. } => 7,
+            Event::SoakSampledV1(_)
+            | Event::SoakSampledV5(_)
+            | Event::SoakSampled { .. }
+            | Event::SoakSampledCompact(_) => 7,
             Event::SoakFinishedV1(_)
             | Event::SoakFinishedV4(_)
             | Event::SoakFinishedV5 { .. }
@@ -286,6 +297,7 @@ impl Event {
             Event::LeaseAcquired { .. } => 12,
             Event::LeaseReleased { .. } => 13,
             Event::SoakEvidenceCaptured(_) => 14,
+            Event::SoakArchived(_) => 15,
         };
         EVENT_KINDS[index]
     }

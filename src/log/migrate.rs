@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -79,6 +79,17 @@ pub(crate) const STEPS: &[Step] = &[
         // `daemon_limits` view. Schema 6 records decode and hash unchanged; their daemons have
         // no row in the view (they were started without limits), so nothing is rewritten, and
         // the version keeps an older unilab, which could not decode the new form, away.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 7,
+        description: "compact samples and archived soaks",
+        // Schema 8 adds `soak_sampled` in a compact form (each sample's processes stored
+        // against the soak's previous sample) and `soak_archived` (a soak's records moved to an
+        // archive file), as new variants at the end of `Event`. Schema 7 records decode and hash
+        // unchanged — re-encoding them would re-chain the whole log; `log archive` is what
+        // shrinks an old log — so nothing is rewritten, and the version keeps an older unilab,
+        // which could not decode the new forms, away.
         apply: |_| Ok(()),
     },
 ];

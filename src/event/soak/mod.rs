@@ -10,8 +10,11 @@
 //! both (parameters, GPU samples, the outcome) are unchanged since schema 1. Schema 5 records
 //! the start and the verdict with what [`evidence`] adds beside them, and the evidence itself;
 //! schema 6 adds [`resources`]: limits with the start, measures with each sample, the limit that
-//! failed a soak with its verdict.
+//! failed a soak with its verdict. Schema 8 stores samples in a [`compact`] form and records
+//! the [`archive`] of a soak moved out of the live log.
 
+mod archive;
+mod compact;
 mod evidence;
 mod resources;
 pub mod v1;
@@ -20,6 +23,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use archive::{Archived, ArchivedRun};
+pub use compact::CompactSample;
 pub use evidence::{
     CgroupEvidence, ChildExit, Evidence, Findings, GpuHolder, GpuRelease, GpuReleased,
     KernelMessage, OomKill, OomSource, ProcessEvidence, Supervision, ThreadEvidence,
