@@ -9,7 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Measures, Sample};
+use std::collections::HashMap;
+
+use super::{Measures, ProcessSample, Sample};
 
 /// One sample of a soak with its processes packed against the soak's previous sample.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,4 +28,619 @@ pub struct CompactSample {
     pub pss: bool,
     /// The processes, packed.
     pub processes: Vec<u8>,
+}
+
+/// Every this many samples of a soak, one is packed against nothing, so that a reader that
+/// starts in the middle of a soak walks back over fewer than this many records.
+pub(crate) const STANDALONE_EVERY: u64 = 64;
+
+/// Why packed processes cannot be unpacked: the record is not what was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnpackError {
+    #[error("it is packed against sample {packed:?}, but the soak's previous sample is {found:?}")]
+    Base {
+        packed: Option<u64>,
+        found: Option<u64>,
+    },
+    #[error("its packed processes end early")]
+    Truncated,
+    #[error("its packed processes have {0} bytes left over")]
+    LeftOver(usize),
+    #[error("its packed process {0} refers to no process of the previous sample")]
+    Reference(usize),
+    #[error("its packed process {0} holds a value out of range")]
+    Range(usize),
+}
+
+/// The numbers of a process, as the packing compares them: `None` where a field is unknown
+/// (and, in [`BLANK`], where a process has no previous self).
+type Numbers = [Option<u64>; FIELDS];
+
+/// A process's fields in the packing's order: those that change most often first, so that the
+/// usual change mask fits one byte.
+const CPU_TICKS: usize = 0;
+const RSS_BYTES: usize = 1;
+const PSS_BYTES: usize = 2;
+const READ_BYTES: usize = 3;
+const WRITE_BYTES: usize = 4;
+const STATE: usize = 5;
+const THREADS: usize = 6;
+const OPEN_FDS: usize = 7;
+const REAPED_CPU_TICKS: usize = 8;
+const PPID: usize = 9;
+const FIELDS: usize = 10;
+/// The sizes the kernel gives in KiB (`VmRSS` in pages, `Pss` in kB).
+const IN_KIB: [usize; 2] = [RSS_BYTES, PSS_BYTES];
+/// The mask's bit for the name, after the numbers'.
+const NAME: usize = FIELDS;
+
+const BLANK: Numbers = [None; FIELDS];
+
+fn numbers(p: &ProcessSample, pss: Option<u64>) -> Numbers {
+    let mut n = BLANK;
+    n[CPU_TICKS] = Some(p.cpu_ticks);
+    n[RSS_BYTES] = Some(p.rss_bytes);
+    n[PSS_BYTES] = pss;
+    n[READ_BYTES] = p.read_bytes;
+    n[WRITE_BYTES] = p.write_bytes;
+    n[STATE] = Some(u64::from(u32::from(p.state)));
+    n[THREADS] = Some(u64::from(p.threads));
+    n[OPEN_FDS] = p.open_fds.map(u64::from);
+    n[REAPED_CPU_TICKS] = Some(p.reaped_children_cpu_ticks);
+    n[PPID] = Some(u64::from(p.ppid));
+    n
+}
+
+/// Each process's proportional set size, where the measures hold one for each.
+fn pss_of(measures: &Measures, processes: usize) -> impl Fn(usize) -> Option<u64> + '_ {
+    let aligned = measures.pss_bytes.len() == processes;
+    move |i| {
+        aligned
+            .then(|| measures.pss_bytes.get(i).copied().flatten())
+            .flatten()
+    }
+}
+
+impl CompactSample {
+    /// Packs `sample` and its `measures` against `base`, the soak's previous sample and its
+    /// measures (`None`: against nothing). `None` when the measures do not line up with the
+    /// processes (a sample the log then stores whole).
+    ///
+    /// The packed bytes: the number of processes, then for each, in the sample's order: a
+    /// reference (`0` for a process the base does not hold, followed by its pid and start
+    /// ticks; else `1 +` the zigzagged distance of its place in the base from the place after
+    /// the last one referred to), a mask of the fields that differ from the base's (or from
+    /// nothing), and each of those fields: a number as `0` for unknown, else `1 +` its zigzagged
+    /// change; the name as its length and bytes. Every integer is an unsigned LEB128 varint.
+    pub(crate) fn pack(
+        base: Option<(&Sample, &Measures)>,
+        sample: &Sample,
+        measures: &Measures,
+    ) -> Option<Self> {
+        let n = sample.processes.len();
+        let pss = !measures.pss_bytes.is_empty();
+        if pss && measures.pss_bytes.len() != n {
+            return None;
+        }
+        let own_pss = pss_of(measures, n);
+        let mut out = Vec::with_capacity(8 * n + 4);
+        varint(&mut out, n as u128);
+        let mut places = Places::new(base.map(|(base, _)| base.processes.as_slice()));
+        let base_pss = base.map(|(base, measures)| pss_of(measures, base.processes.len()));
+        for (i, process) in sample.processes.iter().enumerate() {
+            let place = places.find(process);
+            varint(&mut out, places.reference(place));
+            let (previous, name) = match (place, base, &base_pss) {
+                (Some(at), Some((base, _)), Some(pss)) => {
+                    let before = &base.processes[at];
+                    (numbers(before, pss(at)), before.name.as_str())
+                }
+                _ => {
+                    varint(&mut out, u128::from(process.pid));
+                    varint(&mut out, u128::from(process.start_ticks));
+                    (BLANK, "")
+                }
+            };
+            let now = numbers(process, own_pss(i));
+            let mut mask = 0u128;
+            for field in 0..FIELDS {
+                if now[field] != previous[field] {
+                    mask |= 1 << field;
+                }
+            }
+            if process.name != name {
+                mask |= 1 << NAME;
+            }
+            varint(&mut out, mask);
+            for field in (0..FIELDS).filter(|field| mask & (1 << field) != 0) {
+                varint(&mut out, change(field, previous[field], now[field]));
+            }
+            if mask & (1 << NAME) != 0 {
+                varint(&mut out, process.name.len() as u128);
+                out.extend_from_slice(process.name.as_bytes());
+            }
+        }
+        let mut measures = measures.clone();
+        measures.pss_bytes = Vec::new();
+        Some(Self {
+            base: base.map(|(base, _)| base.index),
+            sample: Sample {
+                processes: Vec::new(),
+                ..sample.clone_without_processes()
+            },
+            measures,
+            pss,
+            processes: out,
+        })
+    }
+
+    /// The sample and measures this stands for, given `base`: the soak's sample just before
+    /// it and its measures, which must be the one it was packed against.
+    pub(crate) fn unpack(
+        self,
+        base: Option<(&Sample, &Measures)>,
+    ) -> Result<(Sample, Measures), UnpackError> {
+        let found = base.map(|(base, _)| base.index);
+        if self.base.is_some() && self.base != found {
+            return Err(UnpackError::Base {
+                packed: self.base,
+                found,
+            });
+        }
+        let base = if self.base.is_some() { base } else { None };
+        let mut input = Input(&self.processes);
+        let n = input.varint()?;
+        // Every process takes two bytes at least: a count beyond that is not what was written.
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= self.processes.len() / 2)
+            .ok_or(UnpackError::Truncated)?;
+        let mut processes = Vec::with_capacity(n);
+        let mut pss_bytes = Vec::with_capacity(if self.pss { n } else { 0 });
+        let mut places = Places::new(base.map(|(base, _)| base.processes.as_slice()));
+        let base_pss = base.map(|(base, measures)| pss_of(measures, base.processes.len()));
+        for i in 0..n {
+            let reference = input.varint()?;
+            let place = places.resolve(reference).ok_or(UnpackError::Reference(i))?;
+            let (identity, previous, name) = match (place, base, &base_pss) {
+                (None, ..) => {
+                    let pid = input.number(i)?;
+                    let start_ticks = input.varint_u64()?;
+                    ((pid, start_ticks), BLANK, "")
+                }
+                (Some(at), Some((base, _)), Some(pss)) => {
+                    let before = base.processes.get(at).ok_or(UnpackError::Reference(i))?;
+                    (
+                        (before.pid, before.start_ticks),
+                        numbers(before, pss(at)),
+                        before.name.as_str(),
+                    )
+                }
+                (Some(_), ..) => return Err(UnpackError::Reference(i)),
+            };
+            let mask = input.varint()?;
+            if mask >> (NAME + 1) != 0 {
+                return Err(UnpackError::Range(i));
+            }
+            let mut now = previous;
+            for field in (0..FIELDS).filter(|field| mask & (1 << field) != 0) {
+                now[field] = changed(field, previous[field], input.varint()?)
+                    .ok_or(UnpackError::Range(i))?;
+            }
+            let name = if mask & (1 << NAME) != 0 {
+                let len = usize::try_from(input.varint()?).map_err(|_| UnpackError::Truncated)?;
+                String::from_utf8(input.bytes(len)?.to_vec()).map_err(|_| UnpackError::Range(i))?
+            } else {
+                name.to_owned()
+            };
+            if !self.pss && now[PSS_BYTES].is_some() {
+                return Err(UnpackError::Range(i));
+            }
+            let process = process_of(identity, name, &now).ok_or(UnpackError::Range(i))?;
+            processes.push(process);
+            if self.pss {
+                pss_bytes.push(now[PSS_BYTES]);
+            }
+        }
+        if !input.0.is_empty() {
+            return Err(UnpackError::LeftOver(input.0.len()));
+        }
+        let mut sample = self.sample;
+        sample.processes = processes;
+        let mut measures = self.measures;
+        measures.pss_bytes = pss_bytes;
+        Ok((sample, measures))
+    }
+}
+
+impl Sample {
+    fn clone_without_processes(&self) -> Self {
+        Self {
+            index: self.index,
+            elapsed_ms: self.elapsed_ms,
+            after_exit: self.after_exit,
+            processes: Vec::new(),
+            reaped_cpu_ticks: self.reaped_cpu_ticks,
+            gpus: self.gpus.clone(),
+            progress: self.progress.clone(),
+            sampler_cost_us: self.sampler_cost_us,
+            errors: self.errors.clone(),
+        }
+    }
+}
+
+/// A process rebuilt from its identity, name and numbers; `None` where a number is out of its
+/// field's range or missing where the field is always known.
+fn process_of((pid, start_ticks): (u32, u64), name: String, n: &Numbers) -> Option<ProcessSample> {
+    let small = |v: Option<u64>| v.map(u32::try_from).transpose().ok();
+    Some(ProcessSample {
+        pid,
+        ppid: small(n[PPID])??,
+        start_ticks,
+        name,
+        state: char::from_u32(small(n[STATE])??)?,
+        rss_bytes: n[RSS_BYTES]?,
+        cpu_ticks: n[CPU_TICKS]?,
+        reaped_children_cpu_ticks: n[REAPED_CPU_TICKS]?,
+        threads: small(n[THREADS])??,
+        open_fds: small(n[OPEN_FDS])?,
+        read_bytes: n[READ_BYTES],
+        write_bytes: n[WRITE_BYTES],
+    })
+}
+
+/// Where each process of a sample was in the base: tried at the place after the last one
+/// found (a tree sampled in the same order), else looked up.
+struct Places<'a> {
+    base: &'a [ProcessSample],
+    index: Option<HashMap<(u32, u64), usize>>,
+    expected: usize,
+}
+
+impl<'a> Places<'a> {
+    fn new(base: Option<&'a [ProcessSample]>) -> Self {
+        Self {
+            base: base.unwrap_or_default(),
+            index: None,
+            expected: 0,
+        }
+    }
+
+    fn find(&mut self, process: &ProcessSample) -> Option<usize> {
+        let identity = (process.pid, process.start_ticks);
+        let same = |p: &ProcessSample| (p.pid, p.start_ticks) == identity;
+        if self.base.get(self.expected).is_some_and(same) {
+            return Some(self.expected);
+        }
+        let base = self.base;
+        let index = self.index.get_or_insert_with(|| {
+            let mut index = HashMap::with_capacity(base.len());
+            for (at, p) in base.iter().enumerate().rev() {
+                index.insert((p.pid, p.start_ticks), at);
+            }
+            index
+        });
+        index.get(&identity).copied()
+    }
+
+    /// The reference written for a process at `place`, moving the expected place past it.
+    fn reference(&mut self, place: Option<usize>) -> u128 {
+        let Some(at) = place else { return 0 };
+        let distance = at as i64 - self.expected as i64;
+        self.expected = at + 1;
+        1 + u128::from(zigzag(distance))
+    }
+
+    /// The place a written reference names: `Some(None)` for a new process, `None` for a
+    /// reference that cannot be (the caller checks it against the base).
+    fn resolve(&mut self, reference: u128) -> Option<Option<usize>> {
+        if reference == 0 {
+            return Some(None);
+        }
+        let distance = unzigzag(u64::try_from(reference - 1).ok()?);
+        let at = usize::try_from(i64::try_from(self.expected).ok()?.checked_add(distance)?).ok()?;
+        if at >= self.base.len() {
+            return None;
+        }
+        self.expected = at + 1;
+        Some(Some(at))
+    }
+}
+
+fn zigzag(d: i64) -> u64 {
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// How a number is written: `0` for unknown, else `1 +` its zigzagged change from `previous`
+/// (from 0 where that was unknown). A size the kernel counts in KiB ([`IN_KIB`]) changes by
+/// whole KiB: such a change is written in KiB, its lowest bit clear (set for one in bytes).
+fn change(field: usize, previous: Option<u64>, now: Option<u64>) -> u128 {
+    now.map_or(0, |now| {
+        let delta = now.wrapping_sub(previous.unwrap_or(0)) as i64;
+        let written = if !IN_KIB.contains(&field) {
+            u128::from(zigzag(delta))
+        } else if delta % 1024 == 0 {
+            u128::from(zigzag(delta / 1024)) << 1
+        } else {
+            u128::from(zigzag(delta)) << 1 | 1
+        };
+        1 + written
+    })
+}
+
+/// The number [`change`] wrote; `None` for what it cannot have written.
+fn changed(field: usize, previous: Option<u64>, written: u128) -> Option<Option<u64>> {
+    if written == 0 {
+        return Some(None);
+    }
+    let written = written - 1;
+    let delta = if !IN_KIB.contains(&field) {
+        unzigzag(u64::try_from(written).ok()?)
+    } else if written & 1 == 0 {
+        unzigzag(u64::try_from(written >> 1).ok()?).checked_mul(1024)?
+    } else {
+        unzigzag(u64::try_from(written >> 1).ok()?)
+    };
+    Some(Some(previous.unwrap_or(0).wrapping_add(delta as u64)))
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u128) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// The packed bytes not read yet.
+struct Input<'a>(&'a [u8]);
+
+impl Input<'_> {
+    fn varint(&mut self) -> Result<u128, UnpackError> {
+        let mut value = 0u128;
+        for (i, &byte) in self.0.iter().enumerate().take(19) {
+            value |= u128::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                self.0 = &self.0[i + 1..];
+                return Ok(value);
+            }
+        }
+        Err(UnpackError::Truncated)
+    }
+
+    fn varint_u64(&mut self) -> Result<u64, UnpackError> {
+        u64::try_from(self.varint()?).map_err(|_| UnpackError::Truncated)
+    }
+
+    fn number(&mut self, process: usize) -> Result<u32, UnpackError> {
+        u32::try_from(self.varint()?).map_err(|_| UnpackError::Range(process))
+    }
+
+    fn bytes(&mut self, len: usize) -> Result<&[u8], UnpackError> {
+        if len > self.0.len() {
+            return Err(UnpackError::Truncated);
+        }
+        let (bytes, rest) = self.0.split_at(len);
+        self.0 = rest;
+        Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::event::soak::ProgressSignature;
+
+    fn process(pid: u32, start_ticks: u64, i: u64) -> ProcessSample {
+        ProcessSample {
+            pid,
+            ppid: 1,
+            start_ticks,
+            name: format!("worker-{pid}"),
+            state: 'S',
+            rss_bytes: 1 << 30,
+            cpu_ticks: i,
+            reaped_children_cpu_ticks: 0,
+            threads: 12,
+            open_fds: Some(40),
+            read_bytes: Some(i << 10),
+            write_bytes: None,
+        }
+    }
+
+    fn sample(index: u64, processes: Vec<ProcessSample>) -> Sample {
+        Sample {
+            index,
+            elapsed_ms: index * 1000,
+            after_exit: false,
+            processes,
+            reaped_cpu_ticks: 3,
+            gpus: None,
+            progress: ProgressSignature {
+                files: 1,
+                bytes: 2,
+                newest_mtime_ns: None,
+            },
+            sampler_cost_us: 900,
+            errors: vec!["nvidia-smi was not found".into()],
+        }
+    }
+
+    fn measures(pss: Vec<Option<u64>>) -> Measures {
+        Measures {
+            pss_bytes: pss,
+            gpus: Vec::new(),
+        }
+    }
+
+    fn round_trip(base: Option<(&Sample, &Measures)>, sample: &Sample, measures: &Measures) {
+        let packed = CompactSample::pack(base, sample, measures).expect("packs");
+        let encoded = crate::log::codec::encode(&packed).expect("encodes");
+        let decoded: CompactSample = crate::log::codec::decode(&encoded).expect("decodes");
+        let (s, m) = decoded.unpack(base).expect("unpacks");
+        assert_eq!((&s, &m), (sample, measures));
+    }
+
+    #[test]
+    fn a_tree_that_only_counts_up_costs_a_few_bytes_a_process() {
+        let tree = |i| {
+            (0..100u32)
+                .map(|p| process(1000 + p, 5000, i))
+                .collect::<Vec<_>>()
+        };
+        let pss = |i: u64| {
+            (0..100u32)
+                .map(|p| Some((100 + u64::from(p) + i) << 20))
+                .collect()
+        };
+        let (base, base_measures) = (sample(0, tree(0)), measures(pss(0)));
+        let (next, next_measures) = (sample(1, tree(1)), measures(pss(1)));
+        let packed =
+            CompactSample::pack(Some((&base, &base_measures)), &next, &next_measures).unwrap();
+        // A reference, a mask, and three changes (CPU ticks, read bytes, PSS) a process.
+        assert!(
+            packed.processes.len() <= 100 * 8,
+            "{} bytes",
+            packed.processes.len()
+        );
+        round_trip(Some((&base, &base_measures)), &next, &next_measures);
+    }
+
+    #[test]
+    fn processes_that_come_go_move_and_change_come_back_as_they_were() {
+        let mut a = process(10, 1, 5);
+        let b = process(11, 1, 5);
+        let c = process(12, 1, 5);
+        let base = sample(3, vec![a.clone(), b.clone(), c.clone()]);
+        let base_measures = measures(vec![Some(1), None, Some(u64::MAX)]);
+        a.name = "renamed".into();
+        a.state = 'Z';
+        a.open_fds = None;
+        a.write_bytes = Some(u64::MAX);
+        a.cpu_ticks = 0;
+        let reused = process(11, 2, 0); // the same pid, another process
+        let next = sample(4, vec![c.clone(), reused, a, process(13, 9, u64::MAX)]);
+        let next_measures = measures(vec![Some(0), Some(5), None, Some(1)]);
+        round_trip(Some((&base, &base_measures)), &next, &next_measures);
+        // Without proportional set sizes, and against nothing.
+        round_trip(Some((&base, &base_measures)), &next, &measures(Vec::new()));
+        round_trip(None, &next, &next_measures);
+        round_trip(None, &sample(0, Vec::new()), &measures(Vec::new()));
+    }
+
+    #[test]
+    fn measures_that_do_not_line_up_are_not_packed() {
+        let next = sample(1, vec![process(10, 1, 0)]);
+        assert!(CompactSample::pack(None, &next, &measures(vec![None, None])).is_none());
+    }
+
+    #[test]
+    fn a_sample_unpacked_against_another_base_is_refused() {
+        let base = sample(3, vec![process(10, 1, 0)]);
+        let next = sample(4, vec![process(10, 1, 1)]);
+        let packed = CompactSample::pack(
+            Some((&base, &Measures::default())),
+            &next,
+            &Measures::default(),
+        )
+        .unwrap();
+        let other = sample(2, vec![process(10, 1, 0)]);
+        assert_eq!(
+            packed.clone().unpack(Some((&other, &Measures::default()))),
+            Err(UnpackError::Base {
+                packed: Some(3),
+                found: Some(2)
+            })
+        );
+        assert!(matches!(packed.unpack(None), Err(UnpackError::Base { .. })));
+    }
+
+    #[test]
+    fn damaged_packed_bytes_are_an_error_never_a_panic() {
+        let base = sample(3, vec![process(10, 1, 0), process(11, 1, 0)]);
+        let next = sample(4, vec![process(11, 1, 9), process(12, 7, 1)]);
+        let both = (&base, &Measures::default());
+        let packed = CompactSample::pack(Some(both), &next, &Measures::default()).unwrap();
+        for cut in 0..packed.processes.len() {
+            let mut short = packed.clone();
+            short.processes.truncate(cut);
+            assert!(short.unpack(Some(both)).is_err(), "cut at {cut}");
+        }
+        for at in 0..packed.processes.len() {
+            for flip in [0x01, 0x80, 0xff] {
+                let mut flipped = packed.clone();
+                flipped.processes[at] ^= flip;
+                let _ = flipped.unpack(Some(both));
+            }
+        }
+        let mut longer = packed;
+        longer.processes.push(0);
+        assert!(longer.unpack(Some(both)).is_err());
+    }
+
+    fn any_process() -> impl Strategy<Value = ProcessSample> {
+        (
+            (0u32..6, 0u64..3, any::<u32>(), ".{0,6}", any::<char>()),
+            (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>()),
+            (
+                any::<Option<u32>>(),
+                any::<Option<u64>>(),
+                any::<Option<u64>>(),
+            ),
+        )
+            .prop_map(
+                |(
+                    (pid, start_ticks, ppid, name, state),
+                    (rss_bytes, cpu_ticks, reaped, threads),
+                    (open_fds, read_bytes, write_bytes),
+                )| ProcessSample {
+                    pid,
+                    ppid,
+                    start_ticks,
+                    name,
+                    state,
+                    rss_bytes,
+                    cpu_ticks,
+                    reaped_children_cpu_ticks: reaped,
+                    threads,
+                    open_fds,
+                    read_bytes,
+                    write_bytes,
+                },
+            )
+    }
+
+    fn any_sample(index: u64) -> impl Strategy<Value = (Sample, Measures)> {
+        (
+            proptest::collection::vec((any_process(), any::<Option<u64>>()), 0..8),
+            any::<bool>(),
+        )
+            .prop_map(move |(rows, pss)| {
+                let (processes, sizes): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
+                (
+                    sample(index, processes),
+                    measures(if pss { sizes } else { Vec::new() }),
+                )
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn any_sample_unpacks_to_itself_against_any_base(
+            (base, base_measures) in any_sample(7),
+            (next, next_measures) in any_sample(8),
+            against_nothing in any::<bool>(),
+        ) {
+            let base = (!against_nothing).then_some((&base, &base_measures));
+            let packed = CompactSample::pack(base, &next, &next_measures).expect("packs");
+            prop_assert_eq!(packed.unpack(base), Ok((next, next_measures)));
+        }
+    }
 }
