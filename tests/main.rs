@@ -5,6 +5,7 @@
 mod common;
 
 mod codec_props;
+mod compact;
 mod evidence;
 mod fakes;
 mod framework;

@@ -11,6 +11,7 @@ use super::codec;
 use super::error::LogError;
 use super::io::{damaged, encode_for, guarded, unreadable};
 use super::open::EventLog;
+use super::pack::Packer;
 use super::tables::{self, ViewTable};
 use super::view::{Update, View};
 use crate::event::{Envelope, Event, Subject};
@@ -173,6 +174,13 @@ impl EventLog {
         Ok((landed, rest))
     }
 
+    fn lock_packed(&self) -> std::sync::MutexGuard<'_, Option<super::pack::Stored>> {
+        // As for `unsettled`: a poisoned lock's value is whole (a packer's last sample or none).
+        self.packed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     pub(super) fn lock_unsettled(&self) -> std::sync::MutexGuard<'_, Option<Unsettled>> {
         // A poisoned lock holds a value as good as any: a panic cannot leave it half-set.
         self.unsettled
@@ -196,6 +204,9 @@ impl EventLog {
         }
         let mut appended = Vec::new();
         let mut kinds = Vec::new();
+        // Taken for the transaction: a commit that fails leaves none, and the next sample of the
+        // soak is packed against nothing.
+        let mut packer = Packer::new(self.lock_packed().take());
         {
             let mut records = txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
             let mut index = txn
@@ -233,20 +244,24 @@ impl EventLog {
             for (subject, event) in events {
                 seq += 1;
                 kinds.push(event.kind());
-                let envelope = Envelope {
+                let mut envelope = Envelope {
                     seq,
                     recorded_at_us: self.clock.now_us(),
                     scope: self.scope.clone(),
                     subject,
                     event,
                 };
-                let body = encode_for(path, &envelope)?;
+                let key = envelope.subject.key();
+                // A sample is stored packed; the views see it whole.
+                let body = packer.store(path, &index, &key, &mut envelope, |stored| {
+                    encode_for(path, stored)
+                })?;
                 let (stored, hash) = chain::seal(&head, &body);
                 records
                     .insert(seq, stored.as_slice())
                     .map_err(unreadable(path))?;
                 index
-                    .insert((envelope.subject.key().as_str(), seq), ())
+                    .insert((key.as_str(), seq), ())
                     .map_err(unreadable(path))?;
                 for (view, table) in &mut views {
                     apply_view(path, *view, table, &envelope)?;
@@ -257,6 +272,7 @@ impl EventLog {
                     hash,
                     recorded_at_us: envelope.recorded_at_us,
                 });
+                packer.stored(key, seq, envelope.event);
             }
             meta.insert(tables::HEAD_KEY, encode_for(path, &(seq, head))?.as_slice())
                 .map_err(unreadable(path))?;
@@ -273,6 +289,7 @@ impl EventLog {
             });
             return Err(unreadable(path)(e));
         }
+        *self.lock_packed() = packer.into_last();
         trace_commit(&appended, kinds, began);
         Ok(appended)
     }

@@ -4,7 +4,8 @@
 //! It stores the events of [`crate::event`] and keeps the views it is handed ([`View`]) up to
 //! date in the same transaction as each append; it names no view itself. Its parts: `open`
 //! (create, repair, migrate, check scope), `append`, `read` (snapshots), `verify` (chain
-//! and views), over one [`codec`] and one [`chain`].
+//! and views), `pack` (compact samples written packed, read whole), over one [`codec`] and one
+//! [`chain`].
 
 mod append;
 pub(crate) mod chain;
@@ -15,6 +16,7 @@ mod faults;
 mod io;
 pub(crate) mod migrate;
 mod open;
+mod pack;
 mod read;
 pub(crate) mod tables;
 mod verify;

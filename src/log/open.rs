@@ -218,6 +218,8 @@ pub struct EventLog {
     reopen: std::sync::atomic::AtomicBool,
     /// An append whose commit failed, not known yet to have landed or not.
     pub(super) unsettled: std::sync::Mutex<Option<super::append::Unsettled>>,
+    /// The sample this handle stored last: the next of its soak is packed against it.
+    pub(super) packed: std::sync::Mutex<Option<super::pack::Stored>>,
     pub(super) path: PathBuf,
     /// The file opened, as `(device, inode)`: each commit checks that `path` still names it.
     pub(super) file: (u64, u64),
@@ -259,6 +261,7 @@ impl EventLog {
             db: std::sync::RwLock::new(Some(db)),
             reopen: std::sync::atomic::AtomicBool::new(false),
             unsettled: std::sync::Mutex::new(None),
+            packed: std::sync::Mutex::new(None),
             path: path.to_owned(),
             file,
             scope,
@@ -289,6 +292,7 @@ impl EventLog {
             db: std::sync::RwLock::new(Some(db)),
             reopen: std::sync::atomic::AtomicBool::new(false),
             unsettled: std::sync::Mutex::new(None),
+            packed: std::sync::Mutex::new(None),
             path: path.to_owned(),
             file: file_at(path).ok_or_else(|| replaced(path))?,
             scope,

@@ -12,6 +12,7 @@ use super::codec;
 use super::error::LogError;
 use super::io::{damaged, guarded, open_read_table, unreadable};
 use super::open::read_meta;
+use super::pack::{self, Unpacker};
 use super::tables::{self, ViewTable};
 use crate::event::{Envelope, Scope, Subject};
 
@@ -79,6 +80,16 @@ impl Snapshot {
                 return Ok(None);
             };
             decode_record(path, seq, stored.value()).map(Some)
+        })?
+        .map(|record| self.whole(record))
+        .transpose()
+    }
+
+    /// `record` with the whole sample in place of a packed one.
+    fn whole(&self, record: Record) -> Result<Record, LogError> {
+        Ok(Record {
+            envelope: pack::unpack_alone(self, record.envelope)?,
+            ..record
         })
     }
 
@@ -102,9 +113,11 @@ impl Snapshot {
             let Some(events) = open_read_table(path, &self.txn, tables::EVENTS)? else {
                 return Ok(());
             };
+            let mut unpacker = Unpacker::default();
             for entry in events.range(from..).map_err(unreadable(path))? {
                 let (key, stored) = entry.map_err(unreadable(path))?;
-                if !visit(decode_record(path, key.value(), stored.value())?)? {
+                let record = decode_record(path, key.value(), stored.value())?;
+                if !visit(unpacker.record(self, record)?)? {
                     break;
                 }
             }
@@ -147,8 +160,9 @@ impl Snapshot {
     ) -> Result<(), E> {
         let path = self.path.as_path();
         let key = subject.key();
+        let mut unpacker = Unpacker::default();
         let Some(resume) = self.subject_stored(&key, from, AHEAD_AFTER, &mut |seq, stored| {
-            visit(decode_record(path, seq, stored)?)
+            visit(unpacker.record(self, decode_record(path, seq, stored)?)?)
         })?
         else {
             return Ok(());
@@ -160,7 +174,9 @@ impl Snapshot {
                 })
                 .map(drop)
             },
-            |seq, stored, hash_holds| visit(decode_hashed(path, seq, stored, hash_holds)?),
+            |seq, stored, hash_holds| {
+                visit(unpacker.record(self, decode_hashed(path, seq, stored, hash_holds)?)?)
+            },
         )
     }
 
@@ -168,6 +184,16 @@ impl Snapshot {
     /// checked against its own hash, until it returns `false`: for what a subject's last events
     /// say (a soak's verdict just before its artifact) without reading the whole subject.
     pub fn scan_subject_back(
+        &self,
+        subject: &Subject,
+        through: u64,
+        mut visit: impl FnMut(Record) -> Result<bool, LogError>,
+    ) -> Result<(), LogError> {
+        self.scan_subject_back_raw(subject, through, |record| visit(self.whole(record)?))
+    }
+
+    /// [`Snapshot::scan_subject_back`] with samples as they are stored, packed or whole.
+    pub(super) fn scan_subject_back_raw(
         &self,
         subject: &Subject,
         through: u64,
@@ -331,6 +357,7 @@ impl Snapshot {
     pub fn replay(&self, mut visit: impl FnMut(Envelope)) -> Result<ChainWalker, LogError> {
         let path = self.path.as_path();
         let mut walker = ChainWalker::default();
+        let mut unpacker = Unpacker::default();
         read_ahead(
             |give| {
                 guarded(path, || {
@@ -354,7 +381,7 @@ impl Snapshot {
                             path: path.to_owned(),
                             chain_break,
                         })?;
-                visit(envelope);
+                visit(unpacker.unpack(self, envelope)?);
                 Ok::<_, LogError>(true)
             },
         )?;

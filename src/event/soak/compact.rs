@@ -36,7 +36,7 @@ pub(crate) const STANDALONE_EVERY: u64 = 64;
 
 /// Why packed processes cannot be unpacked: the record is not what was written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UnpackError {
+pub(crate) enum UnpackError {
     #[error("it is packed against sample {packed:?}, but the soak's previous sample is {found:?}")]
     Base {
         packed: Option<u64>,

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 pub use archive::{Archived, ArchivedRun};
 pub use compact::CompactSample;
+pub(crate) use compact::{STANDALONE_EVERY, UnpackError};
 pub use evidence::{
     CgroupEvidence, ChildExit, Evidence, Findings, GpuHolder, GpuRelease, GpuReleased,
     KernelMessage, OomKill, OomSource, ProcessEvidence, Supervision, ThreadEvidence,

@@ -1,0 +1,255 @@
+//! Compact samples in the log: an append packs each soak sample against the soak's previous
+//! one ([`Packer`]); every read hands out the whole sample a packed record stands for
+//! ([`Unpacker`]), so that no reader, view or check above the log ever sees the packed form.
+//!
+//! A packed sample's base is the record of its soak just before it, which must be a sample of
+//! the index it names. The packer keeps the last sample it stored and packs against it only
+//! while it is still its soak's last record; every [`STANDALONE_EVERY`]th sample is packed
+//! against nothing, so a reader that starts in the middle of a soak walks back over fewer than
+//! that many records.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use redb::{ReadableTable, Table};
+
+use super::error::LogError;
+use super::io::{damaged, unreadable};
+use super::read::{Record, Snapshot};
+use crate::event::soak::{CompactSample, Measures, STANDALONE_EVERY};
+use crate::event::{Envelope, Event, Sample};
+
+/// A sample as the packer keeps it: its soak's subject key and its sequence.
+pub(super) struct Stored {
+    key: String,
+    seq: u64,
+    sample: Sample,
+    measures: Measures,
+}
+
+/// Packs the samples of one append, starting from the last sample this log handle stored.
+pub(super) struct Packer {
+    last: Option<Stored>,
+}
+
+impl Packer {
+    pub(super) fn new(last: Option<Stored>) -> Self {
+        Self { last }
+    }
+
+    /// The sample stored last, for the next append to start from.
+    pub(super) fn into_last(self) -> Option<Stored> {
+        self.last
+    }
+
+    /// Swaps a sample in `envelope` (to be stored under subject key `key`) for its packed
+    /// form, runs `store` on the envelope and swaps the whole sample back. `index` is the
+    /// subject index, which does not hold `envelope`'s sequence yet: the packer's base is used
+    /// only while it is its subject's last record.
+    pub(super) fn store<T>(
+        &mut self,
+        path: &Path,
+        index: &Table<(&str, u64), ()>,
+        key: &str,
+        envelope: &mut Envelope,
+        store: impl FnOnce(&Envelope) -> Result<T, LogError>,
+    ) -> Result<T, LogError> {
+        let Event::SoakSampled { sample, measures } = &envelope.event else {
+            return store(envelope);
+        };
+        let base = match &self.last {
+            Some(last)
+                if last.key == key
+                    && sample.index % STANDALONE_EVERY != 0
+                    && last_of(path, index, key)? == Some(last.seq) =>
+            {
+                Some((&last.sample, &last.measures))
+            }
+            _ => None,
+        };
+        let Some(packed) = CompactSample::pack(base, sample, measures) else {
+            return store(envelope);
+        };
+        let whole = std::mem::replace(
+            &mut envelope.event,
+            Event::SoakSampledCompact(Box::new(packed)),
+        );
+        let stored = store(envelope);
+        envelope.event = whole;
+        stored
+    }
+
+    /// Keeps `event`, just stored under `key` at `seq`, if it is a sample: the next one of its
+    /// soak is packed against it.
+    pub(super) fn stored(&mut self, key: String, seq: u64, event: Event) {
+        if let Event::SoakSampled { sample, measures } = event {
+            self.last = Some(Stored {
+                key,
+                seq,
+                sample: *sample,
+                measures: *measures,
+            });
+        }
+    }
+}
+
+/// The sequence of the last record the subject index holds for `key`.
+fn last_of(
+    path: &Path,
+    index: &Table<(&str, u64), ()>,
+    key: &str,
+) -> Result<Option<u64>, LogError> {
+    let last = index
+        .range((key, 0)..=(key, u64::MAX))
+        .map_err(unreadable(path))?
+        .next_back()
+        .transpose()
+        .map_err(unreadable(path))?;
+    Ok(last.map(|(k, _)| k.value().1))
+}
+
+/// Hands a reader that goes forward through the log the whole samples: it keeps, for each
+/// subject, the sample its last record was (if it was one), and walks back only for a subject
+/// whose earlier records it did not see.
+#[derive(Default)]
+pub(super) struct Unpacker {
+    /// For each subject seen: its last record's sample, `None` when that record was no sample.
+    last: HashMap<String, Option<(Sample, Measures)>>,
+    key: String,
+}
+
+impl Unpacker {
+    /// `record` with the whole sample in place of a packed one.
+    pub(super) fn record(
+        &mut self,
+        snapshot: &Snapshot,
+        record: Record,
+    ) -> Result<Record, LogError> {
+        Ok(Record {
+            envelope: self.unpack(snapshot, record.envelope)?,
+            ..record
+        })
+    }
+
+    /// `envelope` with the whole sample in place of a packed one.
+    pub(super) fn unpack(
+        &mut self,
+        snapshot: &Snapshot,
+        envelope: Envelope,
+    ) -> Result<Envelope, LogError> {
+        envelope.subject.key_into(&mut self.key);
+        let envelope = match (&envelope.event, self.last.get(self.key.as_str())) {
+            (Event::SoakSampledCompact(_), Some(seen)) => {
+                let base = seen.as_ref().map(|(s, m)| (s, m));
+                unpacked(&snapshot.path, envelope, base)?
+            }
+            (Event::SoakSampledCompact(_), None) => unpack_alone(snapshot, envelope)?,
+            (Event::SoakSampled { .. }, _) => envelope,
+            (_, seen) => {
+                // Only a subject with samples is worth remembering.
+                if seen.is_some() {
+                    self.last.insert(self.key.clone(), None);
+                }
+                return Ok(envelope);
+            }
+        };
+        if let Event::SoakSampled { sample, measures } = &envelope.event {
+            let kept = Some((sample.as_ref().clone(), measures.as_ref().clone()));
+            match self.last.get_mut(self.key.as_str()) {
+                Some(seen) => *seen = kept,
+                None => {
+                    self.last.insert(self.key.clone(), kept);
+                }
+            }
+        }
+        Ok(envelope)
+    }
+}
+
+/// `envelope` with the whole sample in place of a packed one, reading back along its subject
+/// for the samples it was packed against: for a reader that reads one record, or goes
+/// backwards.
+pub(super) fn unpack_alone(snapshot: &Snapshot, envelope: Envelope) -> Result<Envelope, LogError> {
+    let Event::SoakSampledCompact(packed) = &envelope.event else {
+        return Ok(envelope);
+    };
+    let path = snapshot.path.as_path();
+    // The packed samples back to one packed against nothing or stored whole, newest first.
+    let mut chain = Vec::new();
+    let mut base = None;
+    let mut wanted = packed.base;
+    if wanted.is_some() {
+        snapshot.scan_subject_back_raw(&envelope.subject, envelope.seq - 1, |record| {
+            let seq = record.envelope.seq;
+            match record.envelope.event {
+                Event::SoakSampledCompact(packed) => {
+                    wanted = packed.base;
+                    chain.push((seq, packed));
+                    Ok(wanted.is_some())
+                }
+                Event::SoakSampled { sample, measures } => {
+                    base = Some((*sample, *measures));
+                    Ok(false)
+                }
+                // A sample packed against a record that is none: unpacking says so below.
+                _ => Ok(false),
+            }
+        })?;
+    }
+    for (seq, packed) in chain.into_iter().rev() {
+        let index = packed.sample.index;
+        base = Some(
+            packed
+                .unpack(base.as_ref().map(|(s, m)| (s, m)))
+                .map_err(|e| unpack_failed(path, seq, index, &e))?,
+        );
+    }
+    unpacked(path, envelope, base.as_ref().map(|(s, m)| (s, m)))
+}
+
+/// `envelope` with the whole sample its packed one stands for against `base`.
+fn unpacked(
+    path: &Path,
+    envelope: Envelope,
+    base: Option<(&Sample, &Measures)>,
+) -> Result<Envelope, LogError> {
+    let Envelope {
+        seq,
+        recorded_at_us,
+        scope,
+        subject,
+        event,
+    } = envelope;
+    let event = match event {
+        Event::SoakSampledCompact(packed) => {
+            let index = packed.sample.index;
+            let (sample, measures) = packed
+                .unpack(base)
+                .map_err(|e| unpack_failed(path, seq, index, &e))?;
+            Event::SoakSampled {
+                sample: Box::new(sample),
+                measures: Box::new(measures),
+            }
+        }
+        other => other,
+    };
+    Ok(Envelope {
+        seq,
+        recorded_at_us,
+        scope,
+        subject,
+        event,
+    })
+}
+
+fn unpack_failed(
+    path: &Path,
+    seq: u64,
+    index: u64,
+    error: &crate::event::soak::UnpackError,
+) -> LogError {
+    damaged(
+        path,
+        format!("sequence {seq}: sample {index} cannot be unpacked: {error}"),
+    )
+}
