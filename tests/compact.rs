@@ -8,7 +8,8 @@ use unilab::{Event, Measures, ProcessSample, Record, Sample, Subject};
 /// counters move, one process is renamed, proportional set sizes on every fourth sample.
 fn changing(i: u64) -> (Sample, Measures) {
     let mut s = sample(i, 6);
-    s.processes.retain(|p| (u64::from(p.pid) + i) % 7 != 0);
+    s.processes
+        .retain(|p| !(u64::from(p.pid) + i).is_multiple_of(7));
     for (n, p) in s.processes.iter_mut().enumerate() {
         p.rss_bytes += i * 4096 * n as u64;
         p.read_bytes = p.read_bytes.map(|b| b + i * 1000);
@@ -16,7 +17,7 @@ fn changing(i: u64) -> (Sample, Measures) {
             p.state = 'R';
         }
     }
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         s.processes.push(ProcessSample {
             pid: 9_000 + i as u32,
             name: format!("dataloader-{i}"),
@@ -24,7 +25,7 @@ fn changing(i: u64) -> (Sample, Measures) {
         });
     }
     s.processes.reverse();
-    let pss = if i % 4 == 0 {
+    let pss = if i.is_multiple_of(4) {
         s.processes.iter().map(|p| Some(p.rss_bytes / 2)).collect()
     } else {
         Vec::new()

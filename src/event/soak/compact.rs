@@ -262,7 +262,7 @@ impl Sample {
             processes: Vec::new(),
             reaped_cpu_ticks: self.reaped_cpu_ticks,
             gpus: self.gpus.clone(),
-            progress: self.progress.clone(),
+            progress: self.progress,
             sampler_cost_us: self.sampler_cost_us,
             errors: self.errors.clone(),
         }
