@@ -72,6 +72,9 @@ impl ArchiveWriter {
             path: path.to_owned(),
         };
         let mut encoder = zstd::stream::write::Encoder::new(BufWriter::new(file), LEVEL)?;
+        // Compression on a thread of its own, beside the reading and hashing of the records
+        // (where it cannot have one, zstd compresses on this thread).
+        let _ = encoder.multithread(1);
         encoder.write_all(MAGIC)?;
         writer.encoder = Some(encoder);
         Ok(writer)
