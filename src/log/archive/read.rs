@@ -48,8 +48,9 @@ impl Snapshot {
 
     /// Calls `visit` with the records of `subject` that `archived` moved, from sequence `from`
     /// on, read from its archive file, which must hold exactly what the event committed to: in
-    /// order, each sequence the event names, of `subject`, and when read through, as many as it
-    /// says and with the digest it recorded. Whether `visit` asked for more.
+    /// order, each sequence the event names, of `subject`, as many as it says and with the
+    /// digest it recorded (read through even when `visit` stops early). Whether `visit` asked
+    /// for more.
     pub(crate) fn scan_archive<E: From<LogError>>(
         &self,
         subject: &Subject,
@@ -73,7 +74,7 @@ impl Snapshot {
         let mut expected = Expected::new(archived);
         let mut digest = RecordsDigest::default();
         let mut records = 0u64;
-        let mut stopped = false;
+        let mut visiting = true;
         read_ahead(
             |give| file::read(&path, give).map_err(|e| read_failed(&path, subject, e)),
             |seq, stored, hash_holds| {
@@ -90,7 +91,9 @@ impl Snapshot {
                     }
                 }
                 records += 1;
-                if seq < from {
+                // Records before `from`, and after `visit` had enough, are only counted and
+                // digested: an archive is vouched for whole, however much of it is read.
+                if seq < from || !visiting {
                     let hash = chain::stored_hash(stored).unwrap_or(chain::GENESIS);
                     digest.add(seq, &hash);
                     return Ok(true);
@@ -108,18 +111,17 @@ impl Snapshot {
                     );
                     return Err(E::from(unlike(detail)));
                 }
-                let going = visit(record)?;
-                stopped = !going;
-                Ok(going)
+                visiting = visit(record)?;
+                Ok(true)
             },
         )?;
-        if !stopped && (records != archived.records || digest.finish() != archived.records_digest) {
+        if records != archived.records || digest.finish() != archived.records_digest {
             return Err(E::from(unlike(format!(
                 "it holds {records} records that are not the {} the log committed to: it was changed, or is another log's",
                 archived.records
             ))));
         }
-        Ok(!stopped)
+        Ok(visiting)
     }
 }
 
