@@ -175,9 +175,10 @@ fn name_holders(error: LogError, log: &Path) -> LogError {
 }
 
 /// Every other process that has the file at `path` open (as far as `/proc` lets this user see):
-/// `pid 4242 (unilab soak run …)`.
+/// `pid 4242 (`unilab soak run …`)`. Open files are told by where their links point, never by
+/// following them (a file on a hung mount would hang us).
 fn holders_of(path: &Path) -> Vec<String> {
-    let Ok(file) = std::fs::metadata(path) else {
+    let Ok(file) = std::fs::canonicalize(path) else {
         return Vec::new();
     };
     let me = std::process::id();
@@ -188,10 +189,8 @@ fn holders_of(path: &Path) -> Vec<String> {
         .filter(|stat| {
             let fds = proc_root.join(stat.pid.to_string()).join("fd");
             std::fs::read_dir(fds).is_ok_and(|fds| {
-                fds.flatten().any(|fd| {
-                    std::fs::metadata(fd.path())
-                        .is_ok_and(|m| (m.dev(), m.ino()) == (file.dev(), file.ino()))
-                })
+                fds.flatten()
+                    .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == file))
             })
         })
         .map(|stat| {

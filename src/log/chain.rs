@@ -375,6 +375,139 @@ pub(crate) fn to_hex(hash: &Hash) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::soak::{Archived, ArchivedRun, ArchivedSoak, OutcomeStatus};
+    use crate::event::{Scope, Subject};
+    use crate::process::ProcessIdentity;
+
+    const SOMEONE: ProcessIdentity = ProcessIdentity {
+        pid: 1,
+        start_ticks: 1,
+    };
+
+    fn archived(runs: &[(u64, u64)], gaps_digest: Hash) -> Event {
+        Event::SoakArchived(Box::new(Archived {
+            file: "f.zst".into(),
+            soak: ArchivedSoak {
+                command: Vec::new(),
+                output: String::new(),
+                supervisor: SOMEONE,
+                started_at_us: 0,
+                ended_at_us: Some(1),
+                status: OutcomeStatus::Passed,
+                failure_kind: None,
+                reason: None,
+                samples: 0,
+                first_seq: 2,
+                last_seq: 3,
+                artifact_digest: None,
+                run_ms: None,
+            },
+            runs: runs
+                .iter()
+                .map(|&(kept, removed)| ArchivedRun { kept, removed })
+                .collect(),
+            records: 0,
+            bytes: 0,
+            records_digest: [0; 32],
+            gaps_digest,
+        }))
+    }
+
+    /// Records 1 to 4 sealed in a chain, 2 and 3 then removed, and `last` sealed after them as
+    /// record 5: what the walk says.
+    fn walk_with_gap(last: impl FnOnce(&[Gap]) -> Vec<Event>) -> Result<(u64, Hash), ChainBreak> {
+        let mut head = GENESIS;
+        let mut stored = Vec::new();
+        let seal_next = |seq: u64, event: Event, head: &mut Hash| {
+            let envelope = Envelope {
+                seq,
+                recorded_at_us: 0,
+                scope: Scope {
+                    uid: 1,
+                    host: "h".into(),
+                },
+                subject: Subject::Host,
+                event,
+            };
+            let (bytes, hash) = seal(head, &codec::encode(&envelope).unwrap());
+            *head = hash;
+            (seq, bytes, hash)
+        };
+        for seq in 1..=4 {
+            let live = Event::DaemonVerifiedLive { process: SOMEONE };
+            stored.push(seal_next(seq, live, &mut head));
+        }
+        let gap = Gap {
+            first: 2,
+            last: 3,
+            before: stored[0].2,
+            after: stored[2].2,
+        };
+        stored.drain(1..3);
+        for (i, event) in last(&[gap]).into_iter().enumerate() {
+            stored.push(seal_next(5 + i as u64, event, &mut head));
+        }
+        let mut walker = ChainWalker::default();
+        for (seq, bytes, _) in &stored {
+            walker.step(*seq, bytes)?;
+        }
+        let (last, _, hash) = stored.last().unwrap();
+        walker.finish((*last, *hash))
+    }
+
+    #[test]
+    fn a_gap_is_accounted_for_only_by_the_archive_that_made_it() {
+        let right = |gaps: &[Gap]| vec![archived(&[(1, 2)], gaps_digest(gaps))];
+        assert!(walk_with_gap(right).is_ok());
+        let fault = |made: fn(&[Gap]) -> Vec<Event>| walk_with_gap(made).unwrap_err();
+        assert_eq!(
+            fault(|_| Vec::new()),
+            ChainBreak {
+                seq: 2,
+                fault: ChainFault::Gap {
+                    expected: 2,
+                    found: 4
+                }
+            },
+            "no archive"
+        );
+        assert_eq!(
+            fault(|gaps| vec![archived(&[(1, 1)], gaps_digest(gaps))]),
+            ChainBreak {
+                seq: 3,
+                fault: ChainFault::Gap {
+                    expected: 3,
+                    found: 4
+                }
+            },
+            "an archive of part of the gap"
+        );
+        assert_eq!(
+            fault(|gaps| vec![archived(&[(1, 3)], gaps_digest(gaps))]).fault,
+            ChainFault::ArchivedYetPresent,
+            "an archive of a record still there"
+        );
+        assert_eq!(
+            fault(|gaps| vec![
+                archived(&[(1, 2)], gaps_digest(gaps)),
+                archived(&[(2, 1)], gaps_digest(gaps))
+            ])
+            .fault,
+            ChainFault::ArchivedTwice,
+        );
+        assert_eq!(
+            fault(|_| vec![archived(&[(1, 2)], [7; 32])]),
+            ChainBreak {
+                seq: 5,
+                fault: ChainFault::GapsMismatch
+            },
+            "other hashes beside the gap"
+        );
+        assert_eq!(
+            fault(|gaps| vec![archived(&[(1, 0)], gaps_digest(gaps))]).fault,
+            ChainFault::BadArchivedRuns,
+        );
+    }
 
     #[test]
     fn the_head_must_be_the_last_record() {
