@@ -59,8 +59,7 @@ impl ArchiveWriter {
         let dir = path.parent().unwrap_or(Path::new("."));
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let temp = dir.join(format!(".{name}.{}.writing", std::process::id()));
-        // A leftover of an earlier process with this pid: no one writes it now.
-        let _ = std::fs::remove_file(&temp);
+        remove_dead_writers(dir, &name);
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -107,6 +106,31 @@ impl ArchiveWriter {
         drop(file);
         std::fs::rename(&self.temp, &self.path)?;
         File::open(self.path.parent().unwrap_or(Path::new(".")))?.sync_all()
+    }
+}
+
+/// Removes what writers of the archive `name` that no longer run left (killed half-way), and
+/// a leftover of an earlier process with this one's pid.
+fn remove_dead_writers(dir: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{name}.");
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(pid) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix)?.strip_suffix(".writing"))
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // Signal 0 delivers nothing; it only asks whether the process exists.
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH);
+        if gone || u32::try_from(pid) == Ok(std::process::id()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 
@@ -219,6 +243,18 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_dead_writers_leftover_is_removed_by_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        // No process has pid 2^22 + 1 (past the kernel's largest): its writer is gone.
+        let leftover = dir.path().join(".a.zst.4194305.writing");
+        std::fs::write(&leftover, b"half").unwrap();
+        let writer = ArchiveWriter::create(&dir.path().join("a.zst")).unwrap();
+        assert!(!leftover.exists());
+        writer.finish().unwrap();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
