@@ -7,7 +7,8 @@
 #  3. one sample of a 100-process tree against its floor (one read of each process's `stat`),
 #     the GPUs read from nvidia-smi's loop mode against a process spawned a sample (the fake),
 #     `soak export` streamed against the whole-object rendering (time and peak heap), and
-#     `log verify` of 1,000,000 events;
+#     `log verify` of 1,000,000 events, and `log archive` of a 100,000-sample soak (time, and the
+#     log's size after compaction against before);
 #  4. the supervisor against psrecord on the same 100-process tree (benches/compare-psrecord.sh).
 # Needs Python 3; strace for part 2 (skipped without it); pip for part 4 (SKIP_PSRECORD=1 skips).
 set -euo pipefail
@@ -86,6 +87,9 @@ cargo bench --locked --bench soak -- export_100k 2>/dev/null \
     | grep -E '^export_100k|time:' | sed 's/^/  /'
 cargo bench --locked --bench event_log -- verify 2>/dev/null \
     | grep -E 'verify_1m|thrpt:' | sed 's/^/  /'
+# `log archive` of a 100,000-sample soak: its time (target < 2 s) and the live log's size on
+# disk after archive and compaction against before (target < 5 %).
+cargo bench --locked --bench archive 2>/dev/null | grep -E '^archive_100k' | sed 's/^/  /'
 
 if [ "${SKIP_PSRECORD:-}" != 1 ]; then
     echo "== 4. the supervisor against psrecord"

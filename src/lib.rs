@@ -57,11 +57,11 @@ pub use binary::main;
 
 // The record: the events of the schema...
 pub use event::soak::{
-    Archived, ArchivedRun, CgroupEvidence, ChildExit, CompactSample, Evidence, ExitInfo,
-    FailureKind, Findings, GpuHealth, GpuHolder, GpuProcessSample, GpuRelease, GpuReleased,
-    GpuSample, KernelMessage, LeakedProcess, Limits, Measures, OomKill, OomSource, Outcome,
-    OutcomeStatus, ProcessEvidence, ProcessSample, ProgressSignature, ResourceLimit, Sample,
-    SoakEnd, SoakParameters, SoakStart, Supervision, ThreadEvidence, UnkillableProcess,
+    Archived, ArchivedRun, ArchivedSoak, CgroupEvidence, ChildExit, CompactSample, Evidence,
+    ExitInfo, FailureKind, Findings, GpuHealth, GpuHolder, GpuProcessSample, GpuRelease,
+    GpuReleased, GpuSample, KernelMessage, LeakedProcess, Limits, Measures, OomKill, OomSource,
+    Outcome, OutcomeStatus, ProcessEvidence, ProcessSample, ProgressSignature, ResourceLimit,
+    Sample, SoakEnd, SoakParameters, SoakStart, Supervision, ThreadEvidence, UnkillableProcess,
 };
 // (the soak events' first forms, which logs written before schema 2 hold)
 pub use event::soak::v1 as soak_v1;
@@ -73,7 +73,7 @@ pub use event::{
 pub use log::chain::{ChainBreak, ChainFault};
 pub use log::codec::CodecError;
 pub use log::migrate::MigrationError;
-pub use log::{Appended, VerifyReport};
+pub use log::{Appended, ArchiveCheck, ArchiveDone, ToArchive, VerifyReport};
 pub use log::{EventLog, LogError, LogReader, Projection, Record, Snapshot, Update, View};
 pub use paths::Distrust;
 // ...and the views over it.
@@ -100,6 +100,7 @@ pub mod testing {
     pub use crate::process::{Liveness, SignalError};
     pub use crate::process::{ProcStat, all_processes, descendants, parse_stat};
     pub use crate::projection::{SoakState, SoakSummary};
+    pub use crate::soak::archive::archive as archive_soaks;
     pub use crate::soak::error::{Invalid, ProgressDirProblem, SoakError, Written};
     pub use crate::soak::launch::PlaceholderError;
     pub use crate::soak::trend::{Slope, Trend};

@@ -67,7 +67,12 @@ fn history_json_is_one_object_a_line_with_every_kind() {
     let mut distinct = kinds.clone();
     distinct.sort();
     distinct.dedup();
-    let mut all = EVENT_KINDS.to_vec();
+    // A `soak_archived` is made by `log archive` moving a soak's records, never appended as
+    // such: the `log_archive` tests show it.
+    let mut all: Vec<&str> = EVENT_KINDS
+        .into_iter()
+        .filter(|kind| *kind != "soak_archived")
+        .collect();
     all.sort();
     assert_eq!(distinct, all, "the sample log holds every kind once");
     assert_eq!(lines.len(), kinds.len());

@@ -10,6 +10,7 @@ mod evidence;
 mod fakes;
 mod framework;
 mod gpu_health;
+mod log_archive;
 mod log_cli;
 mod log_concurrency;
 mod log_crash;

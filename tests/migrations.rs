@@ -32,11 +32,25 @@ fn fixture_dir(version: u32) -> PathBuf {
         .join(format!("fixtures/v{version}"))
 }
 
-/// Copies a frozen log to where `root`'s binary looks for the caller's log.
+/// Copies a frozen log, and the archive files frozen beside it (schema 8 on), to where
+/// `root`'s binary looks for the caller's log.
 fn install(version: u32, root: &TestRoot) {
-    private_dir_all(root.log_path().parent().unwrap());
-    copy_log(&fixture_dir(version).join("events.redb"), &root.log_path());
+    let log = root.log_path();
+    let dir = log.parent().unwrap();
+    private_dir_all(dir);
+    copy_log(&fixture_dir(version).join("events.redb"), &log);
+    for entry in std::fs::read_dir(fixture_dir(version)).unwrap() {
+        let name = entry.unwrap().file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("events.soak-") && name.ends_with(".zst") {
+            copy_log(&fixture_dir(version).join(&*name), &dir.join(&*name));
+        }
+    }
 }
+
+/// The soak of [`every_event_kind`] that a frozen fixture (schema 8 on) holds archived: the
+/// schema-1 one, whose records are interleaved with another soak's.
+const ARCHIVED_IN_FIXTURE: &str = "20261202T124210-3f9a";
 
 #[test]
 #[ignore = "writes a new frozen fixture; run by hand when releasing a schema version"]
@@ -51,6 +65,12 @@ fn freeze_fixture() {
     let clock = SteppingClock::boxed(1_764_676_800_000_000, 1_000_000);
     let log = EventLog::open_with_clock(&path, fixture_scope(), PROJECTIONS, clock).unwrap();
     log.append_all(every_event_kind()).unwrap();
+    drop(log);
+    // An archived soak: its records in an archive file beside the log, frozen with it.
+    let log = EventLog::open_alone(&path, fixture_scope(), PROJECTIONS).unwrap();
+    let archived = unilab::testing::archive_soaks(&log, &[ARCHIVED_IN_FIXTURE.to_owned()]).unwrap();
+    assert_eq!(archived.len(), 1, "{archived:?}");
+    log.compact().unwrap();
     drop(log);
     let root = TestRoot::new();
     install(SCHEMA_VERSION, &root);
@@ -72,6 +92,14 @@ fn freeze_fixture() {
         assert!(artifact.status.success(), "{artifact:?}");
         std::fs::write(dir.join(format!("artifact-{id}.json")), artifact.stdout).unwrap();
     }
+}
+
+/// The sequence of the last event of the frozen fixture of `version`: the last line of its
+/// history (an archived soak's records leave gaps before it).
+fn fixture_head(version: u32) -> u64 {
+    let history = std::fs::read_to_string(fixture_dir(version).join("history.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(history.lines().last().unwrap()).unwrap();
+    last["seq"].as_u64().unwrap()
 }
 
 /// How many events the frozen fixture of `version` holds: one line of its history each.
@@ -167,7 +195,7 @@ fn a_frozen_fixture_opens_for_appending_with_the_current_code() {
                 },
             )
             .unwrap();
-        assert_eq!(appended.seq, fixture_events(version) as u64 + 1);
+        assert_eq!(appended.seq, fixture_head(version) + 1);
         let report = log.snapshot().unwrap().verify(PROJECTIONS).unwrap();
         assert_eq!(report.schema_version, SCHEMA_VERSION);
         assert_eq!(report.scope, Some(fixture_scope()));

@@ -113,7 +113,7 @@ fn print_from(
         }
     };
     match subject {
-        Some(subject) => snapshot.scan_subject(subject, from, |record| {
+        Some(subject) => snapshot.scan_records(subject, from, |record| {
             print(record, out)?;
             Ok::<bool, Error>(true)
         })?,
@@ -152,7 +152,7 @@ fn all_hosts(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result
             Ok::<bool, crate::log::LogError>(true)
         };
         match &subject {
-            Some(subject) => snapshot.scan_subject(subject, args.since, keep)?,
+            Some(subject) => snapshot.scan_records(subject, args.since, keep)?,
             None => snapshot.scan(args.since, keep)?,
         }
         records.extend(found);

@@ -1,4 +1,4 @@
-//! `unilab log verify`: walk the chain and rebuild the projections.
+//! `unilab log verify`: walk the chain, rebuild the projections, check the archives.
 
 use crate::diagnostic::Exit;
 use crate::error::Error;
@@ -66,6 +66,20 @@ pub(crate) fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error
         for (table, rows) in &report.views {
             object[table.as_str()] = (*rows).into();
         }
+        if !report.archives.is_empty() {
+            object["archives"] = report
+                .archives
+                .iter()
+                .map(|a| {
+                    serde_json::json!({
+                        "soak_id": a.soak_id,
+                        "file": a.path,
+                        "records": a.records,
+                        "checked": a.present,
+                    })
+                })
+                .collect();
+        }
         out.json_line(&object)?;
     } else {
         let views: Vec<String> = report
@@ -84,6 +98,34 @@ pub(crate) fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error
             report.schema_version,
             views.join(", ")
         ))?;
+        archives_line(&report, out)?;
     }
+    warn_missing(&report, out);
     Ok(Exit::Success)
+}
+
+/// How many archives were checked, and their records.
+fn archives_line(report: &crate::log::VerifyReport, out: &mut Output) -> Result<(), Error> {
+    if report.archives.is_empty() {
+        return Ok(());
+    }
+    let checked = report.archives.iter().filter(|a| a.present);
+    let records: u64 = checked.clone().map(|a| a.records).sum();
+    out.line(&format!(
+        "archives: {} checked ({}) against the log",
+        crate::text::count(checked.count() as u64, "archive"),
+        crate::text::count(records, "record")
+    ))
+}
+
+/// A warning for each archive not there to check.
+fn warn_missing(report: &crate::log::VerifyReport, out: &Output) {
+    for missing in report.archives.iter().filter(|a| !a.present) {
+        out.warn(&format!(
+            "the archive `{}` of soak {} is missing: its {} cannot be checked (nor read)",
+            missing.path.display(),
+            missing.soak_id,
+            crate::text::count(missing.records, "record")
+        ));
+    }
 }

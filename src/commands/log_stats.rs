@@ -245,6 +245,12 @@ fn show(stats: &Stats, out: &mut Output) -> Result<(), Error> {
             bytes(quota.limit_bytes)
         ))?;
     }
+    if !stats.largest_soaks.is_empty() {
+        out.note(&format!(
+            "to make room: {}; `unilab log archive --soak ID` archives one",
+            crate::soak::retention::ARCHIVE_HINT
+        ));
+    }
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 
 pub(crate) mod history;
 pub(crate) mod log;
+mod log_archive;
 mod log_stats;
 mod man;
 pub(crate) mod mps;
@@ -161,6 +162,7 @@ pub(crate) fn run(cli: Cli) -> Result<Exit, Error> {
         Command::History(args) => history::run(&paths()?, &args, &mut out),
         Command::Log(LogCommand::Verify) => log::verify(&paths()?, &mut out),
         Command::Log(LogCommand::Stats) => log_stats::stats(&paths()?, &mut out),
+        Command::Log(LogCommand::Archive(args)) => log_archive::archive(&paths()?, &args, &mut out),
         Command::Mps(command) => mps::run(&paths()?, command, &mut out),
         Command::Soak(command) => soak::run(&paths()?, command, &mut out),
         Command::Snapshot { dir } => soak::snapshot(dir.as_deref(), &mut out),

@@ -15,6 +15,13 @@ use crate::text::{count, duration};
 /// shows them.
 pub(crate) fn fields_json(event: &Event) -> serde_json::Map<String, serde_json::Value> {
     let mut fields = inner_fields(event);
+    if let Event::SoakArchived(archived) = event {
+        // Digests as hashes are shown everywhere else: hex, not 32 numbers.
+        let hex = |digest: &[u8; 32]| crate::log::chain::to_hex(digest).into();
+        fields.insert("records_digest".into(), hex(&archived.records_digest));
+        fields.insert("gaps_digest".into(), hex(&archived.gaps_digest));
+        return fields;
+    }
     let lifted = match event {
         Event::SoakStartedV5 { .. } | Event::SoakStarted { .. } => "start",
         Event::SoakSampled { .. } => "sample",

@@ -321,7 +321,7 @@ fn trace_commit(appended: &[Appended], mut kinds: Vec<&'static str>, began: std:
     }
 }
 
-fn apply_view(
+pub(super) fn apply_view(
     path: &Path,
     view: &dyn View,
     table: &mut Table<&str, &[u8]>,

@@ -7,7 +7,7 @@
 //! this chain is what makes silent corruption and tampering visible.
 
 use super::codec;
-use crate::event::Envelope;
+use crate::event::{Envelope, Event};
 
 pub(crate) const HASH_LEN: usize = 32;
 pub type Hash = [u8; HASH_LEN];
@@ -88,6 +88,16 @@ pub enum ChainFault {
     BeyondHead { head: u64 },
     #[error("its hash differs from the log's recorded head")]
     HeadMismatch,
+    #[error("it is a `soak_archived` event whose runs of removed sequences do not add up")]
+    BadArchivedRuns,
+    #[error("two `soak_archived` events say they removed it")]
+    ArchivedTwice,
+    #[error("a `soak_archived` event says it was moved to an archive, yet it is in the live log")]
+    ArchivedYetPresent,
+    #[error(
+        "the records beside the archived gaps are not those this `soak_archived` event committed to: one of them was changed"
+    )]
+    GapsMismatch,
 }
 
 /// The first place the chain breaks.
@@ -98,13 +108,66 @@ pub struct ChainBreak {
     pub fault: ChainFault,
 }
 
+/// A run of sequences missing from the live log, with the hashes on both sides of it: the hash
+/// of the record before (`GENESIS` at the log's start) and the previous hash of the record after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gap {
+    pub first: u64,
+    pub last: u64,
+    pub before: Hash,
+    pub after: Hash,
+}
+
+/// The digest a `soak_archived` event keeps of the gaps the live log was left with (see
+/// [`crate::event::soak::Archived::gaps_digest`]).
+pub(crate) fn gaps_digest<'g>(gaps: impl IntoIterator<Item = &'g Gap>) -> Hash {
+    let mut hasher = blake3::Hasher::new();
+    for gap in gaps {
+        hasher.update(&gap.first.to_le_bytes());
+        hasher.update(&gap.last.to_le_bytes());
+        hasher.update(&gap.before);
+        hasher.update(&gap.after);
+    }
+    *hasher.finalize().as_bytes()
+}
+
+/// The digest a `soak_archived` event keeps of the records it removed: each one's sequence and
+/// hash, in order (see [`crate::event::soak::Archived::records_digest`]).
+#[derive(Default)]
+pub(crate) struct RecordsDigest {
+    hasher: blake3::Hasher,
+}
+
+impl RecordsDigest {
+    pub(crate) fn add(&mut self, seq: u64, hash: &Hash) {
+        self.hasher.update(&seq.to_le_bytes());
+        self.hasher.update(hash);
+    }
+
+    pub(crate) fn finish(&self) -> Hash {
+        *self.hasher.finalize().as_bytes()
+    }
+}
+
 /// Walks a chain in key order. Feed it every `(key, stored bytes)` pair from sequence 1 on; it
-/// decodes each body and checks key continuity, the link to the previous record, the record's
-/// own hash, and that the body's sequence is its key.
+/// decodes each body and checks the link to the previous record, the record's own hash, and
+/// that the body's sequence is its key.
+///
+/// Sequences may be missing where a `soak_archived` event moved records to an archive file: the
+/// walker notes each gap with the hashes on both sides and the runs each such event says it
+/// removed, and [`finish`](Self::finish) checks that the gaps are exactly those runs and that the
+/// last such event committed to these gaps and hashes. The event follows its gap in the chain,
+/// so nothing is decided before the end.
 #[derive(Debug)]
 pub struct ChainWalker {
     next_seq: u64,
     head: Hash,
+    records: u64,
+    gaps: Vec<Gap>,
+    /// The ranges each `soak_archived` event says it removed.
+    archived: Vec<(u64, u64)>,
+    /// The sequence and gaps digest of the last `soak_archived` event.
+    last_archive: Option<(u64, Hash)>,
 }
 
 impl Default for ChainWalker {
@@ -112,6 +175,10 @@ impl Default for ChainWalker {
         Self {
             next_seq: 1,
             head: GENESIS,
+            records: 0,
+            gaps: Vec::new(),
+            archived: Vec::new(),
+            last_archive: None,
         }
     }
 }
@@ -130,16 +197,19 @@ impl ChainWalker {
         stored: &[u8],
         hash_holds: bool,
     ) -> Result<Envelope, ChainBreak> {
-        let seq = self.next_seq;
-        let fail = |fault| ChainBreak { seq, fault };
-        if key != seq {
-            return Err(fail(ChainFault::Gap {
-                expected: seq,
-                found: key,
-            }));
+        let expected = self.next_seq;
+        if key < expected {
+            return Err(ChainBreak {
+                seq: expected,
+                fault: ChainFault::Gap {
+                    expected,
+                    found: key,
+                },
+            });
         }
+        let fail = |fault| ChainBreak { seq: key, fault };
         let raw = split(stored).ok_or(fail(ChainFault::Truncated))?;
-        if raw.prev_hash != self.head {
+        if key == expected && raw.prev_hash != self.head {
             return Err(fail(ChainFault::BrokenLink));
         }
         if !hash_holds {
@@ -153,44 +223,123 @@ impl ChainWalker {
                 body: envelope.seq,
             }));
         }
+        if let Event::SoakArchived(archived) = &envelope.event {
+            for range in archived.ranges() {
+                self.archived
+                    .push(range.ok_or(fail(ChainFault::BadArchivedRuns))?);
+            }
+            self.last_archive = Some((key, archived.gaps_digest));
+        }
+        // Whether the gap was meant is told at the end; its two sides are kept for that.
+        if key > expected {
+            self.gaps.push(Gap {
+                first: expected,
+                last: key - 1,
+                before: self.head,
+                after: raw.prev_hash,
+            });
+        }
         self.head = raw.hash;
-        self.next_seq += 1;
+        self.next_seq = key + 1;
+        self.records += 1;
         Ok(envelope)
     }
 
     /// How many records were accepted.
     pub fn len(&self) -> u64 {
-        self.next_seq - 1
+        self.records
     }
 
     pub fn is_empty(&self) -> bool {
-        self.next_seq == 1
+        self.records == 0
+    }
+
+    /// The gaps met so far, in order.
+    pub(crate) fn gaps(&self) -> &[Gap] {
+        &self.gaps
     }
 
     /// Ends the walk, checking that the chain ends exactly at `anchor`, the `(sequence, hash)`
-    /// the log recorded as its head (`(0, GENESIS)` for an empty log).
-    pub fn finish(self, anchor: (u64, Hash)) -> Result<(u64, Hash), ChainBreak> {
+    /// the log recorded as its head (`(0, GENESIS)` for an empty log), and that every gap is
+    /// what `soak_archived` events account for. Returns the head.
+    pub fn finish(&self, anchor: (u64, Hash)) -> Result<(u64, Hash), ChainBreak> {
         let (head, head_hash) = anchor;
-        let len = self.len();
-        if len < head {
-            return Err(ChainBreak {
-                seq: len + 1,
-                fault: ChainFault::MissingTail { head },
+        let last = self.next_seq - 1;
+        if let Some(chain_break) = head_break(anchor, (last, self.head)) {
+            return Err(chain_break);
+        }
+        self.check_gaps()?;
+        Ok((head, head_hash))
+    }
+
+    /// Every gap is exactly a union of archived runs (and no run covers a record still here),
+    /// and the last `soak_archived` event committed to the gaps as they are.
+    fn check_gaps(&self) -> Result<(), ChainBreak> {
+        let mut archived = self.archived.clone();
+        archived.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(archived.len());
+        for (first, last) in archived {
+            match merged.last_mut() {
+                Some((_, end)) if first <= *end => {
+                    return Err(ChainBreak {
+                        seq: first,
+                        fault: ChainFault::ArchivedTwice,
+                    });
+                }
+                Some((_, end)) if first == *end + 1 => *end = last,
+                _ => merged.push((first, last)),
+            }
+        }
+        let mut runs = merged.iter();
+        for gap in &self.gaps {
+            let run = runs.next();
+            if run == Some(&(gap.first, gap.last)) {
+                continue;
+            }
+            return Err(match run {
+                Some(&(first, last))
+                    if first < gap.first || (first == gap.first && last > gap.last) =>
+                {
+                    // The run reaches a record still in the log.
+                    let seq = if first < gap.first {
+                        first
+                    } else {
+                        gap.last + 1
+                    };
+                    ChainBreak {
+                        seq,
+                        fault: ChainFault::ArchivedYetPresent,
+                    }
+                }
+                Some(&(first, last)) if first == gap.first => ChainBreak {
+                    seq: last + 1,
+                    fault: ChainFault::Gap {
+                        expected: last + 1,
+                        found: gap.last + 1,
+                    },
+                },
+                _ => ChainBreak {
+                    seq: gap.first,
+                    fault: ChainFault::Gap {
+                        expected: gap.first,
+                        found: gap.last + 1,
+                    },
+                },
             });
         }
-        if len > head {
+        if let Some(&(first, _)) = runs.next() {
             return Err(ChainBreak {
-                seq: head + 1,
-                fault: ChainFault::BeyondHead { head },
+                seq: first,
+                fault: ChainFault::ArchivedYetPresent,
             });
         }
-        if self.head != head_hash {
-            return Err(ChainBreak {
-                seq: len,
-                fault: ChainFault::HeadMismatch,
-            });
+        match self.last_archive {
+            Some((seq, digest)) if digest != gaps_digest(&self.gaps) => Err(ChainBreak {
+                seq,
+                fault: ChainFault::GapsMismatch,
+            }),
+            _ => Ok(()),
         }
-        Ok((len, self.head))
     }
 }
 
@@ -226,6 +375,139 @@ pub(crate) fn to_hex(hash: &Hash) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::soak::{Archived, ArchivedRun, ArchivedSoak, OutcomeStatus};
+    use crate::event::{Scope, Subject};
+    use crate::process::ProcessIdentity;
+
+    const SOMEONE: ProcessIdentity = ProcessIdentity {
+        pid: 1,
+        start_ticks: 1,
+    };
+
+    fn archived(runs: &[(u64, u64)], gaps_digest: Hash) -> Event {
+        Event::SoakArchived(Box::new(Archived {
+            file: "f.zst".into(),
+            soak: ArchivedSoak {
+                command: Vec::new(),
+                output: String::new(),
+                supervisor: SOMEONE,
+                started_at_us: 0,
+                ended_at_us: Some(1),
+                status: OutcomeStatus::Passed,
+                failure_kind: None,
+                reason: None,
+                samples: 0,
+                first_seq: 2,
+                last_seq: 3,
+                artifact_digest: None,
+                run_ms: None,
+            },
+            runs: runs
+                .iter()
+                .map(|&(kept, removed)| ArchivedRun { kept, removed })
+                .collect(),
+            records: 0,
+            bytes: 0,
+            records_digest: [0; 32],
+            gaps_digest,
+        }))
+    }
+
+    /// Records 1 to 4 sealed in a chain, 2 and 3 then removed, and `last` sealed after them as
+    /// record 5: what the walk says.
+    fn walk_with_gap(last: impl FnOnce(&[Gap]) -> Vec<Event>) -> Result<(u64, Hash), ChainBreak> {
+        let mut head = GENESIS;
+        let mut stored = Vec::new();
+        let seal_next = |seq: u64, event: Event, head: &mut Hash| {
+            let envelope = Envelope {
+                seq,
+                recorded_at_us: 0,
+                scope: Scope {
+                    uid: 1,
+                    host: "h".into(),
+                },
+                subject: Subject::Host,
+                event,
+            };
+            let (bytes, hash) = seal(head, &codec::encode(&envelope).unwrap());
+            *head = hash;
+            (seq, bytes, hash)
+        };
+        for seq in 1..=4 {
+            let live = Event::DaemonVerifiedLive { process: SOMEONE };
+            stored.push(seal_next(seq, live, &mut head));
+        }
+        let gap = Gap {
+            first: 2,
+            last: 3,
+            before: stored[0].2,
+            after: stored[2].2,
+        };
+        stored.drain(1..3);
+        for (i, event) in last(&[gap]).into_iter().enumerate() {
+            stored.push(seal_next(5 + i as u64, event, &mut head));
+        }
+        let mut walker = ChainWalker::default();
+        for (seq, bytes, _) in &stored {
+            walker.step(*seq, bytes)?;
+        }
+        let (last, _, hash) = stored.last().unwrap();
+        walker.finish((*last, *hash))
+    }
+
+    #[test]
+    fn a_gap_is_accounted_for_only_by_the_archive_that_made_it() {
+        let right = |gaps: &[Gap]| vec![archived(&[(1, 2)], gaps_digest(gaps))];
+        assert!(walk_with_gap(right).is_ok());
+        let fault = |made: fn(&[Gap]) -> Vec<Event>| walk_with_gap(made).unwrap_err();
+        assert_eq!(
+            fault(|_| Vec::new()),
+            ChainBreak {
+                seq: 2,
+                fault: ChainFault::Gap {
+                    expected: 2,
+                    found: 4
+                }
+            },
+            "no archive"
+        );
+        assert_eq!(
+            fault(|gaps| vec![archived(&[(1, 1)], gaps_digest(gaps))]),
+            ChainBreak {
+                seq: 3,
+                fault: ChainFault::Gap {
+                    expected: 3,
+                    found: 4
+                }
+            },
+            "an archive of part of the gap"
+        );
+        assert_eq!(
+            fault(|gaps| vec![archived(&[(1, 3)], gaps_digest(gaps))]).fault,
+            ChainFault::ArchivedYetPresent,
+            "an archive of a record still there"
+        );
+        assert_eq!(
+            fault(|gaps| vec![
+                archived(&[(1, 2)], gaps_digest(gaps)),
+                archived(&[(2, 1)], gaps_digest(gaps))
+            ])
+            .fault,
+            ChainFault::ArchivedTwice,
+        );
+        assert_eq!(
+            fault(|_| vec![archived(&[(1, 2)], [7; 32])]),
+            ChainBreak {
+                seq: 5,
+                fault: ChainFault::GapsMismatch
+            },
+            "other hashes beside the gap"
+        );
+        assert_eq!(
+            fault(|gaps| vec![archived(&[(1, 0)], gaps_digest(gaps))]).fault,
+            ChainFault::BadArchivedRuns,
+        );
+    }
 
     #[test]
     fn the_head_must_be_the_last_record() {

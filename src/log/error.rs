@@ -86,6 +86,24 @@ pub enum LogError {
         #[source]
         source: CodecError,
     },
+    /// Another process has the log open, where this needs it alone (`log archive`). `holders`
+    /// names them where `/proc` tells (`: pid 4242 (unilab soak run …)`), else it is empty.
+    #[error("another process has the event log `{path}` open{holders}")]
+    InUse { path: PathBuf, holders: String },
+    /// An archive file does not hold what the log's `soak_archived` event committed to, or is
+    /// not an archive.
+    #[error("the archive `{path}` does not hold what the event log committed to: {detail}")]
+    Archive { path: PathBuf, detail: String },
+    /// A soak's records were moved to an archive file that is not there to read.
+    #[error("the records of soak `{soak_id}` were moved to the archive `{path}`, which is missing")]
+    ArchiveMissing { path: PathBuf, soak_id: String },
+    /// An archive file could not be written (the live log is left as it was).
+    #[error("cannot write the archive `{path}`")]
+    ArchiveWrite {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Whether an I/O error is the file system being full, or the user's quota on it spent.
@@ -112,7 +130,9 @@ impl Boundary for LogError {
             | LogError::Access { .. }
             | LogError::Replaced { .. }
             | LogError::NoSpace { .. }
-            | LogError::Untrusted { .. } => Exit::Refused,
+            | LogError::Untrusted { .. }
+            | LogError::InUse { .. }
+            | LogError::ArchiveWrite { .. } => Exit::Refused,
             LogError::Encode { .. } => Exit::Internal,
             _ => Exit::LogBroken,
         }
@@ -159,6 +179,22 @@ impl Hint for LogError {
             ),
             LogError::StateDir { .. } => Some(
                 "check the permissions of the state root, or choose another with `--root` or `UNILAB_ROOT`"
+                    .into(),
+            ),
+            LogError::InUse { .. } => Some(
+                "wait until it ends (a running soak holds the log until its verdict), then run the command again"
+                    .into(),
+            ),
+            LogError::Archive { .. } => Some(
+                "the archive was changed, cut short or replaced by another log's; keep a copy of it and of the log for forensics"
+                    .into(),
+            ),
+            LogError::ArchiveMissing { .. } => Some(
+                "put the archive file back beside the log (`unilab log verify` names every archive and whether it is there)"
+                    .into(),
+            ),
+            LogError::ArchiveWrite { .. } => Some(
+                "check the space and permissions of the log's directory, then run the command again; nothing was removed from the log"
                     .into(),
             ),
             LogError::Migration { .. } | LogError::Encode { .. } => None,

@@ -3,11 +3,12 @@
 //!
 //! It stores the events of [`crate::event`] and keeps the views it is handed ([`View`]) up to
 //! date in the same transaction as each append; it names no view itself. Its parts: `open`
-//! (create, repair, migrate, check scope), `append`, `read` (snapshots), `verify` (chain
-//! and views), `pack` (compact samples written packed, read whole), over one [`codec`] and one
-//! [`chain`].
+//! (create, repair, migrate, check scope), `append`, `read` (snapshots), `pack` (compact
+//! samples written packed, read whole), `archive` (a finished soak's records moved to a file of
+//! their own), `verify` (chain, views and archives), over one [`codec`] and one [`chain`].
 
 mod append;
+mod archive;
 pub(crate) mod chain;
 pub(crate) mod codec;
 mod error;
@@ -23,6 +24,7 @@ mod verify;
 mod view;
 
 pub use append::Appended;
+pub use archive::{ArchiveCheck, ArchiveDone, ToArchive};
 pub use error::LogError;
 pub use open::{EventLog, LogReader};
 pub use read::{Record, Snapshot};

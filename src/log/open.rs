@@ -33,10 +33,19 @@ const CACHE_BYTES: usize = 1024 * 1024;
 /// How long an open waits for a process that holds the file in a conflicting way.
 const OPEN_PATIENCE: Duration = Duration::from_secs(10);
 
+/// How long [`EventLog::open_alone`] waits for the other processes to close the log: long
+/// enough for a command such as `history` to end, short of keeping a person waiting on a soak,
+/// which holds it for days.
+const ALONE_PATIENCE: Duration = Duration::from_secs(2);
+
 fn builder() -> redb::Builder {
+    builder_in(ConcurrencyMode::MultiWriter)
+}
+
+fn builder_in(mode: ConcurrencyMode) -> redb::Builder {
     let mut builder = redb::Builder::new();
     builder
-        .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        .set_concurrency_mode(mode)
         .set_cache_size(CACHE_BYTES);
     builder
 }
@@ -44,6 +53,15 @@ fn builder() -> redb::Builder {
 /// Opens with `open`, retrying while another process holds the file in a way that excludes us.
 fn open_patiently<T>(
     path: &Path,
+    open: impl FnMut() -> Result<T, DatabaseError>,
+) -> Result<T, LogError> {
+    open_within(path, OPEN_PATIENCE, open)
+}
+
+/// [`open_patiently`], waiting at most `patience`.
+fn open_within<T>(
+    path: &Path,
+    patience: Duration,
     mut open: impl FnMut() -> Result<T, DatabaseError>,
 ) -> Result<T, LogError> {
     let started = Instant::now();
@@ -51,7 +69,7 @@ fn open_patiently<T>(
     loop {
         match open() {
             Ok(db) => return Ok(db),
-            Err(DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < OPEN_PATIENCE => {
+            Err(DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < patience => {
                 sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(100));
             }
@@ -268,6 +286,70 @@ impl EventLog {
             clock,
             views,
         })
+    }
+
+    /// Opens the existing log at `path` for `scope` as the only process that has it open, and
+    /// keeps every other out for as long as the handle lives (their opens wait, then report the
+    /// log busy): for what must not run beside another process, such as compaction. Refused
+    /// with [`LogError::InUse`] when another process keeps it open — a running soak holds it for
+    /// its whole run — after waiting [`ALONE_PATIENCE`] for a short command to finish.
+    pub fn open_alone(path: &Path, scope: Scope, views: Views) -> Result<Self, LogError> {
+        trusted(path, nix::unistd::geteuid().as_raw())?;
+        if std::fs::metadata(path).is_ok_and(|meta| meta.len() == 0) {
+            return Err(empty_log(path));
+        }
+        let before = file_at(path);
+        let db = guarded(path, || {
+            open_within(path, ALONE_PATIENCE, || {
+                builder_in(ConcurrencyMode::ExclusiveWriter).open(path)
+            })
+        })
+        .map_err(|e| match e {
+            LogError::Busy { path, .. } => LogError::InUse {
+                path,
+                holders: String::new(),
+            },
+            other => other,
+        })?;
+        let file = match (before, file_at(path)) {
+            (Some(before), Some(after)) if before == after => after,
+            _ => return Err(replaced(path)),
+        };
+        guarded(path, || prepare(&db, path, &scope, views))?;
+        Ok(Self {
+            db: std::sync::RwLock::new(Some(db)),
+            reopen: std::sync::atomic::AtomicBool::new(false),
+            unsettled: std::sync::Mutex::new(None),
+            packed: std::sync::Mutex::new(None),
+            path: path.to_owned(),
+            file,
+            scope,
+            clock: Box::new(SystemClock),
+            views,
+        })
+    }
+
+    /// Gives the space of removed records back to the file system: redb's compaction, which
+    /// moves the pages in use to the file's start and cuts its end. Only for a log opened with
+    /// [`open_alone`](Self::open_alone), with no snapshot of it held; whether it moved anything.
+    pub fn compact(&self) -> Result<bool, LogError> {
+        let path = self.path.as_path();
+        let mut db = self
+            .db
+            .write()
+            .map_err(|_| damaged(path, "a thread using it panicked"))?;
+        let db = db
+            .as_mut()
+            .ok_or_else(|| damaged(path, "it could not be opened again"))?;
+        guarded(path, || {
+            db.compact()
+                .map_err(|e| unreadable(path)(redb::Error::from(e)))
+        })
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// A consistent view of everything committed so far.

@@ -17,7 +17,7 @@ use super::error::LogError;
 use super::io::{damaged, unreadable};
 use super::read::{Record, Snapshot};
 use crate::event::soak::{CompactSample, Measures, STANDALONE_EVERY};
-use crate::event::{Envelope, Event, Sample};
+use crate::event::{Envelope, Event, Sample, Subject};
 
 /// A sample as the packer keeps it: its soak's subject key and its sequence.
 pub(super) struct Stored {
@@ -119,6 +119,14 @@ pub(super) struct Unpacker {
 }
 
 impl Unpacker {
+    /// An unpacker for records of `subject` read from where none of its earlier records are:
+    /// a sample packed against one before them is damage, never looked for elsewhere.
+    pub(super) fn starting(subject: &Subject) -> Self {
+        let mut unpacker = Self::default();
+        unpacker.last.insert(subject.key(), None);
+        unpacker
+    }
+
     /// `record` with the whole sample in place of a packed one.
     pub(super) fn record(
         &mut self,

@@ -399,7 +399,7 @@ impl Snapshot {
 /// more than decoding it (glibc takes the allocating arena's lock). An error of `read` arrives
 /// after every record it gave before it. Where no thread can be started (the user's process
 /// limit reached), all of it runs here, one record after the other.
-fn read_ahead<E: From<LogError>>(
+pub(super) fn read_ahead<E: From<LogError>>(
     read: impl FnOnce(&mut dyn FnMut(u64, &[u8]) -> bool) -> Result<(), LogError> + Send,
     mut visit: impl FnMut(u64, &[u8], bool) -> Result<bool, E>,
 ) -> Result<(), E> {
@@ -497,7 +497,7 @@ fn decode_record(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogErro
 
 /// [`decode_record`] for a record whose own hash was checked ahead: `hash_holds` is what
 /// [`chain::hash_holds`] said of it. The faults are found in the same order.
-fn decode_hashed(
+pub(super) fn decode_hashed(
     path: &Path,
     seq: u64,
     stored: &[u8],

@@ -1,8 +1,10 @@
-//! `log verify`: walk the whole chain, check it ends at the recorded head, then rebuild the
-//! subject index and every view from the events and compare them with the stored tables.
+//! `log verify`: walk the whole chain, check it ends at the recorded head and that every gap
+//! is an archived soak's, then rebuild the subject index and every view from the events and
+//! compare them with the stored tables, then check each archive file present against its event.
 
 use redb::TableHandle;
 
+use super::archive::{ArchiveCheck, Met};
 use super::chain::{self, Hash};
 use super::codec;
 use super::error::LogError;
@@ -11,7 +13,7 @@ use super::migrate::SCHEMA_VERSION;
 use super::read::Snapshot;
 use super::tables;
 use super::view::{Fold, Views};
-use crate::event::Scope;
+use crate::event::{Event, Scope};
 
 /// What `log verify` found in a log that verifies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +24,8 @@ pub struct VerifyReport {
     pub scope: Option<Scope>,
     /// Each view's table and how many rows it holds.
     pub views: Vec<(String, usize)>,
+    /// Each archived soak's archive, and whether it was there to check.
+    pub archives: Vec<ArchiveCheck>,
 }
 
 impl Snapshot {
@@ -34,6 +38,7 @@ impl Snapshot {
         let mut key = String::new();
         let mut folds: Vec<Fold> = views.iter().map(|v| Fold::new(*v)).collect();
         let mut fault = None;
+        let mut archived: Vec<Met> = Vec::new();
         // The stored subject index is read on a thread of its own while the chain is walked
         // (or after it, here, where no thread can be started).
         let stored_keys = index.empty_like();
@@ -59,6 +64,9 @@ impl Snapshot {
                 }
                 envelope.subject.key_into(&mut key);
                 index.add(&key, envelope.seq);
+                if let Event::SoakArchived(event) = &envelope.event {
+                    archived.push((envelope.seq, envelope.subject.clone(), event.clone()));
+                }
                 for fold in &mut folds {
                     if let Err(e) = fold.apply(&envelope) {
                         fault = Some(damaged(path, format!("sequence {}: {e}", envelope.seq)));
@@ -87,12 +95,14 @@ impl Snapshot {
                     .iter()
                     .map(|v| (v.table().name().to_owned(), 0))
                     .collect(),
+                archives: Vec::new(),
             });
         }
         let Some((schema_version, scope)) = meta else {
             return Err(damaged(path, "it holds events but no metadata"));
         };
-        let (events, head) = walker
+        let events = walker.len();
+        let (_, head) = walker
             .finish(self.recorded_head()?)
             .map_err(|chain_break| LogError::Chain {
                 path: path.to_owned(),
@@ -100,12 +110,14 @@ impl Snapshot {
             })?;
         self.compare_index(&index, &stored?)?;
         let counts = self.compare_views(views, folds)?;
+        let archives = self.check_archives(&archived, walker.gaps(), &scope)?;
         Ok(VerifyReport {
             events,
             head,
             schema_version,
             scope: Some(scope),
             views: counts,
+            archives,
         })
     }
 

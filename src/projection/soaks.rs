@@ -1,8 +1,9 @@
-//! Soak summaries: one row a soak, from its start to its verdict.
+//! Soak summaries: one row a soak, from its start to its verdict — and, once its records are
+//! archived, as its `soak_archived` event kept it.
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::soak::{FailureKind, OutcomeStatus};
+use crate::event::soak::{ArchivedSoak, FailureKind, OutcomeStatus};
 use crate::event::{Envelope, Event, Subject};
 use crate::log::tables::ViewTable;
 use crate::log::{LogError, Projection, Snapshot, Update};
@@ -42,6 +43,50 @@ pub struct SoakSummary {
     pub first_seq: u64,
     pub last_seq: u64,
     pub artifact_digest: Option<String>,
+}
+
+impl SoakSummary {
+    /// The row of soak `id` as its `soak_archived` event kept it: what it was when archived.
+    fn kept(id: &str, soak: &ArchivedSoak) -> Self {
+        Self {
+            soak_id: id.to_owned(),
+            command: soak.command.clone(),
+            output: soak.output.clone(),
+            supervisor: soak.supervisor,
+            started_at_us: soak.started_at_us,
+            ended_at_us: soak.ended_at_us,
+            state: SoakState::Finished(soak.status),
+            failure_kind: soak.failure_kind,
+            reason: soak.reason.clone(),
+            samples: soak.samples,
+            first_seq: soak.first_seq,
+            last_seq: soak.last_seq,
+            artifact_digest: soak.artifact_digest.clone(),
+        }
+    }
+
+    /// What the live log keeps of this (finished) soak once its records are archived: this
+    /// row, and how long its command ran (`None` for an abandoned one). `None` while it runs.
+    pub(crate) fn to_keep(&self, run_ms: Option<u64>) -> Option<ArchivedSoak> {
+        let SoakState::Finished(status) = self.state else {
+            return None;
+        };
+        Some(ArchivedSoak {
+            command: self.command.clone(),
+            output: self.output.clone(),
+            supervisor: self.supervisor,
+            started_at_us: self.started_at_us,
+            ended_at_us: self.ended_at_us,
+            status,
+            failure_kind: self.failure_kind,
+            reason: self.reason.clone(),
+            samples: self.samples,
+            first_seq: self.first_seq,
+            last_seq: self.last_seq,
+            artifact_digest: self.artifact_digest.clone(),
+            run_ms,
+        })
+    }
 }
 
 pub(crate) struct Soaks;
@@ -110,6 +155,12 @@ impl Projection for Soaks {
     }
 
     fn apply(current: Option<&SoakSummary>, envelope: &Envelope) -> Update<SoakSummary> {
+        // The soak's records left the live log; its row is what the event kept of it.
+        if let (Event::SoakArchived(archived), Subject::Soak(id)) =
+            (&envelope.event, &envelope.subject)
+        {
+            return Update::Put(SoakSummary::kept(id, &archived.soak));
+        }
         let started = match &envelope.event {
             Event::SoakStartedV1(s) => Some((&s.soak_id, &s.command, &s.output, s.supervisor)),
             Event::SoakStartedV4(s)

@@ -52,6 +52,8 @@ pub enum SoakError {
     Ambiguous { id: String, candidates: Vec<String> },
     #[error("soak `{0}` is still running: it has no verdict and no artifact yet")]
     StillRunning(String),
+    #[error("soak `{0}` is still running: only a finished soak can be archived")]
+    NotFinished(String),
     #[error("`{}` already exists", .0.display())]
     OutputExists(PathBuf),
     #[error("cannot describe `{}`: it is not a directory that can be read", .path.display())]
@@ -234,6 +236,9 @@ impl Hint for SoakError {
             }
             SoakError::StillRunning(id) => Some(format!(
                 "wait for its verdict; `unilab soak show {id}` shows how it is going"
+            )),
+            SoakError::NotFinished(id) => Some(format!(
+                "archive it once it has its verdict (`unilab soak show {id}` shows how it is going); `unilab log archive --finished-before DATE` archives only finished soaks"
             )),
             SoakError::OutputExists(_) => {
                 Some("choose another file, or add `--force` to replace it".into())

@@ -4,10 +4,11 @@
 //! verdict — are a pure core in `watch`. Around it: `request` (arguments to a checked spec),
 //! `supervise` (the I/O shell: guard, schedule, teardown, recording), `guard` (the process
 //! between supervisor and command), [`sampler`] and `progress` (what one sample reads),
-//! [`artifact`] (the canonical JSON rendered from the log) and `abandon` (soaks whose
-//! supervisor vanished).
+//! [`artifact`] (the canonical JSON rendered from the log), `abandon` (soaks whose
+//! supervisor vanished) and `archive` (finished soaks' records moved out of the live log).
 
 pub(crate) mod abandon;
+pub(crate) mod archive;
 pub(crate) mod artifact;
 mod capture;
 pub(crate) mod console;

@@ -11,6 +11,9 @@ use crate::log::Snapshot;
 use crate::projection::Soaks;
 use crate::text::{bytes, duration};
 
+/// How to make room, said by every warning here and by `log stats`.
+pub(crate) const ARCHIVE_HINT: &str = "`unilab log archive --finished-before 30d` moves the records of soaks that ended over 30 days ago to archive files and gives their space back";
+
 /// The log size past which a soak warns, unless `UNILAB_LOG_WARN_SIZE` says otherwise.
 pub(crate) const DEFAULT_WARN_SIZE: u64 = 2 << 30;
 /// What a sample is taken to cost when the log has none to measure: a tree of about 60
@@ -35,14 +38,25 @@ pub(crate) fn warnings(
     if size > limit {
         said.push(format!(
             "the event log `{}` takes {} on disk, over {} (UNILAB_LOG_WARN_SIZE): \
-see `unilab log stats` for what fills it",
+see `unilab log stats` for what fills it; {ARCHIVE_HINT}",
             log_path.display(),
             bytes(size),
             bytes(limit)
         ));
     }
+    // The samples the log holds: an archived soak's are counted in its row, but gone.
     let samples: u64 = Soaks::rows(snapshot)
-        .map(|rows| rows.iter().map(|s| s.samples).sum())
+        .map(|rows| {
+            rows.iter()
+                .filter(|s| {
+                    !matches!(
+                        crate::soak::archive::kept(snapshot, s),
+                        Ok(crate::soak::archive::Kept::Archived { .. })
+                    )
+                })
+                .map(|s| s.samples)
+                .sum()
+        })
         .unwrap_or(0);
     let (per_sample, from) = if samples >= 100 && size > 0 {
         (size / samples, "this log's samples so far")
@@ -54,7 +68,7 @@ see `unilab log stats` for what fills it",
     if let Some(free) = free.filter(|free| *free < need) {
         said.push(format!(
             "the filesystem of the state root has {} free; a week of this soak sampled every {} \
-needs about {} (~{} a sample, as {from}): a full disk holds the soak's record, see `unilab log stats`",
+needs about {} (~{} a sample, as {from}): a full disk holds the soak's record, see `unilab log stats`; {ARCHIVE_HINT}",
             bytes(free),
             duration(interval.as_secs_f64()),
             bytes(need),

@@ -39,23 +39,19 @@ pub(super) fn list(paths: &StatePaths, args: &ListArgs, out: &mut Output) -> Res
 /// How long a finished soak's command ran, as its verdict recorded it (what `soak show` says it
 /// ran): not the time to the verdict's record, which adds the tree's shutdown.
 fn ran_seconds(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<f64>, Error> {
-    let mut ran_ms = None;
-    if soak.ended_at_us.is_some() {
-        let subject = Subject::Soak(soak.soak_id.clone());
-        snapshot.scan_subject_back(&subject, soak.last_seq, |record| {
-            ran_ms = match record.envelope.event {
-                Event::SoakFinishedV1(end) => Some(end.duration_ms),
-                Event::SoakFinishedV4(end)
-                | Event::SoakFinishedV5 { end, .. }
-                | Event::SoakFinished { end, .. } => Some(end.run_ms),
-                // Its verdict is its last event but the artifact's; an abandoned soak has none.
-                Event::ArtifactWritten { .. } => return Ok(true),
-                _ => None,
-            };
-            Ok(false)
-        })?;
-    }
+    let ran_ms = crate::soak::archive::run_ms(snapshot, soak)?;
     Ok(ran_ms.map(|ms| ms as f64 / 1e3))
+}
+
+/// The first event of a soak, its start: in the live log, or in its archive.
+fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>, Error> {
+    let mut first = None;
+    let subject = Subject::Soak(soak.soak_id.clone());
+    snapshot.scan_records(&subject, soak.first_seq, |record| {
+        first = Some(record.envelope.event);
+        Ok::<_, Error>(false)
+    })?;
+    Ok(first)
 }
 
 /// Which soaks `soak list` shows: `--status`, `--since` and `--limit`, applied in that order to
@@ -136,7 +132,7 @@ fn list_job(
         // A host's soaks are taken whole or not at all: its log may fail half-way.
         let mut found = Vec::new();
         for summary in Soaks::rows(snapshot)? {
-            let metadata = match snapshot.get(summary.first_seq)?.map(|r| r.envelope.event) {
+            let metadata = match first_event(snapshot, &summary)? {
                 Some(
                     Event::SoakStartedV4(start)
                     | Event::SoakStartedV5 { start, .. }

@@ -74,7 +74,7 @@ fn timeline(snapshot: &Snapshot, soak_id: &str) -> Result<Vec<String>, Error> {
             }
         }
     };
-    snapshot.scan_subject(&Subject::Soak(soak_id.to_owned()), 1, |record| {
+    snapshot.scan_records(&Subject::Soak(soak_id.to_owned()), 1, |record| {
         let line = crate::commands::history::record_line(&record);
         if record.envelope.event.kind() == "soak_sampled" {
             match &mut run {

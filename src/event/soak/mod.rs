@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use archive::{Archived, ArchivedRun};
+pub use archive::{Archived, ArchivedRun, ArchivedSoak};
 pub use compact::CompactSample;
 pub(crate) use compact::{STANDALONE_EVERY, UnpackError};
 pub use evidence::{

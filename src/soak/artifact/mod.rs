@@ -255,7 +255,7 @@ pub(crate) fn walk<E: From<LogError>>(
     let mut summary: Option<SoakSummary> = None;
     let mut last_hash = None;
     let mut host = None;
-    snapshot.scan_subject(
+    snapshot.scan_records(
         &Subject::Soak(soak_id.to_owned()),
         1,
         |record| -> Result<bool, E> {

@@ -1,0 +1,747 @@
+//! `unilab log archive`: finished soaks' records moved to archive files and read back as they
+//! were; `log verify` accounting for every gap and catching an archive changed, a record removed
+//! without one, and another log's archive; the refusal beside a running soak.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::common::*;
+use crate::soak::Soak;
+use predicates::prelude::*;
+use serde_json::Value;
+use unilab::PROJECTIONS;
+use unilab::{Event, EventLog, Subject};
+
+/// The schema-1 soak of [`every_event_kind`]: its records are interleaved with another soak's.
+const V1_SOAK: &str = "20261202T124210-3f9a";
+/// The schema-2 soak of [`every_event_kind`].
+const V4_SOAK: &str = "20261202T130000-5b7c";
+
+/// A root whose log holds one event of every kind, recorded by a clock that starts at
+/// 2025-12-02 12:00:00 UTC and advances `step_us` a reading.
+fn root_with_every_kind(step_us: i64) -> TestRoot {
+    let root = TestRoot::new();
+    let clock = SteppingClock::boxed(1_764_676_800_000_000, step_us);
+    let log =
+        EventLog::open_with_clock(&root.log_path(), root.scope(), PROJECTIONS, clock).unwrap();
+    log.append_all(every_event_kind()).unwrap();
+    root
+}
+
+/// `unilab ARGS` through `root`, which must succeed: its standard output.
+fn stdout_of(root: &TestRoot, args: &[&str]) -> Vec<u8> {
+    let output = root.unilab().args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// The JSON object `unilab --json ARGS` prints, whatever its exit code.
+fn json_of(root: &TestRoot, args: &[&str]) -> Value {
+    let output = root.unilab().arg("--json").args(args).output().unwrap();
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: {e}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// The archive file of `soak_id` beside the log of `root`.
+fn archive_of(root: &TestRoot, soak_id: &str) -> PathBuf {
+    root.log_path()
+        .with_file_name(format!("events.soak-{soak_id}.zst"))
+}
+
+/// Everything a person reads of soak `id` (and of `other`, beside it): each command's output.
+/// The report cites the log's chain head, which any record appended since changes: it is
+/// written `HEAD` here.
+fn everything_read(root: &TestRoot, id: &str, other: &str) -> Vec<(String, Vec<u8>)> {
+    let head = json_of(root, &["log", "verify"])["head"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let commands: [&[&str]; 12] = [
+        &["soak", "export", id],
+        &["soak", "export", id, "--format", "csv"],
+        &["soak", "show", id],
+        &["--json", "soak", "show", id],
+        &["history", "--soak", id],
+        &["--json", "history", "--soak", id],
+        &["soak", "list"],
+        &["--json", "soak", "list"],
+        &["soak", "compare", id, other],
+        &["--json", "soak", "compare", other, id],
+        &["soak", "report", id],
+        &["--json", "history", "--soak", other],
+    ];
+    commands
+        .iter()
+        .map(|args| {
+            let mut out = stdout_of(root, args);
+            if args[1] == "report" {
+                out = String::from_utf8(out)
+                    .unwrap()
+                    .replace(&head, "HEAD")
+                    .into_bytes();
+            }
+            (args.join(" "), out)
+        })
+        .collect()
+}
+
+#[test]
+fn an_archived_soak_reads_back_byte_for_byte_and_the_log_verifies() {
+    let soak = Soak::new();
+    let root = &soak.root;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let (output, artifact) = soak.run(&[], &["--steps", "6", "--step-seconds", "0.1"]);
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        ids.push(artifact["soak_id"].as_str().unwrap().to_owned());
+    }
+    let (id, other) = (&ids[0], &ids[1]);
+    let before = everything_read(root, id, other);
+    let live_before = json_of(root, &["log", "verify"])["events"]
+        .as_u64()
+        .unwrap();
+
+    // Named by its random part, as `soak show` takes it.
+    let suffix = id.rsplit_once('-').unwrap().1;
+    let archived = json_of(root, &["log", "archive", "--soak", suffix]);
+    let done = &archived["archived"][0];
+    assert_eq!(done["soak_id"], id.as_str(), "{archived}");
+    let records = done["records"].as_u64().unwrap();
+    assert!(
+        records > 6,
+        "its start, samples, verdict and artifact: {archived}"
+    );
+    let file = archive_of(root, id);
+    assert_eq!(done["file"], file.display().to_string());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "as private as the log");
+
+    let after = everything_read(root, id, other);
+    for ((command, was), (_, is)) in before.iter().zip(&after) {
+        assert!(
+            was == is,
+            "`{command}` changed:\n{}\n---\n{}",
+            String::from_utf8_lossy(was),
+            String::from_utf8_lossy(is)
+        );
+    }
+    let verified = json_of(root, &["log", "verify"]);
+    assert_eq!(verified["ok"], true, "{verified}");
+    assert_eq!(
+        verified["events"].as_u64().unwrap(),
+        live_before - records + 1,
+        "its records left, its `soak_archived` came"
+    );
+    assert_eq!(verified["archives"][0]["checked"], true, "{verified}");
+    assert_eq!(verified["archives"][0]["records"], records);
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("archives: 1 archive checked"));
+
+    // The live timeline shows the archive where the soak's records were.
+    let kinds = history_kinds(root.unilab(), &[]);
+    assert_eq!(kinds.last().map(String::as_str), Some("soak_archived"));
+    assert_eq!(kinds.len() as u64, live_before - records + 1);
+
+    // Archived twice: nothing to do.
+    root.unilab()
+        .args(["log", "archive", "--soak", id])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(format!(
+            "soak {id} is archived already"
+        )));
+    assert_eq!(everything_read(root, id, other), after);
+}
+
+/// A soak whose records were interleaved with others': the live log keeps the others' records
+/// between the gaps it leaves, which its event names as runs, and everything reads as before.
+#[test]
+fn interleaved_records_archive_as_runs_and_the_space_comes_back() {
+    let root = root_with_every_kind(1_000_000);
+    // Another subject's records after them.
+    let log = root.log();
+    let samples: Vec<(Subject, Event)> = (0..200)
+        .map(|i| {
+            (
+                Subject::Soak("samples".into()),
+                Event::SoakSampledV5(Box::new(sample(i, 4))),
+            )
+        })
+        .collect();
+    log.append_all(samples).unwrap();
+    drop(log);
+    let before_v1 = stdout_of(&root, &["--json", "history", "--soak", V1_SOAK]);
+    let before_v4 = stdout_of(&root, &["soak", "export", V4_SOAK]);
+    let report = json_of(&root, &["log", "archive", "--soak", V1_SOAK]);
+    assert_eq!(report["archived"][0]["soak_id"], V1_SOAK, "{report}");
+    assert_eq!(
+        stdout_of(&root, &["--json", "history", "--soak", V1_SOAK]),
+        before_v1
+    );
+    assert_eq!(stdout_of(&root, &["soak", "export", V4_SOAK]), before_v4);
+    root.unilab().args(["log", "verify"]).assert().success();
+    let history = stdout_of(&root, &["--json", "history"]);
+    let archived: Value = String::from_utf8(history)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|line| line["kind"] == "soak_archived")
+        .unwrap();
+    assert!(
+        archived["runs"].as_array().unwrap().len() > 1,
+        "its records came in more than one run: {archived}"
+    );
+    assert_eq!(archived["records_digest"].as_str().unwrap().len(), 64);
+    assert_eq!(archived["soak"]["status"], "failed", "as its verdict said");
+}
+
+/// The size target, in the small: once a soak of most of the log's bytes is archived,
+/// compaction leaves the file a fraction of what it was.
+#[test]
+fn compaction_gives_the_space_of_an_archived_soak_back() {
+    let root = TestRoot::new();
+    let log = root.log();
+    let soak = || Subject::Soak("20261205T000000-big0".into());
+    let (_, started) = every_event_kind()
+        .into_iter()
+        .find(|(_, e)| matches!(e, Event::SoakStartedV4(_)))
+        .unwrap();
+    let Event::SoakStartedV4(mut start) = started else {
+        unreachable!()
+    };
+    start.soak_id = "20261205T000000-big0".into();
+    log.append(soak(), Event::SoakStartedV4(start)).unwrap();
+    for batch in 0..4 {
+        log.append_all((0..500).map(|i| {
+            (
+                soak(),
+                Event::SoakSampledV5(Box::new(sample(batch * 500 + i, 60))),
+            )
+        }))
+        .unwrap();
+    }
+    log.append(
+        soak(),
+        Event::SoakAbandoned {
+            supervisor: unilab::ProcessIdentity {
+                pid: 1,
+                start_ticks: 1,
+            },
+            reason: "gone".into(),
+        },
+    )
+    .unwrap();
+    drop(log);
+    let report = json_of(&root, &["log", "archive", "--soak", "big0"]);
+    let before = report["log_disk_bytes_before"].as_u64().unwrap();
+    let after = report["log_disk_bytes_after"].as_u64().unwrap();
+    assert!(
+        after * 10 < before,
+        "{after} bytes on disk after, {before} before: {report}"
+    );
+    let file = report["archived"][0]["file_bytes"].as_u64().unwrap();
+    let bytes = report["archived"][0]["bytes"].as_u64().unwrap();
+    assert!(file * 4 < bytes, "compressed: {report}");
+    root.unilab().args(["log", "verify"]).assert().success();
+}
+
+/// A root with [`V1_SOAK`] archived, recorded by a 1 s clock.
+fn root_with_v1_archived() -> TestRoot {
+    let root = root_with_every_kind(1_000_000);
+    root.unilab()
+        .args(["log", "archive", "--soak", V1_SOAK])
+        .assert()
+        .success();
+    root.unilab().args(["log", "verify"]).assert().success();
+    root
+}
+
+/// The records of an archive file, decompressed; and the file written back from them.
+fn unpacked(path: &Path) -> Vec<u8> {
+    zstd::decode_all(std::fs::File::open(path).unwrap()).unwrap()
+}
+
+fn repack(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, zstd::encode_all(bytes, 1).unwrap()).unwrap();
+}
+
+/// Where the first record's body starts in an unpacked archive: after the magic line, its
+/// sequence and length, and its two hashes.
+const FIRST_BODY: usize = 22 + 12 + 64;
+
+#[test]
+fn a_byte_changed_in_an_archive_fails_verification_and_reading() {
+    let root = root_with_v1_archived();
+    let file = archive_of(&root, V1_SOAK);
+    let good = std::fs::read(&file).unwrap();
+    let mut bytes = unpacked(&file);
+    bytes[FIRST_BODY + 5] ^= 0x40;
+    repack(&file, &bytes);
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains(format!(
+            "the archive `{}` does not hold what the event log committed to",
+            file.display()
+        )))
+        .stderr(predicate::str::contains(
+            "its contents do not match its hash",
+        ));
+    root.unilab()
+        .args(["soak", "export", V1_SOAK])
+        .assert()
+        .code(5);
+    // A byte of the compressed file itself.
+    let mut raw = good.clone();
+    let middle = raw.len() / 2;
+    raw[middle] ^= 0x01;
+    std::fs::write(&file, &raw).unwrap();
+    root.unilab().args(["log", "verify"]).assert().code(5);
+    // A record's hash and body changed together, so that it holds: the digest catches it.
+    let mut bytes = unpacked_from(&good);
+    bytes[FIRST_BODY + 5] ^= 0x40;
+    let (prev, rest) = bytes[22 + 12..].split_at(32);
+    let len = u32::from_le_bytes(bytes[22 + 8..22 + 12].try_into().unwrap()) as usize;
+    let body = rest[32..len - 32].to_vec();
+    let (stored, _) = unilab::testing::chain::seal(prev.try_into().unwrap(), &body);
+    bytes[22 + 12..22 + 12 + len].copy_from_slice(&stored);
+    repack(&file, &bytes);
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains(
+            "does not hold what the event log committed to",
+        ));
+    // Back as it was, it verifies again.
+    std::fs::write(&file, &good).unwrap();
+    root.unilab().args(["log", "verify"]).assert().success();
+}
+
+fn unpacked_from(compressed: &[u8]) -> Vec<u8> {
+    zstd::decode_all(compressed).unwrap()
+}
+
+/// An archive cut short, or emptied, is caught as well as a changed one.
+#[test]
+fn a_truncated_archive_fails_verification() {
+    let root = root_with_v1_archived();
+    let file = archive_of(&root, V1_SOAK);
+    let bytes = unpacked(&file);
+    repack(&file, &bytes[..bytes.len() - 10]);
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("ends in the middle of a record"));
+    std::fs::write(&file, b"").unwrap();
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("not a unilab soak archive"));
+}
+
+/// Removed by something other than `log archive`, a record leaves a gap no `soak_archived`
+/// event accounts for: beside an archived gap or anywhere else, `log verify` names it.
+#[test]
+fn a_record_removed_without_an_archive_event_fails_verification() {
+    for beside_the_gap in [true, false] {
+        let root = root_with_v1_archived();
+        let history = stdout_of(&root, &["--json", "history"]);
+        let seqs: Vec<u64> = String::from_utf8(history)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["seq"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        // The first record after the first gap, or one in the middle of the live records.
+        let gone = if beside_the_gap {
+            seqs.windows(2).find(|w| w[1] > w[0] + 1).unwrap()[1]
+        } else {
+            seqs[seqs.len() - 3]
+        };
+        raw_write(&root, |txn| {
+            let mut events = txn.open_table(unilab::testing::tables::EVENTS).unwrap();
+            events.remove(gone).unwrap();
+        });
+        let verified = json_of(&root, &["log", "verify"]);
+        assert_eq!(verified["ok"], false, "{verified}");
+        assert_eq!(verified["first_bad_seq"], gone, "{verified}");
+        root.unilab()
+            .args(["log", "verify"])
+            .assert()
+            .code(5)
+            .stderr(predicate::str::contains(format!(
+                "expected sequence {gone}"
+            )))
+            .stderr(predicate::str::contains("a record is missing"));
+    }
+}
+
+/// A record beside an archived gap, changed and sealed again so that its own hash holds: no
+/// live record links to it, but the gaps the `soak_archived` event committed to still name its
+/// hash — with its archive gone as well.
+#[test]
+fn a_record_beside_an_archived_gap_resealed_fails_verification() {
+    let root = root_with_v1_archived();
+    std::fs::remove_file(archive_of(&root, V1_SOAK)).unwrap();
+    let verified = json_of(&root, &["log", "verify"]);
+    assert_eq!(
+        verified["ok"], true,
+        "a missing archive is no damage: {verified}"
+    );
+    assert_eq!(verified["archives"][0]["checked"], false);
+    let history = stdout_of(&root, &["--json", "history"]);
+    let seqs: Vec<u64> = String::from_utf8(history)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    // The last record before the first gap: the archived record after it linked to it.
+    let before_gap = seqs.windows(2).find(|w| w[1] > w[0] + 1).unwrap()[0];
+    raw_write(&root, |txn| {
+        use redb::ReadableTable;
+        let mut events = txn.open_table(unilab::testing::tables::EVENTS).unwrap();
+        let stored = events.get(before_gap).unwrap().unwrap().value().to_vec();
+        let prev: [u8; 32] = stored[..32].try_into().unwrap();
+        let mut envelope: unilab::Envelope = unilab::testing::codec::decode(&stored[64..]).unwrap();
+        envelope.recorded_at_us += 1;
+        let body = unilab::testing::codec::encode(&envelope).unwrap();
+        let (resealed, _) = unilab::testing::chain::seal(&prev, &body);
+        events.insert(before_gap, resealed.as_slice()).unwrap();
+    });
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains(
+            "the records beside the archived gaps are not those this `soak_archived` event committed to",
+        ));
+}
+
+/// Opens the log's redb file directly, as something other than unilab would.
+fn raw_write(root: &TestRoot, change: impl FnOnce(&redb::WriteTransaction)) {
+    let mut builder = redb::Builder::new();
+    builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    let db = builder.open(root.log_path()).unwrap();
+    let txn = db.begin_write().unwrap();
+    change(&txn);
+    txn.commit().unwrap();
+}
+
+/// The same soak archived in two logs (recorded at other times, so its records differ): one's
+/// archive copied over the other's is caught, by verification and by every reader.
+#[test]
+fn another_logs_archive_of_the_same_soak_fails_verification() {
+    let ours = root_with_every_kind(1_000_000);
+    let theirs = root_with_every_kind(2_000_000);
+    for root in [&ours, &theirs] {
+        root.unilab()
+            .args(["log", "archive", "--soak", V4_SOAK])
+            .assert()
+            .success();
+    }
+    std::fs::copy(archive_of(&theirs, V4_SOAK), archive_of(&ours, V4_SOAK)).unwrap();
+    theirs.unilab().args(["log", "verify"]).assert().success();
+    ours.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains(format!(
+            "the archive `{}` does not hold what the event log committed to",
+            archive_of(&ours, V4_SOAK).display()
+        )));
+    for command in [
+        &["soak", "export", V4_SOAK][..],
+        &["history", "--soak", V4_SOAK],
+        &["soak", "show", V4_SOAK],
+    ] {
+        ours.unilab().args(command).assert().code(5);
+    }
+}
+
+/// A soak whose archive is gone cannot be read, and says where its file should be; the rest of
+/// the log reads and verifies, with a warning.
+#[test]
+fn a_missing_archive_is_named_by_readers_and_verify_warns() {
+    let root = root_with_v1_archived();
+    let file = archive_of(&root, V1_SOAK);
+    std::fs::remove_file(&file).unwrap();
+    root.unilab()
+        .args(["soak", "export", V1_SOAK])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains(format!(
+            "the records of soak `{V1_SOAK}` were moved to the archive `{}`, which is missing",
+            file.display()
+        )))
+        .stderr(predicate::str::contains("hint: put the archive file back"));
+    root.unilab()
+        .args(["soak", "export", V4_SOAK])
+        .assert()
+        .success();
+    root.unilab()
+        .args(["soak", "list"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(V1_SOAK));
+    root.unilab()
+        .args(["log", "verify"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(format!(
+            "warning: the archive `{}` of soak {V1_SOAK} is missing",
+            file.display()
+        )));
+}
+
+#[test]
+fn finished_before_archives_the_soaks_that_ended_before_then() {
+    // Recorded in December 2025, then one soak now.
+    let soak = Soak::new();
+    let root = &soak.root;
+    let log = EventLog::open_with_clock(
+        &root.log_path(),
+        root.scope(),
+        PROJECTIONS,
+        SteppingClock::boxed(1_764_676_800_000_000, 1_000_000),
+    )
+    .unwrap();
+    log.append_all(every_event_kind()).unwrap();
+    drop(log);
+    let (output, artifact) = soak.run(&[], &["--steps", "3", "--step-seconds", "0.1"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let recent = artifact["soak_id"].as_str().unwrap().to_owned();
+    let finished = |root: &TestRoot| -> Vec<(String, String)> {
+        json_of(root, &["soak", "list"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["soak_id"].as_str().unwrap().to_owned(),
+                    s["ended_at"].to_string(),
+                )
+            })
+            .collect()
+    };
+    let listed = finished(root);
+
+    let none = json_of(root, &["log", "archive", "--finished-before", "2025-01-01"]);
+    assert_eq!(none["archived"], Value::Array(Vec::new()), "{none}");
+    root.unilab()
+        .args(["log", "archive", "--finished-before", "2025-01-01"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("no finished soak to archive"));
+
+    let archived = json_of(root, &["log", "archive", "--finished-before", "1d"]);
+    let mut ids: Vec<&str> = archived["archived"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["soak_id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    // Every soak of the sample log that ended (the abandoned one was settled now: it ended
+    // today), none of today's.
+    let mut old: Vec<String> = every_event_kind()
+        .into_iter()
+        .filter_map(|(subject, event)| match (subject, event) {
+            (Subject::Soak(id), Event::SoakFinishedV1(_) | Event::SoakFinishedV4(_))
+            | (Subject::Soak(id), Event::SoakFinishedV5 { .. } | Event::SoakFinished { .. }) => {
+                Some(id)
+            }
+            _ => None,
+        })
+        .collect();
+    old.sort();
+    assert_eq!(ids, old, "{archived}");
+    assert!(!ids.contains(&recent.as_str()));
+    assert_eq!(
+        finished(root),
+        listed,
+        "`soak list` says the same of every soak"
+    );
+    root.unilab().args(["log", "verify"]).assert().success();
+    // Again: they are archived already, and today's did not end before a day ago.
+    let again = json_of(root, &["log", "archive", "--finished-before", "1d"]);
+    assert_eq!(again["archived"], Value::Array(Vec::new()), "{again}");
+    let all = json_of(root, &["log", "archive", "--finished-before", "0s"]);
+    assert_eq!(all["archived"][0]["soak_id"], recent.as_str(), "{all}");
+}
+
+/// While a soak runs, its supervisor holds the log: `log archive` can neither compact it nor
+/// archive beside it, and says who holds it. Nothing is archived. Once the soak has ended, the
+/// same command archives.
+#[test]
+fn archive_is_refused_while_a_soak_runs_and_nothing_changes() {
+    let soak = Soak::new();
+    let root = &soak.root;
+    let (output, artifact) = soak.run(&[], &["--steps", "3", "--step-seconds", "0.1"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let done = artifact["soak_id"].as_str().unwrap().to_owned();
+    let mut running = soak
+        .command()
+        .args(["soak", "run", "--force"])
+        .args(soak.trainer_soak(
+            &["--sample-interval", "0.2"],
+            &["--steps", "600", "--step-seconds", "0.1"],
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let supervisor = running.id();
+    let mut running_id = String::new();
+    eventually(
+        "the second soak is recorded",
+        Duration::from_secs(20),
+        || {
+            let list = json_of(root, &["soak", "list", "--status", "running"]);
+            match list.as_array().and_then(|a| a.first()) {
+                Some(soak) => {
+                    running_id = soak["soak_id"].as_str().unwrap().to_owned();
+                    true
+                }
+                None => false,
+            }
+        },
+    );
+    let export = stdout_of(root, &["soak", "export", &done]);
+
+    root.unilab()
+        .args(["log", "archive", "--soak", &done])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "another process has the event log",
+        ))
+        .stderr(predicate::str::contains(format!("pid {supervisor} (`")))
+        .stderr(predicate::str::contains("soak run"))
+        .stderr(predicate::str::contains("hint: wait until it ends"));
+    root.unilab()
+        .args(["log", "archive", "--finished-before", "0s"])
+        .assert()
+        .code(3);
+    root.unilab()
+        .args(["log", "archive", "--soak", &running_id])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(format!(
+            "soak `{running_id}` is still running: only a finished soak can be archived"
+        )));
+    assert!(!archive_of(root, &done).exists(), "nothing archived");
+    assert!(
+        !history_kinds(root.unilab(), &[]).contains(&"soak_archived".to_owned()),
+        "nothing recorded"
+    );
+    assert_eq!(stdout_of(root, &["soak", "export", &done]), export);
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(supervisor as i32),
+        nix::sys::signal::SIGINT,
+    )
+    .unwrap();
+    assert!(
+        within(Duration::from_secs(30), || running
+            .try_wait()
+            .unwrap()
+            .is_some()),
+        "the soak ends on SIGINT"
+    );
+    let archived = json_of(root, &["log", "archive", "--finished-before", "0s"]);
+    let ids: Vec<&str> = archived["archived"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["soak_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [done.as_str(), running_id.as_str()], "{archived}");
+    assert_eq!(stdout_of(root, &["soak", "export", &done]), export);
+    root.unilab().args(["log", "verify"]).assert().success();
+}
+
+#[test]
+fn archive_errors_say_what_to_do() {
+    let root = TestRoot::new();
+    // Neither or both selections: a usage error.
+    root.unilab().args(["log", "archive"]).assert().code(2);
+    root.unilab()
+        .args(["log", "archive", "--soak", "x", "--finished-before", "1d"])
+        .assert()
+        .code(2);
+    root.unilab()
+        .args(["log", "archive", "--finished-before", "someday"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("neither a duration"));
+    // No log yet.
+    root.unilab()
+        .args(["log", "archive", "--soak", "latest"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("no soak `latest` is recorded"));
+    root.unilab()
+        .args(["log", "archive", "--finished-before", "1d"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("no finished soak to archive"));
+    let root = root_with_every_kind(1_000_000);
+    root.unilab()
+        .args(["log", "archive", "--soak", "nosuch"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("no soak `nosuch` is recorded"))
+        .stderr(predicate::str::contains("hint: see `unilab soak list`"));
+    root.unilab()
+        .args(["log", "archive", "--soak", "2026120"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("names"))
+        .stderr(predicate::str::contains("give more of the id"));
+}
+
+/// A log of another scope (a copy brought in for forensics) is read as it is, never written:
+/// `log archive` refuses it.
+#[test]
+fn another_scopes_log_is_not_archived() {
+    let root = TestRoot::new();
+    let other = unilab::Scope {
+        uid: root.scope().uid + 1,
+        host: "elsewhere".into(),
+    };
+    private_dir_all(root.log_path().parent().unwrap());
+    let log = EventLog::open(&root.log_path(), other, PROJECTIONS).unwrap();
+    log.append_all(every_event_kind()).unwrap();
+    drop(log);
+    root.unilab()
+        .args(["log", "archive", "--soak", V4_SOAK])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("belongs to uid"));
+    assert!(!archive_of(&root, V4_SOAK).exists());
+}
