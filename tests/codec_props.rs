@@ -695,6 +695,22 @@ fn event() -> impl Strategy<Value = Event> {
             bytes
         }),
         archived().prop_map(|a| Event::SoakArchived(Box::new(a))),
+        (
+            option::of(any::<u64>()),
+            sample(),
+            measures(),
+            any::<bool>(),
+            vec(any::<u8>(), 0..64),
+        )
+            .prop_map(|(base, sample, measures, pss, processes)| {
+                Event::SoakSampledCompact(Box::new(CompactSample {
+                    base,
+                    sample,
+                    measures,
+                    pss,
+                    processes,
+                }))
+            }),
     ]
 }
 
@@ -771,10 +787,11 @@ fn archived() -> impl Strategy<Value = Archived> {
 }
 
 /// Events a chain may hold as they are generated: all but `soak_archived`, whose runs must
-/// name records removed from that very chain (`log_archive` tests make real ones).
+/// name records removed from that very chain (`log_archive` tests make real ones), and a packed
+/// sample, which only the log's own packing makes (`compact` tests).
 fn chained_event() -> impl Strategy<Value = Event> {
-    event().prop_filter("an archive is made by archiving", |e| {
-        !matches!(e, Event::SoakArchived(_))
+    event().prop_filter("archives and packed samples are the log's to make", |e| {
+        !matches!(e, Event::SoakArchived(_) | Event::SoakSampledCompact(_))
     })
 }
 

@@ -224,3 +224,49 @@ fn a_packed_sample_that_does_not_unpack_is_damage_not_a_panic() {
         .assert()
         .code(5);
 }
+
+/// A long soak whose samples are stored packed, archived: its archive's records are unpacked
+/// from the soak's first, and everything reads as before.
+#[test]
+fn a_packed_soak_reads_back_the_same_from_its_archive() {
+    let root = TestRoot::new();
+    let id = "20261206T080000-c8c8";
+    let supervisor = unilab::ProcessIdentity {
+        pid: 5000,
+        start_ticks: 1_000_000,
+    };
+    let log = root.log();
+    log.append_all(measured_soak(id, 150, |i| 2 + (i % 5) as u32, supervisor))
+        .unwrap();
+    drop(log);
+    let read = |args: &[&str]| {
+        let output = root.unilab().args(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        output.stdout
+    };
+    let commands: [&[&str]; 4] = [
+        &["soak", "export", id],
+        &["soak", "export", id, "--format", "csv"],
+        &["soak", "show", id],
+        &["--json", "history", "--soak", id],
+    ];
+    let before: Vec<Vec<u8>> = commands.iter().map(|args| read(args)).collect();
+    let samples: serde_json::Value = serde_json::from_slice(&before[0]).unwrap();
+    assert_eq!(samples["samples"].as_array().unwrap().len(), 150);
+
+    read(&["log", "archive", "--soak", id]);
+    assert!(
+        root.log_path()
+            .with_file_name(format!("events.soak-{id}.zst"))
+            .exists()
+    );
+    for (args, was) in commands.iter().zip(&before) {
+        assert!(
+            read(args) == *was,
+            "{args:?} reads otherwise from the archive"
+        );
+    }
+    let verified: serde_json::Value =
+        serde_json::from_slice(&read(&["--json", "log", "verify"])).unwrap();
+    assert_eq!(verified["archives"][0]["checked"], true, "{verified}");
+}

@@ -52,6 +52,9 @@ fn install(version: u32, root: &TestRoot) {
 /// schema-1 one, whose records are interleaved with another soak's.
 const ARCHIVED_IN_FIXTURE: &str = "20261202T124210-3f9a";
 
+/// The soak a frozen fixture (schema 8 on) holds with its samples packed.
+const PACKED_IN_FIXTURE: &str = "20261206T080000-c8c8";
+
 #[test]
 #[ignore = "writes a new frozen fixture; run by hand when releasing a schema version"]
 fn freeze_fixture() {
@@ -65,6 +68,19 @@ fn freeze_fixture() {
     let clock = SteppingClock::boxed(1_764_676_800_000_000, 1_000_000);
     let log = EventLog::open_with_clock(&path, fixture_scope(), PROJECTIONS, clock).unwrap();
     log.append_all(every_event_kind()).unwrap();
+    // Schema 8: a soak long enough that its samples are stored packed, past a sample stored
+    // whole, its tree growing and shrinking.
+    let supervisor = ProcessIdentity {
+        pid: 5000,
+        start_ticks: 1_000_000,
+    };
+    log.append_all(measured_soak(
+        PACKED_IN_FIXTURE,
+        70,
+        |i| 2 + (i % 5) as u32,
+        supervisor,
+    ))
+    .unwrap();
     drop(log);
     // An archived soak: its records in an archive file beside the log, frozen with it.
     let log = EventLog::open_alone(&path, fixture_scope(), PROJECTIONS).unwrap();
@@ -281,4 +297,168 @@ fn frozen_soaks_export_as_csv_too() {
         assert_eq!(rows.len(), expected, "{id}");
         assert!(rows.iter().all(|r| &r[0] == id));
     }
+}
+
+/// A clock that reads, in turn, the times a log's records were recorded at.
+struct Replay(std::sync::Mutex<std::vec::IntoIter<i64>>);
+
+impl unilab::Clock for Replay {
+    fn now_us(&self) -> i64 {
+        self.0
+            .lock()
+            .unwrap()
+            .next()
+            .expect("a time for every record")
+    }
+}
+
+/// `history --json` without the hashes, which cover the bytes a record is stored in.
+fn without_hashes(history: &[u8]) -> Vec<serde_json::Value> {
+    serde_json::Deserializer::from_slice(history)
+        .into_iter::<serde_json::Value>()
+        .map(|line| {
+            let mut line = line.unwrap();
+            let fields = line.as_object_mut().unwrap();
+            assert!(fields.remove("hash").is_some() && fields.remove("prev_hash").is_some());
+            line
+        })
+        .collect()
+}
+
+/// Compact samples change nothing a reader is given: the frozen logs whose samples are stored
+/// whole (schemas 6 and 7), their events appended again by this version (which stores them
+/// packed), replay, export and show as they were frozen, byte for byte — the hashes aside,
+/// which commit to the bytes stored (history's `hash` and `prev_hash`, an artifact's
+/// `log.chain_hash` and the `digest` over it).
+#[test]
+fn a_frozen_log_recorded_again_with_packed_samples_reads_the_same() {
+    for version in [6, 7] {
+        let old = TestRoot::new();
+        install(version, &old);
+        let reader = LogReader::open(&old.log_path(), &old.scope())
+            .unwrap()
+            .unwrap();
+        let mut events = Vec::new();
+        let mut times = Vec::new();
+        reader
+            .snapshot()
+            .unwrap()
+            .scan(0, |record| {
+                times.push(record.envelope.recorded_at_us);
+                events.push((record.envelope.subject, record.envelope.event));
+                Ok(true)
+            })
+            .unwrap();
+        let new = TestRoot::new();
+        private_dir_all(new.log_path().parent().unwrap());
+        let clock = Box::new(Replay(std::sync::Mutex::new(times.into_iter())));
+        let log = EventLog::open_with_clock(&new.log_path(), fixture_scope(), PROJECTIONS, clock)
+            .unwrap();
+        log.append_all(events).unwrap();
+        let mut packed = 0;
+        log.snapshot()
+            .unwrap()
+            .scan_sized(|record, _| {
+                packed += usize::from(matches!(
+                    record.envelope.event,
+                    Event::SoakSampledCompact(_)
+                ));
+                Ok(())
+            })
+            .unwrap();
+        drop(log);
+        assert!(packed >= 2, "v{version}: {packed} samples stored packed");
+
+        let history = |root: &TestRoot| {
+            root.unilab()
+                .args(["history", "--json"])
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone()
+        };
+        let frozen = std::fs::read(fixture_dir(version).join("history.jsonl")).unwrap();
+        assert_eq!(history(&old), frozen, "v{version}");
+        assert_eq!(
+            without_hashes(&history(&new)),
+            without_hashes(&frozen),
+            "v{version}"
+        );
+        let list = new
+            .unilab()
+            .args(["--json", "soak", "list"])
+            .output()
+            .unwrap();
+        let soaks: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+        let soaks = soaks.as_array().unwrap();
+        assert!(soaks.len() >= 3, "v{version}: {soaks:?}");
+        for soak in soaks {
+            let id = soak["soak_id"].as_str().unwrap();
+            for args in [
+                &["soak", "export", id][..],
+                &["soak", "export", id, "--format", "csv"],
+                &["soak", "show", id],
+                &["history", "--soak", id, "--json"],
+            ] {
+                let was = old.unilab().args(args).output().unwrap();
+                let is = new.unilab().args(args).output().unwrap();
+                assert_eq!(was.status.code(), is.status.code(), "v{version} {args:?}");
+                if args[0] == "history" {
+                    assert_eq!(without_hashes(&is.stdout), without_hashes(&was.stdout));
+                } else if args.len() == 3 && args[1] == "export" {
+                    // The artifact quotes the chain's hash at its end, and its digest covers it.
+                    let was = String::from_utf8(was.stdout).unwrap();
+                    let is = String::from_utf8(is.stdout).unwrap();
+                    let mut rehashed = was.clone();
+                    for hash in [&["digest"][..], &["log", "chain_hash"]] {
+                        let of = |artifact: &str| {
+                            let json: serde_json::Value = serde_json::from_str(artifact).unwrap();
+                            let hash = hash.iter().fold(&json, |v, k| &v[k]);
+                            hash.as_str().unwrap().to_owned()
+                        };
+                        rehashed = rehashed.replace(&of(&was), &of(&is));
+                    }
+                    assert_eq!(is, rehashed, "v{version} {args:?}");
+                } else {
+                    assert_eq!(
+                        String::from_utf8_lossy(&is.stdout),
+                        String::from_utf8_lossy(&was.stdout),
+                        "v{version} {args:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The schema-8 fixture holds what its version brought: samples stored packed against the one
+/// before (all but the first and the 64th, packed against nothing) and a soak archived beside
+/// it.
+#[test]
+fn the_schema_8_fixture_holds_packed_samples() {
+    let root = TestRoot::new();
+    install(8, &root);
+    let reader = LogReader::open(&root.log_path(), &root.scope())
+        .unwrap()
+        .unwrap();
+    let (mut packed, mut alone, mut archived) = (0, 0, 0);
+    reader
+        .snapshot()
+        .unwrap()
+        .scan_sized(|record, _| {
+            if record.envelope.subject == Subject::Soak(PACKED_IN_FIXTURE.into()) {
+                if let Event::SoakSampledCompact(sample) = &record.envelope.event {
+                    match sample.base {
+                        Some(base) => assert_eq!(base + 1, sample.sample.index),
+                        None => alone += 1,
+                    }
+                    packed += 1;
+                }
+            }
+            archived += usize::from(matches!(record.envelope.event, Event::SoakArchived(_)));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!((packed, alone, archived), (70, 2, 1));
 }

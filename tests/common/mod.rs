@@ -588,12 +588,24 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
 /// Schema 6: a soak held to budgets, its samples measured (PSS, GPU health, another tenant on
 /// its GPU), failed as `resource_limit` for its memory growth.
 fn schema_6_soak(supervisor: ProcessIdentity) -> Vec<(Subject, Event)> {
-    let id = "20261205T100000-f6f6";
+    measured_soak("20261205T100000-f6f6", 3, |_| 2, supervisor)
+}
+
+/// A soak like [`schema_6_soak`]'s of `samples` samples, the `i`-th of a tree of `processes(i)`
+/// processes.
+pub fn measured_soak(
+    id: &str,
+    samples: u64,
+    processes: impl Fn(u64) -> u32,
+    supervisor: ProcessIdentity,
+) -> Vec<(Subject, Event)> {
     let s6 = || Subject::Soak(id.into());
     let measured = |index: u64| {
-        let sample = sample(index, 2);
+        let sample = sample(index, processes(index));
         let measures = Measures {
-            pss_bytes: vec![Some((100 + 50 * index) << 20), None],
+            pss_bytes: (0..sample.processes.len())
+                .map(|i| (i == 0).then_some((100 + 50 * index) << 20))
+                .collect(),
             gpus: vec![GpuHealth {
                 temperature_c: Some(60 + index as u32),
                 power_mw: Some(250_500),
@@ -656,10 +668,10 @@ fn schema_6_soak(supervisor: ProcessIdentity) -> Vec<(Subject, Event)> {
                 },
             },
         ),
-        measured(0),
-        measured(1),
-        measured(2),
-        (
+    ]
+    .into_iter()
+    .chain((0..samples).map(measured))
+    .chain([(
             s6(),
             Event::SoakFinished {
                 end: Box::new(SoakEnd {
@@ -688,8 +700,8 @@ fn schema_6_soak(supervisor: ProcessIdentity) -> Vec<(Subject, Event)> {
                 }),
                 limit: Some(ResourceLimit::MemoryGrowth),
             },
-        ),
-    ]
+        )])
+    .collect()
 }
 
 /// A soak sample in schema 1's form, of a tree of `processes` processes.
