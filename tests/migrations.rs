@@ -447,14 +447,14 @@ fn the_schema_8_fixture_holds_packed_samples() {
         .snapshot()
         .unwrap()
         .scan_sized(|record, _| {
-            if record.envelope.subject == Subject::Soak(PACKED_IN_FIXTURE.into()) {
-                if let Event::SoakSampledCompact(sample) = &record.envelope.event {
-                    match sample.base {
-                        Some(base) => assert_eq!(base + 1, sample.sample.index),
-                        None => alone += 1,
-                    }
-                    packed += 1;
+            if record.envelope.subject == Subject::Soak(PACKED_IN_FIXTURE.into())
+                && let Event::SoakSampledCompact(sample) = &record.envelope.event
+            {
+                match sample.base {
+                    Some(base) => assert_eq!(base + 1, sample.sample.index),
+                    None => alone += 1,
                 }
+                packed += 1;
             }
             archived += usize::from(matches!(record.envelope.event, Event::SoakArchived(_)));
             Ok(())
