@@ -24,11 +24,11 @@ fn bench_scope() -> Scope {
 }
 
 /// A log holding one finished soak, `bench`, of [`SAMPLES`] samples of a `processes`-process
-/// tree, built once.
+/// tree (each with its proportional set size, stored packed as unilab stores them), built once.
 fn soak_log(processes: u32) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    let path = dir.join(format!("archive-100k-{processes}p.redb"));
-    let complete = dir.join(format!("archive-100k-{processes}p.complete"));
+    let path = dir.join(format!("archive-100k-{processes}p-v2.redb"));
+    let complete = dir.join(format!("archive-100k-{processes}p-v2.complete"));
     if complete.exists() {
         return path;
     }
@@ -54,7 +54,21 @@ fn soak_log(processes: u32) -> PathBuf {
                 sampler_cost_us: 900,
                 errors: Vec::new(),
             };
-            (subject(), Event::SoakSampledV5(Box::new(sample)))
+            let measures = Measures {
+                pss_bytes: sample
+                    .processes
+                    .iter()
+                    .map(|p| Some(p.rss_bytes / 2))
+                    .collect(),
+                gpus: Vec::new(),
+            };
+            (
+                subject(),
+                Event::SoakSampled {
+                    sample: Box::new(sample),
+                    measures: Box::new(measures),
+                },
+            )
         }))
         .expect("samples");
     }

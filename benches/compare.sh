@@ -8,7 +8,8 @@
 #     the GPUs read from nvidia-smi's loop mode against a process spawned a sample (the fake),
 #     `soak export` streamed against the whole-object rendering (time and peak heap), and
 #     `log verify` of 1,000,000 events, and `log archive` of a 100,000-sample soak (time, and the
-#     log's size after compaction against before);
+#     log's size after compaction against before), and the bytes a process a sample costs the
+#     log on disk, samples stored whole against packed;
 #  4. the supervisor against psrecord on the same 100-process tree (benches/compare-psrecord.sh).
 # Needs Python 3; strace for part 2 (skipped without it); pip for part 4 (SKIP_PSRECORD=1 skips).
 set -euo pipefail
@@ -90,6 +91,9 @@ cargo bench --locked --bench event_log -- verify 2>/dev/null \
 # `log archive` of a 100,000-sample soak: its time (target < 2 s) and the live log's size on
 # disk after archive and compaction against before (target < 5 %).
 cargo bench --locked --bench archive 2>/dev/null | grep -E '^archive_100k' | sed 's/^/  /'
+# What a sample costs the log per process on a 100-process tree, in disk blocks used, stored
+# whole (schema 7) against packed (schema 8), and the append's time (target <= 16 bytes).
+cargo bench --locked --bench log_size 2>/dev/null | grep -E '^log_size' | sed 's/^/  /'
 
 if [ "${SKIP_PSRECORD:-}" != 1 ]; then
     echo "== 4. the supervisor against psrecord"

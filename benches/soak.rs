@@ -150,14 +150,15 @@ fn sample(i: u64, processes: u32) -> Sample {
     }
 }
 
-/// A log holding one soak of [`EXPORT_SAMPLES`] samples of a `processes`-process tree and its
-/// verdict.
-fn soak_log(processes: u32) -> PathBuf {
+/// A log holding one soak of [`EXPORT_SAMPLES`] samples of a `processes`-process tree (each
+/// with its proportional set size) and its verdict, its samples stored packed, as unilab stores
+/// them, or `whole`, as schema 7 did.
+fn soak_log(processes: u32, whole: bool) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    let name = match processes {
-        10 => "soak-100k-v2".to_owned(),
-        n => format!("soak-100k-{n}p-v2"),
-    };
+    let name = format!(
+        "soak-100k-{processes}p-v3{}",
+        if whole { "-whole" } else { "" }
+    );
     let path = dir.join(format!("{name}.redb"));
     let complete = dir.join(format!("{name}.complete"));
     if complete.exists() {
@@ -204,15 +205,26 @@ fn soak_log(processes: u32) -> PathBuf {
         },
     )
     .expect("start");
+    unilab::testing::store_samples_whole(whole);
     for start in (0..EXPORT_SAMPLES).step_by(10_000) {
         log.append_all((start..start + 10_000).map(|i| {
+            let sample = sample(i, processes);
+            let pss = sample.processes.iter().map(|p| Some(p.rss_bytes / 2));
+            let measures = Measures {
+                pss_bytes: pss.collect(),
+                gpus: Vec::new(),
+            };
             (
                 subject(),
-                Event::SoakSampledV5(Box::new(sample(i, processes))),
+                Event::SoakSampled {
+                    sample: Box::new(sample),
+                    measures: Box::new(measures),
+                },
             )
         }))
         .expect("samples");
     }
+    unilab::testing::store_samples_whole(false);
     log.append(
         subject(),
         Event::SoakFinishedV5 {
@@ -263,7 +275,10 @@ fn streamed(reader: &LogReader) -> usize {
 }
 
 fn export(c: &mut Criterion) {
-    let reader = LogReader::open(&soak_log(10), &bench_scope())
+    let reader = LogReader::open(&soak_log(10, false), &bench_scope())
+        .expect("open")
+        .expect("exists");
+    let stored_whole = LogReader::open(&soak_log(10, true), &bench_scope())
         .expect("open")
         .expect("exists");
     assert_eq!(streamed(&reader), whole_object(&reader), "the same bytes");
@@ -271,6 +286,10 @@ fn export(c: &mut Criterion) {
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));
     group.bench_function("streamed", |b| b.iter(|| black_box(streamed(&reader))));
+    // The same soak with its samples stored whole: what unpacking costs a reader.
+    group.bench_function("streamed_stored_whole", |b| {
+        b.iter(|| black_box(streamed(&stored_whole)))
+    });
     // The floor of any export: reading the soak's records and checking them against their
     // hashes, decoded, and nothing else.
     group.bench_function("read_floor", |b| {
@@ -295,8 +314,8 @@ fn export(c: &mut Criterion) {
 /// Peak heap of each way of exporting, and the streamed export's time on the 100-process soak:
 /// one-shot figures, printed (too slow and too large for criterion's repetitions).
 fn export_memory(_: &mut Criterion) {
-    for processes in [10, 100] {
-        let reader = LogReader::open(&soak_log(processes), &bench_scope())
+    for (processes, whole) in [(10, false), (100, false), (100, true)] {
+        let reader = LogReader::open(&soak_log(processes, whole), &bench_scope())
             .expect("open")
             .expect("exists");
         let streamed_mib = common::peak_heap_mib(|| streamed(&reader));
@@ -314,9 +333,11 @@ fn export_memory(_: &mut Criterion) {
         times.sort_by(|a, b| a.0.total_cmp(&b.0));
         let whole_mib = common::peak_heap_mib(|| whole_object(&reader));
         println!(
-            "export_memory/{processes}_processes: streamed peak heap {streamed_mib:.1} MiB \
+            "export_memory/{processes}_processes{}: streamed peak heap {streamed_mib:.1} MiB \
              (median of 3: {:.3} s, {:.3} s of CPU), whole object {whole_mib:.1} MiB",
-            times[1].0, times[1].1
+            if whole { "_stored_whole" } else { "" },
+            times[1].0,
+            times[1].1
         );
     }
 }
@@ -387,7 +408,7 @@ fn gpu_sampling(_: &mut Criterion) {
 
 /// The HTML report of the same 100,000-sample soak: decimated charts keep it small and fast.
 fn report(c: &mut Criterion) {
-    let path = soak_log(10);
+    let path = soak_log(10, false);
     let reader = LogReader::open(&path, &bench_scope())
         .expect("open")
         .expect("exists");

@@ -114,6 +114,7 @@ pub mod testing {
     pub mod codec {
         pub use crate::log::codec::{decode, encode};
     }
+    pub use crate::log::store_samples_whole;
     pub mod tables {
         pub use crate::log::tables::{EVENTS, META, SCHEMA_VERSION_KEY, SUBJECT_INDEX};
     }

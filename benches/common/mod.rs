@@ -47,6 +47,7 @@ unsafe impl std::alloc::GlobalAlloc for Counting {
 static ALLOCATOR: Counting = Counting;
 
 /// The most heap `f` had in use at once, above what was live before it, in MiB.
+#[allow(dead_code)] // not every benchmark weighs its heap
 pub fn peak_heap_mib<T>(f: impl FnOnce() -> T) -> f64 {
     use std::sync::atomic::Ordering::Relaxed;
     let before = LIVE.load(Relaxed);

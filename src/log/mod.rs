@@ -27,6 +27,7 @@ pub use append::Appended;
 pub use archive::{ArchiveCheck, ArchiveDone, ToArchive};
 pub use error::LogError;
 pub use open::{EventLog, LogReader};
+pub use pack::store_samples_whole;
 pub use read::{Record, Snapshot};
 pub use verify::VerifyReport;
 #[cfg(test)]

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redb::{ReadableTable, Table};
 
@@ -18,6 +19,15 @@ use super::io::{damaged, unreadable};
 use super::read::{Record, Snapshot};
 use crate::event::soak::{CompactSample, Measures, STANDALONE_EVERY};
 use crate::event::{Envelope, Event, Sample, Subject};
+
+/// Whether this process stores samples whole, as schema 7 did: for benchmarks that measure
+/// what packing saves, never set by unilab itself.
+static STORE_WHOLE: AtomicBool = AtomicBool::new(false);
+
+/// Stores this process's samples whole (`true`) or packed (`false`, the default) from now on.
+pub fn store_samples_whole(whole: bool) {
+    STORE_WHOLE.store(whole, Ordering::Relaxed);
+}
 
 /// A sample as the packer keeps it: its soak's subject key and its sequence.
 pub(super) struct Stored {
@@ -57,6 +67,9 @@ impl Packer {
         let Event::SoakSampled { sample, measures } = &envelope.event else {
             return store(envelope);
         };
+        if STORE_WHOLE.load(Ordering::Relaxed) {
+            return store(envelope);
+        }
         let base = match &self.last {
             Some(last)
                 if last.key == key
