@@ -16,9 +16,10 @@ pub(crate) const ARCHIVE_HINT: &str = "`unilab log archive --finished-before 30d
 
 /// The log size past which a soak warns, unless `UNILAB_LOG_WARN_SIZE` says otherwise.
 pub(crate) const DEFAULT_WARN_SIZE: u64 = 2 << 30;
-/// What a sample is taken to cost when the log has none to measure: a tree of about 60
-/// processes (measured: about 60 bytes a process on disk).
-const DEFAULT_SAMPLE_BYTES: u64 = 4096;
+/// What a sample is taken to cost when the log has none to measure: a busy tree of about 60
+/// processes, its samples packed (measured by `cargo bench --bench log_size`: 15 bytes a
+/// process on disk, and about 200 for the sample's own fields), with room to spare.
+const DEFAULT_SAMPLE_BYTES: u64 = 1280;
 /// The length of soak the free space is measured against.
 const HORIZON: Duration = Duration::from_secs(7 * 86_400);
 
@@ -61,7 +62,7 @@ see `unilab log stats` for what fills it; {ARCHIVE_HINT}",
     let (per_sample, from) = if samples >= 100 && size > 0 {
         (size / samples, "this log's samples so far")
     } else {
-        (DEFAULT_SAMPLE_BYTES, "a 60-process tree")
+        (DEFAULT_SAMPLE_BYTES, "a busy 60-process tree")
     };
     let week_samples = HORIZON.as_secs_f64() / interval.as_secs_f64().max(1e-3);
     let need = (week_samples * per_sample as f64) as u64;
