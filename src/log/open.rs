@@ -275,17 +275,7 @@ impl EventLog {
             _ => return Err(replaced(path)),
         };
         guarded(path, || prepare(&db, path, &scope, views))?;
-        Ok(Self {
-            db: std::sync::RwLock::new(Some(db)),
-            reopen: std::sync::atomic::AtomicBool::new(false),
-            unsettled: std::sync::Mutex::new(None),
-            packed: std::sync::Mutex::new(None),
-            path: path.to_owned(),
-            file,
-            scope,
-            clock,
-            views,
-        })
+        Ok(Self::assembled(db, path, file, scope, clock, views))
     }
 
     /// Opens the existing log at `path` for `scope` as the only process that has it open, and
@@ -316,17 +306,14 @@ impl EventLog {
             _ => return Err(replaced(path)),
         };
         guarded(path, || prepare(&db, path, &scope, views))?;
-        Ok(Self {
-            db: std::sync::RwLock::new(Some(db)),
-            reopen: std::sync::atomic::AtomicBool::new(false),
-            unsettled: std::sync::Mutex::new(None),
-            packed: std::sync::Mutex::new(None),
-            path: path.to_owned(),
+        Ok(Self::assembled(
+            db,
+            path,
             file,
             scope,
-            clock: Box::new(SystemClock),
+            Box::new(SystemClock),
             views,
-        })
+        ))
     }
 
     /// Gives the space of removed records back to the file system: redb's compaction, which
@@ -357,6 +344,28 @@ impl EventLog {
         self.with_db(|db| Snapshot::begin(db, &self.path))
     }
 
+    /// A handle on `db`, opened and prepared, as the file `file` at `path`.
+    fn assembled(
+        db: Database,
+        path: &Path,
+        file: (u64, u64),
+        scope: Scope,
+        clock: Box<dyn Clock>,
+        views: Views,
+    ) -> Self {
+        Self {
+            db: std::sync::RwLock::new(Some(db)),
+            reopen: std::sync::atomic::AtomicBool::new(false),
+            unsettled: std::sync::Mutex::new(None),
+            packed: std::sync::Mutex::new(None),
+            path: path.to_owned(),
+            file,
+            scope,
+            clock,
+            views,
+        }
+    }
+
     /// The log at `path` (which must exist and be whole), read and written through `backend`:
     /// for tests that make the storage fail.
     #[cfg(test)]
@@ -370,17 +379,14 @@ impl EventLog {
             .create_with_backend(backend)
             .map_err(unreadable(path))?;
         guarded(path, || prepare(&db, path, &scope, views))?;
-        Ok(Self {
-            db: std::sync::RwLock::new(Some(db)),
-            reopen: std::sync::atomic::AtomicBool::new(false),
-            unsettled: std::sync::Mutex::new(None),
-            packed: std::sync::Mutex::new(None),
-            path: path.to_owned(),
-            file: file_at(path).ok_or_else(|| replaced(path))?,
+        Ok(Self::assembled(
+            db,
+            path,
+            file_at(path).ok_or_else(|| replaced(path))?,
             scope,
-            clock: Box::new(SystemClock),
+            Box::new(SystemClock),
             views,
-        })
+        ))
     }
 
     /// Runs `use_db` on the database, opening it again first after an I/O failure; an I/O
