@@ -146,10 +146,23 @@ impl Unpacker {
         snapshot: &Snapshot,
         record: Record,
     ) -> Result<Record, LogError> {
+        if self.passes(&record.envelope) {
+            return Ok(record);
+        }
         Ok(Record {
             envelope: self.unpack(snapshot, record.envelope)?,
             ..record
         })
+    }
+
+    /// Whether `envelope` is handed on as it is, with nothing to remember or forget: most
+    /// records are no sample, and one that is none has nothing to forget while no sample of a
+    /// soak is remembered, or when it is not of a soak.
+    fn passes(&self, envelope: &Envelope) -> bool {
+        !matches!(
+            envelope.event,
+            Event::SoakSampled { .. } | Event::SoakSampledCompact(_)
+        ) && (self.last.is_empty() || !matches!(envelope.subject, Subject::Soak(_)))
     }
 
     /// `envelope` with the whole sample in place of a packed one.
@@ -158,6 +171,14 @@ impl Unpacker {
         snapshot: &Snapshot,
         envelope: Envelope,
     ) -> Result<Envelope, LogError> {
+        if self.passes(&envelope) {
+            return Ok(envelope);
+        }
+        // Only a soak's samples are remembered: one of another subject, which unilab never
+        // records, is unpacked by walking back.
+        if !matches!(envelope.subject, Subject::Soak(_)) {
+            return unpack_alone(snapshot, envelope);
+        }
         envelope.subject.key_into(&mut self.key);
         let envelope = match (&envelope.event, self.last.get(self.key.as_str())) {
             (Event::SoakSampledCompact(_), Some(seen)) => {
