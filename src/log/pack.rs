@@ -255,19 +255,12 @@ fn unpacked(
     envelope: Envelope,
     base: Option<(&Sample, &Measures)>,
 ) -> Result<Envelope, LogError> {
-    let Envelope {
-        seq,
-        recorded_at_us,
-        scope,
-        subject,
-        event,
-    } = envelope;
-    let event = match event {
+    let event = match envelope.event {
         Event::SoakSampledCompact(packed) => {
             let index = packed.sample.index;
             let (sample, measures) = packed
                 .unpack(base)
-                .map_err(|e| unpack_failed(path, seq, index, &e))?;
+                .map_err(|e| unpack_failed(path, envelope.seq, index, &e))?;
             Event::SoakSampled {
                 sample: Box::new(sample),
                 measures: Box::new(measures),
@@ -275,13 +268,7 @@ fn unpacked(
         }
         other => other,
     };
-    Ok(Envelope {
-        seq,
-        recorded_at_us,
-        scope,
-        subject,
-        event,
-    })
+    Ok(Envelope { event, ..envelope })
 }
 
 fn unpack_failed(

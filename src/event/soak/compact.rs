@@ -160,15 +160,13 @@ impl CompactSample {
                 out.extend_from_slice(process.name.as_bytes());
             }
         }
-        let mut measures = measures.clone();
-        measures.pss_bytes = Vec::new();
         Some(Self {
             base: base.map(|(base, _)| base.index),
-            sample: Sample {
-                processes: Vec::new(),
-                ..sample.clone_without_processes()
+            sample: sample.clone_without_processes(),
+            measures: Measures {
+                pss_bytes: Vec::new(),
+                gpus: measures.gpus.clone(),
             },
-            measures,
             pss,
             processes: out,
         })
