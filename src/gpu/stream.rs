@@ -811,6 +811,12 @@ fn watch(
             .unwrap_or(started)
             .max(excused);
         if heard.elapsed() > silence {
+            // Stopped after this round's check of its own stall, the process would blame the
+            // tool for it: the stall is judged again on this side of the silence's reading.
+            if woke.elapsed() > tick + silence / 2 {
+                excused = Instant::now();
+                continue;
+            }
             return Some(format!(
                 "nvidia-smi did not answer within {:.1} s; its stream is restarted",
                 heard.elapsed().as_secs_f64()
