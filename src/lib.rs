@@ -95,7 +95,7 @@ pub mod testing {
     pub use crate::gpu::selector::SelectorError;
     pub use crate::gpu::smi::SmiError;
     pub use crate::log::migrate::SCHEMA_VERSION;
-    pub use crate::mps::error::MpsError;
+    pub use crate::mps::error::{MpsError, Unrecorded};
     pub use crate::paths::PathError;
     pub use crate::process::{Liveness, SignalError};
     pub use crate::process::{ProcStat, all_processes, descendants, parse_stat};

@@ -2642,3 +2642,81 @@ fn status_and_doctor_report_what_the_daemons_logs_tell_of_trouble() {
     );
     host.unilab().args(["mps", "stop"]).assert().success();
 }
+
+/// On a full disk, a `mps start` whose `daemon_verified_live` could not be committed exited 3
+/// but left its daemon running, recorded as started: a script told the start failed had a
+/// daemon it did not know of. Now the daemon is stopped, the error says so and names the full
+/// disk, and once there is space the next command cleans the unfinished record.
+#[test]
+fn a_start_the_log_cannot_record_live_stops_its_daemon() {
+    if !is_root() {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    let Some(disk) = SmallDisk::mount(16 << 20) else {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    };
+    let host = Host::two_gpus();
+    let state = disk.path().join("state");
+    let filler = disk.path().join("filler");
+    let logs = host.root.root().join("mps-logs");
+    let unilab = || {
+        let mut cmd = assert_cmd::Command::new(unilab_bin());
+        cmd.env_clear()
+            .env("PATH", path_with_fixtures())
+            .env("HOME", host.root.root())
+            .env("FAKE_NVIDIA_SMI_GPUS", &host.gpus)
+            .env("XDG_RUNTIME_DIR", host.runtime())
+            .env("UNILAB_TOOL_TIMEOUT", "5")
+            .env("FAKE_MPS_FILL_WHEN_ASKED", &filler)
+            .arg("--root")
+            .arg(&state);
+        cmd
+    };
+    let out = unilab()
+        .args(["mps", "start", "0", "--log-dir"])
+        .arg(&logs)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("answered, but the log could not record it"),
+        "{said}"
+    );
+    assert!(said.contains("so nothing is left running"), "{said}");
+    assert!(
+        said.contains("no space left on the device holding"),
+        "{said}"
+    );
+    let pid: u64 = said
+        .split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {said}"));
+    assert!(gone(pid), "the daemon the log could not record was stopped");
+
+    // Space again: the unfinished start is cleaned, a new start records its daemon live.
+    std::fs::remove_file(&filler).unwrap();
+    let started = unilab()
+        .args(["--json", "mps", "start", "0", "--log-dir"])
+        .arg(&logs)
+        .output()
+        .unwrap();
+    assert_eq!(
+        started.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let kinds = history_kinds(unilab(), &["--daemon", "gpu-1111aaaa"]);
+    assert!(
+        kinds.contains(&"daemon_stale_cleaned".to_string()),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last().unwrap(), "daemon_verified_live", "{kinds:?}");
+    unilab().args(["mps", "stop", "--all"]).assert().success();
+    unilab().args(["log", "verify"]).assert().success();
+}

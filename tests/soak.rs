@@ -3008,44 +3008,6 @@ fn a_log_moved_while_a_soak_appends_fails_the_soak_loudly() {
     );
 }
 
-/// A small tmpfs of its own (root only), unmounted when dropped.
-struct SmallDisk {
-    dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn mount(bytes: u64) -> Option<Self> {
-        let dir = tempfile::tempdir().unwrap();
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .is_ok_and(|s| s.success());
-        mounted.then_some(Self { dir })
-    }
-
-    fn path(&self) -> &std::path::Path {
-        self.dir.path()
-    }
-
-    /// Fills what is left of it with one file.
-    fn fill(&self) -> PathBuf {
-        use std::io::Write;
-        let filler = self.path().join("filler");
-        let mut file = std::fs::File::create(&filler).unwrap();
-        let chunk = vec![0u8; 4096];
-        while file.write_all(&chunk).is_ok() {}
-        let _ = file.sync_all();
-        filler
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
 /// Lines a child writes on `pipe`, gathered as they come; [`Gathered::all`] waits for the
 /// pipe's end.
 fn gather_lines(pipe: impl std::io::Read + Send + 'static) -> Gathered {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::diagnostic::{Boundary, Exit, Hint};
-use crate::event::{StaleReason, TopologyMode};
+use crate::event::{StaleReason, StopMethod, TopologyMode};
 use crate::gpu::mask::MaskError;
 use crate::gpu::selector::SelectorError;
 use crate::gpu::smi::SmiError;
@@ -52,6 +52,20 @@ pub enum MpsError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error(
+        "the MPS control daemon `{name}` (pid {pid}) {}, but the log could not record it: {}",
+        .step.what(),
+        stopped_note(*.stopped)
+    )]
+    NotRecorded {
+        name: String,
+        pid: u32,
+        step: Unrecorded,
+        /// How it was stopped; `None` when stopping it failed too.
+        stopped: Option<StopMethod>,
+        #[source]
+        source: Box<LogError>,
     },
     #[error("the MPS control daemon `{name}` did not start: {reason}")]
     StartFailed { name: String, reason: String },
@@ -109,6 +123,32 @@ impl From<LogError> for MpsError {
     }
 }
 
+/// Which step of a start the log could not take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unrecorded {
+    Started,
+    VerifiedLive,
+}
+
+impl Unrecorded {
+    fn what(self) -> &'static str {
+        match self {
+            Unrecorded::Started => "was launched",
+            Unrecorded::VerifiedLive => "answered",
+        }
+    }
+}
+
+fn stopped_note(stopped: Option<StopMethod>) -> String {
+    match stopped {
+        Some(method) => format!(
+            "it was stopped ({}), so nothing is left running",
+            method.as_str()
+        ),
+        None => "stopping it failed too: it may still run".into(),
+    }
+}
+
 fn pid_note(pid: Option<u32>) -> String {
     pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
 }
@@ -117,6 +157,7 @@ impl Boundary for MpsError {
     fn exit(&self) -> Exit {
         match self {
             MpsError::Log(e) => e.exit(),
+            MpsError::NotRecorded { source, .. } => source.exit(),
             MpsError::BadName(_) => Exit::Usage,
             MpsError::Exec { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 Exit::CommandNotFound
@@ -181,6 +222,12 @@ impl Hint for MpsError {
             }
             // What they wrap knows what to suggest.
             MpsError::Log(e) => return e.hint(),
+            MpsError::NotRecorded {
+                name,
+                stopped: None,
+                ..
+            } => format!("once the log can take it, `unilab mps stop {name}` stops the daemon"),
+            MpsError::NotRecorded { source, .. } => return source.hint(),
             MpsError::Smi(e) => return e.hint(),
             MpsError::Selector(e) => return e.hint(),
             MpsError::Io { .. }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::control::{self, Answer};
 use super::decide::{self, Claim};
 use super::dirs::{self, Occupant};
-use super::error::MpsError;
+use super::error::{MpsError, Unrecorded};
 use super::limits;
 use super::names::{default_name, scoped_name, validate_job, validate_name};
 use super::plan::{resolve, startable, topology};
@@ -330,6 +330,11 @@ pub(crate) fn own_identity(mps: &Mps) -> Result<ProcessIdentity, MpsError> {
 
 /// Records a launched daemon and verifies that it answers on its control socket; a daemon that
 /// cannot be recorded or does not answer is stopped again.
+///
+/// A daemon whose start or verification the log cannot take (a full disk) is stopped too: the
+/// command fails, and a failed `mps start` leaves nothing running that a script would not know
+/// of. Its start may stay recorded without an end; the next command finds that process gone and
+/// cleans the record as stale, as it does for any daemon that died unrecorded.
 pub(crate) fn record_and_verify(
     mps: &Mps,
     log: &EventLog,
@@ -339,26 +344,35 @@ pub(crate) fn record_and_verify(
 ) -> Result<DaemonRecord, MpsError> {
     let subject = || Subject::Daemon(spec.name.clone());
     let started = record_for(mps, spec, daemon);
+    let record = DaemonRecord::of(started.clone(), spec.job.clone(), spec.limits);
+    let unrecorded = |step: Unrecorded, source| {
+        let stopped = halt(mps, &record, Duration::from_secs(2)).ok();
+        dirs::remove_leftovers(&spec.pipe_directory);
+        MpsError::NotRecorded {
+            name: spec.name.clone(),
+            pid: daemon.pid,
+            step,
+            stopped,
+            source: Box::new(source),
+        }
+    };
     let appended = log.append(
         subject(),
         Event::DaemonStarted {
-            record: started.clone(),
+            record: started,
             foreground,
             job: spec.job.clone(),
             limits: spec.limits,
         },
     );
-    let record = DaemonRecord::of(started, spec.job.clone(), spec.limits);
     if let Err(e) = appended {
-        // A daemon without a record would have no owner: stop it before reporting.
-        let _ = halt(mps, &record, Duration::from_secs(2));
-        return Err(e.into());
+        return Err(unrecorded(Unrecorded::Started, e));
     }
     match verify(mps, spec) {
-        Ok(()) => {
-            log.append(subject(), Event::DaemonVerifiedLive { process: daemon })?;
-            Ok(record)
-        }
+        Ok(()) => match log.append(subject(), Event::DaemonVerifiedLive { process: daemon }) {
+            Ok(_) => Ok(record),
+            Err(e) => Err(unrecorded(Unrecorded::VerifiedLive, e)),
+        },
         Err(why) => {
             let _ = halt(mps, &record, Duration::from_secs(2));
             dirs::remove_leftovers(&spec.pipe_directory);

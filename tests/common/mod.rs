@@ -1043,3 +1043,41 @@ pub fn write_private(path: &Path, bytes: &[u8]) {
         .and_then(|mut file| file.write_all(bytes))
         .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
+
+/// A small tmpfs of its own (root only), unmounted when dropped.
+pub struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    pub fn mount(bytes: u64) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then_some(Self { dir })
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Fills what is left of it with one file.
+    pub fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let filler = self.path().join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 4096];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.sync_all();
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
