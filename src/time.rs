@@ -101,12 +101,24 @@ pub(crate) fn parse_since(text: &str) -> Result<Since, String> {
         })?;
         local.to_timestamp(civil).ok()
     });
-    match at {
+    match at.or_else(|| out_of_range(trimmed)) {
         Some(at) => Ok(Since::At(at.as_microsecond())),
         None => Err(format!(
             "`{text}` is neither a duration (`2d`, `3h`, `90m`) nor a date (`2026-12-01`, \
              `2026-12-01T10:00`, local time unless it ends in an offset such as `Z`)"
         )),
+    }
+}
+
+/// The instant of a valid date past the last instant a timestamp holds (late on 31 December
+/// 9999, whatever the offset) or before the first: that last or first instant, which every
+/// recorded time is before or after all the same.
+fn out_of_range(text: &str) -> Option<jiff::Timestamp> {
+    let date = jiff::fmt::temporal::Pieces::parse(text).ok()?.date();
+    match date.year() {
+        9999 => Some(jiff::Timestamp::MAX),
+        -9999 => Some(jiff::Timestamp::MIN),
+        _ => None,
     }
 }
 
@@ -138,7 +150,18 @@ mod tests {
             local("2025-12-02T12:00")
         );
         assert_eq!(local("2025-12-02 12:00:00"), local("2025-12-02T12:00"));
-        for bad in ["", "yesterday", "2025-13-01", "-2d", "2d ago"] {
+        // Past the last instant a timestamp holds: that instant, which selects everything (a
+        // date in local time is taken in any time zone, as that instant or as itself).
+        let last = Since::At(jiff::Timestamp::MAX.as_microsecond());
+        for far in [
+            "9999-12-31T00:00Z",
+            "9999-12-31T23:59:59Z",
+            "9999-12-31T23:59+01:00",
+        ] {
+            assert_eq!(parse_since(far), Ok(last), "{far}");
+        }
+        assert!(local("9999-12-31") >= local("9999-12-30"));
+        for bad in ["", "yesterday", "2025-13-01", "-2d", "2d ago", "9999-12-32"] {
             let error = parse_since(bad).unwrap_err();
             assert!(error.contains("neither a duration"), "{bad}: {error}");
         }

@@ -14,13 +14,13 @@ use unilab::PROJECTIONS;
 use unilab::{Event, EventLog, Subject};
 
 /// The schema-1 soak of [`every_event_kind`]: its records are interleaved with another soak's.
-const V1_SOAK: &str = "20261202T124210-3f9a";
+pub(crate) const V1_SOAK: &str = "20261202T124210-3f9a";
 /// The schema-2 soak of [`every_event_kind`].
-const V4_SOAK: &str = "20261202T130000-5b7c";
+pub(crate) const V4_SOAK: &str = "20261202T130000-5b7c";
 
 /// A root whose log holds one event of every kind, recorded by a clock that starts at
 /// 2025-12-02 12:00:00 UTC and advances `step_us` a reading.
-fn root_with_every_kind(step_us: i64) -> TestRoot {
+pub(crate) fn root_with_every_kind(step_us: i64) -> TestRoot {
     let root = TestRoot::new();
     let clock = SteppingClock::boxed(1_764_676_800_000_000, step_us);
     let log =
@@ -41,7 +41,7 @@ fn stdout_of(root: &TestRoot, args: &[&str]) -> Vec<u8> {
 }
 
 /// The JSON object `unilab --json ARGS` prints, whatever its exit code.
-fn json_of(root: &TestRoot, args: &[&str]) -> Value {
+pub(crate) fn json_of(root: &TestRoot, args: &[&str]) -> Value {
     let output = root.unilab().arg("--json").args(args).output().unwrap();
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
@@ -53,7 +53,7 @@ fn json_of(root: &TestRoot, args: &[&str]) -> Value {
 }
 
 /// The archive file of `soak_id` beside the log of `root`.
-fn archive_of(root: &TestRoot, soak_id: &str) -> PathBuf {
+pub(crate) fn archive_of(root: &TestRoot, soak_id: &str) -> PathBuf {
     root.log_path()
         .with_file_name(format!("events.soak-{soak_id}.zst"))
 }
@@ -260,7 +260,7 @@ fn compaction_gives_the_space_of_an_archived_soak_back() {
 }
 
 /// A root with [`V1_SOAK`] archived, recorded by a 1 s clock.
-fn root_with_v1_archived() -> TestRoot {
+pub(crate) fn root_with_v1_archived() -> TestRoot {
     let root = root_with_every_kind(1_000_000);
     root.unilab()
         .args(["log", "archive", "--soak", V1_SOAK])

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod archive_files;
 mod codec_props;
 mod compact;
 mod evidence;

@@ -51,12 +51,27 @@ pub(crate) fn archive(
             already: Vec::new(),
         },
     };
-    for (soak_id, file) in &selected.already {
-        out.note(&format!("soak {soak_id} is archived already, in `{file}`"));
-    }
+    // A soak named is named back; those a date selects are counted, in one line, however many
+    // earlier runs archived (run from a loop or cron, it would be a line each, every run).
+    let already = match (&args.soak, selected.already.len()) {
+        (Some(_), _) => {
+            for (soak_id, file) in &selected.already {
+                out.note(&format!("soak {soak_id} is archived already, in `{file}`"));
+            }
+            None
+        }
+        (None, 0) => None,
+        (None, n) => Some(format!(
+            "{} that finished before then {} archived already",
+            count(n as u64, "soak"),
+            if n == 1 { "was" } else { "were" }
+        )),
+    };
     if selected.soaks.is_empty() {
-        if selected.already.is_empty() {
-            out.note("no finished soak to archive");
+        match already {
+            Some(already) => out.note(&format!("no soak to archive: {already}")),
+            None if selected.already.is_empty() => out.note("no finished soak to archive"),
+            None => {}
         }
         return report(out, &[], None, None);
     }
@@ -68,6 +83,9 @@ pub(crate) fn archive(
     // The archives are in and the log says so; what is left is giving the space back.
     log.compact()?;
     drop(log);
+    if let Some(already) = already {
+        out.note(&already);
+    }
     report(out, &done, before, disk_bytes(&log_path))
 }
 

@@ -97,6 +97,17 @@ pub enum LogError {
     /// A soak's records were moved to an archive file that is not there to read.
     #[error("the records of soak `{soak_id}` were moved to the archive `{path}`, which is missing")]
     ArchiveMissing { path: PathBuf, soak_id: String },
+    /// Something other than a file is where an archive should be (a named pipe, a directory):
+    /// it is not read, and no reader waits on it.
+    #[error("the archive `{path}` is not a regular file: it is {what}")]
+    ArchiveNotAFile { path: PathBuf, what: &'static str },
+    /// An archive this user may not open: a permission, which says nothing of what it holds.
+    #[error("cannot open the archive `{path}`")]
+    ArchiveAccess {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// An archive file could not be written (the live log is left as it was).
     #[error("cannot write the archive `{path}`")]
     ArchiveWrite {
@@ -132,7 +143,8 @@ impl Boundary for LogError {
             | LogError::NoSpace { .. }
             | LogError::Untrusted { .. }
             | LogError::InUse { .. }
-            | LogError::ArchiveWrite { .. } => Exit::Refused,
+            | LogError::ArchiveWrite { .. }
+            | LogError::ArchiveAccess { .. } => Exit::Refused,
             LogError::Encode { .. } => Exit::Internal,
             _ => Exit::LogBroken,
         }
@@ -191,6 +203,14 @@ impl Hint for LogError {
             ),
             LogError::ArchiveMissing { .. } => Some(
                 "put the archive file back beside the log (`unilab log verify` names every archive and whether it is there)"
+                    .into(),
+            ),
+            LogError::ArchiveNotAFile { .. } => Some(
+                "something else took the archive's place: move it aside and put the archive file back beside the log (`unilab log verify` names every archive)"
+                    .into(),
+            ),
+            LogError::ArchiveAccess { .. } => Some(
+                "check the permissions of the archive and of the directory holding it: the log's owner must be able to read it; the archive itself was not touched"
                     .into(),
             ),
             LogError::ArchiveWrite { .. } => Some(

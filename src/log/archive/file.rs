@@ -92,7 +92,8 @@ impl ArchiveWriter {
         encoder.write_all(stored)
     }
 
-    /// Ends the stream, makes it durable and gives it its name (and that name durable).
+    /// Ends the stream, makes it durable and gives it its name (and that name durable). Where
+    /// that fails, nothing of it is left: neither the temporary file nor the name.
     pub(crate) fn finish(mut self) -> std::io::Result<()> {
         let encoder = self
             .encoder
@@ -105,7 +106,12 @@ impl ArchiveWriter {
         file.sync_all()?;
         drop(file);
         std::fs::rename(&self.temp, &self.path)?;
-        File::open(self.path.parent().unwrap_or(Path::new(".")))?.sync_all()
+        let synced =
+            File::open(self.path.parent().unwrap_or(Path::new("."))).and_then(|dir| dir.sync_all());
+        if synced.is_err() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        synced
     }
 }
 
@@ -135,10 +141,11 @@ fn remove_dead_writers(dir: &Path, name: &str) {
 }
 
 impl Drop for ArchiveWriter {
+    /// Removes the temporary file, unless it took its name: an archive abandoned, or whose
+    /// [`finish`](ArchiveWriter::finish) failed, leaves nothing behind. (No other process can
+    /// have made a file of that name since: it holds this process's pid.)
     fn drop(&mut self) {
-        if self.encoder.is_some() {
-            let _ = std::fs::remove_file(&self.temp);
-        }
+        let _ = std::fs::remove_file(&self.temp);
     }
 }
 
@@ -147,6 +154,12 @@ impl Drop for ArchiveWriter {
 pub(crate) enum ReadError {
     #[error("it is missing")]
     Missing,
+    /// This user may not open it: a permission, not damage.
+    #[error("it cannot be opened")]
+    Access(#[source] std::io::Error),
+    /// Something else is in its place: a named pipe, a directory, a device.
+    #[error("it is not a regular file: it is {0}")]
+    NotAFile(&'static str),
     #[error("it cannot be read: {0}")]
     Io(std::io::Error),
     #[error("it is not a unilab soak archive")]
@@ -160,10 +173,7 @@ pub(crate) enum ReadError {
 /// Gives `take` each record of the archive at `path` (its sequence and stored bytes), in the
 /// order written, until it returns `false` or the archive ends.
 pub(crate) fn read(path: &Path, take: &mut dyn FnMut(u64, &[u8]) -> bool) -> Result<(), ReadError> {
-    let file = File::open(path).map_err(|e| match e.kind() {
-        ErrorKind::NotFound => ReadError::Missing,
-        _ => ReadError::Io(e),
-    })?;
+    let file = open(path)?;
     let mut stream = zstd::stream::read::Decoder::new(file).map_err(ReadError::Io)?;
     let mut magic = [0; MAGIC.len()];
     match read_full(&mut stream, &mut magic) {
@@ -193,6 +203,52 @@ pub(crate) fn read(path: &Path, take: &mut dyn FnMut(u64, &[u8]) -> bool) -> Res
         if !take(seq, &stored) {
             return Ok(());
         }
+    }
+}
+
+/// Opens the archive at `path` for reading, without blocking: a named pipe in its place would
+/// hold `open` until something wrote to it, forever. What is opened must be a regular file
+/// ([`ReadError::NotAFile`]); a permission refused is [`ReadError::Access`], not damage. Every
+/// reader of an archive opens it here.
+fn open(path: &Path) -> Result<File, ReadError> {
+    use nix::fcntl::OFlag;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
+        .open(path)
+        .map_err(|e| match e.kind() {
+            ErrorKind::NotFound => ReadError::Missing,
+            _ if crate::log::error::is_access(&e) => ReadError::Access(e),
+            _ => ReadError::Io(e),
+        })?;
+    let kind = file.metadata().map_err(ReadError::Io)?.file_type();
+    if !kind.is_file() {
+        return Err(ReadError::NotAFile(what_kind(kind)));
+    }
+    // A regular file's reads never block; the flag is cleared all the same, so that nothing
+    // that reads it ever sees `WouldBlock`.
+    let flags = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFL)
+        .map(|flags| OFlag::from_bits_truncate(flags) - OFlag::O_NONBLOCK)
+        .and_then(|flags| nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(flags)));
+    flags.map_err(|errno| ReadError::Io(errno.into()))?;
+    Ok(file)
+}
+
+/// What a file that is not a regular one is, for a person.
+fn what_kind(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a named pipe (FIFO)"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "something other than a file"
     }
 }
 
@@ -265,6 +321,44 @@ mod tests {
         writer.push(1, b"x").unwrap();
         drop(writer);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn an_archive_that_cannot_take_its_name_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.zst");
+        // A directory that is not empty: no rename replaces it.
+        std::fs::create_dir_all(path.join("in-the-way")).unwrap();
+        let mut writer = ArchiveWriter::create(&path).unwrap();
+        writer.push(1, b"x").unwrap();
+        assert!(writer.finish().is_err());
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["a.zst"], "only the directory in the way");
+    }
+
+    #[test]
+    fn what_is_not_a_regular_file_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.zst");
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // On a thread, so that a read that waits for a writer fails the test, not hangs it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fifo = path.clone();
+        std::thread::spawn(move || tx.send(records(&fifo)));
+        let read = rx.recv_timeout(std::time::Duration::from_secs(60));
+        assert!(
+            matches!(read, Ok(Err(ReadError::NotAFile("a named pipe (FIFO)")))),
+            "{read:?}"
+        );
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert!(matches!(
+            records(&path),
+            Err(ReadError::NotAFile("a directory"))
+        ));
     }
 
     #[test]

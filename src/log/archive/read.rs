@@ -142,6 +142,14 @@ fn read_failed(path: &Path, subject: &Subject, error: ReadError) -> LogError {
                 other => other.to_string(),
             },
         },
+        ReadError::Access(source) => LogError::ArchiveAccess {
+            path: path.to_owned(),
+            source,
+        },
+        ReadError::NotAFile(what) => LogError::ArchiveNotAFile {
+            path: path.to_owned(),
+            what,
+        },
         other => LogError::Archive {
             path: path.to_owned(),
             detail: other.to_string(),

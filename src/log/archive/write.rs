@@ -86,12 +86,16 @@ impl EventLog {
         guarded(&self.path, || {
             self.with_db(|db| {
                 let txn = db.begin_write().map_err(unreadable(&self.path))?;
-                self.archive_in(&txn, soaks)
+                let mut unclaimed = Unclaimed::default();
+                self.archive_in(&txn, soaks, &mut unclaimed)
                     .and_then(|done| {
                         self.check_still_at_path()?;
                         Ok(done)
                     })
                     .and_then(|done| {
+                        // Kept whatever the commit says: a commit that fails may still have
+                        // made it durable, and then the archives hold the only copy.
+                        unclaimed.claim();
                         txn.commit().map_err(unreadable(&self.path))?;
                         Ok(done)
                     })
@@ -99,10 +103,13 @@ impl EventLog {
         })
     }
 
+    /// Writes the archives, removes their records and appends their events in `txn`; each
+    /// archive that takes its name goes into `unclaimed` until the transaction commits.
     fn archive_in(
         &self,
         txn: &WriteTransaction,
         soaks: Vec<ToArchive>,
+        unclaimed: &mut Unclaimed,
     ) -> Result<Vec<ArchiveDone>, LogError> {
         let path = self.path.as_path();
         let head = checked_head(path, txn)?;
@@ -135,6 +142,7 @@ impl EventLog {
             }
             let target = dir.join(&plan.file);
             plan.writer.finish().map_err(write_failed(&target))?;
+            unclaimed.0.push(target.clone());
             done.push(ArchiveDone {
                 soak_id: plan.soak_id.clone(),
                 file_bytes: std::fs::metadata(&target).map_or(0, |m| m.len()),
@@ -221,6 +229,26 @@ impl EventLog {
         meta.insert(tables::HEAD_KEY, encode_for(path, &(seq, head))?.as_slice())
             .map_err(unreadable(path))?;
         Ok(seqs)
+    }
+}
+
+/// Archives written by a run whose transaction has not committed: no event claims them, and
+/// they are removed if it fails before its commit.
+#[derive(Default)]
+struct Unclaimed(Vec<PathBuf>);
+
+impl Unclaimed {
+    /// The transaction is committing: what it archived stays.
+    fn claim(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
