@@ -113,3 +113,43 @@ def test_the_readmes_usage_runs_unchanged(tmp_path: Path, monkeypatch: pytest.Mo
     assert artifact["outcome"]["status"] == "passed"
     assert artifact["metadata"] == {"daemon": "trainer", "lr": 3e-4}
     assert artifact["parameters"]["environment"]["CUDA_MPS_PIPE_DIRECTORY"]
+
+
+def test_a_command_given_as_one_string_is_refused_not_run_letter_by_letter(
+    tmp_path: Path, progress: Path
+) -> None:
+    """`run_soak(command="whoami")` ran `w`: a string is a sequence, and was iterated into the
+    arguments `['w', 'h', 'o', 'a', 'm', 'i']`. A `str` or `bytes` command is a `TypeError`."""
+    output = tmp_path / "soak.json"
+    for command in ("whoami", b"whoami"):
+        with pytest.raises(TypeError, match="sequence of arguments"):
+            run_soak(command=command, progress_dir=progress, output_path=output, **FAST)  # type: ignore[arg-type]
+    assert not output.exists()
+
+
+def test_an_env_value_that_is_not_text_is_refused_not_recorded_as_its_str(
+    tmp_path: Path, progress: Path
+) -> None:
+    """`env={"RUN_NAME": None}` gave the command `RUN_NAME=None`: every value went through
+    `str()`. A value that is not a `str` is a `TypeError` naming the variable, before anything
+    runs."""
+    output = tmp_path / "soak.json"
+    for value in (None, 3, b"bytes"):
+        with pytest.raises(TypeError, match="RUN_NAME"):
+            run_soak(
+                command=trainer(progress, "--steps", "2", "--step-seconds", "0.1"),
+                progress_dir=progress,
+                output_path=output,
+                env={"PATH": os.environ["PATH"], "RUN_NAME": value},  # type: ignore[dict-item]
+                **FAST,
+            )
+    with pytest.raises(ValueError, match="not a variable's name"):
+        run_soak(
+            command=trainer(progress),
+            progress_dir=progress,
+            output_path=output,
+            env={"A=B": "x"},
+            **FAST,
+        )
+    assert not output.exists()
+
