@@ -63,21 +63,32 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
-    /// The values of the credential-like variables among `variables`.
-    pub(crate) fn of<'a>(variables: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
-        let mut values: Vec<String> = variables
+    /// The values of the credential-like variables among `variables` and of the
+    /// credential-named flags of `command`.
+    pub(crate) fn of<'a>(
+        variables: impl IntoIterator<Item = (&'a str, &'a str)>,
+        command: &[String],
+    ) -> Self {
+        let variables = variables
             .into_iter()
-            .filter(|(name, value)| is_credential(name) && value.len() >= MIN_SECRET_LEN)
-            .map(|(_, value)| value.to_owned())
+            .filter(|(name, _)| is_credential(name))
+            .map(|(_, value)| value);
+        let flags = credential_values(command)
+            .into_iter()
+            .map(|(arg, at)| &command[arg][at..]);
+        let mut values: Vec<String> = variables
+            .chain(flags)
+            .filter(|value| value.len() >= MIN_SECRET_LEN)
+            .map(str::to_owned)
             .collect();
         values.sort_by_key(|v| std::cmp::Reverse(v.len()));
         values.dedup();
         Self { values }
     }
 
-    /// The credentials of this process's environment and of `extra` (`--env`): everything the
-    /// command will see.
-    pub(crate) fn handed_to_command(extra: &[(String, String)]) -> Self {
+    /// The credentials of this process's environment, of `extra` (`--env`) and of `command`'s
+    /// flags: everything the command will see.
+    pub(crate) fn handed_to_command(extra: &[(String, String)], command: &[String]) -> Self {
         let inherited: Vec<(String, String)> = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();
@@ -86,7 +97,18 @@ impl Secrets {
                 .iter()
                 .chain(extra)
                 .map(|(k, v)| (k.as_str(), v.as_str())),
+            command,
         )
+    }
+
+    /// `argv` as it is recorded: the value of every credential-named flag replaced by the
+    /// marker, then each argument [masked](Self::mask).
+    pub(crate) fn mask_command_line(&self, argv: &[String]) -> Vec<String> {
+        let mut masked: Vec<String> = argv.iter().map(|arg| self.mask(arg).into_owned()).collect();
+        for (arg, at) in credential_values(argv) {
+            masked[arg] = format!("{}{REDACTED}", &argv[arg][..at]);
+        }
+        masked
     }
 
     /// `text` with every secret and every URL password replaced by the marker.
@@ -118,6 +140,39 @@ impl Secrets {
         }
         masked.into_bytes()
     }
+}
+
+/// The values of `argv`'s credential-named flags, each as the index of the argument that holds
+/// it and the byte where the value begins there: `--token=V`, `-token=V` and `NAME=V` carry it,
+/// a bare `--token` or `-token` is followed by it (unless what follows is another `--` flag).
+/// Empty values are left out. A single-letter flag (`-p`) never names a credential: no credential
+/// name is that short, and `-p` means a port as often as a password.
+fn credential_values(argv: &[impl AsRef<str>]) -> Vec<(usize, usize)> {
+    let mut found = Vec::new();
+    let mut args = argv.iter().map(AsRef::as_ref).enumerate().peekable();
+    while let Some((index, arg)) = args.next() {
+        if let Some((name, _)) = arg.split_once('=') {
+            if arg.len() > name.len() + 1 && names_credential(name.trim_start_matches(['-', '+'])) {
+                found.push((index, name.len() + 1));
+            }
+        } else if let Some(name) = arg.strip_prefix('-')
+            && names_credential(name.strip_prefix('-').unwrap_or(name))
+            && let Some((next, value)) = args.next_if(|(_, next)| !next.starts_with("--"))
+            && !value.is_empty()
+        {
+            found.push((next, 0));
+        }
+    }
+    found
+}
+
+/// Whether `name` (a flag's, without its dashes) is a name and looks like a credential's.
+fn names_credential(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        && is_credential(&name.replace(['-', '.'], "_"))
 }
 
 /// `text` with the password of every `scheme://user:password@host` replaced; `None` if it has
@@ -221,12 +276,111 @@ mod tests {
     }
 
     fn secrets() -> Secrets {
-        Secrets::of([
-            ("HF_TOKEN", "hf_abcdef123"),
-            ("API_KEY", "abc"),
-            ("NCCL_DEBUG", "INFO"),
-            ("AWS_SECRET_ACCESS_KEY", "hf_abcdef123-longer"),
-        ])
+        Secrets::of(
+            [
+                ("HF_TOKEN", "hf_abcdef123"),
+                ("API_KEY", "abc"),
+                ("NCCL_DEBUG", "INFO"),
+                ("AWS_SECRET_ACCESS_KEY", "hf_abcdef123-longer"),
+            ],
+            &[],
+        )
+    }
+
+    fn argv(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| (*a).to_owned()).collect()
+    }
+
+    /// A command line kept its credentials: `python3 train.py --token=tok_abc…` and a child's
+    /// `--password hunter2` reached the log, the artifact and every view of them, as only
+    /// variables' values and URL passwords were masked.
+    #[test]
+    fn credential_flags_lose_their_values_in_every_form() {
+        let none = Secrets::default();
+        let masked = none.mask_command_line(&argv(&[
+            "python3",
+            "train.py",
+            "--token=tok_abc123",
+            "--password",
+            "hunter2",
+            "--api-key=k1",
+            "--api_key",
+            "k2",
+            "--hf-token",
+            "hf_x",
+            "--use-auth-token",
+            "--lr",
+            "3e-4",
+            "--secret",
+            "-dash-first",
+            "-token",
+            "go-style",
+            "-Dpassword=java",
+            "env",
+            "HF_TOKEN=from-env",
+            "+db.password=hydra",
+            "wandb.api_key=hydra2",
+            "-p",
+            "8080",
+            "--token=",
+            "--token",
+        ]));
+        assert_eq!(
+            masked,
+            argv(&[
+                "python3",
+                "train.py",
+                "--token=[redacted]",
+                "--password",
+                "[redacted]",
+                "--api-key=[redacted]",
+                "--api_key",
+                "[redacted]",
+                "--hf-token",
+                "[redacted]",
+                "--use-auth-token",
+                "--lr",
+                "3e-4",
+                "--secret",
+                "[redacted]",
+                "-token",
+                "[redacted]",
+                "-Dpassword=[redacted]",
+                "env",
+                "HF_TOKEN=[redacted]",
+                "+db.password=[redacted]",
+                "wandb.api_key=[redacted]",
+                "-p",
+                "8080",
+                "--token=",
+                "--token",
+            ])
+        );
+        // Not names: a URL's query and free text are not flags.
+        let kept = argv(&[
+            "curl",
+            "https://h/x?token=abc",
+            "say token=x y",
+            "--lr=1",
+            "--",
+        ]);
+        assert_eq!(none.mask_command_line(&kept), kept);
+    }
+
+    #[test]
+    fn the_values_of_the_commands_credential_flags_are_masked_wherever_they_appear() {
+        let s = Secrets::of(
+            [],
+            &argv(&["train", "--token", "tok_abc123", "--lr=0.1", "--pw=abc"]),
+        );
+        assert_eq!(
+            s.mask("args: token=tok_abc123 lr=0.1"),
+            "args: token=[redacted] lr=0.1"
+        );
+        assert_eq!(
+            s.mask_command_line(&argv(&["worker", "tok_abc123"])),
+            argv(&["worker", "[redacted]"])
+        );
     }
 
     #[test]

@@ -1028,6 +1028,151 @@ fn credentials_never_reach_the_log_or_the_artifact() {
     }
 }
 
+/// A trainer given credentials as flags, that echoes its arguments and starts a worker (escaping
+/// its session, so that it is leaked and in the evidence) with credentials of its own.
+const CREDENTIAL_FLAGS_TRAINER: &str = r#"
+import os, subprocess, sys, time
+progress = sys.argv[1]
+print("args:", " ".join(sys.argv[2:]), flush=True)
+subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(600)",
+     "--api-key=key-child-5150", "--secret", "child-sekrit-99", "--lr", "0.1"],
+    start_new_session=True,
+)
+for step in range(6):
+    with open(os.path.join(progress, f"step-{step}"), "w") as f:
+        f.write("x")
+    time.sleep(0.2)
+"#;
+
+/// Credentials given as flags reached every record: `python3 train.py --token=tok_abc…` and a
+/// child's `--password hunter2` were kept raw in the log, and so in `history`, `export`,
+/// `show`, the report, `list` and the evidence, while only variables' values and URL passwords
+/// were masked. The values of credential-named flags (`--flag=V` and `--flag V`) are masked
+/// where a command line enters the record; the flags' names stay.
+#[test]
+fn credentials_given_as_flags_never_reach_the_log_or_any_view_of_it() {
+    let soak = Soak::new();
+    let script = soak.root.root().join("creds.py");
+    std::fs::write(&script, CREDENTIAL_FLAGS_TRAINER).unwrap();
+    let output = soak
+        .unilab()
+        .args(["--json", "soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--sample-interval", "0.2", "--shutdown-grace", "0.5"])
+        .args(["--py-spy", "off", "--", "python3"])
+        .arg(&script)
+        .arg(soak.progress())
+        .args([
+            "--token=tok_abc123",
+            "--password",
+            "hunter2",
+            "--steps",
+            "6",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+    assert_eq!(
+        artifact["outcome"]["failure_kind"], "leaked_processes",
+        "{artifact}"
+    );
+    let id = artifact["soak_id"].as_str().unwrap().to_owned();
+    let args = |value: &Value| -> Vec<String> {
+        let args = value
+            .as_array()
+            .unwrap_or_else(|| panic!("a list: {value}"));
+        args.iter()
+            .skip(3)
+            .map(|a| a.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        args(&artifact["command"]),
+        [
+            "--token=[redacted]",
+            "--password",
+            "[redacted]",
+            "--steps",
+            "6"
+        ]
+    );
+    let worker = [
+        "--api-key=[redacted]",
+        "--secret",
+        "[redacted]",
+        "--lr",
+        "0.1",
+    ];
+    let leaked = &artifact["leaked_processes"][0];
+    assert_eq!(args(&leaked["cmdline"]), worker, "{artifact}");
+    let in_evidence = artifact["evidence"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == leaked["pid"])
+        .unwrap_or_else(|| panic!("the worker is in the evidence: {artifact}"));
+    assert_eq!(args(&in_evidence["cmdline"]), worker);
+    let tail = artifact["output_tail"]["stdout"].as_str().unwrap();
+    assert!(
+        tail.starts_with("args: --token=[redacted] --password [redacted] --steps 6\n"),
+        "the values are masked where the command echoes them: {tail}"
+    );
+
+    let text = |args: &[&str]| -> Vec<u8> {
+        soak.unilab()
+            .args(args)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone()
+    };
+    let report = soak.root.root().join("report.html");
+    soak.unilab()
+        .args(["soak", "report", &id, "--output"])
+        .arg(&report)
+        .assert()
+        .success();
+    let views: Vec<(&str, Vec<u8>)> = vec![
+        ("the log file", std::fs::read(soak.root.log_path()).unwrap()),
+        ("the artifact", std::fs::read(soak.artifact_path()).unwrap()),
+        ("history", text(&["history", "--soak", &id])),
+        (
+            "history --json",
+            text(&["--json", "history", "--soak", &id]),
+        ),
+        ("export", text(&["soak", "export", &id])),
+        ("show", text(&["soak", "show", &id])),
+        ("show --json", text(&["--json", "soak", "show", &id])),
+        ("list", text(&["soak", "list"])),
+        ("list --json", text(&["--json", "soak", "list"])),
+        ("the report", std::fs::read(&report).unwrap()),
+    ];
+    for (view, bytes) in &views {
+        for secret in ["tok_abc123", "hunter2", "key-child-5150", "child-sekrit-99"] {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "`{secret}` reached {view}"
+            );
+        }
+    }
+    let history = String::from_utf8_lossy(&views[3].1);
+    assert!(history.contains("--token=[redacted]") && history.contains("--api-key=[redacted]"));
+    soak.unilab().args(["log", "verify"]).assert().success();
+    let (pid, ticks) = (
+        leaked["pid"].as_u64().unwrap(),
+        leaked["start_ticks"].as_u64().unwrap(),
+    );
+    eventually("the leaked worker to die", Duration::from_secs(5), || {
+        identity_gone(pid, ticks)
+    });
+}
+
 #[test]
 fn status_and_history_work_while_a_soak_appends() {
     let soak = Soak::new();

@@ -150,15 +150,24 @@ def call_json(
         ) from None
 
 
+# How much of unilab's standard error `run_passing_stderr` reads at a time, and keeps.
+_CHUNK = 64 * 1024
+_KEEP = 64 * 1024
+
+
 def run_passing_stderr(
     args: Sequence[str],
     *,
     env: Optional[Mapping[str, str]] = None,
-    keep: int = 200,
+    keep: int = _KEEP,
 ) -> subprocess.CompletedProcess[str]:
     """``unilab --json ARGS`` with its standard error (where a supervised command's output
-    goes) copied to this process's as it comes, its last ``keep`` lines kept for the error."""
-    import collections
+    goes) copied to this process's as it comes — in chunks, whether or not they end a line, so
+    that a progress bar redrawn with ``\r`` passes at once and costs no memory — and its last
+    ``keep`` bytes kept for the error (unilab's own error is its last line). A standard error
+    that fails stops the copy, never the command: what follows is still read, so that it never
+    blocks on a full pipe."""
+    import codecs
     import threading
 
     argv = _argv(args)
@@ -172,17 +181,29 @@ def run_passing_stderr(
     out: list[bytes] = []
     reader = threading.Thread(target=lambda: out.append(process.stdout.read()), daemon=True)  # type: ignore[union-attr]
     reader.start()
-    tail: collections.deque[str] = collections.deque(maxlen=keep)
+    tail = bytearray()
     sink = getattr(sys.stderr, "buffer", None)
-    for line in process.stderr:
-        if sink is not None:
-            sink.write(line)
-            sink.flush()
-        else:
-            sys.stderr.write(line.decode("utf-8", "replace"))
-        tail.append(line.decode("utf-8", "replace"))
+    text = codecs.getincrementaldecoder("utf-8")("replace")
+    passing = True
+    while True:
+        chunk = process.stderr.read1(_CHUNK)
+        if not chunk:
+            break
+        if passing:
+            try:
+                if sink is not None:
+                    sink.write(chunk)
+                    sink.flush()
+                else:
+                    sys.stderr.write(text.decode(chunk))
+                    sys.stderr.flush()
+            except (OSError, ValueError):
+                passing = False
+        tail += chunk
+        if len(tail) > keep:
+            del tail[:-keep]
     code = process.wait()
     reader.join()
     return subprocess.CompletedProcess(
-        argv, code, b"".join(out).decode("utf-8", "replace"), "".join(tail)
+        argv, code, b"".join(out).decode("utf-8", "replace"), tail.decode("utf-8", "replace")
     )

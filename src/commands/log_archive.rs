@@ -220,7 +220,9 @@ fn holders_of(path: &Path) -> Vec<String> {
             let command = if args.is_empty() {
                 stat.comm.clone()
             } else {
-                crate::output::shell_command(&args)
+                crate::output::shell_command(
+                    &crate::redact::Secrets::default().mask_command_line(&args),
+                )
             };
             format!(
                 "pid {} (`{}`)",

@@ -182,14 +182,11 @@ impl Capture {
         if now.start_ticks != stat.start_ticks || now.has_exited() {
             return None;
         }
-        let cmdline = process::nul_separated(&dir.join("cmdline"))
+        let cmdline: Vec<String> = process::nul_separated(&dir.join("cmdline"))
             .iter()
-            .map(|arg| {
-                self.secrets
-                    .mask(&String::from_utf8_lossy(arg))
-                    .into_owned()
-            })
+            .map(|arg| String::from_utf8_lossy(arg).into_owned())
             .collect();
+        let cmdline = self.secrets.mask_command_line(&cmdline);
         let kernel_stack = match std::fs::read_to_string(dir.join("stack")) {
             Ok(text) => Some(text),
             Err(e) => {

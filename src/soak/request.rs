@@ -194,6 +194,7 @@ impl SoakRequest {
         }
         let mut metadata: BTreeMap<String, String> = self.metadata.into_iter().collect();
         self.launch.record_into(&mut metadata);
+        let secrets = Secrets::handed_to_command(&env, &self.command);
         Ok(SoakSpec {
             soak_id: self.soak_id,
             command: self.command,
@@ -209,7 +210,7 @@ impl SoakRequest {
             cwd,
             metadata,
             require_progress: !self.allow_no_progress,
-            secrets: Secrets::handed_to_command(&env),
+            secrets,
             env,
             env_clear: self.env_clear,
             supervision: Supervision {

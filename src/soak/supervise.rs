@@ -387,7 +387,7 @@ impl Recording {
             Event::SoakStarted {
                 start: Box::new(SoakStart {
                     soak_id: recording.id.clone(),
-                    command: spec.command.iter().map(|a| mask(a)).collect(),
+                    command: secrets.mask_command_line(&spec.command),
                     cwd: spec.cwd.display().to_string(),
                     progress_dir: spec.progress_dir.display().to_string(),
                     output: spec.output.display().to_string(),
@@ -1078,8 +1078,8 @@ fn teardown(
         (guard_done, &hurry),
         before_first,
     );
-    for arg in stopped.leaked.iter_mut().flat_map(|leak| &mut leak.cmdline) {
-        *arg = spec.secrets.mask(arg).into_owned();
+    for leak in &mut stopped.leaked {
+        leak.cmdline = spec.secrets.mask_command_line(&leak.cmdline);
     }
     (stopped, unrecorded)
 }

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,133 @@ def test_the_readmes_usage_runs_unchanged(tmp_path: Path, monkeypatch: pytest.Mo
     assert artifact["outcome"]["status"] == "passed"
     assert artifact["metadata"] == {"daemon": "trainer", "lr": 3e-4}
     assert artifact["parameters"]["environment"]["CUDA_MPS_PIPE_DIRECTORY"]
+
+
+def test_a_command_given_as_one_string_is_refused_not_run_letter_by_letter(
+    tmp_path: Path, progress: Path
+) -> None:
+    """`run_soak(command="whoami")` ran `w`: a string is a sequence, and was iterated into the
+    arguments `['w', 'h', 'o', 'a', 'm', 'i']`. A `str` or `bytes` command is a `TypeError`."""
+    output = tmp_path / "soak.json"
+    for command in ("whoami", b"whoami"):
+        with pytest.raises(TypeError, match="sequence of arguments"):
+            run_soak(command=command, progress_dir=progress, output_path=output, **FAST)  # type: ignore[arg-type]
+    assert not output.exists()
+
+
+def test_an_env_value_that_is_not_text_is_refused_not_recorded_as_its_str(
+    tmp_path: Path, progress: Path
+) -> None:
+    """`env={"RUN_NAME": None}` gave the command `RUN_NAME=None`: every value went through
+    `str()`. A value that is not a `str` is a `TypeError` naming the variable, before anything
+    runs."""
+    output = tmp_path / "soak.json"
+    for value in (None, 3, b"bytes"):
+        with pytest.raises(TypeError, match="RUN_NAME"):
+            run_soak(
+                command=trainer(progress, "--steps", "2", "--step-seconds", "0.1"),
+                progress_dir=progress,
+                output_path=output,
+                env={"PATH": os.environ["PATH"], "RUN_NAME": value},  # type: ignore[dict-item]
+                **FAST,
+            )
+    with pytest.raises(ValueError, match="not a variable's name"):
+        run_soak(
+            command=trainer(progress),
+            progress_dir=progress,
+            output_path=output,
+            env={"A=B": "x"},
+            **FAST,
+        )
+    assert not output.exists()
+
+
+# A trainer that draws a progress bar with `\r` and no newline: a first frame, then — once the
+# test has seen that frame arrive (the file `go`) — MIB frames of 1 MiB each.
+PROGRESS_BAR = r"""
+import os, sys, time
+progress, go, mib = sys.argv[1], sys.argv[2], int(sys.argv[3])
+open(os.path.join(progress, "started"), "w").close()
+sys.stderr.write("\rstep 0 FIRST-FRAME")
+sys.stderr.flush()
+deadline = time.monotonic() + 30
+while not os.path.exists(go) and time.monotonic() < deadline:
+    time.sleep(0.05)
+frame = "\r" + "#" * (1024 * 1024 - 1)
+for _ in range(mib):
+    sys.stderr.write(frame)
+sys.stderr.flush()
+open(os.path.join(progress, "done"), "w").close()
+sys.exit(0 if os.path.exists(go) else 3)
+"""
+
+# `run_soak` of that trainer, printing how much the wrapper's own peak memory grew.
+WRAPPER = r"""
+import json, resource, sys
+from unilab.training.soak import SoakFailureError, run_soak
+progress, output, bar, go, mib = sys.argv[1:6]
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    artifact = run_soak(
+        command=[sys.executable, bar, progress, go, mib],
+        progress_dir=progress,
+        output_path=output,
+        sample_interval_seconds=0.2,
+        post_shutdown_grace_seconds=0.5,
+    )
+except SoakFailureError as failure:
+    artifact = failure.artifact
+grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(json.dumps({"grew_kib": grew, "outcome": artifact["outcome"]}))
+"""
+
+
+def test_output_without_newlines_passes_through_as_it_comes_in_bounded_memory(
+    tmp_path: Path, progress: Path
+) -> None:
+    """A progress bar redrawn with `\\r` never ends a line, and `run_soak` read unilab's
+    standard error a line at a time: nothing of it reached the caller until the command ended,
+    and the wrapper held the whole "line" (400 frames of 1 MiB: 829 MiB). It is read and passed
+    on in chunks, keeping 64 KiB: the first frame arrives while the command waits for it, and
+    128 MiB of frames leave the wrapper's peak memory where it was."""
+    mib = 128
+    bar, wrapper, go = tmp_path / "bar.py", tmp_path / "wrapper.py", tmp_path / "go"
+    bar.write_text(PROGRESS_BAR)
+    wrapper.write_text(WRAPPER)
+    process = subprocess.Popen(
+        [sys.executable, str(wrapper), str(progress), str(tmp_path / "soak.json"), str(bar), str(go), str(mib)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    passed = {"bytes": 0, "first_frame": False}
+
+    def relay() -> None:
+        assert process.stderr is not None
+        start = b""
+        while chunk := process.stderr.read1(1 << 16):
+            passed["bytes"] += len(chunk)
+            if not passed["first_frame"]:
+                start += chunk
+                if b"FIRST-FRAME" in start:
+                    passed["first_frame"] = True
+                    go.touch()
+
+    reader = threading.Thread(target=relay, daemon=True)
+    reader.start()
+    try:
+        process.wait(timeout=240)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    reader.join(timeout=30)
+    assert process.stdout is not None
+    answer = process.stdout.read().decode()
+    assert process.returncode == 0, answer
+    measured = json.loads(answer)
+    assert measured["outcome"]["status"] == "passed", (
+        f"the first frame reached the caller only once the command ended: {measured}"
+    )
+    assert passed["bytes"] >= mib << 20, "every frame passed through"
+    assert measured["grew_kib"] < 32 * 1024, f"the wrapper grew by {measured['grew_kib']} KiB"

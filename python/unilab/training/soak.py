@@ -39,6 +39,25 @@ def _seconds(value: float) -> str:
     return repr(float(value))
 
 
+def _environment(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` checked as ``subprocess`` would take it: text names and values, no ``=`` in a
+    name. A value that is not text is refused, not turned into its ``str`` (``None`` would
+    become the value ``"None"``)."""
+    checked: dict[str, str] = {}
+    for name, value in env.items():
+        if not isinstance(name, str):
+            raise TypeError(f"env: a variable's name must be a str, not {type(name).__name__}")
+        if not name or "=" in name:
+            raise ValueError(f"env: {name!r} is not a variable's name")
+        if not isinstance(value, str):
+            raise TypeError(
+                f"env[{name!r}] must be a str, not {type(value).__name__}: "
+                "leave the variable out to unset it"
+            )
+        checked[name] = value
+    return checked
+
+
 def run_soak(
     *,
     command: Sequence[str],
@@ -70,6 +89,12 @@ def run_soak(
     Raises :class:`SoakFailureError` when the soak failed, :class:`unilab.UnilabError` when
     unilab refused to start it (its message and hint say why).
     """
+    if isinstance(command, (str, bytes)):
+        # A string is a sequence too: iterated, "whoami" would run `w`.
+        raise TypeError(
+            f"command must be a sequence of arguments, not {type(command).__name__}: "
+            f"write [{command!r}], or shlex.split() a command line"
+        )
     command = [os.fspath(part) for part in command]
     if not command:
         raise ValueError("command must name a program to run")
@@ -99,7 +124,7 @@ def run_soak(
         # The values travel in unilab's own environment, never on its command line (where any
         # user could read them): `--env NAME` takes NAME's value from there.
         own_env = dict(os.environ)
-        own_env.update({str(k): str(v) for k, v in env.items()})
+        own_env.update(_environment(env))
         args.append("--env-clear")
         for name in env:
             args += ["--env", str(name)]
