@@ -48,6 +48,14 @@ pub(crate) fn is_credential(name: &str) -> bool {
 /// mangle the record without protecting anything.
 const MIN_SECRET_LEN: usize = 4;
 
+/// Whether a credential's value is worth searching for in free text: long enough, and not a
+/// word that a setting of a credential-named variable often holds and any text holds too
+/// (`TOKENIZERS_PARALLELISM=true`).
+fn worth_searching(value: &str) -> bool {
+    const PLAIN: &[&str] = &["true", "false", "none", "null", "auto", "unset"];
+    value.len() >= MIN_SECRET_LEN && !PLAIN.iter().any(|word| value.eq_ignore_ascii_case(word))
+}
+
 /// The credential values a command was handed, to be masked wherever they appear. Its `Debug`
 /// shows how many, never what.
 #[derive(Clone, Default)]
@@ -78,7 +86,7 @@ impl Secrets {
             .map(|(arg, at)| &command[arg][at..]);
         let mut values: Vec<String> = variables
             .chain(flags)
-            .filter(|value| value.len() >= MIN_SECRET_LEN)
+            .filter(|value| worth_searching(value))
             .map(str::to_owned)
             .collect();
         values.sort_by_key(|v| std::cmp::Reverse(v.len()));
@@ -166,13 +174,41 @@ fn credential_values(argv: &[impl AsRef<str>]) -> Vec<(usize, usize)> {
     found
 }
 
-/// Whether `name` (a flag's, without its dashes) is a name and looks like a credential's.
+/// Words that name a credential when a flag's name ends in them (`--hf-token`, `--db.password`).
+const FLAG_ENDS: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "JWT",
+    "APIKEY",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "COOKIE",
+    "DSN",
+];
+
+/// Whether `name` (a flag's, without its dashes) is a name and names a credential: its last word
+/// ends in one of [`FLAG_ENDS`] (`hf_token`, `Dpassword`, `keyStorePassword`), or it ends in a key of some kind (`api_key`, `access_key`,
+/// `secret_key`, `private_key`, `session_key`; `aws_secret_access_key`). Narrower than the rule
+/// for variables on purpose: training commands are full of flags that merely contain a
+/// credential's word (`--max-tokens 4096`, `--tokenizer gpt2`, `--password-file PATH`), whose
+/// values are figures, names and paths, not secrets.
 fn names_credential(name: &str) -> bool {
-    name.starts_with(|c: char| c.is_ascii_alphabetic())
-        && name
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic())
+        || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-        && is_credential(&name.replace(['-', '.'], "_"))
+    {
+        return false;
+    }
+    let upper = name.replace(['-', '.'], "_").to_ascii_uppercase();
+    let mut words = upper.rsplit('_');
+    let last = words.next().unwrap_or_default();
+    let before = words.next().unwrap_or_default();
+    FLAG_ENDS.iter().any(|end| last.ends_with(end))
+        || (last == "KEY" && ["API", "ACCESS", "SECRET", "PRIVATE", "SESSION"].contains(&before))
 }
 
 /// `text` with the password of every `scheme://user:password@host` replaced; `None` if it has
@@ -365,6 +401,50 @@ mod tests {
             "--",
         ]);
         assert_eq!(none.mask_command_line(&kept), kept);
+    }
+
+    /// Flags that merely contain a credential's word were masked as credentials:
+    /// `--max-tokens 4096` lost its figure, and the figure was then masked wherever it appeared
+    /// in the output (`step 4096` became `step [redacted]`); `TOKENIZERS_PARALLELISM=true` made
+    /// every `true` of the output a secret.
+    #[test]
+    fn flags_that_merely_contain_a_credentials_word_keep_their_values() {
+        let kept = argv(&[
+            "torchrun",
+            "train.py",
+            "--max-tokens",
+            "4096",
+            "--tokenizer=gpt2",
+            "--num_tokens_per_batch",
+            "8192",
+            "--password-file",
+            "/run/secrets/db",
+            "--author",
+            "someone",
+            "--sort-key",
+            "loss",
+            "--bypass-cache",
+            "TOKENIZERS_PARALLELISM=true",
+        ]);
+        let secrets = Secrets::of([("TOKENIZERS_PARALLELISM", "true")], &kept);
+        assert_eq!(secrets.mask_command_line(&kept), kept);
+        assert_eq!(secrets.mask("step 4096: true"), "step 4096: true");
+        // Their neighbours that do name one are still masked.
+        let masked = secrets.mask_command_line(&argv(&[
+            "--keyStorePassword=abcd",
+            "--aws-secret-access-key",
+            "AKIAXYZ",
+            "--wandb-apikey=k",
+        ]));
+        assert_eq!(
+            masked,
+            argv(&[
+                "--keyStorePassword=[redacted]",
+                "--aws-secret-access-key",
+                "[redacted]",
+                "--wandb-apikey=[redacted]",
+            ])
+        );
     }
 
     #[test]
