@@ -2,6 +2,7 @@
 //! `soak show` tell the end of a soak whose supervisor vanished.
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::common::*;
 use crate::soak::Soak;
@@ -158,4 +159,114 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     files
+}
+
+/// `output::duration` as a person reads a span under a minute.
+fn duration_text(seconds: f64) -> String {
+    if seconds < 9.95 {
+        format!("{seconds:.1}s")
+    } else {
+        format!("{}s", seconds.round())
+    }
+}
+
+/// An abandoned soak's end was taken to be the moment someone first looked: a supervisor
+/// killed two seconds in, listed a while later, showed that while as its DURATION in `soak
+/// list` and the moment of looking as `ended` in `soak show`. Its duration is now its last
+/// sample's, and `soak show` says that its end is unknown.
+#[test]
+fn an_abandoned_soaks_duration_is_its_last_sample_not_the_time_it_was_looked_at() {
+    let soak = Soak::new();
+    let mut supervisor = soak
+        .command()
+        .args(["soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args([
+            "--sample-interval",
+            "0.2",
+            "--allow-no-progress",
+            "--",
+            "sleep",
+            "120",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut id = String::new();
+    eventually("a few samples", Duration::from_secs(30), || {
+        // While the supervisor lives, listing records nothing.
+        listed(&soak).first().is_some_and(|s| {
+            id = s["soak_id"].as_str().unwrap().to_owned();
+            s["samples"].as_u64().unwrap() >= 5
+        })
+    });
+    supervisor.kill().unwrap();
+    supervisor.wait().unwrap();
+    // `history` only reads: the soak is not found abandoned yet.
+    let records: Vec<Value> = String::from_utf8(
+        soak.unilab()
+            .args(["--json", "history", "--soak", &id])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .lines()
+    .map(|l| serde_json::from_str(l).unwrap())
+    .collect();
+    assert!(records.iter().all(|r| r["kind"] != "soak_abandoned"));
+    let sampled = records.iter().rev().find(|r| r["kind"] == "soak_sampled");
+    let last = sampled.unwrap();
+    let last_seconds = last["elapsed_ms"].as_f64().unwrap() / 1e3;
+    assert!(
+        last_seconds < 50.0,
+        "took too long to sample: {last_seconds}"
+    );
+    let pids: Vec<u64> = last["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap())
+        .collect();
+    for pid in pids {
+        eventually(
+            &format!("pid {pid} to die"),
+            Duration::from_secs(10),
+            || exited(pid),
+        );
+    }
+    // Long after the supervisor died, someone looks.
+    std::thread::sleep(Duration::from_secs(5));
+    let table = soak.unilab().args(["soak", "list"]).assert().success();
+    let table = String::from_utf8_lossy(&table.get_output().stdout).into_owned();
+    let row = table.lines().find(|l| l.starts_with(&id)).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // ID, STATUS, STARTED (date and time), DURATION.
+    assert_eq!(cells[1], "abandoned", "{table}");
+    assert_eq!(cells[4], duration_text(last_seconds), "{table}");
+    let shown = soak.unilab().args(["soak", "show", &id]).assert().success();
+    let shown = String::from_utf8_lossy(&shown.get_output().stdout).into_owned();
+    let line = |label: &str| {
+        shown
+            .lines()
+            .find(|l| l.starts_with(&format!("{label}:")))
+            .unwrap_or_else(|| panic!("no `{label}` in:\n{shown}"))
+            .to_owned()
+    };
+    assert!(line("ended").contains("unknown"), "{shown}");
+    assert!(
+        line("ended").contains(&format!("last sample at {}", duration_text(last_seconds))),
+        "{shown}"
+    );
+    assert!(
+        line("ran").contains(&format!(
+            "{} to its last sample",
+            duration_text(last_seconds)
+        )),
+        "{shown}"
+    );
+    soak.unilab().args(["log", "verify"]).assert().success();
 }

@@ -37,9 +37,14 @@ pub(super) fn list(paths: &StatePaths, args: &ListArgs, out: &mut Output) -> Res
 }
 
 /// How long a finished soak's command ran, as its verdict recorded it (what `soak show` says it
-/// ran): not the time to the verdict's record, which adds the tree's shutdown.
+/// ran): not the time to the verdict's record, which adds the tree's shutdown. An abandoned
+/// soak's, to its last sample: when it was found abandoned is only when someone looked.
 fn ran_seconds(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<f64>, Error> {
-    let ran_ms = crate::soak::archive::run_ms(snapshot, soak)?;
+    let ran_ms = if soak.state == SoakState::Finished(OutcomeStatus::Abandoned) {
+        crate::soak::abandon::last_sample_ms(snapshot, soak)?
+    } else {
+        crate::soak::archive::run_ms(snapshot, soak)?
+    };
     Ok(ran_ms.map(|ms| ms as f64 / 1e3))
 }
 
@@ -205,10 +210,11 @@ fn soak_cells(
     ran_seconds: Option<f64>,
     paint: crate::style::Palette,
 ) -> Vec<String> {
-    // How long its command ran, or has been running (`42s+`); an abandoned soak's, until it was
-    // found abandoned.
+    // How long its command ran, or has been running (`42s+`); an abandoned soak's, to its last
+    // sample (none recorded, or archived: unknown, as its end is).
     let duration = match (ran_seconds, soak.ended_at_us) {
         (Some(ran), _) => output::duration(ran),
+        (None, _) if soak.state == SoakState::Finished(OutcomeStatus::Abandoned) => "-".into(),
         (None, Some(end)) => output::duration((end - soak.started_at_us) as f64 / 1e6),
         (None, None) => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
     };
