@@ -270,3 +270,61 @@ fn an_abandoned_soaks_duration_is_its_last_sample_not_the_time_it_was_looked_at(
     );
     soak.unilab().args(["log", "verify"]).assert().success();
 }
+
+/// `soak list --job` took a row's host from the name of the directory its log lies in, so a
+/// log copied aside under another name listed the same soak under two hosts; and a rank
+/// recorded as a long text (`RANK` set by something else than a launcher) padded every row of
+/// the table to its width. The host is now the one the log is scoped to, a soak found twice is
+/// listed once, and a rank that is not a number is shortened in the table.
+#[test]
+fn a_jobs_table_names_the_logs_own_host_and_is_not_padded_by_a_long_rank() {
+    let soak = Soak::new();
+    let ran = soak.root.root().join("ran");
+    let long_rank = "r".repeat(300);
+    for (rank, output) in [("0", "a.json"), (long_rank.as_str(), "b.json")] {
+        run_writing(
+            &soak,
+            &[("SLURM_JOB_ID", "77"), ("SLURM_PROCID", rank)],
+            output,
+            None,
+            &ran,
+        )
+        .success();
+    }
+    // The log copied aside, as someone keeps it for forensics.
+    let copied = soak
+        .root
+        .root()
+        .join("copied-aside")
+        .join(nix::unistd::getuid().as_raw().to_string());
+    private_dir_all(&copied);
+    copy_log(&soak.root.log_path(), &copied.join("events.redb"));
+    let here = nix::unistd::gethostname().unwrap().into_string().unwrap();
+
+    let json = soak
+        .unilab()
+        .args(["--json", "soak", "list", "--job", "77"])
+        .output()
+        .unwrap();
+    assert!(json.status.success(), "{json:?}");
+    let rows: Vec<Value> = serde_json::from_slice(&json.stdout).unwrap();
+    let hosts: Vec<&str> = rows.iter().map(|r| r["host"].as_str().unwrap()).collect();
+    assert_eq!(hosts, [here.as_str(), here.as_str()], "{rows:?}");
+
+    let table = soak
+        .unilab()
+        .args(["soak", "list", "--job", "77"])
+        .assert()
+        .success();
+    let table = String::from_utf8_lossy(&table.get_output().stdout).into_owned();
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(!table.contains("copied-aside"), "{table}");
+    let header = table.lines().next().unwrap();
+    let rank_width = header.find("STATUS").unwrap() - header.find("RANK").unwrap();
+    assert!(
+        rank_width <= 16,
+        "every row padded to the long rank:\n{table}"
+    );
+    assert!(table.contains("rrrrrrrr…"), "{table}");
+    soak.unilab().args(["log", "verify"]).assert().success();
+}

@@ -116,7 +116,10 @@ impl Filter {
 
 /// One rank's soak of a job, on its host.
 struct RankSoak {
+    /// The host the log it was found in is scoped to.
     host: String,
+    /// Whether that log lies in its host's own directory, not a copy under another name.
+    at_home: bool,
     rank: Option<String>,
     summary: SoakSummary,
     ran_seconds: Option<f64>,
@@ -124,7 +127,9 @@ struct RankSoak {
 
 /// The soaks of Slurm job `job` in every host's log under the root, in the order they started.
 /// This host's abandoned soaks are settled first; other hosts' logs are only read (whether their
-/// supervisors live can be told only there).
+/// supervisors live can be told only there). A soak's host is the one its log is scoped to, not
+/// the name of the directory it was found in: a log copied aside (kept for forensics) shows its
+/// soaks under their own host, and once — the original's row when both are there.
 fn list_job(
     paths: &StatePaths,
     job: &str,
@@ -133,7 +138,11 @@ fn list_job(
 ) -> Result<Exit, Error> {
     let own = settled(paths, out)?;
     let mut soaks = Vec::new();
-    crate::commands::for_every_host_log(paths, out, own, |host, snapshot| {
+    crate::commands::for_every_host_log(paths, out, own, |directory, snapshot| {
+        let host = match snapshot.meta()? {
+            Some((_, scope)) => scope.host,
+            None => directory.to_owned(),
+        };
         // A host's soaks are taken whole or not at all: its log may fail half-way.
         let mut found = Vec::new();
         for summary in Soaks::rows(snapshot)? {
@@ -148,7 +157,8 @@ fn list_job(
             };
             if metadata.get(JOB_KEY).map(String::as_str) == Some(job) {
                 found.push(RankSoak {
-                    host: host.to_owned(),
+                    at_home: host == directory,
+                    host: host.clone(),
                     rank: metadata.get(RANK_KEY).cloned(),
                     ran_seconds: ran_seconds(snapshot, &summary)?,
                     summary,
@@ -158,6 +168,24 @@ fn list_job(
         soaks.extend(found);
         Ok(())
     })?;
+    // One row a soak of a host: its original's, else the copy that got furthest.
+    soaks.sort_by(|a, b| {
+        (
+            &a.host,
+            &a.summary.soak_id,
+            !a.at_home,
+            std::cmp::Reverse(a.summary.last_seq),
+        )
+            .cmp(&(
+                &b.host,
+                &b.summary.soak_id,
+                !b.at_home,
+                std::cmp::Reverse(b.summary.last_seq),
+            ))
+    });
+    soaks.dedup_by(|later, first| {
+        later.host == first.host && later.summary.soak_id == first.summary.soak_id
+    });
     soaks.sort_by_key(|s| (s.summary.started_at_us, s.host.clone()));
     filter.apply(&mut soaks, |s| &s.summary);
     if out.json {
@@ -189,8 +217,7 @@ fn list_job(
         .map(|s| {
             let mut cells = soak_cells(&s.summary, s.ran_seconds, paint);
             // After the id, where it ran.
-            let rank = s.rank.clone().unwrap_or_else(|| "-".into());
-            cells.splice(1..1, [s.host.clone(), rank]);
+            cells.splice(1..1, [s.host.clone(), rank_cell(s.rank.as_deref())]);
             cells
         })
         .collect();
@@ -200,6 +227,20 @@ fn list_job(
         out.line(&line)?;
     }
     Ok(Exit::Success)
+}
+
+/// A rank as its column shows it: a launcher's rank is a number, but whatever the soak recorded
+/// as one (`RANK` set by something else, `--meta rank=...`) is shown cut short, so that one long
+/// text does not widen the column of every row.
+fn rank_cell(rank: Option<&str>) -> String {
+    const SHOWN: usize = 12;
+    let Some(rank) = rank else {
+        return "-".into();
+    };
+    match rank.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}…", &rank[..at]),
+        None => rank.to_owned(),
+    }
 }
 
 /// The columns of `soak list`, and the cells of one soak under them.
