@@ -22,3 +22,4 @@ mod resources;
 mod slurm;
 mod soak;
 mod soak_failures;
+mod soak_outputs;

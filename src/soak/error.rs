@@ -16,8 +16,9 @@ pub enum SoakError {
         path: PathBuf,
         problem: ProgressDirProblem,
     },
-    #[error("cannot write the artifact `{}`", .path.display())]
+    #[error("cannot write the {} `{}`", .kind.as_str(), .path.display())]
     Output {
+        kind: Written,
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -162,9 +163,13 @@ impl ProgressDirProblem {
 }
 
 impl SoakError {
-    /// The error for an artifact or report that cannot be written to `path`.
-    pub(crate) fn output(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
+    /// The error for an artifact or report (`kind`) that cannot be written to `path`.
+    pub(crate) fn output(
+        kind: Written,
+        path: &std::path::Path,
+    ) -> impl FnOnce(std::io::Error) -> Self + '_ {
         move |source| SoakError::Output {
+            kind,
             path: path.to_owned(),
             source,
         }
@@ -187,7 +192,7 @@ impl SoakError {
         use crate::soak::artifact::stream::StreamError;
         move |e| match e {
             StreamError::Log(e) => e.into(),
-            StreamError::Io(source) => SoakError::output(path)(source),
+            StreamError::Io(source) => SoakError::output(Written::Artifact, path)(source),
             StreamError::Spool(source) => SoakError::spool(source),
             StreamError::NoSuchSoak(id) => SoakError::NoSuchSoak(id),
         }
@@ -203,6 +208,8 @@ impl From<LogError> for SoakError {
 impl Boundary for SoakError {
     fn exit(&self) -> Exit {
         match self {
+            // The template is right; what the environment filled it with is refused.
+            SoakError::Invalid(Invalid::Placeholder(e)) if e.is_refusal() => Exit::Refused,
             SoakError::Invalid(_) => Exit::Usage,
             SoakError::Log(e) => e.exit(),
             SoakError::NotWritten { source, .. } => source.exit(),
@@ -214,8 +221,16 @@ impl Boundary for SoakError {
 impl Hint for SoakError {
     fn hint(&self) -> Option<String> {
         match self {
+            SoakError::Invalid(Invalid::Placeholder(e)) if e.is_refusal() => Some(
+                "check what the launcher set, or leave the placeholder out of the file name".into(),
+            ),
             SoakError::Invalid(_) => Some("see `unilab soak run --help`".into()),
             SoakError::ProgressDir { path, problem } => Some(problem.hint(path)),
+            SoakError::Output { source, .. }
+                if source.raw_os_error() == Some(nix::errno::Errno::ENAMETOOLONG as i32) =>
+            {
+                Some("choose a shorter name: a file's name may hold at most 255 bytes on most filesystems, its path 4096".into())
+            }
             SoakError::Output { .. } => Some("choose a file in a directory you can write".into()),
             SoakError::NotWritten {
                 kind,

@@ -65,7 +65,9 @@ pub(crate) struct Placeholders<'a> {
 impl Placeholders<'_> {
     /// `template` with `{rank}`, `{local_rank}`, `{host}`, `{job}` and `{soak_id}` filled in
     /// (`{{` and `}}` for braces). An unknown placeholder, or one this process has no value for
-    /// (`{rank}` outside a job), is an error: ranks must not overwrite each other's files.
+    /// (`{rank}` outside a job), is an error: ranks must not overwrite each other's files. So is
+    /// a value that would not stay one part of one file name ([`unsafe_in_a_name`]): a launcher's
+    /// variable must not move the file elsewhere or break its name.
     pub(crate) fn fill(&self, template: &str) -> Result<String, PlaceholderError> {
         let mut out = String::with_capacity(template.len());
         let mut rest = template;
@@ -81,27 +83,56 @@ impl Placeholders<'_> {
                 return Err(PlaceholderError::UnmatchedBrace(template.to_owned()));
             };
             let name = &tail[1..close];
-            out.push_str(&self.value(name)?);
+            let (value, from) = self.value(name)?;
+            if let Some(why) = unsafe_in_a_name(&value) {
+                return Err(PlaceholderError::Unsafe {
+                    name: name.to_owned(),
+                    value,
+                    from,
+                    why,
+                });
+            }
+            out.push_str(&value);
             rest = &tail[close + 1..];
         }
         out.push_str(rest);
         Ok(out)
     }
 
-    fn value(&self, name: &str) -> Result<String, PlaceholderError> {
+    /// The value of placeholder `name`, and where it comes from.
+    fn value(&self, name: &str) -> Result<(String, &'static str), PlaceholderError> {
         let launch = self.launch;
         let (value, from) = match name {
-            "host" => return Ok(self.host.to_owned()),
-            "soak_id" => return Ok(self.soak_id.to_owned()),
+            "host" => return Ok((self.host.to_owned(), "the host's name")),
+            "soak_id" => return Ok((self.soak_id.to_owned(), "the soak's id")),
             "job" => (&launch.job, "SLURM_JOB_ID"),
             "rank" => (&launch.rank, "SLURM_PROCID or RANK"),
             "local_rank" => (&launch.local_rank, "SLURM_LOCALID or LOCAL_RANK"),
             other => return Err(PlaceholderError::Unknown(other.to_owned())),
         };
-        value.clone().ok_or_else(|| PlaceholderError::Unset {
-            name: name.to_owned(),
-            from,
-        })
+        match value {
+            Some(value) => Ok((value.clone(), from)),
+            None => Err(PlaceholderError::Unset {
+                name: name.to_owned(),
+                from,
+            }),
+        }
+    }
+}
+
+/// What makes `value` unfit to be part of a file name, if anything: a `/` or a `..` would
+/// place the file elsewhere than its template says (`SLURM_PROCID=../x`), and a control
+/// character (a newline, NUL) would end up in the name. Refused rather than replaced: a value
+/// made safe by replacing characters could name another rank's file.
+fn unsafe_in_a_name(value: &str) -> Option<&'static str> {
+    if value.chars().any(char::is_control) {
+        Some("holds a control character")
+    } else if value.contains('/') {
+        Some("holds `/` and would put the file in another directory")
+    } else if value.contains("..") {
+        Some("holds `..`, which could name the directory above")
+    } else {
+        None
     }
 }
 
@@ -116,6 +147,33 @@ pub enum PlaceholderError {
     Unknown(String),
     #[error("`{{{name}}}` has no value here: {from} is not set")]
     Unset { name: String, from: &'static str },
+    /// What the environment gave a placeholder cannot be part of a file name: a refusal (the
+    /// template is right), not a usage error.
+    #[error("`{{{name}}}` stands for `{}` here ({from}), which {why}", shown(.value))]
+    Unsafe {
+        name: String,
+        value: String,
+        from: &'static str,
+        why: &'static str,
+    },
+}
+
+impl PlaceholderError {
+    /// Whether the template is right and what it was filled with is refused.
+    pub(crate) fn is_refusal(&self) -> bool {
+        matches!(self, PlaceholderError::Unsafe { .. })
+    }
+}
+
+/// A placeholder's value as a message shows it: on one line, and cut short past 64 characters
+/// (a variable may hold kilobytes).
+fn shown(value: &str) -> String {
+    const SHOWN: usize = 64;
+    let text = crate::text::one_line(value);
+    match text.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}… ({} bytes)", &text[..at], value.len()),
+        None => text.into_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -181,6 +239,50 @@ mod tests {
             "`{rank` has an unmatched brace (write `}}` for one)"
         );
         assert!(said("rank}").contains("unmatched"));
+    }
+
+    #[test]
+    fn a_value_that_would_not_stay_one_part_of_a_name_is_refused() {
+        let said = |job: &str, template: &str| {
+            let launch = launch(&[("SLURM_JOB_ID", job), ("SLURM_PROCID", "0")]);
+            Placeholders {
+                launch: &launch,
+                host: "n1",
+                soak_id: "20261203T101010-ab12",
+            }
+            .fill(template)
+            .map_err(|e| (e.is_refusal(), e.to_string()))
+        };
+        assert_eq!(
+            said("../x", "soak-{job}.json"),
+            Err((
+                true,
+                "`{job}` stands for `../x` here (SLURM_JOB_ID), which holds `/` and would put the file in another directory".into()
+            ))
+        );
+        assert_eq!(
+            said("a\nb", "{job}"),
+            Err((
+                true,
+                "`{job}` stands for `a\\nb` here (SLURM_JOB_ID), which holds a control character"
+                    .into()
+            ))
+        );
+        assert!(
+            said("..", "x/{job}/y")
+                .unwrap_err()
+                .1
+                .contains("holds `..`")
+        );
+        assert!(said("a\u{0}b", "{job}").unwrap_err().0);
+        let long = said(&"7/".repeat(5000), "{job}").unwrap_err().1;
+        assert!(
+            long.len() < 200 && long.contains("… (10000 bytes)"),
+            "{long}"
+        );
+        assert_eq!(said("12_3.a", "{job}-{rank}").unwrap(), "12_3.a-0");
+        // The template's own `..` and `/` are the user's to write.
+        assert_eq!(said("5", "../{job}/x").unwrap(), "../5/x");
     }
 
     #[test]

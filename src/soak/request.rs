@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::error::{Invalid, ProgressDirProblem, SoakError};
+use super::error::{Invalid, ProgressDirProblem, SoakError, Written};
 use super::launch::Launch;
 use crate::event::soak::{Limits, SoakParameters, Supervision};
 use crate::paths::Distrust;
@@ -176,7 +176,8 @@ impl SoakRequest {
             return invalid(Invalid::NoOutputDirectory(output));
         }
         // Found now, not when the verdict is to be written after days of running.
-        crate::soak::artifact::check_target(&output).map_err(SoakError::output(&output))?;
+        crate::soak::artifact::check_target(&output)
+            .map_err(SoakError::output(Written::Artifact, &output))?;
         if !self.force && output.exists() {
             return Err(SoakError::OutputExists(output));
         }

@@ -37,9 +37,14 @@ pub(super) fn list(paths: &StatePaths, args: &ListArgs, out: &mut Output) -> Res
 }
 
 /// How long a finished soak's command ran, as its verdict recorded it (what `soak show` says it
-/// ran): not the time to the verdict's record, which adds the tree's shutdown.
+/// ran): not the time to the verdict's record, which adds the tree's shutdown. An abandoned
+/// soak's, to its last sample: when it was found abandoned is only when someone looked.
 fn ran_seconds(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<f64>, Error> {
-    let ran_ms = crate::soak::archive::run_ms(snapshot, soak)?;
+    let ran_ms = if soak.state == SoakState::Finished(OutcomeStatus::Abandoned) {
+        crate::soak::abandon::last_sample_ms(snapshot, soak)?
+    } else {
+        crate::soak::archive::run_ms(snapshot, soak)?
+    };
     Ok(ran_ms.map(|ms| ms as f64 / 1e3))
 }
 
@@ -111,7 +116,10 @@ impl Filter {
 
 /// One rank's soak of a job, on its host.
 struct RankSoak {
+    /// The host the log it was found in is scoped to.
     host: String,
+    /// Whether that log lies in its host's own directory, not a copy under another name.
+    at_home: bool,
     rank: Option<String>,
     summary: SoakSummary,
     ran_seconds: Option<f64>,
@@ -119,7 +127,9 @@ struct RankSoak {
 
 /// The soaks of Slurm job `job` in every host's log under the root, in the order they started.
 /// This host's abandoned soaks are settled first; other hosts' logs are only read (whether their
-/// supervisors live can be told only there).
+/// supervisors live can be told only there). A soak's host is the one its log is scoped to, not
+/// the name of the directory it was found in: a log copied aside (kept for forensics) shows its
+/// soaks under their own host, and once — the original's row when both are there.
 fn list_job(
     paths: &StatePaths,
     job: &str,
@@ -128,7 +138,11 @@ fn list_job(
 ) -> Result<Exit, Error> {
     let own = settled(paths, out)?;
     let mut soaks = Vec::new();
-    crate::commands::for_every_host_log(paths, out, own, |host, snapshot| {
+    crate::commands::for_every_host_log(paths, out, own, |directory, snapshot| {
+        let host = match snapshot.meta()? {
+            Some((_, scope)) => scope.host,
+            None => directory.to_owned(),
+        };
         // A host's soaks are taken whole or not at all: its log may fail half-way.
         let mut found = Vec::new();
         for summary in Soaks::rows(snapshot)? {
@@ -143,7 +157,8 @@ fn list_job(
             };
             if metadata.get(JOB_KEY).map(String::as_str) == Some(job) {
                 found.push(RankSoak {
-                    host: host.to_owned(),
+                    at_home: host == directory,
+                    host: host.clone(),
                     rank: metadata.get(RANK_KEY).cloned(),
                     ran_seconds: ran_seconds(snapshot, &summary)?,
                     summary,
@@ -153,6 +168,24 @@ fn list_job(
         soaks.extend(found);
         Ok(())
     })?;
+    // One row a soak of a host: its original's, else the copy that got furthest.
+    soaks.sort_by(|a, b| {
+        (
+            &a.host,
+            &a.summary.soak_id,
+            !a.at_home,
+            std::cmp::Reverse(a.summary.last_seq),
+        )
+            .cmp(&(
+                &b.host,
+                &b.summary.soak_id,
+                !b.at_home,
+                std::cmp::Reverse(b.summary.last_seq),
+            ))
+    });
+    soaks.dedup_by(|later, first| {
+        later.host == first.host && later.summary.soak_id == first.summary.soak_id
+    });
     soaks.sort_by_key(|s| (s.summary.started_at_us, s.host.clone()));
     filter.apply(&mut soaks, |s| &s.summary);
     if out.json {
@@ -184,8 +217,7 @@ fn list_job(
         .map(|s| {
             let mut cells = soak_cells(&s.summary, s.ran_seconds, paint);
             // After the id, where it ran.
-            let rank = s.rank.clone().unwrap_or_else(|| "-".into());
-            cells.splice(1..1, [s.host.clone(), rank]);
+            cells.splice(1..1, [s.host.clone(), rank_cell(s.rank.as_deref())]);
             cells
         })
         .collect();
@@ -197,6 +229,20 @@ fn list_job(
     Ok(Exit::Success)
 }
 
+/// A rank as its column shows it: a launcher's rank is a number, but whatever the soak recorded
+/// as one (`RANK` set by something else, `--meta rank=...`) is shown cut short, so that one long
+/// text does not widen the column of every row.
+fn rank_cell(rank: Option<&str>) -> String {
+    const SHOWN: usize = 12;
+    let Some(rank) = rank else {
+        return "-".into();
+    };
+    match rank.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}…", &rank[..at]),
+        None => rank.to_owned(),
+    }
+}
+
 /// The columns of `soak list`, and the cells of one soak under them.
 const SOAK_COLUMNS: [&str; 6] = ["ID", "STATUS", "STARTED", "DURATION", "SAMPLES", "COMMAND"];
 
@@ -205,10 +251,11 @@ fn soak_cells(
     ran_seconds: Option<f64>,
     paint: crate::style::Palette,
 ) -> Vec<String> {
-    // How long its command ran, or has been running (`42s+`); an abandoned soak's, until it was
-    // found abandoned.
+    // How long its command ran, or has been running (`42s+`); an abandoned soak's, to its last
+    // sample (none recorded, or archived: unknown, as its end is).
     let duration = match (ran_seconds, soak.ended_at_us) {
         (Some(ran), _) => output::duration(ran),
+        (None, _) if soak.state == SoakState::Finished(OutcomeStatus::Abandoned) => "-".into(),
         (None, Some(end)) => output::duration((end - soak.started_at_us) as f64 / 1e6),
         (None, None) => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
     };

@@ -18,7 +18,7 @@ use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::process::SystemProc;
 use crate::projection::{Found, SoakSummary, Soaks};
-use crate::soak::error::SoakError;
+use crate::soak::error::{SoakError, Written};
 use crate::soak::{abandon, artifact};
 use crate::time::unix_seconds;
 use std::path::Path;
@@ -111,8 +111,8 @@ fn summary_json(summary: &SoakSummary) -> serde_json::Value {
 
 /// An existing `--output` is replaced only with `--force`, and only if it is a regular file: a
 /// rename over a device, a FIFO or a symlink would replace that instead of writing into it.
-fn refuse_to_replace(path: &Path, force: bool) -> Result<(), SoakError> {
-    artifact::check_target(path).map_err(SoakError::output(path))?;
+fn refuse_to_replace(path: &Path, kind: Written, force: bool) -> Result<(), SoakError> {
+    artifact::check_target(path).map_err(SoakError::output(kind, path))?;
     if path.exists() && !force {
         return Err(SoakError::OutputExists(path.to_owned()));
     }

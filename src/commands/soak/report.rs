@@ -8,7 +8,7 @@ use crate::log::Snapshot;
 use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::soak::artifact;
-use crate::soak::error::SoakError;
+use crate::soak::error::{SoakError, Written};
 use crate::text::count;
 use serde_json::Value;
 use std::path::Path;
@@ -22,12 +22,13 @@ pub(super) fn report(
 ) -> Result<Exit, Error> {
     let (snapshot, summary) = resolve(paths, id, out)?;
     if let Some(path) = output {
-        refuse_to_replace(path, force)?;
+        refuse_to_replace(path, Written::Report, force)?;
     }
     let html = report_html(&snapshot, &summary.soak_id)?;
     match output {
         Some(path) => {
-            artifact::write_atomically(path, html.as_bytes()).map_err(SoakError::output(path))?;
+            artifact::write_atomically(path, html.as_bytes())
+                .map_err(SoakError::output(Written::Report, path))?;
             out.note(&format!("wrote the report `{}`", path.display()));
         }
         None => out.raw(html.as_bytes())?,

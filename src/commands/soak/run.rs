@@ -78,10 +78,12 @@ pub(super) fn soak_run(
     .validate(paths.uid)?;
     // Found now, not when the soak ends; said as absolute as the artifact's path.
     let report = report
-        .map(|report| std::path::absolute(&report).map_err(SoakError::output(&report)))
+        .map(|report| {
+            std::path::absolute(&report).map_err(SoakError::output(Written::Report, &report))
+        })
         .transpose()?;
     if let Some(report) = &report {
-        refuse_to_replace(report, args.force)?;
+        refuse_to_replace(report, Written::Report, args.force)?;
     }
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     room_warnings(
@@ -185,7 +187,8 @@ fn tell(
             .and_then(|snapshot| report_html(&snapshot, &verdict.soak_id))
             .and_then(|html| {
                 artifact::write_atomically(&path, html.as_bytes()).map_err(|e| {
-                    not_written(Written::Report, &path, SoakError::output(&path)(e)).into()
+                    let e = SoakError::output(Written::Report, &path)(e);
+                    not_written(Written::Report, &path, e).into()
                 })
             });
         match (written, &failed) {

@@ -107,12 +107,8 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         print_tails(&details.output_tail, out)?;
     }
     lines.push(("started", human_time(summary.started_at_us)));
-    if let Some(end) = summary.ended_at_us {
-        lines.push(("ended", human_time(end)));
-    }
-    if let Some(duration) = details.duration_seconds {
-        lines.push(("ran", output::duration(duration)));
-    }
+    let last_sample = latest.last.as_ref().map(|p| p.elapsed_seconds);
+    lines.extend(end_lines(summary, details.duration_seconds, last_sample));
     lines.extend(details.progress_lines(summary));
     lines.push(("peaks", details.peaks.line()));
     lines.extend(judged.lines.iter().cloned());
@@ -135,6 +131,49 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         print_tails(&details.output_tail, out)?;
     }
     Ok(Exit::Success)
+}
+
+/// When the soak ended and how long its command ran (`duration_seconds`, its verdict's). An
+/// abandoned soak's end is unknown: its supervisor died unseen after its last sample (at
+/// `last_sample` seconds), and it was found abandoned only when someone looked.
+fn end_lines(
+    summary: &SoakSummary,
+    duration_seconds: Option<f64>,
+    last_sample: Option<f64>,
+) -> Vec<(&'static str, String)> {
+    if summary.state == SoakState::Finished(OutcomeStatus::Abandoned) {
+        let found = summary
+            .ended_at_us
+            .map(|at| format!("; found abandoned {}", human_time(at)))
+            .unwrap_or_default();
+        return match last_sample {
+            Some(last) => vec![
+                (
+                    "ended",
+                    format!(
+                        "unknown: its supervisor vanished after the last sample at {}{found}",
+                        output::duration(last)
+                    ),
+                ),
+                (
+                    "ran",
+                    format!("{} to its last sample", output::duration(last)),
+                ),
+            ],
+            None => vec![(
+                "ended",
+                format!("unknown: its supervisor vanished before any sample{found}"),
+            )],
+        };
+    }
+    let mut lines = Vec::new();
+    if let Some(end) = summary.ended_at_us {
+        lines.push(("ended", human_time(end)));
+    }
+    if let Some(duration) = duration_seconds {
+        lines.push(("ran", output::duration(duration)));
+    }
+    lines
 }
 
 /// `label:` and its value, the values of a block in one column.

@@ -462,8 +462,8 @@ pub fn digest_matches(bytes: &[u8]) -> bool {
     self::digest(&Value::Object(object)) == digest
 }
 
-/// Whether an artifact can be written to `path`: its directory takes a new file, and `path` is
-/// absent or a regular file. Anything else (a device, a FIFO, a symlink, a directory) would be
+/// Whether an artifact can be written to `path`: its directory takes a new file, the name
+/// itself can be created there, and `path` is absent or a regular file. Anything else (a device, a FIFO, a symlink, a directory) would be
 /// replaced by the rename that writes the artifact, so it is refused — before a soak starts, not
 /// days later. The directory is proven by creating (and removing) a file in it: `access(2)`
 /// grants root a read-only or pseudo file system (`/sys`) where creating one fails.
@@ -472,7 +472,32 @@ pub(crate) fn check_target(path: &Path) -> std::io::Result<()> {
     tempfile::Builder::new()
         .prefix(".unilab-probe-")
         .tempfile_in(directory_of(path))
-        .map(drop)
+        .map(drop)?;
+    check_name(path)
+}
+
+/// Whether the filesystem takes `path`'s own name: a temporary file beside it proves the
+/// directory writable, not that a name of 300 bytes, or a path past the system's limit, can be
+/// created there — that would be found only when the verdict is written. Proven by creating
+/// the file (exclusively: nothing there is touched) and removing it again; a file already there
+/// is proof enough.
+fn check_name(path: &Path) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Ok(());
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(file) => {
+            drop(file);
+            std::fs::remove_file(path)
+        }
+        // Made meanwhile by someone else: the name is taken, so it can be.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether `path` is absent or a regular file, which a rename may replace.
