@@ -1,9 +1,9 @@
 //! Reads of the `/proc` files of processes that are not unilab's own and that need the read
 //! process's memory map: `cmdline`, `environ` and `smaps_rollup` take its `mmap_lock`. A process
-//! with a thread stuck holding that lock — a page it faults in from a hung NFS or FUSE mount,
-//! with a change of its map queued behind it — makes such a read block in the kernel for as
-//! long as the mount hangs (`environ_read → __access_remote_vm`: what makes `ps` hang). Its
-//! `stat`, `status` and `task/` stay readable, so the identity rule (pid and start time) and
+//! with a thread stuck holding that lock — waiting for a page of a hung NFS or FUSE mount to be
+//! read in, with a change of its map queued behind it — makes such a read block in the kernel
+//! for as long as the mount hangs (`environ_read → __access_remote_vm`: what makes `ps` hang).
+//! Its `stat`, `status` and `task/` stay readable, so the identity rule (pid and start time) and
 //! liveness checks read those directly.
 //!
 //! Each read here runs on a worker thread and is given up after [`PATIENCE`]: the caller gets
@@ -40,7 +40,7 @@ impl std::fmt::Display for Blocked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "reading /proc/{pid}/{file} did not return within {secs} s: the memory map of pid {pid} is locked (a thread of it is stuck, as on a hung NFS or FUSE mount)",
+            "reading /proc/{pid}/{file} did not return within {secs} s: its memory map is locked (a thread of it is stuck, as on a hung NFS or FUSE mount)",
             pid = self.pid,
             file = self.file,
             secs = self.waited.as_secs().max(1)
