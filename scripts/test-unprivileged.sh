@@ -41,11 +41,16 @@ if [ -n "${UNILAB_TEST_PY_SPY:-}" ]; then
     cp "$UNILAB_TEST_PY_SPY" "$work/bin/py-spy"
     py_spy=(UNILAB_TEST_PY_SPY="$work/bin/py-spy")
 fi
+fuse_lib=()
+if [ -n "${UNILAB_TEST_FUSE_LIB:-}" ]; then
+    cp -r "$UNILAB_TEST_FUSE_LIB" "$work/fuse-lib"
+    fuse_lib=(UNILAB_TEST_FUSE_LIB="$work/fuse-lib")
+fi
 chmod -R a+rX "$work"
 chown "$user" "$work/home"
 echo "test-unprivileged: integration as $user"
 runuser -u "$user" -- env -i PATH="$PATH" HOME="$work/home" TMPDIR=/tmp CI=true \
     UNILAB_TEST_BIN="$work/bin/unilab" UNILAB_TEST_FIXTURES="$work/fixtures" \
     UNILAB_TEST_MIGRATIONS="$work/migrations" INSTA_WORKSPACE_ROOT="$work" \
-    UNILAB_TEST_TRAINER="$work/example-trainer.py" "${py_spy[@]}" \
+    UNILAB_TEST_TRAINER="$work/example-trainer.py" "${py_spy[@]}" "${fuse_lib[@]}" \
     "$work/bin/integration" --test-threads=2 "$@"

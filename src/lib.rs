@@ -7,7 +7,8 @@
 //! - the domain: `mps` (daemons), `soak` (supervision, sampling, artifacts), `snapshot`
 //!   (runtime provenance), `gpu` (nvidia-smi, visibility mask, selectors), `paths`;
 //! - `projection`s over the `log` (store, codec, chain, migrations) of `event`s;
-//! - leaves: `process` (identity, and how unilab signals what it did not spawn), `tool`
+//! - leaves: `process` (identity, and how unilab signals what it did not spawn), `proc_read`
+//!   (bounded reads of what other processes map), `tool`
 //!   (external tools under one timeout), `time`, `env`, `redact`, `duration`, `diagnostic`.
 //!
 //! # Public face
@@ -39,6 +40,7 @@ mod log;
 mod mps;
 mod output;
 mod paths;
+mod proc_read;
 mod process;
 mod projection;
 mod redact;

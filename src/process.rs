@@ -14,6 +14,7 @@
 
 use std::path::PathBuf;
 
+use crate::proc_read::{Blocked, ProcDir};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -150,10 +151,12 @@ pub(crate) trait ProcSource: Send + Sync {
     fn tree(&self, root: u32) -> Vec<ProcStat> {
         descendants(root, &self.all())
     }
-    /// The command line; empty when it cannot be read (another user's process, or one gone).
-    fn cmdline(&self, pid: u32) -> Vec<String>;
-    /// The environment it started with (`NAME=value` entries); none when it cannot be read.
-    fn environ(&self, pid: u32) -> Vec<Vec<u8>>;
+    /// The command line; empty when it cannot be read (another user's process, or one gone),
+    /// [`Blocked`] when the read did not return in time (its memory map is locked).
+    fn cmdline(&self, pid: u32) -> Result<Vec<String>, Blocked>;
+    /// The environment it started with (`NAME=value` entries); none when it cannot be read,
+    /// [`Blocked`] when the read did not return in time.
+    fn environ(&self, pid: u32) -> Result<Vec<Vec<u8>>, Blocked>;
     /// Where in the kernel it waits (`wchan`); `None` when it runs, or cannot be read.
     fn wchan(&self, pid: u32) -> Option<String>;
 }
@@ -243,12 +246,12 @@ impl ProcSource for FakeProc {
         all
     }
 
-    fn cmdline(&self, pid: u32) -> Vec<String> {
-        self.cmdlines.get(&pid).cloned().unwrap_or_default()
+    fn cmdline(&self, pid: u32) -> Result<Vec<String>, Blocked> {
+        Ok(self.cmdlines.get(&pid).cloned().unwrap_or_default())
     }
 
-    fn environ(&self, _pid: u32) -> Vec<Vec<u8>> {
-        Vec::new()
+    fn environ(&self, _pid: u32) -> Result<Vec<Vec<u8>>, Blocked> {
+        Ok(Vec::new())
     }
 
     fn wchan(&self, pid: u32) -> Option<String> {
@@ -267,6 +270,13 @@ impl Default for SystemProc {
         Self {
             root: PathBuf::from("/proc"),
         }
+    }
+}
+
+impl SystemProc {
+    /// The `/proc` directory of `pid`, for reads that need its memory map; `None` if it is gone.
+    fn dir(&self, pid: u32) -> Option<ProcDir<'_>> {
+        Some(ProcDir::new(&self.root, pid, self.stat(pid)?.start_ticks))
     }
 }
 
@@ -292,15 +302,13 @@ impl ProcSource for SystemProc {
         tree(&self.root, root)
     }
 
-    fn cmdline(&self, pid: u32) -> Vec<String> {
-        nul_separated(&self.root.join(pid.to_string()).join("cmdline"))
-            .into_iter()
-            .map(|a| String::from_utf8_lossy(&a).into_owned())
-            .collect()
+    fn cmdline(&self, pid: u32) -> Result<Vec<String>, Blocked> {
+        self.dir(pid).map_or(Ok(Vec::new()), |dir| dir.cmdline())
     }
 
-    fn environ(&self, pid: u32) -> Vec<Vec<u8>> {
-        nul_separated(&self.root.join(pid.to_string()).join("environ"))
+    fn environ(&self, pid: u32) -> Result<Vec<Vec<u8>>, Blocked> {
+        self.dir(pid)
+            .map_or(Ok(Vec::new()), |dir| dir.entries("environ"))
     }
 
     fn wchan(&self, pid: u32) -> Option<String> {
@@ -463,18 +471,6 @@ pub(crate) fn reap(pid: u32) {
             Some(nix::sys::wait::WaitPidFlag::WNOHANG),
         );
     }
-}
-
-pub(crate) fn nul_separated(path: &std::path::Path) -> Vec<Vec<u8>> {
-    std::fs::read(path)
-        .map(|bytes| {
-            bytes
-                .split(|b| *b == 0)
-                .filter(|a| !a.is_empty())
-                .map(<[u8]>::to_vec)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Every process on the host whose stat could be read, for building trees.

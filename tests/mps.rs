@@ -2720,3 +2720,106 @@ fn a_start_the_log_cannot_record_live_stops_its_daemon() {
     unilab().args(["mps", "stop", "--all"]).assert().success();
     unilab().args(["log", "verify"]).assert().success();
 }
+
+/// A process that has come and gone: the starter of a start cut short.
+fn gone_starter() -> unilab::ProcessIdentity {
+    let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+    let starter = unilab::ProcessIdentity {
+        pid: child.id(),
+        start_ticks: proc_stat(child.id()).unwrap().start_ticks,
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    starter
+}
+
+/// Runs `cmd` for at most `limit`; its exit status (`None`: it was still running, and was
+/// killed) and what it wrote to standard error.
+fn run_at_most(mut cmd: Command, limit: Duration) -> (Option<std::process::ExitStatus>, String) {
+    let stderr = tempfile::NamedTempFile::new().unwrap();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let mut status = None;
+    within(limit, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if status.is_none() {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    (status, std::fs::read_to_string(stderr.path()).unwrap())
+}
+
+/// A process of the user whose memory map is locked (one thread has the kernel fault a page in
+/// from a FUSE mount whose reads never return, another waits to change the map) makes reading
+/// its `/proc/<pid>/environ` block in the kernel. `mps start`, `mps exec --shared`, `mps stop`
+/// and `mps stop --all` settle a start cut short by reading the environment of each process
+/// of the user started since, under the start's name and GPU locks: each hung there for good,
+/// holding the locks (the next `mps start` gave up after 60 s). Now each such read is given up
+/// after a few seconds: the command names the process it skipped and what it could not read,
+/// settles the start, finishes and lets go of the locks — and exits although its reader is still
+/// blocked (a command's exit is seen only once all its threads are gone).
+#[test]
+fn a_process_whose_map_is_locked_is_named_and_holds_up_no_mps_command() {
+    let Some(mut mount) = HangingMount::new() else {
+        return;
+    };
+    let host = Host::two_gpus();
+    // One start cut short before each command, its starter gone before the stuck process began.
+    let starters: Vec<_> = (0..4).map(|_| gone_starter()).collect();
+    let stuck = mount.stuck_process();
+    let commands: [&[&str]; 4] = [
+        &["mps", "start", "0"],
+        &["mps", "exec", "--shared", "0", "--", "true"],
+        &["mps", "stop", "gpu-1111aaaa"],
+        &["mps", "stop", "--all"],
+    ];
+    for (i, (args, starter)) in commands.iter().zip(starters).enumerate() {
+        let name = format!("cut-{i}");
+        host.root
+            .log()
+            .append(
+                Subject::Daemon(name.clone()),
+                Event::DaemonStarting {
+                    gpu: GPU_B.into(),
+                    pipe_directory: host.root.root().join(&name).display().to_string(),
+                    log_directory: host.root.root().join("log").display().to_string(),
+                    starter,
+                    job: None,
+                },
+            )
+            .unwrap();
+        let mut cmd = host.command();
+        cmd.args(*args);
+        let (status, stderr) = run_at_most(cmd, Duration::from_secs(90));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "`unilab {}` ended {status:?} (None: still running after 90 s): {stderr}",
+            args.join(" ")
+        );
+        for said in [
+            format!(
+                "settling the cut-short start of `{name}` skipped pid {stuck} (`{STUCK_MM_NAME}`)"
+            ),
+            format!("reading /proc/{stuck}/environ did not return within"),
+            format!("a start of `{name}` was cut short"),
+        ] {
+            assert!(stderr.contains(&said), "{args:?}: no `{said}` in: {stderr}");
+        }
+        let kinds = host.kinds(&name);
+        assert_eq!(
+            kinds,
+            ["daemon_starting", "daemon_start_failed"],
+            "{args:?}"
+        );
+    }
+    assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
+    assert!(daemons_for(&host.runtime().join("unilab/mps/gpu-1111aaaa")).is_empty());
+    host.unilab().args(["log", "verify"]).assert().success();
+    assert!(!exited(stuck), "the stuck process was left alone");
+}

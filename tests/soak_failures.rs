@@ -476,3 +476,88 @@ fn a_process_still_holding_a_gpu_device_after_the_soak_is_listed() {
     assert_eq!(gpus[0]["released"], true, "{release}");
     assert_eq!(gpus[0]["memory_used_before_mib"], 0);
 }
+
+/// The first process of a stale soak's tree has its memory map locked (a thread has the kernel
+/// fault a page in from a FUSE mount whose reads never return, the main thread waits to change
+/// the map), so reading its `/proc/<pid>/cmdline` blocks in the kernel. The evidence capture
+/// read the processes one after the other on one worker and kept what it had when its time was
+/// up: the first read blocked, so the evidence recorded no process at all (and before that the
+/// sampler's read of the process's `smaps_rollup` blocked, so the soak never ended). Now each
+/// read is given up after a few seconds: the sampler goes on and names the process in the
+/// sample's errors; the evidence keeps the process without its command line, a note names it
+/// and the file, and the other processes are recorded in full.
+#[test]
+fn a_process_whose_map_is_locked_is_named_and_the_others_are_still_recorded() {
+    let Some(mut mount) = HangingMount::new() else {
+        return;
+    };
+    let soak = Soak::new();
+    let ready = soak.progress().join("ready");
+    let stuck_mm = fixtures_dir().join("stuck-mm/stuck_mm.py");
+    let out = soak.root.root().join("out");
+    let mut cmd = soak.command();
+    cmd.args(["--json", "soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--sample-interval", "0.2", "--stale-progress", "4"])
+        .args(["--shutdown-grace", "0.5", "--py-spy", "off"])
+        .arg("--")
+        .args(["sh", "-c", "sleep 600 & exec python3 \"$@\"", "sh"])
+        .arg(&stuck_mm)
+        .arg(mount.file())
+        .arg(&ready)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null());
+    let mut run = cmd.spawn().unwrap();
+    eventually("the command to get stuck", Duration::from_secs(60), || {
+        std::fs::read_to_string(&ready).is_ok_and(|pid| !pid.is_empty())
+    });
+    let stuck: u32 = std::fs::read_to_string(&ready).unwrap().parse().unwrap();
+    mount.holds(stuck);
+    let ended = within(Duration::from_secs(120), || {
+        run.try_wait().unwrap().is_some()
+    });
+    if !ended {
+        let _ = run.kill();
+        let _ = run.wait();
+    }
+    assert!(ended, "the soak did not end within 120 s");
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+    assert_eq!(
+        artifact["outcome"]["failure_kind"], "stale_progress",
+        "{}",
+        artifact["outcome"]
+    );
+    let processes = artifact["evidence"]["processes"].as_array().unwrap();
+    assert!(
+        processes
+            .iter()
+            .any(|p| p["pid"] == stuck && p["name"] == STUCK_MM_NAME),
+        "the stuck process is kept: {processes:?}"
+    );
+    // The sampler went on, naming what it could not read: the stale period is longer than the
+    // 10 samples after which it reads an idle process's `smaps_rollup` again.
+    let pss = format!("pss: reading /proc/{stuck}/smaps_rollup did not return within");
+    let samples = artifact["samples"].as_array().unwrap();
+    assert!(
+        samples.iter().any(|sample| {
+            sample["errors"]
+                .as_array()
+                .is_some_and(|errors| errors.iter().any(|e| e.as_str().unwrap().contains(&pss)))
+        }),
+        "{:?}",
+        samples.last()
+    );
+    let sleep = evidence_of(&artifact, "600");
+    assert_eq!(sleep["name"], "sleep");
+    let unavailable = unavailable(&artifact);
+    let said = format!("reading /proc/{stuck}/cmdline did not return within");
+    assert!(
+        unavailable
+            .iter()
+            .any(|u| u.contains(&said) && u.contains("recorded without its command line")),
+        "{unavailable:?}"
+    );
+}

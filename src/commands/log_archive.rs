@@ -10,6 +10,7 @@ use crate::error::Error;
 use crate::log::{ArchiveDone, EventLog, LogError, Snapshot};
 use crate::output::Output;
 use crate::paths::StatePaths;
+use crate::proc_read::ProcDir;
 use crate::process::SystemProc;
 use crate::projection::{SoakState, SoakSummary, Soaks};
 use crate::soak::archive::{Kept, kept};
@@ -212,11 +213,10 @@ fn holders_of(path: &Path) -> Vec<String> {
             })
         })
         .map(|stat| {
-            let dir = proc_root.join(stat.pid.to_string());
-            let args: Vec<String> = crate::process::nul_separated(&dir.join("cmdline"))
-                .iter()
-                .map(|arg| String::from_utf8_lossy(arg).into_owned())
-                .collect();
+            // A holder whose map is locked is named by its `comm`.
+            let args = ProcDir::new(proc_root, stat.pid, stat.start_ticks)
+                .cmdline()
+                .unwrap_or_default();
             let command = if args.is_empty() {
                 stat.comm.clone()
             } else {

@@ -325,23 +325,25 @@ fn print_record(out: &mut Output, record: &DaemonRecord) -> Result<(), Error> {
 
 /// Finishes the starts that were cut short before this command decides anything.
 fn settle(mps: &Mps, log: &EventLog, out: &Output) -> Result<(), Error> {
-    for name in settle::settle_cut_starts(mps, log)? {
-        warn_settled(out, &name);
-    }
+    say_settled(out, &settle::settle_cut_starts(mps, log)?);
     Ok(())
 }
 
-fn warn_settled(out: &Output, name: &str) {
-    out.warn(&format!(
-        "a start of `{name}` was cut short; what it launched was stopped and the start recorded as failed"
-    ));
+/// Says which cut-short starts were settled, and which processes could not be checked.
+fn say_settled(out: &Output, settled: &settle::Settled) {
+    for skipped in &settled.skipped {
+        out.warn(&skipped.to_string());
+    }
+    for name in &settled.names {
+        out.warn(&format!(
+            "a start of `{name}` was cut short; what it launched was stopped and the start recorded as failed"
+        ));
+    }
 }
 
 /// Says what a start cleared out of its way.
 fn say_cleared(out: &Output, cleared: &start::Cleared) {
-    for name in &cleared.settled {
-        warn_settled(out, name);
-    }
+    say_settled(out, &cleared.settled);
     for name in &cleared.cleaned {
         out.note(&format!("cleaned the stale record of `{name}`"));
     }

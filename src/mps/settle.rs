@@ -15,6 +15,7 @@ use super::{DaemonRecord, Mps};
 use crate::env::EnvVars;
 use crate::event::{Event, Subject, TopologyMode};
 use crate::log::{EventLog, LogError, Snapshot};
+use crate::proc_read::Blocked;
 use crate::process::{self, ProcessIdentity};
 use crate::projection::{DaemonJobs, IntentRow, Intents};
 
@@ -23,6 +24,50 @@ struct Start {
     name: String,
     intent: IntentRow,
     job: Option<String>,
+}
+
+/// What settling cut-short starts did: the names of the starts settled, and the processes it
+/// could not check for being what one of them launched.
+#[derive(Debug, Default)]
+pub(crate) struct Settled {
+    pub names: Vec<String>,
+    pub skipped: Vec<Skipped>,
+}
+
+impl Settled {
+    /// Takes in what settling one start skipped, each process once.
+    fn skipped(&mut self, skipped: Vec<Skipped>) {
+        for one in skipped {
+            if !self
+                .skipped
+                .iter()
+                .any(|s| s.blocked.pid == one.blocked.pid)
+            {
+                self.skipped.push(one);
+            }
+        }
+    }
+}
+
+/// A process a settle could not check, because reading it did not return (see `proc_read`):
+/// it was left alone.
+#[derive(Debug)]
+pub(crate) struct Skipped {
+    /// The start being settled.
+    pub start: String,
+    /// The process's name (`comm`).
+    pub process: String,
+    pub blocked: Blocked,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "settling the cut-short start of `{}` skipped pid {} (`{}`): {}; it was left alone",
+            self.start, self.blocked.pid, self.process, self.blocked
+        )
+    }
 }
 
 /// Every start under way, with its job.
@@ -45,14 +90,14 @@ fn starts(snapshot: &Snapshot) -> Result<Vec<Start>, LogError> {
 /// so its starter is exiting (a SIGKILLed process lets go of its locks a moment before it is
 /// gone): it is settled once the starter is gone, and refused rather than overwritten if the
 /// starter is not gone within `STARTER_EXIT` — an intent is closed only by its starter or by a
-/// command that proved the starter gone. Returns the names settled.
+/// command that proved the starter gone.
 pub(crate) fn settle_in_the_way(
     mps: &Mps,
     log: &EventLog,
     spec: &StartSpec,
-) -> Result<Vec<String>, MpsError> {
+) -> Result<Settled, MpsError> {
     let claim = spec.claim();
-    let mut settled = Vec::new();
+    let mut settled = Settled::default();
     // Read first: no read transaction stays open while this waits for locks.
     for start in starts(&log.snapshot()?)? {
         let intent = &start.intent;
@@ -78,9 +123,7 @@ pub(crate) fn settle_in_the_way(
                 None => continue,
             },
         };
-        if settle_held(mps, log, &start)? {
-            settled.push(start.name);
-        }
+        settle_held(mps, log, &start, &mut settled)?;
     }
     Ok(settled)
 }
@@ -90,9 +133,9 @@ pub(crate) fn settle_in_the_way(
 /// launched is unilab's — it answers in the pipe directory the intent names, which unilab
 /// created for this user, and it started after the starter did — so it is stopped (quit, then
 /// signals through a pidfd after an identity check), its leftovers removed, and the start
-/// recorded as failed. Each is handled under its name's and GPU's locks. Returns the names.
-pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>, MpsError> {
-    let mut settled = Vec::new();
+/// recorded as failed. Each is handled under its name's and GPU's locks.
+pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Settled, MpsError> {
+    let mut settled = Settled::default();
     // Read first: no read transaction stays open while this waits for locks.
     for start in starts(&log.snapshot()?)? {
         let starter = starter(mps, &start.intent);
@@ -100,9 +143,7 @@ pub(crate) fn settle_cut_starts(mps: &Mps, log: &EventLog) -> Result<Vec<String>
             continue;
         }
         let _held = lock_of(mps, &start)?;
-        if settle_held(mps, log, &start)? {
-            settled.push(start.name);
-        }
+        settle_held(mps, log, &start, &mut settled)?;
     }
     Ok(settled)
 }
@@ -137,15 +178,21 @@ fn lock_of(mps: &Mps, start: &Start) -> Result<lock::Held, MpsError> {
 }
 
 /// Settles one cut-short start, for a caller that holds its name's lock: stops what it
-/// launched and records the start as failed. `false` when another command settled it first.
-fn settle_held(mps: &Mps, log: &EventLog, start: &Start) -> Result<bool, MpsError> {
+/// launched and records the start as failed; adds it to `settled`, unless another command
+/// settled it first.
+fn settle_held(
+    mps: &Mps,
+    log: &EventLog,
+    start: &Start,
+    settled: &mut Settled,
+) -> Result<(), MpsError> {
     let Start { name, intent, job } = start;
     // Another command may have settled it meanwhile.
     let open = Intents::rows(&log.snapshot()?)?
         .into_iter()
         .any(|(n, i)| &n == name && &i == intent);
     if !open {
-        return Ok(false);
+        return Ok(());
     }
     let pipe = Path::new(&intent.pipe_directory);
     let cut = format!("the start by pid {} was cut short", intent.starter.pid);
@@ -154,7 +201,8 @@ fn settle_held(mps: &Mps, log: &EventLog, start: &Start) -> Result<bool, MpsErro
     // a row, 50 ms apart, find nothing.
     let mut quiet = 0;
     for _ in 0..SETTLE_SCANS {
-        let found = launched_by(mps, intent);
+        let (found, skipped) = launched_by(mps, name, intent);
+        settled.skipped(skipped);
         if found.is_empty() {
             quiet += 1;
             if quiet == 2 {
@@ -194,14 +242,16 @@ fn settle_held(mps: &Mps, log: &EventLog, start: &Start) -> Result<bool, MpsErro
             process: launched,
         },
     )?;
-    Ok(true)
+    settled.names.push(name.to_owned());
+    Ok(())
 }
 
 /// What a start cut short launched: processes of this user, started after the starter, whose
 /// environment names the intent's pipe directory (only unilab hands out that private
 /// directory, and no record did yet) and whose command line runs the control tool. The pid file
-/// alone is not enough: a daemon still coming up has not written it.
-fn launched_by(mps: &Mps, intent: &IntentRow) -> Vec<ProcessIdentity> {
+/// alone is not enough: a daemon still coming up has not written it. A process whose
+/// environment or command line could not be read in time is skipped: it is returned apart.
+fn launched_by(mps: &Mps, name: &str, intent: &IntentRow) -> (Vec<ProcessIdentity>, Vec<Skipped>) {
     let pipe = format!(
         "{}={}",
         EnvVars::CUDA_MPS_PIPE_DIRECTORY,
@@ -212,24 +262,38 @@ fn launched_by(mps: &Mps, intent: &IntentRow) -> Vec<ProcessIdentity> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    mps.proc
-        .all()
-        .into_iter()
-        .filter(|stat| {
-            // Not this command's own tool runs (the `quit` it sends while stopping them).
-            stat.ppid != std::process::id()
-                && !stat.has_exited()
-                && stat.start_ticks >= intent.starter.start_ticks
-                && mps.proc.uid(stat.pid) == Some(mps.paths.uid)
-                && mps.proc.environ(stat.pid).contains(&pipe)
-                && mps.proc.cmdline(stat.pid).iter().any(|arg| {
-                    Path::new(arg)
-                        .file_name()
-                        .is_some_and(|n| n == tool.as_str())
-                })
-        })
-        .map(|stat| stat.identity())
-        .collect()
+    let mut found = Vec::new();
+    let mut skipped = Vec::new();
+    for stat in mps.proc.all() {
+        // Not this command's own tool runs (the `quit` it sends while stopping them).
+        let candidate = stat.ppid != std::process::id()
+            && !stat.has_exited()
+            && stat.start_ticks >= intent.starter.start_ticks
+            && mps.proc.uid(stat.pid) == Some(mps.paths.uid);
+        if !candidate {
+            continue;
+        }
+        let runs_the_tool = |args: Vec<String>| {
+            args.iter().any(|arg| {
+                Path::new(arg)
+                    .file_name()
+                    .is_some_and(|n| n == tool.as_str())
+            })
+        };
+        let launched = mps.proc.environ(stat.pid).and_then(|environ| {
+            Ok(environ.contains(&pipe) && runs_the_tool(mps.proc.cmdline(stat.pid)?))
+        });
+        match launched {
+            Ok(true) => found.push(stat.identity()),
+            Ok(false) => {}
+            Err(blocked) => skipped.push(Skipped {
+                start: name.to_owned(),
+                process: stat.comm,
+                blocked,
+            }),
+        }
+    }
+    (found, skipped)
 }
 
 /// What an open start's starter is to this command: itself, a live process of this user, or

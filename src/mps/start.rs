@@ -13,7 +13,7 @@ use super::limits;
 use super::names::{default_name, scoped_name, validate_job, validate_name};
 use super::plan::{resolve, startable, topology};
 use super::records::{liveness, records};
-use super::settle::settle_in_the_way;
+use super::settle::{Settled, settle_in_the_way};
 use super::stop::{clean_stale, halt};
 use super::{DaemonRecord, Mps};
 use crate::event::{DaemonLimits, Event, StartedDaemon, StopMethod, Subject, TopologyMode};
@@ -147,8 +147,9 @@ pub(crate) struct Started {
 pub(crate) struct Cleared {
     /// Records found stale for the same name or GPU, cleaned.
     pub cleaned: Vec<String>,
-    /// Starts of the same name or GPU that were cut short, settled.
-    pub settled: Vec<String>,
+    /// Starts of the same name or GPU that were cut short, settled, and the processes that
+    /// could not be checked meanwhile.
+    pub settled: Settled,
 }
 
 /// Everything before the daemon is launched, under the start's locks: settles cut-short starts

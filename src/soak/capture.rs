@@ -3,7 +3,9 @@
 //! stack, whether it holds a GPU — with the memory cgroup and the kernel's lines about OOM kills
 //! and GPU faults. Taken before the first signal, within a bounded time: reading `/proc` of a
 //! process in uninterruptible sleep can block, and a `py-spy` can spin, so the capture runs on
-//! a worker and what it has when the time is up is what is kept, with a note saying so.
+//! a worker and what it has when the time is up is what is kept, with a note saying so. The
+//! command line, which needs the process's memory map, is read through `proc_read`: a process
+//! whose map is locked is kept without it, named in a note, and the others are still read.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -13,6 +15,7 @@ use super::kernel::{self, MemoryCgroup};
 use super::request::SoakSpec;
 use crate::env::EnvVars;
 use crate::event::soak::{Evidence, FailureKind, ProcessEvidence, ThreadEvidence};
+use crate::proc_read::ProcDir;
 use crate::process::{self, ProcStat};
 use crate::redact::Secrets;
 use crate::tool::Tool;
@@ -141,7 +144,7 @@ impl Capture {
         let dumps: Vec<_> = match &self.py_spy {
             Some(py_spy) => live
                 .iter()
-                .filter(|stat| is_python(&self.proc_root, stat.pid))
+                .filter(|stat| is_python(&self.proc_root, stat))
                 .map(|stat| {
                     let (py_spy, pid) = (py_spy.clone(), stat.pid);
                     (pid, std::thread::spawn(move || dump_python(&py_spy, pid)))
@@ -182,11 +185,15 @@ impl Capture {
         if now.start_ticks != stat.start_ticks || now.has_exited() {
             return None;
         }
-        let cmdline: Vec<String> = process::nul_separated(&dir.join("cmdline"))
-            .iter()
-            .map(|arg| String::from_utf8_lossy(arg).into_owned())
-            .collect();
-        let cmdline = self.secrets.mask_command_line(&cmdline);
+        let cmdline = match ProcDir::new(&self.proc_root, now.pid, now.start_ticks).cmdline() {
+            Ok(args) => self.secrets.mask_command_line(&args),
+            Err(blocked) => {
+                notes.once(format!(
+                    "{blocked}; it is recorded without its command line"
+                ));
+                Vec::new()
+            }
+        };
         let kernel_stack = match std::fs::read_to_string(dir.join("stack")) {
             Ok(text) => Some(text),
             Err(e) => {
@@ -395,18 +402,22 @@ pub(crate) fn file_held_under(dir: &Path, prefix: &Path) -> Option<PathBuf> {
         .find(|target| target.as_os_str().as_encoded_bytes().starts_with(prefix))
 }
 
-/// Whether a process runs Python: its executable's or its command's name starts `python`.
-fn is_python(proc_root: &Path, pid: u32) -> bool {
-    let dir = proc_root.join(pid.to_string());
+/// Whether a process runs Python: its executable's or its command's name starts `python` (not
+/// known for one whose command line cannot be read in time).
+fn is_python(proc_root: &Path, stat: &ProcStat) -> bool {
+    let dir = proc_root.join(stat.pid.to_string());
     let named_python = |path: &Path| {
         path.file_name()
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.starts_with("python"))
     };
     std::fs::read_link(dir.join("exe")).is_ok_and(|exe| named_python(&exe))
-        || process::nul_separated(&dir.join("cmdline"))
-            .first()
-            .is_some_and(|arg0| named_python(Path::new(&*String::from_utf8_lossy(arg0))))
+        || ProcDir::new(proc_root, stat.pid, stat.start_ticks)
+            .cmdline()
+            .is_ok_and(|args| {
+                args.first()
+                    .is_some_and(|arg0| named_python(Path::new(arg0)))
+            })
 }
 
 /// `py-spy dump` of one process, without stopping it, under the tool's timeout (a `py-spy` that

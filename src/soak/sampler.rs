@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 pub use super::progress::HeldDir;
 use crate::event::soak::{Measures, ProcessSample, Sample};
-use crate::process;
+use crate::proc_read::ProcDir;
+use crate::process::{self, ProcStat};
 
 /// Bytes in a memory page, for turning RSS pages into bytes.
 fn page_size() -> u64 {
@@ -44,12 +45,14 @@ struct Detail {
 
 /// The samples of every descendant of `root` (the soak's guard), as `/proc` shows them now, and
 /// each one's proportional set size; `fresh`: read every process's costlier files now (the
-/// sample after the command exited, which ends the series).
+/// sample after the command exited, which ends the series). What could not be read in time goes
+/// to `errors`.
 fn process_tree(
     proc_root: &Path,
     root: u32,
     (index, fresh): (u64, bool),
     details: &mut HashMap<(u32, u64), Detail>,
+    errors: &mut Vec<String>,
 ) -> (Vec<ProcessSample>, Vec<Option<u64>>) {
     let page = page_size();
     let mut buf = Vec::with_capacity(4096);
@@ -65,7 +68,7 @@ fn process_tree(
                     *d
                 }
                 _ => {
-                    let fresh = read_detail(proc_root, stat.pid, activity, index, &mut buf);
+                    let fresh = read_detail(proc_root, &stat, (activity, index), &mut buf, errors);
                     details.insert(key, fresh);
                     fresh
                 }
@@ -99,10 +102,16 @@ fn process_tree(
 /// The proportional set size of a process (`Pss:` of `/proc/<pid>/smaps_rollup`): its private
 /// pages, and each page it shares divided by how many processes share it — so that a tree's
 /// processes add up to what the tree uses. `None` where unreadable (another user's process, a
-/// kernel before 4.14).
-fn read_pss(proc_root: &Path, pid: u32, buf: &mut Vec<u8>) -> Option<u64> {
-    let text = process::read_proc_file(&proc_root.join(pid.to_string()).join("smaps_rollup"), buf)?;
-    parse_pss(text)
+/// kernel before 4.14), or where the read did not return in time (its map is locked: `errors`
+/// says so).
+fn read_pss(proc_root: &Path, stat: &ProcStat, errors: &mut Vec<String>) -> Option<u64> {
+    match ProcDir::new(proc_root, stat.pid, stat.start_ticks).read("smaps_rollup") {
+        Ok(bytes) => parse_pss(std::str::from_utf8(&bytes?).ok()?),
+        Err(blocked) => {
+            errors.push(format!("pss: {blocked}"));
+            None
+        }
+    }
 }
 
 fn parse_pss(text: &str) -> Option<u64> {
@@ -119,12 +128,12 @@ fn parse_pss(text: &str) -> Option<u64> {
 
 fn read_detail(
     proc_root: &Path,
-    pid: u32,
-    activity: (u64, u64),
-    index: u64,
+    stat: &ProcStat,
+    (activity, index): ((u64, u64), u64),
     buf: &mut Vec<u8>,
+    errors: &mut Vec<String>,
 ) -> Detail {
-    let dir = proc_root.join(pid.to_string());
+    let dir = proc_root.join(stat.pid.to_string());
     // `io` of another user's process is unreadable: `None`, not an error.
     let io: Option<procfs::process::Io> = process::read_proc_file(&dir.join("io"), buf)
         .and_then(|text| procfs::FromBufRead::from_buf_read(text.as_bytes()).ok());
@@ -135,7 +144,7 @@ fn read_detail(
             .ok()
             .and_then(|entries| u32::try_from(entries.count()).ok()),
         io: io.map(|io| (io.read_bytes, io.write_bytes)),
-        pss: read_pss(proc_root, pid, buf),
+        pss: read_pss(proc_root, stat, errors),
     }
 }
 
@@ -185,11 +194,13 @@ impl Sampler {
         after_exit: bool,
     ) -> (Sample, Measures) {
         let began = Instant::now();
+        let mut errors = Vec::new();
         let (processes, pss_bytes) = process_tree(
             &self.proc_root,
             root,
             (index, after_exit),
             &mut self.details.borrow_mut(),
+            &mut errors,
         );
         let mut buf = Vec::with_capacity(1024);
         let reaped_cpu_ticks = process::read_proc_file(
@@ -199,7 +210,6 @@ impl Sampler {
         .and_then(process::parse_stat)
         .map_or(0, |guard| guard.cutime + guard.cstime);
         let pids: Vec<u32> = processes.iter().map(|p| p.pid).collect();
-        let mut errors = Vec::new();
         let (gpus, health) = match &self.gpus {
             Some(stream) => {
                 let (gpus, health, error) = stream.reading_with_health(&pids);
@@ -275,7 +285,8 @@ mod tests {
         }
 
         fn write_bytes(&self, index: u64, details: &mut HashMap<(u32, u64), Detail>) -> u64 {
-            let (tree, _) = process_tree(self.0.path(), 10, (index, false), details);
+            let (tree, _) =
+                process_tree(self.0.path(), 10, (index, false), details, &mut Vec::new());
             assert_eq!(tree.len(), 1);
             assert_eq!(tree[0].open_fds, Some(2));
             tree[0].write_bytes.unwrap()
@@ -301,9 +312,15 @@ mod tests {
         // A process that left the tree is forgotten.
         std::fs::write(fake.0.path().join("10/task/10/children"), "").unwrap();
         assert!(
-            process_tree(fake.0.path(), 10, (20, false), &mut details)
-                .0
-                .is_empty()
+            process_tree(
+                fake.0.path(),
+                10,
+                (20, false),
+                &mut details,
+                &mut Vec::new()
+            )
+            .0
+            .is_empty()
         );
         assert!(details.is_empty());
     }
@@ -319,7 +336,16 @@ mod tests {
         };
         smaps(100);
         let mut details = HashMap::new();
-        let mut pss = |index, last| process_tree(fake.0.path(), 10, (index, last), &mut details).1;
+        let mut pss = |index, last| {
+            process_tree(
+                fake.0.path(),
+                10,
+                (index, last),
+                &mut details,
+                &mut Vec::new(),
+            )
+            .1
+        };
         assert_eq!(pss(0, false), [Some(100 << 10)]);
         smaps(200);
         assert_eq!(pss(1, false), [Some(100 << 10)], "idle: carried over");

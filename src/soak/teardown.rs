@@ -139,7 +139,8 @@ pub(crate) fn stop_tree(
             .map(|stat| LeakedProcess {
                 identity: stat.identity(),
                 name: stat.comm.clone(),
-                cmdline: tree.proc.cmdline(stat.pid),
+                // A process whose map is locked is listed without its command line.
+                cmdline: tree.proc.cmdline(stat.pid).unwrap_or_default(),
             })
             .collect();
         if !live.is_empty() {
@@ -242,10 +243,10 @@ mod tests {
         fn all(&self) -> Vec<ProcStat> {
             self.procs.lock().unwrap().all()
         }
-        fn cmdline(&self, pid: u32) -> Vec<String> {
+        fn cmdline(&self, pid: u32) -> Result<Vec<String>, crate::proc_read::Blocked> {
             self.procs.lock().unwrap().cmdline(pid)
         }
-        fn environ(&self, pid: u32) -> Vec<Vec<u8>> {
+        fn environ(&self, pid: u32) -> Result<Vec<Vec<u8>>, crate::proc_read::Blocked> {
             self.procs.lock().unwrap().environ(pid)
         }
         fn wchan(&self, pid: u32) -> Option<String> {

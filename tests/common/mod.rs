@@ -24,6 +24,9 @@ use unilab::{DaemonLimits, LeaseEnd, StaleReason, StartedDaemon, StopMethod};
 use unilab::{Event, Scope, Subject};
 use unilab::{GpuIdentity, TopologyMode};
 
+mod stuck_map;
+pub use stuck_map::*;
+
 pub fn unilab_bin() -> PathBuf {
     std::env::var_os("UNILAB_TEST_BIN")
         .map(PathBuf::from)
@@ -195,13 +198,15 @@ pub fn live(pid: u32) -> Event {
     }
 }
 
-/// The live processes (zombies excluded) for which `wanted(pid)` holds.
+/// The live processes (zombies excluded) for which `wanted(pid)` holds. A process of another test
+/// whose memory map is locked (see [`HangingMount`]) is passed by: reading its command line or
+/// environment would block until that test ends.
 pub fn live_pids_where(wanted: impl Fn(u32) -> bool) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| proc_stat(pid).is_some_and(|s| !s.has_exited()))
+        .filter(|pid| proc_stat(pid).is_some_and(|s| !s.has_exited() && s.comm != STUCK_MM_NAME))
         .filter(|pid| wanted(*pid))
         .collect()
 }
