@@ -160,20 +160,47 @@ fn gpu_memory_over_its_budget_fails_the_soak() {
     );
 }
 
-/// Budgets are checked before anything runs: a zero or an unreadable size is a usage error.
+/// Budgets are checked before anything runs: a zero or an unreadable size is a usage error,
+/// whose message quotes what was typed (`0.4B/h` was refused as `--max-memory-growth 0`).
 #[test]
 fn a_budget_that_is_zero_or_not_a_size_is_a_usage_error() {
     let soak = Soak::new();
     for (flag, value, said) in [
-        ("--max-memory", "0", "would fail every soak"),
+        ("--max-memory", "0", "`0` would fail every soak"),
         ("--max-memory", "12 parsecs", "is not a size"),
+        (
+            "--max-memory",
+            "0.5B",
+            "`0.5B` is not a whole number of bytes",
+        ),
+        ("--max-memory", "2PiB", "`2PiB` is over 1 PiB"),
         ("--max-memory-growth", "200MiB", "is not a rate"),
+        (
+            "--max-memory-growth",
+            "0.4B/h",
+            "`0.4B/h` is not a rate: `0.4B` is not a whole number of bytes",
+        ),
+        (
+            "--max-memory-growth",
+            "0B/h",
+            "`0B/h` would fail every soak",
+        ),
     ] {
         let (output, _) = soak.run(&[flag, value], &["--steps", "2"]);
         assert_eq!(output.status.code(), Some(2), "{flag} {value}: {output:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(said), "{flag} {value}: {stderr}");
     }
+}
+
+/// `1PiB` was refused while the refusal said "at most 1 PiB" (`1024TiB` was taken): the largest
+/// size the message names is taken, in its own unit.
+#[test]
+fn the_largest_budget_the_message_names_is_taken() {
+    let soak = Soak::new();
+    let (output, artifact) = soak.run(&["--max-memory", "1PiB"], &["--steps", "2"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(artifact["parameters"]["max_memory_bytes"], 1u64 << 50);
 }
 
 /// `soak compare` of two real soaks: the one that leaks is B; its memory and verdict differ, and
