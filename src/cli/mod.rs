@@ -373,8 +373,10 @@ pub(crate) struct SoakRunArgs {
     /// Fail the soak when the tree's memory on any one GPU goes over SIZE
     #[arg(long = "max-gpu-memory", value_name = "SIZE", value_parser = crate::size::parse_size_budget)]
     pub max_gpu_memory: Option<u64>,
-    /// Fail the soak when the tree's memory grows faster than RATE (`200MiB/h`), judged on a
-    /// robust trend after the warm-up
+    /// Fail the soak when the tree's memory grows faster than RATE (`200MiB/h`): when the 95 %
+    /// lower bound of its trend's slope (Theil–Sen's, with Sen's rank-based interval) is over
+    /// RATE. Judged after the warm-up, once at least 1 minute and 60 samples have passed and the
+    /// slope is known to within RATE, so that noise, however wide, does not pass for growth
     #[arg(long = "max-memory-growth", value_name = "RATE", value_parser = crate::size::parse_rate_budget)]
     pub max_memory_growth: Option<u64>,
     /// How long memory growth is not judged, while allocators and caches fill [default: a tenth
