@@ -457,10 +457,35 @@ fn trend(c: &mut Criterion) {
     });
 }
 
+/// What `--max-memory-growth` costs at each sample of a long soak, its trend full (256 buckets,
+/// 32,640 pairs): the slope alone, as growth was judged before, and the slope with its Sen
+/// bound, as it is judged now.
+fn judged(c: &mut Criterion) {
+    let mut trend = unilab::testing::Trend::default();
+    for i in 0..100_000u64 {
+        let noise = ((i * 7919) % 97) as f64 * 4096.0;
+        trend.add(i * 6_000, 2e9 + i as f64 * 1_000.0 + noise);
+    }
+    let mut group = c.benchmark_group("trend/judged at one sample");
+    group.bench_function("slope", |b| {
+        b.iter(|| black_box(trend.slope_since(black_box(60_000_000))))
+    });
+    group.bench_function("slope_and_bound", |b| {
+        b.iter(|| {
+            black_box(trend.bounded_since(
+                black_box(60_000_000),
+                unilab::testing::Confidence::NINETY_FIVE,
+            ))
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
     sampler,
     trend,
+    judged,
     gpu_sampling,
     export,
     export_memory,

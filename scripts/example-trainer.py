@@ -21,6 +21,8 @@ tests, chosen by flags:
   --allocate-mib N      after the first checkpoint, allocate and touch N MiB of memory
   --grow-mib N          allocate and touch N MiB more at every step (a leak) ...
   --grow-steps K        ... for the first K steps only (then it plateaus)
+  --noisy-mib N         hold between 1 and N MiB, drawn afresh at every step: memory that moves
+                        at random around a flat mean (batches of different sizes)
   --shared-mib N        allocate N MiB first, then fork the --fork-workers, which share it
   --fork-workers K      fork K workers that keep a copy-on-write view of the parent's memory
 """
@@ -28,6 +30,7 @@ import argparse
 import faulthandler
 import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -54,6 +57,7 @@ parser.add_argument("--fail-child", type=int, default=None)
 parser.add_argument("--allocate-mib", type=int, default=None)
 parser.add_argument("--grow-mib", type=float, default=0)
 parser.add_argument("--grow-steps", type=int, default=None)
+parser.add_argument("--noisy-mib", type=int, default=0)
 parser.add_argument("--shared-mib", type=int, default=0)
 parser.add_argument("--fork-workers", type=int, default=0)
 args = parser.parse_args()
@@ -86,6 +90,8 @@ if args.fail_child is not None:
     failing = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({args.fail_child})"])
 allocated = []
 grown = []
+noise = random.Random(0)
+noisy = None
 shared = bytearray(args.shared_mib << 20)  # zero-filled: every page touched
 forked = []
 for _ in range(args.fork_workers):
@@ -123,6 +129,9 @@ for step in range(1, args.steps + 1):
             f.write(f"step={step} loss={loss:.6f}\n")
     if args.grow_mib and (args.grow_steps is None or step <= args.grow_steps):
         grown.append(bytearray(int(args.grow_mib * (1 << 20))))
+    if args.noisy_mib:
+        noisy = None  # freed first: the memory moves, its mean does not
+        noisy = bytearray(noise.randint(1, args.noisy_mib) << 20)  # zero-filled: touched
     if args.allocate_mib is not None and not allocated and step >= args.checkpoint_every:
         for _ in range(args.allocate_mib):
             allocated.append(bytearray(1 << 20))  # zero-filled: every page touched

@@ -105,7 +105,7 @@ pub mod testing {
     pub use crate::soak::archive::archive as archive_soaks;
     pub use crate::soak::error::{Invalid, ProgressDirProblem, SoakError, Written};
     pub use crate::soak::launch::PlaceholderError;
-    pub use crate::soak::trend::{Slope, Trend};
+    pub use crate::soak::trend::{Confidence, Fit, Slope, Trend};
     pub use crate::style::ColorChoice;
     pub use crate::style::Palette;
     pub use crate::tool::{Tool, ToolError, ToolOutput};

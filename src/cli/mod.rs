@@ -368,14 +368,16 @@ pub(crate) struct SoakRunArgs {
     pub fail_fast: bool,
     /// Fail the soak (`resource_limit`) when the tree's memory — its proportional set size,
     /// shared pages split among the processes sharing them — goes over SIZE (`512MiB`, `40GiB`)
-    #[arg(long = "max-memory", value_name = "SIZE", value_parser = crate::size::parse_size)]
+    #[arg(long = "max-memory", value_name = "SIZE", value_parser = crate::size::parse_size_budget)]
     pub max_memory: Option<u64>,
     /// Fail the soak when the tree's memory on any one GPU goes over SIZE
-    #[arg(long = "max-gpu-memory", value_name = "SIZE", value_parser = crate::size::parse_size)]
+    #[arg(long = "max-gpu-memory", value_name = "SIZE", value_parser = crate::size::parse_size_budget)]
     pub max_gpu_memory: Option<u64>,
-    /// Fail the soak when the tree's memory grows faster than RATE (`200MiB/h`), judged on a
-    /// robust trend after the warm-up
-    #[arg(long = "max-memory-growth", value_name = "RATE", value_parser = crate::size::parse_rate)]
+    /// Fail the soak when the tree's memory grows faster than RATE (`200MiB/h`): when the 95 %
+    /// lower bound of its trend's slope (Theil–Sen's, with Sen's rank-based interval) is over
+    /// RATE. Judged after the warm-up, once at least 1 minute and 60 samples have passed and the
+    /// slope is known to within RATE, so that noise, however wide, does not pass for growth
+    #[arg(long = "max-memory-growth", value_name = "RATE", value_parser = crate::size::parse_rate_budget)]
     pub max_memory_growth: Option<u64>,
     /// How long memory growth is not judged, while allocators and caches fill [default: a tenth
     /// of the run so far, at least 5m]

@@ -101,8 +101,6 @@ pub enum Invalid {
         "`--py-spy {0}` is not an executable file (give its path, a program on PATH, or `off`)"
     )]
     NoPySpy(String),
-    #[error("`{0} 0` would fail every soak; give a budget above zero, or leave the flag out")]
-    ZeroBudget(&'static str),
     #[error(transparent)]
     Placeholder(#[from] PlaceholderError),
 }

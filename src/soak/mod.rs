@@ -13,6 +13,7 @@ pub(crate) mod artifact;
 mod capture;
 pub(crate) mod console;
 pub(crate) mod error;
+pub(crate) mod growth;
 pub(crate) mod guard;
 pub(crate) mod kernel;
 pub(crate) mod launch;

@@ -49,7 +49,8 @@ pub(crate) struct SoakRequest {
 }
 
 /// The budgets `soak run` was given: `--max-memory`, `--max-gpu-memory` (bytes),
-/// `--max-memory-growth` (bytes an hour) and `--warmup`.
+/// `--max-memory-growth` (bytes an hour), each above zero as their parsers take them, and
+/// `--warmup`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Budgets {
     pub max_memory: Option<u64>,
@@ -60,25 +61,16 @@ pub(crate) struct Budgets {
 
 impl Budgets {
     /// The limits to record, with the memory ceiling of this host and cgroup as they are now.
-    fn limits(self) -> Result<Limits, SoakError> {
-        for (flag, value) in [
-            ("--max-memory", self.max_memory),
-            ("--max-gpu-memory", self.max_gpu_memory),
-            ("--max-memory-growth", self.max_memory_growth),
-        ] {
-            if value == Some(0) {
-                return invalid(Invalid::ZeroBudget(flag));
-            }
-        }
+    fn limits(self) -> Limits {
         let (memory_ceiling_bytes, memory_ceiling_source) = memory_ceiling().unzip();
-        Ok(Limits {
+        Limits {
             max_memory_bytes: self.max_memory,
             max_gpu_memory_bytes: self.max_gpu_memory,
             max_memory_growth_bytes_per_hour: self.max_memory_growth,
             warmup_ms: self.warmup.map(ms),
             memory_ceiling_bytes,
             memory_ceiling_source,
-        })
+        }
     }
 }
 
@@ -182,7 +174,7 @@ impl SoakRequest {
             return Err(SoakError::OutputExists(output));
         }
         let (py_spy, evidence_unavailable) = py_spy(self.py_spy.as_deref())?;
-        let limits = self.budgets.limits()?;
+        let limits = self.budgets.limits();
         let mut env = self.env;
         // Python buffers a pipe 8 KiB at a time: without this a trainer's `print()` lines would
         // reach the terminal and the tail late, in bursts. Unless the user decided otherwise,

@@ -8,8 +8,9 @@
 
 use std::time::Duration;
 
+use super::growth;
 use super::oom::OomFound;
-use super::trend::{Trend, warmup_end};
+use super::trend::Trend;
 use crate::event::soak::{
     ChildExit, ExitInfo, FailureKind, LeakedProcess, Limits, Measures, Outcome, OutcomeStatus,
     ProgressSignature, ResourceLimit, Sample, SoakParameters,
@@ -304,26 +305,9 @@ impl Watch {
             ));
         }
         let max = self.limits.max_memory_growth_bytes_per_hour?;
-        let since = warmup_end(self.limits.warmup_ms, elapsed_ms);
-        let slope = self.memory.slope_since(since)?;
-        (slope.per_hour > max as f64).then(|| {
-            Failure::over(
-                ResourceLimit::MemoryGrowth,
-                format!(
-                    "the tree's memory (PSS) grows {} since {:.1} s, over the --max-memory-growth limit of {}",
-                    rate(slope.per_hour),
-                    slope.since_ms as f64 / 1000.0,
-                    rate(max as f64)
-                ),
-            )
-        })
+        growth::too_fast(&self.memory, max, self.limits.warmup_ms, elapsed_ms)
+            .map(|reason| Failure::over(ResourceLimit::MemoryGrowth, reason))
     }
-}
-
-/// A growth rate as people read it: `120.0 MiB/h`.
-pub(crate) fn rate(bytes_per_hour: f64) -> String {
-    let sign = if bytes_per_hour < 0.0 { "-" } else { "" };
-    format!("{sign}{}/h", bytes(bytes_per_hour.abs().round() as u64))
 }
 
 /// How the command exited, in words, or `None` for exit code 0.

@@ -224,7 +224,7 @@ impl Figure {
         match self {
             Figure::RunTime | Figure::Throttled => output::duration(v),
             Figure::PeakPss | Figure::PeakRss => bytes(v.max(0.0) as u64),
-            Figure::MemoryTrend => crate::soak::watch::rate(v),
+            Figure::MemoryTrend => crate::soak::growth::rate(v),
             Figure::PeakGpuMemory => bytes((v.max(0.0) as u64) << 20),
             Figure::GpuUtilization | Figure::PeakCpu => format!("{v:.0}%"),
             Figure::ProgressRate => format!("{}/min", bytes(v.max(0.0) as u64)),

@@ -137,9 +137,8 @@ fn room_warnings(
             Ok(size) => Some(size),
             Err(e) => {
                 out.warn(&format!(
-                    "{}=`{text}` is not a size ({}): the default is used",
-                    EnvVars::UNILAB_LOG_WARN_SIZE,
-                    e.0
+                    "{}: {e}; the default is used",
+                    EnvVars::UNILAB_LOG_WARN_SIZE
                 ));
                 None
             }
