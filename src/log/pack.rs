@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redb::{ReadableTable, Table};
 
+use super::codec;
 use super::error::LogError;
-use super::io::{damaged, unreadable};
+use super::io::{damaged, refused, unreadable};
 use super::read::{Record, Snapshot};
 use crate::event::soak::{CompactSample, Measures, STANDALONE_EVERY};
 use crate::event::{Envelope, Event, Sample, Subject};
@@ -83,6 +84,8 @@ impl Packer {
         let Some(packed) = CompactSample::pack(base, sample, measures) else {
             return store(envelope);
         };
+        // Every reader is handed the whole sample: it must be one the log could have stored.
+        codec::claims_within_limit(envelope).map_err(|e| refused(path, envelope, e))?;
         let whole = std::mem::replace(
             &mut envelope.event,
             Event::SoakSampledCompact(Box::new(packed)),

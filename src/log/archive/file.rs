@@ -79,10 +79,20 @@ impl ArchiveWriter {
         Ok(writer)
     }
 
-    /// Appends one record.
+    /// Appends one record; one longer than [`read`] takes is refused.
     pub(crate) fn push(&mut self, seq: u64, stored: &[u8]) -> std::io::Result<()> {
         let len = u32::try_from(stored.len())
-            .map_err(|_| std::io::Error::new(ErrorKind::InvalidData, "a record over 4 GiB"))?;
+            .ok()
+            .filter(|_| stored.len() <= MAX_STORED)
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    ErrorKind::InvalidData,
+                    format!(
+                        "record {seq} takes {} bytes, more than a record may hold",
+                        stored.len()
+                    ),
+                )
+            })?;
         let encoder = self
             .encoder
             .as_mut()
