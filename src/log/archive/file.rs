@@ -300,6 +300,19 @@ mod tests {
         assert!(matches!(records(&path), Err(ReadError::TooLong(_))));
     }
 
+    /// The writer never writes a record its reader refuses as too long.
+    #[test]
+    fn a_record_longer_than_a_reader_takes_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.zst");
+        let mut writer = ArchiveWriter::create(&path).unwrap();
+        writer.push(1, &vec![7; MAX_STORED]).unwrap();
+        let refused = writer.push(2, &vec![7; MAX_STORED + 1]).unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::InvalidData);
+        writer.finish().unwrap();
+        assert_eq!(records(&path).unwrap(), [(1, vec![7; MAX_STORED])]);
+    }
+
     #[test]
     fn odd_soak_ids_make_plain_names() {
         let name = name_for("events.redb", "../a b");

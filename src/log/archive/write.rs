@@ -156,8 +156,15 @@ impl EventLog {
                 })),
             ));
         }
-        remove(path, txn, &events)?;
-        let seqs = self.append_archived(txn, head, events)?;
+        let seqs = remove(path, txn, &events)
+            .and_then(|()| self.append_archived(txn, head, events))
+            .inspect_err(|_| {
+                // Nothing leaves the log (an event refused as too large, say): nor do the
+                // archives it would have named stay beside it.
+                for done in &done {
+                    let _ = std::fs::remove_file(&done.path);
+                }
+            })?;
         for (done, seq) in done.iter_mut().zip(seqs) {
             done.seq = seq;
         }
