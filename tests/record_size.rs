@@ -276,3 +276,74 @@ fn append_refuses_a_record_its_reader_could_not_decode() {
     drop(log);
     root.unilab().args(["log", "verify"]).assert().success();
 }
+
+/// Opens the log's redb file directly, as something other than unilab would.
+fn raw_write(root: &TestRoot, change: impl FnOnce(&redb::WriteTransaction)) {
+    let mut builder = redb::Builder::new();
+    builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    let db = builder.open(root.log_path()).unwrap();
+    let txn = db.begin_write().unwrap();
+    change(&txn);
+    txn.commit().unwrap();
+}
+
+/// A log written by an older unilab that took a record its reader refuses (the 24 MB evidence)
+/// into a soak before its verdict, chained and headed as that append left it. `log archive`
+/// copied such a record into the soak's archive, which `log verify` then said was changed;
+/// archiving now refuses it as the damage it is, and writes no archive.
+#[test]
+fn archiving_refuses_a_record_its_reader_could_not_decode() {
+    use redb::ReadableTable;
+    use unilab::testing::{chain, codec, tables};
+    const SOAK: &str = "20261204T090000-e5e5";
+    let subject = Subject::Soak(SOAK.into());
+    let root = TestRoot::new();
+    let log = root.log();
+    let mut events = every_event_kind();
+    let verdict = events
+        .iter()
+        .position(|(s, e)| *s == subject && e.kind() == "soak_finished")
+        .unwrap();
+    let after = events.split_off(verdict);
+    log.append_all(events).unwrap();
+    let (head, head_hash) = log.snapshot().unwrap().head().unwrap();
+    let forged = head + 1;
+    raw_write(&root, |txn| {
+        let envelope = Envelope {
+            seq: forged,
+            recorded_at_us: 1_764_676_800_000_000,
+            scope: root.scope(),
+            subject: subject.clone(),
+            event: evidence_claiming_24_mb(),
+        };
+        let (stored, hash) = chain::seal(&head_hash, &codec::encode(&envelope).unwrap());
+        let mut records = txn.open_table(tables::EVENTS).unwrap();
+        assert!(records.get(forged).unwrap().is_none());
+        records.insert(forged, stored.as_slice()).unwrap();
+        let mut index = txn.open_table(tables::SUBJECT_INDEX).unwrap();
+        index.insert((subject.key().as_str(), forged), ()).unwrap();
+        let mut meta = txn.open_table(tables::META).unwrap();
+        let head = codec::encode(&(forged, hash)).unwrap();
+        // The log's head, as every append records it (`log::tables::HEAD_KEY`).
+        meta.insert("head", head.as_slice()).unwrap();
+    });
+    log.append_all(after).unwrap();
+    drop(log);
+
+    let archive = root
+        .log_path()
+        .with_file_name(format!("events.soak-{SOAK}.zst"));
+    root.unilab()
+        .args(["log", "archive", "--soak", SOAK])
+        .assert()
+        .code(5)
+        .stderr(predicates::str::contains(format!(
+            "fails verification at sequence {forged}: its contents cannot be decoded"
+        )));
+    assert!(!archive.exists(), "no archive of what its reader refuses");
+    let log = root.log();
+    assert!(
+        log.snapshot().unwrap().get(forged + 1).unwrap().is_some(),
+        "the records are where they were"
+    );
+}
