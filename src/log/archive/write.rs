@@ -156,15 +156,8 @@ impl EventLog {
                 })),
             ));
         }
-        let seqs = remove(path, txn, &events)
-            .and_then(|()| self.append_archived(txn, head, events))
-            .inspect_err(|_| {
-                // Nothing leaves the log (an event refused as too large, say): nor do the
-                // archives it would have named stay beside it.
-                for done in &done {
-                    let _ = std::fs::remove_file(&done.path);
-                }
-            })?;
+        remove(path, txn, &events)?;
+        let seqs = self.append_archived(txn, head, events)?;
         for (done, seq) in done.iter_mut().zip(seqs) {
             done.seq = seq;
         }
