@@ -7,8 +7,8 @@
 //! stacks, kernel lines, output — so each is cut to a budget, with a note that says how much
 //! was cut, keeping every record well within the limit (under half of it) whatever the tree:
 //! the figures below are what a record of inputs over every budget at once claims (see
-//! `tests/record_bounds.rs`). What fits its budget is kept exactly as it was: the budgets bite only on inputs beyond
-//! them.
+//! `tests/record_bounds.rs`). What fits its budget is kept exactly as it was: the budgets bite
+//! only on inputs beyond them.
 //!
 //! Budgets, in bytes of text (each kept string claims 8 more for its length) or entries:
 //! - every record: a process's or thread's name [`NAME_BYTES`]; a wait channel, system call,
@@ -23,12 +23,14 @@
 //!   the lesser of [`PYTHON_STACK_BYTES`] and [`PYTHON_STACKS_BYTES`]` / n`, each kernel stack
 //!   the lesser of [`KERNEL_STACK_BYTES`] and [`KERNEL_STACKS_BYTES`]` / n`;
 //!   [`KERNEL_MESSAGES`] kernel lines, [`NOTES`] notes. A command line cut ends with an element
-//!   that says so, a stack with a line that says so; threads, kernel lines, notes and processes
+//!   that says so (`[… 1374580 bytes of 12 arguments cut by unilab]`), a text cut (a stack, a
+//!   name, a line) with `[… N bytes cut by unilab]`; threads, kernel lines, notes and processes
 //!   left out are said in its `unavailable`.
 //! - the verdict (at most about 3.3 MB): a reason of [`REASON_BYTES`]; [`LISTED`] leaked
 //!   processes (their command lines shared as the evidence's are), OOM kills, unkillable
 //!   processes and GPU holders; [`SAMPLE_GPUS`] GPUs given back; each output tail its last
-//!   [`TAIL_BYTES`]. What is left out is said at the end of its reason.
+//!   [`TAIL_BYTES`], after a line `[… N bytes cut by unilab]`. What is left out is said at the
+//!   end of its reason.
 
 use super::{Evidence, Findings, Measures, ResourceLimit, Sample, SoakEnd};
 use crate::event::Event;
