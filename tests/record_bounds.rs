@@ -49,11 +49,11 @@ fn gpu_process(index: usize) -> GpuProcessSample {
     }
 }
 
-/// A sample of up to 20,000 processes, 100 GPUs of up to 3,000 processes each, 200 errors, and
+/// A sample of up to 200,000 processes, 100 GPUs of up to 3,000 processes each, 200 errors, and
 /// names, UUIDs and errors of any length.
 fn sample() -> impl Strategy<Value = (Sample, Measures)> {
     (
-        (count(20_000), text(200), any::<bool>()),
+        (count(200_000), text(200), any::<bool>()),
         (count(100), count(3_000), text(4_096)),
         (count(200), text(8_192)),
     )
