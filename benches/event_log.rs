@@ -1,6 +1,10 @@
 //! Event log benchmarks:
 //! - `append/durable_single`: one event, one durable commit (what a soak sample costs);
 //! - `append/batch_100`: 100 events in one commit;
+//! - `append/sample_100p`: one sample of a 100-process tree (with each process's PSS, stored
+//!   packed against the one before), one durable commit;
+//! - `append/samples_100p_batch_100`: 100 such samples in one commit, where what an append
+//!   spends on each sample, not on the commit, shows;
 //! - `open_read_last`: open a 1,000,000-event log read-only and read its last event;
 //! - `replay_1m`: decode and chain-verify every event of that log;
 //! - `verify_1m`: `log verify` of it (the chain, the subject index, every projection), and its
@@ -20,7 +24,7 @@ use unilab::PROJECTIONS;
 use unilab::ProcessIdentity;
 use unilab::{Event, Scope, Subject};
 use unilab::{EventLog, LogReader};
-use unilab::{ProgressSignature, Sample};
+use unilab::{Measures, ProgressSignature, Sample};
 
 const REPLAY_EVENTS: u64 = 1_000_000;
 
@@ -66,6 +70,36 @@ fn event(i: u64) -> (Subject, Event) {
     )
 }
 
+/// The `i`-th sample of a soak of a 100-process tree, as a soak records it now.
+fn sample_100p(i: u64) -> (Subject, Event) {
+    let sample = Sample {
+        index: i,
+        elapsed_ms: i * 1000,
+        after_exit: false,
+        processes: common::training_tree(i, 100),
+        reaped_cpu_ticks: 0,
+        gpus: Some(Vec::new()),
+        progress: ProgressSignature {
+            files: i / 100,
+            bytes: i * 10,
+            newest_mtime_ns: Some(1_764_676_800_000_000_000 + i as i64),
+        },
+        sampler_cost_us: 400,
+        errors: Vec::new(),
+    };
+    let measures = Measures {
+        pss_bytes: (0..100).map(|p| Some((i + p) << 20)).collect(),
+        gpus: Vec::new(),
+    };
+    (
+        Subject::Soak("bench-soak-100p".into()),
+        Event::SoakSampled {
+            sample: Box::new(sample),
+            measures: Box::new(measures),
+        },
+    )
+}
+
 /// A log of [`REPLAY_EVENTS`] events, built once and reused across runs.
 fn big_log() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
@@ -107,6 +141,26 @@ fn append(c: &mut Criterion) {
             || {
                 i += 100;
                 (i..i + 100).map(event).collect::<Vec<_>>()
+            },
+            |events| black_box(log.append_all(events).expect("append")),
+            BatchSize::SmallInput,
+        )
+    });
+    let mut index = 0;
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("sample_100p", |b| {
+        b.iter(|| {
+            index += 1;
+            let (subject, event) = sample_100p(index);
+            black_box(log.append(subject, event).expect("append"))
+        })
+    });
+    group.throughput(Throughput::Elements(100));
+    group.bench_function("samples_100p_batch_100", |b| {
+        b.iter_batched(
+            || {
+                index += 100;
+                (index..index + 100).map(sample_100p).collect::<Vec<_>>()
             },
             |events| black_box(log.append_all(events).expect("append")),
             BatchSize::SmallInput,

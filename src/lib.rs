@@ -114,7 +114,8 @@ pub mod testing {
         pub use crate::log::chain::{ChainWalker, GENESIS, Hash, seal, stored_hash};
     }
     pub mod codec {
-        pub use crate::log::codec::{decode, encode};
+        pub use crate::log::claim::claimed;
+        pub use crate::log::codec::{MAX_RECORD_BYTES, decode, encode};
     }
     pub use crate::log::store_samples_whole;
     pub mod tables {

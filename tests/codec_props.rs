@@ -966,6 +966,48 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// The log refuses a record by what its decode would claim (`codec::claimed`), counted
+    /// without decoding: that count is exactly where the decoder's limit stops it. Each
+    /// envelope, its host made as long as takes it to the limit, decodes; a byte more, and it
+    /// does not.
+    #[test]
+    fn what_an_envelope_claims_is_where_the_decoder_stops(mut envelope in envelope()) {
+        let claims = codec::claimed(&envelope);
+        prop_assume!(claims <= codec::MAX_RECORD_BYTES);
+        envelope.scope.host.push_str(&"h".repeat(codec::MAX_RECORD_BYTES - claims));
+        prop_assert_eq!(codec::claimed(&envelope), codec::MAX_RECORD_BYTES);
+        let bytes = codec::encode(&envelope).unwrap();
+        prop_assert!(codec::decode::<Envelope>(&bytes).is_ok());
+        envelope.scope.host.push('h');
+        let bytes = codec::encode(&envelope).unwrap();
+        let refused = codec::decode::<Envelope>(&bytes).err().map(|e| e.to_string());
+        prop_assert_eq!(
+            refused.as_deref(),
+            Some("cannot decode a log record: LimitExceeded")
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The budgets of a sample, the evidence and a verdict bite only beyond them: built within
+    /// them, a record is what it was given, so what was recorded before reads the same.
+    #[test]
+    fn a_record_within_its_budgets_is_built_as_it_was(event in event()) {
+        let built = match event.clone() {
+            Event::SoakSampled { sample, measures } => Event::sampled(*sample, *measures),
+            Event::SoakEvidenceCaptured(evidence) => Event::evidence_captured(*evidence),
+            Event::SoakFinished { end, findings, limit } => Event::finished(*end, *findings, limit),
+            other => other,
+        };
+        prop_assert_eq!(codec::encode(&built).unwrap(), codec::encode(&event).unwrap());
+    }
+}
+
 #[test]
 fn the_strategy_covers_every_kind() {
     use proptest::strategy::ValueTree;

@@ -18,6 +18,8 @@ mod log_crash;
 mod migrations;
 mod mps;
 mod parser_props;
+mod record_bounds;
+mod record_size;
 mod resources;
 mod slurm;
 mod soak;

@@ -8,8 +8,9 @@ use serde::de::DeserializeOwned;
 
 use super::chain::{self, Hash};
 use super::codec;
+use super::codec::CodecError;
 use super::error::LogError;
-use super::io::{damaged, encode_for, guarded, unreadable};
+use super::io::{damaged, encode_for, encode_record_for, guarded, refused, unreadable};
 use super::open::EventLog;
 use super::pack::Packer;
 use super::tables::{self, ViewTable};
@@ -252,9 +253,10 @@ impl EventLog {
                     event,
                 };
                 let key = envelope.subject.key();
-                // A sample is stored packed; the views see it whole.
+                // A sample is stored packed; the views see it whole. What the log's reader could
+                // not read back is refused here, before anything is committed.
                 let body = packer.store(path, &index, &key, &mut envelope, |stored| {
-                    encode_for(path, stored)
+                    encode_record_for(path, stored)
                 })?;
                 let (stored, hash) = chain::seal(&head, &body);
                 records
@@ -333,7 +335,12 @@ pub(super) fn apply_view(
     let update = {
         let current = table.get(key).map_err(unreadable(path))?;
         view.apply_encoded(current.as_ref().map(|c| c.value()), envelope)
-            .map_err(|e| damaged(path, format!("projection row `{key}`: {e}")))?
+            .map_err(|e| match e {
+                CodecError::TooLarge { .. } | CodecError::TooLong { .. } => {
+                    refused(path, envelope, e)
+                }
+                e => damaged(path, format!("projection row `{key}`: {e}")),
+            })?
     };
     match update {
         Update::Keep => {}

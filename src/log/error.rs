@@ -86,6 +86,18 @@ pub enum LogError {
         #[source]
         source: CodecError,
     },
+    /// An event the log's reader could not read back, for its size: refused before anything
+    /// was committed (see `codec::encode_record`).
+    #[error(
+        "refusing to record a `{kind}` event of `{subject}` in `{path}`: the log could not read it back"
+    )]
+    TooLarge {
+        path: PathBuf,
+        subject: String,
+        kind: &'static str,
+        #[source]
+        source: CodecError,
+    },
     /// Another process has the log open, where this needs it alone (`log archive`). `holders`
     /// names them where `/proc` tells (`: pid 4242 (unilab soak run …)`), else it is empty.
     #[error("another process has the event log `{path}` open{holders}")]
@@ -143,6 +155,7 @@ impl Boundary for LogError {
             | LogError::NoSpace { .. }
             | LogError::Untrusted { .. }
             | LogError::InUse { .. }
+            | LogError::TooLarge { .. }
             | LogError::ArchiveWrite { .. }
             | LogError::ArchiveAccess { .. } => Exit::Refused,
             LogError::Encode { .. } => Exit::Internal,
@@ -215,6 +228,10 @@ impl Hint for LogError {
             ),
             LogError::ArchiveWrite { .. } => Some(
                 "check the space and permissions of the log's directory, then run the command again; nothing was removed from the log"
+                    .into(),
+            ),
+            LogError::TooLarge { .. } => Some(
+                "nothing was recorded and the log is intact; unilab bounds what it records, so this is a defect: please report it with the command that led to it"
                     .into(),
             ),
             LogError::Migration { .. } | LogError::Encode { .. } => None,

@@ -6,8 +6,9 @@ use std::path::Path;
 
 use redb::{ReadOnlyTable, ReadTransaction, TableDefinition, TableError};
 
-use super::codec;
+use super::codec::{self, CodecError};
 use super::error::{LogError, is_access, is_no_space};
+use crate::event::Envelope;
 
 /// Runs `f`, turning a panic inside redb into [`LogError::Damaged`]. redb may panic on a file
 /// that is not what it expects (a damaged or foreign file), and no input may make unilab panic,
@@ -61,6 +62,28 @@ pub(super) fn encode_for<T: serde::Serialize>(path: &Path, value: &T) -> Result<
         path: path.to_owned(),
         source,
     })
+}
+
+/// The stored body of `envelope`: its encoding, refused ([`LogError::TooLarge`]) when the
+/// log's reader could not decode it.
+pub(super) fn encode_record_for(path: &Path, envelope: &Envelope) -> Result<Vec<u8>, LogError> {
+    codec::encode_record(envelope).map_err(|source| refused(path, envelope, source))
+}
+
+/// `source`, an encoding of `envelope` that failed, as the log's error.
+pub(super) fn refused(path: &Path, envelope: &Envelope, source: CodecError) -> LogError {
+    match source {
+        CodecError::TooLarge { .. } | CodecError::TooLong { .. } => LogError::TooLarge {
+            path: path.to_owned(),
+            subject: envelope.subject.to_string(),
+            kind: envelope.event.kind(),
+            source,
+        },
+        source => LogError::Encode {
+            path: path.to_owned(),
+            source,
+        },
+    }
 }
 
 /// Opens a table for reading; `None` when it was never created.

@@ -10,6 +10,7 @@
 mod append;
 mod archive;
 pub(crate) mod chain;
+pub(crate) mod claim;
 pub(crate) mod codec;
 mod error;
 #[cfg(test)]

@@ -14,10 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redb::{ReadableTable, Table};
 
+use super::claim::{MOST_CLAIMED_PER_BYTE, claimed};
+use super::codec::{self, MAX_RECORD_BYTES};
 use super::error::LogError;
-use super::io::{damaged, unreadable};
+use super::io::{damaged, refused, unreadable};
 use super::read::{Record, Snapshot};
-use crate::event::soak::{CompactSample, Measures, STANDALONE_EVERY};
+use crate::event::soak::{CompactSample, Measures, ProcessSample, STANDALONE_EVERY};
 use crate::event::{Envelope, Event, Sample, Subject};
 
 /// Whether this process stores samples whole, as schema 7 did: for benchmarks that measure
@@ -56,7 +58,7 @@ impl Packer {
     /// form, runs `store` on the envelope and swaps the whole sample back. `index` is the
     /// subject index, which does not hold `envelope`'s sequence yet: the packer's base is used
     /// only while it is its subject's last record.
-    pub(super) fn store<T>(
+    pub(super) fn store<T: AsRef<[u8]>>(
         &mut self,
         path: &Path,
         index: &Table<(&str, u64), ()>,
@@ -89,7 +91,10 @@ impl Packer {
         );
         let stored = store(envelope);
         envelope.event = whole;
-        stored
+        let stored = stored?;
+        // Every reader is handed the whole sample: it must be one the log could have stored.
+        whole_readable(path, envelope, stored.as_ref().len())?;
+        Ok(stored)
     }
 
     /// Keeps `event`, just stored under `key` at `seq`, if it is a sample: the next one of its
@@ -104,6 +109,46 @@ impl Packer {
             });
         }
     }
+}
+
+/// Whether `envelope`, a sample stored packed in `stored` bytes, is one the log's reader could
+/// decode whole. The whole form claims what the packed one does (at most
+/// [`MOST_CLAIMED_PER_BYTE`] a stored byte) and its processes and their PSS beside: when that
+/// bound is within the limit, as it is for every ordinary sample, nothing is counted.
+fn whole_readable(path: &Path, envelope: &Envelope, stored: usize) -> Result<(), LogError> {
+    let Event::SoakSampled { sample, .. } = &envelope.event else {
+        return Ok(());
+    };
+    let each = most_claimed_by_a_process();
+    let processes = sample.processes.iter().map(|p| each + p.name.len());
+    let bound = processes.fold(
+        stored.saturating_mul(MOST_CLAIMED_PER_BYTE),
+        usize::saturating_add,
+    );
+    if bound <= MAX_RECORD_BYTES {
+        return Ok(());
+    }
+    codec::claims_within_limit(envelope).map_err(|e| refused(path, envelope, e))
+}
+
+/// The most one process of a whole sample claims beside its name's bytes, with its PSS: every
+/// optional field present, a state of four UTF-8 bytes.
+fn most_claimed_by_a_process() -> usize {
+    let process = ProcessSample {
+        pid: 0,
+        ppid: 0,
+        start_ticks: 0,
+        name: String::new(),
+        state: char::MAX,
+        rss_bytes: 0,
+        cpu_ticks: 0,
+        reaped_children_cpu_ticks: 0,
+        threads: 0,
+        open_fds: Some(0),
+        read_bytes: Some(0),
+        write_bytes: Some(0),
+    };
+    claimed(&process) + claimed(&Some(0u64))
 }
 
 /// The sequence of the last record the subject index holds for `key`.
@@ -281,4 +326,75 @@ fn unpack_failed(
         path,
         format!("sequence {seq}: sample {index} cannot be unpacked: {error}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::soak::a_tree;
+    use crate::event::{Scope, Subject};
+
+    /// The bound that spares an ordinary sample the count is never below what the whole sample
+    /// claims: whatever its processes' names and optional fields, with or without their PSS.
+    #[test]
+    fn the_bound_on_a_whole_sample_is_never_below_what_it_claims() {
+        for (n, name, pss) in [
+            (0, "", false),
+            (3, "python3", true),
+            (500, "pt_data_worker", true),
+        ] {
+            let mut processes = a_tree(n);
+            for (i, p) in processes.iter_mut().enumerate() {
+                p.name = name.repeat(i % 3);
+                p.state = if i % 2 == 0 { 'S' } else { char::MAX };
+                (p.open_fds, p.read_bytes, p.write_bytes) = (Some(1), Some(u64::MAX), Some(2));
+            }
+            let sample = Sample {
+                index: 1,
+                elapsed_ms: 0,
+                after_exit: false,
+                processes,
+                reaped_cpu_ticks: 0,
+                gpus: None,
+                progress: crate::event::soak::ProgressSignature::default(),
+                sampler_cost_us: 0,
+                errors: Vec::new(),
+            };
+            let measures = Measures {
+                pss_bytes: if pss {
+                    vec![Some(u64::MAX); n]
+                } else {
+                    Vec::new()
+                },
+                gpus: Vec::new(),
+            };
+            let packed = CompactSample::pack(None, &sample, &measures).unwrap();
+            let mut envelope = Envelope {
+                seq: 1,
+                recorded_at_us: 0,
+                scope: Scope {
+                    uid: 0,
+                    host: "h".into(),
+                },
+                subject: Subject::Soak("s".into()),
+                event: Event::SoakSampledCompact(Box::new(packed)),
+            };
+            let stored = codec::encode(&envelope).unwrap().len();
+            envelope.event = Event::SoakSampled {
+                sample: Box::new(sample),
+                measures: Box::new(measures),
+            };
+            let Event::SoakSampled { sample, .. } = &envelope.event else {
+                unreachable!()
+            };
+            let bound = stored * MOST_CLAIMED_PER_BYTE
+                + sample
+                    .processes
+                    .iter()
+                    .map(|p| most_claimed_by_a_process() + p.name.len())
+                    .sum::<usize>();
+            assert!(claimed(&envelope) <= bound, "{n} processes");
+        }
+        assert_eq!(most_claimed_by_a_process(), 88, "79 a process, 9 its PSS");
+    }
 }

@@ -68,7 +68,8 @@ impl<P: Projection> View for P {
         let current: Option<P::Row> = current.map(codec::decode).transpose()?;
         Ok(match P::apply(current.as_ref(), envelope) {
             Update::Keep => Update::Keep,
-            Update::Put(row) => Update::Put(codec::encode(&row)?),
+            // A row is read back as a record is: one its reader would refuse is not written.
+            Update::Put(row) => Update::Put(codec::encode_record(&row)?),
             Update::Delete => Update::Delete,
         })
     }

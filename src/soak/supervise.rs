@@ -147,8 +147,8 @@ pub(crate) fn run(
     );
     to_record.push((
         soak.subject(),
-        Event::SoakFinished {
-            end: Box::new(SoakEnd {
+        Event::finished(
+            SoakEnd {
                 outcome: outcome.clone(),
                 exit: status.started.map(|_| exit),
                 run_ms: ms(times.run),
@@ -158,15 +158,15 @@ pub(crate) fn run(
                 leaked_processes: stopped.leaked,
                 stdout_tail: spec.secrets.mask_tail(&ended.stdout_tail),
                 stderr_tail: spec.secrets.mask_tail(&ended.stderr_tail),
-            }),
-            findings: Box::new(Findings {
+            },
+            Findings {
                 child,
                 oom_kills: oom.kills,
                 unkillable: stopped.unkillable,
                 gpu_release,
-            }),
+            },
             limit,
-        },
+        ),
     ));
     record_verdict(ctx, &soak.id, &outcome, to_record)?;
     let _ = std::fs::remove_dir_all(&soak.work_dir);
@@ -688,13 +688,8 @@ impl<'a> GroupCommit<'a> {
     }
 
     fn push(&mut self, sample: Sample, measures: Measures) -> Result<(), Failure> {
-        self.pending.push((
-            self.subject.clone(),
-            Event::SoakSampled {
-                sample: Box::new(sample),
-                measures: Box::new(measures),
-            },
-        ));
+        let sampled = Event::sampled(sample, measures);
+        self.pending.push((self.subject.clone(), sampled));
         if self.last.elapsed() >= self.every {
             self.commit()?;
         }
@@ -1043,7 +1038,7 @@ fn teardown(
     let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
     let before_first = |live: &[ProcStat], trigger| {
         let evidence = capture.take(live, trigger, jiff::Timestamp::now().as_microsecond());
-        let event = Event::SoakEvidenceCaptured(Box::new(evidence));
+        let event = Event::evidence_captured(evidence);
         if let Err(e) = ctx.log.append(subject.clone(), event.clone()) {
             ctx.console.warn(&format!(
                 "{e}: the evidence of the soak's tree is recorded with the verdict instead"
@@ -1113,17 +1108,17 @@ mod tests {
     use super::*;
     use crate::event::soak::ProgressSignature;
 
-    fn sample(index: u64, error_bytes: usize) -> Sample {
+    fn sample(index: u64, processes: usize) -> Sample {
         Sample {
             index,
             elapsed_ms: index * 50,
             after_exit: false,
-            processes: Vec::new(),
+            processes: crate::event::soak::a_tree(processes),
             reaped_cpu_ticks: 0,
             gpus: None,
             progress: ProgressSignature::default(),
             sampler_cost_us: 0,
-            errors: vec!["x".repeat(error_bytes)],
+            errors: vec!["x".into()],
         }
     }
 
@@ -1183,7 +1178,7 @@ mod tests {
         samples.last = Instant::now();
         for index in 0..40 {
             samples
-                .push(sample(index, 1 << 20), Measures::default())
+                .push(sample(index, 4_000), Measures::default())
                 .unwrap();
         }
         let held: usize = samples.pending.iter().map(|(_, e)| held_size(e)).sum();

@@ -14,6 +14,7 @@
 //! the [`archive`] of a soak moved out of the live log.
 
 mod archive;
+mod bounds;
 mod compact;
 mod evidence;
 mod resources;
@@ -24,6 +25,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use archive::{Archived, ArchivedRun, ArchivedSoak};
+#[cfg(test)]
+pub(crate) use bounds::a_tree;
 pub use compact::CompactSample;
 pub(crate) use compact::{STANDALONE_EVERY, UnpackError};
 pub use evidence::{

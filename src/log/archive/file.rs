@@ -79,10 +79,20 @@ impl ArchiveWriter {
         Ok(writer)
     }
 
-    /// Appends one record.
+    /// Appends one record; one longer than [`read`] takes is refused.
     pub(crate) fn push(&mut self, seq: u64, stored: &[u8]) -> std::io::Result<()> {
         let len = u32::try_from(stored.len())
-            .map_err(|_| std::io::Error::new(ErrorKind::InvalidData, "a record over 4 GiB"))?;
+            .ok()
+            .filter(|_| stored.len() <= MAX_STORED)
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    ErrorKind::InvalidData,
+                    format!(
+                        "record {seq} takes {} bytes, more than a record may hold",
+                        stored.len()
+                    ),
+                )
+            })?;
         let encoder = self
             .encoder
             .as_mut()
@@ -382,6 +392,19 @@ mod tests {
         huge.extend_from_slice(&u32::MAX.to_le_bytes());
         std::fs::write(&path, compress(&huge)).unwrap();
         assert!(matches!(records(&path), Err(ReadError::TooLong(_))));
+    }
+
+    /// The writer never writes a record its reader refuses as too long.
+    #[test]
+    fn a_record_longer_than_a_reader_takes_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.zst");
+        let mut writer = ArchiveWriter::create(&path).unwrap();
+        writer.push(1, &vec![7; MAX_STORED]).unwrap();
+        let refused = writer.push(2, &vec![7; MAX_STORED + 1]).unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::InvalidData);
+        writer.finish().unwrap();
+        assert_eq!(records(&path).unwrap(), [(1, vec![7; MAX_STORED])]);
     }
 
     #[test]

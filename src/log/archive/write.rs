@@ -14,9 +14,9 @@ use crate::event::soak::{Archived, ArchivedRun, ArchivedSoak};
 use crate::event::{Envelope, Event, Subject};
 use crate::log::append::apply_view;
 use crate::log::chain::{self, ChainBreak, ChainFault, Gap, Hash, RecordsDigest};
-use crate::log::codec::{self, MAX_RECORD_BYTES};
+use crate::log::codec;
 use crate::log::error::LogError;
-use crate::log::io::{damaged, encode_for, guarded, unreadable};
+use crate::log::io::{damaged, encode_for, encode_record_for, guarded, unreadable};
 use crate::log::open::EventLog;
 use crate::log::tables;
 
@@ -201,17 +201,7 @@ impl EventLog {
                 subject,
                 event,
             };
-            let body = encode_for(path, &envelope)?;
-            if body.len() > MAX_RECORD_BYTES {
-                return Err(damaged(
-                    path,
-                    format!(
-                        "the `soak_archived` event of `{}` would take {} bytes, more than a record may hold",
-                        envelope.subject,
-                        body.len()
-                    ),
-                ));
-            }
+            let body = encode_record_for(path, &envelope)?;
             let (stored, hash) = chain::seal(&head, &body);
             records
                 .insert(seq, stored.as_slice())
@@ -341,6 +331,11 @@ fn copy_out(
                 }
                 if previous.is_some_and(|(p, hash)| p + 1 == key && hash != raw.prev_hash) {
                     return Err(broken(key, ChainFault::BrokenLink));
+                }
+                // The archive's reader decodes what the log's does: a record it could not (which
+                // only an older unilab could have written) is damage, never archived.
+                if let Err(e) = codec::decodes_as::<Envelope>(raw.body) {
+                    return Err(broken(key, ChainFault::Undecodable(e.to_string())));
                 }
                 let plan = &mut plans[soak];
                 plan.add(key, &raw.hash, stored)
