@@ -466,13 +466,13 @@ fn the_state_root_follows_the_documented_precedence() {
                 .to_string()
         )
     );
-    assert_cmd::Command::new(unilab_bin())
-        .env_clear()
-        .args(["log", "verify"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("`HOME` is not set"))
-        .stderr(predicate::str::contains("hint: pass `--root DIR`"));
+    refused(
+        assert_cmd::Command::new(unilab_bin())
+            .env_clear()
+            .args(["log", "verify"]),
+        3,
+        &["`HOME` is not set", "hint: pass `--root DIR`"],
+    );
 }
 
 /// Opens the log's redb file directly, as something other than unilab would.
@@ -525,13 +525,11 @@ fn a_subject_index_that_disagrees_with_the_events_fails_verification() {
         raw_write(&root, |txn| {
             change(&mut txn.open_table(SUBJECT_INDEX).unwrap())
         });
-        root.unilab()
-            .args(["log", "verify"])
-            .assert()
-            .code(5)
-            .stderr(predicate::str::contains(
-                "the subject index disagrees with the events",
-            ));
+        refused(
+            root.unilab().args(["log", "verify"]),
+            5,
+            &["the subject index disagrees with the events"],
+        );
     }
 }
 
@@ -635,14 +633,14 @@ fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
         other => panic!("the damage is not reported: {other:?}"),
     }
     // `log verify` reads the whole chain ahead the same way, and names the same record.
-    root.unilab()
-        .args(["log", "verify"])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains(format!(
-            "fails verification at sequence {damaged}"
-        )))
-        .stderr(predicate::str::contains("do not match its hash"));
+    refused(
+        root.unilab().args(["log", "verify"]),
+        5,
+        &[
+            &format!("fails verification at sequence {damaged}"),
+            "do not match its hash",
+        ],
+    );
 }
 
 /// Where no thread can be started (the user's process limit reached, as on a host full of
@@ -712,11 +710,7 @@ fn reading_works_where_no_thread_can_be_started() {
 fn records_cut_from_the_end_fail_verification() {
     let root = root_with_every_kind();
     let missing = cut_the_last_two_records(&root);
-    root.unilab()
-        .args(["log", "verify"])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains(missing));
+    refused(root.unilab().args(["log", "verify"]), 5, &[&missing]);
 }
 
 /// `soak list`/`show` and `mps list`/`status` read projections; they check the log's head too,
@@ -736,11 +730,7 @@ fn commands_that_show_records_report_a_log_cut_at_its_end() {
         &["mps", "status"],
         &["mps", "doctor"],
     ] {
-        root.unilab()
-            .args(args)
-            .assert()
-            .code(5)
-            .stderr(predicate::str::contains(missing.as_str()));
+        refused(root.unilab().args(args), 5, &[missing.as_str()]);
     }
     root.unilab()
         .args(["soak", "list"])
@@ -753,11 +743,11 @@ fn commands_that_show_records_report_a_log_cut_at_its_end() {
         refused.to_string().contains("fails verification"),
         "{refused}"
     );
-    root.unilab()
-        .args(["log", "verify"])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains(missing.as_str()));
+    crate::common::refused(
+        root.unilab().args(["log", "verify"]),
+        5,
+        &[missing.as_str()],
+    );
 }
 
 /// Durations too long to compute deadlines with are refused when read (usage error), before
@@ -825,13 +815,11 @@ fn hostile_inputs_are_refused_without_a_panic_or_a_raw_control_byte() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    root.unilab()
-        .args(["soak", "show", "\x1b]0;pwn\x07"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(
-            "no soak `\\u{1b}]0;pwn\\u{7}` is recorded",
-        ));
+    refused(
+        root.unilab().args(["soak", "show", "\x1b]0;pwn\x07"]),
+        3,
+        &["no soak `\\u{1b}]0;pwn\\u{7}` is recorded"],
+    );
 }
 
 /// A log that cannot be reached — a state root that is a file, a read-only log, a directory
@@ -895,14 +883,14 @@ fn a_log_others_could_have_written_is_refused() {
         std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
     };
     let untrusted = |root: &TestRoot, args: &[&str], at: &std::path::Path| {
-        root.unilab()
-            .args(args)
-            .assert()
-            .code(3)
-            .stderr(predicate::str::contains(format!(
+        refused(
+            root.unilab().args(args),
+            3,
+            &[&format!(
                 "refusing the event log: `{}` is not safe",
                 at.display()
-            )));
+            )],
+        );
     };
     // A shared state root that is not sticky.
     let root = root_with_every_kind();
@@ -1098,13 +1086,11 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
             )
             .unwrap();
     });
-    root.unilab()
-        .args(["log", "verify"])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains(
-            "the `daemons` projection disagrees with the events at `gpu-0f8e0c2a`",
-        ));
+    refused(
+        root.unilab().args(["log", "verify"]),
+        5,
+        &["the `daemons` projection disagrees with the events at `gpu-0f8e0c2a`"],
+    );
 }
 
 /// A log is linked into place whole, so an empty `events.redb` is not a log being created: it
@@ -1121,11 +1107,7 @@ fn an_empty_log_file_is_damage_not_a_new_log() {
         &["soak", "list"],
         &["mps", "list"],
     ] {
-        root.unilab()
-            .args(args)
-            .assert()
-            .code(5)
-            .stderr(predicate::str::contains("the file is empty"));
+        refused(root.unilab().args(args), 5, &["the file is empty"]);
     }
     let refused = EventLog::open(&root.log_path(), root.scope(), PROJECTIONS)
         .err()
@@ -1438,12 +1420,11 @@ fn man_writes_a_page_for_every_subcommand_and_names_only_those() {
     // A directory that cannot be made is refused with its path.
     let file = root.root().join("a-file");
     std::fs::write(&file, "").unwrap();
-    root.unilab()
-        .args(["man", "--dir"])
-        .arg(&file)
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(file.display().to_string()));
+    refused(
+        root.unilab().args(["man", "--dir"]).arg(&file),
+        3,
+        &[&file.display().to_string()],
+    );
 }
 
 /// `soak list` had no filter: finding yesterday's failures among weeks of soaks meant reading
@@ -1537,12 +1518,7 @@ fn soak_list_filters_by_status_start_and_count() {
         &["--limit", "0"],
         &["--status", "broken"],
     ] {
-        root.unilab()
-            .args(["soak", "list"])
-            .args(bad)
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(bad[1]));
+        refused(root.unilab().args(["soak", "list"]).args(bad), 2, &[bad[1]]);
     }
 }
 

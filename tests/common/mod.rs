@@ -2,8 +2,8 @@
 //! binary pointed at it, the NVIDIA fakes on `PATH`, a test clock and a bounded wait. Apart, and
 //! all reached through `crate::common::*`: sample events of every kind (`events`), child processes
 //! that append to or read one log, for the multi-process tests (`children`), `/proc` lookups of
-//! real processes (`processes`), private files and a small disk (`files`), and a process whose
-//! memory map is locked (`stuck_map`).
+//! real processes (`processes`), private files and a small disk (`files`), a command refused with
+//! an exit code and a reason (`refused`), and a process whose memory map is locked (`stuck_map`).
 //!
 //! `UNILAB_TEST_BIN` and `UNILAB_TEST_FIXTURES` override where the binary and the fakes are, so
 //! that CI can run the test binary as an unprivileged user from a copy it can read.
@@ -23,11 +23,13 @@ mod children;
 mod events;
 mod files;
 mod processes;
+mod refused;
 mod stuck_map;
 pub use children::*;
 pub use events::*;
 pub use files::*;
 pub use processes::*;
+pub use refused::*;
 pub use stuck_map::*;
 
 pub fn unilab_bin() -> PathBuf {

@@ -13,60 +13,65 @@ use super::*;
 #[test]
 fn nvidia_smi_missing_hung_or_garbled_gives_clear_errors_in_time() {
     let host = Host::two_gpus();
-    host.unilab()
-        .env(
-            "UNILAB_NVIDIA_SMI",
-            host.root.root().join("no-such-nvidia-smi"),
-        )
-        .args(["mps", "start"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(format!(
-            "`{}` was not found",
-            host.root.root().join("no-such-nvidia-smi").display()
-        )))
-        .stderr(predicate::str::contains("hint: `UNILAB_NVIDIA_SMI` names"));
+    refused(
+        host.unilab()
+            .env(
+                "UNILAB_NVIDIA_SMI",
+                host.root.root().join("no-such-nvidia-smi"),
+            )
+            .args(["mps", "start"]),
+        3,
+        &[
+            &format!(
+                "`{}` was not found",
+                host.root.root().join("no-such-nvidia-smi").display()
+            ),
+            "hint: `UNILAB_NVIDIA_SMI` names",
+        ],
+    );
     // Searched on a PATH that has none: the hint is to install it.
-    host.unilab()
-        .env("PATH", host.root.root().join("no-bin"))
-        .args(["mps", "start"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("`nvidia-smi` was not found"))
-        .stderr(predicate::str::contains(
+    refused(
+        host.unilab()
+            .env("PATH", host.root.root().join("no-bin"))
+            .args(["mps", "start"]),
+        3,
+        &[
+            "`nvidia-smi` was not found",
             "hint: install the NVIDIA driver utilities",
-        ));
+        ],
+    );
     let started = Instant::now();
-    host.unilab()
-        .env("FAKE_NVIDIA_SMI_MODE", "hang")
-        .env("UNILAB_TOOL_TIMEOUT", "1")
-        .args(["mps", "start"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("did not answer within 1 s"));
+    refused(
+        host.unilab()
+            .env("FAKE_NVIDIA_SMI_MODE", "hang")
+            .env("UNILAB_TOOL_TIMEOUT", "1")
+            .args(["mps", "start"]),
+        3,
+        &["did not answer within 1 s"],
+    );
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "the timeout held"
     );
-    host.unilab()
-        .env("FAKE_NVIDIA_SMI_MODE", "garbage")
-        .args(["mps", "start"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(
-            "printed no GPU list that unilab can read",
-        ));
+    refused(
+        host.unilab()
+            .env("FAKE_NVIDIA_SMI_MODE", "garbage")
+            .args(["mps", "start"]),
+        3,
+        &["printed no GPU list that unilab can read"],
+    );
     for (mode, says) in [
         ("no-driver", "cannot communicate with the NVIDIA driver"),
         ("no-devices", "found no GPUs"),
         ("mismatch", "version mismatch"),
     ] {
-        host.unilab()
-            .env("FAKE_NVIDIA_SMI_MODE", mode)
-            .args(["mps", "start"])
-            .assert()
-            .code(3)
-            .stderr(predicate::str::contains(says));
+        refused(
+            host.unilab()
+                .env("FAKE_NVIDIA_SMI_MODE", mode)
+                .args(["mps", "start"]),
+            3,
+            &[says],
+        );
     }
     // status still answers, with the diagnostic.
     let status = host.json_with(&[("FAKE_NVIDIA_SMI_MODE", "no-driver")], &["mps", "status"]);
@@ -135,12 +140,13 @@ fn doctor_runs_every_check_and_files_each_finding_under_its_own() {
     assert_eq!(status_of(&report, "pipe directory").unwrap(), "fail");
     assert!(detail_of(&report, "pipe directory").contains("at most 107"));
     // `start` refuses it the same way, through the same check.
-    host.unilab()
-        .env("XDG_RUNTIME_DIR", &long)
-        .args(["mps", "start", "GPU-1111"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("at most 107"));
+    refused(
+        host.unilab()
+            .env("XDG_RUNTIME_DIR", &long)
+            .args(["mps", "start", "GPU-1111"]),
+        3,
+        &["at most 107"],
+    );
 
     // A MIG mask is the mask's finding; nvidia-smi itself is fine.
     let (code, report) = doctor(
@@ -170,20 +176,19 @@ fn doctor_runs_every_check_and_files_each_finding_under_its_own() {
 fn exit_codes_follow_conventions() {
     let host = Host::two_gpus();
     // A bad name is a usage error, before anything is resolved or recorded.
-    host.unilab()
-        .args(["mps", "start", "0", "--name", "a b"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("is not a valid daemon name"));
+    refused(
+        host.unilab().args(["mps", "start", "0", "--name", "a b"]),
+        2,
+        &["is not a valid daemon name"],
+    );
     let a = host.start(&["0"]);
     // exec: 127 when the command is not found, 126 when it cannot be run, as env and sudo.
-    host.unilab()
-        .args(["mps", "exec", "--", "/nonexistent/command"])
-        .assert()
-        .code(127)
-        .stderr(predicate::str::contains(
-            "cannot run `/nonexistent/command`",
-        ));
+    refused(
+        host.unilab()
+            .args(["mps", "exec", "--", "/nonexistent/command"]),
+        127,
+        &["cannot run `/nonexistent/command`"],
+    );
     let not_executable = host.root.root().join("not-executable");
     std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").unwrap();
     host.unilab()
@@ -207,13 +212,11 @@ fn exit_codes_follow_conventions() {
         .args(["mps", "stop", "gpu-1111aaaa"])
         .assert()
         .code(4);
-    host.unilab()
-        .args(["mps", "stop", "--all"])
-        .assert()
-        .code(4)
-        .stderr(predicate::str::contains(
-            "`gpu-2222bbbb` was no longer running",
-        ));
+    refused(
+        host.unilab().args(["mps", "stop", "--all"]),
+        4,
+        &["`gpu-2222bbbb` was no longer running"],
+    );
     assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
 }
 
@@ -223,22 +226,22 @@ fn exit_codes_follow_conventions() {
 fn the_tool_timeout_takes_the_duration_syntax_of_the_flags() {
     let host = Host::two_gpus();
     let started = Instant::now();
-    host.unilab()
-        .env("FAKE_NVIDIA_SMI_MODE", "hang")
-        .env("UNILAB_TOOL_TIMEOUT", "1s")
-        .args(["mps", "start", "0"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("did not answer within 1 s"));
+    refused(
+        host.unilab()
+            .env("FAKE_NVIDIA_SMI_MODE", "hang")
+            .env("UNILAB_TOOL_TIMEOUT", "1s")
+            .args(["mps", "start", "0"]),
+        3,
+        &["did not answer within 1 s"],
+    );
     assert!(started.elapsed() < Duration::from_secs(8));
-    host.unilab()
-        .env("UNILAB_TOOL_TIMEOUT", "soon")
-        .args(["mps", "status"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains(
-            "`UNILAB_TOOL_TIMEOUT` is not usable",
-        ));
+    refused(
+        host.unilab()
+            .env("UNILAB_TOOL_TIMEOUT", "soon")
+            .args(["mps", "status"]),
+        2,
+        &["`UNILAB_TOOL_TIMEOUT` is not usable"],
+    );
 }
 
 /// An `nvidia-smi` that floods its output grew unilab without bound (`mps status` reached 2.2 GB
@@ -329,11 +332,11 @@ fn help_and_messages_say_only_what_applies() {
         .success();
     let text = String::from_utf8_lossy(&help.get_output().stdout).into_owned();
     assert!(!text.contains("--shared"), "{text}");
-    host.unilab()
-        .args(["mps", "start", "each:0"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("on 1 GPU;"));
+    refused(
+        host.unilab().args(["mps", "start", "each:0"]),
+        3,
+        &["on 1 GPU;"],
+    );
 }
 
 /// `mps status` and `doctor` read the tail of the daemon's `control.log` and `server.log` for

@@ -83,11 +83,11 @@ fn the_one_command_path_on_a_one_gpu_mask_round_trips() {
 fn a_second_start_is_refused_while_the_first_runs() {
     let host = Host::two_gpus();
     let first = host.start(&["0"]);
-    host.unilab()
-        .args(["mps", "start", "0"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("already serves"));
+    refused(
+        host.unilab().args(["mps", "start", "0"]),
+        3,
+        &["already serves"],
+    );
     // Another name on the same GPU is refused too.
     host.unilab()
         .args(["mps", "start", "0", "--name", "other"])
@@ -134,11 +134,11 @@ fn read_only_commands_change_nothing() {
     ] {
         host.unilab().args(args).assert().success();
     }
-    host.unilab()
-        .args(["mps", "env"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("no MPS daemon is recorded"));
+    refused(
+        host.unilab().args(["mps", "env"]),
+        3,
+        &["no MPS daemon is recorded"],
+    );
     assert!(!host.root.log_path().exists(), "no log was created");
     assert!(
         !host.runtime().join("unilab").exists(),
@@ -338,12 +338,13 @@ fn a_limit_read_back_wrong_refuses_the_start_and_leaves_nothing_running() {
         } else {
             "100.0"
         };
-        host.unilab()
-            .env(knob, wrong)
-            .args(["mps", "start", "0", flag, value])
-            .assert()
-            .code(3)
-            .stderr(predicate::str::contains("read back is"));
+        refused(
+            host.unilab()
+                .env(knob, wrong)
+                .args(["mps", "start", "0", flag, value]),
+            3,
+            &["read back is"],
+        );
         assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
         let pipe = host.runtime().join("unilab/mps/gpu-1111aaaa");
         assert!(daemons_for(&pipe).is_empty(), "{knob}: a daemon is left");

@@ -7,7 +7,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::*;
-use predicates::prelude::*;
 use unilab::LogReader;
 use unilab::{Event, Subject};
 
@@ -44,17 +43,16 @@ fn a_foreign_daemon_in_the_pipe_directory_is_refused_and_untouched() {
     std::fs::create_dir(&pipe).unwrap();
     std::fs::set_permissions(&pipe, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let foreign = foreign_daemon(&pipe);
-    host.unilab()
-        .args(["mps", "start", "0", "--pipe-dir"])
-        .arg(&pipe)
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(
+    refused(
+        host.unilab()
+            .args(["mps", "start", "0", "--pipe-dir"])
+            .arg(&pipe),
+        3,
+        &[
             "that unilab did not start answers in",
-        ))
-        .stderr(predicate::str::contains(
             "never touches a daemon it cannot prove it started",
-        ));
+        ],
+    );
     host.unilab()
         .args(["mps", "stop", "--all"])
         .assert()
@@ -88,28 +86,31 @@ fn unsafe_pipe_directories_are_refused() {
     let target = tempfile::tempdir().unwrap();
     let link = host.root.root().join("link");
     std::os::unix::fs::symlink(target.path(), &link).unwrap();
-    host.unilab()
-        .args(["mps", "start", "0", "--pipe-dir"])
-        .arg(&link)
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("it is a symbolic link"));
+    refused(
+        host.unilab()
+            .args(["mps", "start", "0", "--pipe-dir"])
+            .arg(&link),
+        3,
+        &["it is a symbolic link"],
+    );
     let open = host.root.root().join("open");
     std::fs::create_dir(&open).unwrap();
     std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    host.unilab()
-        .args(["mps", "start", "0", "--pipe-dir"])
-        .arg(&open)
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("others can write to it"));
+    refused(
+        host.unilab()
+            .args(["mps", "start", "0", "--pipe-dir"])
+            .arg(&open),
+        3,
+        &["others can write to it"],
+    );
     let long = host.root.root().join("p".repeat(110));
-    host.unilab()
-        .args(["mps", "start", "0", "--pipe-dir"])
-        .arg(&long)
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("UNIX sockets allow at most 107"));
+    refused(
+        host.unilab()
+            .args(["mps", "start", "0", "--pipe-dir"])
+            .arg(&long),
+        3,
+        &["UNIX sockets allow at most 107"],
+    );
     assert!(!long.exists(), "nothing is created before the length check");
     assert!(!host.root.log_path().exists());
 }
@@ -125,12 +126,13 @@ fn a_foreign_owned_pipe_directory_is_refused() {
     std::fs::create_dir(&theirs).unwrap();
     std::fs::set_permissions(&theirs, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
-    host.unilab()
-        .args(["mps", "start", "0", "--pipe-dir"])
-        .arg(&theirs)
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("it belongs to uid 65534"));
+    refused(
+        host.unilab()
+            .args(["mps", "start", "0", "--pipe-dir"])
+            .arg(&theirs),
+        3,
+        &["it belongs to uid 65534"],
+    );
 }
 
 #[test]
@@ -182,11 +184,11 @@ fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
             .unwrap()
             .is_empty()
     );
-    host.unilab()
-        .args(["mps", "stop", "other-uid"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("no daemon named `other-uid`"));
+    refused(
+        host.unilab().args(["mps", "stop", "other-uid"]),
+        3,
+        &["no daemon named `other-uid`"],
+    );
     host.unilab()
         .args(["mps", "stop", "--all"])
         .assert()
@@ -244,11 +246,11 @@ fn a_pid_reused_by_another_process_is_never_signalled() {
         return;
     };
     assert_eq!(host.json(&["mps", "list"])[0]["state"], "pid_reused");
-    host.unilab()
-        .args(["mps", "stop", "--grace", "0.2"])
-        .assert()
-        .code(4)
-        .stderr(predicate::str::contains("pid_reused"));
+    refused(
+        host.unilab().args(["mps", "stop", "--grace", "0.2"]),
+        4,
+        &["pid_reused"],
+    );
     assert!(
         impostor.try_wait().unwrap().is_none(),
         "the process that reused the pid was not signalled"
@@ -271,14 +273,14 @@ fn a_runtime_directory_others_can_write_is_refused() {
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
-    host.unilab()
-        .args(["mps", "start", "0"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(format!(
+    refused(
+        host.unilab().args(["mps", "start", "0"]),
+        3,
+        &[&format!(
             "refusing the directory `{}`: others can write to it and it is not sticky",
             host.runtime().display()
-        )));
+        )],
+    );
     let (code, report) = doctor(&host, &[], Some("0"));
     assert_eq!(code, 3);
     assert_eq!(status_of(&report, "pipe directory").unwrap(), "fail");
@@ -321,11 +323,11 @@ fn a_dead_daemons_pid_reused_by_another_process_blocks_nothing_and_its_leftovers
         ));
     }
     // `mps stop r1` cleans the record and removes what the daemon left.
-    host.unilab()
-        .args(["mps", "stop", "r1", "--grace", "0.2"])
-        .assert()
-        .code(4)
-        .stderr(predicate::str::contains("pid_reused"));
+    refused(
+        host.unilab().args(["mps", "stop", "r1", "--grace", "0.2"]),
+        4,
+        &["pid_reused"],
+    );
     let r1_pipe = &impostors[0].1;
     assert!(!r1_pipe.join("control").exists(), "its socket was removed");
     assert!(

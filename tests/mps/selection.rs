@@ -9,16 +9,16 @@ use super::*;
 #[test]
 fn two_visible_gpus_need_a_selector() {
     let host = Host::two_gpus();
-    host.unilab()
-        .args(["mps", "start"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(
+    refused(
+        host.unilab().args(["mps", "start"]),
+        3,
+        &[
             "2 GPUs are visible, so a selector is needed",
-        ))
-        .stderr(predicate::str::contains(GPU_A))
-        .stderr(predicate::str::contains(GPU_B))
-        .stderr(predicate::str::contains("hint: pass one"));
+            GPU_A,
+            GPU_B,
+            "hint: pass one",
+        ],
+    );
     assert!(
         !host.root.log_path().exists(),
         "a refused start records nothing"
@@ -148,26 +148,27 @@ fn multi_gpu_modes_and_mig_are_refused_by_start() {
         ("each:0,1", "task_per_gpu"),
         ("all", "single_task_multi_gpu"),
     ] {
-        host.unilab()
-            .args(["mps", "start", sel])
-            .assert()
-            .code(3)
-            .stderr(predicate::str::contains(format!("resolves to {mode}")))
-            .stderr(predicate::str::contains(
+        refused(
+            host.unilab().args(["mps", "start", sel]),
+            3,
+            &[
+                &format!("resolves to {mode}"),
                 "only single_gpu can start an MPS daemon",
-            ));
+            ],
+        );
     }
-    host.unilab()
-        .args(["mps", "start", "MIG-GPU-1111aaaa/1/0"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("is a MIG device"));
-    host.unilab()
-        .env("CUDA_VISIBLE_DEVICES", "MIG-1111aaaa")
-        .args(["mps", "start", "0"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("names the MIG device"));
+    refused(
+        host.unilab().args(["mps", "start", "MIG-GPU-1111aaaa/1/0"]),
+        3,
+        &["is a MIG device"],
+    );
+    refused(
+        host.unilab()
+            .env("CUDA_VISIBLE_DEVICES", "MIG-1111aaaa")
+            .args(["mps", "start", "0"]),
+        3,
+        &["names the MIG device"],
+    );
     assert!(!host.root.log_path().exists());
 }
 
@@ -297,18 +298,16 @@ fn env_and_exec_take_any_selector_that_names_one_gpu() {
         let env = host.json(&["mps", "env", "--gpu", selector]);
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], GPU_B, "{selector}");
     }
-    host.unilab()
-        .args(["mps", "env", "--gpu", "0"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(format!(
-            "no live daemon serves {GPU_A}"
-        )));
-    host.unilab()
-        .args(["mps", "env", "--gpu", "0,1"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("selects 2 GPUs"));
+    refused(
+        host.unilab().args(["mps", "env", "--gpu", "0"]),
+        3,
+        &[&format!("no live daemon serves {GPU_A}")],
+    );
+    refused(
+        host.unilab().args(["mps", "env", "--gpu", "0,1"]),
+        3,
+        &["selects 2 GPUs"],
+    );
     host.unilab()
         .args(["mps", "exec", "--gpu", "1", "--", "true"])
         .assert()

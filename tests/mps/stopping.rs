@@ -25,18 +25,16 @@ fn a_daemon_killed_behind_unilabs_back_is_cleaned_with_exit_4() {
     .unwrap();
     assert!(gone(pid));
     assert_eq!(host.json(&["mps", "list"])[0]["state"], "process_gone");
-    host.unilab()
-        .args(["mps", "env"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("is not running: process_gone"));
-    host.unilab()
-        .args(["mps", "stop"])
-        .assert()
-        .code(4)
-        .stderr(predicate::str::contains(
-            "its record was cleaned and nothing was signalled",
-        ));
+    refused(
+        host.unilab().args(["mps", "env"]),
+        3,
+        &["is not running: process_gone"],
+    );
+    refused(
+        host.unilab().args(["mps", "stop"]),
+        4,
+        &["its record was cleaned and nothing was signalled"],
+    );
     assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
     assert_eq!(
         host.kinds("gpu-2222bbbb").last().unwrap(),
@@ -105,11 +103,11 @@ fn stop_all_stops_two_daemons() {
     let host = Host::two_gpus();
     let a = host.start(&["0"]);
     let b = host.start(&["GPU-2222"]);
-    host.unilab()
-        .args(["mps", "stop"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("several daemons are recorded"));
+    refused(
+        host.unilab().args(["mps", "stop"]),
+        3,
+        &["several daemons are recorded"],
+    );
     let stopped = host.json(&["mps", "stop", "--all"]);
     assert_eq!(stopped.as_array().unwrap().len(), 2);
     assert!(
@@ -197,14 +195,13 @@ fn foreground_daemons_stop_cleanly_on_ctrl_c() {
 #[test]
 fn a_daemon_that_does_not_answer_is_stopped_and_the_start_recorded_as_failed() {
     let host = Host::two_gpus();
-    host.unilab()
-        .env("FAKE_MPS_GARBLED", "1")
-        .args(["mps", "start", "0"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(
-            "did not start: it did not answer on its control socket",
-        ));
+    refused(
+        host.unilab()
+            .env("FAKE_MPS_GARBLED", "1")
+            .args(["mps", "start", "0"]),
+        3,
+        &["did not start: it did not answer on its control socket"],
+    );
     assert_eq!(
         host.kinds("gpu-1111aaaa"),
         [
@@ -268,19 +265,18 @@ fn a_wedged_daemon_is_told_apart_refused_and_stopped_by_signal() {
     assert_eq!(code, 3, "{report}");
     assert_eq!(status_of(&report, "daemon").unwrap(), "fail");
     assert!(detail_of(&report, "daemon").contains("wedged"));
-    host.unilab()
-        .envs(quick)
-        .args(["mps", "env"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("is wedged"))
-        .stderr(predicate::str::contains("unilab mps stop"));
-    host.unilab()
-        .envs(quick)
-        .args(["mps", "exec", "--shared", "0", "--", "true"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("is wedged"));
+    refused(
+        host.unilab().envs(quick).args(["mps", "env"]),
+        3,
+        &["is wedged", "unilab mps stop"],
+    );
+    refused(
+        host.unilab()
+            .envs(quick)
+            .args(["mps", "exec", "--shared", "0", "--", "true"]),
+        3,
+        &["is wedged"],
+    );
     let stopped = host
         .unilab()
         .envs(quick)
@@ -299,13 +295,14 @@ fn a_wedged_daemon_is_told_apart_refused_and_stopped_by_signal() {
 #[test]
 fn a_daemon_wedged_from_the_start_is_refused() {
     let host = Host::two_gpus();
-    host.unilab()
-        .env("FAKE_MPS_WEDGED", "1")
-        .env("UNILAB_TOOL_TIMEOUT", "1")
-        .args(["mps", "start", "0"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("it is wedged"));
+    refused(
+        host.unilab()
+            .env("FAKE_MPS_WEDGED", "1")
+            .env("UNILAB_TOOL_TIMEOUT", "1")
+            .args(["mps", "start", "0"]),
+        3,
+        &["it is wedged"],
+    );
     assert!(host.json(&["mps", "list"]).as_array().unwrap().is_empty());
     assert!(daemons_for(&host.runtime().join("unilab/mps/gpu-1111aaaa")).is_empty());
 }

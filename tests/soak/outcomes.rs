@@ -258,15 +258,16 @@ fn a_soak_that_never_shows_progress_does_not_pass() {
     let soak = Soak::new();
     // A missing progress directory is refused before anything starts, and not created.
     let missing = soak.root.root().join("typo");
-    soak.unilab()
-        .args(["soak", "run", "--progress-dir"])
-        .arg(&missing)
-        .arg("--output")
-        .arg(soak.artifact_path())
-        .args(["--", "true"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("it does not exist"));
+    refused(
+        soak.unilab()
+            .args(["soak", "run", "--progress-dir"])
+            .arg(&missing)
+            .arg("--output")
+            .arg(soak.artifact_path())
+            .args(["--", "true"]),
+        3,
+        &["it does not exist"],
+    );
     assert!(!missing.exists());
     assert!(soak_ids(&soak).is_empty(), "nothing was recorded");
 

@@ -139,18 +139,16 @@ fn soaks_are_named_by_prefix_or_latest_and_list_shows_why_they_failed() {
         .assert()
         .success()
         .stdout(predicate::str::contains("soak_finished"));
-    soak.unilab()
-        .args(["soak", "show", "20"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("names 2 soaks"))
-        .stderr(predicate::str::contains(&first))
-        .stderr(predicate::str::contains(&second));
-    soak.unilab()
-        .args(["soak", "show", "19"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("no soak `19` is recorded"));
+    refused(
+        soak.unilab().args(["soak", "show", "20"]),
+        3,
+        &["names 2 soaks", &first, &second],
+    );
+    refused(
+        soak.unilab().args(["soak", "show", "19"]),
+        3,
+        &["no soak `19` is recorded"],
+    );
 }
 
 #[test]
@@ -174,13 +172,13 @@ fn export_refuses_a_running_soak_and_an_existing_file() {
 
     let existing = soak.root.root().join("existing.json");
     std::fs::write(&existing, "keep me").unwrap();
-    soak.unilab()
-        .args(["soak", "export", "latest", "--output"])
-        .arg(&existing)
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("already exists"))
-        .stderr(predicate::str::contains("--force"));
+    refused(
+        soak.unilab()
+            .args(["soak", "export", "latest", "--output"])
+            .arg(&existing),
+        3,
+        &["already exists", "--force"],
+    );
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me");
     soak.unilab()
         .args(["soak", "export", "latest", "--force", "--output"])
@@ -189,18 +187,18 @@ fn export_refuses_a_running_soak_and_an_existing_file() {
         .success();
     assert!(digest_matches(&std::fs::read(&existing).unwrap()));
     // Never a rename over something that is not a regular file, even with --force.
-    soak.unilab()
-        .args([
+    refused(
+        soak.unilab().args([
             "soak",
             "export",
             "latest",
             "--force",
             "--output",
             "/dev/null",
-        ])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("not a regular file"));
+        ]),
+        3,
+        &["not a regular file"],
+    );
     assert!(
         std::fs::metadata("/dev/null")
             .unwrap()
@@ -430,13 +428,14 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
     assert_eq!(String::from_utf8_lossy(&none.stdout).trim(), "[]");
 
     // Outside a job, `{rank}` has no value: refused before anything runs.
-    soak.unilab()
-        .args(["soak", "run", "--progress-dir"])
-        .arg(soak.progress())
-        .args(["--output", "soak-{rank}.json", "--", "true"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("`{rank}` has no value here"));
+    refused(
+        soak.unilab()
+            .args(["soak", "run", "--progress-dir"])
+            .arg(soak.progress())
+            .args(["--output", "soak-{rank}.json", "--", "true"]),
+        2,
+        &["`{rank}` has no value here"],
+    );
 }
 
 /// One bad log of another host broke the job view: `soak list --job` and `history --all-hosts`

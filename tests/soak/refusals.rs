@@ -20,28 +20,30 @@ fn an_untrustworthy_progress_directory_is_refused() {
     let open = soak.root.root().join("open");
     std::fs::create_dir(&open).unwrap();
     std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    soak.unilab()
-        .args(["soak", "run", "--progress-dir"])
-        .arg(&open)
-        .arg("--output")
-        .arg(soak.artifact_path())
-        .args(["--", "true"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("others can write to it"));
+    refused(
+        soak.unilab()
+            .args(["soak", "run", "--progress-dir"])
+            .arg(&open)
+            .arg("--output")
+            .arg(soak.artifact_path())
+            .args(["--", "true"]),
+        3,
+        &["others can write to it"],
+    );
     if is_root() {
         let theirs = soak.root.root().join("theirs");
         std::fs::create_dir(&theirs).unwrap();
         std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
-        soak.unilab()
-            .args(["soak", "run", "--progress-dir"])
-            .arg(&theirs)
-            .arg("--output")
-            .arg(soak.artifact_path())
-            .args(["--", "true"])
-            .assert()
-            .code(3)
-            .stderr(predicate::str::contains("it belongs to uid 65534"));
+        refused(
+            soak.unilab()
+                .args(["soak", "run", "--progress-dir"])
+                .arg(&theirs)
+                .arg("--output")
+                .arg(soak.artifact_path())
+                .args(["--", "true"]),
+            3,
+            &["it belongs to uid 65534"],
+        );
     } else {
         eprintln!("skipped the foreign-owner case: needs root to chown");
     }
@@ -63,31 +65,34 @@ fn invalid_parameters_are_usage_errors() {
             .args(extra);
         cmd
     };
-    base(&[
-        "--sample-interval",
-        "5",
-        "--startup-timeout",
-        "1",
-        "--",
-        "true",
-    ])
-    .assert()
-    .code(2)
-    .stderr(predicate::str::contains("at least one sample interval"));
-    base(&["--sample-interval", "fast", "--", "true"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("is not a duration"));
-    base(&["--env", "=VALUE", "--", "true"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("is not KEY=VALUE"));
+    refused(
+        base(&[
+            "--sample-interval",
+            "5",
+            "--startup-timeout",
+            "1",
+            "--",
+            "true",
+        ]),
+        2,
+        &["at least one sample interval"],
+    );
+    refused(
+        base(&["--sample-interval", "fast", "--", "true"]),
+        2,
+        &["is not a duration"],
+    );
+    refused(
+        base(&["--env", "=VALUE", "--", "true"]),
+        2,
+        &["is not KEY=VALUE"],
+    );
     base(&[]).assert().code(2);
-    soak.unilab()
-        .args(["soak", "show", "nope"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("no soak `nope`"));
+    refused(
+        soak.unilab().args(["soak", "show", "nope"]),
+        3,
+        &["no soak `nope`"],
+    );
 }
 
 /// A bad `--output` is found before the soak starts (not after days of running), a rename never
@@ -118,15 +123,16 @@ fn the_output_is_checked_before_the_soak_and_written_with_the_users_umask() {
     }
     for target in &targets {
         let started = std::time::Instant::now();
-        soak.unilab()
-            .args(["soak", "run", "--progress-dir"])
-            .arg(soak.progress())
-            .arg("--output")
-            .arg(target)
-            .args(["--", "sleep", "30"])
-            .assert()
-            .code(3)
-            .stderr(predicate::str::contains("cannot write the artifact"));
+        refused(
+            soak.unilab()
+                .args(["soak", "run", "--progress-dir"])
+                .arg(soak.progress())
+                .arg("--output")
+                .arg(target)
+                .args(["--", "sleep", "30"]),
+            3,
+            &["cannot write the artifact"],
+        );
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "{target:?}: refused at once"
@@ -293,18 +299,19 @@ fn a_progress_directory_under_a_directory_others_can_write_is_refused() {
         .mode(0o700)
         .create(&progress)
         .unwrap();
-    soak.unilab()
-        .args(["soak", "run", "--progress-dir"])
-        .arg(&progress)
-        .arg("--output")
-        .arg(soak.artifact_path())
-        .args(["--", "true"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(format!(
+    refused(
+        soak.unilab()
+            .args(["soak", "run", "--progress-dir"])
+            .arg(&progress)
+            .arg("--output")
+            .arg(soak.artifact_path())
+            .args(["--", "true"]),
+        3,
+        &[&format!(
             "`{}` on the way to it: others can write to it and it is not sticky",
             open.display()
-        )));
+        )],
+    );
     assert!(!soak.root.log_path().exists());
 }
 
