@@ -25,13 +25,13 @@ const GPU_B: &str = "GPU-2222bbbb-0000-4000-8000-000000000002";
 
 /// A host with two fake GPUs, a private runtime directory for pipe directories, and cleanup of
 /// every fake daemon the test left running.
-struct Host {
-    root: TestRoot,
+pub(crate) struct Host {
+    pub(crate) root: TestRoot,
     gpus: String,
 }
 
 impl Host {
-    fn two_gpus() -> Self {
+    pub(crate) fn two_gpus() -> Self {
         let root = TestRoot::new();
         std::fs::create_dir(root.root().join("run")).unwrap();
         std::fs::set_permissions(
@@ -49,7 +49,7 @@ impl Host {
         self.root.root().join("run")
     }
 
-    fn unilab(&self) -> assert_cmd::Command {
+    pub(crate) fn unilab(&self) -> assert_cmd::Command {
         let mut cmd = self.root.unilab();
         cmd.env("FAKE_NVIDIA_SMI_GPUS", &self.gpus)
             .env("XDG_RUNTIME_DIR", self.runtime())
@@ -92,7 +92,7 @@ impl Host {
             .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out)))
     }
 
-    fn start(&self, args: &[&str]) -> Value {
+    pub(crate) fn start(&self, args: &[&str]) -> Value {
         let mut all = vec!["mps", "start"];
         all.extend_from_slice(args);
         self.json(&all)
