@@ -33,7 +33,8 @@ fi
 cp "$exe" "$work/bin/integration"
 cp target/debug/unilab "$work/bin/"
 cp -r tests/fixtures "$work/fixtures"
-cp -r tests/snapshots "$work/tests/snapshots"
+# insta keeps the snapshots of a module in `snapshots/` beside its file.
+(cd tests && find . -type d -name snapshots -prune -exec cp -r --parents {} "$work/tests" \;)
 cp -r migrations "$work/migrations"
 cp scripts/example-trainer.py "$work/example-trainer.py"
 py_spy=()

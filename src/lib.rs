@@ -142,4 +142,7 @@ pub mod testing {
     pub mod sampler {
         pub use crate::soak::sampler::{GpuStream, HeldDir, Sampler, nvidia_smi_at};
     }
+    /// A fake `/proc`, for the crate's own unit tests.
+    #[cfg(test)]
+    pub(crate) mod proc;
 }

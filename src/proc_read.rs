@@ -226,6 +226,7 @@ impl ProcDir<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::proc::FakeProc;
 
     #[test]
     fn a_processes_own_command_line_is_read_whole() {
@@ -243,19 +244,17 @@ mod tests {
         assert_eq!(gone.read("environ"), Ok(None), "no such process");
     }
 
-    /// A read that never returns (here a FIFO nobody opens for writing, in a stand-in `/proc`)
+    /// A read that never returns (here a FIFO nobody opens for writing, in a fake `/proc`)
     /// is given up after the patience, and the process is not read again until that read
     /// returns: later reads are answered at once.
     #[test]
     fn a_read_that_does_not_return_is_given_up_and_not_started_again_until_it_returns() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("77");
-        std::fs::create_dir(&dir).unwrap();
-        let fifo = dir.join("environ");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-        std::fs::write(dir.join("cmdline"), b"stuck\0--flag\0").unwrap();
+        let mut proc = FakeProc::new()
+            .with(77, 4242, 'S', 1000)
+            .cmdline_of(77, &["stuck", "--flag"]);
+        let fifo = proc.never_returns(77, "environ");
         let stuck = ProcDir {
-            root: root.path(),
+            root: proc.root(),
             pid: 77,
             start_ticks: 4242,
         };

@@ -36,16 +36,14 @@ fn a_fifo_in_place_of_an_archive_is_refused_by_every_reader_without_hanging() {
     std::fs::rename(&file, &aside).unwrap();
     nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     for args in READERS {
-        root.unilab()
-            .args(args)
-            .timeout(HUNG)
-            .assert()
-            .code(5)
-            .stderr(predicate::str::contains(format!(
-                "the archive `{}` is not a regular file",
-                file.display()
-            )))
-            .stderr(predicate::str::contains("a named pipe"));
+        refused(
+            root.unilab().args(args).timeout(HUNG),
+            5,
+            &[
+                &format!("the archive `{}` is not a regular file", file.display()),
+                "a named pipe",
+            ],
+        );
     }
     std::fs::remove_file(&file).unwrap();
     std::fs::rename(&aside, &file).unwrap();
@@ -61,14 +59,13 @@ fn a_directory_in_place_of_an_archive_is_not_a_regular_file() {
     let aside = file.with_extension("aside");
     std::fs::rename(&file, &aside).unwrap();
     private_dir_all(&file);
-    root.unilab()
-        .args(["soak", "export", V1_SOAK])
-        .timeout(HUNG)
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains(
-            "is not a regular file: it is a directory",
-        ));
+    refused(
+        root.unilab()
+            .args(["soak", "export", V1_SOAK])
+            .timeout(HUNG),
+        5,
+        &["is not a regular file: it is a directory"],
+    );
     std::fs::remove_dir(&file).unwrap();
     std::fs::rename(&aside, &file).unwrap();
     root.unilab().args(["log", "verify"]).assert().success();
@@ -284,14 +281,12 @@ fn an_archive_run_that_fails_part_way_leaves_no_files_behind() {
         .output()
         .unwrap()
         .stdout;
-    root.unilab()
-        .args(["log", "archive", "--finished-before", "1d"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(format!(
-            "cannot write the archive `{}`",
-            last.display()
-        )));
+    refused(
+        root.unilab()
+            .args(["log", "archive", "--finished-before", "1d"]),
+        3,
+        &[&format!("cannot write the archive `{}`", last.display())],
+    );
     assert_eq!(
         beside_the_log(&root),
         before,

@@ -291,17 +291,17 @@ fn a_byte_changed_in_an_archive_fails_verification_and_reading() {
     let mut bytes = unpacked(&file);
     bytes[FIRST_BODY + 5] ^= 0x40;
     repack(&file, &bytes);
-    root.unilab()
-        .args(["log", "verify"])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains(format!(
-            "the archive `{}` does not hold what the event log committed to",
-            file.display()
-        )))
-        .stderr(predicate::str::contains(
+    refused(
+        root.unilab().args(["log", "verify"]),
+        5,
+        &[
+            &format!(
+                "the archive `{}` does not hold what the event log committed to",
+                file.display()
+            ),
             "its contents do not match its hash",
-        ));
+        ],
+    );
     root.unilab()
         .args(["soak", "export", V1_SOAK])
         .assert()
@@ -321,13 +321,11 @@ fn a_byte_changed_in_an_archive_fails_verification_and_reading() {
     let (stored, _) = unilab::testing::chain::seal(prev.try_into().unwrap(), &body);
     bytes[22 + 12..22 + 12 + len].copy_from_slice(&stored);
     repack(&file, &bytes);
-    root.unilab()
-        .args(["log", "verify"])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains(
-            "does not hold what the event log committed to",
-        ));
+    refused(
+        root.unilab().args(["log", "verify"]),
+        5,
+        &["does not hold what the event log committed to"],
+    );
     // Back as it was, it verifies again.
     std::fs::write(&file, &good).unwrap();
     root.unilab().args(["log", "verify"]).assert().success();
@@ -344,17 +342,17 @@ fn a_truncated_archive_fails_verification() {
     let file = archive_of(&root, V1_SOAK);
     let bytes = unpacked(&file);
     repack(&file, &bytes[..bytes.len() - 10]);
-    root.unilab()
-        .args(["log", "verify"])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains("ends in the middle of a record"));
+    refused(
+        root.unilab().args(["log", "verify"]),
+        5,
+        &["ends in the middle of a record"],
+    );
     std::fs::write(&file, b"").unwrap();
-    root.unilab()
-        .args(["log", "verify"])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains("not a unilab soak archive"));
+    refused(
+        root.unilab().args(["log", "verify"]),
+        5,
+        &["not a unilab soak archive"],
+    );
 }
 
 /// Removed by something other than `log archive`, a record leaves a gap no `soak_archived`
@@ -386,14 +384,11 @@ fn a_record_removed_without_an_archive_event_fails_verification() {
         let verified = json_of(&root, &["log", "verify"]);
         assert_eq!(verified["ok"], false, "{verified}");
         assert_eq!(verified["first_bad_seq"], gone, "{verified}");
-        root.unilab()
-            .args(["log", "verify"])
-            .assert()
-            .code(5)
-            .stderr(predicate::str::contains(format!(
-                "expected sequence {gone}"
-            )))
-            .stderr(predicate::str::contains("a record is missing"));
+        refused(
+            root.unilab().args(["log", "verify"]),
+            5,
+            &[&format!("expected sequence {gone}"), "a record is missing"],
+        );
     }
 }
 
@@ -433,13 +428,13 @@ fn a_record_beside_an_archived_gap_resealed_fails_verification() {
         let (resealed, _) = unilab::testing::chain::seal(&prev, &body);
         events.insert(before_gap, resealed.as_slice()).unwrap();
     });
-    root.unilab()
-        .args(["log", "verify"])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains(
+    refused(
+        root.unilab().args(["log", "verify"]),
+        5,
+        &[
             "the records beside the archived gaps are not those this `soak_archived` event committed to",
-        ));
+        ],
+    );
 }
 
 /// Opens the log's redb file directly, as something other than unilab would.
@@ -466,14 +461,14 @@ fn another_logs_archive_of_the_same_soak_fails_verification() {
     }
     std::fs::copy(archive_of(&theirs, V4_SOAK), archive_of(&ours, V4_SOAK)).unwrap();
     theirs.unilab().args(["log", "verify"]).assert().success();
-    ours.unilab()
-        .args(["log", "verify"])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains(format!(
+    refused(
+        ours.unilab().args(["log", "verify"]),
+        5,
+        &[&format!(
             "the archive `{}` does not hold what the event log committed to",
             archive_of(&ours, V4_SOAK).display()
-        )));
+        )],
+    );
     for command in [
         &["soak", "export", V4_SOAK][..],
         &["history", "--soak", V4_SOAK],
@@ -490,15 +485,17 @@ fn a_missing_archive_is_named_by_readers_and_verify_warns() {
     let root = root_with_v1_archived();
     let file = archive_of(&root, V1_SOAK);
     std::fs::remove_file(&file).unwrap();
-    root.unilab()
-        .args(["soak", "export", V1_SOAK])
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains(format!(
-            "the records of soak `{V1_SOAK}` were moved to the archive `{}`, which is missing",
-            file.display()
-        )))
-        .stderr(predicate::str::contains("hint: put the archive file back"));
+    refused(
+        root.unilab().args(["soak", "export", V1_SOAK]),
+        5,
+        &[
+            &format!(
+                "the records of soak `{V1_SOAK}` were moved to the archive `{}`, which is missing",
+                file.display()
+            ),
+            "hint: put the archive file back",
+        ],
+    );
     root.unilab()
         .args(["soak", "export", V4_SOAK])
         .assert()
@@ -633,27 +630,28 @@ fn archive_is_refused_while_a_soak_runs_and_nothing_changes() {
     );
     let export = stdout_of(root, &["soak", "export", &done]);
 
-    root.unilab()
-        .args(["log", "archive", "--soak", &done])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(
+    refused(
+        root.unilab().args(["log", "archive", "--soak", &done]),
+        3,
+        &[
             "another process has the event log",
-        ))
-        .stderr(predicate::str::contains(format!("pid {supervisor} (`")))
-        .stderr(predicate::str::contains("soak run"))
-        .stderr(predicate::str::contains("hint: wait until it ends"));
+            &format!("pid {supervisor} (`"),
+            "soak run",
+            "hint: wait until it ends",
+        ],
+    );
     root.unilab()
         .args(["log", "archive", "--finished-before", "0s"])
         .assert()
         .code(3);
-    root.unilab()
-        .args(["log", "archive", "--soak", &running_id])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(format!(
+    refused(
+        root.unilab()
+            .args(["log", "archive", "--soak", &running_id]),
+        3,
+        &[&format!(
             "soak `{running_id}` is still running: only a finished soak can be archived"
-        )));
+        )],
+    );
     assert!(!archive_of(root, &done).exists(), "nothing archived");
     assert!(
         !history_kinds(root.unilab(), &[]).contains(&"soak_archived".to_owned()),
@@ -694,35 +692,37 @@ fn archive_errors_say_what_to_do() {
         .args(["log", "archive", "--soak", "x", "--finished-before", "1d"])
         .assert()
         .code(2);
-    root.unilab()
-        .args(["log", "archive", "--finished-before", "someday"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("neither a duration"));
+    refused(
+        root.unilab()
+            .args(["log", "archive", "--finished-before", "someday"]),
+        2,
+        &["neither a duration"],
+    );
     // No log yet.
-    root.unilab()
-        .args(["log", "archive", "--soak", "latest"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("no soak `latest` is recorded"));
+    refused(
+        root.unilab().args(["log", "archive", "--soak", "latest"]),
+        3,
+        &["no soak `latest` is recorded"],
+    );
     root.unilab()
         .args(["log", "archive", "--finished-before", "1d"])
         .assert()
         .success()
         .stderr(predicate::str::contains("no finished soak to archive"));
     let root = root_with_every_kind(1_000_000);
-    root.unilab()
-        .args(["log", "archive", "--soak", "nosuch"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("no soak `nosuch` is recorded"))
-        .stderr(predicate::str::contains("hint: see `unilab soak list`"));
-    root.unilab()
-        .args(["log", "archive", "--soak", "2026120"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("names"))
-        .stderr(predicate::str::contains("give more of the id"));
+    refused(
+        root.unilab().args(["log", "archive", "--soak", "nosuch"]),
+        3,
+        &[
+            "no soak `nosuch` is recorded",
+            "hint: see `unilab soak list`",
+        ],
+    );
+    refused(
+        root.unilab().args(["log", "archive", "--soak", "2026120"]),
+        3,
+        &["names", "give more of the id"],
+    );
 }
 
 /// A log of another scope (a copy brought in for forensics) is read as it is, never written:
@@ -738,10 +738,10 @@ fn another_scopes_log_is_not_archived() {
     let log = EventLog::open(&root.log_path(), other, PROJECTIONS).unwrap();
     log.append_all(every_event_kind()).unwrap();
     drop(log);
-    root.unilab()
-        .args(["log", "archive", "--soak", V4_SOAK])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains("belongs to uid"));
+    refused(
+        root.unilab().args(["log", "archive", "--soak", V4_SOAK]),
+        3,
+        &["belongs to uid"],
+    );
     assert!(!archive_of(&root, V4_SOAK).exists());
 }

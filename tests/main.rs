@@ -21,6 +21,7 @@ mod parser_props;
 mod record_bounds;
 mod record_size;
 mod resources;
+mod shown;
 mod slurm;
 mod soak;
 mod soak_failures;

@@ -246,17 +246,17 @@ fn a_log_of_a_newer_schema_is_refused() {
         .err()
         .expect("refused");
     assert!(matches!(err, LogError::NewerSchema { .. }));
-    root.unilab()
-        .arg("history")
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains(format!(
-            "has schema version {}; this unilab reads up to {SCHEMA_VERSION}",
-            SCHEMA_VERSION + 1
-        )))
-        .stderr(predicate::str::contains(
+    refused(
+        root.unilab().arg("history"),
+        5,
+        &[
+            &format!(
+                "has schema version {}; this unilab reads up to {SCHEMA_VERSION}",
+                SCHEMA_VERSION + 1
+            ),
             "hint: use the unilab version that wrote this log",
-        ));
+        ],
+    );
 }
 
 /// Both schemas' soaks export as CSV: one row per sample and GPU, unknowns empty.

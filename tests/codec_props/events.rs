@@ -1,0 +1,271 @@
+//! Strategies for events of every kind (every form a schema has written), archived runs, subjects
+//! and envelopes.
+
+use proptest::collection::vec;
+use proptest::option;
+use proptest::prelude::*;
+use unilab::GpuIdentity;
+use unilab::*;
+use unilab::{DaemonLimits, LeaseEnd, StaleReason, StopMethod};
+use unilab::{Envelope, Event, Scope, Subject};
+
+use super::*;
+
+pub(super) fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        (
+            text(),
+            mode(),
+            vec((any::<u32>(), text()), 0..3),
+            option::of(text())
+        )
+            .prop_map(|(selector, topology_mode, gpus, cuda_visible_devices)| {
+                Event::TopologyResolved {
+                    selector,
+                    topology_mode,
+                    gpus: gpus
+                        .into_iter()
+                        .map(|(index, uuid)| GpuIdentity { index, uuid })
+                        .collect(),
+                    cuda_visible_devices,
+                }
+            }),
+        (record(), any::<bool>())
+            .prop_map(|(record, foreground)| Event::DaemonStartedV3 { record, foreground }),
+        (record(), any::<bool>(), option::of(text())).prop_map(|(record, foreground, job)| {
+            Event::DaemonStartedV6 {
+                record,
+                foreground,
+                job,
+            }
+        }),
+        (
+            record(),
+            any::<bool>(),
+            option::of(text()),
+            option::of(0.0f64..=100.0),
+            option::of(any::<u64>())
+        )
+            .prop_map(
+                |(record, foreground, job, active_thread_percentage, pinned_memory_limit)| {
+                    Event::DaemonStarted {
+                        record,
+                        foreground,
+                        job,
+                        limits: DaemonLimits {
+                            active_thread_percentage,
+                            pinned_memory_limit,
+                        },
+                    }
+                }
+            ),
+        identity().prop_map(|process| Event::DaemonVerifiedLive { process }),
+        (text(), text(), text(), identity()).prop_map(
+            |(gpu, pipe_directory, log_directory, starter)| Event::DaemonStartingV3 {
+                gpu,
+                pipe_directory,
+                log_directory,
+                starter,
+            }
+        ),
+        (text(), text(), text(), identity(), option::of(text())).prop_map(
+            |(gpu, pipe_directory, log_directory, starter, job)| Event::DaemonStarting {
+                gpu,
+                pipe_directory,
+                log_directory,
+                starter,
+                job,
+            }
+        ),
+        (text(), option::of(identity()))
+            .prop_map(|(reason, process)| Event::DaemonStartFailed { reason, process }),
+        (identity(), option::of(text()), any::<bool>()).prop_map(|(holder, job, started)| {
+            Event::LeaseAcquired {
+                holder,
+                job,
+                started,
+            }
+        }),
+        (
+            identity(),
+            prop_oneof![Just(LeaseEnd::Finished), Just(LeaseEnd::HolderGone)]
+        )
+            .prop_map(|(holder, reason)| Event::LeaseReleased { holder, reason }),
+        (
+            identity(),
+            prop_oneof![
+                Just(StaleReason::ProcessGone),
+                Just(StaleReason::PidReused),
+                Just(StaleReason::NotOwned)
+            ]
+        )
+            .prop_map(|(process, reason)| Event::DaemonStaleCleaned { process, reason }),
+        (
+            identity(),
+            prop_oneof![
+                Just(StopMethod::Quit),
+                Just(StopMethod::Terminated),
+                Just(StopMethod::Killed),
+                Just(StopMethod::Exited)
+            ]
+        )
+            .prop_map(|(process, method)| Event::DaemonStopped { process, method }),
+        soak_start_v1().prop_map(|s| Event::SoakStartedV1(Box::new(s))),
+        sample_v1().prop_map(|s| Event::SoakSampledV1(Box::new(s))),
+        soak_end_v1().prop_map(|e| Event::SoakFinishedV1(Box::new(e))),
+        soak_start().prop_map(|s| Event::SoakStartedV4(Box::new(s))),
+        sample().prop_map(|s| Event::SoakSampledV5(Box::new(s))),
+        soak_end().prop_map(|e| Event::SoakFinishedV4(Box::new(e))),
+        (soak_start(), supervision()).prop_map(|(start, supervision)| Event::SoakStartedV5 {
+            start: Box::new(start),
+            supervision
+        }),
+        evidence().prop_map(|e| Event::SoakEvidenceCaptured(Box::new(e))),
+        (soak_end(), findings()).prop_map(|(end, findings)| Event::SoakFinishedV5 {
+            end: Box::new(end),
+            findings: Box::new(findings)
+        }),
+        (soak_start(), supervision(), limits()).prop_map(|(start, supervision, limits)| {
+            Event::SoakStarted {
+                start: Box::new(start),
+                supervision,
+                limits,
+            }
+        }),
+        (sample(), measures()).prop_map(|(sample, measures)| Event::SoakSampled {
+            sample: Box::new(sample),
+            measures: Box::new(measures)
+        }),
+        (soak_end(), findings(), option::of(resource_limit())).prop_map(
+            |(end, findings, limit)| Event::SoakFinished {
+                end: Box::new(end),
+                findings: Box::new(findings),
+                limit
+            }
+        ),
+        (identity(), text())
+            .prop_map(|(supervisor, reason)| Event::SoakAbandoned { supervisor, reason }),
+        (text(), text(), any::<u64>()).prop_map(|(path, digest, bytes)| Event::ArtifactWritten {
+            path,
+            digest,
+            bytes
+        }),
+        archived().prop_map(|a| Event::SoakArchived(Box::new(a))),
+        (
+            option::of(any::<u64>()),
+            sample(),
+            measures(),
+            any::<bool>(),
+            vec(any::<u8>(), 0..64),
+        )
+            .prop_map(|(base, sample, measures, pss, processes)| {
+                Event::SoakSampledCompact(Box::new(CompactSample {
+                    base,
+                    sample,
+                    measures,
+                    pss,
+                    processes,
+                }))
+            }),
+    ]
+}
+
+/// What the live log keeps of an archived soak: its row, and what the event commits to.
+pub(super) fn archived() -> impl Strategy<Value = Archived> {
+    let soak = (
+        vec(text(), 0..3),
+        text(),
+        identity(),
+        any::<i64>(),
+        option::of(any::<i64>()),
+        prop_oneof![
+            Just(OutcomeStatus::Passed),
+            Just(OutcomeStatus::Failed),
+            Just(OutcomeStatus::Abandoned)
+        ],
+        option::of(failure_kind()),
+        option::of(text()),
+        (any::<u64>(), any::<u64>(), any::<u64>()),
+        option::of(text()),
+        option::of(any::<u64>()),
+    )
+        .prop_map(
+            |(
+                command,
+                output,
+                supervisor,
+                started_at_us,
+                ended_at_us,
+                status,
+                failure_kind,
+                reason,
+                (samples, first_seq, last_seq),
+                artifact_digest,
+                run_ms,
+            )| ArchivedSoak {
+                command,
+                output,
+                supervisor,
+                started_at_us,
+                ended_at_us,
+                status,
+                failure_kind,
+                reason,
+                samples,
+                first_seq,
+                last_seq,
+                artifact_digest,
+                run_ms,
+            },
+        );
+    (
+        text(),
+        soak,
+        vec((any::<u64>(), any::<u64>()), 0..8),
+        (any::<u64>(), any::<u64>()),
+        any::<[u8; 32]>(),
+        any::<[u8; 32]>(),
+    )
+        .prop_map(
+            |(file, soak, runs, (records, bytes), records_digest, gaps_digest)| Archived {
+                file,
+                soak,
+                runs: runs
+                    .into_iter()
+                    .map(|(kept, removed)| ArchivedRun { kept, removed })
+                    .collect(),
+                records,
+                bytes,
+                records_digest,
+                gaps_digest,
+            },
+        )
+}
+
+pub(super) fn subject() -> impl Strategy<Value = Subject> {
+    prop_oneof![
+        Just(Subject::Host),
+        text().prop_map(Subject::Daemon),
+        text().prop_map(Subject::Soak)
+    ]
+}
+
+pub(super) fn envelope() -> impl Strategy<Value = Envelope> {
+    (
+        any::<u64>(),
+        any::<i64>(),
+        any::<u32>(),
+        text(),
+        subject(),
+        event(),
+    )
+        .prop_map(
+            |(seq, recorded_at_us, uid, host, subject, event)| Envelope {
+                seq,
+                recorded_at_us,
+                scope: Scope { uid, host },
+                subject,
+                event,
+            },
+        )
+}

@@ -1,0 +1,72 @@
+//! The human output of the commands that show what was recorded (`soak show`, `history`, `mps
+//! list`, `log stats`), snapshotted from real runs: the example trainer, the fake NVIDIA tools.
+//! What varies between runs and machines is filtered ([`snapshot_settings`]); a change in what a
+//! person reads shows up as a snapshot to review.
+
+use crate::common::*;
+use crate::mps::Host;
+use crate::soak::Soak;
+
+/// What `cmd ARGS` prints on standard output; it must succeed.
+fn shown(mut cmd: assert_cmd::Command, args: &[&str]) -> String {
+    let output = cmd.args(args).output().unwrap();
+    assert!(output.status.success(), "{args:?}: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// A short run of the example trainer that passes.
+fn passed(soak: &Soak) {
+    let (output, _) = soak.run(&[], &["--steps", "3", "--step-seconds", "0.1"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}
+
+#[test]
+fn soak_show_and_history_of_a_passed_soak() {
+    let soak = Soak::new();
+    passed(&soak);
+    let show = shown(soak.unilab(), &["soak", "show", "latest"]);
+    let history = shown(soak.unilab(), &["history", "--soak", "latest"]);
+    snapshot_settings(&soak.root).bind(|| {
+        insta::assert_snapshot!("soak_show_of_a_passed_soak", show);
+        insta::assert_snapshot!("history_of_a_soak", collapsed_timeline(&history));
+    });
+}
+
+#[test]
+fn soak_show_of_a_failed_soak() {
+    let soak = Soak::new();
+    let (output, _) = soak.run(
+        &[],
+        &["--steps", "2", "--step-seconds", "0.1", "--exit-code", "3"],
+    );
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let show = shown(soak.unilab(), &["soak", "show", "latest"]);
+    snapshot_settings(&soak.root).bind(|| insta::assert_snapshot!(show));
+}
+
+#[test]
+fn mps_list_and_history_of_a_daemon() {
+    let host = Host::two_gpus();
+    host.start(&["0"]);
+    let list = shown(host.unilab(), &["mps", "list"]);
+    shown(host.unilab(), &["mps", "stop"]);
+    let history = shown(host.unilab(), &["history", "--daemon", "gpu-1111aaaa"]);
+    let mut settings = snapshot_settings(&host.root);
+    settings.bind(|| insta::assert_snapshot!("history_of_a_daemon", history));
+    // The table's columns are as wide as their widest value, a pid's as wide as its digits.
+    settings.add_filter(r"(?m)^(gpu-1111aaaa +)\d+", "${1}[PID]");
+    settings.add_filter(" {2,}", "  ");
+    settings.bind(|| insta::assert_snapshot!("mps_list", list));
+}
+
+#[test]
+fn log_stats_of_a_soak_under_a_quota() {
+    let soak = Soak::new();
+    passed(&soak);
+    let mut cmd = soak.unilab();
+    cmd.env("FAKE_QUOTA_FS", soak.root.root())
+        .env("FAKE_QUOTA_USED_KIB", "1024")
+        .env("FAKE_QUOTA_LIMIT_KIB", "4096");
+    let stats = shown(cmd, &["log", "stats"]);
+    snapshot_settings(&soak.root).bind(|| insta::assert_snapshot!(stats));
+}
