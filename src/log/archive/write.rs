@@ -4,6 +4,8 @@
 //! One pass over the log's records does it all: the soaks' records go to their archives (each
 //! checked against its own hash and its link on the way, so that damage is not archived), and
 //! the records kept tell the gaps the live log is left with, whose digest the events commit to.
+//! The transaction goes through the log's one [`Appender`]: it checks the head, the pass reads
+//! and removes records through its tables, and the events are appended by it as any other.
 
 use std::path::{Path, PathBuf};
 
