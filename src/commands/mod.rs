@@ -3,8 +3,6 @@
 
 pub(crate) mod history;
 pub(crate) mod log;
-mod log_archive;
-mod log_stats;
 mod man;
 pub(crate) mod mps;
 pub(crate) mod soak;
@@ -13,7 +11,7 @@ mod timeline;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use crate::cli::{Cli, Command, LogCommand};
+use crate::cli::{Cli, Command};
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::log::Snapshot;
@@ -160,9 +158,7 @@ pub(crate) fn run(cli: Cli) -> Result<Exit, Error> {
     };
     let status = match cli.command {
         Command::History(args) => history::run(&paths()?, &args, &mut out),
-        Command::Log(LogCommand::Verify) => log::verify(&paths()?, &mut out),
-        Command::Log(LogCommand::Stats) => log_stats::stats(&paths()?, &mut out),
-        Command::Log(LogCommand::Archive(args)) => log_archive::archive(&paths()?, &args, &mut out),
+        Command::Log(command) => log::run(&paths()?, command, &mut out),
         Command::Mps(command) => mps::run(&paths()?, command, &mut out),
         Command::Soak(command) => soak::run(&paths()?, command, &mut out),
         Command::Snapshot { dir } => soak::snapshot(dir.as_deref(), &mut out),

@@ -1,57 +1,22 @@
-//! Appending: one durable write transaction that reads the head, links the new records to it,
-//! and updates the subject index and every view, so the log and its caches never disagree.
+//! Appending through the log's handle: one durable write transaction a call, whose records go
+//! through the [`Appender`] (sealed, indexed, the views applied), so the log and its caches never
+//! disagree; and the question a failed commit leaves — did it land? — settled before a retry
+//! can record the same events twice.
 
-use std::path::Path;
-
-use redb::{ReadableTable, Table, WriteTransaction};
+use redb::{ReadableTable, WriteTransaction};
 use serde::de::DeserializeOwned;
 
+use super::appender::{Appended, Appender};
 use super::chain::{self, Hash};
 use super::codec;
-use super::codec::CodecError;
 use super::error::LogError;
-use super::io::{damaged, encode_for, encode_record_for, guarded, refused, unreadable};
-use super::open::EventLog;
-use super::pack::Packer;
-use super::tables::{self, ViewTable};
-use super::view::{Update, View};
-use crate::event::{Envelope, Event, Subject};
-
-/// An append whose commit failed: whether it landed is told by the log, once it can be read
-/// (see `EventLog::settle`).
-#[derive(Debug, Clone)]
-pub(super) struct Unsettled {
-    /// The head the append was to leave: its last record's sequence and hash.
-    pub(super) head: (u64, Hash),
-    pub(super) appended: Vec<Appended>,
-}
+use super::handle::{EventLog, Unsettled};
+use super::io::{damaged, encode_for, guarded, unreadable};
+use super::tables::ViewTable;
+use crate::event::{Event, Subject};
 
 /// Events to append, each with its subject.
 type Events = Vec<(Subject, Event)>;
-
-impl Unsettled {
-    /// Whether the append's last record is in the log as it was to be.
-    fn landed(&self, snapshot: &super::Snapshot) -> Result<bool, LogError> {
-        let (seq, hash) = self.head;
-        Ok(snapshot.get(seq)?.is_some_and(|record| record.hash == hash))
-    }
-}
-
-fn seq_of(appended: &[Appended]) -> u64 {
-    appended.last().map_or(0, |a| a.seq)
-}
-
-fn head_of(appended: &[Appended]) -> Hash {
-    appended.last().map_or(chain::GENESIS, |a| a.hash)
-}
-
-/// What an append returns once it is durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Appended {
-    pub seq: u64,
-    pub hash: Hash,
-    pub recorded_at_us: i64,
-}
 
 impl EventLog {
     /// Appends one event; durable when it returns.
@@ -175,20 +140,6 @@ impl EventLog {
         Ok((landed, rest))
     }
 
-    fn lock_packed(&self) -> std::sync::MutexGuard<'_, Option<super::pack::Stored>> {
-        // As for `unsettled`: a poisoned lock's value is whole (a packer's last sample or none).
-        self.packed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    pub(super) fn lock_unsettled(&self) -> std::sync::MutexGuard<'_, Option<Unsettled>> {
-        // A poisoned lock holds a value as good as any: a panic cannot leave it half-set.
-        self.unsettled
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// Appends `events` in one write transaction if `decide`, run inside it first, says so.
     fn append_in_transaction(
         &self,
@@ -207,78 +158,14 @@ impl EventLog {
         let mut kinds = Vec::new();
         // Taken for the transaction: a commit that fails leaves none, and the next sample of the
         // soak is packed against nothing.
-        let mut packer = Packer::new(self.lock_packed().take());
-        {
-            let mut records = txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
-            let mut index = txn
-                .open_table(tables::SUBJECT_INDEX)
-                .map_err(unreadable(path))?;
-            let mut views = self
-                .views
-                .iter()
-                .map(|view| Ok((*view, txn.open_table(view.table())?)))
-                .collect::<Result<Vec<_>, redb::TableError>>()
-                .map_err(unreadable(path))?;
-            let mut meta = txn.open_table(tables::META).map_err(unreadable(path))?;
-
-            let (mut seq, mut head) = match records.last().map_err(unreadable(path))? {
-                Some((key, stored)) => (
-                    key.value(),
-                    chain::stored_hash(stored.value())
-                        .ok_or_else(|| damaged(path, "its last record is truncated"))?,
-                ),
-                None => (0, chain::GENESIS),
-            };
-            // Appending to a log whose end was cut or changed would hide the damage under a
-            // new, consistent head: refuse, as `log verify` would.
-            let recorded = match meta.get(tables::HEAD_KEY).map_err(unreadable(path))? {
-                Some(stored) => codec::decode(stored.value())
-                    .map_err(|e| damaged(path, format!("its recorded head: {e}")))?,
-                None => (0, chain::GENESIS),
-            };
-            if let Some(chain_break) = chain::head_break(recorded, (seq, head)) {
-                return Err(LogError::Chain {
-                    path: path.to_owned(),
-                    chain_break,
-                });
-            }
-            for (subject, event) in events {
-                seq += 1;
-                kinds.push(event.kind());
-                let mut envelope = Envelope {
-                    seq,
-                    recorded_at_us: self.clock.now_us(),
-                    scope: self.scope.clone(),
-                    subject,
-                    event,
-                };
-                let key = envelope.subject.key();
-                // A sample is stored packed; the views see it whole. What the log's reader could
-                // not read back is refused here, before anything is committed.
-                let body = packer.store(path, &index, &key, &mut envelope, |stored| {
-                    encode_record_for(path, stored)
-                })?;
-                let (stored, hash) = chain::seal(&head, &body);
-                records
-                    .insert(seq, stored.as_slice())
-                    .map_err(unreadable(path))?;
-                index
-                    .insert((key.as_str(), seq), ())
-                    .map_err(unreadable(path))?;
-                for (view, table) in &mut views {
-                    apply_view(path, *view, table, &envelope)?;
-                }
-                head = hash;
-                appended.push(Appended {
-                    seq,
-                    hash,
-                    recorded_at_us: envelope.recorded_at_us,
-                });
-                packer.stored(key, seq, envelope.event);
-            }
-            meta.insert(tables::HEAD_KEY, encode_for(path, &(seq, head))?.as_slice())
-                .map_err(unreadable(path))?;
+        let packed = self.lock_packed().take();
+        let mut appender =
+            Appender::open(&txn, path, (&self.scope, &*self.clock), self.views, packed)?;
+        for (subject, event) in events {
+            kinds.push(event.kind());
+            appended.push(appender.push(subject, event)?);
         }
+        let packed = appender.finish()?;
         // Checked at every commit: what a moved or replaced log is sent would be lost silently.
         if let Err(e) = self.check_still_at_path() {
             txn.abort().map_err(unreadable(path))?;
@@ -291,10 +178,18 @@ impl EventLog {
             });
             return Err(unreadable(path)(e));
         }
-        *self.lock_packed() = packer.into_last();
+        *self.lock_packed() = packed;
         trace_commit(&appended, kinds, began);
         Ok(appended)
     }
+}
+
+fn seq_of(appended: &[Appended]) -> u64 {
+    appended.last().map_or(0, |a| a.seq)
+}
+
+fn head_of(appended: &[Appended]) -> Hash {
+    appended.last().map_or(chain::GENESIS, |a| a.hash)
 }
 
 /// Says what a commit wrote, at `-v` (a soak's samples at `-vv`).
@@ -321,37 +216,4 @@ fn trace_commit(appended: &[Appended], mut kinds: Vec<&'static str>, began: std:
             ));
         }
     }
-}
-
-pub(super) fn apply_view(
-    path: &Path,
-    view: &dyn View,
-    table: &mut Table<&str, &[u8]>,
-    envelope: &Envelope,
-) -> Result<(), LogError> {
-    let Some(key) = view.key(&envelope.subject) else {
-        return Ok(());
-    };
-    let update = {
-        let current = table.get(key).map_err(unreadable(path))?;
-        view.apply_encoded(current.as_ref().map(|c| c.value()), envelope)
-            .map_err(|e| match e {
-                CodecError::TooLarge { .. } | CodecError::TooLong { .. } => {
-                    refused(path, envelope, e)
-                }
-                e => damaged(path, format!("projection row `{key}`: {e}")),
-            })?
-    };
-    match update {
-        Update::Keep => {}
-        Update::Put(row) => {
-            table
-                .insert(key, row.as_slice())
-                .map_err(unreadable(path))?;
-        }
-        Update::Delete => {
-            table.remove(key).map_err(unreadable(path))?;
-        }
-    }
-    Ok(())
 }

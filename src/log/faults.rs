@@ -267,7 +267,7 @@ fn a_retry_of_an_append_that_landed_is_not_recorded_twice() {
     let append = |log: &EventLog, pids: &[u32]| log.append_all(pids.iter().map(|n| event(*n)));
     let left_open = |landed: &[super::Appended]| {
         let last = landed.last().unwrap();
-        *log.lock_unsettled() = Some(super::append::Unsettled {
+        *log.lock_unsettled() = Some(super::handle::Unsettled {
             head: (last.seq, last.hash),
             appended: landed.to_vec(),
         });

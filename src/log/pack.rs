@@ -18,7 +18,7 @@ use super::claim::{MOST_CLAIMED_PER_BYTE, claimed};
 use super::codec::{self, MAX_RECORD_BYTES};
 use super::error::LogError;
 use super::io::{damaged, refused, unreadable};
-use super::read::{Record, Snapshot};
+use super::snapshot::{Record, Snapshot};
 use crate::event::soak::{CompactSample, Measures, ProcessSample, STANDALONE_EVERY};
 use crate::event::{Envelope, Event, Sample, Subject};
 

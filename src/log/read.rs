@@ -1,18 +1,18 @@
-//! Reading: one consistent snapshot of the log, its records checked against their own hashes as
-//! they are decoded, and the rows of any view's table.
+//! Reading: what a snapshot hands the log's readers — records checked against their own hashes
+//! as they are decoded, each sample whole (through `pack`'s unpacker, never the packed form a
+//! record is stored in), the whole chain replayed, and the rows of any view's table.
 
-use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-
-use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
+use redb::ReadableTable;
 use serde::de::DeserializeOwned;
 
-use super::chain::{self, ChainBreak, ChainWalker, Hash};
+use super::ahead::read_ahead;
+use super::chain::{self, ChainWalker, Hash};
 use super::codec;
 use super::error::LogError;
 use super::io::{damaged, guarded, open_read_table, unreadable};
-use super::open::read_meta;
+use super::meta::{last_record, read_meta};
 use super::pack::{self, Unpacker};
+use super::snapshot::{Record, Snapshot, decode_hashed, decode_record};
 use super::tables::{self, ViewTable};
 use crate::event::{Envelope, Scope, Subject};
 
@@ -20,32 +20,7 @@ use crate::event::{Envelope, Scope, Subject};
 /// it reads the rest on a second one: a daemon's whole life, a short soak.
 const AHEAD_AFTER: usize = 1024;
 
-/// How many records the reading thread hands over at once.
-const BATCH: usize = 256;
-
-/// A stored record, decoded.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Record {
-    pub envelope: Envelope,
-    pub prev_hash: Hash,
-    pub hash: Hash,
-}
-
-/// One consistent read of the log.
-pub struct Snapshot {
-    pub(super) txn: ReadTransaction,
-    pub(super) path: PathBuf,
-}
-
 impl Snapshot {
-    pub(super) fn begin(db: &impl ReadableDatabase, path: &Path) -> Result<Self, LogError> {
-        let txn = guarded(path, || db.begin_read().map_err(unreadable(path)))?;
-        Ok(Self {
-            txn,
-            path: path.to_owned(),
-        })
-    }
-
     /// The recorded schema version and scope; `None` for a log never written.
     pub(crate) fn meta(&self) -> Result<Option<(u32, Scope)>, LogError> {
         guarded(&self.path, || read_meta(&self.path, &self.txn))
@@ -55,15 +30,8 @@ impl Snapshot {
     pub fn head(&self) -> Result<(u64, Hash), LogError> {
         let path = self.path.as_path();
         guarded(path, || {
-            let Some(events) = open_read_table(path, &self.txn, tables::EVENTS)? else {
-                return Ok((0, chain::GENESIS));
-            };
-            match events.last().map_err(unreadable(path))? {
-                Some((key, stored)) => Ok((
-                    key.value(),
-                    chain::stored_hash(stored.value())
-                        .ok_or_else(|| damaged(path, "its last record is truncated"))?,
-                )),
+            match open_read_table(path, &self.txn, tables::EVENTS)? {
+                Some(events) => last_record(path, &events),
                 None => Ok((0, chain::GENESIS)),
             }
         })
@@ -190,41 +158,6 @@ impl Snapshot {
         mut visit: impl FnMut(Record) -> Result<bool, LogError>,
     ) -> Result<(), LogError> {
         self.scan_subject_back_raw(subject, through, |record| visit(self.whole(record)?))
-    }
-
-    /// [`Snapshot::scan_subject_back`] with samples as they are stored, packed or whole.
-    pub(super) fn scan_subject_back_raw(
-        &self,
-        subject: &Subject,
-        through: u64,
-        mut visit: impl FnMut(Record) -> Result<bool, LogError>,
-    ) -> Result<(), LogError> {
-        let path = self.path.as_path();
-        let key = subject.key();
-        guarded(path, || {
-            let (Some(index), Some(events)) = (
-                open_read_table(path, &self.txn, tables::SUBJECT_INDEX)?,
-                open_read_table(path, &self.txn, tables::EVENTS)?,
-            ) else {
-                return Ok(());
-            };
-            let seqs = index
-                .range((key.as_str(), 0)..=(key.as_str(), through))
-                .map_err(unreadable(path))?;
-            for entry in seqs.rev() {
-                let seq = entry.map_err(unreadable(path))?.0.value().1;
-                let Some(stored) = events.get(seq).map_err(unreadable(path))? else {
-                    return Err(damaged(
-                        path,
-                        format!("the subject index names record {seq}, which is missing"),
-                    ));
-                };
-                if !visit(decode_record(path, seq, stored.value())?)? {
-                    break;
-                }
-            }
-            Ok(())
-        })
     }
 
     /// Gives `take` the stored bytes of the records of the subject keyed `key` from sequence
@@ -387,135 +320,4 @@ impl Snapshot {
         )?;
         Ok(walker)
     }
-}
-
-/// Runs `read` on a second thread, a few batches ahead of `visit` on this one: `read` gives each
-/// record's sequence and stored bytes (and stops when told `false`), the second thread checks the
-/// record against its own hash and copies it into a batch, and `visit` gets the records in the
-/// same order with what the hash check said, until it returns `false` or an error. The hashing
-/// and redb's reads overlap the decoding and whatever `visit` does with a record; at most two
-/// batches of [`BATCH`] wait between the threads, so memory stays flat however many records. Only
-/// bytes cross: a decoded record freed on another thread than the one that allocated it costs
-/// more than decoding it (glibc takes the allocating arena's lock). An error of `read` arrives
-/// after every record it gave before it. Where no thread can be started (the user's process
-/// limit reached), all of it runs here, one record after the other.
-pub(super) fn read_ahead<E: From<LogError>>(
-    read: impl FnOnce(&mut dyn FnMut(u64, &[u8]) -> bool) -> Result<(), LogError> + Send,
-    mut visit: impl FnMut(u64, &[u8], bool) -> Result<bool, E>,
-) -> Result<(), E> {
-    // The reader takes `read` from here; if it cannot start, this thread does.
-    let slot = std::sync::Mutex::new(Some(read));
-    let take = || slot.lock().ok().and_then(|mut read| read.take());
-    let spawned = std::thread::scope(|scope| {
-        let (batches, received) = mpsc::sync_channel::<Result<Batch, LogError>>(2);
-        let reader = std::thread::Builder::new().spawn_scoped(scope, move || {
-            let Some(read) = take() else { return };
-            let mut batch = Batch::default();
-            let read = read(&mut |seq, stored| {
-                batch.push(seq, stored, chain::hash_holds(stored));
-                batch.records.len() < BATCH || batches.send(Ok(batch.hand_over())).is_ok()
-            });
-            // A closed channel means `visit` stopped: there is nothing more to say.
-            if batches.send(Ok(batch)).is_ok()
-                && let Err(e) = read
-            {
-                let _ = batches.send(Err(e));
-            }
-        });
-        if reader.is_err() {
-            return None;
-        }
-        // Returning drops `received`, which ends the reader at its next batch.
-        let visited = || {
-            for batch in received {
-                for (seq, stored, hash_holds) in batch?.records() {
-                    if !visit(seq, stored, hash_holds)? {
-                        return Ok(());
-                    }
-                }
-            }
-            Ok(())
-        };
-        Some(visited())
-    });
-    if let Some(visited) = spawned {
-        return visited;
-    }
-    let Some(read) = take() else {
-        return Ok(());
-    };
-    let mut failed = None;
-    read(
-        &mut |seq, stored| match visit(seq, stored, chain::hash_holds(stored)) {
-            Ok(going_on) => going_on,
-            Err(e) => {
-                failed = Some(e);
-                false
-            }
-        },
-    )?;
-    failed.map_or(Ok(()), Err)
-}
-
-/// Stored records on their way from the reading thread: their bytes in one buffer.
-#[derive(Default)]
-struct Batch {
-    bytes: Vec<u8>,
-    /// Each record's sequence, the end of its bytes, and whether its own hash holds.
-    records: Vec<(u64, usize, bool)>,
-}
-
-impl Batch {
-    /// This batch, leaving an empty one as large in its place.
-    fn hand_over(&mut self) -> Self {
-        let next = Self {
-            bytes: Vec::with_capacity(self.bytes.len()),
-            records: Vec::with_capacity(self.records.len()),
-        };
-        std::mem::replace(self, next)
-    }
-
-    fn push(&mut self, seq: u64, stored: &[u8], hash_holds: bool) {
-        self.bytes.extend_from_slice(stored);
-        self.records.push((seq, self.bytes.len(), hash_holds));
-    }
-
-    fn records(&self) -> impl Iterator<Item = (u64, &[u8], bool)> {
-        let mut start = 0;
-        self.records.iter().map(move |&(seq, end, hash_holds)| {
-            let stored = &self.bytes[start..end];
-            start = end;
-            (seq, stored, hash_holds)
-        })
-    }
-}
-
-/// Decodes a stored record after checking it against its own hash.
-fn decode_record(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogError> {
-    decode_hashed(path, seq, stored, chain::hash_holds(stored))
-}
-
-/// [`decode_record`] for a record whose own hash was checked ahead: `hash_holds` is what
-/// [`chain::hash_holds`] said of it. The faults are found in the same order.
-pub(super) fn decode_hashed(
-    path: &Path,
-    seq: u64,
-    stored: &[u8],
-    hash_holds: bool,
-) -> Result<Record, LogError> {
-    let fault = |fault| LogError::Chain {
-        path: path.to_owned(),
-        chain_break: ChainBreak { seq, fault },
-    };
-    let raw = chain::split(stored).ok_or_else(|| fault(chain::ChainFault::Truncated))?;
-    if !hash_holds {
-        return Err(fault(chain::ChainFault::HashMismatch));
-    }
-    let envelope: Envelope = codec::decode(raw.body)
-        .map_err(|e| fault(chain::ChainFault::Undecodable(e.to_string())))?;
-    Ok(Record {
-        envelope,
-        prev_hash: raw.prev_hash,
-        hash: raw.hash,
-    })
 }

@@ -6,11 +6,11 @@ use redb::TableHandle;
 
 use super::archive::{ArchiveCheck, Met};
 use super::chain::{self, Hash};
-use super::codec;
 use super::error::LogError;
-use super::io::{damaged, guarded, open_read_table, unreadable};
+use super::io::{damaged, guarded, open_read_table};
+use super::meta::recorded_head;
 use super::migrate::SCHEMA_VERSION;
-use super::read::Snapshot;
+use super::snapshot::Snapshot;
 use super::tables;
 use super::view::{Fold, Views};
 use crate::event::{Event, Scope};
@@ -179,12 +179,8 @@ impl Snapshot {
     fn recorded_head(&self) -> Result<(u64, Hash), LogError> {
         let path = self.path.as_path();
         guarded(path, || {
-            let Some(meta) = open_read_table(path, &self.txn, tables::META)? else {
-                return Ok((0, chain::GENESIS));
-            };
-            match meta.get(tables::HEAD_KEY).map_err(unreadable(path))? {
-                Some(stored) => codec::decode(stored.value())
-                    .map_err(|e| damaged(path, format!("its recorded head: {e}"))),
+            match open_read_table(path, &self.txn, tables::META)? {
+                Some(meta) => recorded_head(path, &meta),
                 None => Ok((0, chain::GENESIS)),
             }
         })

@@ -2,11 +2,12 @@
 
 use super::names;
 use super::plan;
-use super::start;
+use super::spec;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::check::{Check, CheckStatus};
 use super::dirs::{self, Occupant};
 use super::error::MpsError;
 use super::plan::PlanReport;
@@ -17,24 +18,6 @@ use crate::event::GpuIdentity;
 use crate::gpu::selector::Selector;
 use crate::gpu::{GpuInfo, mask, smi};
 use crate::log::{LogError, Snapshot};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum CheckStatus {
-    Ok,
-    Warn,
-    Fail,
-    /// Not run: it depends on a check that failed.
-    Skip,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct Check {
-    pub name: &'static str,
-    pub status: CheckStatus,
-    pub detail: String,
-    pub hint: Option<String>,
-}
 
 fn check(
     name: &'static str,
@@ -156,7 +139,7 @@ pub(crate) fn doctor(
         None => {
             checks.push(skipped("daemon", "needs a selector that names one GPU"));
             // Without a daemon's name: the directories its own would be created in.
-            let some_pipe = start::pipe_directory_for(mps, None, "_");
+            let some_pipe = spec::pipe_directory_for(mps, None, "_");
             checks.push(base_check(mps, some_pipe.parent().unwrap_or(&some_pipe)));
             checks.push(log_check(&mps.paths.user_dir().join("mps")));
         }
@@ -177,8 +160,8 @@ fn target(mps: &Mps, report: &PlanReport) -> Option<Target> {
     };
     let name = names::default_name(&gpu, mps.env.job.as_deref());
     Some(Target {
-        pipe_directory: start::pipe_directory_for(mps, None, &name),
-        log_directory: start::log_directory_for(mps, None, &name),
+        pipe_directory: spec::pipe_directory_for(mps, None, &name),
+        log_directory: spec::log_directory_for(mps, None, &name),
         name,
         gpu,
     })
@@ -428,7 +411,7 @@ fn system_daemon_check(mps: &Mps) -> Option<Check> {
 /// The daemon's pipe directory, by the checks `mps start` makes, and whether a daemon unilab
 /// did not start answers in it.
 fn pipe_check(mps: &Mps, pipe_directory: &Path, ours_live: bool) -> Check {
-    if let Err(e) = start::check_pipe_directory(mps, pipe_directory) {
+    if let Err(e) = spec::check_pipe_directory(mps, pipe_directory) {
         return failed("pipe directory", &e);
     }
     if !ours_live && let Occupant::Live { pid } = dirs::occupant(mps.proc, pipe_directory) {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::doctor::{Check, CheckStatus};
+use super::check::{Check, CheckStatus};
 use crate::event::GpuIdentity;
 
 /// The probe's source, run as `PYTHON -c PROBE`.

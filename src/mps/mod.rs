@@ -5,12 +5,15 @@
 //!
 //! The rules are a pure core in `decide` (what stands in a start's way, what to do about an
 //! open start, what a stop does with a record). Around it: `plan` (the GPUs under the mask and
-//! what a selector names), `names`, `records` (this user's records, picking one), `start` (a
-//! detached start: its spec, clearing the way, launch, record and verify), `settle` (starts cut
-//! short), `stop`, `foreground`, `exec` (a command with a daemon's environment), `shared` (leases on a job's
-//! daemon), and the I/O they use:
-//! `control` (the NVIDIA tool), `dirs` (pipe and log directories), `lock`.
+//! what a selector names), `names`, `records` (this user's records, picking one), `spec` (a
+//! start request resolved and checked), `start` (a detached start: clearing the way, launch,
+//! record and verify), `settle` (starts cut short), `stop` (and what a stopped launch records),
+//! `foreground`, `exec` (a command with a daemon's environment), `shared` (leases on a job's
+//! daemon), `doctor` with `framework` (the checklist, each finding a `check`), `status`, and
+//! the I/O they use: `control` (the NVIDIA tool), `dirs` (pipe and log directories), `lock`,
+//! `limits`, `daemon_log`.
 
+pub(crate) mod check;
 pub(crate) mod control;
 pub(crate) mod daemon_log;
 pub(crate) mod decide;
@@ -27,6 +30,7 @@ pub(crate) mod plan;
 pub(crate) mod records;
 pub(crate) mod settle;
 pub(crate) mod shared;
+pub(crate) mod spec;
 pub(crate) mod start;
 pub(crate) mod status;
 pub(crate) mod stop;

@@ -12,6 +12,7 @@
 
 use super::decide;
 use super::records;
+use super::spec;
 use super::start;
 use super::stop;
 use std::time::Duration;
@@ -41,12 +42,12 @@ pub(crate) fn attach(
     log: &EventLog,
     selector: Option<&str>,
 ) -> Result<Attached, MpsError> {
-    let spec = start::spec(
+    let spec = spec::spec(
         mps,
-        &start::StartRequest {
+        &spec::StartRequest {
             selector: selector.map(str::to_owned),
             job: mps.env.job.clone(),
-            ..start::StartRequest::default()
+            ..spec::StartRequest::default()
         },
     )?;
     let holder = start::own_identity(mps)?;

@@ -1,5 +1,6 @@
 //! Stopping a recorded daemon: `quit`, then signals through its pidfd, each after an identity
-//! check; or cleaning its record when it no longer names the daemon.
+//! check; or cleaning its record when it no longer names the daemon. Also what a start whose
+//! launch was stopped (it failed, or was cut short) gives that launch, and records of it.
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use super::records::{liveness, records};
 use super::{DaemonRecord, Mps};
 use crate::event::{Event, StaleReason, StopMethod, Subject};
 use crate::log::EventLog;
-use crate::process::{self, Signal};
+use crate::process::{self, ProcessIdentity, Signal};
 use crate::trace::{STEPS, detail};
 
 /// How a stop ended for one daemon.
@@ -199,3 +200,19 @@ pub(crate) fn halt_daemon(
         },
     })
 }
+
+/// Why a start failed, and what of its launch was stopped: the reason a failed or cut-short
+/// start records.
+pub(crate) fn what_was_stopped(cause: &str, stopped: &[(ProcessIdentity, StopMethod)]) -> String {
+    if stopped.is_empty() {
+        return format!("{cause}; nothing it launched was left running");
+    }
+    let done: Vec<String> = stopped
+        .iter()
+        .map(|(identity, method)| format!("pid {} ({})", identity.pid, method.as_str()))
+        .collect();
+    format!("{cause}; stopped what it launched: {}", done.join(", "))
+}
+
+/// How long a process a failed launch left gets after each signal.
+pub(crate) const LAUNCH_GRACE: Duration = Duration::from_secs(2);

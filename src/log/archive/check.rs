@@ -8,7 +8,7 @@ use crate::event::soak::Archived;
 use crate::event::{Scope, Subject};
 use crate::log::chain::{Gap, Hash};
 use crate::log::error::LogError;
-use crate::log::read::Snapshot;
+use crate::log::snapshot::Snapshot;
 
 /// What `log verify` found of one soak's archive.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,10 +5,11 @@ use std::path::{Path, PathBuf};
 use super::file::{self, ReadError};
 use crate::event::soak::Archived;
 use crate::event::{Event, Subject};
+use crate::log::ahead::read_ahead;
 use crate::log::chain::{self, RecordsDigest};
 use crate::log::error::LogError;
 use crate::log::pack::Unpacker;
-use crate::log::read::{Record, Snapshot, decode_hashed, read_ahead};
+use crate::log::snapshot::{Record, Snapshot, decode_hashed};
 
 impl Snapshot {
     /// Calls `visit` with every record of `subject` from sequence `from` on, in order, until it

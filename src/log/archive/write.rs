@@ -4,21 +4,22 @@
 //! One pass over the log's records does it all: the soaks' records go to their archives (each
 //! checked against its own hash and its link on the way, so that damage is not archived), and
 //! the records kept tell the gaps the live log is left with, whose digest the events commit to.
+//! The transaction goes through the log's one [`Appender`]: it checks the head, the pass reads
+//! and removes records through its tables, and the events are appended by it as any other.
 
 use std::path::{Path, PathBuf};
 
-use redb::{ReadableTable, WriteTransaction};
+use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::file::{self, ArchiveWriter};
 use crate::event::soak::{Archived, ArchivedRun, ArchivedSoak};
 use crate::event::{Envelope, Event, Subject};
-use crate::log::append::apply_view;
+use crate::log::appender::Appender;
 use crate::log::chain::{self, ChainBreak, ChainFault, Gap, Hash, RecordsDigest};
 use crate::log::codec;
 use crate::log::error::LogError;
-use crate::log::io::{damaged, encode_for, encode_record_for, guarded, unreadable};
-use crate::log::open::EventLog;
-use crate::log::tables;
+use crate::log::handle::EventLog;
+use crate::log::io::{damaged, guarded, unreadable};
 
 /// A soak to archive: its id, and what the live log keeps of it (the `soaks` view's row and its
 /// command's run time, which its records can no longer be folded for).
@@ -112,8 +113,11 @@ impl EventLog {
         unclaimed: &mut Unclaimed,
     ) -> Result<Vec<ArchiveDone>, LogError> {
         let path = self.path.as_path();
-        let head = checked_head(path, txn)?;
-        let wanted = wanted(path, txn, &soaks)?;
+        // The archive's events are no samples: nothing is packed against the handle's last.
+        let mut appender =
+            Appender::open(txn, path, (&self.scope, &*self.clock), self.views, None)?;
+        let head = appender.head();
+        let wanted = wanted(path, appender.index(), &soaks)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         let log_name = path.file_name().unwrap_or_default().to_string_lossy();
         let mut plans = Vec::with_capacity(soaks.len());
@@ -132,7 +136,7 @@ impl EventLog {
                 bytes: 0,
             });
         }
-        let gaps = copy_out(path, dir, txn, &wanted, &mut plans, head)?;
+        let gaps = copy_out(path, dir, appender.records(), &wanted, &mut plans, head)?;
         let gaps_digest = chain::gaps_digest(&gaps);
         let mut done = Vec::new();
         let mut events = Vec::new();
@@ -164,61 +168,12 @@ impl EventLog {
                 })),
             ));
         }
-        remove(path, txn, &events)?;
-        let seqs = self.append_archived(txn, head, events)?;
-        for (done, seq) in done.iter_mut().zip(seqs) {
-            done.seq = seq;
+        remove(path, &mut appender, &events)?;
+        for ((subject, event), done) in events.into_iter().zip(&mut done) {
+            done.seq = appender.push(subject, event)?.seq;
         }
+        appender.finish()?;
         Ok(done)
-    }
-
-    /// Appends the `soak_archived` events after `head`, in the transaction that removed their
-    /// records, keeping the subject index and the views: what an append does. Their sequences.
-    fn append_archived(
-        &self,
-        txn: &WriteTransaction,
-        (mut seq, mut head): (u64, Hash),
-        events: Vec<(Subject, Event)>,
-    ) -> Result<Vec<u64>, LogError> {
-        let path = self.path.as_path();
-        let mut records = txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
-        let mut index = txn
-            .open_table(tables::SUBJECT_INDEX)
-            .map_err(unreadable(path))?;
-        let mut views = self
-            .views
-            .iter()
-            .map(|view| Ok((*view, txn.open_table(view.table())?)))
-            .collect::<Result<Vec<_>, redb::TableError>>()
-            .map_err(unreadable(path))?;
-        let mut seqs = Vec::new();
-        for (subject, event) in events {
-            seq += 1;
-            let envelope = Envelope {
-                seq,
-                recorded_at_us: self.clock.now_us(),
-                scope: self.scope.clone(),
-                subject,
-                event,
-            };
-            let body = encode_record_for(path, &envelope)?;
-            let (stored, hash) = chain::seal(&head, &body);
-            records
-                .insert(seq, stored.as_slice())
-                .map_err(unreadable(path))?;
-            index
-                .insert((envelope.subject.key().as_str(), seq), ())
-                .map_err(unreadable(path))?;
-            for (view, table) in &mut views {
-                apply_view(path, *view, table, &envelope)?;
-            }
-            head = hash;
-            seqs.push(seq);
-        }
-        let mut meta = txn.open_table(tables::META).map_err(unreadable(path))?;
-        meta.insert(tables::HEAD_KEY, encode_for(path, &(seq, head))?.as_slice())
-            .map_err(unreadable(path))?;
-        Ok(seqs)
     }
 }
 
@@ -249,42 +204,12 @@ fn write_failed(path: &Path) -> impl Fn(std::io::Error) -> LogError + '_ {
     }
 }
 
-/// The log's last record, which must be the head its last append recorded: archiving a log
-/// whose end was cut or changed would hide the damage, as an append would.
-fn checked_head(path: &Path, txn: &WriteTransaction) -> Result<(u64, Hash), LogError> {
-    let records = txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
-    let found = match records.last().map_err(unreadable(path))? {
-        Some((key, stored)) => (
-            key.value(),
-            chain::stored_hash(stored.value())
-                .ok_or_else(|| damaged(path, "its last record is truncated"))?,
-        ),
-        None => (0, chain::GENESIS),
-    };
-    let meta = txn.open_table(tables::META).map_err(unreadable(path))?;
-    let recorded = match meta.get(tables::HEAD_KEY).map_err(unreadable(path))? {
-        Some(stored) => codec::decode(stored.value())
-            .map_err(|e| damaged(path, format!("its recorded head: {e}")))?,
-        None => (0, chain::GENESIS),
-    };
-    match chain::head_break(recorded, found) {
-        None => Ok(found),
-        Some(chain_break) => Err(LogError::Chain {
-            path: path.to_owned(),
-            chain_break,
-        }),
-    }
-}
-
 /// Every sequence of the soaks, in order, each with the index of its soak in `soaks`.
 fn wanted(
     path: &Path,
-    txn: &WriteTransaction,
+    index: &Table<(&str, u64), ()>,
     soaks: &[ToArchive],
 ) -> Result<Vec<(u64, usize)>, LogError> {
-    let index = txn
-        .open_table(tables::SUBJECT_INDEX)
-        .map_err(unreadable(path))?;
     let mut wanted = Vec::new();
     for (i, soak) in soaks.iter().enumerate() {
         let key = Subject::Soak(soak.soak_id.clone()).key();
@@ -305,7 +230,7 @@ fn wanted(
 fn copy_out(
     path: &Path,
     dir: &Path,
-    txn: &WriteTransaction,
+    records: &Table<u64, &[u8]>,
     wanted: &[(u64, usize)],
     plans: &mut [Plan],
     (head, head_hash): (u64, Hash),
@@ -314,7 +239,6 @@ fn copy_out(
         path: path.to_owned(),
         chain_break: ChainBreak { seq, fault },
     };
-    let records = txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
     let mut wanted = wanted.iter().peekable();
     let mut previous: Option<(u64, Hash)> = None;
     let mut kept = (0, chain::GENESIS);
@@ -381,13 +305,9 @@ fn missing(path: &Path, seq: u64) -> LogError {
 /// Removes the archived records and their subject's index entries.
 fn remove(
     path: &Path,
-    txn: &WriteTransaction,
+    appender: &mut Appender,
     events: &[(Subject, Event)],
 ) -> Result<(), LogError> {
-    let mut records = txn.open_table(tables::EVENTS).map_err(unreadable(path))?;
-    let mut index = txn
-        .open_table(tables::SUBJECT_INDEX)
-        .map_err(unreadable(path))?;
     for (subject, event) in events {
         let Event::SoakArchived(archived) = event else {
             continue;
@@ -395,12 +315,14 @@ fn remove(
         for range in archived.ranges() {
             let (first, last) =
                 range.ok_or_else(|| damaged(path, "the runs of an archive do not add up"))?;
-            records
+            appender
+                .records()
                 .retain_in(first..=last, |_, _| false)
                 .map_err(unreadable(path))?;
         }
         let key = subject.key();
-        index
+        appender
+            .index()
             .retain_in((key.as_str(), 0)..=(key.as_str(), u64::MAX), |_, _| false)
             .map_err(unreadable(path))?;
     }

@@ -25,13 +25,13 @@ struct Selected {
     already: Vec<(String, String)>,
 }
 
-pub(crate) fn archive(
+pub(super) fn archive(
     paths: &StatePaths,
     args: &ArchiveArgs,
     out: &mut Output,
 ) -> Result<Exit, Error> {
     let log_path = paths.log_path();
-    let selected = match super::read_own_log(paths, out)? {
+    let selected = match crate::commands::read_own_log(paths, out)? {
         Some(reader) if reader.scope() != &paths.scope() => {
             return Err(LogError::ForeignScope {
                 path: log_path,
@@ -95,7 +95,7 @@ pub(crate) fn archive(
 fn select(snapshot: &Snapshot, args: &ArchiveArgs, now_us: i64) -> Result<Selected, Error> {
     let candidates = match (&args.soak, args.finished_before) {
         (Some(id), _) => {
-            let soak = super::soak::named(snapshot, id)?
+            let soak = crate::commands::soak::named(snapshot, id)?
                 .ok_or_else(|| SoakError::NoSuchSoak(id.clone()))?;
             if soak.state == SoakState::Running {
                 return Err(SoakError::NotFinished(soak.soak_id).into());

@@ -69,7 +69,7 @@ struct Stats {
     quota: Option<Quota>,
 }
 
-pub(crate) fn stats(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
+pub(super) fn stats(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
     let log_path = paths.log_path();
     let Some(reader) = LogReader::open(&log_path, &paths.scope())? else {
         out.note(&format!("no event log at `{}`", log_path.display()));

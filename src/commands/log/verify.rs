@@ -8,7 +8,7 @@ use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::projection;
 
-pub(crate) fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
+pub(super) fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
     let log_path = paths.log_path();
     // Whose log it is, verify's report says below.
     let result = LogReader::open(&log_path, &paths.scope()).and_then(|reader| match reader {
