@@ -250,7 +250,9 @@ fn a_wedged_daemon_is_told_apart_refused_and_stopped_by_signal() {
         record["process_start_ticks"]
     );
     std::fs::write(&wedge, "").unwrap();
-    let quick = [("UNILAB_TOOL_TIMEOUT", "1")];
+    // Short enough that each probe of the wedged daemon ends soon, long enough that the fake
+    // nvidia-smi, which must answer, starts in time on a loaded machine.
+    let quick = [("UNILAB_TOOL_TIMEOUT", "3")];
     let listed = &host.json_with(&quick, &["mps", "list"])[0];
     assert_eq!(listed["state"], "wedged", "{listed}");
     assert_eq!(listed["live"], false);
@@ -298,7 +300,7 @@ fn a_daemon_wedged_from_the_start_is_refused() {
     refused(
         host.unilab()
             .env("FAKE_MPS_WEDGED", "1")
-            .env("UNILAB_TOOL_TIMEOUT", "1")
+            .env("UNILAB_TOOL_TIMEOUT", "3")
             .args(["mps", "start", "0"]),
         3,
         &["it is wedged"],
