@@ -1,6 +1,6 @@
-//! The supervisor's one child: the guard (see [`guard`](crate::soak::guard)), running the
-//! command under it, and the command's two output streams, relayed through the console with
-//! their tails kept for the artifact.
+//! The supervisor's one child: the guard (see `soak::guard`), running the command under it, and
+//! the command's two output streams, relayed through the console with their tails kept for the
+//! artifact.
 //!
 //! The guard is this process's unreaped child until [`Guard::finish`], so its pid names it until
 //! then: its death is read from `/proc` without any risk of naming another process.

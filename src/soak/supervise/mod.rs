@@ -9,7 +9,7 @@
 //! the verdict is recorded, and neither's failure undoes it.
 //!
 //! - [`context`]: what a soak runs against;
-//! - [`phase`]: the phases and their order, pure over [`Effects`](phase::Effects);
+//! - [`phase`]: the phases and their order, pure over `phase::Effects`;
 //! - [`schedule`]: the samples on a fixed schedule, each fed to the watch;
 //! - [`commit`]: the samples' group commit and the full-disk holdback;
 //! - [`record`]: the start and the verdict; [`written`]: the artifact and the report;

@@ -2,7 +2,7 @@
 //!
 //! [`Watch`] is fed one [`Observation`] per sample — how long the command has run, the progress
 //! directory's signature, what its guard reported, whether unilab was interrupted — and says
-//! whether the soak goes on, the command has exited, or the soak must fail and why. [`verdict`]
+//! whether the soak goes on, the command has exited, or the soak must fail and why. [`verdict()`]
 //! turns what the run ended with into the recorded outcome. The supervisor (`supervise`) is a
 //! thin I/O shell over these two: its phases are driven by the watch's answers.
 
