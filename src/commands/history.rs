@@ -22,7 +22,7 @@ use crate::time::unix_seconds;
 /// waits for it.
 fn soak_id(reader: Option<&LogReader>, id: &str, follow: bool) -> Result<String, Error> {
     if let Some(reader) = reader
-        && let Some(summary) = super::soak::named(&reader.snapshot()?, id)?
+        && let Some(summary) = super::soak::naming::named(&reader.snapshot()?, id)?
     {
         return Ok(summary.soak_id);
     }

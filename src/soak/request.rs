@@ -1,76 +1,34 @@
-//! `soak run`'s arguments, and the checked specification a soak runs from.
+//! `soak run`'s arguments, as parsed, to the checked specification a soak runs from.
 //!
-//! Validate, then act: [`SoakRequest::validate`] checks the limits against each other and the
-//! directories against the user before anything is spawned or recorded.
+//! Validate, then act: [`SoakSpec::from_args`] takes [`SoakRunArgs`] as clap gave them (what
+//! ripgrep calls the low-level arguments) and gives the spec (its high-level ones) or the first
+//! thing wrong with them: the placeholders of the file names filled, the limits checked against
+//! each other, the directories against the user and the files to write against what is there —
+//! before anything is spawned or recorded.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::error::{Invalid, ProgressDirProblem, SoakError, Written};
-use super::launch::Launch;
+use super::launch::{Launch, Placeholders};
+use crate::cli::SoakRunArgs;
 use crate::event::soak::{Limits, SoakParameters, Supervision};
-use crate::paths::Distrust;
+use crate::paths::{Distrust, StatePaths};
 use crate::redact::Secrets;
 
-/// What `soak run` was asked for, as given.
-#[derive(Debug, Clone)]
-pub(crate) struct SoakRequest {
-    pub command: Vec<String>,
-    pub progress_dir: PathBuf,
-    pub output: PathBuf,
-    /// `--force`: an existing `output` is replaced, not refused.
-    pub force: bool,
-    pub sample_interval: Duration,
-    pub startup_timeout: Duration,
-    pub stale_progress: Duration,
-    pub shutdown_grace: Duration,
-    pub min_duration: Duration,
-    pub cwd: Option<PathBuf>,
-    pub env: Vec<(String, String)>,
-    /// `--env-clear`: the command gets `env` and nothing else.
-    pub env_clear: bool,
-    /// `--meta`, then `--meta-json` (its values held as the start event holds JSON).
-    pub metadata: Vec<(String, String)>,
-    /// `--allow-no-progress`: a clean exit without progress passes.
-    pub allow_no_progress: bool,
-    /// `--py-spy`: a path, a name on `PATH`, `off`; `None` looks for `py-spy` on `PATH`.
-    pub py_spy: Option<String>,
-    /// `--dump-signal`, by number.
-    pub dump_signal: Option<i32>,
-    pub dump_wait: Duration,
-    /// `--fail-fast`: a process of the tree that fails while the command runs fails the soak.
-    pub fail_fast: bool,
-    pub budgets: Budgets,
-    /// The id the soak will have (`{soak_id}` in `--output`).
-    pub soak_id: String,
-    /// Where it runs in a launcher's job, recorded with it.
-    pub launch: Launch,
-}
-
-/// The budgets `soak run` was given: `--max-memory`, `--max-gpu-memory` (bytes),
-/// `--max-memory-growth` (bytes an hour), each above zero as their parsers take them, and
-/// `--warmup`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Budgets {
-    pub max_memory: Option<u64>,
-    pub max_gpu_memory: Option<u64>,
-    pub max_memory_growth: Option<u64>,
-    pub warmup: Option<Duration>,
-}
-
-impl Budgets {
-    /// The limits to record, with the memory ceiling of this host and cgroup as they are now.
-    fn limits(self) -> Limits {
-        let (memory_ceiling_bytes, memory_ceiling_source) = memory_ceiling().unzip();
-        Limits {
-            max_memory_bytes: self.max_memory,
-            max_gpu_memory_bytes: self.max_gpu_memory,
-            max_memory_growth_bytes_per_hour: self.max_memory_growth,
-            warmup_ms: self.warmup.map(ms),
-            memory_ceiling_bytes,
-            memory_ceiling_source,
-        }
+/// The limits to record: the budgets `soak run` was given — `--max-memory`, `--max-gpu-memory`
+/// (bytes), `--max-memory-growth` (bytes an hour), each above zero as their parsers take them,
+/// and `--warmup` — with the memory ceiling of this host and cgroup as they are now.
+fn limits(args: &SoakRunArgs) -> Limits {
+    let (memory_ceiling_bytes, memory_ceiling_source) = memory_ceiling().unzip();
+    Limits {
+        max_memory_bytes: args.max_memory,
+        max_gpu_memory_bytes: args.max_gpu_memory,
+        max_memory_growth_bytes_per_hour: args.max_memory_growth,
+        warmup_ms: args.warmup.map(ms),
+        memory_ceiling_bytes,
+        memory_ceiling_source,
     }
 }
 
@@ -105,6 +63,8 @@ pub(crate) struct SoakSpec {
     pub command: Vec<String>,
     pub progress_dir: PathBuf,
     pub output: PathBuf,
+    /// Where the HTML report goes when the soak ends, if asked for.
+    pub report: Option<PathBuf>,
     pub parameters: SoakParameters,
     pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
@@ -115,9 +75,9 @@ pub(crate) struct SoakSpec {
     pub require_progress: bool,
     /// The credential values the command is handed, masked in everything recorded.
     pub secrets: Secrets,
-    /// How the tree is supervised beyond its limits (schema 5).
+    /// How the tree is supervised beyond its limits.
     pub supervision: Supervision,
-    /// The budgets it fails closed on (schema 6).
+    /// The budgets it fails closed on.
     pub limits: Limits,
 }
 
@@ -141,81 +101,127 @@ fn absolute(path: PathBuf) -> Result<PathBuf, SoakError> {
         .map_err(|source| SoakError::Io { path, source })
 }
 
-impl SoakRequest {
-    /// Checks the limits against each other and the directories against `uid`. The progress
-    /// directory must exist: a typo must not become a soak that watches nothing.
-    pub(crate) fn validate(self, uid: u32) -> Result<SoakSpec, SoakError> {
-        if self.command.is_empty() {
+impl SoakSpec {
+    /// The spec of the soak `soak_id`, run where `launch` says, from `args`: the first thing
+    /// wrong with them is refused. The limits are checked against each other, the directories
+    /// against the user of `paths` (the progress directory must exist: a typo must not become
+    /// a soak that watches nothing), and `--output` and `--report` against what is there.
+    pub(crate) fn from_args(
+        args: SoakRunArgs,
+        soak_id: String,
+        launch: Launch,
+        paths: &StatePaths,
+    ) -> Result<Self, SoakError> {
+        // `--output 'soak-{rank}.json'`: each rank of a job its own files.
+        let placeholders = Placeholders {
+            launch: &launch,
+            host: &paths.host,
+            soak_id: &soak_id,
+        };
+        let fill = |path: &Path| -> Result<PathBuf, Invalid> {
+            let text = path
+                .to_str()
+                .ok_or_else(|| Invalid::NotUtf8(path.to_owned()))?;
+            Ok(PathBuf::from(placeholders.fill(text)?))
+        };
+        let output = fill(&args.output)?;
+        let report = args.report.as_deref().map(fill).transpose()?;
+        let limits = limits(&args);
+        if args.command.is_empty() {
             return invalid(Invalid::NoCommand);
         }
-        if self.sample_interval < Duration::from_millis(10) {
+        if args.sample_interval < Duration::from_millis(10) {
             return invalid(Invalid::IntervalTooShort);
         }
-        if self.startup_timeout < self.sample_interval {
+        if args.startup_timeout < args.sample_interval {
             return invalid(Invalid::ShorterThanInterval("--startup-timeout"));
         }
-        if self.stale_progress < self.sample_interval {
+        if args.stale_progress < args.sample_interval {
             return invalid(Invalid::ShorterThanInterval("--stale-progress"));
         }
-        let cwd = absolute(self.cwd.unwrap_or_else(|| PathBuf::from(".")))?;
+        let cwd = absolute(args.cwd.unwrap_or_else(|| PathBuf::from(".")))?;
         let cwd = match std::fs::canonicalize(&cwd) {
             Ok(resolved) if resolved.is_dir() => resolved,
             _ => return invalid(Invalid::Cwd(cwd)),
         };
-        let progress_dir = trusted_progress_dir(absolute(self.progress_dir)?, uid)?;
-        let output = absolute(self.output)?;
+        let progress_dir = trusted_progress_dir(absolute(args.progress_dir)?, paths.uid)?;
+        let output = absolute(output)?;
         if !output.parent().is_some_and(Path::is_dir) {
             return invalid(Invalid::NoOutputDirectory(output));
         }
         // Found now, not when the verdict is to be written after days of running.
-        crate::soak::artifact::check_target(&output)
-            .map_err(SoakError::output(Written::Artifact, &output))?;
-        if !self.force && output.exists() {
-            return Err(SoakError::OutputExists(output));
-        }
-        let (py_spy, evidence_unavailable) = py_spy(self.py_spy.as_deref())?;
-        let limits = self.budgets.limits();
-        let mut env = self.env;
+        refuse_to_replace(&output, Written::Artifact, args.force)?;
+        let (py_spy, evidence_unavailable) = py_spy(args.py_spy.as_deref())?;
+        let SoakRunArgs {
+            command,
+            mut env,
+            env_clear,
+            meta,
+            meta_json,
+            ..
+        } = args;
         // Python buffers a pipe 8 KiB at a time: without this a trainer's `print()` lines would
         // reach the terminal and the tail late, in bursts. Unless the user decided otherwise,
         // or gave the whole environment.
-        if !self.env_clear
+        if !env_clear
             && std::env::var_os(UNBUFFERED).is_none()
             && !env.iter().any(|(k, _)| k == UNBUFFERED)
         {
             env.push((UNBUFFERED.to_owned(), "1".to_owned()));
         }
-        let mut metadata: BTreeMap<String, String> = self.metadata.into_iter().collect();
-        self.launch.record_into(&mut metadata);
-        let secrets = Secrets::handed_to_command(&env, &self.command);
+        // `--meta`, then `--meta-json` (its values held as the start event holds JSON).
+        let mut metadata: BTreeMap<String, String> = meta.into_iter().chain(meta_json).collect();
+        launch.record_into(&mut metadata);
+        let secrets = Secrets::handed_to_command(&env, &command);
+        // Said as absolute as the artifact's path.
+        let report = report
+            .map(|report| {
+                std::path::absolute(&report).map_err(SoakError::output(Written::Report, &report))
+            })
+            .transpose()?;
+        if let Some(report) = &report {
+            refuse_to_replace(report, Written::Report, args.force)?;
+        }
         Ok(SoakSpec {
-            soak_id: self.soak_id,
-            command: self.command,
+            soak_id,
+            command,
             progress_dir,
             output,
+            report,
             parameters: SoakParameters {
-                sample_interval_ms: ms(self.sample_interval),
-                startup_timeout_ms: ms(self.startup_timeout),
-                stale_progress_ms: ms(self.stale_progress),
-                shutdown_grace_ms: ms(self.shutdown_grace),
-                min_duration_ms: ms(self.min_duration),
+                sample_interval_ms: ms(args.sample_interval),
+                startup_timeout_ms: ms(args.startup_timeout),
+                stale_progress_ms: ms(args.stale_progress),
+                shutdown_grace_ms: ms(args.shutdown_grace),
+                min_duration_ms: ms(args.min_duration),
             },
             cwd,
             metadata,
-            require_progress: !self.allow_no_progress,
+            require_progress: !args.allow_no_progress,
             secrets,
             env,
-            env_clear: self.env_clear,
+            env_clear,
             supervision: Supervision {
-                fail_fast: self.fail_fast,
+                fail_fast: args.fail_fast,
                 py_spy,
-                dump_signal: self.dump_signal,
-                dump_wait_ms: ms(self.dump_wait),
+                dump_signal: args.dump_signal,
+                dump_wait_ms: ms(args.dump_wait),
                 evidence_unavailable,
             },
             limits,
         })
     }
+}
+
+/// An artifact or report (`kind`) is written only over a regular file, and over an existing one
+/// only with `--force`: a rename over a device, a FIFO or a symlink would replace that instead
+/// of writing into it.
+pub(crate) fn refuse_to_replace(path: &Path, kind: Written, force: bool) -> Result<(), SoakError> {
+    crate::soak::artifact::check_target(path).map_err(SoakError::output(kind, path))?;
+    if path.exists() && !force {
+        return Err(SoakError::OutputExists(path.to_owned()));
+    }
+    Ok(())
 }
 
 /// The `py-spy` to dump Python stacks with, and why there is none: `--py-spy` names one (a path,

@@ -19,7 +19,8 @@ use crate::tool::Tool;
 
 pub(super) struct Witnesses {
     kernel: KernelLog,
-    gpus_before: release::Before,
+    /// Until the end asks whether the GPUs were given back.
+    gpus_before: Option<release::Before>,
     /// What is captured of the tree before the first signal.
     pub capture: Capture,
     oom_kills_before: Option<u64>,
@@ -37,7 +38,7 @@ impl Witnesses {
         let capture = Capture::of(spec, std::process::id(), monotonic_ns());
         Self {
             kernel: KernelLog::follow(&kernel::kmsg_path()),
-            gpus_before: release::Before::start(capture::gpu_device_prefix(), uid),
+            gpus_before: Some(release::Before::start(capture::gpu_device_prefix(), uid)),
             oom_kills_before: capture.cgroup.as_ref().and_then(MemoryCgroup::oom_kills),
             capture,
             names: HashMap::new(),
@@ -57,22 +58,24 @@ impl Witnesses {
         );
         self.names
             .extend(sample.processes.iter().map(|p| (p.pid, p.name.clone())));
-        self.gpus_before.saw(sample.gpus.as_deref());
+        if let Some(before) = &mut self.gpus_before {
+            before.saw(sample.gpus.as_deref());
+        }
         (self.fail_fast && !sample.after_exit)
             .then(|| failed_child(sample, status, &self.names))
             .flatten()
     }
 
     /// Once the tree is gone: the OOM kills among its processes, and — checked for at most the
-    /// grace period — whether the GPUs were given back (if the command ever started).
+    /// grace period — whether the GPUs were given back (if the command ever started; asked once).
     pub(super) fn end(
-        mut self,
+        &mut self,
         smi: &Tool,
         spec: &SoakSpec,
         status: &GuardStatus,
     ) -> (OomFound, Option<GpuRelease>) {
         let gpu_release = status.started.and_then(|_| {
-            self.gpus_before.check(
+            self.gpus_before.take()?.check(
                 smi,
                 Duration::from_millis(spec.parameters.shutdown_grace_ms),
             )

@@ -1,10 +1,12 @@
 //! `unilab soak`: one file a verb (`run`, `list`, `show`, `compare`, `export`, `report`), and
 //! `snapshot`;
-//! here the dispatch and what several verbs share: naming a soak, its summary, the output rule.
+//! here the dispatch and what several verbs share: a soak named (in `naming`, which `history`
+//! reaches too), its summary, the output rule.
 
 mod compare;
 mod export;
 mod list;
+pub(crate) mod naming;
 mod report;
 mod run;
 mod show;
@@ -17,11 +19,12 @@ use crate::log::Snapshot;
 use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::process::SystemProc;
-use crate::projection::{Found, SoakSummary, Soaks};
-use crate::soak::error::{SoakError, Written};
-use crate::soak::{abandon, artifact};
+use crate::projection::SoakSummary;
+use crate::soak::abandon;
+use crate::soak::error::SoakError;
+use crate::soak::request::refuse_to_replace;
 use crate::time::unix_seconds;
-use std::path::Path;
+pub(crate) use naming::named;
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, Error> {
     serde_json::to_value(value).map_err(|e| Error::Internal(e.to_string()))
@@ -68,18 +71,6 @@ fn resolve(paths: &StatePaths, id: &str, out: &Output) -> Result<(Snapshot, Soak
     Ok((snapshot, summary))
 }
 
-/// The soak `id` names, if any; a prefix of several is an error that lists them.
-pub(crate) fn named(snapshot: &Snapshot, id: &str) -> Result<Option<SoakSummary>, SoakError> {
-    match Soaks::find(snapshot, id)? {
-        Found::One(summary) => Ok(Some(*summary)),
-        Found::None => Ok(None),
-        Found::Ambiguous(candidates) => Err(SoakError::Ambiguous {
-            id: id.to_owned(),
-            candidates,
-        }),
-    }
-}
-
 /// `failed (stale_progress)`, or just the state.
 fn status_text(summary: &SoakSummary) -> String {
     match summary.failure_kind {
@@ -107,16 +98,6 @@ fn summary_json(summary: &SoakSummary) -> serde_json::Value {
         "first_seq": summary.first_seq,
         "last_seq": summary.last_seq,
     })
-}
-
-/// An existing `--output` is replaced only with `--force`, and only if it is a regular file: a
-/// rename over a device, a FIFO or a symlink would replace that instead of writing into it.
-fn refuse_to_replace(path: &Path, kind: Written, force: bool) -> Result<(), SoakError> {
-    artifact::check_target(path).map_err(SoakError::output(kind, path))?;
-    if path.exists() && !force {
-        return Err(SoakError::OutputExists(path.to_owned()));
-    }
-    Ok(())
 }
 
 pub(crate) use snapshot::snapshot;

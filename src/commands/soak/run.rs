@@ -1,7 +1,6 @@
 //! `unilab soak run`: a soak from the command line to its verdict.
 
-use super::report::report_html;
-use super::{refuse_to_replace, to_json};
+use super::to_json;
 use crate::cli::SoakRunArgs;
 use crate::diagnostic::Exit;
 use crate::error::Error;
@@ -11,14 +10,12 @@ use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::projection::{self};
 use crate::snapshot::runtime_snapshot;
-use crate::soak::artifact;
 use crate::soak::console::Console;
-use crate::soak::error::{Invalid, SoakError, Written};
-use crate::soak::launch::{Launch, Placeholders};
-use crate::soak::request::{Budgets, SoakRequest};
+use crate::soak::error::{SoakError, Written};
+use crate::soak::launch::Launch;
+use crate::soak::request::SoakSpec;
 use crate::soak::supervise::{self, SoakContext};
 use crate::tool;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// How long `soak run` waits for nvidia-smi's part of the runtime snapshot before it starts the
@@ -32,59 +29,7 @@ pub(super) fn soak_run(
 ) -> Result<Exit, Error> {
     let soak_id = supervise::new_soak_id();
     let launch = Launch::from_env(|name| std::env::var(name).ok());
-    // `--output 'soak-{rank}.json'`: each rank of a job its own files.
-    let placeholders = Placeholders {
-        launch: &launch,
-        host: &paths.host,
-        soak_id: &soak_id,
-    };
-    let fill = |path: &Path| -> Result<PathBuf, Invalid> {
-        let text = path
-            .to_str()
-            .ok_or_else(|| Invalid::NotUtf8(path.to_owned()))?;
-        Ok(PathBuf::from(placeholders.fill(text)?))
-    };
-    let output = fill(&args.output).map_err(SoakError::from)?;
-    let report = args
-        .report
-        .as_deref()
-        .map(fill)
-        .transpose()
-        .map_err(SoakError::from)?;
-    let budgets = budgets(&args);
-    let spec = SoakRequest {
-        command: args.command,
-        progress_dir: args.progress_dir,
-        output,
-        force: args.force,
-        sample_interval: args.sample_interval,
-        startup_timeout: args.startup_timeout,
-        stale_progress: args.stale_progress,
-        shutdown_grace: args.shutdown_grace,
-        min_duration: args.min_duration,
-        cwd: args.cwd,
-        env: args.env,
-        env_clear: args.env_clear,
-        metadata: args.meta.into_iter().chain(args.meta_json).collect(),
-        allow_no_progress: args.allow_no_progress,
-        py_spy: args.py_spy,
-        dump_signal: args.dump_signal,
-        dump_wait: args.dump_wait,
-        fail_fast: args.fail_fast,
-        budgets,
-        soak_id,
-        launch,
-    }
-    .validate(paths.uid)?;
-    // Found now, not when the soak ends; said as absolute as the artifact's path.
-    let report = report
-        .map(|report| {
-            std::path::absolute(&report).map_err(SoakError::output(Written::Report, &report))
-        })
-        .transpose()?;
-    if let Some(report) = &report {
-        refuse_to_replace(report, Written::Report, args.force)?;
-    }
+    let spec = SoakSpec::from_args(args, soak_id, launch, paths)?;
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     room_warnings(
         paths,
@@ -118,9 +63,10 @@ pub(super) fn soak_run(
         guard_program,
         runtime_json,
         console: Arc::new(Console::of_this_process(out.is_quiet(), out.json)),
+        record_line: crate::commands::history::record_line,
     };
     let verdict = supervise::run(&ctx, &spec, &interrupted)?;
-    tell(&log, verdict, report, out)
+    tell(verdict, out)
 }
 
 /// Says, before the soak starts, when its record may not fit: a log over its warning size, a
@@ -155,42 +101,28 @@ fn room_warnings(
     Ok(())
 }
 
-/// Writes the report, then tells the verdict and what was written. The verdict is recorded:
-/// whatever could not be written is said after it, with the soak's id to write it again from
-/// the log.
-fn tell(
-    log: &EventLog,
-    verdict: supervise::Verdict,
-    report: Option<PathBuf>,
-    out: &mut Output,
-) -> Result<Exit, Error> {
-    let not_written = |kind, path: &Path, source| SoakError::NotWritten {
-        kind,
-        soak_id: verdict.soak_id.clone(),
-        path: path.to_owned(),
-        source: Box::new(source),
-    };
+/// Tells the verdict and what was written. The verdict is recorded: whatever could not be
+/// written is said after it, with the soak's id to write it again from the log.
+fn tell(verdict: supervise::Verdict, out: &mut Output) -> Result<Exit, Error> {
     let (artifact, digest, mut failed): (_, _, Option<Error>) = match verdict.digest {
         Ok(digest) => (Some(&verdict.artifact), Some(digest), None),
         Err(e) => (
             None,
             None,
-            Some(not_written(Written::Artifact, &verdict.artifact, e).into()),
+            Some(
+                SoakError::NotWritten {
+                    kind: Written::Artifact,
+                    soak_id: verdict.soak_id.clone(),
+                    path: verdict.artifact.clone(),
+                    source: Box::new(e),
+                }
+                .into(),
+            ),
         ),
     };
     let mut report_written = None;
-    if let Some(path) = report {
-        let written = log
-            .snapshot()
-            .map_err(Error::from)
-            .and_then(|snapshot| report_html(&snapshot, &verdict.soak_id))
-            .and_then(|html| {
-                artifact::write_atomically(&path, html.as_bytes()).map_err(|e| {
-                    let e = SoakError::output(Written::Report, &path)(e);
-                    not_written(Written::Report, &path, e).into()
-                })
-            });
-        match (written, &failed) {
+    if let Some((path, written)) = verdict.report {
+        match (written.map_err(Error::from), &failed) {
             (Ok(()), _) => report_written = Some(path),
             (Err(e), None) => failed = Some(e),
             // The artifact's failure is the one returned; this one is said at least.
@@ -227,14 +159,4 @@ fn tell(
     } else {
         Exit::SoakFailed
     })
-}
-
-/// The budgets `soak run` was given.
-fn budgets(args: &SoakRunArgs) -> Budgets {
-    Budgets {
-        max_memory: args.max_memory,
-        max_gpu_memory: args.max_gpu_memory,
-        max_memory_growth: args.max_memory_growth,
-        warmup: args.warmup,
-    }
 }

@@ -1,0 +1,19 @@
+//! Naming a soak: a full id, a unique prefix of one or of its random part, or `latest` — as
+//! every verb that takes a soak, and `history --soak`, resolve it. Apart from the verbs so that
+//! `history` reaches it without reaching them.
+
+use crate::log::Snapshot;
+use crate::projection::{Found, SoakSummary, Soaks};
+use crate::soak::error::SoakError;
+
+/// The soak `id` names, if any; a prefix of several is an error that lists them.
+pub(crate) fn named(snapshot: &Snapshot, id: &str) -> Result<Option<SoakSummary>, SoakError> {
+    match Soaks::find(snapshot, id)? {
+        Found::One(summary) => Ok(Some(*summary)),
+        Found::None => Ok(None),
+        Found::Ambiguous(candidates) => Err(SoakError::Ambiguous {
+            id: id.to_owned(),
+            candidates,
+        }),
+    }
+}

@@ -1,0 +1,158 @@
+//! A process tree read from `/proc`: every process, or the tree under one, walked down the
+//! kernel's `children` files where it has them.
+
+use super::{ProcStat, parse_stat};
+
+/// Every process on the host whose stat could be read, for building trees.
+pub fn all_processes(proc_root: &std::path::Path) -> Vec<ProcStat> {
+    let Ok(entries) = std::fs::read_dir(proc_root) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter_map(|pid| {
+            std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat"))
+                .ok()
+                .and_then(|text| parse_stat(&text))
+        })
+        .collect()
+}
+
+/// Reads a small `/proc` file into `buf` with one open and no `stat` (std's `read_to_string`
+/// asks for the size first, which `/proc` cannot answer anyway). `None` if it cannot be read.
+pub(crate) fn read_proc_file<'b>(path: &std::path::Path, buf: &'b mut Vec<u8>) -> Option<&'b str> {
+    use std::io::Read;
+    buf.clear();
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut chunk = [0u8; 4096];
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => return None,
+        }
+    }
+    std::str::from_utf8(buf).ok()
+}
+
+/// The children of one process: from each of its threads' `children` file (a thread may fork).
+/// A single-threaded process has one, so its task directory need not be listed.
+fn children_of(proc_root: &std::path::Path, stat: &ProcStat, buf: &mut Vec<u8>) -> Vec<u32> {
+    let task_dir = proc_root.join(stat.pid.to_string()).join("task");
+    let tasks: Vec<std::path::PathBuf> = if stat.num_threads <= 1 {
+        vec![task_dir.join(stat.pid.to_string())]
+    } else {
+        std::fs::read_dir(&task_dir)
+            .map(|entries| entries.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let mut children = Vec::new();
+    for task in tasks {
+        if let Some(text) = read_proc_file(&task.join("children"), buf) {
+            children.extend(
+                text.split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    children
+}
+
+/// The processes of the tree under `root` (not `root` itself), parents before children: walked
+/// down through the kernel's `children` files where it has them (reading only the tree), else
+/// found by scanning every process.
+pub(crate) fn tree(proc_root: &std::path::Path, root: u32) -> Vec<ProcStat> {
+    let mut buf = Vec::with_capacity(4096);
+    let stat_of = |pid: u32, buf: &mut Vec<u8>| {
+        read_proc_file(&proc_root.join(pid.to_string()).join("stat"), buf).and_then(parse_stat)
+    };
+    let Some(root_stat) = stat_of(root, &mut buf) else {
+        return Vec::new();
+    };
+    let probe = proc_root
+        .join(root.to_string())
+        .join("task")
+        .join(root.to_string())
+        .join("children");
+    if !probe.exists() {
+        return descendants(root, &all_processes(proc_root));
+    }
+    let mut found: Vec<ProcStat> = Vec::new();
+    let mut seen = std::collections::HashSet::from([root]);
+    let mut queue = std::collections::VecDeque::from([root_stat]);
+    while let Some(parent) = queue.pop_front() {
+        for child in children_of(proc_root, &parent, &mut buf) {
+            if !seen.insert(child) {
+                continue;
+            }
+            // Gone between the two reads, or re-parented: not part of the tree any more.
+            if let Some(stat) = stat_of(child, &mut buf).filter(|s| s.ppid == parent.pid) {
+                found.push(stat.clone());
+                queue.push_back(stat);
+            }
+        }
+    }
+    found
+}
+
+/// The descendants of `root` (not `root` itself) among `processes`, parents before children.
+pub fn descendants(root: u32, processes: &[ProcStat]) -> Vec<ProcStat> {
+    let mut children: std::collections::HashMap<u32, Vec<&ProcStat>> =
+        std::collections::HashMap::new();
+    for p in processes {
+        children.entry(p.ppid).or_default().push(p);
+    }
+    let mut found = Vec::new();
+    // A pid cannot be its own ancestor; guard against a table read mid-change anyway.
+    let mut seen = std::collections::HashSet::from([root]);
+    let mut queue = std::collections::VecDeque::from([root]);
+    while let Some(pid) = queue.pop_front() {
+        for child in children.get(&pid).into_iter().flatten() {
+            if seen.insert(child.pid) {
+                found.push((*child).clone());
+                queue.push_back(child.pid);
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_ways_of_walking_a_tree_agree() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & (sleep 30 &) ; wait"])
+            .spawn()
+            .unwrap();
+        let root = child.id();
+        let proc_root = std::path::Path::new("/proc");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // Settled once the subshell has forked its orphan and exited: two `sleep`s, nothing else.
+        let settled = |t: Vec<ProcStat>| t.len() == 2 && t.iter().all(|p| p.comm == "sleep");
+        while !settled(tree(proc_root, root)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut by_children: Vec<u32> = tree(proc_root, root).iter().map(|s| s.pid).collect();
+        assert!(proc_root.join("self/task").exists());
+        let mut by_scan: Vec<u32> = descendants(root, &all_processes(proc_root))
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        by_children.sort_unstable();
+        by_scan.sort_unstable();
+        for pid in by_scan.iter().chain(&by_children) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid as i32),
+                nix::sys::signal::SIGKILL,
+            );
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(by_children.len(), 2, "{by_children:?}");
+        assert_eq!(by_children, by_scan);
+    }
+}

@@ -1,0 +1,29 @@
+//! What a soak runs against — the state paths, the log, nvidia-smi, the guard's binary, the
+//! console — and how often the supervisor looks again at what it waits for.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::written::RecordLine;
+use crate::log::EventLog;
+use crate::paths::StatePaths;
+use crate::soak::console::Console;
+use crate::tool::Tool;
+
+/// How often the supervisor looks again at what it waits for.
+pub(super) const LOOK_EVERY: Duration = Duration::from_millis(20);
+
+/// What a soak runs against.
+pub(crate) struct SoakContext<'a> {
+    pub paths: &'a StatePaths,
+    pub log: &'a EventLog,
+    pub smi: Tool,
+    /// The binary to run as the guard (`unilab` itself).
+    pub guard_program: PathBuf,
+    pub runtime_json: String,
+    /// Where the command's output and the live status line go.
+    pub console: Arc<Console>,
+    /// How the report's timeline shows a record.
+    pub record_line: RecordLine,
+}

@@ -1,0 +1,175 @@
+//! What a soak records of itself beyond its samples: its start, before anything runs, and its
+//! verdict — with the samples and the evidence a full disk held back — waiting a while for
+//! space on a full disk before it gives up, saying so.
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::context::SoakContext;
+use super::phase::Judged;
+use crate::event::soak::{Findings, Outcome, SoakEnd, SoakStart};
+use crate::event::{Event, Subject};
+use crate::log::LogError;
+use crate::process::{self, ProcSource, ProcessIdentity, SystemProc};
+use crate::redact::redact;
+use crate::soak::error::SoakError;
+use crate::soak::request::{SoakSpec, ms};
+use crate::soak::watch::Watch;
+
+/// A soak whose start is recorded: its id and its private working directory.
+pub(super) struct Recording {
+    pub id: String,
+    pub work_dir: PathBuf,
+    /// Where the guard reports the command's start and exit.
+    pub status_path: PathBuf,
+}
+
+impl Recording {
+    pub(super) fn begin(ctx: &SoakContext, spec: &SoakSpec) -> Result<Self, SoakError> {
+        let id = spec.soak_id.clone();
+        let work_dir = ctx.paths.user_dir().join("soaks").join(&id);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&work_dir)
+            .map_err(|source| SoakError::Io {
+                path: work_dir.clone(),
+                source,
+            })?;
+        let me = SystemProc::default()
+            .stat(std::process::id())
+            .map(|s| s.identity())
+            .unwrap_or(ProcessIdentity {
+                pid: std::process::id(),
+                start_ticks: 0,
+            });
+        let recording = Self {
+            status_path: work_dir.join("guard-status"),
+            work_dir,
+            id,
+        };
+        let secrets = &spec.secrets;
+        let mask = |text: &str| secrets.mask(text).into_owned();
+        // What the user named a credential keeps its name only; any value that is one is masked.
+        let masked_map = |pairs: &mut dyn Iterator<Item = (&String, &String)>| {
+            pairs
+                .map(|(k, v)| (k.clone(), mask(redact(k, v))))
+                .collect()
+        };
+        ctx.log.append(
+            recording.subject(),
+            Event::SoakStarted {
+                start: Box::new(SoakStart {
+                    soak_id: recording.id.clone(),
+                    command: secrets.mask_command_line(&spec.command),
+                    cwd: spec.cwd.display().to_string(),
+                    progress_dir: spec.progress_dir.display().to_string(),
+                    output: spec.output.display().to_string(),
+                    parameters: spec.parameters.clone(),
+                    require_progress: spec.require_progress,
+                    metadata: masked_map(&mut spec.metadata.iter()),
+                    environment: masked_map(&mut spec.env.iter().map(|(k, v)| (k, v))),
+                    supervisor: me,
+                    runtime_json: mask(&ctx.runtime_json),
+                    ticks_per_second: process::ticks_per_second(),
+                }),
+                supervision: spec.supervision.clone(),
+                limits: spec.limits.clone(),
+            },
+        )?;
+        Ok(recording)
+    }
+
+    pub(super) fn subject(&self) -> Subject {
+        Subject::Soak(self.id.clone())
+    }
+}
+
+/// How long the end of a soak waits for space on a full disk to record its verdict (and the
+/// samples held back) and its artifact: then it gives up, saying so (exit 3); the log keeps
+/// what it had, and the soak is reported abandoned later.
+const FULL_DISK_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Records the verdict (with the samples a full disk held back); one that cannot be recorded is
+/// said on standard error at least.
+pub(super) fn record_verdict(
+    ctx: &SoakContext,
+    soak_id: &str,
+    outcome: &Outcome,
+    events: Vec<(Subject, Event)>,
+) -> Result<(), SoakError> {
+    record_patiently(ctx, events).inspect_err(|_| {
+        ctx.console.warn(&format!(
+            "soak {soak_id} {}{}: {}; this verdict could not be recorded",
+            outcome.status.as_str(),
+            outcome
+                .failure_kind
+                .map(|kind| format!(" ({})", kind.as_str()))
+                .unwrap_or_default(),
+            outcome.reason
+        ));
+    })
+}
+
+/// Appends `events` in one commit, waiting up to [`FULL_DISK_PATIENCE`] while the log's disk is
+/// full.
+pub(super) fn record_patiently(
+    ctx: &SoakContext,
+    events: Vec<(Subject, Event)>,
+) -> Result<(), SoakError> {
+    let started = Instant::now();
+    let mut warned = false;
+    loop {
+        match ctx.log.append_all(events.iter().cloned()) {
+            Ok(_) => return Ok(()),
+            Err(e @ LogError::NoSpace { .. }) if started.elapsed() < FULL_DISK_PATIENCE => {
+                if !warned {
+                    warned = true;
+                    ctx.console.warn(&format!(
+                        "{e}: waiting up to {} s for space to record the verdict",
+                        FULL_DISK_PATIENCE.as_secs()
+                    ));
+                }
+                // Each try opens the log again (a repair after the failed commit): not too often.
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The event that ends the soak: its verdict and what the run ended with, its output's tails
+/// masked as everything recorded is.
+pub(super) fn finished(judged: Judged, watch: &Watch, spec: &SoakSpec) -> Event {
+    let Judged {
+        outcome,
+        exit,
+        child,
+        limit,
+        stopped,
+        ended,
+        times,
+        witnessed,
+    } = judged;
+    Event::finished(
+        SoakEnd {
+            outcome,
+            exit,
+            run_ms: ms(times.run),
+            teardown_ms: ms(times.teardown),
+            first_progress_ms: watch.first_progress().map(ms),
+            last_progress_ms: watch.last_change().map(ms),
+            leaked_processes: stopped.leaked,
+            stdout_tail: spec.secrets.mask_tail(&ended.stdout_tail),
+            stderr_tail: spec.secrets.mask_tail(&ended.stderr_tail),
+        },
+        Findings {
+            child,
+            oom_kills: witnessed.oom.kills,
+            unkillable: stopped.unkillable,
+            gpu_release: witnessed.gpu_release,
+        },
+        limit,
+    )
+}

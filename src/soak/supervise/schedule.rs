@@ -1,0 +1,245 @@
+//! The schedule: the samples of a running command, each due at `n × interval` after the guard's
+//! spawn, so it does not drift with the sampler's own cost; ticks missed (a slow sample, a
+//! supervisor that did not run) are skipped and said, never caught up. Between samples it
+//! watches for the command's exit and for signals, so a verdict never waits a whole interval.
+//! Each sample goes to the [`GroupCommit`] and is fed to the [`Watch`], whose answer ends the
+//! sampling or not.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::child::Guard;
+use super::commit::GroupCommit;
+use super::context::{LOOK_EVERY, SoakContext};
+use super::record::Recording;
+use super::status::{StatusLine, warn_of_others};
+use crate::event::soak::FailureKind;
+use crate::event::{Event, Subject};
+use crate::process::{self, ProcessIdentity};
+use crate::soak::artifact;
+use crate::soak::request::SoakSpec;
+use crate::soak::sampler::{GpuStream, HeldDir, Sampler};
+use crate::soak::watch::{CommandState, Failure, Next, Observation, Resources, Watch};
+use crate::soak::witnesses::Witnesses;
+use crate::time::poll_until;
+
+/// How long after the guard's death an interruption still counts as its cause.
+const INTERRUPT_SKEW: Duration = Duration::from_millis(500);
+
+/// What sampling works with and leaves behind: the held progress directory, and every process
+/// of the tree a sample saw (to find them again should the guard die).
+pub(super) struct Sampling<'a> {
+    pub progress: HeldDir,
+    pub seen: &'a mut HashSet<ProcessIdentity>,
+    pub witnesses: &'a mut Witnesses,
+}
+
+/// The series starts with the running command: wait for the guard to report its spawn — or its
+/// death, which the first turn of the sampling loop tells (a guard killed before it reported
+/// would otherwise hold the soak for the whole startup timeout).
+fn await_spawn(guard: &Guard, spec: &SoakSpec, interrupted: &AtomicBool) {
+    let startup = Duration::from_millis(spec.parameters.startup_timeout_ms);
+    poll_until(
+        startup.saturating_sub(guard.t0.elapsed()),
+        LOOK_EVERY,
+        || {
+            let status = guard.status();
+            status.started.is_some()
+                || status.exited()
+                || guard.died(&status).is_some()
+                || interrupted.load(Ordering::Relaxed)
+        },
+    );
+}
+
+/// Samples on schedule until the watch says the command exited or the soak fails; returns the
+/// failure, if any, once the samples taken are committed, and what a full disk held back.
+pub(super) fn sample_until_done(
+    ctx: &SoakContext,
+    spec: &SoakSpec,
+    soak: &Recording,
+    guard: &Guard,
+    sampling: Sampling<'_>,
+    watch: &mut Watch,
+    interrupted: &AtomicBool,
+) -> (Option<Failure>, Vec<(Subject, Event)>) {
+    let t0 = guard.t0;
+    let interval = Duration::from_millis(spec.parameters.sample_interval_ms);
+    let Sampling {
+        progress,
+        seen,
+        witnesses,
+    } = sampling;
+    let sampler = sampler_for(ctx, progress, interval);
+    await_spawn(guard, spec, interrupted);
+    let mut index = 0u64;
+    // The schedule's tick, apart from the samples' index: ticks missed are skipped, not caught up.
+    let mut tick = 0u64;
+    let mut behind: Option<String> = None;
+    // Until the GPUs were read once: whether others already use them is said then.
+    let mut gpus_unread = true;
+    let mut samples = GroupCommit::new(ctx.log, &ctx.console, soak.subject(), interval);
+    // The tree's CPU % between samples, for the status line.
+    let mut cpu = artifact::v2::CpuClock::new(process::ticks_per_second());
+    let failure = loop {
+        let due = t0 + interval.mul_f64(tick as f64);
+        while Instant::now() < due
+            && !interrupted.load(Ordering::Relaxed)
+            && !guard.status().exited()
+        {
+            // The verdict may wait this long after the command exits; sampling does not.
+            std::thread::sleep(
+                Duration::from_millis(100).min(due.saturating_duration_since(Instant::now())),
+            );
+        }
+        // Read before sampling: a sample taken after the exit was known says so.
+        let status = guard.status();
+        if let Some(failure) = guard.died(&status) {
+            // `scancel` and a job's end signal the whole step at once: the guard may die of it
+            // just before this process learns it was interrupted too.
+            if poll_until(INTERRUPT_SKEW, LOOK_EVERY, || {
+                interrupted.load(Ordering::Relaxed)
+            }) {
+                break Some(Failure::new(
+                    FailureKind::Interrupted,
+                    "unilab was interrupted; the signal ended the soak's guard too",
+                ));
+            }
+            break Some(failure);
+        }
+        let command = status.command_state();
+        let elapsed = t0.elapsed();
+        let after_exit = command != CommandState::Running;
+        let (mut sample, measures) = sampler.sample(index, elapsed, guard.pid, after_exit);
+        sample.errors.extend(behind.take());
+        if gpus_unread && sample.gpus.is_some() {
+            gpus_unread = false;
+            warn_of_others(&ctx.console, &sample, &measures);
+        }
+        seen.extend(sample.processes.iter().map(|p| ProcessIdentity {
+            pid: p.pid,
+            start_ticks: p.start_ticks,
+        }));
+        let failed_child = witnesses.saw(&mut sample, &status);
+        let progress = sample.progress;
+        let sample_cost = sample.sampler_cost_us;
+        let status_line = ctx
+            .console
+            .shows_status()
+            .then(|| StatusLine::of(&sample, &measures, cpu.advance(&sample).1));
+        let resources = Resources::of(&sample, &measures);
+        let committing = Instant::now();
+        if let Err(failure) = samples.push(sample, measures) {
+            break Some(failure);
+        }
+        index += 1;
+        // The sample's own cost and its commit's: what this thread spent on it.
+        let cost = Duration::from_micros(sample_cost) + committing.elapsed();
+        let (next_tick, missed) = next_tick(tick, t0.elapsed(), interval);
+        tick = next_tick;
+        behind = missed.map(|missed| fell_behind(missed, interval, cost));
+        let next = watch.observe(&Observation {
+            elapsed,
+            progress,
+            command,
+            interrupted: interrupted.load(Ordering::Relaxed),
+            failed_child,
+            resources,
+        });
+        if let Some(line) = status_line {
+            ctx.console.status(line.text(
+                &soak.id,
+                elapsed,
+                index,
+                watch.last_change(),
+                watch.stale_in(elapsed),
+            ));
+        }
+        match next {
+            Next::Continue => {}
+            Next::Exited => break None,
+            Next::Fail(failure) => break Some(failure),
+        }
+    };
+    ctx.console.finish();
+    // Whatever ended the sampling, the samples taken are recorded before the verdict; those a
+    // full disk holds back go in with it.
+    match samples.commit() {
+        Ok(()) => (failure, samples.held()),
+        Err(commit_failed) => (failure.or(Some(commit_failed)), samples.held()),
+    }
+}
+
+/// The sampler of a soak sampled every `interval`, its GPUs read by a stream of its own.
+fn sampler_for(ctx: &SoakContext, progress: HeldDir, interval: Duration) -> Sampler {
+    Sampler::new(
+        PathBuf::from("/proc"),
+        progress,
+        Some(GpuStream::start(
+            ctx.smi.clone(),
+            interval,
+            Some(ctx.guard_program.clone()),
+        )),
+    )
+    // Half of each interval at most: a huge progress directory cannot take the whole schedule.
+    .with_walk_budget((interval / 2).max(WALK_BUDGET_FLOOR))
+}
+
+/// The least a sample may spend walking the progress directory, however short the interval.
+const WALK_BUDGET_FLOOR: Duration = Duration::from_millis(20);
+
+/// The tick to sample next after `tick`, at `elapsed`: the following one, or — when ticks went by
+/// unsampled (sampling took longer than the interval, or the supervisor did not run) — the one
+/// under way now, at once; and how many due ticks were missed.
+fn next_tick(tick: u64, elapsed: Duration, interval: Duration) -> (u64, Option<u64>) {
+    let now = (elapsed.as_secs_f64() / interval.as_secs_f64().max(1e-9)).floor() as u64;
+    match now.checked_sub(tick + 1) {
+        // The tick under way now is sampled at once.
+        Some(missed) if missed > 0 => (now, Some(missed)),
+        _ => (tick + 1, None),
+    }
+}
+
+/// What a sample says when the ones due before it were missed: whether sampling itself took
+/// too long (its cost, a large progress directory's walk) or the supervisor did not run at all
+/// (stopped with SIGSTOP, starved of CPU, a suspended host).
+fn fell_behind(missed: u64, interval: Duration, cost: Duration) -> String {
+    let due = crate::text::count(missed, "due sample");
+    if cost >= interval {
+        format!(
+            "{due} skipped: the last sample took {:.2} s, longer than the {:.2} s interval (a large progress directory takes long to walk)",
+            cost.as_secs_f64(),
+            interval.as_secs_f64()
+        )
+    } else {
+        format!(
+            "{due} skipped: the supervisor did not run for about {:.1} s (stopped, or starved of CPU)",
+            interval.as_secs_f64() * missed as f64
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missed_ticks_are_skipped_and_counted_not_caught_up() {
+        let interval = Duration::from_millis(200);
+        let at = Duration::from_millis;
+        assert_eq!(next_tick(0, at(10), interval), (1, None));
+        assert_eq!(next_tick(3, at(790), interval), (4, None));
+        assert_eq!(
+            next_tick(3, at(810), interval),
+            (4, None),
+            "only late: no tick missed"
+        );
+        assert_eq!(next_tick(3, at(1_010), interval), (5, Some(1)));
+        // Stopped for four seconds after tick 3: ticks 4 to 22 were due meanwhile.
+        assert_eq!(next_tick(3, at(4_650), interval), (23, Some(19)));
+        assert!(fell_behind(19, interval, at(3)).contains("did not run for about 3.8 s"));
+        assert!(fell_behind(2, interval, at(450)).contains("the last sample took 0.45 s"));
+    }
+}

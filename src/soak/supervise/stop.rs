@@ -1,0 +1,89 @@
+//! The teardown, once the soak is decided: evidence of the tree captured and committed before
+//! the first signal, the dump signal and its wait, then the tree stopped (see [`stop_tree`]),
+//! what it leaked named with its credentials masked.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::child::Guard;
+use super::context::{LOOK_EVERY, SoakContext};
+use crate::event::soak::FailureKind;
+use crate::event::{Event, Subject};
+use crate::process::{ProcStat, ProcessIdentity, Signal, SystemProc};
+use crate::soak::capture::Capture;
+use crate::soak::request::SoakSpec;
+use crate::soak::teardown::{Hands, SETTLE, Stopped, SystemHands, Tree, stop_tree};
+use crate::time::poll_until;
+
+/// Stops the soak's tree (see [`stop_tree`]) once the soak is decided; the leaks, their
+/// credentials masked, and what no signal could end. Before the first signal the evidence is
+/// captured and recorded, then the dump signal sent and its wait kept; the evidence comes back
+/// when it could not be recorded (a full disk), to go in with the verdict.
+pub(super) fn teardown(
+    ctx: &SoakContext,
+    spec: &SoakSpec,
+    (guard, capture): (&Guard, &Capture),
+    seen: &HashSet<ProcessIdentity>,
+    (failure, interrupted): (Option<FailureKind>, &AtomicBool),
+) -> (Stopped, Option<Event>) {
+    let proc = SystemProc::default();
+    // From here on an interruption (a second Ctrl-C) means: kill now.
+    interrupted.store(false, Ordering::Relaxed);
+    let hurry = || interrupted.load(Ordering::Relaxed);
+    let tree = Tree {
+        proc: &proc,
+        guard: guard.pid,
+        me: std::process::id(),
+        seen,
+    };
+    let hands = SystemHands {
+        proc: &proc,
+        uid: ctx.paths.uid,
+    };
+    let guard_done = || guard.done();
+    let subject = Subject::Soak(spec.soak_id.clone());
+    let mut unrecorded = None;
+    let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
+    let before_first = |live: &[ProcStat], trigger| {
+        let evidence = capture.take(live, trigger, jiff::Timestamp::now().as_microsecond());
+        let event = Event::evidence_captured(evidence);
+        if let Err(e) = ctx.log.append(subject.clone(), event.clone()) {
+            ctx.console.warn(&format!(
+                "{e}: the evidence of the soak's tree is recorded with the verdict instead"
+            ));
+            unrecorded = Some(event);
+        }
+        if let Some(number) = spec.supervision.dump_signal {
+            for stat in tree.live() {
+                hands.signal(stat.identity(), Signal::Dump(number));
+            }
+            let wait = Duration::from_millis(spec.supervision.dump_wait_ms);
+            poll_until(wait, LOOK_EVERY, || tree.live().is_empty());
+        }
+        if trigger != FailureKind::LeakedProcesses {
+            ctx.console.note(&format!(
+                "stopping the tree ({}): SIGTERM now, SIGKILL in {}{}",
+                trigger.as_str(),
+                crate::text::duration(grace.as_secs_f64()),
+                if trigger == FailureKind::Interrupted {
+                    " — Ctrl-C again to kill it now"
+                } else {
+                    ""
+                }
+            ));
+        }
+    };
+    let mut stopped = stop_tree(
+        &tree,
+        &hands,
+        failure,
+        (grace, SETTLE),
+        (guard_done, &hurry),
+        before_first,
+    );
+    for leak in &mut stopped.leaked {
+        leak.cmdline = spec.secrets.mask_command_line(&leak.cmdline);
+    }
+    (stopped, unrecorded)
+}
