@@ -229,17 +229,10 @@ mod tests {
     /// remove the leftovers). Only a socket that accepts a connection proves a daemon.
     #[test]
     fn a_pid_file_naming_a_live_process_is_no_daemon_without_a_socket_that_answers() {
-        use crate::process::{FakeProc, ProcessIdentity};
+        use crate::testing::proc::FakeProc;
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(PID_FILE), "4242\n").unwrap();
-        let reused = FakeProc::default().with(
-            ProcessIdentity {
-                pid: 4242,
-                start_ticks: 9,
-            },
-            'S',
-            1000,
-        );
+        let reused = FakeProc::new().with(4242, 9, 'S', 1000);
         assert_eq!(occupant(&reused, dir.path()), Occupant::Leftovers);
         // A socket nobody listens on any more is a leftover too.
         let socket = dir.path().join(CONTROL_SOCKET);

@@ -213,7 +213,7 @@ mod tests {
     use super::*;
     use crate::event::TopologyMode;
     use crate::paths::StatePaths;
-    use crate::process::{FakeProc, ProcessIdentity};
+    use crate::testing::proc::FakeProc;
 
     const UID: u32 = 1000;
 
@@ -254,16 +254,8 @@ mod tests {
     }
 
     fn live(pids: &[u32]) -> FakeProc {
-        pids.iter().fold(FakeProc::default(), |proc, pid| {
-            proc.with(
-                ProcessIdentity {
-                    pid: *pid,
-                    start_ticks: 7,
-                },
-                'S',
-                UID,
-            )
-        })
+        pids.iter()
+            .fold(FakeProc::new(), |proc, pid| proc.with(*pid, 7, 'S', UID))
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! a pid exists (signal 0, `log::open`) sends nothing.
 //!
 //! Here: identity, a process's `stat`, and [`ProcSource`], what reads `/proc` (the host's, or a
-//! `FakeProc` in tests); `signal` (liveness, signals, reaping) and `walk` (process
+//! the shared fake `/proc` in tests, through `fake`); `signal` (liveness, signals, reaping) and `walk` (process
 //! trees) beside it.
 
 #[cfg(test)]
@@ -26,8 +26,6 @@ use std::path::PathBuf;
 use crate::proc_read::{Blocked, ProcDir};
 use serde::{Deserialize, Serialize};
 
-#[cfg(test)]
-pub(crate) use fake::FakeProc;
 pub use signal::{Liveness, SignalError};
 pub(crate) use signal::{Signal, liveness, reap, signal, wait_for_exit};
 pub use walk::{all_processes, descendants};

@@ -160,7 +160,8 @@ pub(crate) fn reap(pid: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::{FakeProc, SystemProc};
+    use crate::process::SystemProc;
+    use crate::testing::proc::FakeProc;
 
     const RECORDED: ProcessIdentity = ProcessIdentity {
         pid: 4242,
@@ -170,28 +171,21 @@ mod tests {
     #[test]
     fn a_recorded_identity_is_live_only_while_pid_start_time_and_owner_all_match() {
         let cases = [
-            (FakeProc::default(), Liveness::Gone),
+            (FakeProc::new(), Liveness::Gone),
             (
-                FakeProc::default().with(RECORDED, 'Z', 1000),
+                FakeProc::new().with(RECORDED.pid, RECORDED.start_ticks, 'Z', 1000),
                 Liveness::Gone,
             ),
             (
-                FakeProc::default().with(
-                    ProcessIdentity {
-                        start_ticks: 101,
-                        ..RECORDED
-                    },
-                    'S',
-                    1000,
-                ),
+                FakeProc::new().with(RECORDED.pid, 101, 'S', 1000),
                 Liveness::Reused { start_ticks: 101 },
             ),
             (
-                FakeProc::default().with(RECORDED, 'S', 0),
+                FakeProc::new().with(RECORDED.pid, RECORDED.start_ticks, 'S', 0),
                 Liveness::NotOwned { uid: 0 },
             ),
             (
-                FakeProc::default().with(RECORDED, 'S', 1000),
+                FakeProc::new().with(RECORDED.pid, RECORDED.start_ticks, 'S', 1000),
                 Liveness::Live,
             ),
         ];
@@ -202,16 +196,9 @@ mod tests {
 
     #[test]
     fn a_reused_pid_counts_as_exited_for_a_waiter() {
-        let reused = FakeProc::default().with(
-            ProcessIdentity {
-                start_ticks: 999,
-                ..RECORDED
-            },
-            'S',
-            1000,
-        );
+        let reused = FakeProc::new().with(RECORDED.pid, 999, 'S', 1000);
         assert!(wait_for_exit(&reused, RECORDED, std::time::Duration::ZERO));
-        let live = FakeProc::default().with(RECORDED, 'R', 1000);
+        let live = FakeProc::new().with(RECORDED.pid, RECORDED.start_ticks, 'R', 1000);
         assert!(!wait_for_exit(&live, RECORDED, std::time::Duration::ZERO));
     }
 

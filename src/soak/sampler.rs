@@ -242,103 +242,66 @@ impl Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::proc::FakeProc;
 
     /// A `/proc` of two processes: 10, the root, and its child 11 with `io` and two fds.
-    struct FakeProc(tempfile::TempDir);
+    fn two_processes() -> FakeProc {
+        let mut fake = FakeProc::new()
+            .with(10, 500, 'S', 0)
+            .with(11, 500, 'S', 0)
+            .parent(11, 10);
+        fake.resident(10, 50);
+        fake.resident(11, 50);
+        fake.open_fds(11, 2);
+        fake.io(11, 7, 100);
+        fake
+    }
 
-    impl FakeProc {
-        fn new() -> Self {
-            let fake = FakeProc(tempfile::tempdir().unwrap());
-            fake.stat(10, 1, 0);
-            fake.stat(11, 10, 0);
-            let task = fake.0.path().join("10/task/10");
-            std::fs::create_dir_all(&task).unwrap();
-            std::fs::write(task.join("children"), "11 ").unwrap();
-            std::fs::create_dir_all(fake.0.path().join("11/task/11")).unwrap();
-            std::fs::write(fake.0.path().join("11/task/11/children"), "").unwrap();
-            std::fs::create_dir_all(fake.0.path().join("11/fd")).unwrap();
-            for fd in ["0", "1"] {
-                std::fs::write(fake.0.path().join("11/fd").join(fd), "").unwrap();
-            }
-            fake.io(100);
-            fake
-        }
-
-        fn stat(&self, pid: u32, ppid: u32, utime: u64) {
-            self.stat_of(pid, ppid, utime, 50);
-        }
-
-        fn stat_of(&self, pid: u32, ppid: u32, utime: u64, rss_pages: u64) {
-            let dir = self.0.path().join(pid.to_string());
-            std::fs::create_dir_all(&dir).unwrap();
-            let line = format!(
-                "{pid} (p) S {ppid} 1 1 0 -1 0 0 0 0 0 {utime} 0 0 0 20 0 1 0 500 1000 {rss_pages}\n"
-            );
-            std::fs::write(dir.join("stat"), line).unwrap();
-        }
-
-        fn io(&self, write_bytes: u64) {
-            let text = format!(
-                "rchar: 0\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 7\nwrite_bytes: {write_bytes}\ncancelled_write_bytes: 0\n"
-            );
-            std::fs::write(self.0.path().join("11/io"), text).unwrap();
-        }
-
-        fn write_bytes(&self, index: u64, details: &mut HashMap<(u32, u64), Detail>) -> u64 {
-            let (tree, _) =
-                process_tree(self.0.path(), 10, (index, false), details, &mut Vec::new());
-            assert_eq!(tree.len(), 1);
-            assert_eq!(tree[0].open_fds, Some(2));
-            tree[0].write_bytes.unwrap()
-        }
+    fn write_bytes(fake: &FakeProc, index: u64, details: &mut HashMap<(u32, u64), Detail>) -> u64 {
+        let (tree, _) = process_tree(fake.root(), 10, (index, false), details, &mut Vec::new());
+        assert_eq!(tree.len(), 1);
+        assert_eq!(tree[0].open_fds, Some(2));
+        tree[0].write_bytes.unwrap()
     }
 
     #[test]
     fn an_idle_processs_costlier_files_are_read_again_only_when_it_ran_or_every_ten_samples() {
-        let fake = FakeProc::new();
+        let mut fake = two_processes();
         let mut details = HashMap::new();
-        assert_eq!(fake.write_bytes(0, &mut details), 100);
-        fake.io(200);
+        assert_eq!(write_bytes(&fake, 0, &mut details), 100);
+        fake.io(11, 7, 200);
         // Idle since: carried over.
-        assert_eq!(fake.write_bytes(1, &mut details), 100);
+        assert_eq!(write_bytes(&fake, 1, &mut details), 100);
         // It used CPU: read again.
-        fake.stat(11, 10, 3);
-        assert_eq!(fake.write_bytes(2, &mut details), 200);
-        fake.io(300);
+        fake.ran(11, 3);
+        assert_eq!(write_bytes(&fake, 2, &mut details), 200);
+        fake.io(11, 7, 300);
         for index in 3..2 + DETAIL_EVERY {
-            assert_eq!(fake.write_bytes(index, &mut details), 200, "sample {index}");
+            assert_eq!(
+                write_bytes(&fake, index, &mut details),
+                200,
+                "sample {index}"
+            );
         }
-        assert_eq!(fake.write_bytes(2 + DETAIL_EVERY, &mut details), 300);
+        assert_eq!(write_bytes(&fake, 2 + DETAIL_EVERY, &mut details), 300);
         // A process that left the tree is forgotten.
-        std::fs::write(fake.0.path().join("10/task/10/children"), "").unwrap();
+        fake.reparent(11, 1);
         assert!(
-            process_tree(
-                fake.0.path(),
-                10,
-                (20, false),
-                &mut details,
-                &mut Vec::new()
-            )
-            .0
-            .is_empty()
+            process_tree(fake.root(), 10, (20, false), &mut details, &mut Vec::new())
+                .0
+                .is_empty()
         );
         assert!(details.is_empty());
     }
 
     #[test]
     fn pss_is_read_with_the_other_costly_files_and_afresh_in_the_last_sample() {
-        let fake = FakeProc::new();
-        let smaps = |kib: u64| {
-            let text = format!(
-                "00400000-7fff ---p 00000000 00:00 0 [rollup]\nRss: 9 kB\nPss: {kib} kB\nPss_Anon: 1 kB\n"
-            );
-            std::fs::write(fake.0.path().join("11/smaps_rollup"), text).unwrap();
-        };
-        smaps(100);
+        let mut fake = two_processes();
+        fake.pss(11, 100);
         let mut details = HashMap::new();
-        let mut pss = |index, last| {
+        let mut pss = |fake: &FakeProc, index, last| {
             process_tree(
-                fake.0.path(),
+                fake.root(),
                 10,
                 (index, last),
                 &mut details,
@@ -346,18 +309,22 @@ mod tests {
             )
             .1
         };
-        assert_eq!(pss(0, false), [Some(100 << 10)]);
-        smaps(200);
-        assert_eq!(pss(1, false), [Some(100 << 10)], "idle: carried over");
+        assert_eq!(pss(&fake, 0, false), [Some(100 << 10)]);
+        fake.pss(11, 200);
         assert_eq!(
-            pss(2, true),
+            pss(&fake, 1, false),
+            [Some(100 << 10)],
+            "idle: carried over"
+        );
+        assert_eq!(
+            pss(&fake, 2, true),
             [Some(200 << 10)],
             "the last sample reads afresh"
         );
-        smaps(300);
-        fake.stat_of(11, 10, 0, 80);
+        fake.pss(11, 300);
+        fake.resident(11, 80);
         assert_eq!(
-            pss(3, false),
+            pss(&fake, 3, false),
             [Some(300 << 10)],
             "its resident size changed: read again"
         );

@@ -176,7 +176,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::process::FakeProc;
+    use crate::testing::proc::FakeProc;
 
     const UID: u32 = 1000;
     const ME: u32 = 1;
@@ -197,17 +197,11 @@ mod tests {
     impl Table {
         /// `(pid, ppid)` pairs, each a live process of `UID`.
         fn of(processes: &[(u32, u32)], ignores_term: &[u32]) -> Self {
-            let procs = processes
-                .iter()
-                .fold(FakeProc::default(), |t, (pid, ppid)| {
-                    let identity = ProcessIdentity {
-                        pid: *pid,
-                        start_ticks: u64::from(*pid) * 100,
-                    };
-                    t.with(identity, 'S', UID)
-                        .parent(*pid, *ppid)
-                        .cmdline_of(*pid, &["worker", &pid.to_string()])
-                });
+            let procs = processes.iter().fold(FakeProc::new(), |t, (pid, ppid)| {
+                t.with(*pid, u64::from(*pid) * 100, 'S', UID)
+                    .parent(*pid, *ppid)
+                    .cmdline_of(*pid, &["worker", &pid.to_string()])
+            });
             Self {
                 procs: Mutex::new(procs),
                 ignores_term: ignores_term.iter().copied().collect(),
