@@ -12,7 +12,7 @@ use unilab::testing::chain::{self, ChainWalker, Hash};
 use unilab::testing::codec;
 use unilab::*;
 use unilab::{DaemonLimits, LeaseEnd, StaleReason, StartedDaemon, StopMethod};
-use unilab::{Envelope, Event, Scope, Subject};
+use unilab::{Event, Scope, StoredEnvelope, StoredEvent, Subject};
 use unilab::{GpuIdentity, TopologyMode};
 
 fn text() -> impl Strategy<Value = String> {
@@ -555,7 +555,7 @@ fn findings() -> impl Strategy<Value = Findings> {
         })
 }
 
-fn event() -> impl Strategy<Value = Event> {
+fn event() -> impl Strategy<Value = StoredEvent> {
     prop_oneof![
         (
             text(),
@@ -564,7 +564,7 @@ fn event() -> impl Strategy<Value = Event> {
             option::of(text())
         )
             .prop_map(|(selector, topology_mode, gpus, cuda_visible_devices)| {
-                Event::TopologyResolved {
+                StoredEvent::TopologyResolved {
                     selector,
                     topology_mode,
                     gpus: gpus
@@ -575,9 +575,9 @@ fn event() -> impl Strategy<Value = Event> {
                 }
             }),
         (record(), any::<bool>())
-            .prop_map(|(record, foreground)| Event::DaemonStartedV3 { record, foreground }),
+            .prop_map(|(record, foreground)| StoredEvent::DaemonStartedV3 { record, foreground }),
         (record(), any::<bool>(), option::of(text())).prop_map(|(record, foreground, job)| {
-            Event::DaemonStartedV6 {
+            StoredEvent::DaemonStartedV6 {
                 record,
                 foreground,
                 job,
@@ -592,7 +592,7 @@ fn event() -> impl Strategy<Value = Event> {
         )
             .prop_map(
                 |(record, foreground, job, active_thread_percentage, pinned_memory_limit)| {
-                    Event::DaemonStarted {
+                    StoredEvent::DaemonStarted {
                         record,
                         foreground,
                         job,
@@ -603,9 +603,9 @@ fn event() -> impl Strategy<Value = Event> {
                     }
                 }
             ),
-        identity().prop_map(|process| Event::DaemonVerifiedLive { process }),
+        identity().prop_map(|process| StoredEvent::DaemonVerifiedLive { process }),
         (text(), text(), text(), identity()).prop_map(
-            |(gpu, pipe_directory, log_directory, starter)| Event::DaemonStartingV3 {
+            |(gpu, pipe_directory, log_directory, starter)| StoredEvent::DaemonStartingV3 {
                 gpu,
                 pipe_directory,
                 log_directory,
@@ -613,7 +613,7 @@ fn event() -> impl Strategy<Value = Event> {
             }
         ),
         (text(), text(), text(), identity(), option::of(text())).prop_map(
-            |(gpu, pipe_directory, log_directory, starter, job)| Event::DaemonStarting {
+            |(gpu, pipe_directory, log_directory, starter, job)| StoredEvent::DaemonStarting {
                 gpu,
                 pipe_directory,
                 log_directory,
@@ -622,9 +622,9 @@ fn event() -> impl Strategy<Value = Event> {
             }
         ),
         (text(), option::of(identity()))
-            .prop_map(|(reason, process)| Event::DaemonStartFailed { reason, process }),
+            .prop_map(|(reason, process)| StoredEvent::DaemonStartFailed { reason, process }),
         (identity(), option::of(text()), any::<bool>()).prop_map(|(holder, job, started)| {
-            Event::LeaseAcquired {
+            StoredEvent::LeaseAcquired {
                 holder,
                 job,
                 started,
@@ -634,7 +634,7 @@ fn event() -> impl Strategy<Value = Event> {
             identity(),
             prop_oneof![Just(LeaseEnd::Finished), Just(LeaseEnd::HolderGone)]
         )
-            .prop_map(|(holder, reason)| Event::LeaseReleased { holder, reason }),
+            .prop_map(|(holder, reason)| StoredEvent::LeaseReleased { holder, reason }),
         (
             identity(),
             prop_oneof![
@@ -643,7 +643,7 @@ fn event() -> impl Strategy<Value = Event> {
                 Just(StaleReason::NotOwned)
             ]
         )
-            .prop_map(|(process, reason)| Event::DaemonStaleCleaned { process, reason }),
+            .prop_map(|(process, reason)| StoredEvent::DaemonStaleCleaned { process, reason }),
         (
             identity(),
             prop_oneof![
@@ -653,48 +653,50 @@ fn event() -> impl Strategy<Value = Event> {
                 Just(StopMethod::Exited)
             ]
         )
-            .prop_map(|(process, method)| Event::DaemonStopped { process, method }),
-        soak_start_v1().prop_map(|s| Event::SoakStartedV1(Box::new(s))),
-        sample_v1().prop_map(|s| Event::SoakSampledV1(Box::new(s))),
-        soak_end_v1().prop_map(|e| Event::SoakFinishedV1(Box::new(e))),
-        soak_start().prop_map(|s| Event::SoakStartedV4(Box::new(s))),
-        sample().prop_map(|s| Event::SoakSampledV5(Box::new(s))),
-        soak_end().prop_map(|e| Event::SoakFinishedV4(Box::new(e))),
-        (soak_start(), supervision()).prop_map(|(start, supervision)| Event::SoakStartedV5 {
+            .prop_map(|(process, method)| StoredEvent::DaemonStopped { process, method }),
+        soak_start_v1().prop_map(|s| StoredEvent::SoakStartedV1(Box::new(s))),
+        sample_v1().prop_map(|s| StoredEvent::SoakSampledV1(Box::new(s))),
+        soak_end_v1().prop_map(|e| StoredEvent::SoakFinishedV1(Box::new(e))),
+        soak_start().prop_map(|s| StoredEvent::SoakStartedV4(Box::new(s))),
+        sample().prop_map(|s| StoredEvent::SoakSampledV5(Box::new(s))),
+        soak_end().prop_map(|e| StoredEvent::SoakFinishedV4(Box::new(e))),
+        (soak_start(), supervision()).prop_map(|(start, supervision)| StoredEvent::SoakStartedV5 {
             start: Box::new(start),
             supervision
         }),
-        evidence().prop_map(|e| Event::SoakEvidenceCaptured(Box::new(e))),
-        (soak_end(), findings()).prop_map(|(end, findings)| Event::SoakFinishedV5 {
+        evidence().prop_map(|e| StoredEvent::SoakEvidenceCaptured(Box::new(e))),
+        (soak_end(), findings()).prop_map(|(end, findings)| StoredEvent::SoakFinishedV5 {
             end: Box::new(end),
             findings: Box::new(findings)
         }),
         (soak_start(), supervision(), limits()).prop_map(|(start, supervision, limits)| {
-            Event::SoakStarted {
+            StoredEvent::SoakStarted {
                 start: Box::new(start),
                 supervision,
                 limits,
             }
         }),
-        (sample(), measures()).prop_map(|(sample, measures)| Event::SoakSampled {
+        (sample(), measures()).prop_map(|(sample, measures)| StoredEvent::SoakSampled {
             sample: Box::new(sample),
             measures: Box::new(measures)
         }),
         (soak_end(), findings(), option::of(resource_limit())).prop_map(
-            |(end, findings, limit)| Event::SoakFinished {
+            |(end, findings, limit)| StoredEvent::SoakFinished {
                 end: Box::new(end),
                 findings: Box::new(findings),
                 limit
             }
         ),
         (identity(), text())
-            .prop_map(|(supervisor, reason)| Event::SoakAbandoned { supervisor, reason }),
-        (text(), text(), any::<u64>()).prop_map(|(path, digest, bytes)| Event::ArtifactWritten {
-            path,
-            digest,
-            bytes
+            .prop_map(|(supervisor, reason)| StoredEvent::SoakAbandoned { supervisor, reason }),
+        (text(), text(), any::<u64>()).prop_map(|(path, digest, bytes)| {
+            StoredEvent::ArtifactWritten {
+                path,
+                digest,
+                bytes,
+            }
         }),
-        archived().prop_map(|a| Event::SoakArchived(Box::new(a))),
+        archived().prop_map(|a| StoredEvent::SoakArchived(Box::new(a))),
         (
             option::of(any::<u64>()),
             sample(),
@@ -703,7 +705,7 @@ fn event() -> impl Strategy<Value = Event> {
             vec(any::<u8>(), 0..64),
         )
             .prop_map(|(base, sample, measures, pss, processes)| {
-                Event::SoakSampledCompact(Box::new(CompactSample {
+                StoredEvent::SoakSampledCompact(Box::new(CompactSample {
                     base,
                     sample,
                     measures,
@@ -789,9 +791,12 @@ fn archived() -> impl Strategy<Value = Archived> {
 /// Events a chain may hold as they are generated: all but `soak_archived`, whose runs must
 /// name records removed from that very chain (`log_archive` tests make real ones), and a packed
 /// sample, which only the log's own packing makes (`compact` tests).
-fn chained_event() -> impl Strategy<Value = Event> {
+fn chained_event() -> impl Strategy<Value = StoredEvent> {
     event().prop_filter("archives and packed samples are the log's to make", |e| {
-        !matches!(e, Event::SoakArchived(_) | Event::SoakSampledCompact(_))
+        !matches!(
+            e,
+            StoredEvent::SoakArchived(_) | StoredEvent::SoakSampledCompact(_)
+        )
     })
 }
 
@@ -803,7 +808,7 @@ fn subject() -> impl Strategy<Value = Subject> {
     ]
 }
 
-fn envelope() -> impl Strategy<Value = Envelope> {
+fn envelope() -> impl Strategy<Value = StoredEnvelope> {
     (
         any::<u64>(),
         any::<i64>(),
@@ -813,7 +818,7 @@ fn envelope() -> impl Strategy<Value = Envelope> {
         event(),
     )
         .prop_map(
-            |(seq, recorded_at_us, uid, host, subject, event)| Envelope {
+            |(seq, recorded_at_us, uid, host, subject, event)| StoredEnvelope {
                 seq,
                 recorded_at_us,
                 scope: Scope { uid, host },
@@ -824,14 +829,14 @@ fn envelope() -> impl Strategy<Value = Envelope> {
 }
 
 /// A valid chain of the given events, as `(key, stored bytes)` pairs from sequence 1.
-fn build_chain(events: Vec<(Subject, Event)>) -> Vec<(u64, Vec<u8>)> {
+fn build_chain(events: Vec<(Subject, StoredEvent)>) -> Vec<(u64, Vec<u8>)> {
     let mut head: Hash = chain::GENESIS;
     events
         .into_iter()
         .enumerate()
         .map(|(i, (subject, event))| {
             let seq = i as u64 + 1;
-            let envelope = Envelope {
+            let envelope = StoredEnvelope {
                 seq,
                 recorded_at_us: 1_764_676_800_000_000 + seq as i64,
                 scope: Scope {
@@ -871,14 +876,14 @@ proptest! {
     #[test]
     fn every_envelope_round_trips(envelope in envelope()) {
         let bytes = codec::encode(&envelope).unwrap();
-        let back: Envelope = codec::decode(&bytes).unwrap();
+        let back: StoredEnvelope = codec::decode(&bytes).unwrap();
         // f64 NaN is not equal to itself; compare the encodings instead.
         prop_assert_eq!(codec::encode(&back).unwrap(), bytes);
     }
 
     #[test]
     fn arbitrary_bytes_never_panic_a_decoder(bytes in vec(any::<u8>(), 0..512)) {
-        let _ = codec::decode::<Envelope>(&bytes);
+        let _ = codec::decode::<StoredEnvelope>(&bytes);
         let _ = ChainWalker::default().step(1, &bytes);
     }
 
@@ -896,17 +901,17 @@ proptest! {
         let mut flipped = bytes.clone();
         let at = offset.index(flipped.len());
         flipped[at] ^= flip;
-        let _ = codec::decode::<Envelope>(&flipped);
-        let _ = codec::decode::<Envelope>(&bytes[..cut.index(bytes.len())]);
+        let _ = codec::decode::<StoredEnvelope>(&flipped);
+        let _ = codec::decode::<StoredEnvelope>(&bytes[..cut.index(bytes.len())]);
         let mut longer = bytes.clone();
         longer.extend_from_slice(&tail);
-        let _ = codec::decode::<Envelope>(&longer);
+        let _ = codec::decode::<StoredEnvelope>(&longer);
         // A length field set to its largest: refused, not allocated.
         let mut huge = bytes;
         for b in huge.iter_mut().skip(at).take(8) {
             *b = 0xff;
         }
-        let _ = codec::decode::<Envelope>(&huge);
+        let _ = codec::decode::<StoredEnvelope>(&huge);
     }
 
     #[test]
@@ -961,7 +966,7 @@ proptest! {
     /// A megabyte of noise: a decoder reads it without panicking or running away.
     #[test]
     fn a_large_input_never_panics_a_decoder(bytes in vec(any::<u8>(), 0..(1 << 20))) {
-        let _ = codec::decode::<Envelope>(&bytes);
+        let _ = codec::decode::<StoredEnvelope>(&bytes);
         let _ = ChainWalker::default().step(1, &bytes);
     }
 }
@@ -980,10 +985,10 @@ proptest! {
         envelope.scope.host.push_str(&"h".repeat(codec::MAX_RECORD_BYTES - claims));
         prop_assert_eq!(codec::claimed(&envelope), codec::MAX_RECORD_BYTES);
         let bytes = codec::encode(&envelope).unwrap();
-        prop_assert!(codec::decode::<Envelope>(&bytes).is_ok());
+        prop_assert!(codec::decode::<StoredEnvelope>(&bytes).is_ok());
         envelope.scope.host.push('h');
         let bytes = codec::encode(&envelope).unwrap();
-        let refused = codec::decode::<Envelope>(&bytes).err().map(|e| e.to_string());
+        let refused = codec::decode::<StoredEnvelope>(&bytes).err().map(|e| e.to_string());
         prop_assert_eq!(
             refused.as_deref(),
             Some("cannot decode a log record: LimitExceeded")
@@ -999,9 +1004,11 @@ proptest! {
     #[test]
     fn a_record_within_its_budgets_is_built_as_it_was(event in event()) {
         let built = match event.clone() {
-            Event::SoakSampled { sample, measures } => Event::sampled(*sample, *measures),
-            Event::SoakEvidenceCaptured(evidence) => Event::evidence_captured(*evidence),
-            Event::SoakFinished { end, findings, limit } => Event::finished(*end, *findings, limit),
+            StoredEvent::SoakSampled { sample, measures } => Event::sampled(*sample, *measures).into(),
+            StoredEvent::SoakEvidenceCaptured(evidence) => Event::evidence_captured(*evidence).into(),
+            StoredEvent::SoakFinished { end, findings, limit } => {
+                Event::finished(*end, *findings, limit).into()
+            }
             other => other,
         };
         prop_assert_eq!(codec::encode(&built).unwrap(), codec::encode(&event).unwrap());

@@ -13,7 +13,7 @@ use unilab::testing::Error;
 use unilab::testing::Exit;
 use unilab::testing::SCHEMA_VERSION;
 use unilab::{Daemons, PROJECTIONS};
-use unilab::{Event, Scope, Subject};
+use unilab::{Event, Scope, StoredEvent, Subject};
 use unilab::{EventLog, LogError};
 
 /// A clock that starts at 2025-12-02 12:00:00 UTC and advances 1.5 s a reading.
@@ -547,10 +547,11 @@ fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
     let soak = || Subject::Soak("long".into());
     let log = root.log();
     // The soak's samples, every seventh followed by another subject's record.
-    let events: Vec<(Subject, Event)> = (0..SAMPLES)
+    let events: Vec<(Subject, StoredEvent)> = (0..SAMPLES)
         .flat_map(|i| {
-            let other = (i % 7 == 0).then(|| (Subject::Host, live(1)));
-            std::iter::once((soak(), Event::SoakSampledV5(Box::new(sample(i, 3))))).chain(other)
+            let other = (i % 7 == 0).then(|| (Subject::Host, live(1).into()));
+            std::iter::once((soak(), StoredEvent::SoakSampledV5(Box::new(sample(i, 3)))))
+                .chain(other)
         })
         .collect();
     let subjects: Vec<Subject> = events.iter().map(|(subject, _)| subject.clone()).collect();
@@ -582,7 +583,7 @@ fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
         let mut seen = Vec::new();
         let result = snapshot.scan_subject(&soak(), 1, |record: Record| {
             assert_eq!(record.envelope.subject, soak());
-            let Event::SoakSampledV5(sample) = &record.envelope.event else {
+            let Event::SoakSampled { sample, .. } = &record.envelope.event else {
                 panic!("not a sample: {:?}", record.envelope.event);
             };
             assert_eq!(sample.index, seen.len() as u64, "in order");
@@ -660,7 +661,9 @@ fn reading_works_where_no_thread_can_be_started() {
     let root = TestRoot::new();
     let soak = || Subject::Soak("long".into());
     root.log()
-        .append_all((0..1_500).map(|i| (soak(), Event::SoakSampledV5(Box::new(sample(i, 2))))))
+        .append_all(
+            (0..1_500).map(|i| (soak(), StoredEvent::SoakSampledV5(Box::new(sample(i, 2))))),
+        )
         .unwrap();
     // One process at most for this user: every fork and every new thread is refused.
     fn one_process() -> std::io::Result<()> {
@@ -1237,9 +1240,9 @@ fn dynamic_completion_offers_recorded_soak_ids_and_daemon_names() {
     let root = root_with_every_kind();
     let (_, started) = every_event_kind()
         .into_iter()
-        .find(|(_, event)| matches!(event, Event::DaemonStarted { .. }))
+        .find(|(_, event)| matches!(event, StoredEvent::DaemonStarted { .. }))
         .unwrap();
-    let Event::DaemonStarted {
+    let StoredEvent::DaemonStarted {
         mut record,
         foreground,
         job,
@@ -1252,7 +1255,7 @@ fn dynamic_completion_offers_recorded_soak_ids_and_daemon_names() {
     root.log()
         .append_all([(
             Subject::Daemon("trainer".into()),
-            Event::DaemonStarted {
+            StoredEvent::DaemonStarted {
                 record,
                 foreground,
                 job,
@@ -1456,9 +1459,9 @@ fn soak_list_filters_by_status_start_and_count() {
     let (_, started) = every_event_kind()
         .into_iter()
         .rev()
-        .find(|(_, event)| matches!(event, Event::SoakStarted { .. }))
+        .find(|(_, event)| matches!(event, StoredEvent::SoakStarted { .. }))
         .unwrap();
-    let Event::SoakStarted {
+    let StoredEvent::SoakStarted {
         mut start,
         supervision,
         limits,
@@ -1471,7 +1474,7 @@ fn soak_list_filters_by_status_start_and_count() {
     root.log()
         .append_all([(
             Subject::Soak(recent.into()),
-            Event::SoakStarted {
+            StoredEvent::SoakStarted {
                 start,
                 supervision,
                 limits,
@@ -1662,9 +1665,9 @@ fn mps_list_columns_hold_a_long_name() {
     ] {
         let (_, started) = every_event_kind()
             .into_iter()
-            .find(|(_, e)| matches!(e, Event::DaemonStarted { .. }))
+            .find(|(_, e)| matches!(e, StoredEvent::DaemonStarted { .. }))
             .unwrap();
-        let Event::DaemonStarted { mut record, .. } = started else {
+        let StoredEvent::DaemonStarted { mut record, .. } = started else {
             unreachable!()
         };
         record.name = name.into();
@@ -1680,7 +1683,7 @@ fn mps_list_columns_hold_a_long_name() {
         record.created_at = now.as_secs_f64() - 3.0 * 86_400.0 - 60.0;
         log.append(
             Subject::Daemon(name.into()),
-            Event::DaemonStarted {
+            StoredEvent::DaemonStarted {
                 record,
                 foreground: false,
                 job,

@@ -9,7 +9,7 @@ use crate::common::*;
 use predicates::prelude::*;
 use serde_json::Value;
 use unilab::LogReader;
-use unilab::{Event, Subject};
+use unilab::{Event, StoredEvent, Subject};
 
 const GPU_A: &str = "GPU-1111aaaa-0000-4000-8000-000000000001";
 const GPU_B: &str = "GPU-2222bbbb-0000-4000-8000-000000000002";
@@ -755,7 +755,7 @@ fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
     let ticks = proc_stat(me).unwrap().start_ticks;
     let log = host.root.log();
     let (subject, event) = every_event_kind().swap_remove(1);
-    let Event::DaemonStarted {
+    let StoredEvent::DaemonStarted {
         mut record,
         foreground,
         ..

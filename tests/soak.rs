@@ -2248,14 +2248,14 @@ fn concurrent_readers_record_an_abandoned_soak_once() {
         gone.wait().unwrap();
         let (subject, started) = every_event_kind()
             .into_iter()
-            .find(|(_, e)| matches!(e, unilab::Event::SoakStartedV4(_)))
+            .find(|(_, e)| matches!(e, unilab::StoredEvent::SoakStartedV4(_)))
             .unwrap();
-        let unilab::Event::SoakStartedV4(mut start) = started else {
+        let unilab::StoredEvent::SoakStartedV4(mut start) = started else {
             unreachable!()
         };
         start.supervisor = unilab::ProcessIdentity { pid, start_ticks };
         root.log()
-            .append(subject, unilab::Event::SoakStartedV4(start))
+            .append(subject, unilab::StoredEvent::SoakStartedV4(start))
             .unwrap();
         let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
         let readers: Vec<_> = (0..8)
@@ -2607,21 +2607,21 @@ fn the_report_of_a_soak_without_gpu_data_says_the_error_once() {
 #[test]
 fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
     use unilab::testing::artifact;
-    use unilab::{Event, Subject};
+    use unilab::{StoredEvent, Subject};
     let root = TestRoot::new();
     let log = root.log();
     let events = every_event_kind();
     let started = |id: &str| {
         let (_, start) = events
             .iter()
-            .find(|(_, e)| matches!(e, Event::SoakStartedV4(_)))
+            .find(|(_, e)| matches!(e, StoredEvent::SoakStartedV4(_)))
             .unwrap()
             .clone();
-        let Event::SoakStartedV4(mut start) = start else {
+        let StoredEvent::SoakStartedV4(mut start) = start else {
             unreachable!()
         };
         start.soak_id = id.into();
-        (Subject::Soak(id.into()), Event::SoakStartedV4(start))
+        (Subject::Soak(id.into()), StoredEvent::SoakStartedV4(start))
     };
     log.append_all(events.clone()).unwrap();
     log.append_all([started("big"), started("running")])
@@ -2639,13 +2639,13 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
             s.after_exit = i == 2_999;
             records.push((
                 Subject::Soak("big".into()),
-                Event::SoakSampledV5(Box::new(s)),
+                StoredEvent::SoakSampledV5(Box::new(s)),
             ));
             if i % 4 == 0 {
                 let other = sample(i, 2);
                 records.push((
                     Subject::Soak("running".into()),
-                    Event::SoakSampledV5(Box::new(other)),
+                    StoredEvent::SoakSampledV5(Box::new(other)),
                 ));
             }
         }
@@ -2653,7 +2653,7 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
     }
     let (_, end) = events
         .iter()
-        .rfind(|(_, e)| matches!(e, Event::SoakFinishedV4(_)))
+        .rfind(|(_, e)| matches!(e, StoredEvent::SoakFinishedV4(_)))
         .unwrap()
         .clone();
     log.append(Subject::Soak("big".into()), end).unwrap();
@@ -2696,7 +2696,7 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
 /// their hosts, in the order they started. A placeholder with no value here is refused.
 #[test]
 fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
-    use unilab::{Event, Scope, Subject};
+    use unilab::{Scope, StoredEvent, Subject};
     let soak = Soak::new();
     // Rank 1 ran on another host that shares this state root: its own log there.
     let other = soak
@@ -2716,9 +2716,9 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
     .unwrap();
     let (_, start) = every_event_kind()
         .into_iter()
-        .find(|(_, e)| matches!(e, Event::SoakStartedV4(_)))
+        .find(|(_, e)| matches!(e, StoredEvent::SoakStartedV4(_)))
         .unwrap();
-    let Event::SoakStartedV4(mut start) = start else {
+    let StoredEvent::SoakStartedV4(mut start) = start else {
         unreachable!()
     };
     start.soak_id = "20200101T000000-aaaa".into();
@@ -2726,7 +2726,7 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
     start.metadata.insert("rank".into(), "1".into());
     log.append(
         Subject::Soak(start.soak_id.clone()),
-        Event::SoakStartedV4(start),
+        StoredEvent::SoakStartedV4(start),
     )
     .unwrap();
     drop(log);

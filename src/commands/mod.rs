@@ -8,7 +8,6 @@ mod log_stats;
 mod man;
 pub(crate) mod mps;
 pub(crate) mod soak;
-mod timeline;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

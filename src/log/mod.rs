@@ -29,7 +29,7 @@ pub use archive::{ArchiveCheck, ArchiveDone, ToArchive};
 pub use error::LogError;
 pub use open::{EventLog, LogReader};
 pub use pack::store_samples_whole;
-pub use read::{Record, Snapshot};
+pub use read::{Record, Snapshot, StoredRecord};
 pub use verify::VerifyReport;
 #[cfg(test)]
 pub(crate) use view::Fold;

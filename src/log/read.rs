@@ -14,7 +14,7 @@ use super::io::{damaged, guarded, open_read_table, unreadable};
 use super::open::read_meta;
 use super::pack::{self, Unpacker};
 use super::tables::{self, ViewTable};
-use crate::event::{Envelope, Scope, Subject};
+use crate::event::{Envelope, Scope, StoredEnvelope, Subject};
 
 /// How many of a subject's records [`Snapshot::scan_subject`] reads on the calling thread before
 /// it reads the rest on a second one: a daemon's whole life, a short soak.
@@ -23,10 +23,19 @@ const AHEAD_AFTER: usize = 1024;
 /// How many records the reading thread hands over at once.
 const BATCH: usize = 256;
 
-/// A stored record, decoded.
+/// A stored record, decoded and upcast: what every reader above the log is given.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     pub envelope: Envelope,
+    pub prev_hash: Hash,
+    pub hash: Hash,
+}
+
+/// A stored record, decoded as it is stored (a sample perhaps packed): for what the log itself
+/// and `log stats` look at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRecord {
+    pub envelope: StoredEnvelope,
     pub prev_hash: Hash,
     pub hash: Hash,
 }
@@ -85,11 +94,12 @@ impl Snapshot {
         .transpose()
     }
 
-    /// `record` with the whole sample in place of a packed one.
-    fn whole(&self, record: Record) -> Result<Record, LogError> {
+    /// `record` upcast, with the whole sample in place of a packed one.
+    fn whole(&self, record: StoredRecord) -> Result<Record, LogError> {
         Ok(Record {
             envelope: pack::unpack_alone(self, record.envelope)?,
-            ..record
+            prev_hash: record.prev_hash,
+            hash: record.hash,
         })
     }
 
@@ -125,11 +135,11 @@ impl Snapshot {
         })
     }
 
-    /// Calls `visit` with every record, in order, and the bytes it is stored in (its encoded
-    /// body, hashes and framing): what each record costs the log.
+    /// Calls `visit` with every record as it is stored, in order, and the bytes it is stored in
+    /// (its encoded body, hashes and framing): what each record costs the log.
     pub fn scan_sized(
         &self,
-        mut visit: impl FnMut(Record, usize) -> Result<(), LogError>,
+        mut visit: impl FnMut(StoredRecord, usize) -> Result<(), LogError>,
     ) -> Result<(), LogError> {
         let path = self.path.as_path();
         guarded(path, || {
@@ -192,12 +202,12 @@ impl Snapshot {
         self.scan_subject_back_raw(subject, through, |record| visit(self.whole(record)?))
     }
 
-    /// [`Snapshot::scan_subject_back`] with samples as they are stored, packed or whole.
+    /// [`Snapshot::scan_subject_back`] with records as they are stored, samples packed or whole.
     pub(super) fn scan_subject_back_raw(
         &self,
         subject: &Subject,
         through: u64,
-        mut visit: impl FnMut(Record) -> Result<bool, LogError>,
+        mut visit: impl FnMut(StoredRecord) -> Result<bool, LogError>,
     ) -> Result<(), LogError> {
         let path = self.path.as_path();
         let key = subject.key();
@@ -352,7 +362,7 @@ impl Snapshot {
     }
 
     /// Replays the whole log in order: every record is checked against the chain (continuity,
-    /// link, hash, sequence) and decoded, then handed to `visit`. Returns the walker, positioned
+    /// link, hash, sequence), decoded and upcast, then handed to `visit`. Returns the walker, positioned
     /// after the last record, for the caller to check against the recorded head.
     pub fn replay(&self, mut visit: impl FnMut(Envelope)) -> Result<ChainWalker, LogError> {
         let path = self.path.as_path();
@@ -491,7 +501,7 @@ impl Batch {
 }
 
 /// Decodes a stored record after checking it against its own hash.
-fn decode_record(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogError> {
+fn decode_record(path: &Path, seq: u64, stored: &[u8]) -> Result<StoredRecord, LogError> {
     decode_hashed(path, seq, stored, chain::hash_holds(stored))
 }
 
@@ -502,7 +512,7 @@ pub(super) fn decode_hashed(
     seq: u64,
     stored: &[u8],
     hash_holds: bool,
-) -> Result<Record, LogError> {
+) -> Result<StoredRecord, LogError> {
     let fault = |fault| LogError::Chain {
         path: path.to_owned(),
         chain_break: ChainBreak { seq, fault },
@@ -511,9 +521,9 @@ pub(super) fn decode_hashed(
     if !hash_holds {
         return Err(fault(chain::ChainFault::HashMismatch));
     }
-    let envelope: Envelope = codec::decode(raw.body)
+    let envelope: StoredEnvelope = codec::decode(raw.body)
         .map_err(|e| fault(chain::ChainFault::Undecodable(e.to_string())))?;
-    Ok(Record {
+    Ok(StoredRecord {
         envelope,
         prev_hash: raw.prev_hash,
         hash: raw.hash,

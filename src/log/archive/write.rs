@@ -11,13 +11,14 @@ use redb::{ReadableTable, WriteTransaction};
 
 use super::file::{self, ArchiveWriter};
 use crate::event::soak::{Archived, ArchivedRun, ArchivedSoak};
-use crate::event::{Envelope, Event, Subject};
+use crate::event::{Event, StoredEnvelope, Subject};
 use crate::log::append::apply_view;
 use crate::log::chain::{self, ChainBreak, ChainFault, Gap, Hash, RecordsDigest};
 use crate::log::codec;
 use crate::log::error::LogError;
 use crate::log::io::{damaged, encode_for, encode_record_for, guarded, unreadable};
 use crate::log::open::EventLog;
+use crate::log::pack::upcast;
 use crate::log::tables;
 
 /// A soak to archive: its id, and what the live log keeps of it (the `soaks` view's row and its
@@ -194,14 +195,15 @@ impl EventLog {
         let mut seqs = Vec::new();
         for (subject, event) in events {
             seq += 1;
-            let envelope = Envelope {
+            let stored = StoredEnvelope {
                 seq,
                 recorded_at_us: self.clock.now_us(),
                 scope: self.scope.clone(),
                 subject,
-                event,
+                event: event.into(),
             };
-            let body = encode_record_for(path, &envelope)?;
+            let body = encode_record_for(path, &stored)?;
+            let envelope = upcast(path, stored)?;
             let (stored, hash) = chain::seal(&head, &body);
             records
                 .insert(seq, stored.as_slice())
@@ -334,7 +336,7 @@ fn copy_out(
                 }
                 // The archive's reader decodes what the log's does: a record it could not (which
                 // only an older unilab could have written) is damage, never archived.
-                if let Err(e) = codec::decodes_as::<Envelope>(raw.body) {
+                if let Err(e) = codec::decodes_as::<StoredEnvelope>(raw.body) {
                     return Err(broken(key, ChainFault::Undecodable(e.to_string())));
                 }
                 let plan = &mut plans[soak];

@@ -60,7 +60,7 @@ pub struct Finished {
 /// A soak as recorded: in schema 1's events, schema 2–4's, schema 5's or schema 6's.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Recorded {
-    V1(Form<soak::v1::SoakStart, soak::v1::Sample, soak::v1::SoakEnd>),
+    V1(Form<soak::SoakStart, soak::Sample, soak::SoakEnd>),
     V2(Form<soak::SoakStart, soak::Sample, soak::SoakEnd>),
     V5(Form<Started, soak::Sample, Finished>),
     V6(Form<v4::Started6, v4::Measured, v4::Finished6>),
@@ -121,7 +121,9 @@ pub(crate) enum Fold {
 }
 
 impl Folded {
-    pub(crate) fn fold(&mut self, event: Event) -> Fold {
+    /// Folds `event`, stored in the form of `schema`: a soak's start decides which artifact it
+    /// renders (schema 1's form `/1`, schema 2–4's `/2`, schema 5's `/3`, later ones `/4`).
+    pub(crate) fn fold(&mut self, event: Event, schema: u32) -> Fold {
         fn fresh<S, T, E>(start: S) -> Form<S, T, E> {
             Form {
                 start,
@@ -130,12 +132,6 @@ impl Folded {
             }
         }
         let restarted = match (event, &mut self.soak) {
-            (Event::SoakStartedV1(start), _) => Recorded::V1(fresh(*start)),
-            (Event::SoakStartedV4(start), _) => Recorded::V2(fresh(*start)),
-            (Event::SoakStartedV5 { start, supervision }, _) => Recorded::V5(fresh(Started {
-                start: *start,
-                supervision,
-            })),
             (
                 Event::SoakStarted {
                     start,
@@ -143,35 +139,43 @@ impl Folded {
                     limits,
                 },
                 _,
-            ) => Recorded::V6(fresh(v4::Started6 {
-                started: Started {
+            ) => match schema {
+                ..=1 => Recorded::V1(fresh(*start)),
+                2..=4 => Recorded::V2(fresh(*start)),
+                5 => Recorded::V5(fresh(Started {
                     start: *start,
-                    supervision,
-                },
-                limits,
-            })),
-            (Event::SoakSampledV1(sample), Some(Recorded::V1(form))) => {
+                    supervision: supervision.unwrap_or_default(),
+                })),
+                _ => Recorded::V6(fresh(v4::Started6 {
+                    started: Started {
+                        start: *start,
+                        supervision: supervision.unwrap_or_default(),
+                    },
+                    limits: limits.unwrap_or_default(),
+                })),
+            },
+            (Event::SoakSampled { sample, .. }, Some(Recorded::V1(form))) => {
                 form.samples.push(*sample);
                 return Fold::Folded;
             }
-            (Event::SoakSampledV5(sample), Some(Recorded::V2(_) | Recorded::V5(_))) => {
+            (Event::SoakSampled { sample, .. }, Some(Recorded::V2(_) | Recorded::V5(_))) => {
                 return Fold::Sample(sample, None);
             }
             (Event::SoakSampled { sample, measures }, Some(Recorded::V6(_))) => {
-                return Fold::Sample(sample, Some(measures));
+                return Fold::Sample(sample, Some(measures.unwrap_or_default()));
             }
-            (Event::SoakFinishedV1(end), Some(Recorded::V1(form))) => {
+            (Event::SoakFinished { end, .. }, Some(Recorded::V1(form))) => {
                 form.end = Some(end);
                 return Fold::Folded;
             }
-            (Event::SoakFinishedV4(end), Some(Recorded::V2(form))) => {
+            (Event::SoakFinished { end, .. }, Some(Recorded::V2(form))) => {
                 form.end = Some(end);
                 return Fold::Folded;
             }
-            (Event::SoakFinishedV5 { end, findings }, Some(Recorded::V5(form))) => {
+            (Event::SoakFinished { end, findings, .. }, Some(Recorded::V5(form))) => {
                 form.end = Some(Box::new(Finished {
                     end: *end,
-                    findings: *findings,
+                    findings: findings.map(|f| *f).unwrap_or_default(),
                 }));
                 return Fold::Folded;
             }
@@ -180,13 +184,14 @@ impl Folded {
                     end,
                     findings,
                     limit,
+                    ..
                 },
                 Some(Recorded::V6(form)),
             ) => {
                 form.end = Some(Box::new(v4::Finished6 {
                     finished: Finished {
                         end: *end,
-                        findings: *findings,
+                        findings: findings.map(|f| *f).unwrap_or_default(),
                     },
                     limit,
                 }));
@@ -233,8 +238,8 @@ impl Folded {
 /// Gathers a soak's events, up to and including its verdict; `None` for an unknown soak.
 pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>, LogError> {
     let mut folded = Folded::default();
-    let walked = walk(snapshot, soak_id, |event| {
-        if let Fold::Sample(sample, measures) = folded.fold(event) {
+    let walked = walk(snapshot, soak_id, |event, schema| {
+        if let Fold::Sample(sample, measures) = folded.fold(event, schema) {
             folded.keep(*sample, measures.map(|m| *m));
         }
         Ok::<(), LogError>(())
@@ -245,12 +250,12 @@ pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>
 /// Calls `visit` with each event of a soak, in order, up to and including its verdict, in one
 /// scan of the log; then returns the `soaks` projection folded over exactly those events, the
 /// hash of the last of them and the log's host (`None` for an unknown soak). Which events belong to the soak is the
-/// projection's rule ([`Soaks::apply`]), applied here too. A soak is recorded in one schema's
-/// form; `visit` must ignore events of the other form.
+/// projection's rule ([`Soaks::apply`]), applied here too. `visit` is given each event with
+/// the schema of the form it is stored in.
 pub(crate) fn walk<E: From<LogError>>(
     snapshot: &Snapshot,
     soak_id: &str,
-    mut visit: impl FnMut(Event) -> Result<(), E>,
+    mut visit: impl FnMut(Event, u32) -> Result<(), E>,
 ) -> Result<Option<Walked>, E> {
     let mut summary: Option<SoakSummary> = None;
     let mut last_hash = None;
@@ -281,7 +286,7 @@ pub(crate) fn walk<E: From<LogError>>(
             if host.is_none() {
                 host = Some(record.envelope.scope.host.clone());
             }
-            visit(record.envelope.event)?;
+            visit(record.envelope.event, record.envelope.schema)?;
             Ok(true)
         },
     )?;

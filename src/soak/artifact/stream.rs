@@ -149,8 +149,8 @@ fn gather_into(
     let mut folded = Folded::default();
     // The rows of a soak of schema 2 or later, so far.
     let mut rows = None;
-    let walked = walk(snapshot, soak_id, |event| {
-        match folded.fold(event) {
+    let walked = walk(snapshot, soak_id, |event, schema| {
+        match folded.fold(event, schema) {
             Fold::Restarted => {
                 rows = folded.soak.as_ref().and_then(Rower::of);
                 spool = spool.fresh()?;

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::{Form, Frame, SoakRecords, frame, parameters, seconds};
-use crate::event::soak::v1::{ProcessSample, Sample, SoakEnd, SoakStart};
+use crate::event::soak::{ProcessSample, Sample, SoakEnd, SoakStart};
 
 const SCHEMA: &str = "unilab.soak.artifact/1";
 
@@ -17,9 +17,9 @@ fn ticks_per_second() -> f64 {
 
 fn sample_row(sample: &Sample, ticks: f64) -> Value {
     let sum = |f: fn(&ProcessSample) -> u64| -> u64 { sample.processes.iter().map(f).sum() };
-    let gpu_memory: u64 = sample.gpus.iter().filter_map(|g| g.memory_used_mib).sum();
-    let tree_gpu_memory: u64 = sample
-        .gpus
+    let gpus = sample.gpus.as_deref().unwrap_or_default();
+    let gpu_memory: u64 = gpus.iter().filter_map(|g| g.memory_used_mib).sum();
+    let tree_gpu_memory: u64 = gpus
         .iter()
         .flat_map(|g| &g.processes)
         .filter_map(|p| p.used_memory_mib)
@@ -36,7 +36,7 @@ fn sample_row(sample: &Sample, ticks: f64) -> Value {
         "write_bytes": sum(|p| p.write_bytes.unwrap_or(0)),
         "gpu_memory_used_mib": gpu_memory,
         "tree_gpu_memory_mib": tree_gpu_memory,
-        "gpu_utilization_percent": sample.gpus.iter().filter_map(|g| g.utilization_percent).max(),
+        "gpu_utilization_percent": gpus.iter().filter_map(|g| g.utilization_percent).max(),
         "progress_files": sample.progress.files,
         "progress_bytes": sample.progress.bytes,
         "sampler_cost_us": sample.sampler_cost_us,
@@ -106,7 +106,7 @@ pub(super) fn body(records: &SoakRecords, soak: &Form<SoakStart, Sample, SoakEnd
     );
     object.insert(
         "duration_seconds".into(),
-        json!(end.map(|e| seconds(e.duration_ms))),
+        json!(end.map(|e| seconds(e.run_ms))),
     );
     object.insert(
         "progress".into(),
