@@ -33,6 +33,8 @@ pub(crate) fn fields_json(event: &Event, schema: u32) -> Map<String, Value> {
         StoredEvent::SoakStartedV5 { .. } | StoredEvent::SoakStarted { .. } => "start",
         StoredEvent::SoakSampled { .. } => "sample",
         StoredEvent::SoakFinishedV5 { .. } | StoredEvent::SoakFinished { .. } => "end",
+        #[cfg(test)]
+        StoredEvent::SoakFinishedWithNote { .. } => "end",
         _ => return runtime_as_object(fields),
     };
     if let Some(Value::Object(inner)) = fields.remove(lifted) {

@@ -304,7 +304,7 @@ mod tests {
     }
 
     fn finished(status: OutcomeStatus, kind: Option<FailureKind>) -> Event {
-        let end = Box::new(SoakEnd {
+        let end = SoakEnd {
             outcome: Outcome {
                 status,
                 failure_kind: kind,
@@ -318,12 +318,8 @@ mod tests {
             leaked_processes: Vec::new(),
             stdout_tail: Vec::new(),
             stderr_tail: Vec::new(),
-        });
-        Event::SoakFinished {
-            end,
-            findings: None,
-            limit: None,
-        }
+        };
+        Event::finished(end, Default::default(), None)
     }
 
     #[test]

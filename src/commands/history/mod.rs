@@ -1,6 +1,8 @@
 //! `unilab history`: the event log as a timeline, for forensics: a line a record ([`timeline`])
 //! or, with `--json`, an object a record with the fields of the form it is stored in.
 
+#[cfg(test)]
+mod schema_step;
 mod timeline;
 
 use std::thread::sleep;

@@ -90,6 +90,8 @@ impl Event {
             end: Box::new(end),
             findings: Some(Box::new(findings)),
             limit,
+            #[cfg(test)]
+            note: None,
         }
     }
 }

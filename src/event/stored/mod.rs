@@ -150,6 +150,14 @@ pub enum StoredEvent {
     SoakSampledCompact(Box<soak::CompactSample>),
     /// Schema 8.
     SoakArchived(Box<soak::Archived>),
+    /// A made-up schema step (test builds only): see `commands::history::schema_step`: `soak_finished` with a note, as a ninth schema would add it.
+    #[cfg(test)]
+    SoakFinishedWithNote {
+        end: Box<SoakEnd>,
+        findings: Box<soak::Findings>,
+        limit: Option<soak::ResourceLimit>,
+        note: Option<String>,
+    },
 }
 
 impl StoredEvent {
@@ -182,6 +190,8 @@ impl StoredEvent {
             S::LeaseReleased { .. } => 13,
             S::SoakEvidenceCaptured(_) => 14,
             S::SoakArchived(_) => 15,
+            #[cfg(test)]
+            S::SoakFinishedWithNote { .. } => 8,
         };
         super::EVENT_KINDS[index]
     }

@@ -43,6 +43,8 @@ impl StoredEvent {
             S::SoakStarted { .. } | S::SoakSampled { .. } | S::SoakFinished { .. } => 6,
             S::DaemonStarted { .. } => 7,
             S::SoakSampledCompact(_) | S::SoakArchived(_) => 8,
+            #[cfg(test)]
+            S::SoakFinishedWithNote { .. } => 9,
         }
     }
 
@@ -143,16 +145,22 @@ impl StoredEvent {
                 end: Box::new(end_of_v1(*end)),
                 findings: None,
                 limit: None,
+                #[cfg(test)]
+                note: None,
             },
             S::SoakFinishedV4(end) => Event::SoakFinished {
                 end,
                 findings: None,
                 limit: None,
+                #[cfg(test)]
+                note: None,
             },
             S::SoakFinishedV5 { end, findings } => Event::SoakFinished {
                 end,
                 findings: Some(findings),
                 limit: None,
+                #[cfg(test)]
+                note: None,
             },
             S::SoakFinished {
                 end,
@@ -162,6 +170,20 @@ impl StoredEvent {
                 end,
                 findings: Some(findings),
                 limit,
+                #[cfg(test)]
+                note: None,
+            },
+            #[cfg(test)]
+            S::SoakFinishedWithNote {
+                end,
+                findings,
+                limit,
+                note,
+            } => Event::SoakFinished {
+                end,
+                findings: Some(findings),
+                limit,
+                note,
             },
             S::SoakAbandoned { supervisor, reason } => Event::SoakAbandoned { supervisor, reason },
             S::ArtifactWritten {
@@ -310,12 +332,21 @@ impl Event {
                 end,
                 findings,
                 limit,
+                #[cfg(test)]
+                note,
             } => match schema {
                 ..=1 => S::SoakFinishedV1(Box::new(end_to_v1(*end))),
                 2..=4 => S::SoakFinishedV4(end),
                 5 => S::SoakFinishedV5 {
                     end,
                     findings: findings.unwrap_or_default(),
+                },
+                #[cfg(test)]
+                9.. => S::SoakFinishedWithNote {
+                    end,
+                    findings: findings.unwrap_or_default(),
+                    limit,
+                    note,
                 },
                 _ => S::SoakFinished {
                     end,
