@@ -124,18 +124,12 @@ pub mod testing {
         pub use crate::log::tables::{EVENTS, META, SCHEMA_VERSION_KEY, SUBJECT_INDEX};
     }
     pub mod artifact {
+        pub use crate::soak::artifact::rows::{GpuRow, SampleRow};
         pub use crate::soak::artifact::stream::{
-            Gathered, Piece, Row, StreamError, Written, gather, write,
+            Gathered, Piece, StreamError, Written, gather, write,
         };
-        pub use crate::soak::artifact::v2::{GpuRow, SampleRow};
-        pub mod v4 {
-            pub use crate::soak::artifact::v4::{
-                Finished6, GpuHealthRow, Measured, SampleRow, Started6,
-            };
-        }
         pub use crate::soak::artifact::{
-            Abandonment, Finished, Form, Recorded, SoakRecords, Started, collect, digest_matches,
-            render,
+            Abandonment, Measured, Soak, SoakRecords, Verdict, collect, digest_matches, render,
         };
     }
     pub mod report {
