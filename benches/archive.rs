@@ -64,7 +64,7 @@ fn soak_log(processes: u32) -> PathBuf {
             };
             (
                 subject(),
-                Event::SoakSampled {
+                StoredEvent::SoakSampled {
                     sample: Box::new(sample),
                     measures: Box::new(measures),
                 },
@@ -78,8 +78,8 @@ fn soak_log(processes: u32) -> PathBuf {
     path
 }
 
-fn started() -> Event {
-    Event::SoakStartedV4(Box::new(SoakStart {
+fn started() -> StoredEvent {
+    StoredEvent::SoakStartedV4(Box::new(SoakStart {
         soak_id: "bench".into(),
         command: vec!["python3".into(), "train.py".into()],
         cwd: "/work".into(),
@@ -104,8 +104,8 @@ fn started() -> Event {
     }))
 }
 
-fn finished() -> Event {
-    Event::SoakFinishedV4(Box::new(SoakEnd {
+fn finished() -> StoredEvent {
+    StoredEvent::SoakFinishedV4(Box::new(SoakEnd {
         outcome: Outcome {
             status: OutcomeStatus::Passed,
             failure_kind: None,

@@ -22,9 +22,9 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use unilab::PROJECTIONS;
 use unilab::ProcessIdentity;
-use unilab::{Event, Scope, Subject};
 use unilab::{EventLog, LogReader};
 use unilab::{Measures, ProgressSignature, Sample};
+use unilab::{Scope, StoredEvent, Subject};
 
 const REPLAY_EVENTS: u64 = 1_000_000;
 
@@ -37,7 +37,7 @@ fn scope() -> Scope {
 
 /// The `i`-th event of the benchmark log: mostly daemon heartbeats, every 100th a soak sample
 /// of a 10-process tree, so the mix has small and larger records.
-fn event(i: u64) -> (Subject, Event) {
+fn event(i: u64) -> (Subject, StoredEvent) {
     if i % 100 == 99 {
         let sample = Sample {
             index: i,
@@ -56,12 +56,12 @@ fn event(i: u64) -> (Subject, Event) {
         };
         return (
             Subject::Soak("bench-soak".into()),
-            Event::SoakSampledV5(Box::new(sample)),
+            StoredEvent::SoakSampledV5(Box::new(sample)),
         );
     }
     (
         Subject::Daemon(format!("gpu-{}", i % 8)),
-        Event::DaemonVerifiedLive {
+        StoredEvent::DaemonVerifiedLive {
             process: ProcessIdentity {
                 pid: (i % 60_000) as u32,
                 start_ticks: i,
@@ -71,7 +71,7 @@ fn event(i: u64) -> (Subject, Event) {
 }
 
 /// The `i`-th sample of a soak of a 100-process tree, as a soak records it now.
-fn sample_100p(i: u64) -> (Subject, Event) {
+fn sample_100p(i: u64) -> (Subject, StoredEvent) {
     let sample = Sample {
         index: i,
         elapsed_ms: i * 1000,
@@ -93,7 +93,7 @@ fn sample_100p(i: u64) -> (Subject, Event) {
     };
     (
         Subject::Soak("bench-soak-100p".into()),
-        Event::SoakSampled {
+        StoredEvent::SoakSampled {
             sample: Box::new(sample),
             measures: Box::new(measures),
         },

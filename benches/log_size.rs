@@ -18,8 +18,8 @@ const SAMPLES: u64 = 20_000;
 /// Samples a commit, as a soak sampled every second groups them.
 const GROUP: u64 = 10;
 
-fn sample(i: u64, processes: Vec<ProcessSample>, pss: Vec<Option<u64>>) -> Event {
-    Event::SoakSampled {
+fn sample(i: u64, processes: Vec<ProcessSample>, pss: Vec<Option<u64>>) -> StoredEvent {
+    StoredEvent::SoakSampled {
         sample: Box::new(Sample {
             index: i,
             elapsed_ms: i * 1000,
@@ -61,7 +61,7 @@ struct Cost {
 }
 
 /// Records [`SAMPLES`] samples of `tree` in a fresh log, stored whole or packed.
-fn record(tree: &dyn Fn(u64) -> Event, whole: bool) -> Cost {
+fn record(tree: &dyn Fn(u64) -> StoredEvent, whole: bool) -> Cost {
     use std::os::unix::fs::MetadataExt;
     unilab::testing::store_samples_whole(whole);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -111,7 +111,7 @@ fn main() {
         let (processes, pss) = busy_training_tree(i, PROCESSES);
         sample(i, processes, pss)
     };
-    let trees: [(&str, &dyn Fn(u64) -> Event); 2] =
+    let trees: [(&str, &dyn Fn(u64) -> StoredEvent); 2] =
         [("benchmark tree", &benchmark), ("busy tree", &busy)];
     for (name, tree) in trees {
         let whole = record(tree, true);

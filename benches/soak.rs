@@ -27,8 +27,8 @@ use unilab::testing as process;
 use unilab::testing::artifact;
 use unilab::testing::sampler::{HeldDir, Sampler};
 use unilab::*;
-use unilab::{Event, Scope, Subject};
 use unilab::{EventLog, LogReader};
+use unilab::{Scope, StoredEvent, Subject};
 
 const EXPORT_SAMPLES: u64 = 100_000;
 
@@ -174,7 +174,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
     };
     log.append(
         subject(),
-        Event::SoakStartedV5 {
+        StoredEvent::SoakStartedV5 {
             start: Box::new(SoakStart {
                 soak_id: "bench".into(),
                 command: vec!["python3".into(), "train.py".into()],
@@ -216,7 +216,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
             };
             (
                 subject(),
-                Event::SoakSampled {
+                StoredEvent::SoakSampled {
                     sample: Box::new(sample),
                     measures: Box::new(measures),
                 },
@@ -227,7 +227,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
     unilab::testing::store_samples_whole(false);
     log.append(
         subject(),
-        Event::SoakFinishedV5 {
+        StoredEvent::SoakFinishedV5 {
             end: Box::new(SoakEnd {
                 outcome: Outcome {
                     status: OutcomeStatus::Passed,

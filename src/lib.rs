@@ -57,7 +57,7 @@ mod usage;
 // The binary's entry.
 pub use binary::main;
 
-// The record: the events of the schema...
+// The record: the events, as read and as stored...
 pub use event::soak::{
     Archived, ArchivedRun, ArchivedSoak, CgroupEvidence, ChildExit, CompactSample, Evidence,
     ExitInfo, FailureKind, Findings, GpuHealth, GpuHolder, GpuProcessSample, GpuRelease,
@@ -66,17 +66,19 @@ pub use event::soak::{
     Sample, SoakEnd, SoakParameters, SoakStart, Supervision, ThreadEvidence, UnkillableProcess,
 };
 // (the soak events' first forms, which logs written before schema 2 hold)
-pub use event::soak::v1 as soak_v1;
+pub use event::stored::v1 as soak_v1;
 pub use event::{
     DaemonLimits, EVENT_KINDS, Envelope, Event, GpuIdentity, LeaseEnd, Scope, StaleReason,
-    StartedDaemon, StopMethod, Subject, TopologyMode,
+    StartedDaemon, StopMethod, StoredEnvelope, StoredEvent, Subject, TopologyMode,
 };
 // ...the log that holds them, and how it fails...
 pub use log::chain::{ChainBreak, ChainFault};
 pub use log::codec::CodecError;
 pub use log::migrate::MigrationError;
 pub use log::{Appended, ArchiveCheck, ArchiveDone, ToArchive, VerifyReport};
-pub use log::{EventLog, LogError, LogReader, Projection, Record, Snapshot, Update, View};
+pub use log::{
+    EventLog, LogError, LogReader, Projection, Record, Snapshot, StoredRecord, Update, View,
+};
 pub use paths::Distrust;
 // ...and the views over it.
 pub use projection::{ALL as PROJECTIONS, DaemonRow, Daemons};
@@ -122,18 +124,12 @@ pub mod testing {
         pub use crate::log::tables::{EVENTS, META, SCHEMA_VERSION_KEY, SUBJECT_INDEX};
     }
     pub mod artifact {
+        pub use crate::soak::artifact::rows::{GpuRow, SampleRow};
         pub use crate::soak::artifact::stream::{
-            Gathered, Piece, Row, StreamError, Written, gather, write,
+            Gathered, Piece, StreamError, Written, gather, write,
         };
-        pub use crate::soak::artifact::v2::{GpuRow, SampleRow};
-        pub mod v4 {
-            pub use crate::soak::artifact::v4::{
-                Finished6, GpuHealthRow, Measured, SampleRow, Started6,
-            };
-        }
         pub use crate::soak::artifact::{
-            Abandonment, Finished, Form, Recorded, SoakRecords, Started, collect, digest_matches,
-            render,
+            Abandonment, Measured, Soak, SoakRecords, Verdict, collect, digest_matches, render,
         };
     }
     pub mod report {

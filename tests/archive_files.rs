@@ -10,7 +10,7 @@ use crate::log_archive::root_with_v1_archived;
 use crate::log_archive::{V1_SOAK, V4_SOAK, archive_of, json_of, root_with_every_kind};
 use crate::soak::Soak;
 use predicates::prelude::*;
-use unilab::{Event, EventLog, PROJECTIONS, Scope, Subject};
+use unilab::{EventLog, PROJECTIONS, Scope, Subject};
 
 /// Every command that reads an archived soak's records ([`V1_SOAK`] archived, [`V4_SOAK`] not).
 const READERS: [&[&str]; 6] = [
@@ -236,13 +236,7 @@ fn finished_soaks() -> Vec<String> {
         if !first_seen.contains(&id) {
             first_seen.push(id.clone());
         }
-        if matches!(
-            event,
-            Event::SoakFinishedV1(_)
-                | Event::SoakFinishedV4(_)
-                | Event::SoakFinishedV5 { .. }
-                | Event::SoakFinished { .. }
-        ) {
+        if event.kind() == "soak_finished" {
             finished.push(id);
         }
     }

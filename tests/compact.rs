@@ -2,7 +2,7 @@
 //! sample, and every way of reading the log gives back exactly the samples appended.
 
 use crate::common::*;
-use unilab::{Event, Measures, ProcessSample, Record, Sample, Subject};
+use unilab::{Event, Measures, ProcessSample, Record, Sample, StoredEvent, Subject};
 
 /// The `i`-th sample of a tree that changes as a training tree does: workers come and go,
 /// counters move, one process is renamed, proportional set sizes on every fourth sample.
@@ -42,7 +42,7 @@ fn changing(i: u64) -> (Sample, Measures) {
 fn sampled((sample, measures): (Sample, Measures)) -> Event {
     Event::SoakSampled {
         sample: Box::new(sample),
-        measures: Box::new(measures),
+        measures: Some(Box::new(measures)),
     }
 }
 
@@ -99,7 +99,7 @@ fn every_way_of_reading_gives_back_the_samples_appended() {
     snapshot
         .scan_sized(|r, bytes| {
             if r.envelope.subject == soak()
-                && matches!(r.envelope.event, Event::SoakSampledCompact(_))
+                && matches!(r.envelope.event, StoredEvent::SoakSampledCompact(_))
             {
                 sizes.push(bytes);
             }
@@ -188,7 +188,11 @@ fn a_packed_sample_that_does_not_unpack_is_damage_not_a_panic() {
     let soak = || Subject::Soak("a".into());
     log.append(soak(), sampled(changing(1))).unwrap();
     // A record that claims a base the soak does not have, and one whose bytes are cut.
-    let Event::SoakSampled { sample, measures } = sampled(changing(2)) else {
+    let Event::SoakSampled {
+        sample,
+        measures: Some(measures),
+    } = sampled(changing(2))
+    else {
         unreachable!()
     };
     let forged = unilab::CompactSample {
@@ -201,7 +205,7 @@ fn a_packed_sample_that_does_not_unpack_is_damage_not_a_panic() {
         pss: false,
         processes: vec![3, 0],
     };
-    log.append(soak(), Event::SoakSampledCompact(Box::new(forged)))
+    log.append(soak(), StoredEvent::SoakSampledCompact(Box::new(forged)))
         .unwrap();
     let snapshot = log.snapshot().unwrap();
     let error = snapshot

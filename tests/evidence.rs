@@ -136,11 +136,11 @@ fn hung_job() -> Evidence {
 
 /// The schema-5 soak of [`every_event_kind`] alone in a log, its events changed by `change`;
 /// those for which it returns `false` are left out.
-fn root_with_soak(change: impl Fn(&mut Event) -> bool) -> TestRoot {
+fn root_with_soak(change: impl Fn(&mut StoredEvent) -> bool) -> TestRoot {
     let root = TestRoot::new();
     let log = EventLog::open_with_clock(&root.log_path(), root.scope(), PROJECTIONS, fixed_clock())
         .unwrap();
-    let events: Vec<(Subject, Event)> = every_event_kind()
+    let events: Vec<(Subject, StoredEvent)> = every_event_kind()
         .into_iter()
         .filter(|(subject, _)| *subject == Subject::Soak(SOAK.into()))
         .filter_map(|(subject, mut event)| change(&mut event).then_some((subject, event)))
@@ -154,8 +154,8 @@ fn root_with_soak(change: impl Fn(&mut Event) -> bool) -> TestRoot {
 fn hung_job_root() -> TestRoot {
     root_with_soak(|event| {
         match event {
-            Event::SoakEvidenceCaptured(evidence) => **evidence = hung_job(),
-            Event::SoakFinishedV5 { end, findings } => {
+            StoredEvent::SoakEvidenceCaptured(evidence) => **evidence = hung_job(),
+            StoredEvent::SoakFinishedV5 { end, findings } => {
                 end.outcome = Outcome {
                     status: OutcomeStatus::Failed,
                     failure_kind: Some(FailureKind::StaleProgress),
@@ -306,8 +306,8 @@ fn a_passed_soak_with_nothing_to_tell_reads_as_before() {
     let passed = |released: bool| {
         // A soak that passed was never about to be signalled: no evidence.
         root_with_soak(move |event| match event {
-            Event::SoakEvidenceCaptured(_) => false,
-            Event::SoakFinishedV5 { end, findings } => {
+            StoredEvent::SoakEvidenceCaptured(_) => false,
+            StoredEvent::SoakFinishedV5 { end, findings } => {
                 end.outcome = Outcome {
                     status: OutcomeStatus::Passed,
                     failure_kind: None,
@@ -405,7 +405,7 @@ fn the_report_shows_the_evidence_after_the_verdict_before_the_charts() {
 #[test]
 fn hostile_and_huge_evidence_is_escaped_and_bounded() {
     let root = root_with_soak(|event| {
-        if let Event::SoakEvidenceCaptured(evidence) = event {
+        if let StoredEvent::SoakEvidenceCaptured(evidence) = event {
             let mut hostile = hung_job();
             let p = &mut hostile.processes[0];
             p.name = "\x1b]0;pwn\x07<script>".into();

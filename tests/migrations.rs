@@ -13,7 +13,7 @@ use predicates::prelude::*;
 use unilab::PROJECTIONS;
 use unilab::ProcessIdentity;
 use unilab::testing::SCHEMA_VERSION;
-use unilab::{Event, Scope, Subject};
+use unilab::{Event, Scope, StoredEvent, Subject};
 use unilab::{EventLog, LogError, LogReader};
 
 fn fixture_scope() -> Scope {
@@ -340,13 +340,14 @@ fn a_frozen_log_recorded_again_with_packed_samples_reads_the_same() {
             .unwrap();
         let mut events = Vec::new();
         let mut times = Vec::new();
+        // The events as they are stored, in the forms their version wrote.
         reader
             .snapshot()
             .unwrap()
-            .scan(0, |record| {
+            .scan_sized(|record, _| {
                 times.push(record.envelope.recorded_at_us);
                 events.push((record.envelope.subject, record.envelope.event));
-                Ok(true)
+                Ok(())
             })
             .unwrap();
         let new = TestRoot::new();
@@ -361,7 +362,7 @@ fn a_frozen_log_recorded_again_with_packed_samples_reads_the_same() {
             .scan_sized(|record, _| {
                 packed += usize::from(matches!(
                     record.envelope.event,
-                    Event::SoakSampledCompact(_)
+                    StoredEvent::SoakSampledCompact(_)
                 ));
                 Ok(())
             })
@@ -448,7 +449,7 @@ fn the_schema_8_fixture_holds_packed_samples() {
         .unwrap()
         .scan_sized(|record, _| {
             if record.envelope.subject == Subject::Soak(PACKED_IN_FIXTURE.into())
-                && let Event::SoakSampledCompact(sample) = &record.envelope.event
+                && let StoredEvent::SoakSampledCompact(sample) = &record.envelope.event
             {
                 match sample.base {
                     Some(base) => assert_eq!(base + 1, sample.sample.index),
@@ -456,7 +457,10 @@ fn the_schema_8_fixture_holds_packed_samples() {
                 }
                 packed += 1;
             }
-            archived += usize::from(matches!(record.envelope.event, Event::SoakArchived(_)));
+            archived += usize::from(matches!(
+                record.envelope.event,
+                StoredEvent::SoakArchived(_)
+            ));
             Ok(())
         })
         .unwrap();

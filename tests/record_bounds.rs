@@ -275,13 +275,13 @@ fn verdict() -> impl Strategy<Value = (SoakEnd, Findings)> {
 
 /// The envelope `event` is stored in, for counting what it claims: the claims of numbers do not
 /// depend on their values.
-fn envelope(root: &TestRoot, subject: &Subject, event: Event) -> Envelope {
-    Envelope {
+fn envelope(root: &TestRoot, subject: &Subject, event: Event) -> StoredEnvelope {
+    StoredEnvelope {
         seq: 0,
         recorded_at_us: 0,
         scope: root.scope(),
         subject: subject.clone(),
-        event,
+        event: event.into(),
     }
 }
 
@@ -404,7 +404,7 @@ fn append_refuses_a_sample_whose_whole_form_could_not_be_read() {
     };
     let raw = Event::SoakSampled {
         sample: Box::new(sample),
-        measures: Box::new(Measures::default()),
+        measures: Some(Box::new(Measures::default())),
     };
     assert!(claimed(&envelope(&root, &subject, raw.clone())) > MAX_RECORD_BYTES);
     let refused = log.append(subject.clone(), raw.clone());
@@ -418,7 +418,11 @@ fn append_refuses_a_sample_whose_whole_form_could_not_be_read() {
         "nothing committed"
     );
     // Built as the soak builds it, it is kept to its budget, and recorded.
-    let Event::SoakSampled { sample, measures } = raw else {
+    let Event::SoakSampled {
+        sample,
+        measures: Some(measures),
+    } = raw
+    else {
         unreachable!()
     };
     let bounded = Event::sampled(*sample, *measures);

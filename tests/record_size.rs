@@ -212,8 +212,8 @@ fn leaked_processes_with_megabyte_command_lines_are_recorded_cut() {
 /// A `soak_evidence_captured` of one process whose command line is three million empty
 /// arguments: 3 MB encoded, but decoding it claims 8 bytes an argument (each one's length),
 /// 24 MB, more than the reader allows.
-fn evidence_claiming_24_mb() -> Event {
-    Event::SoakEvidenceCaptured(Box::new(Evidence {
+fn evidence_claiming_24_mb() -> StoredEvent {
+    StoredEvent::SoakEvidenceCaptured(Box::new(Evidence {
         trigger: FailureKind::StaleProgress,
         captured_at_us: 1_764_676_800_000_000,
         processes: vec![ProcessEvidence {
@@ -309,7 +309,7 @@ fn archiving_refuses_a_record_its_reader_could_not_decode() {
     let (head, head_hash) = log.snapshot().unwrap().head().unwrap();
     let forged = head + 1;
     raw_write(&root, |txn| {
-        let envelope = Envelope {
+        let envelope = StoredEnvelope {
             seq: forged,
             recorded_at_us: 1_764_676_800_000_000,
             scope: root.scope(),

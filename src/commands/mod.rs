@@ -6,7 +6,6 @@ pub(crate) mod log;
 mod man;
 pub(crate) mod mps;
 pub(crate) mod soak;
-mod timeline;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

@@ -1,28 +1,31 @@
-//! The bottom layer: the event vocabulary of the log, and the envelope each event is stored in.
+//! The bottom layer: the event vocabulary of the log, and the envelope each event is read in.
 //!
-//! **These types are the frozen on-disk schema.** Every record is the codec's encoding of an
-//! [`Envelope`]; bincode encodes structs by field *order* and enums by variant *index*, so:
-//! - a new event kind is added at the end of [`Event`] (older records keep decoding);
-//! - a new payload type is added beside the others, never by changing one in place;
-//! - renaming, reordering, adding or removing a field of a stored type, or reordering variants,
-//!   changes what old records mean: that is a schema change, which bumps
-//!   `log::migrate::SCHEMA_VERSION`, adds a step to `log::migrate::STEPS` and freezes a fixture
-//!   log of the old version in `migrations/fixtures/` (see `migrations/README.md`).
+//! Two views of one schema: [`stored`] holds every form an event was ever written in, frozen
+//! (what the codec encodes); [`Event`] has one variant a kind, in its newest shape, which is all
+//! any reader or writer above the log sees. [`upcast`] turns a stored event into its domain
+//! event and the schema of its form — once, where the log reads it — and a domain event into
+//! its newest stored form where the log appends it. A schema step touches this module (a new
+//! stored form, the domain's new field, the upcast between them) and the code that uses the new
+//! field.
 //!
-//! Field *names* are not stored, but they are the event's fields in `history --json`. The JSON
-//! views of the commands (`mps list`, the soak artifact) have their own types in their domain,
-//! so that a change of a view never touches the stored format.
+//! The JSON views of the commands (`mps list`, the soak artifact) have their own types in their
+//! domain, so that a change of a view never touches the stored format.
 //!
 //! This module depends only on leaf modules (`process`).
 
 pub(crate) mod daemon;
+mod fields;
 pub(crate) mod soak;
+pub(crate) mod stored;
 pub(crate) mod topology;
+pub(crate) mod upcast;
 
 use serde::{Deserialize, Serialize};
 
 pub use daemon::{DaemonLimits, StaleReason, StartedDaemon, StopMethod};
+pub(crate) use fields::fields_json;
 pub(crate) use soak::{Sample, SoakEnd, SoakStart};
+pub use stored::{StoredEnvelope, StoredEvent};
 pub use topology::{GpuIdentity, TopologyMode};
 
 use crate::process::ProcessIdentity;
@@ -80,8 +83,11 @@ impl std::fmt::Display for Subject {
     }
 }
 
-/// Everything that happens to a daemon or a soak. Past tense: an event states a fact.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Everything that happens to a daemon or a soak, as every reader above the log sees it: one
+/// variant a kind, in its newest shape. A field a kind's older forms did not record is an
+/// `Option`, `None` for a record of such a form; [`Envelope::schema`] says which form a record
+/// was stored in. Past tense: an event states a fact.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// A selector was resolved against the visible GPUs.
     TopologyResolved {
@@ -90,10 +96,16 @@ pub enum Event {
         gpus: Vec<GpuIdentity>,
         cuda_visible_devices: Option<String>,
     },
-    /// A daemon was started and its `(pid, starttime)` recorded (schema 1–3's form).
-    DaemonStartedV3 {
+    /// A daemon was started and its `(pid, starttime)` recorded.
+    DaemonStarted {
         record: StartedDaemon,
         foreground: bool,
+        /// The Slurm job it was started in (`SLURM_JOB_ID`), which scopes it: `Some(None)`
+        /// outside any job, `None` where its form did not record the job (schema 1–3).
+        job: Option<Option<String>>,
+        /// The limits it was started with; `None` where its form did not record them (before
+        /// schema 7).
+        limits: Option<DaemonLimits>,
     },
     /// The daemon answered on its control socket.
     DaemonVerifiedLive { process: ProcessIdentity },
@@ -112,12 +124,33 @@ pub enum Event {
         process: ProcessIdentity,
         method: StopMethod,
     },
-    /// A soak started (schema 1's form).
-    SoakStartedV1(Box<soak::v1::SoakStart>),
-    /// One sample of a soak (schema 1's form).
-    SoakSampledV1(Box<soak::v1::Sample>),
-    /// A soak's verdict (schema 1's form).
-    SoakFinishedV1(Box<soak::v1::SoakEnd>),
+    /// A soak started: its parameters, how it is supervised and the budgets it is held to.
+    SoakStarted {
+        start: Box<SoakStart>,
+        /// `None` where its form did not record it (before schema 5).
+        supervision: Option<soak::Supervision>,
+        /// `None` where its form did not record them (before schema 6).
+        limits: Option<soak::Limits>,
+    },
+    /// One sample of a soak.
+    SoakSampled {
+        sample: Box<Sample>,
+        /// Each process's proportional set size and each GPU's health; `None` where its form
+        /// did not measure them (before schema 6).
+        measures: Option<Box<soak::Measures>>,
+    },
+    /// A soak's verdict, written once the last child is gone.
+    SoakFinished {
+        end: Box<SoakEnd>,
+        /// What it found about the tree's end; `None` where its form did not record it (before
+        /// schema 5).
+        findings: Option<Box<soak::Findings>>,
+        /// The budget that failed it, if one did (budgets are recorded since schema 6).
+        limit: Option<soak::ResourceLimit>,
+        /// A made-up schema step (test builds only): see `commands::history::schema_step`.
+        #[cfg(test)]
+        note: Option<String>,
+    },
     /// The soak's supervisor vanished before it recorded a verdict.
     SoakAbandoned {
         supervisor: ProcessIdentity,
@@ -129,21 +162,20 @@ pub enum Event {
         digest: String,
         bytes: u64,
     },
-    /// A soak started (schema 2–4's form). Same kind as its schema 1 form.
-    SoakStartedV4(Box<SoakStart>),
-    /// One sample of a soak (schema 2–5's form).
-    SoakSampledV5(Box<Sample>),
-    /// A soak's verdict, written once the last child is gone (schema 2–4's form).
-    SoakFinishedV4(Box<SoakEnd>),
-    /// A start is about to launch a daemon (schema 2–3's form, without the job).
-    DaemonStartingV3 {
+    /// A start is about to launch a daemon: where it will answer, which process launches it and
+    /// in which Slurm job, so that a start cut short (its process killed) can be recognised
+    /// later and what it launched stopped. Closed by the `daemon_started` or
+    /// `daemon_start_failed` that follows.
+    DaemonStarting {
         gpu: String,
         pipe_directory: String,
         log_directory: String,
         starter: ProcessIdentity,
+        /// As [`Event::DaemonStarted`]'s: `None` where its form did not record the job.
+        job: Option<Option<String>>,
     },
     /// A process began to use a shared daemon (`mps exec --shared`): the daemon is kept while
-    /// any holder lives (schema 3).
+    /// any holder lives.
     LeaseAcquired {
         holder: ProcessIdentity,
         /// The Slurm job the holder runs in.
@@ -152,78 +184,16 @@ pub enum Event {
         /// its last lease ends; one started with `mps start` is left to its owner.
         started: bool,
     },
-    /// A lease ended: its holder finished, or was found gone (schema 3).
+    /// A lease ended: its holder finished, or was found gone.
     LeaseReleased {
         holder: ProcessIdentity,
         reason: LeaseEnd,
     },
-    /// A daemon was started and its `(pid, starttime)` recorded, with its job (schema 4–6's
-    /// form). Same kind as its older form.
-    DaemonStartedV6 {
-        record: StartedDaemon,
-        foreground: bool,
-        /// The Slurm job it was started in (`SLURM_JOB_ID`), which scopes it.
-        job: Option<String>,
-    },
-    /// A start is about to launch a daemon: where it will answer, which process launches it and
-    /// in which Slurm job, so that a start cut short (its process killed) can be recognised
-    /// later and what it launched stopped. Closed by the `daemon_started` or
-    /// `daemon_start_failed` that follows (schema 4; same kind as its older form).
-    DaemonStarting {
-        gpu: String,
-        pipe_directory: String,
-        log_directory: String,
-        starter: ProcessIdentity,
-        job: Option<String>,
-    },
     /// What the soak's tree was doing when the supervisor was about to signal it: committed
-    /// before the first signal (schema 5).
+    /// before the first signal.
     SoakEvidenceCaptured(Box<soak::Evidence>),
-    /// A soak started, with how it is supervised beyond its limits (schema 5's form).
-    SoakStartedV5 {
-        start: Box<SoakStart>,
-        supervision: soak::Supervision,
-    },
-    /// A soak's verdict, with what it found about the tree's end (schema 5's form).
-    SoakFinishedV5 {
-        end: Box<SoakEnd>,
-        findings: Box<soak::Findings>,
-    },
-    /// A soak started: its parameters, how it is supervised and the budgets it is held to
-    /// (schema 6; same kind as its older forms).
-    SoakStarted {
-        start: Box<SoakStart>,
-        supervision: soak::Supervision,
-        limits: soak::Limits,
-    },
-    /// One sample of a soak, with each process's proportional set size and each GPU's health
-    /// (schema 6; same kind as its older forms).
-    SoakSampled {
-        sample: Box<Sample>,
-        measures: Box<soak::Measures>,
-    },
-    /// A soak's verdict, with what it found and the budget that failed it, if one did (schema 6;
-    /// same kind as its older forms).
-    SoakFinished {
-        end: Box<SoakEnd>,
-        findings: Box<soak::Findings>,
-        limit: Option<soak::ResourceLimit>,
-    },
-    /// A daemon was started and its `(pid, starttime)` recorded, with its job and the limits it
-    /// was started with (schema 7; same kind as its older forms).
-    DaemonStarted {
-        record: StartedDaemon,
-        foreground: bool,
-        /// The Slurm job it was started in (`SLURM_JOB_ID`), which scopes it.
-        job: Option<String>,
-        limits: DaemonLimits,
-    },
-    /// One sample of a soak, its processes stored against the soak's previous sample (schema 8;
-    /// same kind as its older forms). The log gives readers the [`Event::SoakSampled`] it
-    /// stands for: no reader sees this form.
-    SoakSampledCompact(Box<soak::CompactSample>),
     /// A finished soak's records were moved to an archive file; this event commits to every one
-    /// of them (schema 8).
+    /// of them.
     SoakArchived(Box<soak::Archived>),
 }
 
@@ -246,8 +216,8 @@ impl LeaseEnd {
     }
 }
 
-/// Every event kind, in the order its first variant has in [`Event`]. A kind whose payload
-/// changed in a schema version has one variant per form, all with the same kind.
+/// Every event kind, in the order of [`Event`]'s variants (and of each kind's first form in
+/// [`StoredEvent`]).
 pub const EVENT_KINDS: [&str; 16] = [
     "topology_resolved",
     "daemon_started",
@@ -272,28 +242,17 @@ impl Event {
     pub fn kind(&self) -> &'static str {
         let index = match self {
             Event::TopologyResolved { .. } => 0,
-            Event::DaemonStartedV3 { .. }
-            | Event::DaemonStartedV6 { .. }
-            | Event::DaemonStarted { .. } => 1,
+            Event::DaemonStarted { .. } => 1,
             Event::DaemonVerifiedLive { .. } => 2,
             Event::DaemonStartFailed { .. } => 3,
             Event::DaemonStaleCleaned { .. } => 4,
             Event::DaemonStopped { .. } => 5,
-            Event::SoakStartedV1(_)
-            | Event::SoakStartedV4(_)
-            | Event::SoakStartedV5 { .. }
-            | Event::SoakStarted { .. } => 6,
-            Event::SoakSampledV1(_)
-            | Event::SoakSampledV5(_)
-            | Event::SoakSampled { .. }
-            | Event::SoakSampledCompact(_) => 7,
-            Event::SoakFinishedV1(_)
-            | Event::SoakFinishedV4(_)
-            | Event::SoakFinishedV5 { .. }
-            | Event::SoakFinished { .. } => 8,
+            Event::SoakStarted { .. } => 6,
+            Event::SoakSampled { .. } => 7,
+            Event::SoakFinished { .. } => 8,
             Event::SoakAbandoned { .. } => 9,
             Event::ArtifactWritten { .. } => 10,
-            Event::DaemonStartingV3 { .. } | Event::DaemonStarting { .. } => 11,
+            Event::DaemonStarting { .. } => 11,
             Event::LeaseAcquired { .. } => 12,
             Event::LeaseReleased { .. } => 13,
             Event::SoakEvidenceCaptured(_) => 14,
@@ -303,8 +262,8 @@ impl Event {
     }
 }
 
-/// The hashed part of a stored record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A record as every reader above the log sees it: its stored envelope with the event upcast.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {
     pub seq: u64,
     /// Wall-clock time of the append, Unix microseconds.
@@ -312,4 +271,8 @@ pub struct Envelope {
     pub scope: Scope,
     pub subject: Subject,
     pub event: Event,
+    /// The form the event is stored in, named by the schema version that introduced it (a
+    /// `soak_started` of schema 5's form says 5, whichever version wrote it): what tells which
+    /// fields an old form had, and which artifact a soak renders.
+    pub schema: u32,
 }

@@ -13,14 +13,19 @@ use super::error::LogError;
 use super::handle::{EventLog, Unsettled};
 use super::io::{damaged, encode_for, guarded, unreadable};
 use super::tables::ViewTable;
-use crate::event::{Event, Subject};
+use crate::event::{Envelope, Event, StoredEvent, Subject};
 
-/// Events to append, each with its subject.
-type Events = Vec<(Subject, Event)>;
+/// Events to append, each with its subject, in the form they are stored in.
+type Events = Vec<(Subject, StoredEvent)>;
 
 impl EventLog {
-    /// Appends one event; durable when it returns.
-    pub fn append(&self, subject: Subject, event: Event) -> Result<Appended, LogError> {
+    /// Appends one event; durable when it returns. A domain [`Event`] is stored in its newest
+    /// form; a [`StoredEvent`] as it is (the crate's tests record old forms so).
+    pub fn append(
+        &self,
+        subject: Subject,
+        event: impl Into<StoredEvent>,
+    ) -> Result<Appended, LogError> {
         let appended = self.append_all([(subject, event)])?;
         appended
             .into_iter()
@@ -28,12 +33,14 @@ impl EventLog {
             .ok_or_else(|| damaged(&self.path, "an append returned nothing"))
     }
 
-    /// Appends events in one transaction: all of them or none, with one durable commit.
-    pub fn append_all(
+    /// Appends events in one transaction: all of them or none, with one durable commit. Each
+    /// is stored as [`append`](Self::append) stores it.
+    pub fn append_all<E: Into<StoredEvent>>(
         &self,
-        events: impl IntoIterator<Item = (Subject, Event)>,
+        events: impl IntoIterator<Item = (Subject, E)>,
     ) -> Result<Vec<Appended>, LogError> {
-        let (mut landed, events) = self.landed_before(events.into_iter().collect())?;
+        let events = events.into_iter().map(|(s, e)| (s, e.into())).collect();
+        let (mut landed, events) = self.landed_before(events)?;
         if events.is_empty() && !landed.is_empty() {
             return Ok(landed);
         }
@@ -65,7 +72,7 @@ impl EventLog {
                 .map_err(|e| damaged(path, format!("projection row `{key}`: {e}")))?;
             Ok(still(row))
         };
-        let (landed, events) = self.landed_before(vec![(subject, event)])?;
+        let (landed, events) = self.landed_before(vec![(subject, event.into())])?;
         if let Some(landed) = landed.into_iter().next() {
             return Ok(Some(landed));
         }
@@ -120,7 +127,13 @@ impl EventLog {
             let record = snapshot
                 .get(appended.seq)?
                 .ok_or_else(|| damaged(&self.path, "a record it committed is missing"))?;
-            let stored = (&record.envelope.subject, &record.envelope.event);
+            let Envelope {
+                subject,
+                event,
+                schema,
+                ..
+            } = record.envelope;
+            let stored = (&subject, &event.into_stored(schema));
             made.push(Some((encode_for(&self.path, &stored)?, *appended)));
         }
         let mut landed = Vec::new();
@@ -144,7 +157,7 @@ impl EventLog {
     fn append_in_transaction(
         &self,
         db: &redb::Database,
-        events: impl IntoIterator<Item = (Subject, Event)>,
+        events: Events,
         decide: impl FnOnce(&WriteTransaction) -> Result<bool, LogError>,
     ) -> Result<Vec<Appended>, LogError> {
         let path = self.path.as_path();

@@ -16,7 +16,7 @@ use super::meta::{last_record, recorded_head};
 use super::pack::{Packer, Stored};
 use super::tables;
 use super::view::{Update, View, Views};
-use crate::event::{Envelope, Event, Scope, Subject};
+use crate::event::{Envelope, Scope, StoredEnvelope, StoredEvent, Subject};
 use crate::time::Clock;
 
 /// What an append returns once it is durable.
@@ -106,22 +106,27 @@ impl<'t> Appender<'t> {
 
     /// Appends `event` of `subject` after the head: packed if it is a sample (what the log's
     /// reader could not read back is refused here, before anything is committed), sealed into
-    /// the chain, indexed under its subject and applied to every view.
-    pub(super) fn push(&mut self, subject: Subject, event: Event) -> Result<Appended, LogError> {
+    /// the chain, indexed under its subject and applied, upcast as a reader will see it, to
+    /// every view. A domain event is stored in its newest form.
+    pub(super) fn push(
+        &mut self,
+        subject: Subject,
+        event: impl Into<StoredEvent>,
+    ) -> Result<Appended, LogError> {
         let path = self.path;
         let seq = self.seq + 1;
-        let mut envelope = Envelope {
+        let mut record = StoredEnvelope {
             seq,
             recorded_at_us: self.clock.now_us(),
             scope: self.scope.clone(),
             subject,
-            event,
+            event: event.into(),
         };
-        let key = envelope.subject.key();
+        let key = record.subject.key();
         // A sample is stored packed; the views see it whole.
         let body = self
             .packer
-            .store(path, &self.index, &key, &mut envelope, |stored| {
+            .store(path, &self.index, &key, &mut record, |stored| {
                 encode_record_for(path, stored)
             })?;
         let (stored, hash) = chain::seal(&self.head, &body);
@@ -131,16 +136,20 @@ impl<'t> Appender<'t> {
         self.index
             .insert((key.as_str(), seq), ())
             .map_err(unreadable(path))?;
-        for (view, table) in &mut self.views {
-            apply_view(path, *view, table, &envelope)?;
-        }
         (self.seq, self.head) = (seq, hash);
         let appended = Appended {
             seq,
             hash,
-            recorded_at_us: envelope.recorded_at_us,
+            recorded_at_us: record.recorded_at_us,
         };
-        self.packer.stored(key, seq, envelope.event);
+        // A packed sample handed in as it is (the crate's tests forge them) is seen by no
+        // view: views see samples whole.
+        if let Some(envelope) = record.upcast() {
+            for (view, table) in &mut self.views {
+                apply_view(path, *view, table, &envelope)?;
+            }
+            self.packer.stored(key, seq, envelope.event);
+        }
         Ok(appended)
     }
 
@@ -170,7 +179,7 @@ fn apply_view(
         view.apply_encoded(current.as_ref().map(|c| c.value()), envelope)
             .map_err(|e| match e {
                 CodecError::TooLarge { .. } | CodecError::TooLong { .. } => {
-                    refused(path, envelope, e)
+                    refused(path, &envelope.subject, envelope.event.kind(), e)
                 }
                 e => damaged(path, format!("projection row `{key}`: {e}")),
             })?

@@ -7,7 +7,7 @@
 //! this chain is what makes silent corruption and tampering visible.
 
 use super::codec;
-use crate::event::{Envelope, Event};
+use crate::event::{StoredEnvelope, StoredEvent};
 
 pub(crate) const HASH_LEN: usize = 32;
 pub type Hash = [u8; HASH_LEN];
@@ -185,7 +185,7 @@ impl Default for ChainWalker {
 
 impl ChainWalker {
     /// Checks the next record and returns its decoded envelope.
-    pub fn step(&mut self, key: u64, stored: &[u8]) -> Result<Envelope, ChainBreak> {
+    pub fn step(&mut self, key: u64, stored: &[u8]) -> Result<StoredEnvelope, ChainBreak> {
         self.step_hashed(key, stored, hash_holds(stored))
     }
 
@@ -196,7 +196,7 @@ impl ChainWalker {
         key: u64,
         stored: &[u8],
         hash_holds: bool,
-    ) -> Result<Envelope, ChainBreak> {
+    ) -> Result<StoredEnvelope, ChainBreak> {
         let expected = self.next_seq;
         if key < expected {
             return Err(ChainBreak {
@@ -215,7 +215,7 @@ impl ChainWalker {
         if !hash_holds {
             return Err(fail(ChainFault::HashMismatch));
         }
-        let envelope: Envelope =
+        let envelope: StoredEnvelope =
             codec::decode(raw.body).map_err(|e| fail(ChainFault::Undecodable(e.to_string())))?;
         if envelope.seq != key {
             return Err(fail(ChainFault::MisfiledSequence {
@@ -223,7 +223,7 @@ impl ChainWalker {
                 body: envelope.seq,
             }));
         }
-        if let Event::SoakArchived(archived) = &envelope.event {
+        if let StoredEvent::SoakArchived(archived) = &envelope.event {
             for range in archived.ranges() {
                 self.archived
                     .push(range.ok_or(fail(ChainFault::BadArchivedRuns))?);
@@ -384,8 +384,8 @@ mod tests {
         start_ticks: 1,
     };
 
-    fn archived(runs: &[(u64, u64)], gaps_digest: Hash) -> Event {
-        Event::SoakArchived(Box::new(Archived {
+    fn archived(runs: &[(u64, u64)], gaps_digest: Hash) -> StoredEvent {
+        StoredEvent::SoakArchived(Box::new(Archived {
             file: "f.zst".into(),
             soak: ArchivedSoak {
                 command: Vec::new(),
@@ -415,11 +415,13 @@ mod tests {
 
     /// Records 1 to 4 sealed in a chain, 2 and 3 then removed, and `last` sealed after them as
     /// record 5: what the walk says.
-    fn walk_with_gap(last: impl FnOnce(&[Gap]) -> Vec<Event>) -> Result<(u64, Hash), ChainBreak> {
+    fn walk_with_gap(
+        last: impl FnOnce(&[Gap]) -> Vec<StoredEvent>,
+    ) -> Result<(u64, Hash), ChainBreak> {
         let mut head = GENESIS;
         let mut stored = Vec::new();
-        let seal_next = |seq: u64, event: Event, head: &mut Hash| {
-            let envelope = Envelope {
+        let seal_next = |seq: u64, event: StoredEvent, head: &mut Hash| {
+            let envelope = StoredEnvelope {
                 seq,
                 recorded_at_us: 0,
                 scope: Scope {
@@ -434,7 +436,7 @@ mod tests {
             (seq, bytes, hash)
         };
         for seq in 1..=4 {
-            let live = Event::DaemonVerifiedLive { process: SOMEONE };
+            let live = StoredEvent::DaemonVerifiedLive { process: SOMEONE };
             stored.push(seal_next(seq, live, &mut head));
         }
         let gap = Gap {
@@ -459,7 +461,7 @@ mod tests {
     fn a_gap_is_accounted_for_only_by_the_archive_that_made_it() {
         let right = |gaps: &[Gap]| vec![archived(&[(1, 2)], gaps_digest(gaps))];
         assert!(walk_with_gap(right).is_ok());
-        let fault = |made: fn(&[Gap]) -> Vec<Event>| walk_with_gap(made).unwrap_err();
+        let fault = |made: fn(&[Gap]) -> Vec<StoredEvent>| walk_with_gap(made).unwrap_err();
         assert_eq!(
             fault(|_| Vec::new()),
             ChainBreak {

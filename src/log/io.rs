@@ -8,7 +8,7 @@ use redb::{ReadOnlyTable, ReadTransaction, TableDefinition, TableError};
 
 use super::codec::{self, CodecError};
 use super::error::{LogError, is_access, is_no_space};
-use crate::event::Envelope;
+use crate::event::{StoredEnvelope, Subject};
 
 /// Runs `f`, turning a panic inside redb into [`LogError::Damaged`]. redb may panic on a file
 /// that is not what it expects (a damaged or foreign file), and no input may make unilab panic,
@@ -66,17 +66,26 @@ pub(super) fn encode_for<T: serde::Serialize>(path: &Path, value: &T) -> Result<
 
 /// The stored body of `envelope`: its encoding, refused ([`LogError::TooLarge`]) when the
 /// log's reader could not decode it.
-pub(super) fn encode_record_for(path: &Path, envelope: &Envelope) -> Result<Vec<u8>, LogError> {
-    codec::encode_record(envelope).map_err(|source| refused(path, envelope, source))
+pub(super) fn encode_record_for(
+    path: &Path,
+    envelope: &StoredEnvelope,
+) -> Result<Vec<u8>, LogError> {
+    codec::encode_record(envelope)
+        .map_err(|source| refused(path, &envelope.subject, envelope.event.kind(), source))
 }
 
-/// `source`, an encoding of `envelope` that failed, as the log's error.
-pub(super) fn refused(path: &Path, envelope: &Envelope, source: CodecError) -> LogError {
+/// `source`, an encoding of an event of `kind` about `subject` that failed, as the log's error.
+pub(super) fn refused(
+    path: &Path,
+    subject: &Subject,
+    kind: &'static str,
+    source: CodecError,
+) -> LogError {
     match source {
         CodecError::TooLarge { .. } | CodecError::TooLong { .. } => LogError::TooLarge {
             path: path.to_owned(),
-            subject: envelope.subject.to_string(),
-            kind: envelope.event.kind(),
+            subject: subject.to_string(),
+            kind,
             source,
         },
         source => LogError::Encode {

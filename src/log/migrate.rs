@@ -27,7 +27,7 @@ pub(crate) const STEPS: &[Step] = &[
     Step {
         from: 1,
         description: "soak events in schema 2's forms",
-        // Schema 2 adds the soak events' new forms as new variants at the end of `Event`: every
+        // Schema 2 adds the soak events' new forms as new variants at the end of `StoredEvent`: every
         // schema 1 record decodes unchanged and keeps its hash, and soaks recorded in the old forms
         // render their old artifact. Nothing to rewrite; the version alone keeps an older unilab,
         // which could not decode the new forms, away from the log.
@@ -36,7 +36,7 @@ pub(crate) const STEPS: &[Step] = &[
     Step {
         from: 2,
         description: "leases on shared daemons",
-        // Schema 3 adds `lease_acquired` and `lease_released` at the end of `Event`, and the
+        // Schema 3 adds `lease_acquired` and `lease_released` at the end of `StoredEvent`, and the
         // `leases` view. No schema 2 log holds a lease, so the view starts empty and nothing is
         // rewritten; the version keeps an older unilab, which could not decode leases, away.
         apply: |_| Ok(()),
@@ -45,7 +45,7 @@ pub(crate) const STEPS: &[Step] = &[
         from: 3,
         description: "each daemon's job recorded",
         // Schema 4 adds `daemon_starting` and `daemon_started` in forms that record the Slurm
-        // job (new variants at the end of `Event`) and the `daemon_jobs` view. Schema 3 records
+        // job (new variants at the end of `StoredEvent`) and the `daemon_jobs` view. Schema 3 records
         // decode and hash unchanged, their daemons have no row in the view (their name is the
         // only witness of their job), so nothing is rewritten; the version keeps an older
         // unilab, which could not decode the new forms, away.
@@ -56,7 +56,7 @@ pub(crate) const STEPS: &[Step] = &[
         description: "evidence captured before the kill",
         // Schema 5 adds `soak_evidence_captured`, and `soak_started` and `soak_finished` in
         // forms that carry how the soak is supervised and what its verdict found, as new variants
-        // at the end of `Event`. Schema 4 records decode and hash unchanged and their soaks
+        // at the end of `StoredEvent`. Schema 4 records decode and hash unchanged and their soaks
         // render their old artifact; nothing is rewritten, and the version keeps an older unilab,
         // which could not decode the new forms, away.
         apply: |_| Ok(()),
@@ -66,7 +66,7 @@ pub(crate) const STEPS: &[Step] = &[
         description: "real memory, GPU health and budgets",
         // Schema 6 adds `soak_started`, `soak_sampled` and `soak_finished` in forms that carry
         // the soak's budgets, each sample's proportional set sizes and GPU health, and the budget
-        // that failed it (new variants at the end of `Event`; `resource_limit` at the end of the
+        // that failed it (new variants at the end of `StoredEvent`; `resource_limit` at the end of the
         // failure kinds). Schema 5 records decode and hash unchanged and their soaks render
         // `/3`; nothing is rewritten, and the version keeps an older unilab away.
         apply: |_| Ok(()),
@@ -75,7 +75,7 @@ pub(crate) const STEPS: &[Step] = &[
         from: 6,
         description: "the limits a daemon was started with",
         // Schema 7 adds `daemon_started` in a form that records the daemon's active thread
-        // percentage and pinned memory limit (a new variant at the end of `Event`) and the
+        // percentage and pinned memory limit (a new variant at the end of `StoredEvent`) and the
         // `daemon_limits` view. Schema 6 records decode and hash unchanged; their daemons have
         // no row in the view (they were started without limits), so nothing is rewritten, and
         // the version keeps an older unilab, which could not decode the new form, away.
@@ -86,7 +86,7 @@ pub(crate) const STEPS: &[Step] = &[
         description: "compact samples and archived soaks",
         // Schema 8 adds `soak_sampled` in a compact form (each sample's processes stored
         // against the soak's previous sample) and `soak_archived` (a soak's records moved to an
-        // archive file), as new variants at the end of `Event`. Schema 7 records decode and hash
+        // archive file), as new variants at the end of `StoredEvent`. Schema 7 records decode and hash
         // unchanged — re-encoding them would re-chain the whole log; `log archive` is what
         // shrinks an old log — so nothing is rewritten, and the version keeps an older unilab,
         // which could not decode the new forms, away.

@@ -44,7 +44,7 @@ pub use error::LogError;
 pub use handle::EventLog;
 pub use pack::store_samples_whole;
 pub use reader::LogReader;
-pub use snapshot::{Record, Snapshot};
+pub use snapshot::{Record, Snapshot, StoredRecord};
 pub use verify::VerifyReport;
 #[cfg(test)]
 pub(crate) use view::Fold;

@@ -1,6 +1,8 @@
 //! Compact samples in the log: an append packs each soak sample against the soak's previous
 //! one ([`Packer`]); every read hands out the whole sample a packed record stands for
 //! ([`Unpacker`]), so that no reader, view or check above the log ever sees the packed form.
+//! The read is also where every record is upcast (`event::upcast`): what leaves here is a
+//! domain [`Envelope`] that keeps the schema of its stored form.
 //!
 //! A packed sample's base is the record of its soak just before it, which must be a sample of
 //! the index it names. The packer keeps the last sample it stored and packs against it only
@@ -18,9 +20,9 @@ use super::claim::{MOST_CLAIMED_PER_BYTE, claimed};
 use super::codec::{self, MAX_RECORD_BYTES};
 use super::error::LogError;
 use super::io::{damaged, refused, unreadable};
-use super::snapshot::{Record, Snapshot};
+use super::snapshot::{Record, Snapshot, StoredRecord};
 use crate::event::soak::{CompactSample, Measures, ProcessSample, STANDALONE_EVERY};
-use crate::event::{Envelope, Event, Sample, Subject};
+use crate::event::{Envelope, Event, Sample, StoredEnvelope, StoredEvent, Subject};
 
 /// Whether this process stores samples whole, as schema 7 did: for benchmarks that measure
 /// what packing saves, never set by unilab itself.
@@ -63,10 +65,10 @@ impl Packer {
         path: &Path,
         index: &Table<(&str, u64), ()>,
         key: &str,
-        envelope: &mut Envelope,
-        store: impl FnOnce(&Envelope) -> Result<T, LogError>,
+        envelope: &mut StoredEnvelope,
+        store: impl FnOnce(&StoredEnvelope) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
-        let Event::SoakSampled { sample, measures } = &envelope.event else {
+        let StoredEvent::SoakSampled { sample, measures } = &envelope.event else {
             return store(envelope);
         };
         if STORE_WHOLE.load(Ordering::Relaxed) {
@@ -87,7 +89,7 @@ impl Packer {
         };
         let whole = std::mem::replace(
             &mut envelope.event,
-            Event::SoakSampledCompact(Box::new(packed)),
+            StoredEvent::SoakSampledCompact(Box::new(packed)),
         );
         let stored = store(envelope);
         envelope.event = whole;
@@ -105,7 +107,7 @@ impl Packer {
                 key,
                 seq,
                 sample: *sample,
-                measures: *measures,
+                measures: measures.map(|m| *m).unwrap_or_default(),
             });
         }
     }
@@ -115,8 +117,8 @@ impl Packer {
 /// decode whole. The whole form claims what the packed one does (at most
 /// [`MOST_CLAIMED_PER_BYTE`] a stored byte) and its processes and their PSS beside: when that
 /// bound is within the limit, as it is for every ordinary sample, nothing is counted.
-fn whole_readable(path: &Path, envelope: &Envelope, stored: usize) -> Result<(), LogError> {
-    let Event::SoakSampled { sample, .. } = &envelope.event else {
+fn whole_readable(path: &Path, envelope: &StoredEnvelope, stored: usize) -> Result<(), LogError> {
+    let StoredEvent::SoakSampled { sample, .. } = &envelope.event else {
         return Ok(());
     };
     let each = most_claimed_by_a_process();
@@ -128,7 +130,8 @@ fn whole_readable(path: &Path, envelope: &Envelope, stored: usize) -> Result<(),
     if bound <= MAX_RECORD_BYTES {
         return Ok(());
     }
-    codec::claims_within_limit(envelope).map_err(|e| refused(path, envelope, e))
+    codec::claims_within_limit(envelope)
+        .map_err(|e| refused(path, &envelope.subject, envelope.event.kind(), e))
 }
 
 /// The most one process of a whole sample claims beside its name's bytes, with its PSS: every
@@ -185,39 +188,38 @@ impl Unpacker {
         unpacker
     }
 
-    /// `record` with the whole sample in place of a packed one.
+    /// `record` upcast, with the whole sample in place of a packed one.
     pub(super) fn record(
         &mut self,
         snapshot: &Snapshot,
-        record: Record,
+        record: StoredRecord,
     ) -> Result<Record, LogError> {
-        if self.passes(&record.envelope) {
-            return Ok(record);
-        }
         Ok(Record {
             envelope: self.unpack(snapshot, record.envelope)?,
-            ..record
+            prev_hash: record.prev_hash,
+            hash: record.hash,
         })
     }
 
     /// Whether `envelope` is handed on as it is, with nothing to remember or forget: most
     /// records are no sample, and one that is none has nothing to forget while no sample of a
     /// soak is remembered, or when it is not of a soak.
-    fn passes(&self, envelope: &Envelope) -> bool {
+    fn passes(&self, envelope: &StoredEnvelope) -> bool {
         !matches!(
             envelope.event,
-            Event::SoakSampled { .. } | Event::SoakSampledCompact(_)
+            StoredEvent::SoakSampled { .. } | StoredEvent::SoakSampledCompact(_)
         ) && (self.last.is_empty() || !matches!(envelope.subject, Subject::Soak(_)))
     }
 
-    /// `envelope` with the whole sample in place of a packed one.
+    /// `envelope` upcast, with the whole sample in place of a packed one.
     pub(super) fn unpack(
         &mut self,
         snapshot: &Snapshot,
-        envelope: Envelope,
+        envelope: StoredEnvelope,
     ) -> Result<Envelope, LogError> {
+        let path = snapshot.path.as_path();
         if self.passes(&envelope) {
-            return Ok(envelope);
+            return upcast(path, envelope);
         }
         // Only a soak's samples are remembered: one of another subject, which unilab never
         // records, is unpacked by walking back.
@@ -226,21 +228,21 @@ impl Unpacker {
         }
         envelope.subject.key_into(&mut self.key);
         let envelope = match (&envelope.event, self.last.get(self.key.as_str())) {
-            (Event::SoakSampledCompact(_), Some(seen)) => {
+            (StoredEvent::SoakSampledCompact(_), Some(seen)) => {
                 let base = seen.as_ref().map(|(s, m)| (s, m));
-                unpacked(&snapshot.path, envelope, base)?
+                unpacked(path, envelope, base)?
             }
-            (Event::SoakSampledCompact(_), None) => unpack_alone(snapshot, envelope)?,
-            (Event::SoakSampled { .. }, _) => envelope,
+            (StoredEvent::SoakSampledCompact(_), None) => whole_alone(snapshot, envelope)?,
+            (StoredEvent::SoakSampled { .. }, _) => envelope,
             (_, seen) => {
                 // Only a subject with samples is worth remembering.
                 if seen.is_some() {
                     self.last.insert(self.key.clone(), None);
                 }
-                return Ok(envelope);
+                return upcast(path, envelope);
             }
         };
-        if let Event::SoakSampled { sample, measures } = &envelope.event {
+        if let StoredEvent::SoakSampled { sample, measures } = &envelope.event {
             let kept = Some((sample.as_ref().clone(), measures.as_ref().clone()));
             match self.last.get_mut(self.key.as_str()) {
                 Some(seen) => *seen = kept,
@@ -249,15 +251,34 @@ impl Unpacker {
                 }
             }
         }
-        Ok(envelope)
+        upcast(path, envelope)
     }
 }
 
-/// `envelope` with the whole sample in place of a packed one, reading back along its subject
-/// for the samples it was packed against: for a reader that reads one record, or goes
+/// `envelope`, whole, as readers see it.
+pub(super) fn upcast(path: &Path, envelope: StoredEnvelope) -> Result<Envelope, LogError> {
+    let seq = envelope.seq;
+    envelope.upcast().ok_or_else(|| {
+        damaged(
+            path,
+            format!("sequence {seq}: a packed sample reached a reader"),
+        )
+    })
+}
+
+/// `envelope` upcast, with the whole sample in place of a packed one, reading back along its
+/// subject for the samples it was packed against: for a reader that reads one record, or goes
 /// backwards.
-pub(super) fn unpack_alone(snapshot: &Snapshot, envelope: Envelope) -> Result<Envelope, LogError> {
-    let Event::SoakSampledCompact(packed) = &envelope.event else {
+pub(super) fn unpack_alone(
+    snapshot: &Snapshot,
+    envelope: StoredEnvelope,
+) -> Result<Envelope, LogError> {
+    upcast(&snapshot.path, whole_alone(snapshot, envelope)?)
+}
+
+/// [`unpack_alone`] before the upcast.
+fn whole_alone(snapshot: &Snapshot, envelope: StoredEnvelope) -> Result<StoredEnvelope, LogError> {
+    let StoredEvent::SoakSampledCompact(packed) = &envelope.event else {
         return Ok(envelope);
     };
     let path = snapshot.path.as_path();
@@ -269,12 +290,12 @@ pub(super) fn unpack_alone(snapshot: &Snapshot, envelope: Envelope) -> Result<En
         snapshot.scan_subject_back_raw(&envelope.subject, envelope.seq - 1, |record| {
             let seq = record.envelope.seq;
             match record.envelope.event {
-                Event::SoakSampledCompact(packed) => {
+                StoredEvent::SoakSampledCompact(packed) => {
                     wanted = packed.base;
                     chain.push((seq, packed));
                     Ok(wanted.is_some())
                 }
-                Event::SoakSampled { sample, measures } => {
+                StoredEvent::SoakSampled { sample, measures } => {
                     base = Some((*sample, *measures));
                     Ok(false)
                 }
@@ -297,23 +318,23 @@ pub(super) fn unpack_alone(snapshot: &Snapshot, envelope: Envelope) -> Result<En
 /// `envelope` with the whole sample its packed one stands for against `base`.
 fn unpacked(
     path: &Path,
-    envelope: Envelope,
+    envelope: StoredEnvelope,
     base: Option<(&Sample, &Measures)>,
-) -> Result<Envelope, LogError> {
+) -> Result<StoredEnvelope, LogError> {
     let event = match envelope.event {
-        Event::SoakSampledCompact(packed) => {
+        StoredEvent::SoakSampledCompact(packed) => {
             let index = packed.sample.index;
             let (sample, measures) = packed
                 .unpack(base)
                 .map_err(|e| unpack_failed(path, envelope.seq, index, &e))?;
-            Event::SoakSampled {
+            StoredEvent::SoakSampled {
                 sample: Box::new(sample),
                 measures: Box::new(measures),
             }
         }
         other => other,
     };
-    Ok(Envelope { event, ..envelope })
+    Ok(StoredEnvelope { event, ..envelope })
 }
 
 fn unpack_failed(
@@ -369,7 +390,7 @@ mod tests {
                 gpus: Vec::new(),
             };
             let packed = CompactSample::pack(None, &sample, &measures).unwrap();
-            let mut envelope = Envelope {
+            let mut envelope = StoredEnvelope {
                 seq: 1,
                 recorded_at_us: 0,
                 scope: Scope {
@@ -377,14 +398,14 @@ mod tests {
                     host: "h".into(),
                 },
                 subject: Subject::Soak("s".into()),
-                event: Event::SoakSampledCompact(Box::new(packed)),
+                event: StoredEvent::SoakSampledCompact(Box::new(packed)),
             };
             let stored = codec::encode(&envelope).unwrap().len();
-            envelope.event = Event::SoakSampled {
+            envelope.event = StoredEvent::SoakSampled {
                 sample: Box::new(sample),
                 measures: Box::new(measures),
             };
-            let Event::SoakSampled { sample, .. } = &envelope.event else {
+            let StoredEvent::SoakSampled { sample, .. } = &envelope.event else {
                 unreachable!()
             };
             let bound = stored * MOST_CLAIMED_PER_BYTE

@@ -12,7 +12,7 @@ use super::error::LogError;
 use super::io::{damaged, guarded, open_read_table, unreadable};
 use super::meta::{last_record, read_meta};
 use super::pack::{self, Unpacker};
-use super::snapshot::{Record, Snapshot, decode_hashed, decode_record};
+use super::snapshot::{Record, Snapshot, StoredRecord, decode_hashed, decode_record};
 use super::tables::{self, ViewTable};
 use crate::event::{Envelope, Scope, Subject};
 
@@ -53,11 +53,12 @@ impl Snapshot {
         .transpose()
     }
 
-    /// `record` with the whole sample in place of a packed one.
-    fn whole(&self, record: Record) -> Result<Record, LogError> {
+    /// `record` upcast, with the whole sample in place of a packed one.
+    fn whole(&self, record: StoredRecord) -> Result<Record, LogError> {
         Ok(Record {
             envelope: pack::unpack_alone(self, record.envelope)?,
-            ..record
+            prev_hash: record.prev_hash,
+            hash: record.hash,
         })
     }
 
@@ -93,11 +94,11 @@ impl Snapshot {
         })
     }
 
-    /// Calls `visit` with every record, in order, and the bytes it is stored in (its encoded
-    /// body, hashes and framing): what each record costs the log.
+    /// Calls `visit` with every record as it is stored, in order, and the bytes it is stored in
+    /// (its encoded body, hashes and framing): what each record costs the log.
     pub fn scan_sized(
         &self,
-        mut visit: impl FnMut(Record, usize) -> Result<(), LogError>,
+        mut visit: impl FnMut(StoredRecord, usize) -> Result<(), LogError>,
     ) -> Result<(), LogError> {
         let path = self.path.as_path();
         guarded(path, || {
@@ -285,7 +286,7 @@ impl Snapshot {
     }
 
     /// Replays the whole log in order: every record is checked against the chain (continuity,
-    /// link, hash, sequence) and decoded, then handed to `visit`. Returns the walker, positioned
+    /// link, hash, sequence), decoded and upcast, then handed to `visit`. Returns the walker, positioned
     /// after the last record, for the caller to check against the recorded head.
     pub fn replay(&self, mut visit: impl FnMut(Envelope)) -> Result<ChainWalker, LogError> {
         let path = self.path.as_path();

@@ -1,7 +1,7 @@
 //! One consistent read of the log, and its records as they are stored: each checked against
-//! its own hash and decoded, samples packed or whole as they were written. The reads that hand
-//! records on to the log's readers (`read`) give them whole, through `pack`'s unpacker, which
-//! walks back over stored records through here.
+//! its own hash and decoded in its stored form, samples packed or whole as they were written.
+//! The reads that hand records on to the log's readers (`read`) give them whole and upcast,
+//! through `pack`'s unpacker, which walks back over stored records through here.
 
 use std::path::{Path, PathBuf};
 
@@ -12,12 +12,21 @@ use super::codec;
 use super::error::LogError;
 use super::io::{damaged, guarded, open_read_table, unreadable};
 use super::tables;
-use crate::event::{Envelope, Subject};
+use crate::event::{Envelope, StoredEnvelope, Subject};
 
-/// A stored record, decoded.
+/// A stored record, decoded and upcast: what every reader above the log is given.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     pub envelope: Envelope,
+    pub prev_hash: Hash,
+    pub hash: Hash,
+}
+
+/// A stored record, decoded as it is stored (a sample perhaps packed): for what the log itself
+/// and `log stats` look at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRecord {
+    pub envelope: StoredEnvelope,
     pub prev_hash: Hash,
     pub hash: Hash,
 }
@@ -37,12 +46,12 @@ impl Snapshot {
         })
     }
 
-    /// [`Snapshot::scan_subject_back`] with samples as they are stored, packed or whole.
+    /// [`Snapshot::scan_subject_back`] with records as they are stored, samples packed or whole.
     pub(super) fn scan_subject_back_raw(
         &self,
         subject: &Subject,
         through: u64,
-        mut visit: impl FnMut(Record) -> Result<bool, LogError>,
+        mut visit: impl FnMut(StoredRecord) -> Result<bool, LogError>,
     ) -> Result<(), LogError> {
         let path = self.path.as_path();
         let key = subject.key();
@@ -74,7 +83,11 @@ impl Snapshot {
 }
 
 /// Decodes a stored record after checking it against its own hash.
-pub(super) fn decode_record(path: &Path, seq: u64, stored: &[u8]) -> Result<Record, LogError> {
+pub(super) fn decode_record(
+    path: &Path,
+    seq: u64,
+    stored: &[u8],
+) -> Result<StoredRecord, LogError> {
     decode_hashed(path, seq, stored, chain::hash_holds(stored))
 }
 
@@ -85,7 +98,7 @@ pub(super) fn decode_hashed(
     seq: u64,
     stored: &[u8],
     hash_holds: bool,
-) -> Result<Record, LogError> {
+) -> Result<StoredRecord, LogError> {
     let fault = |fault| LogError::Chain {
         path: path.to_owned(),
         chain_break: ChainBreak { seq, fault },
@@ -94,9 +107,9 @@ pub(super) fn decode_hashed(
     if !hash_holds {
         return Err(fault(chain::ChainFault::HashMismatch));
     }
-    let envelope: Envelope = codec::decode(raw.body)
+    let envelope: StoredEnvelope = codec::decode(raw.body)
         .map_err(|e| fault(chain::ChainFault::Undecodable(e.to_string())))?;
-    Ok(Record {
+    Ok(StoredRecord {
         envelope,
         prev_hash: raw.prev_hash,
         hash: raw.hash,

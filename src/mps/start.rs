@@ -65,7 +65,7 @@ pub(crate) fn begin(mps: &Mps, log: &EventLog, spec: &StartSpec) -> Result<Clear
                 pipe_directory: spec.pipe_directory.display().to_string(),
                 log_directory: spec.log_directory.display().to_string(),
                 starter,
-                job: spec.job.clone(),
+                job: Some(spec.job.clone()),
             },
         ),
     ])?;
@@ -246,8 +246,8 @@ pub(crate) fn record_and_verify(
         Event::DaemonStarted {
             record: started,
             foreground,
-            job: spec.job.clone(),
-            limits: spec.limits,
+            job: Some(spec.job.clone()),
+            limits: Some(spec.limits),
         },
     );
     if let Err(e) = appended {

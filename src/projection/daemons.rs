@@ -41,9 +41,7 @@ impl Projection for Daemons {
             })
         };
         match &envelope.event {
-            Event::DaemonStarted { record, .. }
-            | Event::DaemonStartedV6 { record, .. }
-            | Event::DaemonStartedV3 { record, .. } => Update::Put(DaemonRow(record.clone())),
+            Event::DaemonStarted { record, .. } => Update::Put(DaemonRow(record.clone())),
             Event::DaemonStopped { process, .. }
             | Event::DaemonStaleCleaned { process, .. }
             | Event::DaemonStartFailed {
@@ -59,10 +57,11 @@ impl Projection for Daemons {
 mod tests {
     use super::*;
     use crate::event::{Scope, StaleReason, StopMethod, TopologyMode};
+    use crate::event::{StoredEnvelope, StoredEvent};
     use crate::projection::fold;
 
-    fn envelope(seq: u64, name: &str, event: Event) -> Envelope {
-        Envelope {
+    fn envelope(seq: u64, name: &str, event: impl Into<StoredEvent>) -> Envelope {
+        StoredEnvelope {
             seq,
             recorded_at_us: seq as i64,
             scope: Scope {
@@ -70,8 +69,10 @@ mod tests {
                 host: "node".into(),
             },
             subject: Subject::Daemon(name.into()),
-            event,
+            event: event.into(),
         }
+        .upcast()
+        .unwrap()
     }
 
     fn started(name: &str, pid: u32) -> Event {

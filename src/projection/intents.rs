@@ -44,22 +44,13 @@ impl Projection for Intents {
                 log_directory,
                 starter,
                 ..
-            }
-            | Event::DaemonStartingV3 {
-                gpu,
-                pipe_directory,
-                log_directory,
-                starter,
             } => Update::Put(IntentRow {
                 gpu: gpu.clone(),
                 pipe_directory: pipe_directory.clone(),
                 log_directory: log_directory.clone(),
                 starter: *starter,
             }),
-            Event::DaemonStarted { .. }
-            | Event::DaemonStartedV6 { .. }
-            | Event::DaemonStartedV3 { .. }
-            | Event::DaemonStartFailed { .. } => Update::Delete,
+            Event::DaemonStarted { .. } | Event::DaemonStartFailed { .. } => Update::Delete,
             _ => Update::Keep,
         }
     }
@@ -69,10 +60,11 @@ impl Projection for Intents {
 mod tests {
     use super::*;
     use crate::event::Scope;
+    use crate::event::{StoredEnvelope, StoredEvent};
     use crate::projection::fold;
 
-    fn envelope(seq: u64, event: Event) -> Envelope {
-        Envelope {
+    fn envelope(seq: u64, event: impl Into<StoredEvent>) -> Envelope {
+        StoredEnvelope {
             seq,
             recorded_at_us: 0,
             scope: Scope {
@@ -80,8 +72,10 @@ mod tests {
                 host: "node".into(),
             },
             subject: Subject::Daemon("a".into()),
-            event,
+            event: event.into(),
         }
+        .upcast()
+        .unwrap()
     }
 
     #[test]

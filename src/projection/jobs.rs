@@ -1,6 +1,6 @@
 //! The Slurm job of each daemon name's latest start, as its `daemon_starting` and
-//! `daemon_started` recorded it (schema 4). A daemon recorded before has no row here: its name is
-//! then the only witness of its job (see [`legacy_job`]).
+//! `daemon_started` recorded it. A daemon whose start did not record its job has no row here:
+//! its name is then the only witness of its job (see [`legacy_job`]).
 
 use crate::event::daemon::legacy_job;
 use crate::event::{Envelope, Event, Subject};
@@ -42,9 +42,8 @@ impl Projection for DaemonJobs {
 
     fn apply(_current: Option<&JobRow>, envelope: &Envelope) -> Update<JobRow> {
         match &envelope.event {
-            Event::DaemonStarting { job, .. }
-            | Event::DaemonStartedV6 { job, .. }
-            | Event::DaemonStarted { job, .. } => Update::Put(JobRow(job.clone())),
+            Event::DaemonStarting { job: Some(job), .. }
+            | Event::DaemonStarted { job: Some(job), .. } => Update::Put(JobRow(job.clone())),
             _ => Update::Keep,
         }
     }
@@ -54,11 +53,12 @@ impl Projection for DaemonJobs {
 mod tests {
     use super::*;
     use crate::event::Scope;
+    use crate::event::{StoredEnvelope, StoredEvent};
     use crate::process::ProcessIdentity;
     use crate::projection::fold;
 
     fn starting(name: &str, job: Option<&str>) -> Envelope {
-        Envelope {
+        StoredEnvelope {
             seq: 1,
             recorded_at_us: 0,
             scope: Scope {
@@ -66,7 +66,7 @@ mod tests {
                 host: "node".into(),
             },
             subject: Subject::Daemon(name.into()),
-            event: Event::DaemonStarting {
+            event: StoredEvent::from(Event::DaemonStarting {
                 gpu: "GPU-aaaa".into(),
                 pipe_directory: "/tmp/p".into(),
                 log_directory: "/tmp/l".into(),
@@ -74,9 +74,11 @@ mod tests {
                     pid: 5,
                     start_ticks: 9,
                 },
-                job: job.map(str::to_owned),
-            },
+                job: Some(job.map(str::to_owned)),
+            }),
         }
+        .upcast()
+        .unwrap()
     }
 
     #[test]

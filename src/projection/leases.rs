@@ -96,10 +96,11 @@ impl Projection for Leases {
 mod tests {
     use super::*;
     use crate::event::{LeaseEnd, Scope, StopMethod};
+    use crate::event::{StoredEnvelope, StoredEvent};
     use crate::projection::fold;
 
-    fn envelope(seq: u64, event: Event) -> Envelope {
-        Envelope {
+    fn envelope(seq: u64, event: impl Into<StoredEvent>) -> Envelope {
+        StoredEnvelope {
             seq,
             recorded_at_us: seq as i64,
             scope: Scope {
@@ -107,8 +108,10 @@ mod tests {
                 host: "node".into(),
             },
             subject: Subject::Daemon("shared".into()),
-            event,
+            event: event.into(),
         }
+        .upcast()
+        .unwrap()
     }
 
     fn holder(pid: u32) -> ProcessIdentity {

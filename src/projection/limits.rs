@@ -1,5 +1,5 @@
-//! The limits of each daemon name's latest start, as its `daemon_started` recorded them
-//! (schema 7). A daemon recorded before has no row here: it was started without limits.
+//! The limits of each daemon name's latest start, as its `daemon_started` recorded them. A
+//! daemon whose start recorded none has no row here: it was started without limits.
 
 use crate::event::{DaemonLimits, Envelope, Event, Subject};
 use crate::log::tables::ViewTable;
@@ -39,9 +39,11 @@ impl Projection for DaemonLimitsView {
 
     fn apply(_current: Option<&LimitsRow>, envelope: &Envelope) -> Update<LimitsRow> {
         match &envelope.event {
-            Event::DaemonStarted { limits, .. } if limits.is_empty() => Update::Delete,
-            Event::DaemonStarted { limits, .. } => Update::Put(LimitsRow(*limits)),
-            Event::DaemonStartedV3 { .. } | Event::DaemonStartedV6 { .. } => Update::Delete,
+            Event::DaemonStarted {
+                limits: Some(limits),
+                ..
+            } if !limits.is_empty() => Update::Put(LimitsRow(*limits)),
+            Event::DaemonStarted { .. } => Update::Delete,
             _ => Update::Keep,
         }
     }
@@ -51,10 +53,11 @@ impl Projection for DaemonLimitsView {
 mod tests {
     use super::*;
     use crate::event::{Scope, StartedDaemon, TopologyMode};
+    use crate::event::{StoredEnvelope, StoredEvent};
     use crate::projection::fold;
 
     fn started(name: &str, limits: DaemonLimits) -> Envelope {
-        Envelope {
+        StoredEnvelope {
             seq: 1,
             recorded_at_us: 0,
             scope: Scope {
@@ -62,7 +65,7 @@ mod tests {
                 host: "node".into(),
             },
             subject: Subject::Daemon(name.into()),
-            event: Event::DaemonStarted {
+            event: StoredEvent::from(Event::DaemonStarted {
                 record: StartedDaemon {
                     name: name.into(),
                     uid: 1000,
@@ -77,9 +80,11 @@ mod tests {
                 },
                 foreground: false,
                 job: None,
-                limits,
-            },
+                limits: Some(limits),
+            }),
         }
+        .upcast()
+        .unwrap()
     }
 
     #[test]

@@ -161,21 +161,12 @@ impl Projection for Soaks {
         {
             return Update::Put(SoakSummary::kept(id, &archived.soak));
         }
-        let started = match &envelope.event {
-            Event::SoakStartedV1(s) => Some((&s.soak_id, &s.command, &s.output, s.supervisor)),
-            Event::SoakStartedV4(s)
-            | Event::SoakStartedV5 { start: s, .. }
-            | Event::SoakStarted { start: s, .. } => {
-                Some((&s.soak_id, &s.command, &s.output, s.supervisor))
-            }
-            _ => None,
-        };
-        if let Some((soak_id, command, output, supervisor)) = started {
+        if let Event::SoakStarted { start, .. } = &envelope.event {
             return Update::Put(SoakSummary {
-                soak_id: soak_id.clone(),
-                command: command.clone(),
-                output: output.clone(),
-                supervisor,
+                soak_id: start.soak_id.clone(),
+                command: start.command.clone(),
+                output: start.output.clone(),
+                supervisor: start.supervisor,
                 started_at_us: envelope.recorded_at_us,
                 ended_at_us: None,
                 state: SoakState::Running,
@@ -205,23 +196,15 @@ impl Soaks {
     /// whether the event changed it (belongs to the soak). A caller folding many events (an
     /// export) need not copy the row for each.
     pub(crate) fn advance(summary: &mut SoakSummary, envelope: &Envelope) -> bool {
-        let finished = match &envelope.event {
-            Event::SoakFinishedV1(end) => Some(&end.outcome),
-            Event::SoakFinishedV4(end)
-            | Event::SoakFinishedV5 { end, .. }
-            | Event::SoakFinished { end, .. } => Some(&end.outcome),
-            _ => None,
-        };
-        if let Some(outcome) = finished {
+        if let Event::SoakFinished { end, .. } = &envelope.event {
+            let outcome = &end.outcome;
             summary.state = SoakState::Finished(outcome.status);
             summary.failure_kind = outcome.failure_kind;
             summary.reason = Some(outcome.reason.clone());
             summary.ended_at_us = Some(envelope.recorded_at_us);
         } else {
             match &envelope.event {
-                Event::SoakSampledV1(_) | Event::SoakSampledV5(_) | Event::SoakSampled { .. } => {
-                    summary.samples += 1;
-                }
+                Event::SoakSampled { .. } => summary.samples += 1,
                 Event::SoakEvidenceCaptured(_) => {}
                 Event::SoakAbandoned { reason, .. } => {
                     summary.state = SoakState::Finished(OutcomeStatus::Abandoned);
@@ -238,15 +221,9 @@ impl Soaks {
         true
     }
 
-    /// Whether `event` starts a soak (in either schema's form).
+    /// Whether `event` starts a soak.
     pub(crate) fn starts(event: &Event) -> bool {
-        matches!(
-            event,
-            Event::SoakStartedV1(_)
-                | Event::SoakStartedV4(_)
-                | Event::SoakStartedV5 { .. }
-                | Event::SoakStarted { .. }
-        )
+        matches!(event, Event::SoakStarted { .. })
     }
 }
 
@@ -256,7 +233,8 @@ mod tests {
 
     use super::*;
     use crate::event::Scope;
-    use crate::event::soak::{Outcome, Sample, SoakEnd, SoakParameters, SoakStart, v1};
+    use crate::event::soak::{Outcome, Sample, SoakEnd, SoakParameters, SoakStart};
+    use crate::event::{StoredEnvelope, StoredEvent};
     use crate::projection::fold;
 
     const SUPERVISOR: ProcessIdentity = ProcessIdentity {
@@ -264,8 +242,8 @@ mod tests {
         start_ticks: 5,
     };
 
-    fn envelope(seq: u64, id: &str, event: Event) -> Envelope {
-        Envelope {
+    fn envelope(seq: u64, id: &str, event: impl Into<StoredEvent>) -> Envelope {
+        StoredEnvelope {
             seq,
             recorded_at_us: seq as i64 * 1_000_000,
             scope: Scope {
@@ -273,12 +251,14 @@ mod tests {
                 host: "node".into(),
             },
             subject: Subject::Soak(id.into()),
-            event,
+            event: event.into(),
         }
+        .upcast()
+        .unwrap()
     }
 
     fn started(id: &str) -> Event {
-        Event::SoakStartedV4(Box::new(SoakStart {
+        let start = Box::new(SoakStart {
             soak_id: id.into(),
             command: vec!["python3".into(), "train.py".into()],
             cwd: "/work".into(),
@@ -297,11 +277,16 @@ mod tests {
             supervisor: SUPERVISOR,
             runtime_json: "{}".into(),
             ticks_per_second: 100,
-        }))
+        });
+        Event::SoakStarted {
+            start,
+            supervision: None,
+            limits: None,
+        }
     }
 
     fn sampled(index: u64) -> Event {
-        Event::SoakSampledV5(Box::new(Sample {
+        let sample = Box::new(Sample {
             index,
             elapsed_ms: index * 1000,
             after_exit: false,
@@ -311,11 +296,15 @@ mod tests {
             progress: Default::default(),
             sampler_cost_us: 10,
             errors: Vec::new(),
-        }))
+        });
+        Event::SoakSampled {
+            sample,
+            measures: None,
+        }
     }
 
     fn finished(status: OutcomeStatus, kind: Option<FailureKind>) -> Event {
-        Event::SoakFinishedV4(Box::new(SoakEnd {
+        let end = SoakEnd {
             outcome: Outcome {
                 status,
                 failure_kind: kind,
@@ -329,7 +318,8 @@ mod tests {
             leaked_processes: Vec::new(),
             stdout_tail: Vec::new(),
             stderr_tail: Vec::new(),
-        }))
+        };
+        Event::finished(end, Default::default(), None)
     }
 
     #[test]
@@ -454,65 +444,5 @@ mod tests {
         );
         assert_eq!(found("").unwrap_err(), Vec::<String>::new());
         assert!(matches!(Found::among(Vec::new(), "latest"), Found::None));
-    }
-
-    #[test]
-    fn soaks_recorded_in_schema_1s_forms_fold_alike() {
-        let Event::SoakStartedV4(start) = started("old") else {
-            unreachable!()
-        };
-        let events = [
-            envelope(
-                1,
-                "old",
-                Event::SoakStartedV1(Box::new(v1::SoakStart {
-                    soak_id: start.soak_id,
-                    command: start.command,
-                    cwd: start.cwd,
-                    progress_dir: start.progress_dir,
-                    output: start.output,
-                    parameters: start.parameters,
-                    metadata: start.metadata,
-                    environment: start.environment,
-                    supervisor: start.supervisor,
-                    runtime_json: start.runtime_json,
-                })),
-            ),
-            envelope(
-                2,
-                "old",
-                Event::SoakSampledV1(Box::new(v1::Sample {
-                    index: 0,
-                    elapsed_ms: 0,
-                    processes: Vec::new(),
-                    gpus: Vec::new(),
-                    progress: Default::default(),
-                    sampler_cost_us: 1,
-                    errors: Vec::new(),
-                })),
-            ),
-            envelope(
-                3,
-                "old",
-                Event::SoakFinishedV1(Box::new(v1::SoakEnd {
-                    outcome: Outcome {
-                        status: OutcomeStatus::Passed,
-                        failure_kind: None,
-                        reason: "fine".into(),
-                    },
-                    exit: None,
-                    duration_ms: 5,
-                    first_progress_ms: None,
-                    last_progress_ms: None,
-                    leaked_processes: Vec::new(),
-                    stdout_tail: Vec::new(),
-                    stderr_tail: Vec::new(),
-                })),
-            ),
-        ];
-        let row = &fold(&Soaks, &events).unwrap()["old"];
-        assert_eq!(row.state.as_str(), "passed");
-        assert_eq!((row.samples, row.first_seq, row.last_seq), (1, 1, 3));
-        assert_eq!(row.supervisor, SUPERVISOR);
     }
 }

@@ -27,11 +27,7 @@ pub(crate) fn last_sample_ms(
     let subject = Subject::Soak(soak.soak_id.clone());
     snapshot.scan_subject_back(&subject, soak.last_seq, |record| {
         Ok(match &record.envelope.event {
-            Event::SoakSampledV1(sample) => {
-                last = Some(sample.elapsed_ms);
-                false
-            }
-            Event::SoakSampledV5(sample) | Event::SoakSampled { sample, .. } => {
+            Event::SoakSampled { sample, .. } => {
                 last = Some(sample.elapsed_ms);
                 false
             }

@@ -36,10 +36,7 @@ pub(crate) fn kept(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Kept, LogE
                 };
                 return Ok(false);
             }
-            Event::SoakFinishedV1(end) => Some(end.duration_ms),
-            Event::SoakFinishedV4(end)
-            | Event::SoakFinishedV5 { end, .. }
-            | Event::SoakFinished { end, .. } => Some(end.run_ms),
+            Event::SoakFinished { end, .. } => Some(end.run_ms),
             // Its verdict is its last event but the artifact's; an abandoned soak has none.
             Event::ArtifactWritten { .. } => return Ok(true),
             _ => None,

@@ -7,11 +7,11 @@ use proptest::prelude::*;
 use unilab::GpuIdentity;
 use unilab::*;
 use unilab::{DaemonLimits, LeaseEnd, StaleReason, StopMethod};
-use unilab::{Envelope, Event, Scope, Subject};
+use unilab::{Scope, StoredEnvelope, StoredEvent, Subject};
 
 use super::*;
 
-pub(super) fn event() -> impl Strategy<Value = Event> {
+pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
     prop_oneof![
         (
             text(),
@@ -20,7 +20,7 @@ pub(super) fn event() -> impl Strategy<Value = Event> {
             option::of(text())
         )
             .prop_map(|(selector, topology_mode, gpus, cuda_visible_devices)| {
-                Event::TopologyResolved {
+                StoredEvent::TopologyResolved {
                     selector,
                     topology_mode,
                     gpus: gpus
@@ -31,9 +31,9 @@ pub(super) fn event() -> impl Strategy<Value = Event> {
                 }
             }),
         (record(), any::<bool>())
-            .prop_map(|(record, foreground)| Event::DaemonStartedV3 { record, foreground }),
+            .prop_map(|(record, foreground)| StoredEvent::DaemonStartedV3 { record, foreground }),
         (record(), any::<bool>(), option::of(text())).prop_map(|(record, foreground, job)| {
-            Event::DaemonStartedV6 {
+            StoredEvent::DaemonStartedV6 {
                 record,
                 foreground,
                 job,
@@ -48,7 +48,7 @@ pub(super) fn event() -> impl Strategy<Value = Event> {
         )
             .prop_map(
                 |(record, foreground, job, active_thread_percentage, pinned_memory_limit)| {
-                    Event::DaemonStarted {
+                    StoredEvent::DaemonStarted {
                         record,
                         foreground,
                         job,
@@ -59,9 +59,9 @@ pub(super) fn event() -> impl Strategy<Value = Event> {
                     }
                 }
             ),
-        identity().prop_map(|process| Event::DaemonVerifiedLive { process }),
+        identity().prop_map(|process| StoredEvent::DaemonVerifiedLive { process }),
         (text(), text(), text(), identity()).prop_map(
-            |(gpu, pipe_directory, log_directory, starter)| Event::DaemonStartingV3 {
+            |(gpu, pipe_directory, log_directory, starter)| StoredEvent::DaemonStartingV3 {
                 gpu,
                 pipe_directory,
                 log_directory,
@@ -69,7 +69,7 @@ pub(super) fn event() -> impl Strategy<Value = Event> {
             }
         ),
         (text(), text(), text(), identity(), option::of(text())).prop_map(
-            |(gpu, pipe_directory, log_directory, starter, job)| Event::DaemonStarting {
+            |(gpu, pipe_directory, log_directory, starter, job)| StoredEvent::DaemonStarting {
                 gpu,
                 pipe_directory,
                 log_directory,
@@ -78,9 +78,9 @@ pub(super) fn event() -> impl Strategy<Value = Event> {
             }
         ),
         (text(), option::of(identity()))
-            .prop_map(|(reason, process)| Event::DaemonStartFailed { reason, process }),
+            .prop_map(|(reason, process)| StoredEvent::DaemonStartFailed { reason, process }),
         (identity(), option::of(text()), any::<bool>()).prop_map(|(holder, job, started)| {
-            Event::LeaseAcquired {
+            StoredEvent::LeaseAcquired {
                 holder,
                 job,
                 started,
@@ -90,7 +90,7 @@ pub(super) fn event() -> impl Strategy<Value = Event> {
             identity(),
             prop_oneof![Just(LeaseEnd::Finished), Just(LeaseEnd::HolderGone)]
         )
-            .prop_map(|(holder, reason)| Event::LeaseReleased { holder, reason }),
+            .prop_map(|(holder, reason)| StoredEvent::LeaseReleased { holder, reason }),
         (
             identity(),
             prop_oneof![
@@ -99,7 +99,7 @@ pub(super) fn event() -> impl Strategy<Value = Event> {
                 Just(StaleReason::NotOwned)
             ]
         )
-            .prop_map(|(process, reason)| Event::DaemonStaleCleaned { process, reason }),
+            .prop_map(|(process, reason)| StoredEvent::DaemonStaleCleaned { process, reason }),
         (
             identity(),
             prop_oneof![
@@ -109,48 +109,50 @@ pub(super) fn event() -> impl Strategy<Value = Event> {
                 Just(StopMethod::Exited)
             ]
         )
-            .prop_map(|(process, method)| Event::DaemonStopped { process, method }),
-        soak_start_v1().prop_map(|s| Event::SoakStartedV1(Box::new(s))),
-        sample_v1().prop_map(|s| Event::SoakSampledV1(Box::new(s))),
-        soak_end_v1().prop_map(|e| Event::SoakFinishedV1(Box::new(e))),
-        soak_start().prop_map(|s| Event::SoakStartedV4(Box::new(s))),
-        sample().prop_map(|s| Event::SoakSampledV5(Box::new(s))),
-        soak_end().prop_map(|e| Event::SoakFinishedV4(Box::new(e))),
-        (soak_start(), supervision()).prop_map(|(start, supervision)| Event::SoakStartedV5 {
+            .prop_map(|(process, method)| StoredEvent::DaemonStopped { process, method }),
+        soak_start_v1().prop_map(|s| StoredEvent::SoakStartedV1(Box::new(s))),
+        sample_v1().prop_map(|s| StoredEvent::SoakSampledV1(Box::new(s))),
+        soak_end_v1().prop_map(|e| StoredEvent::SoakFinishedV1(Box::new(e))),
+        soak_start().prop_map(|s| StoredEvent::SoakStartedV4(Box::new(s))),
+        sample().prop_map(|s| StoredEvent::SoakSampledV5(Box::new(s))),
+        soak_end().prop_map(|e| StoredEvent::SoakFinishedV4(Box::new(e))),
+        (soak_start(), supervision()).prop_map(|(start, supervision)| StoredEvent::SoakStartedV5 {
             start: Box::new(start),
             supervision
         }),
-        evidence().prop_map(|e| Event::SoakEvidenceCaptured(Box::new(e))),
-        (soak_end(), findings()).prop_map(|(end, findings)| Event::SoakFinishedV5 {
+        evidence().prop_map(|e| StoredEvent::SoakEvidenceCaptured(Box::new(e))),
+        (soak_end(), findings()).prop_map(|(end, findings)| StoredEvent::SoakFinishedV5 {
             end: Box::new(end),
             findings: Box::new(findings)
         }),
         (soak_start(), supervision(), limits()).prop_map(|(start, supervision, limits)| {
-            Event::SoakStarted {
+            StoredEvent::SoakStarted {
                 start: Box::new(start),
                 supervision,
                 limits,
             }
         }),
-        (sample(), measures()).prop_map(|(sample, measures)| Event::SoakSampled {
+        (sample(), measures()).prop_map(|(sample, measures)| StoredEvent::SoakSampled {
             sample: Box::new(sample),
             measures: Box::new(measures)
         }),
         (soak_end(), findings(), option::of(resource_limit())).prop_map(
-            |(end, findings, limit)| Event::SoakFinished {
+            |(end, findings, limit)| StoredEvent::SoakFinished {
                 end: Box::new(end),
                 findings: Box::new(findings),
                 limit
             }
         ),
         (identity(), text())
-            .prop_map(|(supervisor, reason)| Event::SoakAbandoned { supervisor, reason }),
-        (text(), text(), any::<u64>()).prop_map(|(path, digest, bytes)| Event::ArtifactWritten {
-            path,
-            digest,
-            bytes
+            .prop_map(|(supervisor, reason)| StoredEvent::SoakAbandoned { supervisor, reason }),
+        (text(), text(), any::<u64>()).prop_map(|(path, digest, bytes)| {
+            StoredEvent::ArtifactWritten {
+                path,
+                digest,
+                bytes,
+            }
         }),
-        archived().prop_map(|a| Event::SoakArchived(Box::new(a))),
+        archived().prop_map(|a| StoredEvent::SoakArchived(Box::new(a))),
         (
             option::of(any::<u64>()),
             sample(),
@@ -159,7 +161,7 @@ pub(super) fn event() -> impl Strategy<Value = Event> {
             vec(any::<u8>(), 0..64),
         )
             .prop_map(|(base, sample, measures, pss, processes)| {
-                Event::SoakSampledCompact(Box::new(CompactSample {
+                StoredEvent::SoakSampledCompact(Box::new(CompactSample {
                     base,
                     sample,
                     measures,
@@ -250,7 +252,7 @@ pub(super) fn subject() -> impl Strategy<Value = Subject> {
     ]
 }
 
-pub(super) fn envelope() -> impl Strategy<Value = Envelope> {
+pub(super) fn envelope() -> impl Strategy<Value = StoredEnvelope> {
     (
         any::<u64>(),
         any::<i64>(),
@@ -260,7 +262,7 @@ pub(super) fn envelope() -> impl Strategy<Value = Envelope> {
         event(),
     )
         .prop_map(
-            |(seq, recorded_at_us, uid, host, subject, event)| Envelope {
+            |(seq, recorded_at_us, uid, host, subject, event)| StoredEnvelope {
                 seq,
                 recorded_at_us,
                 scope: Scope { uid, host },

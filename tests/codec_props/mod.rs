@@ -17,26 +17,29 @@ use proptest::prelude::*;
 use unilab::EVENT_KINDS;
 use unilab::testing::chain::{self, ChainWalker, Hash};
 use unilab::testing::codec;
-use unilab::{Envelope, Event, Scope, Subject};
+use unilab::{Event, Scope, StoredEnvelope, StoredEvent, Subject};
 
 /// Events a chain may hold as they are generated: all but `soak_archived`, whose runs must
 /// name records removed from that very chain (`log_archive` tests make real ones), and a packed
 /// sample, which only the log's own packing makes (`compact` tests).
-fn chained_event() -> impl Strategy<Value = Event> {
+fn chained_event() -> impl Strategy<Value = StoredEvent> {
     event().prop_filter("archives and packed samples are the log's to make", |e| {
-        !matches!(e, Event::SoakArchived(_) | Event::SoakSampledCompact(_))
+        !matches!(
+            e,
+            StoredEvent::SoakArchived(_) | StoredEvent::SoakSampledCompact(_)
+        )
     })
 }
 
 /// A valid chain of the given events, as `(key, stored bytes)` pairs from sequence 1.
-fn build_chain(events: Vec<(Subject, Event)>) -> Vec<(u64, Vec<u8>)> {
+fn build_chain(events: Vec<(Subject, StoredEvent)>) -> Vec<(u64, Vec<u8>)> {
     let mut head: Hash = chain::GENESIS;
     events
         .into_iter()
         .enumerate()
         .map(|(i, (subject, event))| {
             let seq = i as u64 + 1;
-            let envelope = Envelope {
+            let envelope = StoredEnvelope {
                 seq,
                 recorded_at_us: 1_764_676_800_000_000 + seq as i64,
                 scope: Scope {
@@ -76,14 +79,14 @@ proptest! {
     #[test]
     fn every_envelope_round_trips(envelope in envelope()) {
         let bytes = codec::encode(&envelope).unwrap();
-        let back: Envelope = codec::decode(&bytes).unwrap();
+        let back: StoredEnvelope = codec::decode(&bytes).unwrap();
         // f64 NaN is not equal to itself; compare the encodings instead.
         prop_assert_eq!(codec::encode(&back).unwrap(), bytes);
     }
 
     #[test]
     fn arbitrary_bytes_never_panic_a_decoder(bytes in vec(any::<u8>(), 0..512)) {
-        let _ = codec::decode::<Envelope>(&bytes);
+        let _ = codec::decode::<StoredEnvelope>(&bytes);
         let _ = ChainWalker::default().step(1, &bytes);
     }
 
@@ -101,17 +104,17 @@ proptest! {
         let mut flipped = bytes.clone();
         let at = offset.index(flipped.len());
         flipped[at] ^= flip;
-        let _ = codec::decode::<Envelope>(&flipped);
-        let _ = codec::decode::<Envelope>(&bytes[..cut.index(bytes.len())]);
+        let _ = codec::decode::<StoredEnvelope>(&flipped);
+        let _ = codec::decode::<StoredEnvelope>(&bytes[..cut.index(bytes.len())]);
         let mut longer = bytes.clone();
         longer.extend_from_slice(&tail);
-        let _ = codec::decode::<Envelope>(&longer);
+        let _ = codec::decode::<StoredEnvelope>(&longer);
         // A length field set to its largest: refused, not allocated.
         let mut huge = bytes;
         for b in huge.iter_mut().skip(at).take(8) {
             *b = 0xff;
         }
-        let _ = codec::decode::<Envelope>(&huge);
+        let _ = codec::decode::<StoredEnvelope>(&huge);
     }
 
     #[test]
@@ -166,7 +169,7 @@ proptest! {
     /// A megabyte of noise: a decoder reads it without panicking or running away.
     #[test]
     fn a_large_input_never_panics_a_decoder(bytes in vec(any::<u8>(), 0..(1 << 20))) {
-        let _ = codec::decode::<Envelope>(&bytes);
+        let _ = codec::decode::<StoredEnvelope>(&bytes);
         let _ = ChainWalker::default().step(1, &bytes);
     }
 }
@@ -185,10 +188,10 @@ proptest! {
         envelope.scope.host.push_str(&"h".repeat(codec::MAX_RECORD_BYTES - claims));
         prop_assert_eq!(codec::claimed(&envelope), codec::MAX_RECORD_BYTES);
         let bytes = codec::encode(&envelope).unwrap();
-        prop_assert!(codec::decode::<Envelope>(&bytes).is_ok());
+        prop_assert!(codec::decode::<StoredEnvelope>(&bytes).is_ok());
         envelope.scope.host.push('h');
         let bytes = codec::encode(&envelope).unwrap();
-        let refused = codec::decode::<Envelope>(&bytes).err().map(|e| e.to_string());
+        let refused = codec::decode::<StoredEnvelope>(&bytes).err().map(|e| e.to_string());
         prop_assert_eq!(
             refused.as_deref(),
             Some("cannot decode a log record: LimitExceeded")
@@ -204,9 +207,11 @@ proptest! {
     #[test]
     fn a_record_within_its_budgets_is_built_as_it_was(event in event()) {
         let built = match event.clone() {
-            Event::SoakSampled { sample, measures } => Event::sampled(*sample, *measures),
-            Event::SoakEvidenceCaptured(evidence) => Event::evidence_captured(*evidence),
-            Event::SoakFinished { end, findings, limit } => Event::finished(*end, *findings, limit),
+            StoredEvent::SoakSampled { sample, measures } => Event::sampled(*sample, *measures).into(),
+            StoredEvent::SoakEvidenceCaptured(evidence) => Event::evidence_captured(*evidence).into(),
+            StoredEvent::SoakFinished { end, findings, limit } => {
+                Event::finished(*end, *findings, limit).into()
+            }
             other => other,
         };
         prop_assert_eq!(codec::encode(&built).unwrap(), codec::encode(&event).unwrap());

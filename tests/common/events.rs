@@ -19,8 +19,8 @@ pub fn live(pid: u32) -> Event {
     }
 }
 
-/// One event of every kind, each about a plausible subject.
-pub fn every_event_kind() -> Vec<(Subject, Event)> {
+/// One event of every kind, each about a plausible subject, in the forms each schema wrote.
+pub fn every_event_kind() -> Vec<(Subject, StoredEvent)> {
     let gpu = "GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f".to_string();
     let daemon = ProcessIdentity {
         pid: 4242,
@@ -47,7 +47,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
     let mut events = vec![
         (
             d(),
-            Event::TopologyResolved {
+            StoredEvent::TopologyResolved {
                 selector: "0".into(),
                 topology_mode: TopologyMode::SingleGpu,
                 gpus: vec![GpuIdentity {
@@ -59,7 +59,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         ),
         (
             d(),
-            Event::DaemonStarted {
+            StoredEvent::DaemonStarted {
                 record: record.clone(),
                 foreground: false,
                 job: None,
@@ -69,31 +69,31 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
                 },
             },
         ),
-        (d(), Event::DaemonVerifiedLive { process: daemon }),
+        (d(), StoredEvent::DaemonVerifiedLive { process: daemon }),
         (
             d(),
-            Event::DaemonStopped {
+            StoredEvent::DaemonStopped {
                 process: daemon,
                 method: StopMethod::Quit,
             },
         ),
         (
             Subject::Daemon("other".into()),
-            Event::DaemonStartFailed {
+            StoredEvent::DaemonStartFailed {
                 reason: "the control socket did not answer within 5 s".into(),
                 process: Some(daemon),
             },
         ),
         (
             Subject::Daemon("stale".into()),
-            Event::DaemonStaleCleaned {
+            StoredEvent::DaemonStaleCleaned {
                 process: daemon,
                 reason: StaleReason::PidReused,
             },
         ),
         (
             s(),
-            Event::SoakStartedV1(Box::new(soak_v1::SoakStart {
+            StoredEvent::SoakStartedV1(Box::new(soak_v1::SoakStart {
                 soak_id: "20261202T124210-3f9a".into(),
                 command: vec![
                     "python3".into(),
@@ -117,10 +117,10 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
                 runtime_json: r#"{"software":{"unilab":"0.1.0"}}"#.into(),
             })),
         ),
-        (s(), Event::SoakSampledV1(Box::new(sample_v1(0, 3)))),
+        (s(), StoredEvent::SoakSampledV1(Box::new(sample_v1(0, 3)))),
         (
             s(),
-            Event::SoakFinishedV1(Box::new(soak_v1::SoakEnd {
+            StoredEvent::SoakFinishedV1(Box::new(soak_v1::SoakEnd {
                 outcome: Outcome {
                     status: OutcomeStatus::Failed,
                     failure_kind: Some(FailureKind::StaleProgress),
@@ -147,14 +147,14 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         ),
         (
             Subject::Soak("20261201T000000-0000".into()),
-            Event::SoakAbandoned {
+            StoredEvent::SoakAbandoned {
                 supervisor,
                 reason: "the supervisor is gone".into(),
             },
         ),
         (
             s(),
-            Event::ArtifactWritten {
+            StoredEvent::ArtifactWritten {
                 path: "/home/u/soak.json".into(),
                 digest: "ab".repeat(32),
                 bytes: 123_456,
@@ -166,7 +166,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
     events.extend([
         (
             s2(),
-            Event::SoakStartedV4(Box::new(SoakStart {
+            StoredEvent::SoakStartedV4(Box::new(SoakStart {
                 soak_id: "20261202T130000-5b7c".into(),
                 command: vec!["python3".into(), "train.py".into()],
                 cwd: "/home/u/project".into(),
@@ -187,11 +187,11 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
                 ticks_per_second: 100,
             })),
         ),
-        (s2(), Event::SoakSampledV5(Box::new(sample(0, 3)))),
-        (s2(), Event::SoakSampledV5(Box::new(sample(1, 2)))),
+        (s2(), StoredEvent::SoakSampledV5(Box::new(sample(0, 3)))),
+        (s2(), StoredEvent::SoakSampledV5(Box::new(sample(1, 2)))),
         (
             s2(),
-            Event::SoakFinishedV4(Box::new(SoakEnd {
+            StoredEvent::SoakFinishedV4(Box::new(SoakEnd {
                 outcome: Outcome {
                     status: OutcomeStatus::Failed,
                     failure_kind: Some(FailureKind::NoProgress),
@@ -212,7 +212,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         ),
         (
             s2(),
-            Event::ArtifactWritten {
+            StoredEvent::ArtifactWritten {
                 path: "/home/u/soak-2.json".into(),
                 digest: "cd".repeat(32),
                 bytes: 4_321,
@@ -225,7 +225,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
     events.extend([
         (
             s5(),
-            Event::SoakStartedV5 {
+            StoredEvent::SoakStartedV5 {
                 start: Box::new(SoakStart {
                     soak_id: "20261204T090000-e5e5".into(),
                     command: vec!["python3".into(), "train.py".into()],
@@ -255,10 +255,10 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
                 },
             },
         ),
-        (s5(), Event::SoakSampledV5(Box::new(sample(0, 2)))),
+        (s5(), StoredEvent::SoakSampledV5(Box::new(sample(0, 2)))),
         (
             s5(),
-            Event::SoakEvidenceCaptured(Box::new(Evidence {
+            StoredEvent::SoakEvidenceCaptured(Box::new(Evidence {
                 trigger: FailureKind::StaleProgress,
                 captured_at_us: 1_764_838_830_000_000,
                 processes: vec![ProcessEvidence {
@@ -294,7 +294,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         ),
         (
             s5(),
-            Event::SoakFinishedV5 {
+            StoredEvent::SoakFinishedV5 {
                 end: Box::new(SoakEnd {
                     outcome: Outcome {
                         status: OutcomeStatus::Failed,
@@ -351,7 +351,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         ),
         (
             s5(),
-            Event::ArtifactWritten {
+            StoredEvent::ArtifactWritten {
                 path: "/home/u/soak-5.json".into(),
                 digest: "ef".repeat(32),
                 bytes: 5_432,
@@ -362,7 +362,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
     // A start under way (its starter long gone).
     events.push((
         Subject::Daemon("gpu-1111aaaa".into()),
-        Event::DaemonStarting {
+        StoredEvent::DaemonStarting {
             gpu: "GPU-1111aaaa-0000-4000-8000-000000000001".into(),
             pipe_directory: "/run/user/1000/unilab/mps/gpu-1111aaaa".into(),
             log_directory: "/home/u/.local/state/unilab/node-7/1000/mps/gpu-1111aaaa/log".into(),
@@ -381,7 +381,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
     events.extend([
         (
             Subject::Daemon("job77-gpu-1111aaaa".into()),
-            Event::LeaseAcquired {
+            StoredEvent::LeaseAcquired {
                 holder,
                 job: Some("77".into()),
                 started: true,
@@ -389,7 +389,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
         ),
         (
             Subject::Daemon("job77-gpu-1111aaaa".into()),
-            Event::LeaseReleased {
+            StoredEvent::LeaseReleased {
                 holder,
                 reason: LeaseEnd::HolderGone,
             },
@@ -400,7 +400,7 @@ pub fn every_event_kind() -> Vec<(Subject, Event)> {
 
 /// Schema 6: a soak held to budgets, its samples measured (PSS, GPU health, another tenant on
 /// its GPU), failed as `resource_limit` for its memory growth.
-fn schema_6_soak(supervisor: ProcessIdentity) -> Vec<(Subject, Event)> {
+fn schema_6_soak(supervisor: ProcessIdentity) -> Vec<(Subject, StoredEvent)> {
     measured_soak("20261205T100000-f6f6", 3, |_| 2, supervisor)
 }
 
@@ -411,7 +411,7 @@ pub fn measured_soak(
     samples: u64,
     processes: impl Fn(u64) -> u32,
     supervisor: ProcessIdentity,
-) -> Vec<(Subject, Event)> {
+) -> Vec<(Subject, StoredEvent)> {
     let s6 = || Subject::Soak(id.into());
     let measured = |index: u64| {
         let sample = sample(index, processes(index));
@@ -434,7 +434,7 @@ pub fn measured_soak(
         };
         (
             s6(),
-            Event::SoakSampled {
+            StoredEvent::SoakSampled {
                 sample: Box::new(sample),
                 measures: Box::new(measures),
             },
@@ -443,7 +443,7 @@ pub fn measured_soak(
     vec![
         (
             s6(),
-            Event::SoakStarted {
+            StoredEvent::SoakStarted {
                 start: Box::new(SoakStart {
                     soak_id: id.into(),
                     command: vec!["python3".into(), "train.py".into()],
@@ -486,7 +486,7 @@ pub fn measured_soak(
     .chain((0..samples).map(measured))
     .chain([(
             s6(),
-            Event::SoakFinished {
+            StoredEvent::SoakFinished {
                 end: Box::new(SoakEnd {
                     outcome: Outcome {
                         status: OutcomeStatus::Failed,
@@ -593,19 +593,19 @@ pub fn sample(index: u64, processes: u32) -> Sample {
 
 /// The event a test writer appends as its `i`-th: identifiable by `(writer, i)`, and every
 /// 50th one a large sample, so records vary in size.
-pub fn writer_event(writer: u32, i: u64) -> (Subject, Event) {
+pub fn writer_event(writer: u32, i: u64) -> (Subject, StoredEvent) {
     if i % 50 == 49 {
         let mut big = sample(i, 200);
         big.processes[0].pid = writer;
         big.processes[0].start_ticks = i;
         return (
             Subject::Soak(format!("writer-{writer}")),
-            Event::SoakSampledV5(Box::new(big)),
+            StoredEvent::SoakSampledV5(Box::new(big)),
         );
     }
     (
         Subject::Daemon(format!("writer-{writer}")),
-        Event::DaemonVerifiedLive {
+        StoredEvent::DaemonVerifiedLive {
             process: ProcessIdentity {
                 pid: writer,
                 start_ticks: i,
@@ -614,11 +614,13 @@ pub fn writer_event(writer: u32, i: u64) -> (Subject, Event) {
     )
 }
 
-/// Recovers `(writer, i)` from an event made by [`writer_event`].
+/// Recovers `(writer, i)` from an event made by [`writer_event`], as the log reads it.
 pub fn writer_identity(event: &Event) -> Option<(u32, u64)> {
     match event {
         Event::DaemonVerifiedLive { process } => Some((process.pid, process.start_ticks)),
-        Event::SoakSampledV5(sample) => sample.processes.first().map(|p| (p.pid, p.start_ticks)),
+        Event::SoakSampled { sample, .. } => {
+            sample.processes.first().map(|p| (p.pid, p.start_ticks))
+        }
         _ => None,
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::common::*;
 use predicates::prelude::*;
-use unilab::{Event, Subject};
+use unilab::{StoredEvent, Subject};
 
 use super::*;
 
@@ -280,9 +280,9 @@ fn dynamic_completion_offers_recorded_soak_ids_and_daemon_names() {
     let root = root_with_every_kind();
     let (_, started) = every_event_kind()
         .into_iter()
-        .find(|(_, event)| matches!(event, Event::DaemonStarted { .. }))
+        .find(|(_, event)| matches!(event, StoredEvent::DaemonStarted { .. }))
         .unwrap();
-    let Event::DaemonStarted {
+    let StoredEvent::DaemonStarted {
         mut record,
         foreground,
         job,
@@ -295,7 +295,7 @@ fn dynamic_completion_offers_recorded_soak_ids_and_daemon_names() {
     root.log()
         .append_all([(
             Subject::Daemon("trainer".into()),
-            Event::DaemonStarted {
+            StoredEvent::DaemonStarted {
                 record,
                 foreground,
                 job,

@@ -9,7 +9,7 @@ use unilab::testing::Error;
 use unilab::testing::Exit;
 use unilab::testing::SCHEMA_VERSION;
 use unilab::{Daemons, PROJECTIONS};
-use unilab::{Event, Subject};
+use unilab::{Event, StoredEvent, Subject};
 use unilab::{EventLog, LogError};
 
 use super::*;
@@ -200,10 +200,11 @@ fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
     let soak = || Subject::Soak("long".into());
     let log = root.log();
     // The soak's samples, every seventh followed by another subject's record.
-    let events: Vec<(Subject, Event)> = (0..SAMPLES)
+    let events: Vec<(Subject, StoredEvent)> = (0..SAMPLES)
         .flat_map(|i| {
-            let other = (i % 7 == 0).then(|| (Subject::Host, live(1)));
-            std::iter::once((soak(), Event::SoakSampledV5(Box::new(sample(i, 3))))).chain(other)
+            let other = (i % 7 == 0).then(|| (Subject::Host, live(1).into()));
+            std::iter::once((soak(), StoredEvent::SoakSampledV5(Box::new(sample(i, 3)))))
+                .chain(other)
         })
         .collect();
     let subjects: Vec<Subject> = events.iter().map(|(subject, _)| subject.clone()).collect();
@@ -235,7 +236,7 @@ fn a_long_subject_read_ahead_is_every_record_in_order_and_stops_where_asked() {
         let mut seen = Vec::new();
         let result = snapshot.scan_subject(&soak(), 1, |record: Record| {
             assert_eq!(record.envelope.subject, soak());
-            let Event::SoakSampledV5(sample) = &record.envelope.event else {
+            let Event::SoakSampled { sample, .. } = &record.envelope.event else {
                 panic!("not a sample: {:?}", record.envelope.event);
             };
             assert_eq!(sample.index, seen.len() as u64, "in order");
@@ -313,7 +314,9 @@ fn reading_works_where_no_thread_can_be_started() {
     let root = TestRoot::new();
     let soak = || Subject::Soak("long".into());
     root.log()
-        .append_all((0..1_500).map(|i| (soak(), Event::SoakSampledV5(Box::new(sample(i, 2))))))
+        .append_all(
+            (0..1_500).map(|i| (soak(), StoredEvent::SoakSampledV5(Box::new(sample(i, 2))))),
+        )
         .unwrap();
     // One process at most for this user: every fork and every new thread is refused.
     fn one_process() -> std::io::Result<()> {

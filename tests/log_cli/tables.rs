@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use predicates::prelude::*;
-use unilab::{Event, Subject};
+use unilab::{StoredEvent, Subject};
 
 use super::*;
 
@@ -33,9 +33,9 @@ fn soak_list_filters_by_status_start_and_count() {
     let (_, started) = every_event_kind()
         .into_iter()
         .rev()
-        .find(|(_, event)| matches!(event, Event::SoakStarted { .. }))
+        .find(|(_, event)| matches!(event, StoredEvent::SoakStarted { .. }))
         .unwrap();
-    let Event::SoakStarted {
+    let StoredEvent::SoakStarted {
         mut start,
         supervision,
         limits,
@@ -48,7 +48,7 @@ fn soak_list_filters_by_status_start_and_count() {
     root.log()
         .append_all([(
             Subject::Soak(recent.into()),
-            Event::SoakStarted {
+            StoredEvent::SoakStarted {
                 start,
                 supervision,
                 limits,
@@ -146,9 +146,9 @@ fn mps_list_columns_hold_a_long_name() {
     ] {
         let (_, started) = every_event_kind()
             .into_iter()
-            .find(|(_, e)| matches!(e, Event::DaemonStarted { .. }))
+            .find(|(_, e)| matches!(e, StoredEvent::DaemonStarted { .. }))
             .unwrap();
-        let Event::DaemonStarted { mut record, .. } = started else {
+        let StoredEvent::DaemonStarted { mut record, .. } = started else {
             unreachable!()
         };
         record.name = name.into();
@@ -164,7 +164,7 @@ fn mps_list_columns_hold_a_long_name() {
         record.created_at = now.as_secs_f64() - 3.0 * 86_400.0 - 60.0;
         log.append(
             Subject::Daemon(name.into()),
-            Event::DaemonStarted {
+            StoredEvent::DaemonStarted {
                 record,
                 foreground: false,
                 job,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use unilab::LogReader;
-use unilab::{Event, Subject};
+use unilab::{Event, StoredEvent, Subject};
 
 use super::*;
 
@@ -143,7 +143,7 @@ fn records_of_another_uid_or_host_are_never_listed_or_stopped() {
     let ticks = proc_stat(me).unwrap().start_ticks;
     let log = host.root.log();
     let (subject, event) = every_event_kind().swap_remove(1);
-    let Event::DaemonStarted {
+    let StoredEvent::DaemonStarted {
         mut record,
         foreground,
         ..

@@ -294,7 +294,7 @@ fn show_says_why_a_soak_failed_and_how_a_running_one_is_going() {
 /// their hosts, in the order they started. A placeholder with no value here is refused.
 #[test]
 fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
-    use unilab::{Event, Scope, Subject};
+    use unilab::{Scope, StoredEvent, Subject};
     let soak = Soak::new();
     // Rank 1 ran on another host that shares this state root: its own log there.
     let other = soak
@@ -314,9 +314,9 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
     .unwrap();
     let (_, start) = every_event_kind()
         .into_iter()
-        .find(|(_, e)| matches!(e, Event::SoakStartedV4(_)))
+        .find(|(_, e)| matches!(e, StoredEvent::SoakStartedV4(_)))
         .unwrap();
-    let Event::SoakStartedV4(mut start) = start else {
+    let StoredEvent::SoakStartedV4(mut start) = start else {
         unreachable!()
     };
     start.soak_id = "20200101T000000-aaaa".into();
@@ -324,7 +324,7 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
     start.metadata.insert("rank".into(), "1".into());
     log.append(
         Subject::Soak(start.soak_id.clone()),
-        Event::SoakStartedV4(start),
+        StoredEvent::SoakStartedV4(start),
     )
     .unwrap();
     drop(log);

@@ -347,21 +347,21 @@ fn the_report_of_a_soak_without_gpu_data_says_the_error_once() {
 #[test]
 fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
     use unilab::testing::artifact;
-    use unilab::{Event, Subject};
+    use unilab::{StoredEvent, Subject};
     let root = TestRoot::new();
     let log = root.log();
     let events = every_event_kind();
     let started = |id: &str| {
         let (_, start) = events
             .iter()
-            .find(|(_, e)| matches!(e, Event::SoakStartedV4(_)))
+            .find(|(_, e)| matches!(e, StoredEvent::SoakStartedV4(_)))
             .unwrap()
             .clone();
-        let Event::SoakStartedV4(mut start) = start else {
+        let StoredEvent::SoakStartedV4(mut start) = start else {
             unreachable!()
         };
         start.soak_id = id.into();
-        (Subject::Soak(id.into()), Event::SoakStartedV4(start))
+        (Subject::Soak(id.into()), StoredEvent::SoakStartedV4(start))
     };
     log.append_all(events.clone()).unwrap();
     log.append_all([started("big"), started("running")])
@@ -379,13 +379,13 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
             s.after_exit = i == 2_999;
             records.push((
                 Subject::Soak("big".into()),
-                Event::SoakSampledV5(Box::new(s)),
+                StoredEvent::SoakSampledV5(Box::new(s)),
             ));
             if i % 4 == 0 {
                 let other = sample(i, 2);
                 records.push((
                     Subject::Soak("running".into()),
-                    Event::SoakSampledV5(Box::new(other)),
+                    StoredEvent::SoakSampledV5(Box::new(other)),
                 ));
             }
         }
@@ -393,7 +393,7 @@ fn the_streamed_artifact_is_the_whole_objects_rendering_byte_for_byte() {
     }
     let (_, end) = events
         .iter()
-        .rfind(|(_, e)| matches!(e, Event::SoakFinishedV4(_)))
+        .rfind(|(_, e)| matches!(e, StoredEvent::SoakFinishedV4(_)))
         .unwrap()
         .clone();
     log.append(Subject::Soak("big".into()), end).unwrap();

@@ -288,14 +288,14 @@ fn concurrent_readers_record_an_abandoned_soak_once() {
         gone.wait().unwrap();
         let (subject, started) = every_event_kind()
             .into_iter()
-            .find(|(_, e)| matches!(e, unilab::Event::SoakStartedV4(_)))
+            .find(|(_, e)| matches!(e, unilab::StoredEvent::SoakStartedV4(_)))
             .unwrap();
-        let unilab::Event::SoakStartedV4(mut start) = started else {
+        let unilab::StoredEvent::SoakStartedV4(mut start) = started else {
             unreachable!()
         };
         start.supervisor = unilab::ProcessIdentity { pid, start_ticks };
         root.log()
-            .append(subject, unilab::Event::SoakStartedV4(start))
+            .append(subject, unilab::StoredEvent::SoakStartedV4(start))
             .unwrap();
         let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
         let readers: Vec<_> = (0..8)

@@ -92,9 +92,7 @@ impl Side {
     fn of(snapshot: &Snapshot, summary: &SoakSummary) -> Result<Self, Error> {
         let (mut sum, mut n) = (0.0, 0u64);
         let head = artifact::stream::head(snapshot, &summary.soak_id, |piece| {
-            if let Piece::Row(row) = piece
-                && let Some(row) = row.typed()
-            {
+            if let Piece::Row(row) = piece {
                 for util in row
                     .gpus
                     .iter()

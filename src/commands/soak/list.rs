@@ -147,12 +147,7 @@ fn list_job(
         let mut found = Vec::new();
         for summary in Soaks::rows(snapshot)? {
             let metadata = match first_event(snapshot, &summary)? {
-                Some(
-                    Event::SoakStartedV4(start)
-                    | Event::SoakStartedV5 { start, .. }
-                    | Event::SoakStarted { start, .. },
-                ) => start.metadata,
-                Some(Event::SoakStartedV1(start)) => start.metadata,
+                Some(Event::SoakStarted { start, .. }) => start.metadata,
                 _ => continue,
             };
             if metadata.get(JOB_KEY).map(String::as_str) == Some(job) {

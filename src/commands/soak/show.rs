@@ -42,9 +42,6 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
             summary.soak_id
         ))
     };
-    if let Some(e) = latest.unreadable.take() {
-        return Err(unreadable(e));
-    }
     let shown = Shown::of(head).map_err(unreadable)?;
     let details = Details::of(&shown, &latest, summary, SystemClock.now_us());
     if out.json {
@@ -448,28 +445,22 @@ impl Peaks {
 struct Latest {
     last: Option<PointShown>,
     progress_changed_at: Option<f64>,
-    /// The first row that did not read as a row.
-    unreadable: Option<serde_json::Error>,
 }
 
 impl Latest {
     fn take(&mut self, piece: Piece<'_>) {
         match piece {
             Piece::Restart => *self = Self::default(),
-            Piece::Row(row) => match PointShown::of(row) {
-                Ok(point) => {
-                    let progress = |p: &PointShown| (p.progress_files, p.progress_bytes);
-                    if let Some(last) = &self.last
-                        && progress(last) != progress(&point)
-                    {
-                        self.progress_changed_at = Some(point.elapsed_seconds);
-                    }
-                    self.last = Some(point);
+            Piece::Row(row) => {
+                let point = PointShown::of(row);
+                let progress = |p: &PointShown| (p.progress_files, p.progress_bytes);
+                if let Some(last) = &self.last
+                    && progress(last) != progress(&point)
+                {
+                    self.progress_changed_at = Some(point.elapsed_seconds);
                 }
-                Err(e) => {
-                    self.unreadable.get_or_insert(e);
-                }
-            },
+                self.last = Some(point);
+            }
         }
     }
 }
@@ -477,12 +468,11 @@ impl Latest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::soak::artifact::stream::Row;
-    use crate::soak::artifact::v2::SampleRow;
+    use crate::soak::artifact::rows::SampleRow;
 
     fn row(elapsed_seconds: f64, rss_bytes: u64, progress_files: u64) -> SampleRow<'static> {
         SampleRow {
-            after_exit: false,
+            after_exit: Some(false),
             cpu_percent: None,
             cpu_seconds: 0.0,
             elapsed_seconds,
@@ -499,14 +489,17 @@ mod tests {
             sampler_cost_us: 0,
             threads: 0,
             tree_gpu_memory_mib: None,
+            tree_pss_bytes: None,
             write_bytes: 0,
+            gpu_utilization_percent: None,
         }
     }
 
-    /// `soak show` reads the same of a row whether it comes typed (schema 2) or as the JSON the
-    /// artifact holds (schema 1's form), and a restart forgets the rows before it.
+    /// `soak show` reads the same of a row whether its soak renders today's artifact or schema
+    /// 1's (whose rows say nothing of the exit, and hold one GPU figure), and a restart forgets
+    /// the rows before it.
     #[test]
-    fn the_latest_row_and_progress_change_read_alike_typed_and_as_json() {
+    fn the_latest_row_and_progress_change_read_alike_whatever_the_schema() {
         let rows = [
             row(1.0, 100, 0),
             row(2.0, 200, 1),
@@ -514,40 +507,32 @@ mod tests {
             row(4.0, 400, 2),
             row(5.0, 500, 2),
         ];
-        let json: Vec<Value> = rows
+        let first_schema: Vec<SampleRow> = rows
             .iter()
-            .map(|r| serde_json::to_value(r).unwrap())
+            .map(|r| SampleRow {
+                after_exit: None,
+                host_gpu_memory_used_mib: Some(0),
+                gpu_utilization_percent: Some(0),
+                ..r.clone()
+            })
             .collect();
-        let (mut typed, mut from_json) = (Latest::default(), Latest::default());
-        for (row, value) in rows.iter().zip(&json) {
-            typed.take(Piece::Row(Row::V2(row)));
-            from_json.take(Piece::Row(Row::V1(value)));
+        let (mut today, mut first) = (Latest::default(), Latest::default());
+        for (row, old) in rows.iter().zip(&first_schema) {
+            today.take(Piece::Row(row));
+            first.take(Piece::Row(old));
         }
-        let seen = |l: &Latest| (l.last, l.progress_changed_at, l.unreadable.is_some());
-        assert_eq!(seen(&typed), seen(&from_json));
-        assert_eq!(typed.progress_changed_at, Some(4.0));
-        let last = typed.last.unwrap();
+        let seen = |l: &Latest| (l.last, l.progress_changed_at);
+        assert_eq!(seen(&today), seen(&first));
+        assert_eq!(today.progress_changed_at, Some(4.0));
+        let last = today.last.unwrap();
         assert_eq!(
             (last.elapsed_seconds, last.rss_bytes, last.processes),
             (5.0, 500, 3)
         );
 
-        typed.take(Piece::Restart);
-        assert_eq!(seen(&typed), seen(&Latest::default()));
-        typed.take(Piece::Row(Row::V2(&rows[4])));
-        assert_eq!(typed.progress_changed_at, None, "one row: no change seen");
-    }
-
-    /// A schema-1 row whose figure was renamed does not read as zero: `soak show` says so.
-    #[test]
-    fn a_row_that_lacks_a_figure_is_unreadable_not_zero() {
-        let mut value = serde_json::to_value(row(1.0, 100, 0)).unwrap();
-        let rss = value.as_object_mut().unwrap().remove("rss_bytes").unwrap();
-        value["rss"] = rss;
-        let mut latest = Latest::default();
-        latest.take(Piece::Row(Row::V1(&value)));
-        let error = latest.unreadable.expect("unreadable").to_string();
-        assert!(error.contains("rss_bytes"), "{error}");
-        assert_eq!(latest.last, None);
+        today.take(Piece::Restart);
+        assert_eq!(seen(&today), seen(&Latest::default()));
+        today.take(Piece::Row(&rows[4]));
+        assert_eq!(today.progress_changed_at, None, "one row: no change seen");
     }
 }

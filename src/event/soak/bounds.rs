@@ -69,7 +69,7 @@ impl Event {
         bound_sample(&mut sample, &mut measures);
         Event::SoakSampled {
             sample: Box::new(sample),
-            measures: Box::new(measures),
+            measures: Some(Box::new(measures)),
         }
     }
 
@@ -88,8 +88,10 @@ impl Event {
         bound_verdict(&mut end, &mut findings);
         Event::SoakFinished {
             end: Box::new(end),
-            findings: Box::new(findings),
+            findings: Some(Box::new(findings)),
             limit,
+            #[cfg(test)]
+            note: None,
         }
     }
 }
@@ -443,7 +445,10 @@ mod tests {
     /// process), and says in its errors how many it left out.
     #[test]
     fn a_sample_past_its_budget_says_what_it_left_out() {
-        let Event::SoakSampled { sample, measures } = Event::sampled(
+        let Event::SoakSampled {
+            sample,
+            measures: Some(measures),
+        } = Event::sampled(
             Sample {
                 index: 0,
                 elapsed_ms: 0,
@@ -459,7 +464,8 @@ mod tests {
                 pss_bytes: vec![Some(1); SAMPLE_PROCESSES + 5],
                 gpus: Vec::new(),
             },
-        ) else {
+        )
+        else {
             unreachable!()
         };
         assert_eq!(sample.processes.len(), SAMPLE_PROCESSES);

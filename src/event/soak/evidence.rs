@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::{ExitInfo, FailureKind};
 
 /// How a soak supervises beyond its limits, fixed when it starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Supervision {
     /// `--fail-fast`: a process of the tree that fails while the command runs fails the soak.
     pub fail_fast: bool,

@@ -6,8 +6,8 @@
 //! event holds what is needed to read it on any host (the clock tick rate of the host that
 //! sampled), so that `soak export` anywhere gives the same bytes.
 //!
-//! The forms schema 1 wrote are frozen in [`v1`]; the types here are schema 2's. Types used by
-//! both (parameters, GPU samples, the outcome) are unchanged since schema 1. Schema 5 records
+//! The forms schema 1 wrote are frozen in `event::stored::v1`; the types here are schema 2's.
+//! Types used by both (parameters, GPU samples, the outcome) are unchanged since schema 1. Schema 5 records
 //! the start and the verdict with what [`evidence`] adds beside them, and the evidence itself;
 //! schema 6 adds [`resources`]: limits with the start, measures with each sample, the limit that
 //! failed a soak with its verdict. Schema 8 stores samples in a [`compact`] form and records
@@ -18,7 +18,6 @@ mod bounds;
 mod compact;
 mod evidence;
 mod resources;
-pub mod v1;
 
 use std::collections::BTreeMap;
 

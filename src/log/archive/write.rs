@@ -13,7 +13,7 @@ use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::file::{self, ArchiveWriter};
 use crate::event::soak::{Archived, ArchivedRun, ArchivedSoak};
-use crate::event::{Envelope, Event, Subject};
+use crate::event::{Event, StoredEnvelope, Subject};
 use crate::log::appender::Appender;
 use crate::log::chain::{self, ChainBreak, ChainFault, Gap, Hash, RecordsDigest};
 use crate::log::codec;
@@ -258,7 +258,7 @@ fn copy_out(
                 }
                 // The archive's reader decodes what the log's does: a record it could not (which
                 // only an older unilab could have written) is damage, never archived.
-                if let Err(e) = codec::decodes_as::<Envelope>(raw.body) {
+                if let Err(e) = codec::decodes_as::<StoredEnvelope>(raw.body) {
                     return Err(broken(key, ChainFault::Undecodable(e.to_string())));
                 }
                 let plan = &mut plans[soak];

@@ -1,13 +1,16 @@
 //! A soak's samples as CSV (RFC 4180, through the `csv` crate), for pandas and spreadsheets:
 //! one row per sample and GPU — a sample with no GPU reading is one row with the GPU columns
 //! empty. Unknown values are empty cells, never zeros. Built from the rows of the JSON artifact,
-//! as JSON, so both say the same; the JSON stays the canonical record.
+//! typed ([`SampleRow`]), each cell as the artifact prints its value, so both say the same; the
+//! JSON stays the canonical record.
 
 use std::io::{self, BufWriter, Write};
 
+use serde::Serialize;
 use serde_json::Value;
 
-use super::stream::{Piece, Row, StreamError};
+use super::rows::SampleRow;
+use super::stream::{Piece, StreamError};
 
 /// The columns, in order. What a soak's schema does not record (PSS and GPU health before
 /// schema 6) is empty.
@@ -46,14 +49,13 @@ pub(crate) const HEADER: [&str; 32] = [
     "errors",
 ];
 
-/// The CSV of the artifact `view` (either schema's).
+/// The CSV of `rows`.
 #[cfg(test)]
-fn render(view: &Value) -> Result<Vec<u8>, csv::Error> {
+fn render(soak_id: &str, rows: &[SampleRow]) -> Result<Vec<u8>, csv::Error> {
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer.write_record(HEADER)?;
-    let soak_id = cell(&view["soak_id"]);
-    for sample in view["samples"].as_array().into_iter().flatten() {
-        write_sample(&mut writer, &soak_id, sample)?;
+    for row in rows {
+        write_sample(&mut writer, soak_id, row)?;
     }
     writer
         .into_inner()
@@ -86,20 +88,11 @@ impl Sheet {
                 .map(|rows| self.rows = rows)
                 .map_err(csv::Error::from),
             _ if self.failed.is_some() => return,
-            Piece::Row(Row::V1(sample)) => write_sample(&mut self.rows, &self.soak_id, sample),
-            // The row as the JSON artifact holds it: one way to a cell for every schema.
-            Piece::Row(Row::V2(row)) => self.write_typed(row),
-            Piece::Row(Row::V4(row)) => self.write_typed(row),
+            Piece::Row(row) => write_sample(&mut self.rows, &self.soak_id, row),
         };
         if let Err(e) = written {
             self.failed.get_or_insert(e);
         }
-    }
-
-    fn write_typed(&mut self, row: &impl serde::Serialize) -> Result<(), csv::Error> {
-        serde_json::to_value(row)
-            .map_err(|e| csv::Error::from(io::Error::other(e)))
-            .and_then(|sample| write_sample(&mut self.rows, &self.soak_id, &sample))
     }
 
     /// Writes the header, then the rows, and gives the blake3 digest of what it wrote.
@@ -159,64 +152,64 @@ fn spool() -> io::Result<csv::Writer<BufWriter<std::fs::File>>> {
 fn write_sample<W: Write>(
     writer: &mut csv::Writer<W>,
     soak_id: &str,
-    sample: &Value,
+    sample: &SampleRow,
 ) -> Result<(), csv::Error> {
-    // Schema 1 named the host's GPU figures without `host_`, and had no per-GPU list.
-    let host_memory = first(sample, &["host_gpu_memory_used_mib", "gpu_memory_used_mib"]);
-    let errors = sample["errors"]
-        .as_array()
-        .map(|e| e.iter().map(cell).collect::<Vec<_>>().join("; "))
-        .unwrap_or_default();
+    let errors = sample
+        .errors
+        .iter()
+        .map(cell)
+        .collect::<Vec<_>>()
+        .join("; ");
     let common = [
         soak_id.to_owned(),
-        cell(&sample["index"]),
-        cell(&sample["elapsed_seconds"]),
-        cell(&sample["after_exit"]),
-        cell(&sample["processes"]),
-        cell(&sample["threads"]),
-        cell(&sample["tree_pss_bytes"]),
-        cell(&sample["rss_bytes"]),
-        cell(&sample["cpu_seconds"]),
-        cell(&sample["cpu_percent"]),
-        cell(&sample["open_fds"]),
-        cell(&sample["read_bytes"]),
-        cell(&sample["write_bytes"]),
-        cell(&sample["progress_files"]),
-        cell(&sample["progress_bytes"]),
-        host_memory,
-        cell(&sample["tree_gpu_memory_mib"]),
+        cell(sample.index),
+        cell(sample.elapsed_seconds),
+        cell(sample.after_exit),
+        cell(sample.processes),
+        cell(sample.threads),
+        cell(sample.tree_pss_bytes),
+        cell(sample.rss_bytes),
+        cell(sample.cpu_seconds),
+        cell(sample.cpu_percent),
+        cell(sample.open_fds),
+        cell(sample.read_bytes),
+        cell(sample.write_bytes),
+        cell(sample.progress_files),
+        cell(sample.progress_bytes),
+        cell(sample.host_gpu_memory_used_mib),
+        cell(sample.tree_gpu_memory_mib),
     ];
-    let gpus: Vec<&Value> = sample["gpus"].as_array().into_iter().flatten().collect();
+    let gpus = sample.gpus.as_deref().unwrap_or_default();
     if gpus.is_empty() {
-        let utilization = cell(&sample["gpu_utilization_percent"]);
+        // Schema 1's rows hold the GPUs' utilisation in place of a list of them.
         let mut gpu = vec![String::new(); 14];
-        gpu[2] = utilization;
+        gpu[2] = cell(sample.gpu_utilization_percent);
         let row = common.iter().cloned().chain(gpu).chain([errors]);
         return writer.write_record(row);
     }
     for gpu in gpus {
-        let others = gpu["other_processes"].as_array();
+        let others = gpu.other_processes;
         let row = common.iter().cloned().chain([
-            cell(&gpu["index"]),
-            cell(&gpu["uuid"]),
-            cell(&gpu["utilization_percent"]),
-            cell(&gpu["memory_used_mib"]),
-            cell(&gpu["memory_total_mib"]),
-            cell(&gpu["tree_memory_mib"]),
-            cell(&gpu["temperature_c"]),
-            cell(&gpu["power_w"]),
-            cell(&gpu["sm_clock_mhz"]),
-            gpu["throttle_reasons"]
-                .as_array()
+            cell(gpu.index),
+            cell(gpu.uuid),
+            cell(gpu.utilization_percent),
+            cell(gpu.memory_used_mib),
+            cell(gpu.memory_total_mib),
+            cell(gpu.tree_memory_mib),
+            cell(gpu.temperature_c),
+            cell(gpu.power_w),
+            cell(gpu.sm_clock_mhz),
+            gpu.throttle_reasons
+                .as_ref()
                 .map(|r| r.iter().map(cell).collect::<Vec<_>>().join("|"))
                 .unwrap_or_default(),
-            cell(&gpu["ecc_uncorrected_volatile"]),
-            cell(&gpu["retired_pages_pending"]),
+            cell(gpu.ecc_uncorrected_volatile),
+            cell(gpu.retired_pages_pending),
             others.map(|o| o.len().to_string()).unwrap_or_default(),
             others
                 .map(|o| {
                     o.iter()
-                        .filter_map(|p| p["used_memory_mib"].as_u64())
+                        .filter_map(|p| p.used_memory_mib)
                         .sum::<u64>()
                         .to_string()
                 })
@@ -228,49 +221,96 @@ fn write_sample<W: Write>(
     Ok(())
 }
 
-/// A JSON value as a cell: empty for null or absent, strings as they are.
-fn cell(value: &Value) -> String {
-    match value {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+/// A value as a cell, as the artifact prints it: empty for none, strings as they are.
+fn cell(value: impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::Null) | Err(_) => String::new(),
+        Ok(Value::String(s)) => s,
+        Ok(other) => other.to_string(),
     }
-}
-
-fn first(object: &Value, keys: &[&str]) -> String {
-    keys.iter()
-        .map(|k| &object[*k])
-        .find(|v| !v.is_null())
-        .map(cell)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::soak::artifact::rows::GpuRow;
+
+    fn row<'a>(index: u64, gpus: Option<Vec<GpuRow<'a>>>) -> SampleRow<'a> {
+        SampleRow {
+            after_exit: Some(index == 1),
+            cpu_percent: None,
+            cpu_seconds: 0.0,
+            elapsed_seconds: index as f64,
+            errors: &[],
+            gpus,
+            host_gpu_memory_used_mib: None,
+            index,
+            open_fds: 0,
+            processes: 1 + index,
+            progress_bytes: 0,
+            progress_files: 0,
+            read_bytes: 0,
+            rss_bytes: 0,
+            sampler_cost_us: 0,
+            threads: 0,
+            tree_gpu_memory_mib: None,
+            tree_pss_bytes: None,
+            write_bytes: 0,
+            gpu_utilization_percent: None,
+        }
+    }
+
+    /// A GPU as `/2` and `/3` list it: without its health.
+    fn gpu(index: u32, uuid: &str) -> GpuRow<'_> {
+        GpuRow {
+            ecc_uncorrected_volatile: None,
+            index,
+            memory_total_mib: Some(100),
+            memory_used_mib: Some(10),
+            other_processes: None,
+            power_w: None,
+            retired_pages_pending: None,
+            sm_clock_mhz: None,
+            temperature_c: None,
+            throttle_reasons: None,
+            tree_memory_mib: None,
+            utilization_percent: None,
+            uuid,
+        }
+    }
+
+    fn col(name: &str) -> usize {
+        HEADER.iter().position(|h| *h == name).unwrap()
+    }
+
+    fn records(text: &[u8]) -> Vec<csv::StringRecord> {
+        let mut reader = csv::Reader::from_reader(text);
+        assert_eq!(reader.headers().unwrap().len(), HEADER.len());
+        reader.records().map(Result::unwrap).collect()
+    }
 
     #[test]
     fn one_row_per_sample_and_gpu_with_unknowns_empty() {
-        let view = serde_json::json!({
-            "soak_id": "s",
-            "samples": [
-                {"index": 0, "elapsed_seconds": 0.0, "after_exit": false, "processes": 1,
-                 "gpus": null, "errors": ["nvidia-smi did not answer, within 10 s"]},
-                {"index": 1, "elapsed_seconds": 1.0, "after_exit": true, "processes": 2,
-                 "gpus": [
-                     {"index": 0, "uuid": "GPU-a", "utilization_percent": 5, "memory_used_mib": 10,
-                      "memory_total_mib": 100, "tree_memory_mib": null},
-                     {"index": 1, "uuid": "GPU-b", "utilization_percent": null,
-                      "memory_used_mib": 0, "memory_total_mib": 100, "tree_memory_mib": 0}
-                 ], "errors": []}
-            ]
-        });
-        let text = String::from_utf8(render(&view).unwrap()).unwrap();
-        let mut reader = csv::Reader::from_reader(text.as_bytes());
-        assert_eq!(reader.headers().unwrap().len(), HEADER.len());
-        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
-        assert_eq!(rows.len(), 3, "{text}");
-        let col = |name: &str| HEADER.iter().position(|h| *h == name).unwrap();
+        let errors = ["nvidia-smi did not answer, within 10 s".to_owned()];
+        let mut first: SampleRow<'_> = row(0, None);
+        first.errors = &errors;
+        let second = row(
+            1,
+            Some(vec![
+                GpuRow {
+                    utilization_percent: Some(5),
+                    ..gpu(0, "GPU-a")
+                },
+                GpuRow {
+                    memory_used_mib: Some(0),
+                    tree_memory_mib: Some(0),
+                    ..gpu(1, "GPU-b")
+                },
+            ]),
+        );
+        let text = render("s", &[first, second]).unwrap();
+        let rows = records(&text);
+        assert_eq!(rows.len(), 3, "{}", String::from_utf8_lossy(&text));
         assert_eq!(&rows[0][col("gpu_uuid")], "");
         assert_eq!(
             &rows[0][col("errors")],
@@ -287,26 +327,38 @@ mod tests {
             "not recorded before schema 6"
         );
         assert_eq!(&rows[1][col("gpu_temperature_c")], "");
+        assert_eq!(&rows[1][col("gpu_other_processes")], "", "not measured");
     }
 
     #[test]
     fn pss_and_gpu_health_have_their_columns() {
-        let view = serde_json::json!({
-            "soak_id": "s",
-            "samples": [
-                {"index": 0, "elapsed_seconds": 0.0, "processes": 1, "tree_pss_bytes": 4096,
-                 "gpus": [{"index": 0, "uuid": "GPU-a", "temperature_c": 71, "power_w": 250.5,
-                           "sm_clock_mhz": 1980, "throttle_reasons": ["sw_power_cap", "hw_slowdown"],
-                           "ecc_uncorrected_volatile": 0, "retired_pages_pending": false,
-                           "other_processes": [{"pid": 7, "used_memory_mib": 100},
-                                               {"pid": 8, "used_memory_mib": 28}]}],
-                 "errors": []}
-            ]
-        });
-        let text = String::from_utf8(render(&view).unwrap()).unwrap();
-        let mut reader = csv::Reader::from_reader(text.as_bytes());
-        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
-        let col = |name: &str| HEADER.iter().position(|h| *h == name).unwrap();
+        let others = [
+            crate::event::soak::GpuProcessSample {
+                pid: 7,
+                used_memory_mib: Some(100),
+            },
+            crate::event::soak::GpuProcessSample {
+                pid: 8,
+                used_memory_mib: Some(28),
+            },
+        ];
+        let sample = SampleRow {
+            tree_pss_bytes: Some(4096),
+            ..row(
+                0,
+                Some(vec![GpuRow {
+                    temperature_c: Some(71),
+                    power_w: Some(250.5),
+                    sm_clock_mhz: Some(1980),
+                    throttle_reasons: Some(vec!["sw_power_cap".into(), "hw_slowdown".into()]),
+                    ecc_uncorrected_volatile: Some(0),
+                    retired_pages_pending: Some(false),
+                    other_processes: Some(&others[..]),
+                    ..gpu(0, "GPU-a")
+                }]),
+            )
+        };
+        let rows = records(&render("s", &[sample]).unwrap());
         let cells: Vec<&str> = [
             "tree_pss_bytes",
             "gpu_temperature_c",
@@ -337,26 +389,38 @@ mod tests {
         );
     }
 
-    /// The sheet written as rows go by is the CSV of the whole view; a restart drops the rows
+    /// Schema 1's rows hold no list of GPUs and say nothing of the exit: one row a sample, the
+    /// GPUs' utilisation in its column, `after_exit` empty.
+    #[test]
+    fn a_schema_1_row_is_one_row_with_its_utilisation() {
+        let sample = SampleRow {
+            after_exit: None,
+            host_gpu_memory_used_mib: Some(30),
+            gpu_utilization_percent: Some(80),
+            ..row(0, None)
+        };
+        let rows = records(&render("s", &[sample]).unwrap());
+        assert_eq!(rows.len(), 1);
+        assert_eq!(&rows[0][col("after_exit")], "");
+        assert_eq!(&rows[0][col("gpu_utilization_percent")], "80");
+        assert_eq!(&rows[0][col("host_gpu_memory_used_mib")], "30");
+    }
+
+    /// The sheet written as rows go by is the CSV of all of them; a restart drops the rows
     /// before it; the digest is of the bytes written.
     #[test]
-    fn the_sheet_is_the_views_csv_and_a_restart_forgets_the_rows_before_it() {
-        let row = |index: u64| {
-            serde_json::json!({"index": index, "elapsed_seconds": index as f64, "processes": 1,
-                               "gpus": null, "errors": []})
-        };
+    fn the_sheet_is_the_rows_csv_and_a_restart_forgets_the_rows_before_it() {
         let mut sheet = Sheet::new("s").unwrap();
-        sheet.take(Piece::Row(Row::V1(&row(0))));
+        sheet.take(Piece::Row(&row(0, None)));
         sheet.take(Piece::Restart);
         for index in 1..=2 {
-            sheet.take(Piece::Row(Row::V1(&row(index))));
+            sheet.take(Piece::Row(&row(index, None)));
         }
         let mut written = Vec::new();
         let digest = sheet.finish(&mut written).unwrap();
-        let view = serde_json::json!({"soak_id": "s", "samples": [row(1), row(2)]});
         assert_eq!(
             String::from_utf8(written.clone()).unwrap(),
-            String::from_utf8(render(&view).unwrap()).unwrap()
+            String::from_utf8(render("s", &[row(1, None), row(2, None)]).unwrap()).unwrap()
         );
         assert_eq!(digest, blake3::hash(&written).to_hex().to_string());
     }

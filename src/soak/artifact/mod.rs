@@ -6,64 +6,60 @@
 //! same object without `digest`. Per-sample rows carry the tree's totals; every process of every
 //! sample stays in the log (`unilab history --soak ID --json`).
 //!
-//! A soak recorded in schema 1's events renders as `unilab.soak.artifact/1` ([`v1`], frozen:
-//! byte for byte what was written then); one recorded in schema 2–4's as `/2` ([`v2`], frozen
-//! too); one recorded in schema 5's as `/3` ([`v3`]: `/2` with where it ran, the evidence and
-//! what the verdict found, frozen too); one recorded in schema 6's as `/4` ([`v4`]: `/3` with
-//! real memory, GPU health, the budgets and what the summary judges of them).
+//! A soak's events are folded into one upcast [`Soak`], which keeps the schema its start was
+//! recorded in: a soak recorded in schema 6's forms or later renders the artifact this unilab
+//! writes, `unilab.soak.artifact/4` ([`current`], its rows in [`rows`]); an older one renders
+//! the artifact its own version wrote, frozen ([`frozen`]: `/1`, `/2`, `/3`). Every reader of
+//! the rows — the CSV ([`csv`]), the report, `soak show` ([`shown`]) — reads them as today's
+//! typed rows, whatever the artifact.
 
 pub(crate) mod csv;
+mod current;
 pub(crate) mod explained;
+mod frozen;
 pub(crate) mod judged;
+pub(crate) mod rows;
 pub(crate) mod shown;
 pub(crate) mod stream;
-mod v1;
-pub(crate) mod v2;
-mod v3;
-pub(crate) mod v4;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use crate::event::soak::{self, Outcome, SoakParameters};
+use crate::event::soak::{self, Measures, Sample};
 use crate::event::{Event, Subject};
-use crate::log::chain::{Hash, to_hex};
+use crate::log::chain::Hash;
 use crate::log::{LogError, Projection, Snapshot, Update};
 use crate::process::ProcessIdentity;
 use crate::projection::{SoakState, SoakSummary, Soaks};
-use crate::time::unix_seconds;
 
-/// A soak's start, samples and verdict, in the form of one schema version.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Form<Start, Sample, End> {
-    pub start: Start,
-    pub samples: Vec<Sample>,
-    pub end: Option<Box<End>>,
-}
+pub(crate) use rows::CpuClock;
 
-/// A soak's start in schema 5's form: schema 2's, and how it is supervised.
+/// A sample with what was measured beside it, where its form measured it.
+pub type Measured = (Sample, Option<Measures>);
+
+/// A soak as its events tell it, upcast: its start, samples and verdict in today's shape, and
+/// the schema of the form its start was recorded in, which decides the artifact it renders.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Started {
+pub struct Soak {
+    /// The schema of the form its start was recorded in (as its envelope says).
+    pub schema: u32,
     pub start: soak::SoakStart,
-    pub supervision: soak::Supervision,
+    pub supervision: Option<soak::Supervision>,
+    pub limits: Option<soak::Limits>,
+    /// Every sample, when gathered whole ([`collect`]); the streamed artifact turns them into
+    /// rows as they go by instead.
+    pub samples: Vec<Measured>,
+    pub end: Option<Box<Verdict>>,
 }
 
-/// A soak's verdict in schema 5's form: schema 2's, and what it found about the tree's end.
+/// A soak's verdict: how it ended, what it found about the tree's end, the budget that failed
+/// it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Finished {
+pub struct Verdict {
     pub end: soak::SoakEnd,
-    pub findings: soak::Findings,
-}
-
-/// A soak as recorded: in schema 1's events, schema 2–4's, schema 5's or schema 6's.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Recorded {
-    V1(Form<soak::v1::SoakStart, soak::v1::Sample, soak::v1::SoakEnd>),
-    V2(Form<soak::SoakStart, soak::Sample, soak::SoakEnd>),
-    V5(Form<Started, soak::Sample, Finished>),
-    V6(Form<v4::Started6, v4::Measured, v4::Finished6>),
+    pub findings: Option<soak::Findings>,
+    pub limit: Option<soak::ResourceLimit>,
 }
 
 /// The supervisor vanished before a verdict: `soak_abandoned`.
@@ -78,9 +74,9 @@ pub struct Abandonment {
 pub struct SoakRecords {
     /// The `soaks` projection folded over exactly these events: state, times and sequences.
     pub summary: SoakSummary,
-    pub soak: Recorded,
+    pub soak: Soak,
     pub abandoned: Option<Abandonment>,
-    /// What the tree was doing when it was to be signalled (schema 5).
+    /// What the tree was doing when it was to be signalled.
     pub evidence: Option<Box<soak::Evidence>>,
     /// The hash of the last of these events, which ties the artifact to the chain.
     pub last_hash: Hash,
@@ -99,13 +95,12 @@ pub(crate) struct Walked {
     pub host: String,
 }
 
-/// A soak's events folded into its form as they go by: what [`collect`] and the streamed
-/// artifact ([`stream`]) take from them alike. Schema 1's samples are kept in the form (its frozen
-/// code renders from all of them at once); later schemas' are handed back, to be kept or turned
-/// into rows by the caller.
+/// A soak's events folded as they go by: what [`collect`] and the streamed artifact
+/// ([`stream`]) take from them alike. Samples are handed back, to be kept or turned into rows
+/// by the caller.
 #[derive(Debug, Default)]
 pub(crate) struct Folded {
-    pub soak: Option<Recorded>,
+    pub soak: Option<Soak>,
     pub abandoned: Option<Abandonment>,
     pub evidence: Option<Box<soak::Evidence>>,
 }
@@ -114,28 +109,16 @@ pub(crate) struct Folded {
 pub(crate) enum Fold {
     /// A start began the soak afresh: what came before is not part of it.
     Restarted,
-    /// A sample of schema 2 or later, with what schema 6 measures beside it.
-    Sample(Box<soak::Sample>, Option<Box<soak::Measures>>),
+    /// A sample, with what was measured beside it.
+    Sample(Box<Sample>, Option<Box<Measures>>),
     /// Anything else.
     Folded,
 }
 
 impl Folded {
-    pub(crate) fn fold(&mut self, event: Event) -> Fold {
-        fn fresh<S, T, E>(start: S) -> Form<S, T, E> {
-            Form {
-                start,
-                samples: Vec::new(),
-                end: None,
-            }
-        }
-        let restarted = match (event, &mut self.soak) {
-            (Event::SoakStartedV1(start), _) => Recorded::V1(fresh(*start)),
-            (Event::SoakStartedV4(start), _) => Recorded::V2(fresh(*start)),
-            (Event::SoakStartedV5 { start, supervision }, _) => Recorded::V5(fresh(Started {
-                start: *start,
-                supervision,
-            })),
+    /// Folds `event`, stored in the form of `schema`.
+    pub(crate) fn fold(&mut self, event: Event, schema: u32) -> Fold {
+        match (event, &mut self.soak) {
             (
                 Event::SoakStarted {
                     start,
@@ -143,76 +126,49 @@ impl Folded {
                     limits,
                 },
                 _,
-            ) => Recorded::V6(fresh(v4::Started6 {
-                started: Started {
+            ) => {
+                self.soak = Some(Soak {
+                    schema,
                     start: *start,
                     supervision,
-                },
-                limits,
-            })),
-            (Event::SoakSampledV1(sample), Some(Recorded::V1(form))) => {
-                form.samples.push(*sample);
-                return Fold::Folded;
+                    limits,
+                    samples: Vec::new(),
+                    end: None,
+                });
+                self.evidence = None;
+                return Fold::Restarted;
             }
-            (Event::SoakSampledV5(sample), Some(Recorded::V2(_) | Recorded::V5(_))) => {
-                return Fold::Sample(sample, None);
-            }
-            (Event::SoakSampled { sample, measures }, Some(Recorded::V6(_))) => {
-                return Fold::Sample(sample, Some(measures));
-            }
-            (Event::SoakFinishedV1(end), Some(Recorded::V1(form))) => {
-                form.end = Some(end);
-                return Fold::Folded;
-            }
-            (Event::SoakFinishedV4(end), Some(Recorded::V2(form))) => {
-                form.end = Some(end);
-                return Fold::Folded;
-            }
-            (Event::SoakFinishedV5 { end, findings }, Some(Recorded::V5(form))) => {
-                form.end = Some(Box::new(Finished {
-                    end: *end,
-                    findings: *findings,
-                }));
-                return Fold::Folded;
+            (Event::SoakSampled { sample, measures }, Some(_)) => {
+                return Fold::Sample(sample, measures);
             }
             (
                 Event::SoakFinished {
                     end,
                     findings,
                     limit,
+                    ..
                 },
-                Some(Recorded::V6(form)),
+                Some(soak),
             ) => {
-                form.end = Some(Box::new(v4::Finished6 {
-                    finished: Finished {
-                        end: *end,
-                        findings: *findings,
-                    },
+                soak.end = Some(Box::new(Verdict {
+                    end: *end,
+                    findings: findings.map(|f| *f),
                     limit,
                 }));
-                return Fold::Folded;
             }
-            (Event::SoakEvidenceCaptured(captured), Some(Recorded::V5(_) | Recorded::V6(_))) => {
-                self.evidence = Some(captured);
-                return Fold::Folded;
-            }
+            (Event::SoakEvidenceCaptured(captured), Some(_)) => self.evidence = Some(captured),
             (Event::SoakAbandoned { supervisor, reason }, _) => {
                 self.abandoned = Some(Abandonment { supervisor, reason });
-                return Fold::Folded;
             }
-            _ => return Fold::Folded,
-        };
-        (self.soak, self.evidence) = (Some(restarted), None);
-        Fold::Restarted
+            _ => {}
+        }
+        Fold::Folded
     }
 
-    /// Keeps a sample [`fold`](Self::fold) handed back in the soak's form.
-    fn keep(&mut self, sample: soak::Sample, measures: Option<soak::Measures>) {
-        match (&mut self.soak, measures) {
-            (Some(Recorded::V2(form)), None) => form.samples.push(sample),
-            (Some(Recorded::V5(form)), None) => form.samples.push(sample),
-            (Some(Recorded::V6(form)), Some(measures)) => form.samples.push((sample, measures)),
-            _ => {}
+    /// Keeps a sample [`fold`](Self::fold) handed back.
+    fn keep(&mut self, sample: Sample, measures: Option<Measures>) {
+        if let Some(soak) = &mut self.soak {
+            soak.samples.push((sample, measures));
         }
     }
 
@@ -233,8 +189,8 @@ impl Folded {
 /// Gathers a soak's events, up to and including its verdict; `None` for an unknown soak.
 pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>, LogError> {
     let mut folded = Folded::default();
-    let walked = walk(snapshot, soak_id, |event| {
-        if let Fold::Sample(sample, measures) = folded.fold(event) {
+    let walked = walk(snapshot, soak_id, |event, schema| {
+        if let Fold::Sample(sample, measures) = folded.fold(event, schema) {
             folded.keep(*sample, measures.map(|m| *m));
         }
         Ok::<(), LogError>(())
@@ -245,12 +201,12 @@ pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>
 /// Calls `visit` with each event of a soak, in order, up to and including its verdict, in one
 /// scan of the log; then returns the `soaks` projection folded over exactly those events, the
 /// hash of the last of them and the log's host (`None` for an unknown soak). Which events belong to the soak is the
-/// projection's rule ([`Soaks::apply`]), applied here too. A soak is recorded in one schema's
-/// form; `visit` must ignore events of the other form.
+/// projection's rule ([`Soaks::apply`]), applied here too. `visit` is given each event with
+/// the schema of the form it is stored in.
 pub(crate) fn walk<E: From<LogError>>(
     snapshot: &Snapshot,
     soak_id: &str,
-    mut visit: impl FnMut(Event) -> Result<(), E>,
+    mut visit: impl FnMut(Event, u32) -> Result<(), E>,
 ) -> Result<Option<Walked>, E> {
     let mut summary: Option<SoakSummary> = None;
     let mut last_hash = None;
@@ -281,7 +237,7 @@ pub(crate) fn walk<E: From<LogError>>(
             if host.is_none() {
                 host = Some(record.envelope.scope.host.clone());
             }
-            visit(record.envelope.event)?;
+            visit(record.envelope.event, record.envelope.schema)?;
             Ok(true)
         },
     )?;
@@ -299,126 +255,6 @@ fn seconds(ms: u64) -> f64 {
     ms as f64 / 1000.0
 }
 
-/// `status` (`running` until the verdict), `failure_kind` and `reason`.
-fn outcome(records: &SoakRecords, verdict: Option<&Outcome>) -> Value {
-    match (verdict, &records.abandoned) {
-        (Some(outcome), _) => json!({
-            "status": outcome.status.as_str(),
-            "failure_kind": outcome.failure_kind,
-            "reason": outcome.reason,
-        }),
-        (None, Some(Abandonment { supervisor, reason })) => json!({
-            "status": records.summary.state.as_str(),
-            "failure_kind": null,
-            "reason": format!("{reason} (supervisor pid {})", supervisor.pid),
-        }),
-        (None, None) => json!({
-            "status": records.summary.state.as_str(),
-            "failure_kind": null,
-            "reason": "",
-        }),
-    }
-}
-
-/// The limits, where the progress was watched and what unilab set for the command.
-fn parameters(
-    params: &SoakParameters,
-    progress_dir: &str,
-    output: &str,
-    environment: &BTreeMap<String, String>,
-) -> Map<String, Value> {
-    let mut object = Map::new();
-    for (key, ms) in [
-        ("sample_interval_seconds", params.sample_interval_ms),
-        ("startup_timeout_seconds", params.startup_timeout_ms),
-        ("stale_progress_seconds", params.stale_progress_ms),
-        ("shutdown_grace_seconds", params.shutdown_grace_ms),
-        ("min_duration_seconds", params.min_duration_ms),
-    ] {
-        object.insert(key.into(), seconds(ms).into());
-    }
-    object.insert("progress_dir".into(), progress_dir.into());
-    object.insert("output".into(), output.into());
-    object.insert("environment".into(), json!(environment));
-    object
-}
-
-/// What every version of the artifact shows alike.
-struct Frame<'a> {
-    schema: &'static str,
-    soak_id: &'a str,
-    command: &'a [String],
-    cwd: &'a str,
-    metadata: &'a BTreeMap<String, String>,
-    runtime_json: &'a str,
-    supervisor: ProcessIdentity,
-    outcome: Option<&'a Outcome>,
-    exit: Option<soak::ExitInfo>,
-    leaked: &'a [soak::LeakedProcess],
-    /// Standard output and error, once the soak has ended.
-    tails: Option<(&'a [u8], &'a [u8])>,
-}
-
-/// The fields every version shows alike: identity, times, outcome, exit, leaks, output, and the
-/// place in the log.
-fn frame(records: &SoakRecords, frame: &Frame) -> Map<String, Value> {
-    let summary = &records.summary;
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    let mut object = Map::new();
-    object.insert("schema".into(), frame.schema.into());
-    object.insert("soak_id".into(), frame.soak_id.into());
-    object.insert("command".into(), json!(frame.command));
-    object.insert("cwd".into(), frame.cwd.into());
-    object.insert(
-        "metadata".into(),
-        crate::event::soak::metadata_view(frame.metadata),
-    );
-    object.insert(
-        "runtime".into(),
-        serde_json::from_str(frame.runtime_json).unwrap_or(Value::Null),
-    );
-    object.insert(
-        "supervisor".into(),
-        json!({ "pid": frame.supervisor.pid, "start_ticks": frame.supervisor.start_ticks }),
-    );
-    object.insert(
-        "started_at".into(),
-        unix_seconds(summary.started_at_us).into(),
-    );
-    object.insert(
-        "ended_at".into(),
-        json!(summary.ended_at_us.map(unix_seconds)),
-    );
-    object.insert("outcome".into(), outcome(records, frame.outcome));
-    object.insert(
-        "exit".into(),
-        json!(
-            frame
-                .exit
-                .map(|e| json!({ "code": e.code, "signal": e.signal }))
-        ),
-    );
-    object.insert(
-        "leaked_processes".into(),
-        json!(frame.leaked
-            .iter()
-            .map(|l| json!({ "pid": l.identity.pid, "start_ticks": l.identity.start_ticks, "name": l.name, "cmdline": l.cmdline }))
-            .collect::<Vec<_>>()),
-    );
-    object.insert(
-        "output_tail".into(),
-        json!({
-            "stdout": frame.tails.map(|(out, _)| text(out)).unwrap_or_default(),
-            "stderr": frame.tails.map(|(_, err)| text(err)).unwrap_or_default(),
-        }),
-    );
-    object.insert(
-        "log".into(),
-        json!({ "first_seq": summary.first_seq, "last_seq": summary.last_seq, "chain_hash": to_hex(&records.last_hash) }),
-    );
-    object
-}
-
 fn canonical(value: &Value) -> Vec<u8> {
     let mut bytes = serde_json::to_vec_pretty(value).unwrap_or_default();
     bytes.push(b'\n');
@@ -428,11 +264,10 @@ fn canonical(value: &Value) -> Vec<u8> {
 /// The artifact as a JSON object, without `digest`: also what `soak show` reads a soak from,
 /// running or not.
 pub(crate) fn view(records: &SoakRecords) -> Value {
-    match &records.soak {
-        Recorded::V1(soak) => v1::body(records, soak),
-        Recorded::V2(soak) => v2::body(records, soak),
-        Recorded::V5(soak) => v3::body(records, soak),
-        Recorded::V6(soak) => v4::body(records, soak),
+    if frozen::renders(&records.soak) {
+        frozen::body(records)
+    } else {
+        current::body(records)
     }
 }
 

@@ -1,13 +1,13 @@
-//! The fields of an artifact that `soak show` and the report read, typed. They are read from the
-//! artifact's own JSON (any schema's), so that a key renamed or dropped there is an error that
+//! The fields of an artifact that `soak show` and the report read, typed. Its head is read from
+//! the artifact's own JSON (any schema's), so that a key renamed or dropped there is an error that
 //! names it, never a figure that silently reads as zero — nor evidence that silently reads as
 //! none: from `/3` on, every field of [`Found`] must be there (`null` where the artifact says
-//! so), and only older schemas read as having none.
+//! so), and only older schemas read as having none. Its rows come typed ([`SampleRow`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::stream::Row;
+use super::rows::SampleRow;
 
 /// What `soak show` reads of an artifact but its rows.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -316,12 +316,11 @@ pub(crate) struct UnkillableShown {
     pub wchan: Option<String>,
 }
 
-/// What `soak show` reads of one row, as any schema holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+/// What `soak show` reads of one row.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct PointShown {
     pub elapsed_seconds: f64,
-    /// Schema 6's; `None` before, or where no process's could be read.
-    #[serde(default)]
+    /// `None` before `/4`, or where no process's could be read.
     pub tree_pss_bytes: Option<u64>,
     pub rss_bytes: u64,
     pub processes: u64,
@@ -330,22 +329,10 @@ pub(crate) struct PointShown {
 }
 
 impl PointShown {
-    /// A row's point: schema 2's rows come typed, schema 1's as the JSON the artifact holds.
-    pub(crate) fn of(row: Row<'_>) -> Result<Self, serde_json::Error> {
-        match row {
-            Row::V1(row) => Self::deserialize(row),
-            Row::V4(row) => Ok(Self {
-                tree_pss_bytes: row.tree_pss_bytes,
-                ..Self::typed(&row.base)
-            }),
-            Row::V2(row) => Ok(Self::typed(row)),
-        }
-    }
-
-    fn typed(row: &super::v2::SampleRow<'_>) -> Self {
+    pub(crate) fn of(row: &SampleRow<'_>) -> Self {
         Self {
             elapsed_seconds: row.elapsed_seconds,
-            tree_pss_bytes: None,
+            tree_pss_bytes: row.tree_pss_bytes,
             rss_bytes: row.rss_bytes,
             processes: row.processes,
             progress_files: row.progress_files,

@@ -12,7 +12,8 @@ use std::io::{self, BufRead, BufReader, BufWriter, Seek, Write};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Fold, Folded, Recorded, v1, v2, v3, v4, walk};
+use super::rows::{Rows, SampleRow};
+use super::{Fold, Folded, current, frozen, walk};
 use crate::log::{LogError, Snapshot};
 
 /// What [`write`] wrote.
@@ -61,38 +62,22 @@ pub fn write(
 /// The artifact's object without `samples` and `digest`.
 pub(crate) type Head = Map<String, Value>;
 
-/// One row of `samples`, in the form of the soak's schema.
-#[derive(Debug, Clone, Copy)]
-pub enum Row<'a> {
-    V1(&'a Value),
-    V2(&'a v2::SampleRow<'a>),
-    V4(&'a v4::SampleRow<'a>),
-}
-
-impl<'a> Row<'a> {
-    /// `/2`'s fields of a row of `/2` or later.
-    pub fn typed(self) -> Option<&'a v2::SampleRow<'a>> {
-        match self {
-            Row::V1(_) => None,
-            Row::V2(row) => Some(row),
-            Row::V4(row) => Some(&row.base),
-        }
-    }
-}
-
-/// The rows of a soak of schema 2 or later, as they go by.
+/// The rows of a soak as they go by: of the current artifact, of a frozen `/2` or `/3`, or none
+/// for a frozen `/1` (its samples are kept and rendered at the end).
 enum Rower {
-    V2(Box<v2::Rows>),
-    V4(Box<v4::Rows>),
+    Current(Box<Rows>),
+    Frozen(Box<frozen::Rows>),
+    Whole,
 }
 
 impl Rower {
-    fn of(soak: &Recorded) -> Option<Self> {
-        match soak {
-            Recorded::V1(_) => None,
-            Recorded::V2(form) => Some(Rower::V2(Box::new(v2::Rows::new(&form.start)))),
-            Recorded::V5(form) => Some(Rower::V2(Box::new(v2::Rows::new(&form.start.start)))),
-            Recorded::V6(form) => Some(Rower::V4(Box::new(v4::Rows::new(&form.start)))),
+    fn of(soak: &super::Soak) -> Self {
+        if !frozen::renders(soak) {
+            return Rower::Current(Box::new(current::rows(soak)));
+        }
+        match frozen::Rows::of(soak) {
+            Some(rows) => Rower::Frozen(Box::new(rows)),
+            None => Rower::Whole,
         }
     }
 }
@@ -100,8 +85,8 @@ impl Rower {
 /// What [`gather`] tells of the rows as it goes.
 #[derive(Debug, Clone, Copy)]
 pub enum Piece<'a> {
-    /// The soak's next row.
-    Row(Row<'a>),
+    /// The soak's next row, as today's rows read whatever the artifact.
+    Row(&'a SampleRow<'a>),
     /// The soak started again under the same id: the rows so far are not part of it.
     Restart,
 }
@@ -147,28 +132,27 @@ fn gather_into(
     mut on_row: impl FnMut(Piece<'_>),
 ) -> Result<Gathered, StreamError> {
     let mut folded = Folded::default();
-    // The rows of a soak of schema 2 or later, so far.
-    let mut rows = None;
-    let walked = walk(snapshot, soak_id, |event| {
-        match folded.fold(event) {
+    let mut rower = Rower::Whole;
+    let empty = Default::default();
+    let walked = walk(snapshot, soak_id, |event, schema| {
+        match folded.fold(event, schema) {
             Fold::Restarted => {
-                rows = folded.soak.as_ref().and_then(Rower::of);
+                rower = folded.soak.as_ref().map_or(Rower::Whole, Rower::of);
                 spool = spool.fresh()?;
                 on_row(Piece::Restart);
             }
-            Fold::Sample(sample, measures) => match (&mut rows, measures) {
-                (Some(Rower::V2(rows)), _) => {
+            Fold::Sample(sample, measures) => match &mut rower {
+                Rower::Current(rows) => {
+                    let row = rows.row(&sample, measures.as_deref().unwrap_or(&empty));
+                    spool.push(&row)?;
+                    on_row(Piece::Row(&row));
+                }
+                Rower::Frozen(rows) => {
                     let row = rows.row(&sample);
                     spool.push(&row)?;
-                    on_row(Piece::Row(Row::V2(&row)));
+                    on_row(Piece::Row(&frozen::read(&row)));
                 }
-                (Some(Rower::V4(rows)), Some(measures)) => {
-                    let measured = (*sample, *measures);
-                    let row = rows.row(&measured);
-                    spool.push(&row)?;
-                    on_row(Piece::Row(Row::V4(&row)));
-                }
-                _ => {}
+                Rower::Whole => folded.keep(*sample, measures.map(|m| *m)),
             },
             Fold::Folded => {}
         }
@@ -177,33 +161,18 @@ fn gather_into(
     let Some(records) = folded.records(walked) else {
         return Err(StreamError::NoSuchSoak(soak_id.to_owned()));
     };
-    // The samples of schema 2 and later went to the spool; their heads need only the start and
-    // the end.
-    let head = match (&records.soak, &rows) {
-        (Recorded::V2(form), Some(Rower::V2(rows))) => {
-            v2::head(&records, &form.start, form.end.as_deref(), rows)
-        }
-        (Recorded::V5(form), Some(Rower::V2(rows))) => {
-            v3::head(&records, &form.start, form.end.as_deref(), rows)
-        }
-        (Recorded::V6(form), Some(Rower::V4(rows))) => {
-            v4::head(&records, &form.start, form.end.as_deref(), rows)
-        }
-        // Schema 1's soaks are rendered by the frozen code, from all their samples at once.
-        (Recorded::V1(form), _) => {
-            let Value::Object(mut object) = v1::body(&records, form) else {
-                unreachable!("the artifact is an object")
-            };
-            if let Some(Value::Array(rows)) = object.remove("samples") {
-                for row in &rows {
-                    spool.push(row)?;
-                    on_row(Piece::Row(Row::V1(row)));
-                }
+    // The rows of the current artifact and of `/2`–`/3` went to the spool as they came; their
+    // heads need only what the rows kept. Schema 1's soak is rendered from all its samples.
+    let head = match &rower {
+        Rower::Current(rows) => current::head(&records, rows),
+        Rower::Frozen(rows) => rows.head(&records),
+        Rower::Whole => {
+            let (head, rows) = frozen::whole(&records);
+            for row in &rows {
+                spool.push(row)?;
+                on_row(Piece::Row(&frozen::read_v1(row)));
             }
-            object
-        }
-        (Recorded::V2(_) | Recorded::V5(_) | Recorded::V6(_), _) => {
-            unreachable!("rows begin with the start, in its schema's form")
+            head
         }
     };
     spool.finish()?;

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::scale::{Unit, compact};
-use crate::soak::artifact::stream::{Piece, Row};
+use crate::soak::artifact::rows::SampleRow;
+use crate::soak::artifact::stream::Piece;
 
 /// The unknown value of a column at a row.
 const UNKNOWN: f64 = f64::NAN;
@@ -103,75 +104,31 @@ impl Charts {
     pub fn take(&mut self, piece: Piece<'_>) {
         match piece {
             Piece::Restart => *self = Charts::default(),
-            Piece::Row(Row::V4(row)) => {
-                let gpus: Vec<GpuValues> = row
-                    .gpus
-                    .iter()
-                    .flatten()
-                    .map(|g| {
-                        GpuValues::of(
-                            g.uuid,
-                            g.utilization_percent,
-                            [g.memory_used_mib, g.tree_memory_mib],
-                            [g.temperature_c.map(f64::from), g.power_w],
-                        )
-                    })
-                    .collect();
-                self.add_v2(&row.base, row.tree_pss_bytes, &gpus);
-            }
-            Piece::Row(Row::V2(row)) => {
-                let gpus: Vec<GpuValues> = row
-                    .gpus
-                    .iter()
-                    .flatten()
-                    .map(|g| {
-                        GpuValues::of(
-                            g.uuid,
-                            g.utilization_percent,
-                            [g.memory_used_mib, g.tree_memory_mib],
-                            [None, None],
-                        )
-                    })
-                    .collect();
-                self.add_v2(row, None, &gpus);
-            }
-            // Schema 1's rows: no per-GPU list.
-            Piece::Row(Row::V1(row)) => {
-                let errors: Vec<String> = row["errors"]
-                    .as_array()
-                    .map(|e| e.iter().map(|m| m.as_str().unwrap_or("?").into()).collect())
-                    .unwrap_or_default();
-                let value = |key: &str| row[key].as_f64();
-                self.add(
-                    row["elapsed_seconds"].as_f64().unwrap_or(0.0),
-                    [
-                        value("cpu_percent"),
-                        None,
-                        value("rss_bytes"),
-                        value("processes"),
-                        value("threads"),
-                        value("open_fds"),
-                        value("progress_bytes"),
-                        value("progress_files"),
-                    ],
-                    &errors,
-                    &[],
-                );
-            }
+            Piece::Row(row) => self.add_row(row),
         }
     }
 
-    fn add_v2(
-        &mut self,
-        row: &crate::soak::artifact::v2::SampleRow<'_>,
-        pss: Option<u64>,
-        gpus: &[GpuValues],
-    ) {
+    /// A row's values: what its schema lacks (PSS, each GPU's health, a schema-1 row's CPU
+    /// share and GPUs) is unknown.
+    fn add_row(&mut self, row: &SampleRow<'_>) {
+        let gpus: Vec<GpuValues> = row
+            .gpus
+            .iter()
+            .flatten()
+            .map(|g| {
+                GpuValues::of(
+                    g.uuid,
+                    g.utilization_percent,
+                    [g.memory_used_mib, g.tree_memory_mib],
+                    [g.temperature_c.map(f64::from), g.power_w],
+                )
+            })
+            .collect();
         self.add(
             row.elapsed_seconds,
             [
                 row.cpu_percent,
-                pss.map(|b| b as f64),
+                row.tree_pss_bytes.map(|b| b as f64),
                 Some(row.rss_bytes as f64),
                 Some(row.processes as f64),
                 Some(row.threads as f64),
@@ -180,7 +137,7 @@ impl Charts {
                 Some(row.progress_files as f64),
             ],
             row.errors,
-            gpus,
+            &gpus,
         );
     }
 

@@ -74,8 +74,8 @@ impl Recording {
                     runtime_json: mask(&ctx.runtime_json),
                     ticks_per_second: process::ticks_per_second(),
                 }),
-                supervision: spec.supervision.clone(),
-                limits: spec.limits.clone(),
+                supervision: Some(spec.supervision.clone()),
+                limits: Some(spec.limits.clone()),
             },
         )?;
         Ok(recording)

@@ -82,7 +82,7 @@ pub(super) fn sample_until_done(
     let mut gpus_unread = true;
     let mut samples = GroupCommit::new(ctx.log, &ctx.console, soak.subject(), interval);
     // The tree's CPU % between samples, for the status line.
-    let mut cpu = artifact::v2::CpuClock::new(process::ticks_per_second());
+    let mut cpu = artifact::CpuClock::new(process::ticks_per_second());
     let failure = loop {
         let due = t0 + interval.mul_f64(tick as f64);
         while Instant::now() < due

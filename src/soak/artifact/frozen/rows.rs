@@ -1,19 +1,13 @@
-//! `unilab.soak.artifact/2`: the artifact of a soak recorded in schema 2's events.
-//!
-//! Against `/1`: each sample carries a per-GPU list (`uuid`, `index`, utilisation, memory, and
-//! this tree's memory on it), with the tree's GPU memory apart from the host's and `null` where a
-//! value is unknown; CPU time includes the tree's reaped processes and never decreases, with CPU %
-//! per interval; the sample taken after the command exited says so; `duration_seconds` is the
-//! command's own run time and `teardown_seconds` the shutdown after it; ticks are read with the
-//! sampling host's tick rate, recorded with the soak; `parameters.require_progress`.
+//! The rows of `samples` of `/2` and `/3`, frozen: each row the tree's totals at one instant,
+//! a list of GPUs without their health; the CPU clock as it was; the peaks and totals of
+//! `summary`. Nothing here may change.
 
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::{Form, Frame, SoakRecords, frame, parameters, seconds};
-use crate::event::soak::{ProgressSignature, Sample, SoakEnd, SoakStart};
-
-const SCHEMA: &str = "unilab.soak.artifact/2";
+use super::seconds;
+use crate::event::soak::{ProcessSample, ProgressSignature, Sample, SoakStart};
+use crate::soak::artifact::Measured;
 
 /// The sum of the known values; `None` when none is known.
 fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
@@ -23,7 +17,7 @@ fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
 /// CPU seconds of the whole tree, living and reaped, never decreasing: a process whose parent
 /// lets the kernel reap it (SIGCHLD ignored) takes its time with it, and the series then holds
 /// its last value rather than dropping.
-pub(crate) struct CpuClock {
+pub(super) struct CpuClock {
     ticks_per_second: f64,
     total_ticks: u64,
     last: Option<(f64, f64)>,
@@ -31,7 +25,7 @@ pub(crate) struct CpuClock {
 
 impl CpuClock {
     /// A clock of ticks counted at `ticks_per_second`.
-    pub(crate) fn new(ticks_per_second: u64) -> Self {
+    pub(super) fn new(ticks_per_second: u64) -> Self {
         Self {
             ticks_per_second: (ticks_per_second as f64).max(1.0),
             total_ticks: 0,
@@ -40,7 +34,7 @@ impl CpuClock {
     }
 
     /// This sample's cumulative CPU seconds and the CPU % since the previous sample.
-    pub(crate) fn advance(&mut self, sample: &Sample) -> (f64, Option<f64>) {
+    pub(super) fn advance(&mut self, sample: &Sample) -> (f64, Option<f64>) {
         let tree: u64 = sample.reaped_cpu_ticks
             + sample
                 .processes
@@ -63,7 +57,7 @@ impl CpuClock {
 
 /// One GPU of a sample row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GpuRow<'a> {
+pub(in crate::soak::artifact) struct GpuRow<'a> {
     pub index: u32,
     pub memory_total_mib: Option<u64>,
     pub memory_used_mib: Option<u64>,
@@ -75,7 +69,7 @@ pub struct GpuRow<'a> {
 /// One row of `samples`: the tree's totals at one instant. Fields in the canonical (sorted) key
 /// order, so that serialising the row gives the bytes serialising it as a JSON object would.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SampleRow<'a> {
+pub(in crate::soak::artifact) struct SampleRow<'a> {
     pub after_exit: bool,
     pub cpu_percent: Option<f64>,
     pub cpu_seconds: f64,
@@ -112,7 +106,7 @@ pub(super) struct Rows {
     sampler_errors: u64,
     cost_total: u64,
     cost_max: u64,
-    last_progress: ProgressSignature,
+    pub(super) last_progress: ProgressSignature,
 }
 
 impl Rows {
@@ -136,9 +130,7 @@ impl Rows {
     }
 
     pub(super) fn row<'s>(&mut self, sample: &'s Sample) -> SampleRow<'s> {
-        let sum = |f: fn(&crate::event::soak::ProcessSample) -> u64| -> u64 {
-            sample.processes.iter().map(f).sum()
-        };
+        let sum = |f: fn(&ProcessSample) -> u64| -> u64 { sample.processes.iter().map(f).sum() };
         let (cpu_seconds, cpu_percent) = self.cpu.advance(sample);
         let gpus = sample.gpus.as_ref();
         let row = SampleRow {
@@ -197,7 +189,7 @@ impl Rows {
         row
     }
 
-    fn summary(&self) -> Value {
+    pub(super) fn summary(&self) -> Value {
         let (cpu, read, write) = self.last.unwrap_or((0.0, 0, 0));
         json!({
             "samples": self.samples,
@@ -226,83 +218,20 @@ fn max_known<T>(a: Option<T>, b: Option<T>, max: fn(T, T) -> T) -> Option<T> {
     }
 }
 
-/// The artifact as a JSON object, without `digest` and without `samples`, once `rows` has seen
-/// every sample.
-pub(super) fn head(
-    records: &SoakRecords,
-    start: &SoakStart,
-    end: Option<&SoakEnd>,
-    rows: &Rows,
-) -> Map<String, Value> {
-    let mut params = parameters(
-        &start.parameters,
-        &start.progress_dir,
-        &start.output,
-        &start.environment,
-    );
-    params.insert("require_progress".into(), start.require_progress.into());
-    let mut object = frame(
-        records,
-        &Frame {
-            schema: SCHEMA,
-            soak_id: &start.soak_id,
-            command: &start.command,
-            cwd: &start.cwd,
-            metadata: &start.metadata,
-            runtime_json: &start.runtime_json,
-            supervisor: start.supervisor,
-            outcome: end.map(|e| &e.outcome),
-            exit: end.and_then(|e| e.exit),
-            leaked: end
-                .map(|e| e.leaked_processes.as_slice())
-                .unwrap_or_default(),
-            tails: end.map(|e| (e.stdout_tail.as_slice(), e.stderr_tail.as_slice())),
-        },
-    );
-    object.insert("parameters".into(), Value::Object(params));
-    object.insert(
-        "duration_seconds".into(),
-        json!(end.map(|e| seconds(e.run_ms))),
-    );
-    object.insert(
-        "teardown_seconds".into(),
-        json!(end.map(|e| seconds(e.teardown_ms))),
-    );
-    object.insert(
-        "progress".into(),
-        json!({
-            "first_seen_seconds": end.and_then(|e| e.first_progress_ms).map(seconds),
-            "last_change_seconds": end.and_then(|e| e.last_progress_ms).map(seconds),
-            "files": rows.last_progress.files,
-            "bytes": rows.last_progress.bytes,
-        }),
-    );
-    object.insert("summary".into(), rows.summary());
-    object
-}
-
-/// The rows of `samples` as JSON values, and what `head` needs of them.
-pub(super) fn rows(start: &SoakStart, samples: &[Sample]) -> (Rows, Vec<Value>) {
+/// The rows of `samples` as JSON values, and what a head needs of them.
+pub(super) fn all(start: &SoakStart, samples: &[Measured]) -> (Rows, Vec<Value>) {
     let mut rows = Rows::new(start);
     let values = samples
         .iter()
-        .map(|s| serde_json::to_value(rows.row(s)).unwrap_or(Value::Null))
+        .map(|(s, _)| serde_json::to_value(rows.row(s)).unwrap_or(Value::Null))
         .collect();
     (rows, values)
-}
-
-/// The artifact as a JSON object, without `digest`.
-pub(super) fn body(records: &SoakRecords, soak: &Form<SoakStart, Sample, SoakEnd>) -> Value {
-    let (rows, samples) = rows(&soak.start, &soak.samples);
-    let mut object = head(records, &soak.start, soak.end.as_deref(), &rows);
-    object.insert("samples".into(), Value::Array(samples));
-    Value::Object(object)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::soak::{GpuSample, ProcessSample, ProgressSignature};
+    use crate::event::soak::GpuSample;
 
     fn sample(elapsed_ms: u64, live_ticks: &[u64], reaped_cpu_ticks: u64) -> Sample {
         Sample {

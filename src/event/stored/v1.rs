@@ -1,12 +1,14 @@
 //! Version 1 of the soak payloads (schema 1), frozen: soaks recorded by unilab before schema 2
-//! are stored in these forms, and their artifacts are rendered from them exactly as then
-//! (`unilab.soak.artifact/1`). Nothing here may change.
+//! are stored in these forms, and read as the current ones (`event::upcast`), which keep every
+//! value they hold. Nothing here may change.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ExitInfo, GpuSample, LeakedProcess, Outcome, ProgressSignature, SoakParameters};
+use crate::event::soak::{
+    ExitInfo, GpuSample, LeakedProcess, Outcome, ProgressSignature, SoakParameters,
+};
 use crate::process::ProcessIdentity;
 
 /// Everything fixed when a soak starts.

@@ -1,4 +1,5 @@
-//! `unilab.soak.artifact/3`: the artifact of a soak recorded in schema 5's events.
+//! `unilab.soak.artifact/3`, frozen: the artifact of a soak recorded in schema 5's forms, byte
+//! for byte as unilab rendered it then (`migrations/fixtures/v5` on hold one).
 //!
 //! Against `/2`: `host`, the hostname the log is scoped to; `evidence`, what the tree was doing
 //! when the supervisor was about to signal it (`null` when it never was); `gpu_release`, whether
@@ -9,11 +10,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::v2::{self, Rows};
-use super::{Finished, Form, SoakRecords, Started, seconds};
-use crate::event::soak::{
-    Evidence, ExitInfo, Findings, GpuRelease, ProcessEvidence, Sample, Supervision,
-};
+use super::rows::Rows;
+use super::{Frame, frame, parameters, seconds};
+use crate::event::soak::{Evidence, ExitInfo, Findings, GpuRelease, ProcessEvidence, Supervision};
+use crate::soak::artifact::SoakRecords;
 use crate::time::unix_seconds;
 
 const SCHEMA: &str = "unilab.soak.artifact/3";
@@ -143,14 +143,57 @@ fn supervision(params: &mut Map<String, Value>, supervision: &Supervision) {
 
 /// The artifact as a JSON object, without `digest` and without `samples`, once `rows` has seen
 /// every sample.
-pub(super) fn head(
-    records: &SoakRecords,
-    started: &Started,
-    end: Option<&Finished>,
-    rows: &Rows,
-) -> Map<String, Value> {
-    let mut object = v2::head(records, &started.start, end.map(|e| &e.end), rows);
-    object.insert("schema".into(), SCHEMA.into());
+pub(super) fn head(records: &SoakRecords, rows: &Rows) -> Map<String, Value> {
+    let soak = &records.soak;
+    let start = &soak.start;
+    let verdict = soak.end.as_deref();
+    let end = verdict.map(|v| &v.end);
+    let findings_of = verdict.map(|v| v.findings.clone().unwrap_or_default());
+    let mut params = parameters(
+        &start.parameters,
+        &start.progress_dir,
+        &start.output,
+        &start.environment,
+    );
+    params.insert("require_progress".into(), start.require_progress.into());
+    supervision(&mut params, &soak.supervision.clone().unwrap_or_default());
+    let mut object = frame(
+        records,
+        &Frame {
+            schema: SCHEMA,
+            soak_id: &start.soak_id,
+            command: &start.command,
+            cwd: &start.cwd,
+            metadata: &start.metadata,
+            runtime_json: &start.runtime_json,
+            supervisor: start.supervisor,
+            outcome: end.map(|e| &e.outcome),
+            exit: end.and_then(|e| e.exit),
+            leaked: end
+                .map(|e| e.leaked_processes.as_slice())
+                .unwrap_or_default(),
+            tails: end.map(|e| (e.stdout_tail.as_slice(), e.stderr_tail.as_slice())),
+        },
+    );
+    object.insert("parameters".into(), Value::Object(params));
+    object.insert(
+        "duration_seconds".into(),
+        json!(end.map(|e| seconds(e.run_ms))),
+    );
+    object.insert(
+        "teardown_seconds".into(),
+        json!(end.map(|e| seconds(e.teardown_ms))),
+    );
+    object.insert(
+        "progress".into(),
+        json!({
+            "first_seen_seconds": end.and_then(|e| e.first_progress_ms).map(seconds),
+            "last_change_seconds": end.and_then(|e| e.last_progress_ms).map(seconds),
+            "files": rows.last_progress.files,
+            "bytes": rows.last_progress.bytes,
+        }),
+    );
+    object.insert("summary".into(), rows.summary());
     object.insert("host".into(), records.host.clone().into());
     object.insert(
         "evidence".into(),
@@ -159,23 +202,23 @@ pub(super) fn head(
     object.insert(
         "gpu_release".into(),
         json!(
-            end.and_then(|e| e.findings.gpu_release.as_ref())
+            findings_of
+                .as_ref()
+                .and_then(|f| f.gpu_release.as_ref())
                 .map(gpu_release)
         ),
     );
     if let Some(Value::Object(outcome)) = object.get_mut("outcome") {
-        findings(outcome, end.map(|e| &e.findings));
-    }
-    if let Some(Value::Object(params)) = object.get_mut("parameters") {
-        supervision(params, &started.supervision);
+        findings(outcome, findings_of.as_ref());
     }
     object
 }
 
 /// The artifact as a JSON object, without `digest`.
-pub(super) fn body(records: &SoakRecords, soak: &Form<Started, Sample, Finished>) -> Value {
-    let (rows, samples) = v2::rows(&soak.start.start, &soak.samples);
-    let mut object = head(records, &soak.start, soak.end.as_deref(), &rows);
+pub(super) fn body(records: &SoakRecords) -> Value {
+    let soak = &records.soak;
+    let (rows, samples) = super::rows::all(&soak.start, &soak.samples);
+    let mut object = head(records, &rows);
     object.insert("samples".into(), Value::Array(samples));
     Value::Object(object)
 }

@@ -1,4 +1,9 @@
-//! `unilab history`: the event log as a timeline, for forensics.
+//! `unilab history`: the event log as a timeline, for forensics: a line a record ([`timeline`])
+//! or, with `--json`, an object a record with the fields of the form it is stored in.
+
+#[cfg(test)]
+mod schema_step;
+mod timeline;
 
 use std::thread::sleep;
 use std::time::Duration;
@@ -179,7 +184,7 @@ pub(crate) fn record_line(record: &Record) -> String {
         human_time(envelope.recorded_at_us),
         envelope.subject.to_string(),
         envelope.event.kind(),
-        super::timeline::summary(&envelope.event)
+        timeline::summary(&envelope.event)
     )
 }
 
@@ -198,7 +203,7 @@ pub(crate) fn record_json(record: &Record) -> serde_json::Value {
     object.insert("host".into(), envelope.scope.host.clone().into());
     object.insert("prev_hash".into(), to_hex(&record.prev_hash).into());
     object.insert("hash".into(), to_hex(&record.hash).into());
-    for (key, value) in super::timeline::fields_json(&envelope.event) {
+    for (key, value) in crate::event::fields_json(&envelope.event, envelope.schema) {
         object.entry(key).or_insert(value);
     }
     serde_json::Value::Object(object)

@@ -1,0 +1,209 @@
+//! **The frozen on-disk schema**: every form an event was ever stored in. Every record is the
+//! codec's encoding of a [`StoredEnvelope`]; bincode encodes structs by field *order* and enums
+//! by variant *index*, so:
+//! - a new form (a new kind, or a kind whose payload changes) is a new variant at the end of
+//!   [`StoredEvent`] (older records keep decoding); the form it supersedes keeps its variant,
+//!   renamed after the last schema that wrote it (`…V6`), and nothing else about it changes;
+//! - a new payload type is added beside the others, never by changing one in place (a payload
+//!   that changes is copied here first, frozen, for the forms that hold it: see [`v1`]);
+//! - renaming, reordering, adding or removing a field of a stored type, or reordering variants,
+//!   changes what old records mean.
+//!
+//! A schema step also bumps `log::migrate::SCHEMA_VERSION`, adds a step to `log::migrate::STEPS`
+//! and freezes a fixture log of the old version in `migrations/fixtures/` (see
+//! `migrations/README.md`). Nothing above the log sees these forms: the log upcasts each record
+//! as it reads it (`event::upcast`), and turns each event it appends into its newest form.
+//!
+//! Field *names* are not stored, but they are an old record's fields in `history --json`.
+
+pub mod v1;
+
+use serde::{Deserialize, Serialize};
+
+use super::daemon::{DaemonLimits, StaleReason, StartedDaemon, StopMethod};
+use super::soak::{self, Sample, SoakEnd, SoakStart};
+use super::topology::{GpuIdentity, TopologyMode};
+use super::{LeaseEnd, Scope, Subject};
+use crate::process::ProcessIdentity;
+
+/// Every form of every event, in the order they were added to the schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum StoredEvent {
+    /// A selector was resolved against the visible GPUs.
+    TopologyResolved {
+        selector: String,
+        topology_mode: TopologyMode,
+        gpus: Vec<GpuIdentity>,
+        cuda_visible_devices: Option<String>,
+    },
+    /// `daemon_started` in schema 1–3's form.
+    DaemonStartedV3 {
+        record: StartedDaemon,
+        foreground: bool,
+    },
+    DaemonVerifiedLive {
+        process: ProcessIdentity,
+    },
+    DaemonStartFailed {
+        reason: String,
+        process: Option<ProcessIdentity>,
+    },
+    DaemonStaleCleaned {
+        process: ProcessIdentity,
+        reason: StaleReason,
+    },
+    DaemonStopped {
+        process: ProcessIdentity,
+        method: StopMethod,
+    },
+    /// `soak_started` in schema 1's form.
+    SoakStartedV1(Box<v1::SoakStart>),
+    /// `soak_sampled` in schema 1's form.
+    SoakSampledV1(Box<v1::Sample>),
+    /// `soak_finished` in schema 1's form.
+    SoakFinishedV1(Box<v1::SoakEnd>),
+    SoakAbandoned {
+        supervisor: ProcessIdentity,
+        reason: String,
+    },
+    ArtifactWritten {
+        path: String,
+        digest: String,
+        bytes: u64,
+    },
+    /// `soak_started` in schema 2–4's form.
+    SoakStartedV4(Box<SoakStart>),
+    /// `soak_sampled` in schema 2–5's form.
+    SoakSampledV5(Box<Sample>),
+    /// `soak_finished` in schema 2–4's form.
+    SoakFinishedV4(Box<SoakEnd>),
+    /// `daemon_starting` in schema 2–3's form, without the job.
+    DaemonStartingV3 {
+        gpu: String,
+        pipe_directory: String,
+        log_directory: String,
+        starter: ProcessIdentity,
+    },
+    /// Schema 3.
+    LeaseAcquired {
+        holder: ProcessIdentity,
+        job: Option<String>,
+        started: bool,
+    },
+    /// Schema 3.
+    LeaseReleased {
+        holder: ProcessIdentity,
+        reason: LeaseEnd,
+    },
+    /// `daemon_started` in schema 4–6's form, with the job.
+    DaemonStartedV6 {
+        record: StartedDaemon,
+        foreground: bool,
+        job: Option<String>,
+    },
+    /// `daemon_starting` since schema 4, with the job.
+    DaemonStarting {
+        gpu: String,
+        pipe_directory: String,
+        log_directory: String,
+        starter: ProcessIdentity,
+        job: Option<String>,
+    },
+    /// Schema 5.
+    SoakEvidenceCaptured(Box<soak::Evidence>),
+    /// `soak_started` in schema 5's form, with the supervision.
+    SoakStartedV5 {
+        start: Box<SoakStart>,
+        supervision: soak::Supervision,
+    },
+    /// `soak_finished` in schema 5's form, with the findings.
+    SoakFinishedV5 {
+        end: Box<SoakEnd>,
+        findings: Box<soak::Findings>,
+    },
+    /// `soak_started` since schema 6, with the limits.
+    SoakStarted {
+        start: Box<SoakStart>,
+        supervision: soak::Supervision,
+        limits: soak::Limits,
+    },
+    /// `soak_sampled` since schema 6, with the measures.
+    SoakSampled {
+        sample: Box<Sample>,
+        measures: Box<soak::Measures>,
+    },
+    /// `soak_finished` since schema 6, with the limit that failed it.
+    SoakFinished {
+        end: Box<SoakEnd>,
+        findings: Box<soak::Findings>,
+        limit: Option<soak::ResourceLimit>,
+    },
+    /// `daemon_started` since schema 7, with the limits.
+    DaemonStarted {
+        record: StartedDaemon,
+        foreground: bool,
+        job: Option<String>,
+        limits: DaemonLimits,
+    },
+    /// `soak_sampled` since schema 8 as the log stores it: its processes packed against the
+    /// soak's previous sample (the log unpacks it into [`StoredEvent::SoakSampled`] as it reads).
+    SoakSampledCompact(Box<soak::CompactSample>),
+    /// Schema 8.
+    SoakArchived(Box<soak::Archived>),
+    /// A made-up schema step (test builds only): see `commands::history::schema_step`: `soak_finished` with a note, as a ninth schema would add it.
+    #[cfg(test)]
+    SoakFinishedWithNote {
+        end: Box<SoakEnd>,
+        findings: Box<soak::Findings>,
+        limit: Option<soak::ResourceLimit>,
+        note: Option<String>,
+    },
+}
+
+impl StoredEvent {
+    /// Its kind's name (see [`super::EVENT_KINDS`]).
+    pub fn kind(&self) -> &'static str {
+        use StoredEvent as S;
+        let index = match self {
+            S::TopologyResolved { .. } => 0,
+            S::DaemonStartedV3 { .. } | S::DaemonStartedV6 { .. } | S::DaemonStarted { .. } => 1,
+            S::DaemonVerifiedLive { .. } => 2,
+            S::DaemonStartFailed { .. } => 3,
+            S::DaemonStaleCleaned { .. } => 4,
+            S::DaemonStopped { .. } => 5,
+            S::SoakStartedV1(_)
+            | S::SoakStartedV4(_)
+            | S::SoakStartedV5 { .. }
+            | S::SoakStarted { .. } => 6,
+            S::SoakSampledV1(_)
+            | S::SoakSampledV5(_)
+            | S::SoakSampled { .. }
+            | S::SoakSampledCompact(_) => 7,
+            S::SoakFinishedV1(_)
+            | S::SoakFinishedV4(_)
+            | S::SoakFinishedV5 { .. }
+            | S::SoakFinished { .. } => 8,
+            S::SoakAbandoned { .. } => 9,
+            S::ArtifactWritten { .. } => 10,
+            S::DaemonStartingV3 { .. } | S::DaemonStarting { .. } => 11,
+            S::LeaseAcquired { .. } => 12,
+            S::LeaseReleased { .. } => 13,
+            S::SoakEvidenceCaptured(_) => 14,
+            S::SoakArchived(_) => 15,
+            #[cfg(test)]
+            S::SoakFinishedWithNote { .. } => 8,
+        };
+        super::EVENT_KINDS[index]
+    }
+}
+
+/// The hashed part of a stored record: what the codec encodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredEnvelope {
+    pub seq: u64,
+    /// Wall-clock time of the append, Unix microseconds.
+    pub recorded_at_us: i64,
+    pub scope: Scope,
+    pub subject: Subject,
+    pub event: StoredEvent,
+}

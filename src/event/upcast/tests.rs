@@ -1,0 +1,286 @@
+//! The upcasts and their way back, form by form.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::event::soak::{
+    ExitInfo, Findings, GpuSample, Limits, Measures, Outcome, OutcomeStatus, ProgressSignature,
+    ResourceLimit, SoakParameters, Supervision,
+};
+use crate::event::{DaemonLimits, StartedDaemon, TopologyMode};
+use crate::process::ProcessIdentity;
+
+const SUPERVISOR: ProcessIdentity = ProcessIdentity {
+    pid: 99,
+    start_ticks: 5,
+};
+
+fn start_v1() -> v1::SoakStart {
+    v1::SoakStart {
+        soak_id: "20261202T124210-3f9a".into(),
+        command: vec!["python3".into(), "train.py".into()],
+        cwd: "/work".into(),
+        progress_dir: "/work/progress".into(),
+        output: "/work/soak.json".into(),
+        parameters: SoakParameters {
+            sample_interval_ms: 1000,
+            startup_timeout_ms: 10_000,
+            stale_progress_ms: 5000,
+            shutdown_grace_ms: 1000,
+            min_duration_ms: 0,
+        },
+        metadata: BTreeMap::from([("node".into(), "n7".into())]),
+        environment: BTreeMap::new(),
+        supervisor: SUPERVISOR,
+        runtime_json: "{}".into(),
+    }
+}
+
+fn sample_v1() -> v1::Sample {
+    v1::Sample {
+        index: 3,
+        elapsed_ms: 3000,
+        processes: vec![v1::ProcessSample {
+            pid: 10,
+            ppid: 1,
+            start_ticks: 7,
+            name: "python3".into(),
+            state: 'R',
+            rss_bytes: 1 << 20,
+            cpu_ticks: 250,
+            threads: 4,
+            open_fds: Some(9),
+            read_bytes: None,
+            write_bytes: Some(5),
+        }],
+        gpus: vec![GpuSample {
+            index: 0,
+            uuid: "GPU-1".into(),
+            memory_used_mib: Some(10),
+            memory_total_mib: None,
+            utilization_percent: Some(50),
+            processes: Vec::new(),
+        }],
+        progress: ProgressSignature {
+            files: 2,
+            bytes: 20,
+            newest_mtime_ns: Some(1),
+        },
+        sampler_cost_us: 40,
+        errors: vec!["nvidia-smi did not answer".into()],
+    }
+}
+
+fn end_v1() -> v1::SoakEnd {
+    v1::SoakEnd {
+        outcome: Outcome {
+            status: OutcomeStatus::Failed,
+            failure_kind: None,
+            reason: "because".into(),
+        },
+        exit: Some(ExitInfo {
+            code: Some(1),
+            signal: None,
+        }),
+        duration_ms: 4200,
+        first_progress_ms: Some(1000),
+        last_progress_ms: None,
+        leaked_processes: Vec::new(),
+        stdout_tail: b"out".to_vec(),
+        stderr_tail: Vec::new(),
+    }
+}
+
+fn daemon() -> StartedDaemon {
+    StartedDaemon {
+        name: "job7-gpu-aaaa".into(),
+        uid: 1000,
+        host: "node".into(),
+        topology_mode: TopologyMode::SingleGpu,
+        gpu_uuids: vec!["GPU-aaaa".into()],
+        pipe_directory: "/tmp/p".into(),
+        log_directory: "/tmp/l".into(),
+        pid: 10,
+        process_start_ticks: 7,
+        created_at: 1.5,
+    }
+}
+
+/// One of each form of the kinds whose payload changed, in schema order.
+fn changed_forms() -> Vec<StoredEvent> {
+    let start = || Box::new(start_of_v1(start_v1()));
+    let sample = || Box::new(sample_of_v1(sample_v1()));
+    let end = || Box::new(end_of_v1(end_v1()));
+    let supervision = Supervision {
+        fail_fast: true,
+        py_spy: Some("/usr/bin/py-spy".into()),
+        dump_signal: Some(10),
+        dump_wait_ms: 2000,
+        evidence_unavailable: vec!["no kernel stacks".into()],
+    };
+    let findings = || Box::new(Findings::default());
+    let starting = |job| StoredEvent::DaemonStarting {
+        gpu: "GPU-aaaa".into(),
+        pipe_directory: "/tmp/p".into(),
+        log_directory: "/tmp/l".into(),
+        starter: SUPERVISOR,
+        job,
+    };
+    vec![
+        StoredEvent::DaemonStartedV3 {
+            record: daemon(),
+            foreground: true,
+        },
+        StoredEvent::SoakStartedV1(Box::new(start_v1())),
+        StoredEvent::SoakSampledV1(Box::new(sample_v1())),
+        StoredEvent::SoakFinishedV1(Box::new(end_v1())),
+        StoredEvent::SoakStartedV4(start()),
+        StoredEvent::SoakSampledV5(sample()),
+        StoredEvent::SoakFinishedV4(end()),
+        StoredEvent::DaemonStartingV3 {
+            gpu: "GPU-aaaa".into(),
+            pipe_directory: "/tmp/p".into(),
+            log_directory: "/tmp/l".into(),
+            starter: SUPERVISOR,
+        },
+        StoredEvent::DaemonStartedV6 {
+            record: daemon(),
+            foreground: false,
+            job: None,
+        },
+        starting(Some("7".into())),
+        StoredEvent::SoakStartedV5 {
+            start: start(),
+            supervision: supervision.clone(),
+        },
+        StoredEvent::SoakFinishedV5 {
+            end: end(),
+            findings: findings(),
+        },
+        StoredEvent::SoakStarted {
+            start: start(),
+            supervision,
+            limits: Limits {
+                max_memory_bytes: Some(1 << 30),
+                ..Limits::default()
+            },
+        },
+        StoredEvent::SoakSampled {
+            sample: sample(),
+            measures: Box::new(Measures {
+                pss_bytes: vec![Some(4096)],
+                gpus: Vec::new(),
+            }),
+        },
+        StoredEvent::SoakFinished {
+            end: end(),
+            findings: findings(),
+            limit: Some(ResourceLimit::Memory),
+        },
+        StoredEvent::DaemonStarted {
+            record: daemon(),
+            foreground: false,
+            job: Some("7".into()),
+            limits: DaemonLimits {
+                active_thread_percentage: Some(25.0),
+                pinned_memory_limit: None,
+            },
+        },
+    ]
+}
+
+/// Every value an old form holds survives its upcast: the domain event goes back into the
+/// form it was read from exactly, which is what `history --json` shows of an old record and
+/// what the frozen artifacts are rendered from.
+#[test]
+fn every_form_goes_back_into_the_form_it_was_read_from() {
+    for stored in changed_forms() {
+        let schema = stored.schema();
+        let (event, upcast_schema) = stored.clone().upcast().expect("not a packed sample");
+        assert_eq!(upcast_schema, schema, "{stored:?}");
+        assert_eq!(event.kind(), stored.kind());
+        assert_eq!(event.into_stored(schema), stored);
+    }
+}
+
+/// Moved from the `soaks` view, which sees only domain events now: a soak recorded in
+/// schema 1's forms reads as the same start, sample and verdict as any other, what the
+/// forms lack `None` or the value schema 1 meant, the run time its `duration_ms`.
+#[test]
+fn soaks_recorded_in_schema_1s_forms_read_as_the_events_of_any_soak() {
+    let upcast = |stored: StoredEvent| stored.upcast().expect("not packed");
+    let (started, schema) = upcast(StoredEvent::SoakStartedV1(Box::new(start_v1())));
+    assert_eq!(schema, 1);
+    let Event::SoakStarted {
+        start,
+        supervision: None,
+        limits: None,
+    } = started
+    else {
+        panic!("{started:?}")
+    };
+    assert_eq!(start.soak_id, "20261202T124210-3f9a");
+    assert_eq!(start.supervisor, SUPERVISOR);
+    assert_eq!((start.require_progress, start.ticks_per_second), (false, 0));
+
+    let (sampled, _) = upcast(StoredEvent::SoakSampledV1(Box::new(sample_v1())));
+    let Event::SoakSampled {
+        sample,
+        measures: None,
+    } = sampled
+    else {
+        panic!("{sampled:?}")
+    };
+    assert_eq!((sample.index, sample.processes[0].cpu_ticks), (3, 250));
+    assert_eq!(
+        sample.gpus.as_ref().map(Vec::len),
+        Some(1),
+        "its GPUs known"
+    );
+
+    let (finished, _) = upcast(StoredEvent::SoakFinishedV1(Box::new(end_v1())));
+    let Event::SoakFinished {
+        end,
+        findings: None,
+        limit: None,
+        ..
+    } = finished
+    else {
+        panic!("{finished:?}")
+    };
+    assert_eq!((end.run_ms, end.teardown_ms), (4200, 0));
+    assert_eq!(end.outcome.reason, "because");
+}
+
+/// What a form did not record is `None`, never a value that says something: a daemon
+/// started before jobs were recorded has no job (`None`), one started outside a job has
+/// `Some(None)`.
+#[test]
+fn what_an_old_form_did_not_record_is_none() {
+    let job = |stored: StoredEvent| match stored.upcast() {
+        Some((Event::DaemonStarted { job, limits, .. }, _)) => (job, limits),
+        other => panic!("{other:?}"),
+    };
+    let forms = changed_forms();
+    assert_eq!(job(forms[0].clone()), (None, None), "schema 1–3");
+    assert_eq!(job(forms[8].clone()), (Some(None), None), "schema 4–6");
+    assert_eq!(job(forms[15].clone()).0, Some(Some("7".into())), "schema 7");
+}
+
+/// The writer's side stores a domain event in its kind's newest form, what it lacks as the
+/// kind's empty value.
+#[test]
+fn an_event_is_written_in_its_kinds_newest_form() {
+    for stored in changed_forms() {
+        let (event, _) = stored.upcast().expect("not packed");
+        let written = StoredEvent::from(event);
+        let newest = match written.kind() {
+            "daemon_started" => 7,
+            "daemon_starting" => 4,
+            // The made-up step of test builds (`commands::history::schema_step`).
+            "soak_finished" => 9,
+            _ => 6,
+        };
+        assert_eq!(written.schema(), newest, "{written:?}");
+    }
+}

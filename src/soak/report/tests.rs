@@ -1,0 +1,217 @@
+//! The page, drawn from rows and views made up to show what it must and must not do.
+
+use super::html::escape;
+use super::*;
+use crate::soak::artifact::rows::{GpuRow, SampleRow};
+use crate::soak::artifact::stream::Piece;
+
+#[test]
+fn text_from_the_record_is_escaped() {
+    assert_eq!(escape("<script>&\"'"), "&lt;script&gt;&amp;&quot;&#39;");
+    assert_eq!(escape("\u{1b}]0;x\u{7}"), "\\u{1b}]0;x\\u{7}");
+}
+
+/// A row of `index` with every figure zero, its GPUs `gpus`.
+fn row<'a>(index: u64, gpus: Option<Vec<GpuRow<'a>>>) -> SampleRow<'a> {
+    SampleRow {
+        after_exit: Some(false),
+        cpu_percent: None,
+        cpu_seconds: 0.0,
+        elapsed_seconds: 0.0,
+        errors: &[],
+        gpus,
+        host_gpu_memory_used_mib: None,
+        index,
+        open_fds: 0,
+        processes: 0,
+        progress_bytes: 0,
+        progress_files: 0,
+        read_bytes: 0,
+        rss_bytes: 0,
+        sampler_cost_us: 0,
+        threads: 0,
+        tree_gpu_memory_mib: None,
+        tree_pss_bytes: None,
+        write_bytes: 0,
+        gpu_utilization_percent: None,
+    }
+}
+
+fn extras() -> Extras<'static> {
+    Extras {
+        timeline: &[],
+        digest: "d",
+        chain_head: "h",
+    }
+}
+
+/// A soak's view (its artifact without samples) that ran `seconds`.
+fn view(seconds: f64) -> Value {
+    json!({
+        "soak_id": "20261205T120000-ab12",
+        "command": ["python3", "train.py"],
+        "started_at": 1_796_479_200.0,
+        "duration_seconds": seconds,
+        "outcome": {"status": "failed", "failure_kind": "stale_progress", "reason": "no progress"},
+        "progress": {"first_seen_seconds": seconds * 0.1, "last_change_seconds": seconds * 0.5},
+        "summary": {"samples": 0},
+        "parameters": {"sample_interval_seconds": 0.1},
+    })
+}
+
+/// The static charts of a page: each `<svg …>…</svg>`.
+fn svgs(html: &str) -> Vec<&str> {
+    html.match_indices("<svg class=\"chart\"")
+        .map(|(at, _)| &html[at..at + html[at..].find("</svg>").unwrap()])
+        .collect()
+}
+
+#[test]
+fn a_soak_whose_every_sample_erred_is_one_band_and_its_error_said_once() {
+    let mut charts = Charts::default();
+    let errors = ["`nvidia-smi` was not found".to_owned()];
+    for i in 0..300u32 {
+        let row = SampleRow {
+            elapsed_seconds: f64::from(i) * 0.1,
+            cpu_percent: Some(50.0),
+            rss_bytes: 1 << 20,
+            processes: 1,
+            threads: 1,
+            open_fds: 4,
+            progress_bytes: u64::from(i),
+            progress_files: u64::from(i),
+            errors: &errors,
+            ..row(u64::from(i), None)
+        };
+        charts.take(Piece::Row(&row));
+    }
+    let html = render(&view(30.0), charts, &extras());
+    let drawn = svgs(&html);
+    assert!(drawn.len() >= 4, "{} charts", drawn.len());
+    for svg in drawn {
+        assert_eq!(svg.matches("class=\"band\"").count(), 1, "{svg}");
+        // Progress first seen, its last change, the verdict: nothing a sample.
+        assert_eq!(svg.matches("class=\"marker\"").count(), 3, "{svg}");
+    }
+    assert_eq!(html.matches("`nvidia-smi` was not found").count(), 1);
+    assert!(html.contains("in 300 of 300 samples"));
+    assert!(html.contains("no GPU data"));
+    assert!(
+        !html.contains("GPU utilisation"),
+        "no GPU chart without GPU data"
+    );
+}
+
+/// `n` rows a `step` seconds apart, of two GPUs, the memory growing with a spike at `spike`.
+fn long_soak(n: u32, step: f64, spike: u32) -> Charts {
+    let mut charts = Charts::default();
+    for i in 0..n {
+        let gpus = ["GPU-1111aaaa-0000", "GPU-2222bbbb-0000"]
+            .map(|uuid| GpuRow {
+                ecc_uncorrected_volatile: None,
+                index: 0,
+                memory_total_mib: Some(143_771),
+                memory_used_mib: Some(40_000 + u64::from(i % 97)),
+                other_processes: None,
+                power_w: None,
+                retired_pages_pending: None,
+                sm_clock_mhz: None,
+                temperature_c: None,
+                throttle_reasons: None,
+                tree_memory_mib: Some(38_000 + u64::from(i % 89)),
+                utilization_percent: Some(90 + i % 11),
+                uuid,
+            })
+            .to_vec();
+        let row = SampleRow {
+            after_exit: Some(false),
+            cpu_percent: Some(f64::from(i % 400) * 0.37),
+            cpu_seconds: f64::from(i),
+            elapsed_seconds: f64::from(i) * step,
+            errors: &[],
+            gpus: Some(gpus),
+            host_gpu_memory_used_mib: None,
+            index: u64::from(i),
+            open_fds: 40 + u64::from(i % 7),
+            processes: 60,
+            progress_bytes: u64::from(i) * 1_000_003,
+            progress_files: u64::from(i / 100),
+            read_bytes: 0,
+            rss_bytes: 8_000_000_000 + u64::from(i) * 4096 + if i == spike { 1 << 33 } else { 0 },
+            sampler_cost_us: 300,
+            threads: 400 + u64::from(i % 13),
+            tree_gpu_memory_mib: None,
+            tree_pss_bytes: None,
+            write_bytes: 0,
+            gpu_utilization_percent: None,
+        };
+        charts.take(Piece::Row(&row));
+    }
+    charts
+}
+
+#[test]
+fn a_hundred_thousand_samples_make_a_page_under_two_megabytes_that_keeps_the_spike() {
+    let n = 100_000;
+    let html = render(
+        &view(f64::from(n) * 5.0),
+        long_soak(n, 5.0, 54_321),
+        &extras(),
+    );
+    assert!(html.len() < 2 << 20, "{} bytes", html.len());
+    // The spike (16 GiB over 8 GB) is in the zoomable data and in the static memory chart.
+    let spike = 8_000_000_000.0 + 54_321.0 * 4096.0 + f64::from(1u32 << 31) * 4.0;
+    assert!(
+        html.contains(&scale::compact(spike)),
+        "the spike is in the data"
+    );
+    let memory = svgs(&html)[1];
+    assert!(memory.contains("GiB"), "{memory}");
+}
+
+#[test]
+fn a_two_day_soak_reads_in_hours_with_the_clock_under_it() {
+    let html = render(&view(172_800.0), long_soak(2000, 86.4, 0), &extras());
+    let cpu = svgs(&html)[0];
+    for tick in [">12h<", ">1d<", ">1d12h<", ">2d<"] {
+        assert!(cpu.contains(tick), "{tick}");
+    }
+    assert!(!cpu.contains(">172800<") && !cpu.contains(">43200<"));
+    // 1_796_479_200 is 14:00 UTC; twelve hours later the clock reads 02:00.
+    assert!(cpu.contains(">14:00<") && cpu.contains(">02:00<"), "{cpu}");
+    // The legends are under the charts, not over the data.
+    assert!(!cpu.contains(">tree CPU</text>"), "{cpu}");
+    assert!(html.contains(
+        "<div class=\"legend\"><span><i style=\"border-color:#1f77b4\"></i>tree CPU</span>"
+    ));
+    assert!(html.contains("GPU memory used") && html.contains("GPU utilisation"));
+}
+
+#[test]
+fn leaked_processes_are_a_table_not_json() {
+    let mut leaked = view(10.0);
+    leaked["leaked_processes"] = json!([
+        {"pid": 4242, "start_ticks": 1, "name": "sleep", "cmdline": ["sleep", "600"]}
+    ]);
+    let html = render(&leaked, Charts::default(), &extras());
+    assert!(html.contains("<tr><td>4242</td><td>sleep</td><td><code>sleep 600</code></td></tr>"));
+    assert!(!html.contains("\"cmdline\""));
+}
+
+#[test]
+fn the_chart_library_is_the_vendored_release_unchanged() {
+    // VENDORED.md names the release; a change to these files is a new vendoring.
+    for (text, digest) in [
+        (
+            UPLOT_JS,
+            "ea2d16ff65797375a846049c0f0a17f68b47a2850b9c73f2816ecf040ec9f2ce",
+        ),
+        (
+            UPLOT_CSS,
+            "70ead7542eab83ef6ff4269c1f139e3c40f5f59f98302552320b9f79188abba1",
+        ),
+    ] {
+        assert_eq!(blake3::hash(text.as_bytes()).to_hex().as_str(), digest);
+    }
+    assert!(!UPLOT_JS.contains("</script") && !CHARTS_JS.contains("</script"));
+}
