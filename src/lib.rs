@@ -1,15 +1,22 @@
 //! unilab: user-owned CUDA MPS daemons and soak supervision on shared GPU hosts, with an
 //! event-sourced record of both.
 //!
-//! The binary is a thin shell over [`main`]. The layers, each depending only on those below it:
-//! - `binary` (the process's entry), `commands` (one module per verb group, on top of the `cli`
-//!   definitions), `output`, `error`;
-//! - the domain: `mps` (daemons), `soak` (supervision, sampling, artifacts), `snapshot`
-//!   (runtime provenance), `gpu` (nvidia-smi, visibility mask, selectors), `paths`;
-//! - `projection`s over the `log` (store, codec, chain, migrations) of `event`s;
+//! The binary is a thin shell over [`main`]. The layers, each depending only on those below it
+//! (`python3 ../shared/tools/module-cycles.py` prints the graph and fails on a circle):
+//! - the entry: `binary` (the process's entry), `commands` (one file a verb), `output`,
+//!   `error`, `usage` (what a misuse of the command line is told);
+//! - `cli`: the command line's definitions, which the soak takes as they are parsed
+//!   (`soak::request` checks `cli::SoakRunArgs` into the spec a soak runs from) and whose
+//!   completions read the record;
+//! - the domain: `mps` (daemons), `soak` (supervision, sampling, artifacts, the report),
+//!   `snapshot` (runtime provenance), `gpu` (nvidia-smi, visibility mask, selectors), `paths`;
+//! - `projection`s over the `log` (store, codec, chain, migrations, the upcast at read) of
+//!   `event`s;
 //! - leaves: `process` (identity, and how unilab signals what it did not spawn), `proc_read`
-//!   (bounded reads of what other processes map), `tool`
-//!   (external tools under one timeout), `time`, `env`, `redact`, `duration`, `diagnostic`.
+//!   (bounded reads of what other processes map), `tool` (external tools under one timeout),
+//!   `trace` (`-v`), `time`, `env`, `redact`, `duration`, `size` and `text` (how sizes,
+//!   durations and plurals read), `style` (colour), `diagnostic`, and `testing` (what the
+//!   crate's own tests share, such as a fake `/proc`).
 //!
 //! # Public face
 //! Every module is private. What code outside the crate may use is the one `pub use` list
@@ -105,7 +112,7 @@ pub mod testing {
     pub use crate::process::{ProcStat, all_processes, descendants, parse_stat};
     pub use crate::projection::{SoakState, SoakSummary};
     pub use crate::soak::archive::archive as archive_soaks;
-    pub use crate::soak::error::{Invalid, ProgressDirProblem, SoakError, Written};
+    pub use crate::soak::error::{Invalid, OutputFile, ProgressDirProblem, SoakError};
     pub use crate::soak::launch::PlaceholderError;
     pub use crate::soak::trend::{Confidence, Fit, Slope, Trend};
     pub use crate::style::ColorChoice;

@@ -47,6 +47,6 @@ pub use reader::LogReader;
 pub use snapshot::{Record, Snapshot, StoredRecord};
 pub use verify::VerifyReport;
 #[cfg(test)]
-pub(crate) use view::Fold;
+pub(crate) use view::FoldedView;
 pub(crate) use view::Views;
 pub use view::{Projection, Update, View};

@@ -12,7 +12,7 @@ use super::meta::recorded_head;
 use super::migrate::SCHEMA_VERSION;
 use super::snapshot::Snapshot;
 use super::tables;
-use super::view::{Fold, Views};
+use super::view::{FoldedView, Views};
 use crate::event::{Event, Scope};
 
 /// What `log verify` found in a log that verifies.
@@ -36,7 +36,7 @@ impl Snapshot {
         let meta = self.meta()?;
         let mut index = EntrySet::new();
         let mut key = String::new();
-        let mut folds: Vec<Fold> = views.iter().map(|v| Fold::new(*v)).collect();
+        let mut folds: Vec<FoldedView> = views.iter().map(|v| FoldedView::new(*v)).collect();
         let mut fault = None;
         let mut archived: Vec<Met> = Vec::new();
         // The stored subject index is read on a thread of its own while the chain is walked
@@ -126,7 +126,7 @@ impl Snapshot {
     fn compare_views(
         &self,
         views: Views,
-        folds: Vec<Fold>,
+        folds: Vec<FoldedView>,
     ) -> Result<Vec<(String, usize)>, LogError> {
         let path = self.path.as_path();
         let mut counts = Vec::new();

@@ -2,7 +2,7 @@
 //!
 //! The store names no view: it is handed a list of [`View`]s when a log is opened and, on every
 //! append, applies each to the new envelopes inside the same write transaction; `log verify`
-//! folds the whole log through the same views in memory ([`Fold`]) and compares. A view is a
+//! folds the whole log through the same views in memory ([`FoldedView`]) and compares. A view is a
 //! pure fold over the events of one kind of subject, so a projection is written once, as a typed
 //! [`Projection`], and the store sees it through the byte-level [`View`] every projection gets.
 
@@ -80,12 +80,12 @@ impl<P: Projection> View for P {
 pub(crate) type Views = &'static [&'static dyn View];
 
 /// A view folded in memory: what its table must hold after the events folded so far.
-pub(crate) struct Fold<'v> {
+pub(crate) struct FoldedView<'v> {
     view: &'v dyn View,
     rows: BTreeMap<String, Vec<u8>>,
 }
 
-impl<'v> Fold<'v> {
+impl<'v> FoldedView<'v> {
     pub(crate) fn new(view: &'v dyn View) -> Self {
         Self {
             view,

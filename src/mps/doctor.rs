@@ -44,7 +44,7 @@ pub(crate) struct Report {
 }
 
 /// The daemon a start would launch, as far as doctor could plan it.
-struct Target {
+struct PlannedDaemon {
     name: String,
     gpu: String,
     pipe_directory: PathBuf,
@@ -153,13 +153,13 @@ pub(crate) fn doctor(
 }
 
 /// The daemon a start would launch for a plan that can start one.
-fn target(mps: &Mps, report: &PlanReport) -> Option<Target> {
+fn target(mps: &Mps, report: &PlanReport) -> Option<PlannedDaemon> {
     let gpu = match (report.can_start, report.gpus.as_slice()) {
         (true, [gpu]) => gpu.uuid.clone(),
         _ => return None,
     };
     let name = names::default_name(&gpu, mps.env.job.as_deref());
-    Some(Target {
+    Some(PlannedDaemon {
         pipe_directory: spec::pipe_directory_for(mps, None, &name),
         log_directory: spec::log_directory_for(mps, None, &name),
         name,
@@ -324,7 +324,7 @@ fn selector_check(report: &PlanReport) -> Check {
 }
 
 /// Whether a daemon of this user already serves the planned name or GPU.
-fn daemon_check(plan: &Target, ours: &[&status::ManagedDaemon]) -> Check {
+fn daemon_check(plan: &PlannedDaemon, ours: &[&status::ManagedDaemon]) -> Check {
     if let Some(m) = ours.iter().find(|m| m.state == "wedged") {
         return check(
             "daemon",

@@ -31,7 +31,7 @@ pub(crate) enum Source {
 
 /// What the framework said.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub(crate) struct View {
+pub(crate) struct FrameworkView {
     #[serde(default)]
     module: String,
     #[serde(default)]
@@ -53,7 +53,7 @@ struct Device {
 }
 
 /// The view from `source`, or why there is none.
-pub(crate) fn read(source: &Source) -> Result<View, String> {
+pub(crate) fn read(source: &Source) -> Result<FrameworkView, String> {
     let text = match source {
         Source::File(path) => std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?,
@@ -86,7 +86,7 @@ fn bare(uuid: &str) -> String {
 
 /// The check: the framework sees `visible` (unilab's GPUs under the mask, in CUDA's numbering),
 /// each device the GPU of the same ordinal.
-pub(crate) fn check(view: Result<View, String>, visible: &[GpuIdentity]) -> Check {
+pub(crate) fn check(view: Result<FrameworkView, String>, visible: &[GpuIdentity]) -> Check {
     const NAME: &str = "framework";
     let hint = |text: &str| Some(text.to_owned());
     let view = match view {
@@ -183,8 +183,8 @@ mod tests {
             .collect()
     }
 
-    fn view(uuids: &[&str]) -> View {
-        View {
+    fn view(uuids: &[&str]) -> FrameworkView {
+        FrameworkView {
             module: "torch".into(),
             version: "2.5".into(),
             cuda_available: true,
@@ -224,14 +224,14 @@ mod tests {
             check(Ok(view(&["aaaa-1"])), &visible).status,
             CheckStatus::Fail
         );
-        let none = View {
+        let none = FrameworkView {
             cuda_available: false,
             ..view(&[])
         };
         assert_eq!(check(Ok(none), &visible).status, CheckStatus::Fail);
-        let broken = View {
+        let broken = FrameworkView {
             error: Some("ModuleNotFoundError: No module named 'torch'".into()),
-            ..View::default()
+            ..FrameworkView::default()
         };
         assert!(
             check(Ok(broken), &visible)

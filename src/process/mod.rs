@@ -83,20 +83,20 @@ impl ProcStat {
 
     /// How a zombie exited — its code, or the signal that killed it — while its parent has not
     /// reaped it yet; `None` for a live process, or where the kernel does not say.
-    pub(crate) fn exit(&self) -> Option<Exit> {
+    pub(crate) fn exit(&self) -> Option<WaitExit> {
         let status = self.exit_status.filter(|_| self.state == 'Z')?;
         let signal = status & 0x7f;
         Some(if signal == 0 {
-            Exit::Code((status >> 8) & 0xff)
+            WaitExit::Code((status >> 8) & 0xff)
         } else {
-            Exit::Signal(signal)
+            WaitExit::Signal(signal)
         })
     }
 }
 
 /// How a process ended, as `waitpid` tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Exit {
+pub(crate) enum WaitExit {
     Code(i32),
     Signal(i32),
 }
@@ -266,11 +266,11 @@ mod tests {
         };
         assert_eq!(
             parse_stat(&fields('Z', 3 << 8)).unwrap().exit(),
-            Some(Exit::Code(3))
+            Some(WaitExit::Code(3))
         );
         assert_eq!(
             parse_stat(&fields('Z', 9)).unwrap().exit(),
-            Some(Exit::Signal(9))
+            Some(WaitExit::Signal(9))
         );
         assert_eq!(
             parse_stat(&fields('S', 3 << 8)).unwrap().exit(),

@@ -20,7 +20,7 @@ pub(crate) use intents::{IntentRow, Intents};
 pub(crate) use jobs::DaemonJobs;
 pub(crate) use leases::Leases;
 pub(crate) use limits::DaemonLimitsView;
-pub(crate) use soaks::{Found, Soaks};
+pub(crate) use soaks::{SoakMatch, Soaks};
 pub use soaks::{SoakState, SoakSummary};
 
 /// Every projection the log keeps.
@@ -42,15 +42,15 @@ mod in_memory {
 
     use crate::event::Envelope;
     use crate::log::codec::{self, CodecError};
-    use crate::log::{Fold, Projection};
+    use crate::log::{FoldedView, Projection};
 
-    /// The rows `projection` holds after `events`, folded in memory through the same [`Fold`] and
+    /// The rows `projection` holds after `events`, folded in memory through the same [`FoldedView`] and
     /// codec that `log verify` uses: given these events, the projection holds these rows.
     pub(crate) fn fold<P: Projection>(
         projection: &P,
         events: &[Envelope],
     ) -> Result<BTreeMap<String, P::Row>, CodecError> {
-        let mut fold = Fold::new(projection);
+        let mut fold = FoldedView::new(projection);
         for envelope in events {
             fold.apply(envelope)?;
         }

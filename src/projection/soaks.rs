@@ -99,28 +99,30 @@ impl Soaks {
 
     /// The soak `id` names: its full id, a unique prefix of one, or `latest` (the most recently
     /// started).
-    pub(crate) fn find(snapshot: &Snapshot, id: &str) -> Result<Found, LogError> {
-        Ok(Found::among(Self::rows(snapshot)?, id))
+    pub(crate) fn find(snapshot: &Snapshot, id: &str) -> Result<SoakMatch, LogError> {
+        Ok(SoakMatch::among(Self::rows(snapshot)?, id))
     }
 }
 
 /// What a soak id, as a person types it, names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Found {
+pub(crate) enum SoakMatch {
     One(Box<SoakSummary>),
     None,
     /// A prefix of several ids: all of them, oldest first.
     Ambiguous(Vec<String>),
 }
 
-impl Found {
+impl SoakMatch {
     fn among(mut soaks: Vec<SoakSummary>, id: &str) -> Self {
         soaks.sort_by_key(|s| s.first_seq);
         if id == "latest" {
-            return soaks.pop().map_or(Found::None, |s| Found::One(Box::new(s)));
+            return soaks
+                .pop()
+                .map_or(SoakMatch::None, |s| SoakMatch::One(Box::new(s)));
         }
         if let Some(exact) = soaks.iter().position(|s| s.soak_id == id) {
-            return Found::One(Box::new(soaks.swap_remove(exact)));
+            return SoakMatch::One(Box::new(soaks.swap_remove(exact)));
         }
         // A prefix of the id, else of its random suffix (`ff95` of `20261203T183607-ff95`): the
         // part people remember.
@@ -136,9 +138,9 @@ impl Found {
             .filter(|s| !id.is_empty() && if by_prefix { prefix(s) } else { suffix(s) })
             .collect();
         match matching.len() {
-            0 => Found::None,
-            1 => Found::One(Box::new(matching.remove(0))),
-            _ => Found::Ambiguous(matching.into_iter().map(|s| s.soak_id).collect()),
+            0 => SoakMatch::None,
+            1 => SoakMatch::One(Box::new(matching.remove(0))),
+            _ => SoakMatch::Ambiguous(matching.into_iter().map(|s| s.soak_id).collect()),
         }
     }
 }
@@ -416,10 +418,10 @@ mod tests {
             envelope(3, "20261202T110000-bbbc", started("20261202T110000-bbbc")),
         ];
         let rows: Vec<SoakSummary> = fold(&Soaks, &events).unwrap().into_values().collect();
-        let found = |id: &str| match Found::among(rows.clone(), id) {
-            Found::One(s) => Ok(s.soak_id),
-            Found::None => Err(Vec::new()),
-            Found::Ambiguous(ids) => Err(ids),
+        let found = |id: &str| match SoakMatch::among(rows.clone(), id) {
+            SoakMatch::One(s) => Ok(s.soak_id),
+            SoakMatch::None => Err(Vec::new()),
+            SoakMatch::Ambiguous(ids) => Err(ids),
         };
         assert_eq!(
             found("20261202T100000-aaaa").unwrap(),
@@ -443,6 +445,9 @@ mod tests {
             ["20261202T110000-bbbb", "20261202T110000-bbbc"]
         );
         assert_eq!(found("").unwrap_err(), Vec::<String>::new());
-        assert!(matches!(Found::among(Vec::new(), "latest"), Found::None));
+        assert!(matches!(
+            SoakMatch::among(Vec::new(), "latest"),
+            SoakMatch::None
+        ));
     }
 }

@@ -18,7 +18,7 @@ pub enum SoakError {
     },
     #[error("cannot write the {} `{}`", .kind.as_str(), .path.display())]
     Output {
-        kind: Written,
+        kind: OutputFile,
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -33,7 +33,7 @@ pub enum SoakError {
     /// written.
     #[error("soak `{soak_id}` ended, but writing its {} `{}` failed", .kind.as_str(), .path.display())]
     NotWritten {
-        kind: Written,
+        kind: OutputFile,
         soak_id: String,
         path: PathBuf,
         #[source]
@@ -67,16 +67,16 @@ pub enum SoakError {
 
 /// What `soak run` writes when the soak ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Written {
+pub enum OutputFile {
     Artifact,
     Report,
 }
 
-impl Written {
+impl OutputFile {
     fn as_str(self) -> &'static str {
         match self {
-            Written::Artifact => "artifact",
-            Written::Report => "report",
+            OutputFile::Artifact => "artifact",
+            OutputFile::Report => "report",
         }
     }
 }
@@ -163,7 +163,7 @@ impl ProgressDirProblem {
 impl SoakError {
     /// The error for an artifact or report (`kind`) that cannot be written to `path`.
     pub(crate) fn output(
-        kind: Written,
+        kind: OutputFile,
         path: &std::path::Path,
     ) -> impl FnOnce(std::io::Error) -> Self + '_ {
         move |source| SoakError::Output {
@@ -190,7 +190,7 @@ impl SoakError {
         use crate::soak::artifact::stream::StreamError;
         move |e| match e {
             StreamError::Log(e) => e.into(),
-            StreamError::Io(source) => SoakError::output(Written::Artifact, path)(source),
+            StreamError::Io(source) => SoakError::output(OutputFile::Artifact, path)(source),
             StreamError::Spool(source) => SoakError::spool(source),
             StreamError::NoSuchSoak(id) => SoakError::NoSuchSoak(id),
         }
@@ -238,8 +238,8 @@ impl Hint for SoakError {
             } => Some(format!(
                 "once that is fixed, `unilab soak {} {soak_id} --output {}` writes it from the log",
                 match kind {
-                    Written::Artifact => "export",
-                    Written::Report => "report",
+                    OutputFile::Artifact => "export",
+                    OutputFile::Report => "report",
                 },
                 quoted(path)
             )),

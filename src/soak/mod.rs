@@ -1,11 +1,23 @@
 //! Soak supervision: a long training command, its process tree, its GPUs and its progress.
 //!
 //! The rules that decide a soak — liveness by progress, the startup and stale limits, the
-//! verdict — are a pure core in `watch`. Around it: `request` (arguments to a checked spec),
-//! `supervise` (the I/O shell: guard, schedule, teardown, recording), `guard` (the process
-//! between supervisor and command), [`sampler`] and `progress` (what one sample reads),
-//! [`artifact`] (the canonical JSON rendered from the log), `abandon` (soaks whose
-//! supervisor vanished) and `archive` (finished soaks' records moved out of the live log).
+//! verdict — are a pure core in `watch`. Around it:
+//! - running one: `request` (`soak run`'s arguments checked into the spec a soak runs from),
+//!   `supervise` (the I/O shell: its phases, schedule, recording, the child, the status line),
+//!   `guard` (the process between supervisor and command), `launch` (where the soak sits in a
+//!   launcher's job: Slurm's or torchrun's ranks), `console` (the terminal it shares with the
+//!   command), `retention` (warnings about the room its record needs);
+//! - what a sample reads: [`sampler`] (the tree from `/proc`, the GPUs) and `progress` (the
+//!   progress directory's signature);
+//! - judging it: `growth` and `trend` (memory growth by a robust slope), `release` (whether
+//!   its GPUs came back), `error` (the soak commands' errors);
+//! - what explains a failure: `capture` (each process's threads, stacks and wait channels
+//!   before the first signal), `kernel` (the memory cgroup, kernel stacks), `oom` (the OOM
+//!   killer's victims), `witnesses` (what watches from outside the tree: the kernel's log),
+//!   `teardown` (which processes are the soak's, and how they are stopped);
+//! - what is left: [`artifact`] (the canonical JSON rendered from the log; the frozen forms of
+//!   older soaks apart), `report` (the HTML page), `abandon` (soaks whose supervisor vanished)
+//!   and `archive` (finished soaks' records moved out of the live log).
 
 pub(crate) mod abandon;
 pub(crate) mod archive;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::error::{Invalid, ProgressDirProblem, SoakError, Written};
+use super::error::{Invalid, OutputFile, ProgressDirProblem, SoakError};
 use super::launch::{Launch, Placeholders};
 use crate::cli::SoakRunArgs;
 use crate::event::soak::{Limits, SoakParameters, Supervision};
@@ -150,7 +150,7 @@ impl SoakSpec {
             return invalid(Invalid::NoOutputDirectory(output));
         }
         // Found now, not when the verdict is to be written after days of running.
-        refuse_to_replace(&output, Written::Artifact, args.force)?;
+        refuse_to_replace(&output, OutputFile::Artifact, args.force)?;
         let (py_spy, evidence_unavailable) = py_spy(args.py_spy.as_deref())?;
         let SoakRunArgs {
             command,
@@ -176,11 +176,11 @@ impl SoakSpec {
         // Said as absolute as the artifact's path.
         let report = report
             .map(|report| {
-                std::path::absolute(&report).map_err(SoakError::output(Written::Report, &report))
+                std::path::absolute(&report).map_err(SoakError::output(OutputFile::Report, &report))
             })
             .transpose()?;
         if let Some(report) = &report {
-            refuse_to_replace(report, Written::Report, args.force)?;
+            refuse_to_replace(report, OutputFile::Report, args.force)?;
         }
         Ok(SoakSpec {
             soak_id,
@@ -216,7 +216,11 @@ impl SoakSpec {
 /// An artifact or report (`kind`) is written only over a regular file, and over an existing one
 /// only with `--force`: a rename over a device, a FIFO or a symlink would replace that instead
 /// of writing into it.
-pub(crate) fn refuse_to_replace(path: &Path, kind: Written, force: bool) -> Result<(), SoakError> {
+pub(crate) fn refuse_to_replace(
+    path: &Path,
+    kind: OutputFile,
+    force: bool,
+) -> Result<(), SoakError> {
     crate::soak::artifact::check_target(path).map_err(SoakError::output(kind, path))?;
     if path.exists() && !force {
         return Err(SoakError::OutputExists(path.to_owned()));

@@ -184,7 +184,7 @@ impl Sampler {
     }
 
     /// Samples the tree under `root` (the guard, whose reaped children's CPU time is the tree's
-    /// that is gone), with what schema 6 measures beside it. `after_exit`: the command had
+    /// that is gone), with its measures beside it (PSS, GPU health). `after_exit`: the command had
     /// exited before this sample began.
     pub fn sample(
         &self,

@@ -185,7 +185,7 @@ mod tests {
 
     /// A process table that signals change: a process exits on SIGKILL, and on SIGTERM unless it
     /// ignores it; what this supervisor reaps leaves the table. Every signal is kept.
-    struct Table {
+    struct FakeTable {
         procs: Mutex<FakeProc>,
         ignores_term: HashSet<u32>,
         /// In uninterruptible sleep: no signal ends them.
@@ -194,7 +194,7 @@ mod tests {
         reaped: Mutex<Vec<u32>>,
     }
 
-    impl Table {
+    impl FakeTable {
         /// `(pid, ppid)` pairs, each a live process of `UID`.
         fn of(processes: &[(u32, u32)], ignores_term: &[u32]) -> Self {
             let procs = processes.iter().fold(FakeProc::new(), |t, (pid, ppid)| {
@@ -227,7 +227,7 @@ mod tests {
         }
     }
 
-    impl ProcSource for Table {
+    impl ProcSource for FakeTable {
         fn stat(&self, pid: u32) -> Option<ProcStat> {
             self.procs.lock().unwrap().stat(pid)
         }
@@ -248,7 +248,7 @@ mod tests {
         }
     }
 
-    impl Hands for Table {
+    impl Hands for FakeTable {
         fn signal(&self, identity: ProcessIdentity, signal: Signal) {
             self.sent.lock().unwrap().push((identity.pid, signal));
             if self.stuck.contains(&identity.pid) {
@@ -295,7 +295,7 @@ mod tests {
 
     #[test]
     fn given_a_host_when_the_tree_is_listed_then_it_is_the_soaks_processes_only() {
-        let table = Table::of(&host(), &[]);
+        let table = FakeTable::of(&host(), &[]);
         let seen = seen_30();
         assert_eq!(pids(&table.tree(&seen).live()), [11, 12, 20, 21, 30]);
         // A process the sample saw whose pid now names another process is not the soak's.
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn given_a_failed_soak_when_the_tree_is_stopped_then_sigterm_then_sigkill_for_what_stays() {
-        let table = Table::of(&host(), &[21]);
+        let table = FakeTable::of(&host(), &[21]);
         let seen = seen_30();
         let mut before = Vec::new();
         let stopped = stop_tree(
@@ -360,7 +360,7 @@ mod tests {
     #[test]
     fn given_a_command_that_exited_when_processes_outlive_the_grace_then_they_are_leaks_and_killed()
     {
-        let table = Table::of(&host(), &[]);
+        let table = FakeTable::of(&host(), &[]);
         let seen = HashSet::new();
         let mut before = Vec::new();
         let stopped = stop_tree(
@@ -394,7 +394,7 @@ mod tests {
 
     #[test]
     fn given_a_tree_already_gone_when_it_is_stopped_then_nothing_is_signalled() {
-        let table = Table::of(&[(ME, 0), (GUARD, ME), (40, 2)], &[]);
+        let table = FakeTable::of(&[(ME, 0), (GUARD, ME), (40, 2)], &[]);
         let seen = HashSet::new();
         let mut asked = 0;
         let mut handed = false;
@@ -420,7 +420,7 @@ mod tests {
     #[test]
     fn given_a_process_in_uninterruptible_sleep_when_the_tree_is_stopped_then_it_is_named_not_waited_for()
      {
-        let mut table = Table::of(&host(), &[]);
+        let mut table = FakeTable::of(&host(), &[]);
         let stuck = std::mem::take(&mut *table.procs.lock().unwrap()).stuck_in(12, "nv_wait");
         *table.procs.lock().unwrap() = stuck;
         table.stuck.insert(12);
@@ -464,7 +464,7 @@ mod tests {
     /// A second Ctrl-C during the grace period: SIGKILL at once, not after the grace.
     #[test]
     fn given_a_hurry_during_the_grace_when_the_tree_is_stopped_then_sigkill_comes_at_once() {
-        let table = Table::of(&host(), &[21]);
+        let table = FakeTable::of(&host(), &[21]);
         let seen = seen_30();
         let began = std::time::Instant::now();
         let stopped = stop_tree(

@@ -13,7 +13,7 @@ use super::oom::{self, CgroupCount, OomClues, OomFound};
 use super::release;
 use super::request::SoakSpec;
 use crate::event::soak::{ChildExit, ExitInfo, GpuRelease, Sample};
-use crate::process::{Exit, ProcSource, SystemProc};
+use crate::process::{ProcSource, SystemProc, WaitExit};
 use crate::time::monotonic_ns;
 use crate::tool::Tool;
 
@@ -139,11 +139,11 @@ fn failed_child(
                 .stat(p.pid)
                 .filter(|s| s.start_ticks == p.start_ticks)?;
             let exit = match stat.exit()? {
-                Exit::Code(code) => ExitInfo {
+                WaitExit::Code(code) => ExitInfo {
                     code: Some(code),
                     signal: None,
                 },
-                Exit::Signal(signal) => ExitInfo {
+                WaitExit::Signal(signal) => ExitInfo {
                     code: None,
                     signal: Some(signal),
                 },

@@ -23,14 +23,14 @@ const LARGEST: usize = 5;
 const WEEK_US: i64 = 7 * 86_400 * 1_000_000;
 
 #[derive(Debug, Default, Serialize)]
-struct Kind {
+struct KindTotals {
     kind: &'static str,
     events: u64,
     bytes: u64,
 }
 
 #[derive(Debug, Serialize)]
-struct Soak {
+struct SoakTotals {
     soak_id: String,
     events: u64,
     bytes: u64,
@@ -59,8 +59,8 @@ struct Stats {
     events: u64,
     /// The records' own bytes (body, hashes, framing), by subject kind.
     record_bytes: u64,
-    by_kind: Vec<Kind>,
-    largest_soaks: Vec<Soak>,
+    by_kind: Vec<KindTotals>,
+    largest_soaks: Vec<SoakTotals>,
     first_recorded_at: Option<f64>,
     last_recorded_at: Option<f64>,
     /// Record bytes a day over the last week of records (or their whole span, if shorter).
@@ -79,7 +79,7 @@ pub(super) fn stats(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error>
         return Ok(Exit::Success);
     };
     let snapshot = reader.snapshot()?;
-    let mut kinds: BTreeMap<&'static str, Kind> = BTreeMap::new();
+    let mut kinds: BTreeMap<&'static str, KindTotals> = BTreeMap::new();
     let mut soaks: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut times: Vec<(i64, u64)> = Vec::new();
     snapshot.scan_sized(|record, size| {
@@ -95,9 +95,9 @@ pub(super) fn stats(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error>
                 "soak"
             }
         };
-        let entry = kinds.entry(kind).or_insert_with(|| Kind {
+        let entry = kinds.entry(kind).or_insert_with(|| KindTotals {
             kind,
-            ..Kind::default()
+            ..KindTotals::default()
         });
         entry.events += 1;
         entry.bytes += size;
@@ -105,9 +105,9 @@ pub(super) fn stats(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error>
         Ok(())
     })?;
     let meta = std::fs::metadata(&log_path).ok();
-    let mut largest: Vec<Soak> = soaks
+    let mut largest: Vec<SoakTotals> = soaks
         .into_iter()
-        .map(|(soak_id, (events, bytes))| Soak {
+        .map(|(soak_id, (events, bytes))| SoakTotals {
             soak_id,
             events,
             bytes,

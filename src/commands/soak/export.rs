@@ -8,7 +8,7 @@ use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::projection::SoakState;
 use crate::soak::artifact;
-use crate::soak::error::{SoakError, Written};
+use crate::soak::error::{OutputFile, SoakError};
 use std::path::Path;
 
 pub(super) fn export(
@@ -24,7 +24,7 @@ pub(super) fn export(
         return Err(SoakError::StillRunning(summary.soak_id).into());
     }
     if let Some(path) = output {
-        refuse_to_replace(path, Written::Artifact, force)?;
+        refuse_to_replace(path, OutputFile::Artifact, force)?;
     }
     if format == ExportFormat::Json {
         // Streamed from the log, in memory that does not grow with the soak.

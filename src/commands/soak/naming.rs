@@ -3,15 +3,15 @@
 //! `history` reaches it without reaching them.
 
 use crate::log::Snapshot;
-use crate::projection::{Found, SoakSummary, Soaks};
+use crate::projection::{SoakMatch, SoakSummary, Soaks};
 use crate::soak::error::SoakError;
 
 /// The soak `id` names, if any; a prefix of several is an error that lists them.
 pub(crate) fn named(snapshot: &Snapshot, id: &str) -> Result<Option<SoakSummary>, SoakError> {
     match Soaks::find(snapshot, id)? {
-        Found::One(summary) => Ok(Some(*summary)),
-        Found::None => Ok(None),
-        Found::Ambiguous(candidates) => Err(SoakError::Ambiguous {
+        SoakMatch::One(summary) => Ok(Some(*summary)),
+        SoakMatch::None => Ok(None),
+        SoakMatch::Ambiguous(candidates) => Err(SoakError::Ambiguous {
             id: id.to_owned(),
             candidates,
         }),

@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::soak::artifact;
-use crate::soak::error::{SoakError, Written};
+use crate::soak::error::{OutputFile, SoakError};
 use crate::soak::supervise::report_html;
 use std::path::Path;
 
@@ -20,13 +20,13 @@ pub(super) fn report(
 ) -> Result<Exit, Error> {
     let (snapshot, summary) = resolve(paths, id, out)?;
     if let Some(path) = output {
-        refuse_to_replace(path, Written::Report, force)?;
+        refuse_to_replace(path, OutputFile::Report, force)?;
     }
     let html = report_html(&snapshot, &summary.soak_id, record_line)?;
     match output {
         Some(path) => {
             artifact::write_atomically(path, html.as_bytes())
-                .map_err(SoakError::output(Written::Report, path))?;
+                .map_err(SoakError::output(OutputFile::Report, path))?;
             out.note(&format!("wrote the report `{}`", path.display()));
         }
         None => out.raw(html.as_bytes())?,

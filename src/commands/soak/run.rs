@@ -11,7 +11,7 @@ use crate::paths::StatePaths;
 use crate::projection::{self};
 use crate::snapshot::runtime_snapshot;
 use crate::soak::console::Console;
-use crate::soak::error::{SoakError, Written};
+use crate::soak::error::{OutputFile, SoakError};
 use crate::soak::launch::Launch;
 use crate::soak::request::SoakSpec;
 use crate::soak::supervise::{self, SoakContext};
@@ -103,7 +103,7 @@ fn room_warnings(
 
 /// Tells the verdict and what was written. The verdict is recorded: whatever could not be
 /// written is said after it, with the soak's id to write it again from the log.
-fn tell(verdict: supervise::Verdict, out: &mut Output) -> Result<Exit, Error> {
+fn tell(verdict: supervise::RunReport, out: &mut Output) -> Result<Exit, Error> {
     let (artifact, digest, mut failed): (_, _, Option<Error>) = match verdict.digest {
         Ok(digest) => (Some(&verdict.artifact), Some(digest), None),
         Err(e) => (
@@ -111,7 +111,7 @@ fn tell(verdict: supervise::Verdict, out: &mut Output) -> Result<Exit, Error> {
             None,
             Some(
                 SoakError::NotWritten {
-                    kind: Written::Artifact,
+                    kind: OutputFile::Artifact,
                     soak_id: verdict.soak_id.clone(),
                     path: verdict.artifact.clone(),
                     source: Box::new(e),

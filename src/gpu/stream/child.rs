@@ -1,5 +1,5 @@
 //! The `nvidia-smi` processes of the streams: how one is started (leashed, in a process group of
-//! its own), the thread that reads its lines into the [`State`], and the watch over two running
+//! its own), the thread that reads its lines into the [`StreamState`], and the watch over two running
 //! streams that says when one faults — it exited, flooded, or fell silent.
 
 use std::io::{BufRead, BufReader, Read};
@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::super::smi::FORMAT;
-use super::rows::State;
+use super::rows::StreamState;
 use crate::tool::{Tool, kill_group};
 
 /// The longest line a stream may print (its lines are under 300 bytes): a stream past it is
@@ -19,12 +19,12 @@ use crate::tool::{Tool, kill_group};
 const MAX_LINE: u64 = 64 << 10;
 
 /// How a stream's `nvidia-smi` is started: the tool, and the leash it runs under, if any.
-pub(super) struct Launch {
+pub(super) struct StreamLaunch {
     pub smi: Tool,
     pub leash: Option<PathBuf>,
 }
 
-impl Launch {
+impl StreamLaunch {
     /// Starts `nvidia-smi ARGS` in a process group of its own, its standard output piped; with
     /// the leash's end of its pipe, to hold while it runs.
     pub(super) fn spawn(&self, args: &[&str]) -> Result<(Child, Option<ChildStdin>), String> {
@@ -69,11 +69,11 @@ pub(super) struct Running {
 
 impl Running {
     pub(super) fn spawn(
-        launch: &Launch,
+        launch: &StreamLaunch,
         query: &str,
         interval: Duration,
-        state: &Arc<Mutex<State>>,
-        take: fn(&mut State, &str),
+        state: &Arc<Mutex<StreamState>>,
+        take: fn(&mut StreamState, &str),
     ) -> Result<Self, String> {
         let millis = interval.as_millis().max(1).to_string();
         let (mut child, leash) = launch.spawn(&[query, FORMAT, "-lms", &millis])?;
@@ -140,7 +140,7 @@ pub(super) fn stopped(stop: &Receiver<()>, wait: Duration) -> bool {
 pub(super) fn watch(
     smi: &Tool,
     streams: [&mut Running; 2],
-    state: &Mutex<State>,
+    state: &Mutex<StreamState>,
     stop: &Receiver<()>,
     silence: Duration,
     started: Instant,

@@ -34,10 +34,10 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use self::child::{Launch, Running, stopped, watch};
+use self::child::{Running, StreamLaunch, stopped, watch};
 use self::fields::Fields;
 use self::probe::{Probed, settle_fields};
-use self::rows::{State, assemble};
+use self::rows::{StreamState, assemble};
 use crate::event::soak::{GpuHealth, GpuSample};
 use crate::tool::Tool;
 use crate::trace::{STEPS, detail};
@@ -50,7 +50,7 @@ const BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_se
 
 /// Both streams, supervised by a thread of their own.
 pub struct GpuStream {
-    state: Arc<Mutex<State>>,
+    state: Arc<Mutex<StreamState>>,
     /// Dropping it wakes the supervising thread, which then stops both tools.
     stop: Option<Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -76,12 +76,12 @@ impl GpuStream {
     /// kills it should this process die without stopping it (a SIGKILL): a stream, unlike a
     /// one-shot query, never ends by itself.
     pub fn start(smi: Tool, interval: Duration, leash: Option<PathBuf>) -> Self {
-        let state = Arc::new(Mutex::new(State::default()));
+        let state = Arc::new(Mutex::new(StreamState::default()));
         let (stop, stopped) = std::sync::mpsc::channel();
         let thread = {
             let state = Arc::clone(&state);
             let smi = smi.clone();
-            let launch = Launch { smi, leash };
+            let launch = StreamLaunch { smi, leash };
             std::thread::spawn(move || supervise(&launch, interval, &state, &stopped))
         };
         Self {
@@ -180,7 +180,12 @@ impl Drop for GpuStream {
 
 /// Runs both streams until `stop`, restarting them after a fault; each start until a probe
 /// settles the GPU stream's fields probes first.
-fn supervise(launch: &Launch, interval: Duration, state: &Arc<Mutex<State>>, stop: &Receiver<()>) {
+fn supervise(
+    launch: &StreamLaunch,
+    interval: Duration,
+    state: &Arc<Mutex<StreamState>>,
+    stop: &Receiver<()>,
+) {
     let smi = &launch.smi;
     let silence = interval + smi.timeout;
     let mut backoff = BACKOFF.0;
@@ -209,8 +214,8 @@ fn supervise(launch: &Launch, interval: Duration, state: &Arc<Mutex<State>>, sto
         // The streams' silence is counted from here, after the probe.
         let started = Instant::now();
         let fault = match (
-            Running::spawn(launch, &query, interval, state, State::gpu_line),
-            Running::spawn(launch, APPS_QUERY, interval, state, State::app_line),
+            Running::spawn(launch, &query, interval, state, StreamState::gpu_line),
+            Running::spawn(launch, APPS_QUERY, interval, state, StreamState::app_line),
         ) {
             (Ok(mut gpus), Ok(mut apps)) => {
                 detail!(

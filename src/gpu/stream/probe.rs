@@ -7,7 +7,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use super::super::smi::FORMAT;
-use super::child::{Launch, stopped};
+use super::child::{StreamLaunch, stopped};
 use super::fields::{Fields, HEALTH_FIELDS, refused_field};
 use crate::tool::kill_group;
 use crate::trace::{STEPS, detail};
@@ -20,7 +20,7 @@ const PROBE_TICK: Duration = Duration::from_millis(5);
 
 /// What nvidia-smi said to one probe of a list of fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Answer {
+pub(super) enum ProbeAnswer {
     /// It answered (exit 0): it knows every field asked.
     Known,
     /// It refused the field named.
@@ -45,18 +45,18 @@ pub(super) enum Probed {
 /// Asks `ask` about every field, then again after each refusal without the field refused (or
 /// with its older name), until it answers; each refusal takes a name away, so it asks at most
 /// once a name and once more.
-pub(super) fn probe(mut ask: impl FnMut(&Fields) -> Answer) -> Probed {
+pub(super) fn probe(mut ask: impl FnMut(&Fields) -> ProbeAnswer) -> Probed {
     let names: usize = HEALTH_FIELDS.iter().map(|(_, names)| names.len()).sum();
     let mut fields = Fields::all();
     for _ in 0..=names {
         match ask(&fields) {
-            Answer::Known => return Probed::Fields(fields),
-            Answer::Refused(field) => match fields.without(&field) {
+            ProbeAnswer::Known => return Probed::Fields(fields),
+            ProbeAnswer::Refused(field) => match fields.without(&field) {
                 Some(fewer) => fields = fewer,
                 None => return Probed::Failed(None),
             },
-            Answer::Failed(fault) => return Probed::Failed(fault),
-            Answer::Stopped => return Probed::Stopped,
+            ProbeAnswer::Failed(fault) => return Probed::Failed(fault),
+            ProbeAnswer::Stopped => return Probed::Stopped,
         }
     }
     Probed::Failed(None)
@@ -64,14 +64,14 @@ pub(super) fn probe(mut ask: impl FnMut(&Fields) -> Answer) -> Probed {
 
 /// One probe: `fields` asked once, not in a loop, under the tool's timeout, started as the
 /// streams are (leashed); given up as soon as the stream is dropped.
-fn ask(launch: &Launch, fields: &Fields, stop: &Receiver<()>) -> Answer {
+fn ask(launch: &StreamLaunch, fields: &Fields, stop: &Receiver<()>) -> ProbeAnswer {
     let query = fields.query();
     let Ok((mut child, _leash)) = launch.spawn(&[&query, FORMAT]) else {
-        return Answer::Failed(None);
+        return ProbeAnswer::Failed(None);
     };
     let Some(stdout) = child.stdout.take() else {
         kill_group(&mut child);
-        return Answer::Failed(None);
+        return ProbeAnswer::Failed(None);
     };
     let (sender, answered) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -87,27 +87,27 @@ fn ask(launch: &Launch, fields: &Fields, stop: &Receiver<()>) -> Answer {
             text = answered.try_recv().ok();
         }
         match (&text, child.try_wait()) {
-            (Some(text), _) if text.len() as u64 > MAX_ANSWER => break Answer::Failed(None),
+            (Some(text), _) if text.len() as u64 > MAX_ANSWER => break ProbeAnswer::Failed(None),
             (Some(text), Ok(Some(status))) => {
                 if status.success() {
-                    return Answer::Known;
+                    return ProbeAnswer::Known;
                 }
                 return refused_field(&String::from_utf8_lossy(text))
-                    .map_or(Answer::Failed(None), |field| {
-                        Answer::Refused(field.to_owned())
+                    .map_or(ProbeAnswer::Failed(None), |field| {
+                        ProbeAnswer::Refused(field.to_owned())
                     });
             }
-            (_, Err(_)) => break Answer::Failed(None),
+            (_, Err(_)) => break ProbeAnswer::Failed(None),
             _ => {}
         }
         if Instant::now() >= deadline {
-            break Answer::Failed(Some(format!(
+            break ProbeAnswer::Failed(Some(format!(
                 "nvidia-smi did not answer within {:.1} s",
                 timeout.as_secs_f64()
             )));
         }
         if stopped(stop, PROBE_TICK) {
-            break Answer::Stopped;
+            break ProbeAnswer::Stopped;
         }
     };
     kill_group(&mut child);
@@ -115,10 +115,10 @@ fn ask(launch: &Launch, fields: &Fields, stop: &Receiver<()>) -> Answer {
 }
 
 /// Settles the GPU stream's fields with `nvidia-smi` (see [`probe`]) and says so in the trace.
-pub(super) fn settle_fields(launch: &Launch, stop: &Receiver<()>) -> Probed {
+pub(super) fn settle_fields(launch: &StreamLaunch, stop: &Receiver<()>) -> Probed {
     let probed = probe(|fields| {
         let answer = ask(launch, fields, stop);
-        if let Answer::Refused(field) = &answer {
+        if let ProbeAnswer::Refused(field) = &answer {
             detail!(
                 STEPS,
                 "nvidia-smi does not know `{field}`: asked without it"
@@ -149,7 +149,7 @@ mod tests {
     fn driver<'a>(
         refuses: &'a [&'a str],
         asked: &'a mut Vec<String>,
-    ) -> impl FnMut(&Fields) -> Answer + 'a {
+    ) -> impl FnMut(&Fields) -> ProbeAnswer + 'a {
         move |fields| {
             asked.push(fields.query());
             match fields
@@ -157,8 +157,8 @@ mod tests {
                 .iter()
                 .find(|(_, name)| refuses.contains(name))
             {
-                Some((_, name)) => Answer::Refused((*name).to_owned()),
-                None => Answer::Known,
+                Some((_, name)) => ProbeAnswer::Refused((*name).to_owned()),
+                None => ProbeAnswer::Known,
             }
         }
     }
@@ -221,29 +221,32 @@ mod tests {
         assert_eq!(
             probe(|fields| {
                 asked.push(fields.query());
-                Answer::Refused("uuid".into())
+                ProbeAnswer::Refused("uuid".into())
             }),
             Probed::Failed(None)
         );
         assert_eq!(asked.len(), 1);
         assert_eq!(
-            probe(|_| Answer::Refused("a.field.never.asked".into())),
+            probe(|_| ProbeAnswer::Refused("a.field.never.asked".into())),
             Probed::Failed(None)
         );
-        let hung = Answer::Failed(Some("nvidia-smi did not answer within 5.0 s".into()));
+        let hung = ProbeAnswer::Failed(Some("nvidia-smi did not answer within 5.0 s".into()));
         assert_eq!(
             probe(|_| hung.clone()),
             Probed::Failed(Some("nvidia-smi did not answer within 5.0 s".into()))
         );
-        assert_eq!(probe(|_| Answer::Stopped), Probed::Stopped);
+        assert_eq!(probe(|_| ProbeAnswer::Stopped), Probed::Stopped);
         // A driver that refuses every field it is asked for, one at a time: each refusal takes
         // a name away, so probing ends with the base fields and never loops.
         let mut asks = 0;
         let probed = probe(|fields| {
             asks += 1;
-            fields.health.first().map_or(Answer::Known, |(_, name)| {
-                Answer::Refused((*name).to_owned())
-            })
+            fields
+                .health
+                .first()
+                .map_or(ProbeAnswer::Known, |(_, name)| {
+                    ProbeAnswer::Refused((*name).to_owned())
+                })
         });
         assert_eq!(probed, Probed::Fields(Fields::default()));
         assert_eq!(asks, 8, "one ask a name, and one for the base fields");

@@ -18,7 +18,7 @@ pub(super) const MAX_APPS: usize = 1 << 16;
 /// One GPU line of a reading: its sample (with no processes yet) and its health (with no other
 /// processes yet).
 #[derive(Debug, Clone)]
-pub(super) struct GpuRow {
+pub(super) struct GpuLine {
     pub sample: GpuSample,
     pub health: GpuHealth,
 }
@@ -28,13 +28,13 @@ pub(super) type Apps = HashMap<(u32, String), (Option<u64>, Instant)>;
 
 /// What the streams have said.
 #[derive(Debug, Default)]
-pub(super) struct State {
+pub(super) struct StreamState {
     /// The fields of the GPU stream's rows, as the last probe settled them.
     pub fields: Fields,
     /// The last complete reading of every GPU, and when it completed.
-    pub gpus: Option<(Instant, Vec<GpuRow>)>,
+    pub gpus: Option<(Instant, Vec<GpuLine>)>,
     /// The GPU lines of the reading under way.
-    pub pending: Vec<GpuRow>,
+    pub pending: Vec<GpuLine>,
     /// When the GPU stream last printed a line (the heartbeat), since its start.
     pub heard: Option<Instant>,
     /// Compute processes by pid and GPU.
@@ -45,8 +45,8 @@ pub(super) struct State {
     pub flood: Option<String>,
 }
 
-impl State {
-    /// One line of the GPU stream, read by the positions of [`State::fields`]. A line whose
+impl StreamState {
+    /// One line of the GPU stream, read by the positions of [`StreamState::fields`]. A line whose
     /// index is not above the previous one's starts a new reading: the one before is complete.
     pub(super) fn gpu_line(&mut self, line: &str) {
         let values: Vec<&str> = line.split(',').map(str::trim).collect();
@@ -77,7 +77,7 @@ impl State {
             self.pending.clear();
             return;
         }
-        self.pending.push(GpuRow {
+        self.pending.push(GpuLine {
             sample: GpuSample {
                 index,
                 uuid: (*uuid).to_owned(),
@@ -118,7 +118,7 @@ impl State {
 /// Each GPU of a reading with the compute processes listed on it: those of `pids` (the soak's
 /// tree) in its sample, the others (other tenants) in its health, each by pid.
 pub(super) fn assemble(
-    rows: &[GpuRow],
+    rows: &[GpuLine],
     apps: &Apps,
     pids: &[u32],
 ) -> (Vec<GpuSample>, Vec<GpuHealth>) {
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn a_reading_completes_when_the_next_one_begins() {
-        let mut state = State::default();
+        let mut state = StreamState::default();
         state.gpu_line("0, GPU-a, 10, 100, 5");
         state.gpu_line("1, GPU-b, 20, 100, [N/A]");
         assert!(
@@ -179,14 +179,14 @@ mod tests {
 
     #[test]
     fn rows_are_read_by_the_positions_of_the_fields_accepted() {
-        let mut state = State {
+        let mut state = StreamState {
             fields: Fields {
                 health: vec![
                     (Health::ThrottleMask, "clocks_throttle_reasons.active"),
                     (Health::Temperature, "temperature.gpu"),
                 ],
             },
-            ..State::default()
+            ..StreamState::default()
         };
         state.gpu_line("0, GPU-a, 10, 100, 5, 0x0000000000000004, 67");
         // A row of the base fields alone, or of every field, is not one of these.
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn processes_on_a_gpu_are_the_trees_or_other_tenants() {
-        let mut state = State::default();
+        let mut state = StreamState::default();
         state.gpu_line("0, GPU-a, 10, 100, 5");
         state.gpu_line("1, GPU-b, 10, 100, 5");
         state.gpu_line("0, GPU-a, 10, 100, 5");
@@ -259,7 +259,7 @@ mod tests {
             ),
         ) {
             for fields in [Fields::default(), Fields::all()] {
-                let mut state = State { fields, ..State::default() };
+                let mut state = StreamState { fields, ..StreamState::default() };
                 for line in &lines {
                     state.gpu_line(line);
                     state.app_line(line);
@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn a_reading_of_more_gpus_than_any_host_has_is_a_flood_not_a_heap() {
-        let mut state = State::default();
+        let mut state = StreamState::default();
         for i in 0..=MAX_GPUS {
             state.gpu_line(&format!("{i}, GPU-{i:08x}, 1, 2, 3"));
         }

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 pub use data::Charts;
 use data::{BLUE, ChartSpec, Charts as Gathered, GREEN, RED};
-use svg::{Frame, Marker};
+use svg::{ChartFrame, Marker};
 
 use evidence::evidence;
 use html::{STYLE, escape, pretty, table, warnings_html};
@@ -60,7 +60,7 @@ pub fn render(view: &Value, charts: Gathered, extras: &Extras) -> String {
     let specs = charts.specs((!extra.is_empty()).then(|| charts.next_column()));
     let bands = charts.error_bands(end / 400.0);
     let markers = markers(view);
-    let frame = Frame {
+    let frame = ChartFrame {
         end,
         bands: &bands,
         markers: &markers,
@@ -453,7 +453,7 @@ fn scripts(
     charts: &Gathered,
     extra: &[Vec<f64>],
     specs: &[ChartSpec],
-    frame: &Frame,
+    frame: &ChartFrame,
 ) {
     if specs.is_empty() {
         return;

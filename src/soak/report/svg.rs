@@ -27,7 +27,7 @@ pub(super) struct Marker {
 }
 
 /// What every chart shares: the time axis, the sampler's error bands and the markers.
-pub(super) struct Frame<'a> {
+pub(super) struct ChartFrame<'a> {
     pub end: f64,
     pub bands: &'a [(f64, f64)],
     pub markers: &'a [Marker],
@@ -35,7 +35,7 @@ pub(super) struct Frame<'a> {
     pub started_at: Option<f64>,
 }
 
-impl Frame<'_> {
+impl ChartFrame<'_> {
     fn x(&self, t: f64) -> f64 {
         LEFT + (t / self.end).clamp(0.0, 1.0) * (WIDTH - LEFT - RIGHT)
     }
@@ -46,7 +46,7 @@ pub(super) fn chart(
     spec: &ChartSpec,
     charts: &Charts,
     extra: &[Vec<f64>],
-    frame: &Frame,
+    frame: &ChartFrame,
 ) -> String {
     let values = |column: usize| charts.values(column, extra);
     let top = spec
@@ -134,7 +134,7 @@ fn lines(
     spec: &ChartSpec,
     charts: &Charts,
     extra: &[Vec<f64>],
-    frame: &Frame,
+    frame: &ChartFrame,
     y: &dyn Fn(f64) -> f64,
 ) {
     let values = |column: usize| charts.values(column, extra);

@@ -52,7 +52,7 @@ use crate::time::monotonic_ns;
 
 /// What `soak run` reports.
 #[derive(Debug)]
-pub(crate) struct Verdict {
+pub(crate) struct RunReport {
     pub soak_id: String,
     pub outcome: Outcome,
     pub artifact: PathBuf,
@@ -78,7 +78,7 @@ pub(crate) fn run(
     ctx: &SoakContext,
     spec: &SoakSpec,
     interrupted: &AtomicBool,
-) -> Result<Verdict, SoakError> {
+) -> Result<RunReport, SoakError> {
     // Held from now on: what the soak watches cannot be swapped under it.
     let held = HeldDir::open(&spec.progress_dir).map_err(|e| SoakError::ProgressDir {
         path: spec.progress_dir.clone(),
@@ -117,7 +117,7 @@ pub(crate) fn run(
         let written = written::write_report(ctx.log, &soak.id, &path, ctx.record_line);
         (path, written)
     });
-    Ok(Verdict {
+    Ok(RunReport {
         soak_id: soak.id,
         outcome,
         artifact: spec.output.clone(),

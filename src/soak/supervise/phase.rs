@@ -46,7 +46,7 @@ pub(super) enum Phase<G, P> {
         stopped: Stopped,
     },
     /// The verdict, and what it was made of.
-    Judged(Box<Judged>),
+    Judged(Box<Judgement>),
 }
 
 /// What ended the sampling, read as it ended.
@@ -85,7 +85,7 @@ pub(super) struct Witnessed {
 
 /// A judged soak: its outcome and what the finish event records beside it.
 #[derive(Debug)]
-pub(super) struct Judged {
+pub(super) struct Judgement {
     pub outcome: Outcome,
     /// How the command exited; `None` if it never started.
     pub exit: Option<ExitInfo>,
@@ -140,7 +140,7 @@ pub(super) fn drive<E: Effects>(
     progress: E::Progress,
     watch: &mut Watch,
     rules: Rules,
-) -> Judged {
+) -> Judgement {
     let mut phase = Phase::Starting { progress };
     loop {
         phase = match phase {
@@ -245,7 +245,7 @@ impl<G, P> Phase<G, P> {
             rules.parameters,
             rules.require_progress,
         );
-        Phase::Judged(Box::new(Judged {
+        Phase::Judged(Box::new(Judgement {
             outcome,
             exit: status.started.map(|_| exit),
             child,
@@ -407,7 +407,7 @@ mod tests {
         }
     }
 
-    fn run(script: &mut Script) -> Judged {
+    fn run(script: &mut Script) -> Judgement {
         let mut watch = Watch::new(&PARAMETERS, "/progress", ProgressSignature::default());
         let rules = Rules {
             parameters: &PARAMETERS,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::context::SoakContext;
-use super::phase::Judged;
+use super::phase::Judgement;
 use crate::event::soak::{Findings, Outcome, SoakEnd, SoakStart};
 use crate::event::{Event, Subject};
 use crate::log::LogError;
@@ -141,8 +141,8 @@ pub(super) fn record_patiently(
 
 /// The event that ends the soak: its verdict and what the run ended with, its output's tails
 /// masked as everything recorded is.
-pub(super) fn finished(judged: Judged, watch: &Watch, spec: &SoakSpec) -> Event {
-    let Judged {
+pub(super) fn finished(judged: Judgement, watch: &Watch, spec: &SoakSpec) -> Event {
+    let Judgement {
         outcome,
         exit,
         child,

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::event::{Event, Subject};
 use crate::log::{EventLog, Record, Snapshot};
 use crate::soak::artifact;
-use crate::soak::error::{SoakError, Written};
+use crate::soak::error::{OutputFile, SoakError};
 use crate::text::count;
 
 /// How a record reads as a line of the report's timeline (`history`'s line, which the command
@@ -50,10 +50,10 @@ pub(super) fn write_report(
 ) -> Result<(), SoakError> {
     let html = report_html(&log.snapshot()?, soak_id, line)?;
     artifact::write_atomically(path, html.as_bytes()).map_err(|e| SoakError::NotWritten {
-        kind: Written::Report,
+        kind: OutputFile::Report,
         soak_id: soak_id.to_owned(),
         path: path.to_owned(),
-        source: Box::new(SoakError::output(Written::Report, path)(e)),
+        source: Box::new(SoakError::output(OutputFile::Report, path)(e)),
     })
 }
 
