@@ -4,8 +4,9 @@
 //! The binary is a thin shell over [`main`]. The layers, each depending only on those below it:
 //! - `binary` (the process's entry), `commands` (one module per verb group, on top of the `cli`
 //!   definitions), `output`, `error`;
-//! - the domain: `mps` (daemons), `soak` (supervision, sampling, artifacts), `snapshot`
-//!   (runtime provenance), `gpu` (nvidia-smi, visibility mask, selectors), `paths`;
+//! - the domain: `mps` (daemons), `soak` (supervision, sampling, artifacts), `job` (a job's
+//!   ranks, its directory and its alarm), `snapshot` (runtime provenance), `gpu` (nvidia-smi,
+//!   visibility mask, selectors), `paths`;
 //! - `projection`s over the `log` (store, codec, chain, migrations) of `event`s;
 //! - leaves: `process` (identity, and how unilab signals what it did not spawn), `proc_read`
 //!   (bounded reads of what other processes map), `tool`
@@ -36,6 +37,11 @@ mod env;
 mod error;
 mod event;
 mod gpu;
+#[expect(
+    dead_code,
+    reason = "the supervisor raises and checks the job's alarm once the lead wires it (issue 36)"
+)]
+mod job;
 mod log;
 mod mps;
 mod output;
