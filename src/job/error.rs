@@ -6,32 +6,21 @@ use super::id::BadJobId;
 use crate::diagnostic::{Boundary, Exit, Hint};
 use crate::paths::Distrust;
 
-/// Where a job's name or a rank came from: a flag the user typed, or a variable a launcher set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Given {
-    Flag(&'static str),
-    Variable(&'static str),
-}
-
-impl std::fmt::Display for Given {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Given::Flag(flag) => write!(f, "`{flag}`"),
-            Given::Variable(name) => write!(f, "`{name}`"),
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum JobError {
-    #[error("`{}` (from {given}) cannot name a job: it {}", shown(.value), .why.why())]
+    /// What a launcher's variable holds cannot name a job.
+    #[error("`{}` (from `{variable}`) cannot name a job: it {}", shown(.value), .why.why())]
     BadJob {
         value: String,
-        given: Given,
+        variable: &'static str,
         why: BadJobId,
     },
-    #[error("`{}` (from {given}) is not a rank: a rank is a whole number, 0 or more", shown(.value))]
-    BadRank { value: String, given: Given },
+    /// What a launcher's variable holds is not a rank.
+    #[error("`{}` (from `{variable}`) is not a rank: {RANK_IS}", shown(.value))]
+    BadRank {
+        value: String,
+        variable: &'static str,
+    },
     #[error("`--rank` gives a rank, but this soak belongs to no job")]
     RankWithoutJob,
     #[error("refusing the job directory `{}`: {reason}", .path.display())]
@@ -63,17 +52,9 @@ pub(crate) enum JobError {
 impl Boundary for JobError {
     fn exit(&self) -> Exit {
         match self {
-            // The command line is wrong; what a launcher set is refused as the environment's
-            // fault, as `{rank}` in `--output` refuses it.
-            JobError::BadJob {
-                given: Given::Flag(_),
-                ..
-            }
-            | JobError::BadRank {
-                given: Given::Flag(_),
-                ..
-            }
-            | JobError::RankWithoutJob => Exit::Usage,
+            JobError::RankWithoutJob => Exit::Usage,
+            // The command line is right; what a launcher set is refused, as `{rank}` in
+            // `--output` refuses it. (A bad `--job` or `--rank` is clap's usage error.)
             JobError::BadJob { .. }
             | JobError::BadRank { .. }
             | JobError::UnsafeDirectory { .. }
@@ -89,28 +70,11 @@ impl Boundary for JobError {
 impl Hint for JobError {
     fn hint(&self) -> Option<String> {
         match self {
-            JobError::BadJob {
-                given: Given::Flag(_),
-                ..
-            } => Some(
-                "name the job with up to 128 letters, digits and punctuation other than `/`: `--job llama-run3`"
-                    .into(),
-            ),
-            JobError::BadJob {
-                given: Given::Variable(name),
-                ..
-            } => Some(format!(
-                "`{name}` should be the job's number; `--job NAME` names the job instead"
+            JobError::BadJob { variable, .. } => Some(format!(
+                "`{variable}` should be the job's number; `--job NAME` names the job instead"
             )),
-            JobError::BadRank {
-                given: Given::Flag(flag),
-                ..
-            } => Some(format!("give `{flag} N`, N a whole number: `{flag} 3`")),
-            JobError::BadRank {
-                given: Given::Variable(name),
-                ..
-            } => Some(format!(
-                "`{name}` should be this process's rank; `--rank N` gives it instead"
+            JobError::BadRank { variable, .. } => Some(format!(
+                "`{variable}` should be this process's rank; `--rank N` gives it instead"
             )),
             JobError::RankWithoutJob => {
                 Some("add `--job NAME`: outside Slurm, a job is what `--job` names".into())
@@ -131,6 +95,9 @@ impl Hint for JobError {
         }
     }
 }
+
+/// What a rank is, as a refusal of one says it.
+pub(crate) const RANK_IS: &str = "a rank is a whole number, 0 or more";
 
 /// A value as a message shows it: on one line, and cut short past 64 characters (a variable
 /// may hold kilobytes).

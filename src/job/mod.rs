@@ -22,7 +22,7 @@ pub(crate) mod dir;
 pub(crate) mod error;
 pub(crate) mod id;
 
-pub(crate) use error::{Given, JobError};
+pub(crate) use error::JobError;
 pub(crate) use id::JobId;
 
 /// A soak's place in a job: the job, and its rank in it when one is given.
@@ -47,19 +47,19 @@ pub(crate) fn resolve(
                 Err(raw) => Err(raw.to_string_lossy().into_owned()),
             })
             .filter(|value| value.as_ref().map_or(true, |text| !text.is_empty()))
-            .map(|value| (value, Given::Variable(name)))
+            .map(|value| (value, name))
     };
     let job = match (job_flag, var(EnvVars::SLURM_JOB_ID)) {
         (Some(job), _) => job.clone(),
-        (None, Some((value, given))) => {
+        (None, Some((value, variable))) => {
             let text = value.map_err(|value| JobError::BadJob {
-                value: value.clone(),
-                given,
+                value,
+                variable,
                 why: id::BadJobId::NotPrintable,
             })?;
             JobId::parse(&text).map_err(|why| JobError::BadJob {
                 value: text,
-                given,
+                variable,
                 why,
             })?
         }
@@ -73,7 +73,7 @@ pub(crate) fn resolve(
     let rank = match rank_flag {
         Some(rank) => Some(rank),
         None => match var(EnvVars::SLURM_PROCID).or_else(|| var(EnvVars::RANK)) {
-            Some((value, given)) => Some(parse_rank(value, given)?),
+            Some((value, variable)) => Some(parse_rank(value, variable)?),
             None => None,
         },
     };
@@ -81,12 +81,13 @@ pub(crate) fn resolve(
 }
 
 /// A rank as a launcher's variable holds it: a whole number, 0 or more.
-fn parse_rank(value: Result<String, String>, given: Given) -> Result<u32, JobError> {
+fn parse_rank(value: Result<String, String>, variable: &'static str) -> Result<u32, JobError> {
     match value {
-        Ok(text) => text
-            .parse::<u32>()
-            .map_err(|_| JobError::BadRank { value: text, given }),
-        Err(value) => Err(JobError::BadRank { value, given }),
+        Ok(text) => text.parse::<u32>().map_err(|_| JobError::BadRank {
+            value: text,
+            variable,
+        }),
+        Err(value) => Err(JobError::BadRank { value, variable }),
     }
 }
 
