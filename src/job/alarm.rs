@@ -363,6 +363,65 @@ mod tests {
         }
     }
 
+    /// Ranks are processes: eight copies of this test binary, started together, each raise the
+    /// alarm of one job directory. One wins; each of the others gets its alarm back.
+    #[test]
+    fn rank_processes_racing_to_raise_the_alarm_leave_exactly_one() {
+        const CHILD: &str = "UNILAB_TEST_JOB_RACE";
+        const RANKS: u32 = 8;
+        let name = "job::alarm::tests::rank_processes_racing_to_raise_the_alarm_leave_exactly_one";
+        if let Some(work) = std::env::var_os(CHILD) {
+            let work = Path::new(&work);
+            let rank: u32 = std::env::var("UNILAB_TEST_JOB_RANK")
+                .unwrap()
+                .parse()
+                .unwrap();
+            let go = work.join("go");
+            assert!(
+                crate::time::poll_until(
+                    std::time::Duration::from_secs(60),
+                    std::time::Duration::from_millis(1),
+                    || go.exists()
+                ),
+                "never told to go"
+            );
+            let raised = match job_dir(&work.join("state")).raise(&alarm_of(rank)).unwrap() {
+                Raised::Won => "won".to_owned(),
+                Raised::Lost(alarm) => format!("lost to {}", alarm.rank.unwrap()),
+            };
+            std::fs::write(work.join(format!("rank-{rank}")), raised).unwrap();
+            return;
+        }
+        let work = private_root();
+        let children: Vec<_> = (0..RANKS)
+            .map(|rank| {
+                std::process::Command::new(std::env::current_exe().unwrap())
+                    .args(["--exact", name, "--test-threads=1", "--quiet"])
+                    .env(CHILD, work.path())
+                    .env("UNILAB_TEST_JOB_RANK", rank.to_string())
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        std::fs::write(work.path().join("go"), b"").unwrap();
+        for mut child in children {
+            assert!(child.wait().unwrap().success());
+        }
+        let said: Vec<String> = (0..RANKS)
+            .map(|rank| std::fs::read_to_string(work.path().join(format!("rank-{rank}"))).unwrap())
+            .collect();
+        let winners: Vec<u32> = (0..RANKS)
+            .filter(|rank| said[*rank as usize] == "won")
+            .collect();
+        assert_eq!(winners.len(), 1, "{said:?}");
+        let lost = format!("lost to {}", winners[0]);
+        assert!(said.iter().all(|s| s == "won" || *s == lost), "{said:?}");
+        let dir = job_dir(&work.path().join("state"));
+        assert_eq!(dir.check().unwrap(), Some(alarm_of(winners[0])));
+        assert_eq!(names(&dir), ["alarm"]);
+    }
+
     /// A writer that died between writing its temporary file and linking it leaves half an
     /// alarm under a temporary name: no reader takes it for the alarm, and the next rank to
     /// trip still writes the job's alarm.
