@@ -109,7 +109,7 @@ mod tests {
     }
 
     /// A temporary state root only its owner may write to, whatever the umask.
-    pub(crate) fn private_root() -> tempfile::TempDir {
+    fn private_root() -> tempfile::TempDir {
         tempfile::Builder::new()
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
