@@ -237,6 +237,23 @@ fn daemon_name(text: &str) -> Result<String, String> {
         })
 }
 
+/// A job's name as `soak run --job` takes it: a bad one is a usage error (exit 2).
+fn job_name(text: &str) -> Result<crate::job::JobId, String> {
+    crate::job::JobId::parse(text).map_err(|why| {
+        format!(
+            "it {}; name the job with up to 128 letters, digits and punctuation other than `/`: `--job llama-run3`",
+            why.why()
+        )
+    })
+}
+
+/// A rank as `soak run --rank` takes it: a whole number, 0 or more.
+fn rank(text: &str) -> Result<u32, String> {
+    text.trim()
+        .parse::<u32>()
+        .map_err(|_| format!("{}: `--rank 3`", crate::job::error::RANK_IS))
+}
+
 /// A signal a process can catch, by name (`USR1`, `SIGUSR1`) or number.
 fn parse_dump_signal(text: &str) -> Result<i32, String> {
     use nix::sys::signal::Signal;
@@ -386,6 +403,22 @@ pub(crate) struct SoakRunArgs {
     /// How long the tree has after `--dump-signal` to print before it is stopped
     #[arg(long = "dump-wait", value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub dump_wait: Duration,
+    /// The job this soak is a rank of, for ranks that `torchrun`, `mpirun` or you start: the
+    /// soaks given one name are one job, and when one of them fails the others capture their
+    /// evidence (`--on-job-alarm`). Under Slurm the job is `SLURM_JOB_ID` unless this names one
+    #[arg(long, value_name = "NAME", value_parser = job_name)]
+    pub job: Option<crate::job::JobId>,
+    /// This soak's rank in its job, a whole number (default: `SLURM_PROCID`, else `RANK`)
+    #[arg(long, value_name = "N", value_parser = rank)]
+    pub rank: Option<u32>,
+    /// What this soak does when another rank of its job fails first and raises the job's alarm
+    #[arg(
+        long = "on-job-alarm",
+        value_enum,
+        value_name = "WHAT",
+        default_value = "capture"
+    )]
+    pub on_job_alarm: crate::job::OnJobAlarm,
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

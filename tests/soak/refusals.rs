@@ -472,3 +472,58 @@ fn an_unreadable_part_of_the_progress_directory_is_said() {
         "{first}"
     );
 }
+
+/// `--job`, `--rank` and `--on-job-alarm` are checked as they are parsed: a name that could not
+/// be one directory of the state root, a rank that is not a whole number, or an unknown action
+/// is a usage error that says what is wrong and what to give; good ones are taken.
+#[test]
+fn the_job_flags_are_checked_as_they_are_parsed() {
+    let soak = Soak::new();
+    let run = |extra: &[&str]| {
+        let mut cmd = soak.unilab();
+        cmd.args(["soak", "run", "--progress-dir"])
+            .arg(soak.progress())
+            .arg("--output")
+            .arg(soak.artifact_path())
+            .args(extra)
+            .args(["--", "true"]);
+        cmd
+    };
+    for (flags, says) in [
+        (
+            &["--job", "../x"][..],
+            "holds `/`, which would put the job's directory elsewhere",
+        ),
+        (&["--job", ".."], "would name the directory itself"),
+        (&["--job", "a b"], "holds a space"),
+        (&["--job=-x"], "starts with `-`"),
+        (&["--job", &"x".repeat(129)], "longer than 128 bytes"),
+        (&["--job", "1", "--rank", "two"], "a rank is a whole number"),
+        (&["--job", "1", "--rank=-1"], "a rank is a whole number"),
+        (
+            &["--on-job-alarm", "sometimes"],
+            "[possible values: capture, stop, ignore]",
+        ),
+    ] {
+        refused(run(flags), 2, &[says]);
+    }
+    let hint = refused(run(&["--job", "a/b"]), 2, &["`--job llama-run3`"]);
+    assert!(hint.contains("for '--job <NAME>'"), "{hint}");
+    assert!(
+        !soak.root.log_path().exists(),
+        "a refused soak records nothing"
+    );
+    let (output, artifact) = soak.run(
+        &[
+            "--job",
+            "llama-run3",
+            "--rank",
+            "2",
+            "--on-job-alarm",
+            "stop",
+        ],
+        &["--steps", "2", "--step-seconds", "0.05"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(artifact["outcome"]["status"], "passed");
+}
