@@ -247,4 +247,54 @@ mod tests {
         p.threads.clear();
         assert_eq!(of_process(&p).signature, UNKNOWN);
     }
+
+    /// What py-spy 0.4 printed for two ranks of `tests/fixtures/ring_allreduce.py` with rank 2
+    /// hung (`py-spy dump --nonblocking`), ranks 0 and 3 standing as rank 1 does: rank 2 is the
+    /// odd one, in `load_batch`, and the verdict names it.
+    #[test]
+    fn real_py_spy_dumps_of_the_ring_name_the_hung_rank() {
+        const WAITING: &str = "Process 25320: /usr/bin/python3 ring_allreduce.py --world 4 --port-base 0\n\
+Python v3.11.7 (/root/.pyenv/versions/3.11.7/bin/python3.11)\n\
+\n\
+Thread 25320 (idle): \"MainThread\"\n    \
+    all_reduce (ring_allreduce.py:184)\n    \
+    train (ring_allreduce.py:202)\n    \
+    main (ring_allreduce.py:214)\n    \
+    <module> (ring_allreduce.py:224)\n";
+        const HUNG: &str = "Process 25321: /usr/bin/python3 ring_allreduce.py --world 4 --port-base 0\n\
+Python v3.11.7 (/root/.pyenv/versions/3.11.7/bin/python3.11)\n\
+\n\
+Thread 25321 (idle): \"MainThread\"\n    \
+    load_batch (ring_allreduce.py:164)\n    \
+    train (ring_allreduce.py:199)\n    \
+    main (ring_allreduce.py:214)\n    \
+    <module> (ring_allreduce.py:224)\n";
+        let waiting = of_process(&process(
+            25320,
+            Some(WAITING),
+            Some("wait_woken"),
+            Some("recvfrom"),
+        ));
+        let hung = of_process(&process(
+            25321,
+            Some(HUNG),
+            Some("hrtimer_nanosleep"),
+            Some("clock_nanosleep"),
+        ));
+        assert_eq!(waiting.signature, "all_reduce < train < main");
+        assert_eq!(hung.signature, "load_batch < train < main");
+        assert_eq!(hung.top_frames.len(), 4);
+        let ranks = [
+            (0, waiting.clone()),
+            (1, waiting.clone()),
+            (2, hung),
+            (3, waiting),
+        ];
+        let grouping = group::group(&ranks);
+        assert_eq!(grouping.odd_ranks, vec![2]);
+        assert_eq!(
+            group::verdict(&grouping, &|_| None).unwrap(),
+            "rank 2 is in `load_batch` (ring_allreduce.py:164); 3 ranks wait in `all_reduce` (ring_allreduce.py:184)"
+        );
+    }
 }
