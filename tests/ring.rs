@@ -117,7 +117,8 @@ fn the_launcher_gives_each_worker_its_rank_and_stops_them_all() {
         .arg(fixtures_dir().join("ring_allreduce.py"))
         .args(["--port-base", "0", "--progress-dir"])
         .arg(dir.path())
-        .args(["--hang-rank", "1", "--step-sleep", "0.05"]);
+        .args(["--hang-rank", "1", "--step-sleep", "0.05"])
+        .stderr(std::fs::File::create(dir.path().join("err")).unwrap());
     let launcher = started.spawn(&mut cmd);
     eventually(
         "every rank's first 3 steps",
