@@ -16,14 +16,12 @@ pub(crate) fn rank_of(dir: &ProcDir<'_>) -> Result<Option<u32>, Blocked> {
     Ok(rank_in_environ(&dir.entries("environ")?))
 }
 
-/// The rank `entries` (`NAME=value`, as `environ` holds them) give: the first `RANK`, when its
-/// value is a number of decimal digits that fits a rank.
+/// The rank `entries` (`NAME=value`, as `environ` holds them) give: the first `RANK`, read as
+/// the job's rank is read from unilab's own environment (`job::resolve`): blanks around it are
+/// dropped, and a blank value or one that is not a whole number from 0 is no rank.
 pub(crate) fn rank_in_environ(entries: &[Vec<u8>]) -> Option<u32> {
     let value = env_value(entries, EnvVars::RANK)?;
-    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(value).ok()?.parse().ok()
+    std::str::from_utf8(value).ok()?.trim().parse().ok()
 }
 
 /// The value of the first entry named `key`, as `getenv` finds it.
@@ -63,13 +61,12 @@ mod tests {
     }
 
     #[test]
-    fn a_rank_that_is_not_a_number_is_none() {
+    fn a_rank_that_is_not_a_whole_number_is_none() {
         for bad in [
             "RANK=",
+            "RANK=  ",
             "RANK=-1",
-            "RANK=+3",
-            "RANK= 3",
-            "RANK=3 ",
+            "RANK=3.0",
             "RANK=0x3",
             "RANK=4294967296",
             "RANK=\u{663}",
@@ -77,10 +74,13 @@ mod tests {
             assert_eq!(rank_in_environ(&entries(&[bad])), None, "{bad}");
         }
         assert_eq!(rank_in_environ(&[b"RANK=\xff\xfe".to_vec()]), None);
-        assert_eq!(
-            rank_in_environ(&entries(&["RANK=4294967295"])),
-            Some(u32::MAX)
-        );
+        for (good, rank) in [
+            ("RANK= 3\n", 3),
+            ("RANK=+3", 3),
+            ("RANK=4294967295", u32::MAX),
+        ] {
+            assert_eq!(rank_in_environ(&entries(&[good])), Some(rank), "{good}");
+        }
     }
 
     #[test]
