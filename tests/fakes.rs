@@ -101,6 +101,113 @@ fn fake_mps_control_daemonizes_answers_and_quits_like_nvidias() {
     );
 }
 
+/// The fake knows MPS clients as NVIDIA's daemon does, for the tests of a soak that ends its
+/// clients before signalling them: a live process registered in the pipe directory is a client,
+/// served by one server process the daemon starts for it; `get_client_list` names it, and
+/// `terminate_client` ends it as a client (the process runs on) and says so in control.log.
+#[test]
+fn fake_mps_control_lists_and_terminates_clients_like_nvidias() {
+    let dir = private_tempdir("unilab-fake-");
+    let pipe = dir.path().join("pipe");
+    assert!(mps(dir.path(), &["-d"], "").status.success());
+    let pid_file = pipe.join("nvidia-cuda-mps-control.pid");
+    eventually("the pid file", Duration::from_secs(10), || {
+        pid_file.exists()
+    });
+    let daemon: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _stopped = KilledOnDrop(daemon);
+    assert_eq!(
+        text(&mps(dir.path(), &[], "get_server_list\n")).trim(),
+        "",
+        "no client, no server"
+    );
+
+    let mut started = Started::default();
+    let client = started.spawn(Command::new("sleep").arg("300"));
+    let registered = pipe.join("fake_clients");
+    std::fs::create_dir_all(&registered).unwrap();
+    for name in [client.to_string(), "not-a-pid".into(), u32::MAX.to_string()] {
+        std::fs::write(registered.join(name), "").unwrap();
+    }
+    let server: u32 = text(&mps(dir.path(), &[], "get_server_list\n"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        proc_stat(server).map(|s| s.ppid),
+        Some(daemon),
+        "the daemon's child"
+    );
+    eventually("the server's name", Duration::from_secs(10), || {
+        proc_stat(server).is_some_and(|s| s.comm == "nvidia-cuda-mps")
+    });
+    let listed = mps(
+        dir.path(),
+        &[],
+        &format!("get_client_list {server}\nget_client_list {daemon}\n"),
+    );
+    assert_eq!(
+        text(&listed),
+        format!("{client}\n\n"),
+        "its clients; another pid has none"
+    );
+
+    let ended = mps(
+        dir.path(),
+        &[],
+        &format!("terminate_client {server} {client}\nterminate_client {server} 4242424\n"),
+    );
+    assert!(ended.status.success());
+    assert_eq!(text(&ended), "", "prints nothing");
+    let log = std::fs::read_to_string(dir.path().join("log/control.log")).unwrap();
+    assert!(log.contains(&format!(
+        "Accepted command terminate_client {server} {client}"
+    )));
+    assert!(
+        log.contains(&format!("Server {server}: terminated client {client}")),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("Server {server}: no client 4242424")),
+        "{log}"
+    );
+    assert_eq!(
+        text(&mps(
+            dir.path(),
+            &[],
+            &format!("get_client_list {server}\n")
+        ))
+        .trim(),
+        ""
+    );
+    assert!(!exited(client), "the client's process runs on");
+
+    assert!(mps(dir.path(), &[], "quit\n").status.success());
+    eventually(
+        "the daemon and its server to exit",
+        Duration::from_secs(10),
+        || exited(daemon) && exited(server),
+    );
+}
+
+/// A daemon a test started, killed by its pid if the test ends before it is stopped.
+struct KilledOnDrop(u32);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        if !exited(self.0) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.0 as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
 #[test]
 fn fake_mps_control_dies_on_a_control_path_too_long_to_bind() {
     let dir = private_tempdir("unilab-fake-");

@@ -22,6 +22,7 @@ mod parser_props;
 mod record_bounds;
 mod record_size;
 mod resources;
+mod ring;
 mod shown;
 mod slurm;
 mod soak;

@@ -3,8 +3,9 @@
 //! all reached through `crate::common::*`: sample events of every kind (`events`), child processes
 //! that append to or read one log, for the multi-process tests (`children`), `/proc` lookups of
 //! real processes (`processes`), private files and a small disk (`files`), a command refused with
-//! an exit code and a reason (`refused`), the filters of snapshots of real runs (`snapshot`), and
-//! a process whose memory map is locked (`stuck_map`).
+//! an exit code and a reason (`refused`), the ranks of the ring all-reduce fixture (`ring`), the
+//! filters of snapshots of real runs (`snapshot`), and a process whose memory map is locked
+//! (`stuck_map`).
 //!
 //! `UNILAB_TEST_BIN` and `UNILAB_TEST_FIXTURES` override where the binary and the fakes are, so
 //! that CI can run the test binary as an unprivileged user from a copy it can read.
@@ -25,6 +26,7 @@ mod events;
 mod files;
 mod processes;
 mod refused;
+mod ring;
 mod snapshot;
 mod stuck_map;
 pub use children::*;
@@ -32,6 +34,7 @@ pub use events::*;
 pub use files::*;
 pub use processes::*;
 pub use refused::*;
+pub use ring::*;
 pub use snapshot::*;
 pub use stuck_map::*;
 

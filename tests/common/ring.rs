@@ -1,0 +1,108 @@
+//! The ring all-reduce fixture (`fixtures/ring_allreduce.py`) and its launcher
+//! (`fixtures/launch_ranks.py`): ranks of a job as real processes, and where each one waits.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use super::*;
+
+/// `python3 ring_allreduce.py` for a world of `world` ranks meeting on ports the kernel picks,
+/// published in `dir`, where each rank also writes its progress (`rank-<R>.log`). The rank is
+/// for the caller to give (`--rank` or `RANK`).
+pub fn ring_allreduce(dir: &Path, world: u32) -> Command {
+    let mut cmd = Command::new("python3");
+    cmd.arg(fixtures_dir().join("ring_allreduce.py"))
+        .args([
+            "--world",
+            &world.to_string(),
+            "--port-base",
+            "0",
+            "--progress-dir",
+        ])
+        .arg(dir);
+    cmd
+}
+
+/// `python3 launch_ranks.py --nproc N --`, to be followed by the worker's command.
+pub fn launch_ranks(nproc: u32) -> Command {
+    let mut cmd = Command::new("python3");
+    cmd.arg(fixtures_dir().join("launch_ranks.py")).args([
+        "--nproc",
+        &nproc.to_string(),
+        "--grace",
+        "5",
+        "--",
+    ]);
+    cmd
+}
+
+/// The lines of rank `rank`'s progress in `dir` so far.
+pub fn ring_progress(dir: &Path, rank: u32) -> Vec<String> {
+    std::fs::read_to_string(dir.join(format!("rank-{rank}.log")))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Where the main thread of `pid` waits: its system call by name (`recvfrom`), else its
+/// `wchan`; `None` where neither can be read.
+pub fn waiting_in(pid: u32) -> Option<String> {
+    let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok();
+    let named = syscall.as_deref().and_then(|text| {
+        let number: std::ffi::c_long = text.split_whitespace().next()?.parse().ok()?;
+        syscall_numbers::native::sys_call_name(number).map(str::to_owned)
+    });
+    named.or_else(|| {
+        let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).ok()?;
+        let wchan = wchan.trim();
+        (!wchan.is_empty() && wchan != "0").then(|| wchan.to_owned())
+    })
+}
+
+/// Whether `place` (from [`waiting_in`]) is a blocking receive on a socket.
+pub fn is_socket_receive(place: &str) -> bool {
+    place.starts_with("recv") || matches!(place, "read" | "wait_woken" | "sk_wait_data")
+}
+
+/// Processes started by a test, each stopped with SIGKILL (by its pid) and reaped when this is
+/// dropped, whatever the test's end.
+#[derive(Default)]
+pub struct Started(pub Vec<Child>);
+
+impl Started {
+    pub fn spawn(&mut self, cmd: &mut Command) -> u32 {
+        let child = cmd
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
+        let pid = child.id();
+        self.0.push(child);
+        pid
+    }
+
+    /// The exit code of the process `pid` once it has ended, waiting up to `timeout`.
+    pub fn exit_code(&mut self, pid: u32, timeout: std::time::Duration) -> Option<i32> {
+        let child = self.0.iter_mut().find(|c| c.id() == pid)?;
+        let mut status = None;
+        within(timeout, || {
+            status = child.try_wait().ok().flatten();
+            status.is_some()
+        });
+        status.map(|s| {
+            use std::os::unix::process::ExitStatusExt;
+            s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
+        })
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            if child.try_wait().ok().flatten().is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
