@@ -151,12 +151,13 @@ fn sample(i: u64, processes: u32) -> Sample {
 }
 
 /// A log holding one soak of [`EXPORT_SAMPLES`] samples of a `processes`-process tree (each
-/// with its proportional set size) and its verdict, its samples stored packed, as unilab stores
+/// with its proportional set size) and its verdict, every record in the form this unilab
+/// writes (so it exports the current artifact), its samples stored packed, as unilab stores
 /// them, or `whole`, as schema 7 did.
 fn soak_log(processes: u32, whole: bool) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
     let name = format!(
-        "soak-100k-{processes}p-v3{}",
+        "soak-100k-{processes}p-v4{}",
         if whole { "-whole" } else { "" }
     );
     let path = dir.join(format!("{name}.redb"));
@@ -174,7 +175,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
     };
     log.append(
         subject(),
-        StoredEvent::SoakStartedV5 {
+        StoredEvent::SoakStarted {
             start: Box::new(SoakStart {
                 soak_id: "bench".into(),
                 command: vec!["python3".into(), "train.py".into()],
@@ -202,6 +203,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
                 dump_wait_ms: 2000,
                 evidence_unavailable: Vec::new(),
             },
+            limits: Limits::default(),
         },
     )
     .expect("start");
@@ -227,7 +229,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
     unilab::testing::store_samples_whole(false);
     log.append(
         subject(),
-        StoredEvent::SoakFinishedV5 {
+        StoredEvent::SoakFinished {
             end: Box::new(SoakEnd {
                 outcome: Outcome {
                     status: OutcomeStatus::Passed,
@@ -247,6 +249,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
                 stderr_tail: Vec::new(),
             }),
             findings: Box::default(),
+            limit: None,
         },
     )
     .expect("finish");
