@@ -23,8 +23,6 @@ use super::JobError;
 use super::dir::JobDir;
 use crate::paths::Distrust;
 
-/// The alarm's name in the job's directory.
-pub(crate) const ALARM: &str = "alarm";
 /// The most an alarm may hold: a reader reads no more.
 pub(crate) const MAX_ALARM_BYTES: u64 = 16 * 1024;
 /// The most of a reason an alarm keeps: the rest is cut, so that the alarm stays well within
@@ -215,6 +213,7 @@ mod tests {
 
     use super::*;
     use crate::job::JobId;
+    use crate::job::dir::ALARM;
 
     fn uid() -> u32 {
         nix::unistd::getuid().as_raw()
