@@ -115,7 +115,8 @@ pub(crate) fn terminate_in_tree(
         .iter()
         .filter(|r| liveness(mps, r) == Liveness::Live)
         .collect();
-    let deadline = Instant::now() + budget;
+    // A budget past what the clock can hold is none.
+    let deadline = Instant::now().checked_add(budget);
     let control = &mps.control;
     let tree = &tree;
     let asked: Vec<ClientTeardown> = std::thread::scope(|s| {
@@ -150,11 +151,11 @@ pub(crate) fn terminate_in_tree(
     teardown
 }
 
-/// One daemon, asked within the deadline.
+/// One daemon, asked within the deadline (none: each call within the tool's timeout only).
 struct Asker<'a> {
     control: &'a Tool,
     record: &'a DaemonRecord,
-    deadline: Instant,
+    deadline: Option<Instant>,
 }
 
 /// What one command to a daemon came to.
@@ -222,7 +223,9 @@ impl Asker<'_> {
     }
 
     fn ask(&self, line: &str) -> Asked {
-        let left = self.deadline.saturating_duration_since(Instant::now());
+        let left = self.deadline.map_or(self.control.timeout, |deadline| {
+            deadline.saturating_duration_since(Instant::now())
+        });
         if left.is_zero() {
             return Asked::Silent {
                 waited: Duration::ZERO,
@@ -312,7 +315,71 @@ fn parse_pids(reply: &str) -> (Vec<u32>, usize) {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
+    use crate::event::TopologyMode;
+    use crate::testing::proc::FakeProc;
+
+    const UID: u32 = 1000;
+
+    fn record(name: &str, pid: u32) -> DaemonRecord {
+        DaemonRecord {
+            name: name.into(),
+            uid: UID,
+            host: "node".into(),
+            topology_mode: TopologyMode::SingleGpu,
+            gpu_uuids: vec!["GPU-aaaa".into()],
+            pipe_directory: format!("/nonexistent/unilab-{UID}/mps/{name}"),
+            log_directory: format!("/nonexistent/{name}/log"),
+            pid,
+            process_start_ticks: 7,
+            created_at: 0.0,
+            job: None,
+            active_thread_percentage: None,
+            pinned_memory_limit: None,
+        }
+    }
+
+    /// Only a record whose process is live (same start time, same owner) is asked anything:
+    /// here asking fails (no control tool), so a note shows who was asked.
+    #[test]
+    fn only_a_live_records_daemon_is_asked_and_an_empty_tree_asks_none() {
+        let paths = StatePaths {
+            root: PathBuf::from("/state"),
+            host: "node".into(),
+            uid: UID,
+        };
+        let proc = FakeProc::new()
+            .with(10, 7, 'S', UID)
+            .with(11, 8, 'S', UID)
+            .with(12, 7, 'S', UID + 1);
+        let mps = Mps {
+            paths: &paths,
+            proc: &proc,
+            smi: Tool::new("/nonexistent/nvidia-smi", Duration::from_secs(1)),
+            control: Tool::new("/nonexistent/control", Duration::from_secs(1)),
+            env: HostEnv::default(),
+        };
+        let records = [
+            record("live", 10),
+            record("reused", 11),
+            record("foreign", 12),
+            record("gone", 13),
+        ];
+        let teardown = terminate_in_tree(&mps, &records, &[10, 11, 99], Duration::MAX);
+        assert!(teardown.terminated.is_empty());
+        assert_eq!(teardown.notes.len(), 1, "{:?}", teardown.notes);
+        assert!(
+            teardown.notes[0].starts_with("MPS daemon `live` (pid 10) could not be asked"),
+            "{:?}",
+            teardown.notes
+        );
+        assert_eq!(
+            terminate_in_tree(&mps, &records, &[0], Duration::MAX),
+            ClientTeardown::default()
+        );
+    }
 
     #[test]
     fn a_daemons_answer_gives_its_pids_once_each_and_counts_what_is_not_one() {

@@ -149,38 +149,53 @@ fn only_the_trees_mps_client_is_terminated_and_nothing_is_signalled() {
 
 /// A daemon that accepts its control socket's connections and never replies would hold a
 /// teardown for as long as it waits; it is named as wedged and left once the tool's timeout is
-/// up, its client left for the signals.
+/// up, its client left for the signals, while another daemon's client in the same tree is ended
+/// all the same.
 #[test]
 fn a_wedged_daemon_is_named_and_left_within_the_tool_timeout() {
     let host = Host::two_gpus();
     let wedge = host.root.root().join("wedge");
-    let record = host.json_with(
+    let wedged = host.json_with(
         &[("FAKE_MPS_WEDGE_WHEN", wedge.to_str().unwrap())],
         &["mps", "start", "0"],
     );
-    let (pipe, log_dir) = dirs(&record);
-    let mut client = Sleeper::new();
-    let registration = client.connect(&pipe);
+    let healthy = host.start(&["1"]);
+    let (wedged_pipe, wedged_log) = dirs(&wedged);
+    let (healthy_pipe, _) = dirs(&healthy);
+    let mut stuck = Sleeper::new();
+    let registration = stuck.connect(&wedged_pipe);
+    let mut served = Sleeper::new();
+    let served_file = served.connect(&healthy_pipe);
     std::fs::write(&wedge, "").unwrap();
 
     let began = Instant::now();
-    let teardown = ask(&host, control(Duration::from_secs(2)), &[client.pid()]);
+    let teardown = ask(
+        &host,
+        control(Duration::from_secs(2)),
+        &[stuck.pid(), served.pid()],
+    );
     // Generous: one timeout of 2 s, on a loaded machine.
     assert!(began.elapsed() < Duration::from_secs(60));
 
-    assert!(teardown.terminated.is_empty(), "{teardown:?}");
     let [note] = teardown.notes.as_slice() else {
         panic!("one note: {teardown:?}");
     };
     assert!(
-        note.contains(record["name"].as_str().unwrap())
+        note.contains(wedged["name"].as_str().unwrap())
             && note.contains("wedged")
             && note.contains("get_server_list"),
         "{note}"
     );
     assert!(registration.exists());
-    assert!(!control_log(&log_dir).contains("terminate_client"));
-    assert!(client.untouched());
+    assert!(!control_log(&wedged_log).contains("terminate_client"));
+    assert!(stuck.untouched());
+    let [ended] = teardown.terminated.as_slice() else {
+        panic!("the healthy daemon's client was ended: {teardown:?}");
+    };
+    assert_eq!(ended.daemon, healthy["name"].as_str().unwrap());
+    assert_eq!(ended.terminated, [served.pid()]);
+    assert!(!served_file.exists());
+    assert!(served.untouched());
     std::fs::remove_file(&wedge).unwrap();
     finish(&host);
 }
