@@ -123,6 +123,7 @@ pub mod testing {
     pub use crate::gpu::selector::SelectorError;
     pub use crate::gpu::smi::SmiError;
     pub use crate::log::migrate::SCHEMA_VERSION;
+    pub use crate::mps::clients::{ClientTeardown, ClientsTerminated, terminate_clients_in_tree};
     pub use crate::mps::error::{MpsError, Unrecorded};
     pub use crate::paths::PathError;
     pub use crate::process::{Liveness, SignalError};

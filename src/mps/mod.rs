@@ -9,11 +9,13 @@
 //! start request resolved and checked), `start` (a detached start: clearing the way, launch,
 //! record and verify), `settle` (starts cut short), `stop` (and what a stopped launch records),
 //! `foreground`, `exec` (a command with a daemon's environment), `shared` (leases on a job's
-//! daemon), `doctor` with `framework` (the checklist, each finding a `check`), `status`, and
-//! the I/O they use: `control` (the NVIDIA tool), `dirs` (pipe and log directories), `lock`,
+//! daemon), `clients` (a tree's MPS clients ended by their daemon before it is signalled),
+//! `doctor` with `framework` (the checklist, each finding a `check`), `status`, and the I/O they
+//! use: `control` (the NVIDIA tool), `dirs` (pipe and log directories), `lock`,
 //! `limits`, `daemon_log`.
 
 pub(crate) mod check;
+pub(crate) mod clients;
 pub(crate) mod control;
 pub(crate) mod daemon_log;
 pub(crate) mod decide;

@@ -4,6 +4,7 @@
 //! This module holds what the subjects share: a host with two fake GPUs ([`Host`]), and the ways
 //! to ask it for a plan, a doctor's report or its daemons; each subject is a module of its own.
 
+mod clients;
 mod doctor;
 mod lifecycle;
 mod races;
