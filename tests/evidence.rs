@@ -89,6 +89,7 @@ fn hung_job() -> Evidence {
                         .into(),
                 ),
                 holds_gpu_device: true,
+                rank: None,
             },
             ProcessEvidence {
                 pid: 5001,
@@ -104,6 +105,7 @@ fn hung_job() -> Evidence {
                 kernel_stack: Some(kernel_stack),
                 python_stack: None,
                 holds_gpu_device: true,
+                rank: None,
             },
             ProcessEvidence {
                 pid: 5002,
@@ -116,6 +118,7 @@ fn hung_job() -> Evidence {
                 kernel_stack: Some(String::new()),
                 python_stack: Some(String::new()),
                 holds_gpu_device: false,
+                rank: None,
             },
         ],
         cgroup: Some(CgroupEvidence {
@@ -131,6 +134,7 @@ fn hung_job() -> Evidence {
             })
             .collect(),
         unavailable: vec!["python stacks: ptrace not permitted for pid 5001".into()],
+        mps: None,
     }
 }
 

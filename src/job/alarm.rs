@@ -20,11 +20,11 @@ use nix::fcntl::OFlag;
 use serde::{Deserialize, Serialize};
 
 use super::JobError;
+#[cfg(test)]
+use super::dir::ALARM;
 use super::dir::JobDir;
 use crate::paths::Distrust;
 
-/// The alarm's name in the job's directory.
-pub(crate) const ALARM: &str = "alarm";
 /// The most an alarm may hold: a reader reads no more.
 pub(crate) const MAX_ALARM_BYTES: u64 = 16 * 1024;
 /// The most of a reason an alarm keeps: the rest is cut, so that the alarm stays well within

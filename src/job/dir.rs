@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 use super::{JobError, JobId};
 use crate::paths::{distrust_directory, distrust_path};
 
+/// The alarm's name in the job's directory (`job::alarm`).
+pub(crate) const ALARM: &str = "alarm";
+
 /// The directory under the state root that holds every user's jobs.
 pub(crate) const JOBS: &str = "jobs";
 
@@ -62,7 +65,7 @@ impl JobDir {
             }
         }
         Ok(Self {
-            alarm: path.join(super::alarm::ALARM),
+            alarm: path.join(ALARM),
             path,
             uid,
         })
