@@ -204,6 +204,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
                 evidence_unavailable: Vec::new(),
             },
             limits: Limits::default(),
+            job: None,
         },
     )
     .expect("start");

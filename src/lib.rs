@@ -56,13 +56,6 @@ mod log;
 mod mps;
 mod output;
 mod paths;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the capture reads ranks once it is wired (issue 36)"
-    )
-)]
 mod proc_rank;
 mod proc_read;
 mod process;
@@ -85,12 +78,15 @@ pub use binary::main;
 pub use event::soak::{
     Archived, ArchivedRun, ArchivedSoak, CgroupEvidence, ChildExit, CompactSample, Evidence,
     ExitInfo, FailureKind, Findings, GpuHealth, GpuHolder, GpuProcessSample, GpuRelease,
-    GpuReleased, GpuSample, KernelMessage, LeakedProcess, Limits, Measures, OomKill, OomSource,
-    Outcome, OutcomeStatus, ProcessEvidence, ProcessSample, ProgressSignature, ResourceLimit,
-    Sample, SoakEnd, SoakParameters, SoakStart, Supervision, ThreadEvidence, UnkillableProcess,
+    GpuReleased, GpuSample, JobAlarm, JobAlarmSeen, JobMember, KernelMessage, LeakedProcess,
+    Limits, Measures, MpsTeardown, OnJobAlarm, OomKill, OomSource, Outcome, OutcomeStatus,
+    ProcessEvidence, ProcessSample, ProgressSignature, ResourceLimit, Sample, SoakEnd,
+    SoakParameters, SoakStart, Supervision, ThreadEvidence, UnkillableProcess,
 };
 // (the soak events' first forms, which logs written before schema 2 hold)
 pub use event::stored::v1 as soak_v1;
+// (the evidence's form of schemas 5 to 8)
+pub use event::stored::v8 as evidence_v8;
 pub use event::{
     DaemonLimits, EVENT_KINDS, Envelope, Event, GpuIdentity, LeaseEnd, Scope, StaleReason,
     StartedDaemon, StopMethod, StoredEnvelope, StoredEvent, Subject, TopologyMode,

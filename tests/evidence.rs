@@ -89,6 +89,7 @@ fn hung_job() -> Evidence {
                         .into(),
                 ),
                 holds_gpu_device: true,
+                rank: None,
             },
             ProcessEvidence {
                 pid: 5001,
@@ -104,6 +105,7 @@ fn hung_job() -> Evidence {
                 kernel_stack: Some(kernel_stack),
                 python_stack: None,
                 holds_gpu_device: true,
+                rank: None,
             },
             ProcessEvidence {
                 pid: 5002,
@@ -116,6 +118,7 @@ fn hung_job() -> Evidence {
                 kernel_stack: Some(String::new()),
                 python_stack: Some(String::new()),
                 holds_gpu_device: false,
+                rank: None,
             },
         ],
         cgroup: Some(CgroupEvidence {
@@ -131,6 +134,7 @@ fn hung_job() -> Evidence {
             })
             .collect(),
         unavailable: vec!["python stacks: ptrace not permitted for pid 5001".into()],
+        mps: None,
     }
 }
 
@@ -154,7 +158,9 @@ fn root_with_soak(change: impl Fn(&mut StoredEvent) -> bool) -> TestRoot {
 fn hung_job_root() -> TestRoot {
     root_with_soak(|event| {
         match event {
-            StoredEvent::SoakEvidenceCaptured(evidence) => **evidence = hung_job(),
+            StoredEvent::SoakEvidenceCapturedV8(_) => {
+                *event = StoredEvent::SoakEvidenceCaptured(Box::new(hung_job()));
+            }
             StoredEvent::SoakFinishedV5 { end, findings } => {
                 end.outcome = Outcome {
                     status: OutcomeStatus::Failed,
@@ -306,7 +312,7 @@ fn a_passed_soak_with_nothing_to_tell_reads_as_before() {
     let passed = |released: bool| {
         // A soak that passed was never about to be signalled: no evidence.
         root_with_soak(move |event| match event {
-            StoredEvent::SoakEvidenceCaptured(_) => false,
+            StoredEvent::SoakEvidenceCapturedV8(_) => false,
             StoredEvent::SoakFinishedV5 { end, findings } => {
                 end.outcome = Outcome {
                     status: OutcomeStatus::Passed,
@@ -405,7 +411,7 @@ fn the_report_shows_the_evidence_after_the_verdict_before_the_charts() {
 #[test]
 fn hostile_and_huge_evidence_is_escaped_and_bounded() {
     let root = root_with_soak(|event| {
-        if let StoredEvent::SoakEvidenceCaptured(evidence) = event {
+        if let StoredEvent::SoakEvidenceCapturedV8(_) = event {
             let mut hostile = hung_job();
             let p = &mut hostile.processes[0];
             p.name = "\x1b]0;pwn\x07<script>".into();
@@ -423,7 +429,7 @@ fn hostile_and_huge_evidence_is_escaped_and_bounded() {
                 worker.pid = 10_000 + i;
                 hostile.processes.push(worker);
             }
-            **evidence = hostile;
+            *event = StoredEvent::SoakEvidenceCaptured(Box::new(hostile));
         }
         true
     });

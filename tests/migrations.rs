@@ -52,6 +52,9 @@ fn install(version: u32, root: &TestRoot) {
 /// schema-1 one, whose records are interleaved with another soak's.
 const ARCHIVED_IN_FIXTURE: &str = "20261202T124210-3f9a";
 
+/// The soak a frozen fixture (schema 9 on) holds that saw its job's alarm.
+const JOB_SOAK_IN_FIXTURE: &str = "20261207T090000-a1a1";
+
 /// The soak a frozen fixture (schema 8 on) holds with its samples packed.
 const PACKED_IN_FIXTURE: &str = "20261206T080000-c8c8";
 
@@ -81,6 +84,9 @@ fn freeze_fixture() {
         supervisor,
     ))
     .unwrap();
+    // Schema 9: a rank of a job that saw another rank's alarm and stopped.
+    log.append_all(job_soak(JOB_SOAK_IN_FIXTURE, supervisor))
+        .unwrap();
     drop(log);
     // An archived soak: its records in an archive file beside the log, frozen with it.
     let log = EventLog::open_alone(&path, fixture_scope(), PROJECTIONS).unwrap();

@@ -162,6 +162,7 @@ fn evidence() -> impl Strategy<Value = Evidence> {
                             kernel_stack: (i < 64).then(|| kernel.clone()),
                             python_stack: (i < 4).then(|| python.clone()),
                             holds_gpu_device: true,
+                            rank: None,
                         })
                         .collect(),
                     cgroup: Some(CgroupEvidence {
@@ -177,6 +178,7 @@ fn evidence() -> impl Strategy<Value = Evidence> {
                         })
                         .collect(),
                     unavailable: vec![notes.1; notes.0],
+                    mps: None,
                 }
             },
         )
@@ -343,10 +345,12 @@ fn evidence_claiming(root: &TestRoot, subject: &Subject, claims: usize) -> Event
                 kernel_stack: None,
                 python_stack: None,
                 holds_gpu_device: false,
+                rank: None,
             }],
             cgroup: None,
             kernel_messages: Vec::new(),
             unavailable: Vec::new(),
+            mps: None,
         }))
     };
     let bare = claimed(&envelope(root, subject, with(String::new())));
@@ -470,6 +474,7 @@ fn evidence_over_every_budget(n: usize) -> Evidence {
                 kernel_stack: Some(over(share(16 << 10, 512 << 10))),
                 python_stack: Some(over(share(256 << 10, 1 << 20))),
                 holds_gpu_device: true,
+                rank: None,
             })
             .collect(),
         cgroup: Some(CgroupEvidence {
@@ -485,6 +490,7 @@ fn evidence_over_every_budget(n: usize) -> Evidence {
             })
             .collect(),
         unavailable: vec![over(1024); 257],
+        mps: None,
     }
 }
 

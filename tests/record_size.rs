@@ -227,10 +227,12 @@ fn evidence_claiming_24_mb() -> StoredEvent {
             kernel_stack: None,
             python_stack: None,
             holds_gpu_device: false,
+            rank: None,
         }],
         cgroup: None,
         kernel_messages: Vec::new(),
         unavailable: Vec::new(),
+        mps: None,
     }))
 }
 

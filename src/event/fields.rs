@@ -30,7 +30,9 @@ pub(crate) fn fields_json(event: &Event, schema: u32) -> Map<String, Value> {
         return fields;
     }
     let lifted = match &stored {
-        StoredEvent::SoakStartedV5 { .. } | StoredEvent::SoakStarted { .. } => "start",
+        StoredEvent::SoakStartedV5 { .. }
+        | StoredEvent::SoakStartedV8 { .. }
+        | StoredEvent::SoakStarted { .. } => "start",
         StoredEvent::SoakSampled { .. } => "sample",
         StoredEvent::SoakFinishedV5 { .. } | StoredEvent::SoakFinished { .. } => "end",
         #[cfg(test)]

@@ -131,6 +131,9 @@ pub enum Event {
         supervision: Option<soak::Supervision>,
         /// `None` where its form did not record them (before schema 6).
         limits: Option<soak::Limits>,
+        /// The job it belongs to; `None` outside a job, or where its form did not record it
+        /// (before schema 9).
+        job: Option<soak::JobMember>,
     },
     /// One sample of a soak.
     SoakSampled {
@@ -195,6 +198,9 @@ pub enum Event {
     /// A finished soak's records were moved to an archive file; this event commits to every one
     /// of them.
     SoakArchived(Box<soak::Archived>),
+    /// Another rank of the soak's job raised the job's alarm (or won the race to raise it
+    /// against this one), and the supervisor saw it.
+    SoakJobAlarmSeen(Box<soak::JobAlarmSeen>),
 }
 
 /// How a lease on a shared daemon ended.
@@ -218,7 +224,7 @@ impl LeaseEnd {
 
 /// Every event kind, in the order of [`Event`]'s variants (and of each kind's first form in
 /// [`StoredEvent`]).
-pub const EVENT_KINDS: [&str; 16] = [
+pub const EVENT_KINDS: [&str; 17] = [
     "topology_resolved",
     "daemon_started",
     "daemon_verified_live",
@@ -235,6 +241,7 @@ pub const EVENT_KINDS: [&str; 16] = [
     "lease_released",
     "soak_evidence_captured",
     "soak_archived",
+    "soak_job_alarm_seen",
 ];
 
 impl Event {
@@ -257,6 +264,7 @@ impl Event {
             Event::LeaseReleased { .. } => 13,
             Event::SoakEvidenceCaptured(_) => 14,
             Event::SoakArchived(_) => 15,
+            Event::SoakJobAlarmSeen(_) => 16,
         };
         EVENT_KINDS[index]
     }

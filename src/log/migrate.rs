@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -90,6 +90,18 @@ pub(crate) const STEPS: &[Step] = &[
         // unchanged — re-encoding them would re-chain the whole log; `log archive` is what
         // shrinks an old log — so nothing is rewritten, and the version keeps an older unilab,
         // which could not decode the new forms, away.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 8,
+        description: "a job's alarm",
+        // Schema 9 adds `soak_job_alarm_seen`, `soak_started` in a form that records the job a
+        // soak belongs to (its rank, what it does on another rank's alarm) and
+        // `soak_evidence_captured` in a form with each process's rank and the MPS clients
+        // ended (new variants at the end of `StoredEvent`; `job_failed` and the trigger
+        // `job_alarm` at the end of the failure kinds). Schema 8 records decode and hash
+        // unchanged and their soaks export as they did, byte for byte; nothing is rewritten,
+        // and the version keeps an older unilab, which could not decode the new forms, away.
         apply: |_| Ok(()),
     },
 ];

@@ -207,7 +207,7 @@ impl Soaks {
         } else {
             match &envelope.event {
                 Event::SoakSampled { .. } => summary.samples += 1,
-                Event::SoakEvidenceCaptured(_) => {}
+                Event::SoakEvidenceCaptured(_) | Event::SoakJobAlarmSeen(_) => {}
                 Event::SoakAbandoned { reason, .. } => {
                     summary.state = SoakState::Finished(OutcomeStatus::Abandoned);
                     summary.reason = Some(reason.clone());
@@ -284,6 +284,7 @@ mod tests {
             start,
             supervision: None,
             limits: None,
+            job: None,
         }
     }
 

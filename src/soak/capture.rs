@@ -86,6 +86,7 @@ impl Capture {
                 cgroup: None,
                 kernel_messages: Vec::new(),
                 unavailable: self.known_unavailable.clone(),
+                mps: None,
             },
             reading: None,
         }));
@@ -185,7 +186,8 @@ impl Capture {
         if now.start_ticks != stat.start_ticks || now.has_exited() {
             return None;
         }
-        let cmdline = match ProcDir::new(&self.proc_root, now.pid, now.start_ticks).cmdline() {
+        let proc_dir = ProcDir::new(&self.proc_root, now.pid, now.start_ticks);
+        let cmdline = match proc_dir.cmdline() {
             Ok(args) => self.secrets.mask_command_line(&args),
             Err(blocked) => {
                 notes.once(format!(
@@ -207,6 +209,10 @@ impl Capture {
             }
         };
         let holds_gpu_device = holds_file_under(&dir, &self.gpu_device_prefix, notes);
+        let rank = crate::proc_rank::rank_of(&proc_dir).unwrap_or_else(|blocked| {
+            notes.once(format!("{blocked}; it is recorded without its rank"));
+            None
+        });
         Some(ProcessEvidence {
             pid: now.pid,
             ppid: now.ppid,
@@ -218,6 +224,7 @@ impl Capture {
             kernel_stack,
             python_stack: None,
             holds_gpu_device,
+            rank,
         })
     }
 }

@@ -126,12 +126,51 @@ pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
             findings: Box::new(findings)
         }),
         (soak_start(), supervision(), limits()).prop_map(|(start, supervision, limits)| {
-            StoredEvent::SoakStarted {
+            StoredEvent::SoakStartedV8 {
                 start: Box::new(start),
                 supervision,
                 limits,
             }
         }),
+        (
+            soak_start(),
+            supervision(),
+            limits(),
+            option::of((text(), option::of(any::<u32>()), 0..3u8))
+        )
+            .prop_map(|(start, supervision, limits, job)| {
+                StoredEvent::SoakStarted {
+                    start: Box::new(start),
+                    supervision,
+                    limits,
+                    job: job.map(|(job, rank, on)| JobMember {
+                        job,
+                        rank,
+                        on_job_alarm: [OnJobAlarm::Capture, OnJobAlarm::Stop, OnJobAlarm::Ignore]
+                            [usize::from(on)],
+                    }),
+                }
+            }),
+        (
+            (text(), option::of(any::<u32>()), text(), text()),
+            (text(), text(), any::<u32>(), any::<u32>()),
+        )
+            .prop_map(
+                |((job, rank, host, soak_id), (failure_kind, reason, at, seen))| {
+                    StoredEvent::SoakJobAlarmSeen(Box::new(JobAlarmSeen {
+                        alarm: JobAlarm {
+                            job,
+                            rank,
+                            host,
+                            soak_id,
+                            failure_kind,
+                            reason,
+                            at: f64::from(at) / 8.0,
+                        },
+                        seen_at: f64::from(at) / 8.0 + f64::from(seen),
+                    }))
+                }
+            ),
         (sample(), measures()).prop_map(|(sample, measures)| StoredEvent::SoakSampled {
             sample: Box::new(sample),
             measures: Box::new(measures)

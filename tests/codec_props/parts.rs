@@ -448,6 +448,7 @@ pub(super) fn process_evidence() -> impl Strategy<Value = ProcessEvidence> {
                     kernel_stack,
                     python_stack,
                     holds_gpu_device,
+                    rank: Some(pid % 8).filter(|_| holds_gpu_device),
                 }
             },
         )
@@ -480,6 +481,11 @@ pub(super) fn evidence() -> impl Strategy<Value = Evidence> {
                 cgroup,
                 kernel_messages,
                 unavailable,
+                mps: (captured_at_us % 2 == 0).then(|| MpsTeardown {
+                    daemon: "gpu0".into(),
+                    server_pid: 7,
+                    terminated: vec![captured_at_us.unsigned_abs() as u32],
+                }),
             },
         )
 }

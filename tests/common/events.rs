@@ -258,10 +258,10 @@ pub fn every_event_kind() -> Vec<(Subject, StoredEvent)> {
         (s5(), StoredEvent::SoakSampledV5(Box::new(sample(0, 2)))),
         (
             s5(),
-            StoredEvent::SoakEvidenceCaptured(Box::new(Evidence {
+            StoredEvent::SoakEvidenceCapturedV8(Box::new(evidence_v8::Evidence {
                 trigger: FailureKind::StaleProgress,
                 captured_at_us: 1_764_838_830_000_000,
-                processes: vec![ProcessEvidence {
+                processes: vec![evidence_v8::ProcessEvidence {
                     pid: 5000,
                     ppid: 4999,
                     start_ticks: 1_000_000,
@@ -443,7 +443,7 @@ pub fn measured_soak(
     vec![
         (
             s6(),
-            StoredEvent::SoakStarted {
+            StoredEvent::SoakStartedV8 {
                 start: Box::new(SoakStart {
                     soak_id: id.into(),
                     command: vec!["python3".into(), "train.py".into()],
@@ -623,4 +623,104 @@ pub fn writer_identity(event: &Event) -> Option<(u32, u64)> {
         }
         _ => None,
     }
+}
+
+/// Schema 9: rank 1 of job `ring`, run with `--on-job-alarm stop`, that saw rank 2's alarm,
+/// captured its tree (trigger `job_alarm`, its process carrying `RANK`) and failed as
+/// `job_failed`. Its samples are [`measured_soak`]'s.
+pub fn job_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEvent)> {
+    let subject = || Subject::Soak(id.into());
+    let alarm_at = 1_764_679_312.5;
+    let mut events = measured_soak(id, 3, |_| 2, supervisor);
+    let finished = events.pop();
+    if let Some((
+        _,
+        StoredEvent::SoakStartedV8 {
+            start,
+            supervision,
+            limits,
+        },
+    )) = events.first().cloned()
+    {
+        events[0].1 = StoredEvent::SoakStarted {
+            start,
+            supervision,
+            limits,
+            job: Some(JobMember {
+                job: "ring".into(),
+                rank: Some(1),
+                on_job_alarm: OnJobAlarm::Stop,
+            }),
+        };
+    }
+    events.push((
+        subject(),
+        StoredEvent::SoakJobAlarmSeen(Box::new(JobAlarmSeen {
+            alarm: JobAlarm {
+                job: "ring".into(),
+                rank: Some(2),
+                host: "node-8".into(),
+                soak_id: "20261207T090000-b2b2".into(),
+                failure_kind: "stale_progress".into(),
+                reason: "no progress for 30.0 s (limit 30.0 s)".into(),
+                at: alarm_at,
+            },
+            seen_at: alarm_at + 4.25,
+        })),
+    ));
+    events.push((
+        subject(),
+        StoredEvent::SoakEvidenceCaptured(Box::new(Evidence {
+            trigger: FailureKind::JobAlarm,
+            captured_at_us: 1_764_679_316_750_000,
+            processes: vec![ProcessEvidence {
+                pid: 5000,
+                ppid: 4999,
+                start_ticks: 1_000_000,
+                name: "python3".into(),
+                state: 'S',
+                cmdline: vec!["python3".into(), "ring_allreduce.py".into()],
+                threads: vec![ThreadEvidence {
+                    tid: 5000,
+                    name: "python3".into(),
+                    state: 'S',
+                    wchan: Some("sk_wait_data".into()),
+                    syscall: Some("recvfrom".into()),
+                }],
+                kernel_stack: None,
+                python_stack: Some(
+                    "Thread 5000 (idle): \"MainThread\"\n    all_reduce (ring_allreduce.py:41)\n"
+                        .into(),
+                ),
+                holds_gpu_device: false,
+                rank: Some(1),
+            }],
+            cgroup: None,
+            kernel_messages: Vec::new(),
+            unavailable: vec!["kernel stacks: /proc/PID/stack is readable by root only".into()],
+            mps: None,
+        })),
+    ));
+    if let Some((
+        subject,
+        StoredEvent::SoakFinished {
+            mut end, findings, ..
+        },
+    )) = finished
+    {
+        end.outcome = Outcome {
+            status: OutcomeStatus::Failed,
+            failure_kind: Some(FailureKind::JobFailed),
+            reason: "rank 2 of job ring on node-8 tripped (stale_progress): no progress for 30.0 s (limit 30.0 s)".into(),
+        };
+        events.push((
+            subject,
+            StoredEvent::SoakFinished {
+                end,
+                findings,
+                limit: None,
+            },
+        ));
+    }
+    events
 }

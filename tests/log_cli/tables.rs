@@ -33,9 +33,9 @@ fn soak_list_filters_by_status_start_and_count() {
     let (_, started) = every_event_kind()
         .into_iter()
         .rev()
-        .find(|(_, event)| matches!(event, StoredEvent::SoakStarted { .. }))
+        .find(|(_, event)| matches!(event, StoredEvent::SoakStartedV8 { .. }))
         .unwrap();
-    let StoredEvent::SoakStarted {
+    let StoredEvent::SoakStartedV8 {
         mut start,
         supervision,
         limits,
@@ -48,7 +48,7 @@ fn soak_list_filters_by_status_start_and_count() {
     root.log()
         .append_all([(
             Subject::Soak(recent.into()),
-            StoredEvent::SoakStarted {
+            StoredEvent::SoakStartedV8 {
                 start,
                 supervision,
                 limits,

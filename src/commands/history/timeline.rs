@@ -50,6 +50,7 @@ pub(crate) fn summary(event: &Event) -> String {
             archived.file
         ),
         Event::SoakEvidenceCaptured(evidence) => captured(evidence),
+        Event::SoakJobAlarmSeen(seen) => alarm_seen(seen),
         Event::SoakFinished { end, .. } => finished(&end.outcome, end.run_ms),
         Event::SoakAbandoned { supervisor, reason } => {
             format!("supervisor pid {} gone: {reason}", supervisor.pid)
@@ -147,6 +148,18 @@ fn captured(evidence: &crate::event::soak::Evidence) -> String {
         })
         .collect();
     one_line_evidence(evidence.trigger.as_str(), &processes)
+}
+
+/// Who raised the job's alarm, and why.
+fn alarm_seen(seen: &crate::event::soak::JobAlarmSeen) -> String {
+    let seen = &seen.alarm;
+    let rank = seen
+        .rank
+        .map_or_else(|| "a rank".to_owned(), |rank| format!("rank {rank}"));
+    format!(
+        "job {}: {rank} on {} tripped ({}: {}), soak {}",
+        seen.job, seen.host, seen.failure_kind, seen.reason, seen.soak_id
+    )
 }
 
 fn finished(outcome: &crate::event::soak::Outcome, run_ms: u64) -> String {

@@ -56,6 +56,9 @@ pub struct ProcessEvidence {
     pub python_stack: Option<String>,
     /// Whether it holds a GPU device file open (`/dev/nvidia*`).
     pub holds_gpu_device: bool,
+    /// `RANK` in its environment; `None` without it, or where its form did not read it
+    /// (before schema 9).
+    pub rank: Option<u32>,
 }
 
 /// The memory cgroup the command ran in.
@@ -82,7 +85,8 @@ pub struct KernelMessage {
 /// Everything captured about the tree before it was signalled: `soak_evidence_captured`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
-    /// What the supervisor was about to signal the tree for.
+    /// What the supervisor was about to signal the tree for, or [`FailureKind::JobAlarm`] for
+    /// the capture made when another rank of its job raised the alarm.
     pub trigger: FailureKind,
     /// Unix microseconds.
     pub captured_at_us: i64,
@@ -92,6 +96,9 @@ pub struct Evidence {
     pub kernel_messages: Vec<KernelMessage>,
     /// What could not be captured, and why.
     pub unavailable: Vec<String>,
+    /// The MPS clients of the tree ended before the first signal; `None` where there were none
+    /// or its form did not record them (before schema 9).
+    pub mps: Option<super::MpsTeardown>,
 }
 
 /// A process of the tree that exited non-zero or by a signal while the command ran.

@@ -10,13 +10,15 @@
 //! Types used by both (parameters, GPU samples, the outcome) are unchanged since schema 1. Schema 5 records
 //! the start and the verdict with what [`evidence`] adds beside them, and the evidence itself;
 //! schema 6 adds [`resources`]: limits with the start, measures with each sample, the limit that
-//! failed a soak with its verdict. Schema 8 stores samples in a [`compact`] form and records
+//! failed a soak with its verdict. Schema 9 adds the soak's [`job`] with its start, the alarm
+//! another rank raised, and each evidence process's rank. Schema 8 stores samples in a [`compact`] form and records
 //! the [`archive`] of a soak moved out of the live log.
 
 mod archive;
 mod bounds;
 mod compact;
 mod evidence;
+mod job;
 mod resources;
 
 use std::collections::BTreeMap;
@@ -33,6 +35,7 @@ pub use evidence::{
     KernelMessage, OomKill, OomSource, ProcessEvidence, Supervision, ThreadEvidence,
     UnkillableProcess,
 };
+pub use job::{JobAlarm, JobAlarmSeen, JobMember, MpsTeardown, OnJobAlarm};
 pub(crate) use resources::throttle_reasons;
 pub use resources::{GpuHealth, Limits, Measures, ResourceLimit};
 
@@ -125,6 +128,11 @@ pub enum FailureKind {
     ChildFailed,
     /// The tree went over one of its budgets (schema 6).
     ResourceLimit,
+    /// Another rank of its job raised the job's alarm (`--on-job-alarm stop`; schema 9).
+    JobFailed,
+    /// Not a failure of the soak: the trigger of the evidence captured when another rank of its
+    /// job raised the alarm (schema 9). No verdict names it.
+    JobAlarm,
 }
 
 impl FailureKind {
@@ -142,6 +150,8 @@ impl FailureKind {
             FailureKind::NoProgress => "no_progress",
             FailureKind::ChildFailed => "child_failed",
             FailureKind::ResourceLimit => "resource_limit",
+            FailureKind::JobFailed => "job_failed",
+            FailureKind::JobAlarm => "job_alarm",
         }
     }
 }

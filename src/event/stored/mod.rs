@@ -17,6 +17,7 @@
 //! Field *names* are not stored, but they are an old record's fields in `history --json`.
 
 pub mod v1;
+pub mod v8;
 
 use serde::{Deserialize, Serialize};
 
@@ -109,8 +110,8 @@ pub enum StoredEvent {
         starter: ProcessIdentity,
         job: Option<String>,
     },
-    /// Schema 5.
-    SoakEvidenceCaptured(Box<soak::Evidence>),
+    /// `soak_evidence_captured` in schema 5–8's form.
+    SoakEvidenceCapturedV8(Box<v8::Evidence>),
     /// `soak_started` in schema 5's form, with the supervision.
     SoakStartedV5 {
         start: Box<SoakStart>,
@@ -121,8 +122,8 @@ pub enum StoredEvent {
         end: Box<SoakEnd>,
         findings: Box<soak::Findings>,
     },
-    /// `soak_started` since schema 6, with the limits.
-    SoakStarted {
+    /// `soak_started` in schema 6–8's form, with the limits.
+    SoakStartedV8 {
         start: Box<SoakStart>,
         supervision: soak::Supervision,
         limits: soak::Limits,
@@ -150,7 +151,18 @@ pub enum StoredEvent {
     SoakSampledCompact(Box<soak::CompactSample>),
     /// Schema 8.
     SoakArchived(Box<soak::Archived>),
-    /// A made-up schema step (test builds only): see `commands::history::schema_step`: `soak_finished` with a note, as a ninth schema would add it.
+    /// `soak_started` since schema 9, with the job it belongs to.
+    SoakStarted {
+        start: Box<SoakStart>,
+        supervision: soak::Supervision,
+        limits: soak::Limits,
+        job: Option<soak::JobMember>,
+    },
+    /// `soak_evidence_captured` since schema 9: each process's rank, the MPS clients ended.
+    SoakEvidenceCaptured(Box<soak::Evidence>),
+    /// Schema 9.
+    SoakJobAlarmSeen(Box<soak::JobAlarmSeen>),
+    /// A made-up schema step (test builds only): see `commands::history::schema_step`: `soak_finished` with a note, as a tenth schema would add it.
     #[cfg(test)]
     SoakFinishedWithNote {
         end: Box<SoakEnd>,
@@ -174,6 +186,7 @@ impl StoredEvent {
             S::SoakStartedV1(_)
             | S::SoakStartedV4(_)
             | S::SoakStartedV5 { .. }
+            | S::SoakStartedV8 { .. }
             | S::SoakStarted { .. } => 6,
             S::SoakSampledV1(_)
             | S::SoakSampledV5(_)
@@ -188,8 +201,9 @@ impl StoredEvent {
             S::DaemonStartingV3 { .. } | S::DaemonStarting { .. } => 11,
             S::LeaseAcquired { .. } => 12,
             S::LeaseReleased { .. } => 13,
-            S::SoakEvidenceCaptured(_) => 14,
+            S::SoakEvidenceCapturedV8(_) | S::SoakEvidenceCaptured(_) => 14,
             S::SoakArchived(_) => 15,
+            S::SoakJobAlarmSeen(_) => 16,
             #[cfg(test)]
             S::SoakFinishedWithNote { .. } => 8,
         };

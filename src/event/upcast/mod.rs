@@ -10,11 +10,13 @@
 //! rate), no teardown apart from the run, no sample after the exit and no reaped CPU time; its
 //! GPU list is known.
 //!
+//! Schema 5–8's evidence lacks each process's rank and the MPS clients ended: `None` both.
+//!
 //! A schema step adds its form here: the schema it introduces it in ([`StoredEvent::schema`]),
 //! its upcast, and its place in [`Event::into_stored`].
 
-use super::soak::{ProcessSample, Sample, SoakEnd, SoakStart};
-use super::stored::{StoredEnvelope, StoredEvent, v1};
+use super::soak::{Evidence, ProcessEvidence, ProcessSample, Sample, SoakEnd, SoakStart};
+use super::stored::{StoredEnvelope, StoredEvent, v1, v8};
 use super::{Envelope, Event};
 
 impl StoredEvent {
@@ -39,12 +41,13 @@ impl StoredEvent {
             | S::DaemonStartingV3 { .. } => 2,
             S::LeaseAcquired { .. } | S::LeaseReleased { .. } => 3,
             S::DaemonStartedV6 { .. } | S::DaemonStarting { .. } => 4,
-            S::SoakEvidenceCaptured(_) | S::SoakStartedV5 { .. } | S::SoakFinishedV5 { .. } => 5,
-            S::SoakStarted { .. } | S::SoakSampled { .. } | S::SoakFinished { .. } => 6,
+            S::SoakEvidenceCapturedV8(_) | S::SoakStartedV5 { .. } | S::SoakFinishedV5 { .. } => 5,
+            S::SoakStartedV8 { .. } | S::SoakSampled { .. } | S::SoakFinished { .. } => 6,
             S::DaemonStarted { .. } => 7,
             S::SoakSampledCompact(_) | S::SoakArchived(_) => 8,
+            S::SoakStarted { .. } | S::SoakEvidenceCaptured(_) | S::SoakJobAlarmSeen(_) => 9,
             #[cfg(test)]
-            S::SoakFinishedWithNote { .. } => 9,
+            S::SoakFinishedWithNote { .. } => 10,
         }
     }
 
@@ -109,18 +112,21 @@ impl StoredEvent {
                 start: Box::new(start_of_v1(*start)),
                 supervision: None,
                 limits: None,
+                job: None,
             },
             S::SoakStartedV4(start) => Event::SoakStarted {
                 start,
                 supervision: None,
                 limits: None,
+                job: None,
             },
             S::SoakStartedV5 { start, supervision } => Event::SoakStarted {
                 start,
                 supervision: Some(supervision),
                 limits: None,
+                job: None,
             },
-            S::SoakStarted {
+            S::SoakStartedV8 {
                 start,
                 supervision,
                 limits,
@@ -128,6 +134,18 @@ impl StoredEvent {
                 start,
                 supervision: Some(supervision),
                 limits: Some(limits),
+                job: None,
+            },
+            S::SoakStarted {
+                start,
+                supervision,
+                limits,
+                job,
+            } => Event::SoakStarted {
+                start,
+                supervision: Some(supervision),
+                limits: Some(limits),
+                job,
             },
             S::SoakSampledV1(sample) => Event::SoakSampled {
                 sample: Box::new(sample_of_v1(*sample)),
@@ -230,8 +248,12 @@ impl StoredEvent {
                 started,
             },
             S::LeaseReleased { holder, reason } => Event::LeaseReleased { holder, reason },
+            S::SoakEvidenceCapturedV8(evidence) => {
+                Event::SoakEvidenceCaptured(Box::new(evidence_of_v8(*evidence)))
+            }
             S::SoakEvidenceCaptured(evidence) => Event::SoakEvidenceCaptured(evidence),
             S::SoakArchived(archived) => Event::SoakArchived(archived),
+            S::SoakJobAlarmSeen(seen) => Event::SoakJobAlarmSeen(seen),
             S::SoakSampledCompact(_) => return None,
         };
         Some((event, schema))
@@ -307,6 +329,7 @@ impl Event {
                 start,
                 supervision,
                 limits,
+                job,
             } => match schema {
                 ..=1 => S::SoakStartedV1(Box::new(start_to_v1(*start))),
                 2..=4 => S::SoakStartedV4(start),
@@ -314,10 +337,16 @@ impl Event {
                     start,
                     supervision: supervision.unwrap_or_default(),
                 },
+                6..=8 => S::SoakStartedV8 {
+                    start,
+                    supervision: supervision.unwrap_or_default(),
+                    limits: limits.unwrap_or_default(),
+                },
                 _ => S::SoakStarted {
                     start,
                     supervision: supervision.unwrap_or_default(),
                     limits: limits.unwrap_or_default(),
+                    job,
                 },
             },
             Event::SoakSampled { sample, measures } => match schema {
@@ -342,7 +371,7 @@ impl Event {
                     findings: findings.unwrap_or_default(),
                 },
                 #[cfg(test)]
-                9.. => S::SoakFinishedWithNote {
+                10.. => S::SoakFinishedWithNote {
                     end,
                     findings: findings.unwrap_or_default(),
                     limit,
@@ -395,8 +424,12 @@ impl Event {
                 started,
             },
             Event::LeaseReleased { holder, reason } => S::LeaseReleased { holder, reason },
-            Event::SoakEvidenceCaptured(evidence) => S::SoakEvidenceCaptured(evidence),
+            Event::SoakEvidenceCaptured(evidence) => match schema {
+                ..=8 => S::SoakEvidenceCapturedV8(Box::new(evidence_to_v8(*evidence))),
+                _ => S::SoakEvidenceCaptured(evidence),
+            },
             Event::SoakArchived(archived) => S::SoakArchived(archived),
+            Event::SoakJobAlarmSeen(seen) => S::SoakJobAlarmSeen(seen),
         }
     }
 }
@@ -524,6 +557,60 @@ fn end_to_v1(end: SoakEnd) -> v1::SoakEnd {
         leaked_processes: end.leaked_processes,
         stdout_tail: end.stdout_tail,
         stderr_tail: end.stderr_tail,
+    }
+}
+
+fn evidence_of_v8(evidence: v8::Evidence) -> Evidence {
+    Evidence {
+        trigger: evidence.trigger,
+        captured_at_us: evidence.captured_at_us,
+        processes: evidence
+            .processes
+            .into_iter()
+            .map(|p| ProcessEvidence {
+                pid: p.pid,
+                ppid: p.ppid,
+                start_ticks: p.start_ticks,
+                name: p.name,
+                state: p.state,
+                cmdline: p.cmdline,
+                threads: p.threads,
+                kernel_stack: p.kernel_stack,
+                python_stack: p.python_stack,
+                holds_gpu_device: p.holds_gpu_device,
+                rank: None,
+            })
+            .collect(),
+        cgroup: evidence.cgroup,
+        kernel_messages: evidence.kernel_messages,
+        unavailable: evidence.unavailable,
+        mps: None,
+    }
+}
+
+fn evidence_to_v8(evidence: Evidence) -> v8::Evidence {
+    v8::Evidence {
+        trigger: evidence.trigger,
+        captured_at_us: evidence.captured_at_us,
+        processes: evidence
+            .processes
+            .into_iter()
+            .map(|p| v8::ProcessEvidence {
+                pid: p.pid,
+                ppid: p.ppid,
+                start_ticks: p.start_ticks,
+                name: p.name,
+                state: p.state,
+                cmdline: p.cmdline,
+                threads: p.threads,
+                kernel_stack: p.kernel_stack,
+                python_stack: p.python_stack,
+                holds_gpu_device: p.holds_gpu_device,
+            })
+            .collect(),
+        cgroup: evidence.cgroup,
+        kernel_messages: evidence.kernel_messages,
+        unavailable: evidence.unavailable,
     }
 }
 

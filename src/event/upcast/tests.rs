@@ -7,6 +7,9 @@ use crate::event::soak::{
     ExitInfo, Findings, GpuSample, Limits, Measures, Outcome, OutcomeStatus, ProgressSignature,
     ResourceLimit, SoakParameters, Supervision,
 };
+use crate::event::soak::{
+    JobAlarm, JobAlarmSeen, JobMember, MpsTeardown, OnJobAlarm, ThreadEvidence,
+};
 use crate::event::{DaemonLimits, StartedDaemon, TopologyMode};
 use crate::process::ProcessIdentity;
 
@@ -14,6 +17,37 @@ const SUPERVISOR: ProcessIdentity = ProcessIdentity {
     pid: 99,
     start_ticks: 5,
 };
+
+/// Evidence of one process, with the rank and the MPS teardown that schema 9 adds.
+fn evidence(rank: Option<u32>, mps: Option<MpsTeardown>) -> Evidence {
+    Evidence {
+        trigger: crate::event::soak::FailureKind::JobAlarm,
+        captured_at_us: 1_764_676_801_000_000,
+        processes: vec![ProcessEvidence {
+            pid: 100,
+            ppid: 1,
+            start_ticks: 7,
+            name: "python3".into(),
+            state: 'S',
+            cmdline: vec!["python3".into()],
+            threads: vec![ThreadEvidence {
+                tid: 100,
+                name: "python3".into(),
+                state: 'S',
+                wchan: Some("futex_wait_queue".into()),
+                syscall: Some("futex".into()),
+            }],
+            kernel_stack: None,
+            python_stack: None,
+            holds_gpu_device: false,
+            rank,
+        }],
+        cgroup: None,
+        kernel_messages: Vec::new(),
+        unavailable: Vec::new(),
+        mps,
+    }
+}
 
 fn start_v1() -> v1::SoakStart {
     v1::SoakStart {
@@ -157,9 +191,9 @@ fn changed_forms() -> Vec<StoredEvent> {
             end: end(),
             findings: findings(),
         },
-        StoredEvent::SoakStarted {
+        StoredEvent::SoakStartedV8 {
             start: start(),
-            supervision,
+            supervision: supervision.clone(),
             limits: Limits {
                 max_memory_bytes: Some(1 << 30),
                 ..Limits::default()
@@ -187,6 +221,47 @@ fn changed_forms() -> Vec<StoredEvent> {
             },
         },
     ]
+    .into_iter()
+    .chain(schema_9_forms(supervision))
+    .collect()
+}
+
+/// The forms schema 9 adds.
+fn schema_9_forms(supervision: Supervision) -> Vec<StoredEvent> {
+    let start = || Box::new(start_of_v1(start_v1()));
+    vec![
+        StoredEvent::SoakStarted {
+            start: start(),
+            supervision,
+            limits: Limits::default(),
+            job: Some(JobMember {
+                job: "ring".into(),
+                rank: Some(2),
+                on_job_alarm: OnJobAlarm::Stop,
+            }),
+        },
+        StoredEvent::SoakEvidenceCapturedV8(Box::new(evidence_to_v8(evidence(None, None)))),
+        StoredEvent::SoakEvidenceCaptured(Box::new(evidence(
+            Some(3),
+            Some(MpsTeardown {
+                daemon: "gpu0".into(),
+                server_pid: 77,
+                terminated: vec![100],
+            }),
+        ))),
+        StoredEvent::SoakJobAlarmSeen(Box::new(JobAlarmSeen {
+            alarm: JobAlarm {
+                job: "ring".into(),
+                rank: Some(2),
+                host: "n2".into(),
+                soak_id: "20261202T124210-3f9a".into(),
+                failure_kind: "stale_progress".into(),
+                reason: "no progress for 5s".into(),
+                at: 1_764_676_800.25,
+            },
+            seen_at: 1_764_676_801.5,
+        })),
+    ]
 }
 
 /// Every value an old form holds survives its upcast: the domain event goes back into the
@@ -206,6 +281,25 @@ fn every_form_goes_back_into_the_form_it_was_read_from() {
 /// Moved from the `soaks` view, which sees only domain events now: a soak recorded in
 /// schema 1's forms reads as the same start, sample and verdict as any other, what the
 /// forms lack `None` or the value schema 1 meant, the run time its `duration_ms`.
+/// Schema 5–8's evidence reads with no rank and no MPS teardown: what it lacks is `None`.
+#[test]
+fn evidence_of_schema_8_reads_without_ranks_or_mps() {
+    let stored = StoredEvent::SoakEvidenceCapturedV8(Box::new(evidence_to_v8(evidence(
+        Some(3),
+        Some(MpsTeardown {
+            daemon: "gpu0".into(),
+            server_pid: 77,
+            terminated: vec![100],
+        }),
+    ))));
+    let (event, schema) = stored.upcast().unwrap();
+    assert_eq!(schema, 5);
+    assert_eq!(
+        event,
+        Event::SoakEvidenceCaptured(Box::new(evidence(None, None)))
+    );
+}
+
 #[test]
 fn soaks_recorded_in_schema_1s_forms_read_as_the_events_of_any_soak() {
     let upcast = |stored: StoredEvent| stored.upcast().expect("not packed");
@@ -215,6 +309,7 @@ fn soaks_recorded_in_schema_1s_forms_read_as_the_events_of_any_soak() {
         start,
         supervision: None,
         limits: None,
+        job: None,
     } = started
     else {
         panic!("{started:?}")
@@ -278,7 +373,8 @@ fn an_event_is_written_in_its_kinds_newest_form() {
             "daemon_started" => 7,
             "daemon_starting" => 4,
             // The made-up step of test builds (`commands::history::schema_step`).
-            "soak_finished" => 9,
+            "soak_finished" => 10,
+            "soak_started" | "soak_evidence_captured" | "soak_job_alarm_seen" => 9,
             _ => 6,
         };
         assert_eq!(written.schema(), newest, "{written:?}");

@@ -16,8 +16,8 @@ use serde_json::{Map, Value, json};
 use super::rows::Rows;
 use super::{Abandonment, Soak, SoakRecords, Verdict, seconds};
 use crate::event::soak::{
-    Evidence, ExitInfo, Findings, GpuRelease, Limits, Outcome, ProcessEvidence, ResourceLimit,
-    SoakStart, Supervision,
+    Evidence, ExitInfo, FailureKind, Findings, GpuRelease, JobAlarmSeen, Limits, Outcome,
+    ProcessEvidence, ResourceLimit, SoakStart, Supervision,
 };
 use crate::log::chain::to_hex;
 use crate::time::unix_seconds;
@@ -87,10 +87,21 @@ pub(super) fn head(records: &SoakRecords, rows: &Rows) -> Map<String, Value> {
     );
     object.insert("summary".into(), rows.summary());
     object.insert("host".into(), records.host.clone().into());
+    // Schema 9 on (a soak's job): each process's rank and the MPS clients ended, the capture
+    // made at the job's alarm and the alarm that failed it; a soak recorded before exports as it
+    // always did.
+    let job = soak.schema >= 9;
+    let shown = |e: &Evidence| evidence(e, job);
     object.insert(
         "evidence".into(),
-        json!(records.evidence.as_deref().map(evidence)),
+        json!(records.evidence.as_deref().map(shown)),
     );
+    if job {
+        object.insert(
+            "job_evidence".into(),
+            json!(records.job_evidence.as_deref().map(shown)),
+        );
+    }
     object.insert(
         "gpu_release".into(),
         json!(
@@ -106,8 +117,36 @@ pub(super) fn head(records: &SoakRecords, rows: &Rows) -> Map<String, Value> {
             "limit".into(),
             json!(verdict.and_then(|v| v.limit).map(ResourceLimit::as_str)),
         );
+        if job {
+            let job_failed =
+                end.and_then(|e| e.outcome.failure_kind) == Some(FailureKind::JobFailed);
+            outcome.insert(
+                "job_alarm".into(),
+                json!(
+                    records
+                        .job_alarm
+                        .as_deref()
+                        .filter(|_| job_failed)
+                        .map(job_alarm)
+                ),
+            );
+        }
     }
     object
+}
+
+/// The job's alarm as the rank that tripped wrote it.
+fn job_alarm(seen: &JobAlarmSeen) -> Value {
+    let seen = &seen.alarm;
+    json!({
+        "job": seen.job,
+        "rank": seen.rank,
+        "host": seen.host,
+        "soak_id": seen.soak_id,
+        "failure_kind": seen.failure_kind,
+        "reason": seen.reason,
+        "at": seen.at,
+    })
 }
 
 /// Identity, times, outcome, exit, leaks, output, and the place in the log.
@@ -244,8 +283,9 @@ fn signal_name(signal: i32) -> Value {
         .unwrap_or_else(|_| Value::from(signal))
 }
 
-fn process(p: &ProcessEvidence) -> Value {
-    json!({
+/// A process of the evidence; with its rank from schema 9 on (`job`).
+fn process(p: &ProcessEvidence, job: bool) -> Value {
+    let mut shown = json!({
         "pid": p.pid,
         "ppid": p.ppid,
         "start_ticks": p.start_ticks,
@@ -262,14 +302,19 @@ fn process(p: &ProcessEvidence) -> Value {
         "kernel_stack": p.kernel_stack,
         "python_stack": p.python_stack,
         "holds_gpu_device": p.holds_gpu_device,
-    })
+    });
+    if let (true, Value::Object(object)) = (job, &mut shown) {
+        object.insert("rank".into(), json!(p.rank));
+    }
+    shown
 }
 
-fn evidence(evidence: &Evidence) -> Value {
-    json!({
+/// The evidence; with each process's rank and the MPS clients ended from schema 9 on (`job`).
+fn evidence(evidence: &Evidence, job: bool) -> Value {
+    let mut shown = json!({
         "trigger": evidence.trigger.as_str(),
         "captured_at": unix_seconds(evidence.captured_at_us),
-        "processes": evidence.processes.iter().map(process).collect::<Vec<_>>(),
+        "processes": evidence.processes.iter().map(|p| process(p, job)).collect::<Vec<_>>(),
         "cgroup": evidence.cgroup.as_ref().map(|c| json!({
             "version": c.version,
             "path": c.path,
@@ -281,7 +326,18 @@ fn evidence(evidence: &Evidence) -> Value {
             "line": m.line,
         })).collect::<Vec<_>>(),
         "unavailable": evidence.unavailable,
-    })
+    });
+    if let (true, Value::Object(object)) = (job, &mut shown) {
+        object.insert(
+            "mps".into(),
+            json!(evidence.mps.as_ref().map(|m| json!({
+                "daemon": m.daemon,
+                "server_pid": m.server_pid,
+                "terminated": m.terminated,
+            }))),
+        );
+    }
+    shown
 }
 
 fn gpu_release(release: &GpuRelease) -> Value {

@@ -78,6 +78,10 @@ pub struct SoakRecords {
     pub abandoned: Option<Abandonment>,
     /// What the tree was doing when it was to be signalled.
     pub evidence: Option<Box<soak::Evidence>>,
+    /// What the tree was doing when another rank of its job raised the alarm (schema 9).
+    pub job_evidence: Option<Box<soak::Evidence>>,
+    /// The job's alarm, as this soak saw it (schema 9).
+    pub job_alarm: Option<Box<soak::JobAlarmSeen>>,
     /// The hash of the last of these events, which ties the artifact to the chain.
     pub last_hash: Hash,
     /// The host the log is scoped to.
@@ -103,6 +107,8 @@ pub(crate) struct Folded {
     pub soak: Option<Soak>,
     pub abandoned: Option<Abandonment>,
     pub evidence: Option<Box<soak::Evidence>>,
+    pub job_evidence: Option<Box<soak::Evidence>>,
+    pub job_alarm: Option<Box<soak::JobAlarmSeen>>,
 }
 
 /// What one event did to a [`Folded`] soak.
@@ -124,6 +130,7 @@ impl Folded {
                     start,
                     supervision,
                     limits,
+                    ..
                 },
                 _,
             ) => {
@@ -136,6 +143,8 @@ impl Folded {
                     end: None,
                 });
                 self.evidence = None;
+                self.job_evidence = None;
+                self.job_alarm = None;
                 return Fold::Restarted;
             }
             (Event::SoakSampled { sample, measures }, Some(_)) => {
@@ -156,7 +165,17 @@ impl Folded {
                     limit,
                 }));
             }
-            (Event::SoakEvidenceCaptured(captured), Some(_)) => self.evidence = Some(captured),
+            (Event::SoakEvidenceCaptured(captured), Some(_)) => {
+                if captured.trigger == soak::FailureKind::JobAlarm {
+                    self.job_evidence = Some(captured);
+                } else {
+                    self.evidence = Some(captured);
+                }
+            }
+            // The first alarm seen is the job's (one alarm a job).
+            (Event::SoakJobAlarmSeen(seen), Some(_)) if self.job_alarm.is_none() => {
+                self.job_alarm = Some(seen);
+            }
             (Event::SoakAbandoned { supervisor, reason }, _) => {
                 self.abandoned = Some(Abandonment { supervisor, reason });
             }
@@ -180,6 +199,8 @@ impl Folded {
             soak,
             abandoned: self.abandoned,
             evidence: self.evidence,
+            job_evidence: self.job_evidence,
+            job_alarm: self.job_alarm,
             last_hash: walked.last_hash,
             host: walked.host,
         })

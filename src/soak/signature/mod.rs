@@ -114,6 +114,7 @@ mod tests {
             start_ticks: 100,
             name: "python3".into(),
             state: 'S',
+            rank: None,
             cmdline: vec!["python3".into(), "ring_allreduce.py".into()],
             threads: vec![
                 ThreadEvidence {

@@ -76,6 +76,7 @@ impl Recording {
                 }),
                 supervision: Some(spec.supervision.clone()),
                 limits: Some(spec.limits.clone()),
+                job: None,
             },
         )?;
         Ok(recording)
