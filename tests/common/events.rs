@@ -358,7 +358,26 @@ pub fn every_event_kind() -> Vec<(Subject, StoredEvent)> {
             },
         ),
     ]);
-    events.extend(schema_6_soak(supervisor));
+    // Schema 6's soak, which saw another rank's job alarm (schema 9) before its verdict.
+    let mut soak = schema_6_soak(supervisor);
+    let verdict = soak.pop();
+    soak.push((
+        Subject::Soak("20261205T100000-f6f6".into()),
+        StoredEvent::SoakJobAlarmSeen(Box::new(JobAlarmSeen {
+            alarm: JobAlarm {
+                job: "4242".into(),
+                rank: Some(3),
+                host: "node-8".into(),
+                soak_id: "20261205T095959-a1a1".into(),
+                failure_kind: "stale_progress".into(),
+                reason: "no progress for 30.0 s (limit 30.0 s)".into(),
+                at: 1_764_925_205.5,
+            },
+            seen_at: 1_764_925_206.25,
+        })),
+    ));
+    soak.extend(verdict);
+    events.extend(soak);
     // A start under way (its starter long gone).
     events.push((
         Subject::Daemon("gpu-1111aaaa".into()),

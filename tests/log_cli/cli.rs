@@ -53,7 +53,7 @@ fn hostile_inputs_are_refused_without_a_panic_or_a_raw_control_byte() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("ok: 29 events"));
+        .stdout(predicate::str::contains("ok: 30 events"));
 
     for args in [
         &["soak", "show", "\x1b]0;pwn\x07"][..],

@@ -27,7 +27,7 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .args(["log", "verify"])
         .assert()
         .success()
-        .stdout(predicate::str::starts_with("ok: 29 events, chain head "))
+        .stdout(predicate::str::starts_with("ok: 30 events, chain head "))
         .stdout(predicate::str::contains(
             "(0 daemons, 4 soaks, 1 starting, 1 lease, 2 daemon_jobs, 1 daemon_limit)",
         ));
@@ -41,7 +41,7 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .clone();
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(report["ok"], true);
-    assert_eq!(report["events"], 29);
+    assert_eq!(report["events"], 30);
     assert_eq!(report["schema_version"], SCHEMA_VERSION);
 }
 

@@ -147,6 +147,7 @@ fn history_filters_by_subject_and_sequence() {
             "soak_sampled",
             "soak_sampled",
             "soak_sampled",
+            "soak_job_alarm_seen",
             "soak_finished",
             "daemon_starting",
             "lease_acquired",
