@@ -7,7 +7,7 @@ use crate::diagnostic::{Boundary, Exit, Hint};
 use crate::paths::Distrust;
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum JobError {
+pub enum JobError {
     /// What a launcher's variable holds cannot name a job.
     #[error("`{}` (from `{variable}`) cannot name a job: it {}", shown(.value), .why.why())]
     BadJob {
