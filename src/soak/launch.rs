@@ -70,6 +70,12 @@ impl Launch {
     }
 }
 
+/// A rank as the soak recorded it, as a number: `None` for what is recorded as one but is not
+/// a whole number (`--meta rank=...`). Ranks are integers everywhere.
+pub(crate) fn rank_number(recorded: &str) -> Option<u32> {
+    recorded.trim().parse().ok()
+}
+
 /// What fills a path's placeholders.
 pub(crate) struct Placeholders<'a> {
     pub launch: &'a Launch,

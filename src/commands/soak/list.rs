@@ -189,7 +189,11 @@ fn list_job(
             row["host"] = s.host.clone().into();
             // Ranks are integers everywhere; what is recorded as one but is not a whole number
             // (`--meta rank=...`) is no rank.
-            row["rank"] = s.rank.as_deref().and_then(rank_number).into();
+            row["rank"] = s
+                .rank
+                .as_deref()
+                .and_then(crate::soak::launch::rank_number)
+                .into();
             row["job"] = job.into();
             row
         });
@@ -224,11 +228,6 @@ fn list_job(
         out.line(&line)?;
     }
     Ok(Exit::Success)
-}
-
-/// A recorded rank as a number, if it is one.
-pub(crate) fn rank_number(recorded: &str) -> Option<u32> {
-    recorded.trim().parse().ok()
 }
 
 /// A rank as its column shows it: a launcher's rank is a number, but whatever the soak recorded
