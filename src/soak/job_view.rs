@@ -192,7 +192,8 @@ impl JobView {
                 .filter_map(|r| r.last_progress_at)
                 .min_by(f64::total_cmp);
             let before = match later {
-                Some(next) if next > stalled.last_progress_at => format!(
+                // Less than a tenth of a second apart is at the same time.
+                Some(next) if next - stalled.last_progress_at >= 0.1 => format!(
                     ", {} before any other's",
                     crate::text::duration(next - stalled.last_progress_at)
                 ),
