@@ -27,6 +27,8 @@ pub enum Error {
     Mps(MpsError),
     #[error(transparent)]
     Soak(SoakError),
+    #[error(transparent)]
+    Job(#[from] crate::job::JobError),
     #[error("cannot write to standard output")]
     Stdout(#[source] std::io::Error),
     /// The reader of our standard output went away (`unilab history | head`): not a failure.
@@ -85,6 +87,7 @@ impl Error {
             Error::Paths(e) => Some(e),
             Error::Mps(e) => Some(e),
             Error::Soak(e) => Some(e),
+            Error::Job(e) => Some(e),
             Error::Stdout(_)
             | Error::BrokenPipe
             | Error::Environment { .. }
@@ -120,6 +123,7 @@ impl Error {
             | Error::Paths(_)
             | Error::Mps(_)
             | Error::Soak(_)
+            | Error::Job(_)
             | Error::Stdout(_)
             | Error::BrokenPipe
             | Error::Environment { .. } => None,

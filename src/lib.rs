@@ -118,6 +118,8 @@ pub mod testing {
     pub use crate::gpu::mask::MaskError;
     pub use crate::gpu::selector::SelectorError;
     pub use crate::gpu::smi::SmiError;
+    pub use crate::job::error::JobError;
+    pub use crate::job::id::BadJobId;
     pub use crate::log::migrate::SCHEMA_VERSION;
     pub use crate::mps::clients::{ClientTeardown, ClientsTerminated, terminate_clients_in_tree};
     pub use crate::mps::error::{MpsError, Unrecorded};

@@ -11,6 +11,7 @@ mod evidence;
 mod fakes;
 mod framework;
 mod gpu_health;
+mod job;
 mod log_append_path;
 mod log_archive;
 mod log_cli;

@@ -178,13 +178,13 @@ fn each_rank_on_each_node_records_its_own_soak_and_scancel_leaves_nothing_behind
         );
     }
     let listed = job_soaks(&root, &jobs[0]);
-    let hosts: Vec<(&str, &str)> = listed
+    let hosts: Vec<(&str, u64)> = listed
         .iter()
-        .map(|s| (s["host"].as_str().unwrap(), s["rank"].as_str().unwrap()))
+        .map(|s| (s["host"].as_str().unwrap(), s["rank"].as_u64().unwrap()))
         .collect();
     assert_eq!(hosts.len(), 2, "{listed:?}");
     assert!(
-        hosts.contains(&("n1", "0")) && hosts.contains(&("n2", "1")),
+        hosts.contains(&("n1", 0)) && hosts.contains(&("n2", 1)),
         "{hosts:?}"
     );
 

@@ -101,21 +101,32 @@ fn a_placeholder_whose_value_would_leave_the_directory_or_break_the_name_is_refu
     let soak = Soak::new();
     let ran = soak.root.root().join("ran");
     private_dir_all(&soak.root.root().join("out/inner"));
+    // The job and rank are read as a job's are (`job::resolve`), which refuses these first.
     for (job, rank, output, says) in [
         (
             "1",
             "../x",
             "out/{rank}.json",
-            "`{rank}` stands for `../x` here (SLURM_PROCID or RANK)",
+            "`../x` (from `SLURM_PROCID`) is not a rank",
         ),
         (
             "1",
             "a\nb",
             "out/{rank}.json",
-            "`{rank}` stands for `a\\nb`",
+            "`a\\nb` (from `SLURM_PROCID`) is not a rank",
         ),
-        ("..", "0", "out/{job}/x.json", "`{job}` stands for `..`"),
-        ("..", "0", "out/inner/{job}", "`{job}` stands for `..`"),
+        (
+            "..",
+            "0",
+            "out/{job}/x.json",
+            "`..` (from `SLURM_JOB_ID`) cannot name a job",
+        ),
+        (
+            "..",
+            "0",
+            "out/inner/{job}",
+            "`..` (from `SLURM_JOB_ID`) cannot name a job",
+        ),
     ] {
         let refused = run_writing(
             &soak,

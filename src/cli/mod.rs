@@ -81,6 +81,9 @@ pub(crate) enum Command {
     /// Supervise a long training command and judge it by its progress
     #[command(subcommand)]
     Soak(SoakCommand),
+    /// A job's ranks side by side, from every host's log: which rank tripped, which hung
+    #[command(subcommand)]
+    Job(JobCommand),
     /// Print the runtime snapshot (source, GPU, software, environment) of a directory
     Snapshot {
         /// The directory whose git checkout to describe (default: the current one)
@@ -124,6 +127,23 @@ Examples:
     Leash {
         #[arg(last = true)]
         command: Vec<OsString>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum JobCommand {
+    /// The jobs whose ranks' soaks are recorded under the state root, on every host
+    List,
+    /// Every rank's soak of a job, from every host's log under the state root, and the verdict:
+    /// which rank tripped first, whose progress stopped first, where each rank stood
+    #[command(after_help = "\
+Examples:
+  unilab job show 4242                 a Slurm job's ranks
+  unilab --json job show llama-run3    one JSON object (`ranks`, `groups`, `odd_ranks`, `verdict`)")]
+    Show {
+        /// The job: what `soak run --job` named, or Slurm's job id
+        #[arg(value_parser = job_name)]
+        job: crate::job::JobId,
     },
 }
 

@@ -2,6 +2,7 @@
 //! returns the exit status; errors bubble up to `main` for rendering.
 
 pub(crate) mod history;
+mod job;
 pub(crate) mod log;
 mod man;
 pub(crate) mod mps;
@@ -160,6 +161,7 @@ pub(crate) fn run(cli: Cli) -> Result<Exit, Error> {
         Command::Log(command) => log::run(&paths()?, command, &mut out),
         Command::Mps(command) => mps::run(&paths()?, command, &mut out),
         Command::Soak(command) => soak::run(&paths()?, command, &mut out),
+        Command::Job(command) => job::run(&paths()?, command, &mut out),
         Command::Snapshot { dir } => soak::snapshot(dir.as_deref(), &mut out),
         Command::Completions { shell } => completions(shell, &mut out),
         Command::Man { dir } => man::man(dir.as_deref(), &mut out),

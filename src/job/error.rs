@@ -7,7 +7,7 @@ use crate::diagnostic::{Boundary, Exit, Hint};
 use crate::paths::Distrust;
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum JobError {
+pub enum JobError {
     /// What a launcher's variable holds cannot name a job.
     #[error("`{}` (from `{variable}`) cannot name a job: it {}", shown(.value), .why.why())]
     BadJob {
@@ -21,6 +21,8 @@ pub(crate) enum JobError {
         value: String,
         variable: &'static str,
     },
+    #[error("no soak of job `{job}` is recorded under `{}`", .root.display())]
+    NoSuchJob { job: String, root: PathBuf },
     #[error("`--rank` gives a rank, but this soak belongs to no job")]
     RankWithoutJob,
     #[error("refusing the job directory `{}`: {reason}", .path.display())]
@@ -56,6 +58,7 @@ impl Boundary for JobError {
             // The command line is right; what a launcher set is refused, as `{rank}` in
             // `--output` refuses it. (A bad `--job` or `--rank` is clap's usage error.)
             JobError::BadJob { .. }
+            | JobError::NoSuchJob { .. }
             | JobError::BadRank { .. }
             | JobError::UnsafeDirectory { .. }
             | JobError::Directory { .. }
@@ -76,6 +79,10 @@ impl Hint for JobError {
             JobError::BadRank { variable, .. } => Some(format!(
                 "`{variable}` should be this process's rank; `--rank N` gives it instead"
             )),
+            JobError::NoSuchJob { .. } => Some(
+                "see `unilab job list`; a soak joins a job with `soak run --job NAME` or under Slurm"
+                    .into(),
+            ),
             JobError::RankWithoutJob => {
                 Some("add `--job NAME`: outside Slurm, a job is what `--job` names".into())
             }

@@ -13,7 +13,7 @@ pub(crate) struct JobId(String);
 
 /// Why a text cannot name a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BadJobId {
+pub enum BadJobId {
     Empty,
     TooLong,
     Dots,

@@ -21,6 +21,7 @@ pub(crate) mod alarm;
 pub(crate) mod dir;
 pub(crate) mod error;
 pub(crate) mod id;
+pub(crate) mod written;
 
 pub(crate) use error::JobError;
 pub(crate) use id::JobId;

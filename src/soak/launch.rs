@@ -37,6 +37,21 @@ impl Launch {
         }
     }
 
+    /// This place with the job and rank `membership` names ([`crate::job::resolve`]: `--job`,
+    /// else `SLURM_JOB_ID`; `--rank`, else `SLURM_PROCID`, else `RANK`), so that what the soak
+    /// records and what `{job}` and `{rank}` stand for are the job's own. Outside a job it is
+    /// left as the launcher set it: torchrun's `RANK` still fills `{rank}`.
+    pub(crate) fn joined(self, membership: Option<&crate::job::Membership>) -> Self {
+        match membership {
+            Some(membership) => Self {
+                job: Some(membership.job.as_str().to_owned()),
+                rank: membership.rank.map(|rank| rank.to_string()),
+                ..self
+            },
+            None => self,
+        }
+    }
+
     /// What the soak records of its place, under keys the user's own metadata leaves free.
     pub(crate) fn record_into(&self, metadata: &mut BTreeMap<String, String>) {
         for (key, value) in [
@@ -53,6 +68,12 @@ impl Launch {
             }
         }
     }
+}
+
+/// A rank as the soak recorded it, as a number: `None` for what is recorded as one but is not
+/// a whole number (`--meta rank=...`). Ranks are integers everywhere.
+pub(crate) fn rank_number(recorded: &str) -> Option<u32> {
+    recorded.trim().parse().ok()
 }
 
 /// What fills a path's placeholders.
@@ -105,8 +126,8 @@ impl Placeholders<'_> {
         let (value, from) = match name {
             "host" => return Ok((self.host.to_owned(), "the host's name")),
             "soak_id" => return Ok((self.soak_id.to_owned(), "the soak's id")),
-            "job" => (&launch.job, "SLURM_JOB_ID"),
-            "rank" => (&launch.rank, "SLURM_PROCID or RANK"),
+            "job" => (&launch.job, "--job or SLURM_JOB_ID"),
+            "rank" => (&launch.rank, "--rank, SLURM_PROCID or RANK"),
             "local_rank" => (&launch.local_rank, "SLURM_LOCALID or LOCAL_RANK"),
             other => return Err(PlaceholderError::Unknown(other.to_owned())),
         };
@@ -257,14 +278,14 @@ mod tests {
             said("../x", "soak-{job}.json"),
             Err((
                 true,
-                "`{job}` stands for `../x` here (SLURM_JOB_ID), which holds `/` and would put the file in another directory".into()
+                "`{job}` stands for `../x` here (--job or SLURM_JOB_ID), which holds `/` and would put the file in another directory".into()
             ))
         );
         assert_eq!(
             said("a\nb", "{job}"),
             Err((
                 true,
-                "`{job}` stands for `a\\nb` here (SLURM_JOB_ID), which holds a control character"
+                "`{job}` stands for `a\\nb` here (--job or SLURM_JOB_ID), which holds a control character"
                     .into()
             ))
         );

@@ -289,6 +289,78 @@ fn show_says_why_a_soak_failed_and_how_a_running_one_is_going() {
     child.wait().unwrap();
 }
 
+/// `soak run --job NAME --rank N` recorded the launcher's job and rank instead: the flags were
+/// parsed but the soak's place came from `SLURM_JOB_ID` and `SLURM_PROCID` alone, so `soak list
+/// --job NAME` found nothing and `{job}`/`{rank}` named Slurm's. The place follows
+/// `job::resolve` now (the flags first); outside a job torchrun's `RANK` still fills `{rank}`.
+#[test]
+fn the_job_and_rank_flags_name_the_soaks_place_in_its_job() {
+    let soak = Soak::new();
+    let run = |flags: &[&str], env: &[(&str, &str)], output: &str| {
+        let mut cmd = soak.unilab();
+        cmd.env_remove("SLURM_JOB_ID")
+            .env_remove("SLURM_PROCID")
+            .env_remove("RANK")
+            .envs(env.iter().copied())
+            .current_dir(soak.root.root());
+        cmd.args(["--json", "soak", "run"])
+            .args(flags)
+            .arg("--progress-dir")
+            .arg(soak.progress())
+            .args([
+                "--output",
+                output,
+                "--sample-interval",
+                "0.1",
+                "--",
+                "python3",
+            ])
+            .arg(trainer())
+            .arg("--progress-dir")
+            .arg(soak.progress())
+            .args(["--steps", "2", "--step-seconds", "0.05"]);
+        let output = cmd.output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+    };
+    run(
+        &["--job", "llama", "--rank", "3"],
+        &[("SLURM_JOB_ID", "77"), ("SLURM_PROCID", "0")],
+        "soak-{job}-{rank}.json",
+    );
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(soak.root.root().join("soak-llama-3.json")).unwrap())
+            .unwrap();
+    assert_eq!(artifact["metadata"]["job"], "llama");
+    assert_eq!(artifact["metadata"]["rank"], "3");
+    // The job by its flag, the rank from Slurm's variable.
+    run(
+        &["--job", "llama"],
+        &[("SLURM_PROCID", "5"), ("RANK", "9")],
+        "soak-{job}-{rank}.json",
+    );
+    assert!(soak.root.root().join("soak-llama-5.json").is_file());
+    // Outside a job, torchrun's `RANK` still fills `{rank}`.
+    run(&[], &[("RANK", "2")], "soak-r{rank}.json");
+    assert!(soak.root.root().join("soak-r2.json").is_file());
+
+    let listed: Value = serde_json::from_slice(
+        &soak
+            .unilab()
+            .args(["--json", "soak", "list", "--job", "llama"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let ranks: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["rank"])
+        .collect();
+    assert_eq!(ranks, [&serde_json::json!(3), &serde_json::json!(5)]);
+}
+
 /// Under a launcher, `--output` takes the rank's placeholders and the soak records its job and
 /// rank; `soak list --job` shows the job's soaks from every host's log under the root, with
 /// their hosts, in the order they started. A placeholder with no value here is refused.
@@ -368,14 +440,21 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
             .stdout,
     )
     .unwrap();
-    let ranks: Vec<(&str, &str)> = listed
+    // Ranks are integers everywhere: `soak list --job --json` gave the recorded text ("1").
+    let ranks: Vec<(&str, &Value)> = listed
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["host"].as_str().unwrap(), s["rank"].as_str().unwrap()))
+        .map(|s| (s["host"].as_str().unwrap(), &s["rank"]))
         .collect();
     let here = nix::unistd::gethostname().unwrap().into_string().unwrap();
-    assert_eq!(ranks, [("other-node", "1"), (here.as_str(), "0")]);
+    assert_eq!(
+        ranks,
+        [
+            ("other-node", &serde_json::json!(1)),
+            (here.as_str(), &serde_json::json!(0))
+        ]
+    );
     let table = soak
         .unilab()
         .args(["soak", "list", "--job", "77"])

@@ -187,7 +187,13 @@ fn list_job(
         let rows = soaks.iter().map(|s| {
             let mut row = summary_json(&s.summary);
             row["host"] = s.host.clone().into();
-            row["rank"] = s.rank.clone().into();
+            // Ranks are integers everywhere; what is recorded as one but is not a whole number
+            // (`--meta rank=...`) is no rank.
+            row["rank"] = s
+                .rank
+                .as_deref()
+                .and_then(crate::soak::launch::rank_number)
+                .into();
             row["job"] = job.into();
             row
         });

@@ -28,7 +28,11 @@ pub(super) fn soak_run(
     out: &mut Output,
 ) -> Result<Exit, Error> {
     let soak_id = supervise::new_soak_id();
-    let launch = Launch::from_env(|name| std::env::var(name).ok());
+    // The job and rank as `job::resolve` reads them, the flags first: what the soak records
+    // and what `{job}` and `{rank}` stand for.
+    let membership =
+        crate::job::resolve(args.job.as_ref(), args.rank, |name| std::env::var_os(name))?;
+    let launch = Launch::from_env(|name| std::env::var(name).ok()).joined(membership.as_ref());
     let spec = SoakSpec::from_args(args, soak_id, launch, paths)?;
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     room_warnings(

@@ -1,0 +1,23 @@
+//! `unilab job`: one file a verb (`list`, `show`), and the reading of every host's log they
+//! share (`read`).
+
+mod list;
+mod read;
+mod show;
+
+use crate::cli::JobCommand;
+use crate::diagnostic::Exit;
+use crate::error::Error;
+use crate::output::Output;
+use crate::paths::StatePaths;
+
+pub(crate) fn run(
+    paths: &StatePaths,
+    command: JobCommand,
+    out: &mut Output,
+) -> Result<Exit, Error> {
+    match command {
+        JobCommand::List => list::list(paths, out),
+        JobCommand::Show { job } => show::show(paths, &job, out),
+    }
+}

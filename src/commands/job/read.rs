@@ -1,0 +1,204 @@
+//! The soaks of jobs, from this user's log on every host under the state root
+//! ([`for_every_host_log`](crate::commands::for_every_host_log): a log that cannot be read is
+//! named in a warning and the rest shown), one row a soak of a host.
+
+use crate::error::Error;
+use crate::event::{Event, Subject};
+use crate::log::Snapshot;
+use crate::output::Output;
+use crate::paths::StatePaths;
+use crate::process::SystemProc;
+use crate::projection::{SoakSummary, Soaks};
+use crate::soak::job_view::{RankCaptures, RankRow};
+use crate::soak::launch::{JOB_KEY, NODE_KEY, RANK_KEY};
+use crate::time::unix_seconds;
+
+/// One soak of a job, on its host.
+pub(super) struct JobSoak {
+    pub job: String,
+    /// The host the log it was found in is scoped to.
+    pub host: String,
+    /// Whether that log lies in its host's own directory, not a copy under another name.
+    at_home: bool,
+    pub rank: Option<u32>,
+    pub summary: SoakSummary,
+    /// What `job show` reads of its records, when asked for.
+    pub row: Option<RankRow>,
+}
+
+/// The soaks whose job `wanted` takes, from every host's log, each read whole (its samples,
+/// captures and verdict) when `detailed`. This host's abandoned soaks are settled first; other
+/// hosts' logs are only read. A soak's host is the one its log is scoped to: a log copied aside
+/// shows its soaks under their own host, and once (the original's row when both are there).
+pub(super) fn job_soaks(
+    paths: &StatePaths,
+    out: &Output,
+    wanted: &dyn Fn(&str) -> bool,
+    detailed: bool,
+) -> Result<Vec<JobSoak>, Error> {
+    let own = match crate::commands::read_own_log(paths, out)? {
+        Some(reader) => Some(crate::soak::abandon::settle(
+            paths,
+            &reader,
+            &SystemProc::default(),
+        )?),
+        None => None,
+    };
+    let mut soaks = Vec::new();
+    crate::commands::for_every_host_log(paths, out, own, |directory, snapshot| {
+        let host = match snapshot.meta()? {
+            Some((_, scope)) => scope.host,
+            None => directory.to_owned(),
+        };
+        // A host's soaks are taken whole or not at all: its log may fail half-way.
+        let mut found = Vec::new();
+        for summary in Soaks::rows(snapshot)? {
+            let metadata = match first_event(snapshot, &summary)? {
+                Some(Event::SoakStarted { start, .. }) => start.metadata,
+                _ => continue,
+            };
+            let Some(job) = metadata.get(JOB_KEY).filter(|job| wanted(job)) else {
+                continue;
+            };
+            let rank = metadata
+                .get(RANK_KEY)
+                .and_then(|r| crate::soak::launch::rank_number(r));
+            let row = if detailed {
+                let mut row = read_rank(snapshot, &summary, &host)?;
+                row.rank = rank;
+                row.node = metadata.get(NODE_KEY).cloned();
+                Some(row)
+            } else {
+                None
+            };
+            found.push(JobSoak {
+                job: job.clone(),
+                at_home: host == directory,
+                host: host.clone(),
+                rank,
+                summary,
+                row,
+            });
+        }
+        soaks.extend(found);
+        Ok(())
+    })?;
+    // One row a soak of a host: its original's, else the copy that got furthest.
+    soaks.sort_by(|a, b| {
+        let key = |s: &JobSoak| {
+            (
+                s.host.clone(),
+                s.summary.soak_id.clone(),
+                !s.at_home,
+                std::cmp::Reverse(s.summary.last_seq),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    soaks.dedup_by(|later, first| {
+        later.host == first.host && later.summary.soak_id == first.summary.soak_id
+    });
+    soaks.sort_by_key(|s| (s.summary.started_at_us, s.host.clone()));
+    Ok(soaks)
+}
+
+/// The first event of a soak, its start: in the live log, or in its archive.
+fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>, Error> {
+    let mut first = None;
+    let subject = Subject::Soak(soak.soak_id.clone());
+    snapshot.scan_records(&subject, soak.first_seq, |record| {
+        first = Some(record.envelope.event);
+        Ok::<_, Error>(false)
+    })?;
+    Ok(first)
+}
+
+/// One rank's soak as `job show` lists it, read in one pass over its records that keeps no
+/// sample: its peaks and means as they go by, the capture that speaks for it, its verdict.
+fn read_rank(snapshot: &Snapshot, soak: &SoakSummary, host: &str) -> Result<RankRow, Error> {
+    let mut peak_pss: Option<u64> = None;
+    let (mut utilization_sum, mut utilization_samples) = (0.0_f64, 0_u64);
+    let mut captures = RankCaptures::default();
+    // When the command was spawned (from a sample's time and its age), and when the progress
+    // directory last changed among the samples.
+    let mut spawned_at_us: Option<i64> = None;
+    let mut progress = None;
+    let mut progress_changed_at_us: Option<i64> = None;
+    let mut last_progress_ms: Option<u64> = None;
+    let subject = Subject::Soak(soak.soak_id.clone());
+    snapshot.scan_records(&subject, soak.first_seq, |record| {
+        let at_us = record.envelope.recorded_at_us;
+        match &record.envelope.event {
+            Event::SoakSampled { sample, measures } => {
+                let elapsed_us = i64::try_from(sample.elapsed_ms)
+                    .unwrap_or(i64::MAX / 1000)
+                    .saturating_mul(1000);
+                spawned_at_us.get_or_insert(at_us.saturating_sub(elapsed_us));
+                if let Some(pss) = measures.as_ref().and_then(|m| m.tree_pss_bytes()) {
+                    peak_pss = Some(peak_pss.map_or(pss, |peak| peak.max(pss)));
+                }
+                let used: Vec<u32> = sample
+                    .gpus
+                    .iter()
+                    .flatten()
+                    .filter(|g| !g.processes.is_empty())
+                    .filter_map(|g| g.utilization_percent)
+                    .collect();
+                if !used.is_empty() {
+                    utilization_sum +=
+                        used.iter().map(|u| f64::from(*u)).sum::<f64>() / used.len() as f64;
+                    utilization_samples += 1;
+                }
+                let seen = (sample.progress.files, sample.progress.bytes);
+                let changed = match progress {
+                    Some(before) => before != seen,
+                    None => seen.0 > 0,
+                };
+                if changed {
+                    progress_changed_at_us = Some(at_us);
+                }
+                progress = Some(seen);
+            }
+            Event::SoakEvidenceCaptured(evidence) => captures.take(evidence),
+            Event::SoakFinished { end, .. } => last_progress_ms = end.last_progress_ms,
+            _ => {}
+        }
+        Ok::<_, Error>(true)
+    })?;
+    // The verdict's figure where there is one (it watched every change, not only the sampled
+    // ones), else the samples'.
+    let last_progress_at_us = match (last_progress_ms, spawned_at_us) {
+        (Some(ms), Some(spawned)) => {
+            Some(spawned.saturating_add(i64::try_from(ms).unwrap_or(0).saturating_mul(1000)))
+        }
+        _ => progress_changed_at_us,
+    };
+    let (signature, last_capture_us) = captures.done();
+    let (signature, top_frames) = match signature {
+        Some(s) => (Some(s.signature), s.top_frames),
+        None => (None, Vec::new()),
+    };
+    Ok(RankRow {
+        rank: None,
+        host: host.to_owned(),
+        node: None,
+        soak_id: soak.soak_id.clone(),
+        status: soak.state.as_str().to_owned(),
+        failure_kind: soak.failure_kind,
+        started_at: unix_seconds(soak.started_at_us),
+        ended_at: soak.ended_at_us.map(unix_seconds),
+        last_progress_at: last_progress_at_us.map(unix_seconds),
+        last_step: None,
+        median_step_seconds: None,
+        peak_tree_pss_bytes: peak_pss,
+        gpu_utilization_mean: (utilization_samples > 0)
+            .then(|| utilization_sum / utilization_samples as f64),
+        signature,
+        top_frames,
+        tripped_at: soak
+            .failure_kind
+            .and(last_capture_us.or(soak.ended_at_us))
+            .map(unix_seconds),
+        reason: soak.reason.clone(),
+    })
+}

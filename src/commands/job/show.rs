@@ -1,0 +1,83 @@
+//! `unilab job show JOB`: every rank's soak of the job, from every host's log under the state
+//! root, side by side, then the verdict (see [`JobView`]).
+
+use super::read::job_soaks;
+use crate::diagnostic::Exit;
+use crate::error::Error;
+use crate::job::{JobError, JobId};
+use crate::output::{self, Output};
+use crate::paths::StatePaths;
+use crate::soak::job_view::{JobView, RankRow};
+
+pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<Exit, Error> {
+    let soaks = job_soaks(paths, out, &|name| name == job.as_str(), true)?;
+    if soaks.is_empty() {
+        return Err(JobError::NoSuchJob {
+            job: job.to_string(),
+            root: paths.root.clone(),
+        }
+        .into());
+    }
+    // The alarm is the view's to show, not its to need: one that cannot be read is said.
+    let alarm = match crate::job::written::written_alarm(&paths.root, paths.uid, job) {
+        Ok(alarm) => alarm,
+        Err(e) => {
+            out.warn(&crate::error::Error::from(e).chain_text());
+            None
+        }
+    };
+    let rows = soaks.into_iter().filter_map(|s| s.row).collect();
+    let view = JobView::of(job.as_str(), rows, alarm);
+    if out.json {
+        out.json_line(&serde_json::to_value(&view).map_err(|e| Error::Internal(e.to_string()))?)?;
+        return Ok(Exit::Success);
+    }
+    let paint = out.paint;
+    let rows: Vec<Vec<String>> = view.ranks.iter().map(|r| cells(r, paint)).collect();
+    for line in output::table(
+        &[
+            "RANK",
+            "HOST",
+            "STATUS",
+            "LAST PROGRESS",
+            "PEAK PSS",
+            "GPU",
+            "SIGNATURE",
+        ],
+        &rows,
+    ) {
+        out.line(&line)?;
+    }
+    for line in &view.verdict_lines {
+        out.line(line)?;
+    }
+    Ok(Exit::Success)
+}
+
+/// One rank under the columns of `job show`.
+fn cells(row: &RankRow, paint: crate::style::Palette) -> Vec<String> {
+    let status = match row.failure_kind {
+        Some(kind) => format!("{} ({})", row.status, kind.as_str()),
+        None => row.status.clone(),
+    };
+    vec![
+        row.rank.map_or_else(|| "-".into(), |r| r.to_string()),
+        row.host.clone(),
+        paint.status(&status),
+        row.last_progress_at.map_or_else(
+            || "-".into(),
+            |at| {
+                crate::text::human_time((at * 1e6) as i64)
+                    .chars()
+                    .skip(11)
+                    .take(8)
+                    .collect()
+            },
+        ),
+        row.peak_tree_pss_bytes
+            .map_or_else(|| "-".into(), crate::text::bytes),
+        row.gpu_utilization_mean
+            .map_or_else(|| "-".into(), |u| format!("{u:.0}%")),
+        output::for_terminal(row.signature.as_deref().unwrap_or("-")).into_owned(),
+    ]
+}
