@@ -1,6 +1,7 @@
 //! The job's alarm as a reader finds it: looked for where the ranks write it, nothing created.
 
-use super::alarm::{ALARM, Alarm};
+use super::alarm::Alarm;
+use super::dir::ALARM;
 use super::dir::{JobDir, job_dir_path};
 use super::{JobError, JobId};
 

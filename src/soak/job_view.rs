@@ -280,6 +280,7 @@ mod tests {
             kernel_stack: None,
             python_stack: None,
             holds_gpu_device: false,
+            rank: None,
         }
     }
 
@@ -410,6 +411,7 @@ mod tests {
             cgroup: None,
             kernel_messages: Vec::new(),
             unavailable: Vec::new(),
+            mps: None,
         };
         let mut captures = RankCaptures::default();
         assert_eq!(RankCaptures::default().done(), (None, None));
