@@ -60,14 +60,15 @@ fn a_name_too_long_for_the_filesystem_is_refused_before_the_soak_starts() {
     let long = format!("{}.json", "a".repeat(300));
     let huge_job = "7".repeat(10 * 1024);
     let slurm = [("SLURM_JOB_ID", huge_job.as_str()), ("SLURM_PROCID", "0")];
+    // A job id too long to be one is refused as the job is resolved, before its name is used.
+    run_writing(&soak, &slurm, "soak-{job}.json", None, &ran)
+        .code(3)
+        .stderr(predicate::str::contains(
+            "(from `SLURM_JOB_ID`) cannot name a job: it is longer than 128 bytes",
+        ));
+    assert!(!ran.exists(), "the command ran");
     for (env, output, report, names) in [
         (&[][..], long.as_str(), None, "cannot write the artifact"),
-        (
-            &slurm[..],
-            "soak-{job}.json",
-            None,
-            "cannot write the artifact",
-        ),
         (
             &[][..],
             "fine.json",
@@ -284,24 +285,36 @@ fn an_abandoned_soaks_duration_is_its_last_sample_not_the_time_it_was_looked_at(
 
 /// `soak list --job` took a row's host from the name of the directory its log lies in, so a
 /// log copied aside under another name listed the same soak under two hosts; and a rank
-/// recorded as a long text (`RANK` set by something else than a launcher) padded every row of
+/// recorded as a long text padded every row of
 /// the table to its width. The host is now the one the log is scoped to, a soak found twice is
-/// listed once, and a rank that is not a number is shortened in the table.
+/// listed once, and a rank that is not a number (the user's `--meta rank=…`; a launcher's is
+/// refused) is shortened in the table.
 #[test]
 fn a_jobs_table_names_the_logs_own_host_and_is_not_padded_by_a_long_rank() {
     let soak = Soak::new();
     let ran = soak.root.root().join("ran");
+    run_writing(
+        &soak,
+        &[("SLURM_JOB_ID", "77"), ("SLURM_PROCID", "0")],
+        "a.json",
+        None,
+        &ran,
+    )
+    .success();
+    // A launcher's rank that is no number is refused before anything runs; the user's own
+    // metadata may still record one.
     let long_rank = "r".repeat(300);
-    for (rank, output) in [("0", "a.json"), (long_rank.as_str(), "b.json")] {
-        run_writing(
-            &soak,
-            &[("SLURM_JOB_ID", "77"), ("SLURM_PROCID", rank)],
-            output,
-            None,
-            &ran,
-        )
+    soak.unilab()
+        .current_dir(soak.root.root())
+        .envs([("SLURM_JOB_ID", "77"), ("SLURM_PROCID", "1")])
+        .args(["soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .args(["--output", "b.json", "--meta", &format!("rank={long_rank}")])
+        .args(["--allow-no-progress", "--sample-interval", "0.1", "--"])
+        .arg("touch")
+        .arg(&ran)
+        .assert()
         .success();
-    }
     // The log copied aside, as someone keeps it for forensics.
     let copied = soak
         .root
