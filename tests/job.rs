@@ -28,6 +28,7 @@ fn rank_soak(
     dir: &Path,
     rank: u32,
     py_spy: Option<&Path>,
+    flags: &[&str],
 ) -> std::process::Command {
     let progress = dir.join(format!("progress-{rank}"));
     private_dir_all(&progress);
@@ -48,10 +49,7 @@ fn rank_soak(
             "--rank",
             &rank.to_string(),
         ])
-        .args(["--stale-progress", "3s", "--sample-interval", "0.1"])
-        // The tree is kept, untouched, a while after each capture: the other ranks' soaks
-        // trip within a few samples and capture theirs before any rank's end closes the ring.
-        .args(["--dump-signal", "WINCH", "--dump-wait", "4s"])
+        .args(flags)
         .arg("--progress-dir")
         .arg(&progress)
         .arg("--output")
@@ -92,7 +90,26 @@ fn job_show_names_the_hung_rank_of_a_ring() {
     let py_spy = py_spy();
     let mut started = Started::default();
     let pids: Vec<u32> = (0..WORLD)
-        .map(|rank| started.spawn(&mut rank_soak(&root, dir.path(), rank, py_spy.as_deref())))
+        .map(|rank| {
+            // The tree is kept, untouched, a while after each capture: the other ranks' soaks
+            // trip on their own within a few samples and capture theirs before any rank's end
+            // closes the ring.
+            let keep = [
+                "--sample-interval",
+                "0.1",
+                "--dump-signal",
+                "WINCH",
+                "--dump-wait",
+                "4s",
+            ];
+            started.spawn(&mut rank_soak(
+                &root,
+                dir.path(),
+                rank,
+                py_spy.as_deref(),
+                &keep,
+            ))
+        })
         .collect();
     for (rank, pid) in pids.iter().enumerate() {
         let code = started.exit_code(*pid, Duration::from_secs(300));
@@ -189,5 +206,195 @@ fn job_show_names_the_hung_rank_of_a_ring() {
     let view: Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(view["ranks"].as_array().unwrap().len(), 4);
 
+    root.unilab().args(["log", "verify"]).assert().success();
+}
+
+/// The job's alarm, as the rank that failed first wrote it.
+fn job_alarm(root: &TestRoot, job: &str) -> Value {
+    let uid = nix::unistd::getuid().as_raw().to_string();
+    let path = root.root().join("jobs").join(uid).join(job).join("alarm");
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+/// The artifact a rank's soak wrote.
+fn artifact_of(dir: &Path, rank: u32) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join(format!("soak-{rank}.json"))).unwrap()).unwrap()
+}
+
+/// Four ranks of a ring, rank 2 hung, each soak `--on-job-alarm stop`: the first rank to trip
+/// (the hung one, whose stale limit is shortest) writes the job's alarm (exactly one), and every other rank, at its next sample, records
+/// that it saw it, captures its evidence with trigger `job_alarm` within two sample intervals
+/// of the alarm, and fails as `job_failed` naming the rank that tripped; the first keeps its own
+/// failure. Nothing is left running and the log verifies.
+#[test]
+fn one_ranks_failure_stops_every_rank_at_its_moment() {
+    let root = TestRoot::new();
+    let dir = private_tempdir("unilab-job-alarm-");
+    let interval = 1.0;
+    let mut started = Started::default();
+    // The hung rank's soak trips first: its stale limit is the shortest. (The ranks of a ring
+    // stall at one moment; alike, they would trip in the same sample.)
+    let pids: Vec<u32> = (0..WORLD)
+        .map(|rank| {
+            let stale = if rank == HUNG { "3s" } else { "20s" };
+            let flags = [
+                "--stale-progress",
+                stale,
+                "--sample-interval",
+                "1",
+                "--on-job-alarm",
+                "stop",
+            ];
+            started.spawn(&mut rank_soak(&root, dir.path(), rank, None, &flags))
+        })
+        .collect();
+    for (rank, pid) in pids.iter().enumerate() {
+        let code = started.exit_code(*pid, Duration::from_secs(300));
+        let err =
+            std::fs::read_to_string(dir.path().join(format!("err-{rank}"))).unwrap_or_default();
+        assert_eq!(code, Some(1), "rank {rank}'s soak: {err}");
+    }
+    let alarm = job_alarm(&root, "J");
+    let first = alarm["rank"].as_u64().unwrap() as u32;
+    assert_eq!(first, HUNG, "{alarm:#}");
+    assert_eq!(alarm["job"], "J");
+    assert_eq!(alarm["failure_kind"], "stale_progress", "{alarm:#}");
+    let at = alarm["at"].as_f64().unwrap();
+    for rank in 0..WORLD {
+        let artifact = artifact_of(dir.path(), rank);
+        let outcome = &artifact["outcome"];
+        if rank == first {
+            assert_eq!(outcome["failure_kind"], "stale_progress", "{outcome:#}");
+            assert_eq!(artifact["soak_id"], alarm["soak_id"]);
+            assert_eq!(artifact["job_evidence"], Value::Null);
+            continue;
+        }
+        assert_eq!(
+            outcome["failure_kind"], "job_failed",
+            "rank {rank}: {outcome:#}"
+        );
+        assert_eq!(outcome["job_alarm"], alarm, "rank {rank}: {outcome:#}");
+        assert!(
+            outcome["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("rank {first} of job `J` on ")),
+            "{outcome:#}"
+        );
+        let captured = &artifact["job_evidence"];
+        assert_eq!(
+            captured["trigger"], "job_alarm",
+            "rank {rank}: {captured:#}"
+        );
+        let captured_at = captured["captured_at"].as_f64().unwrap();
+        assert!(
+            captured_at - at <= 2.0 * interval,
+            "rank {rank} captured {:.2} s after the alarm",
+            captured_at - at
+        );
+        assert!(
+            !captured["processes"].as_array().unwrap().is_empty(),
+            "{captured:#}"
+        );
+        let soak_id = artifact["soak_id"].as_str().unwrap();
+        let history = root
+            .unilab()
+            .args(["--json", "history", "--soak", soak_id])
+            .output()
+            .unwrap();
+        let seen = String::from_utf8_lossy(&history.stdout)
+            .lines()
+            .filter(|line| line.contains("\"kind\":\"soak_job_alarm_seen\""))
+            .count();
+        assert_eq!(seen, 1, "rank {rank} records the alarm once");
+    }
+    // Every rank's tree was stopped: no process of the ring is left.
+    let ring = fixtures_dir().join("ring_allreduce.py");
+    let left: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                String::from_utf8_lossy(&cmdline).contains(&*ring.to_string_lossy())
+                    && String::from_utf8_lossy(&cmdline).contains(&*dir.path().to_string_lossy())
+            })
+        })
+        .collect();
+    assert_eq!(left, Vec::<u32>::new(), "ring processes left running");
+    root.unilab().args(["log", "verify"]).assert().success();
+}
+
+/// Two ranks of one job whose commands fail at the same moment race to raise the alarm:
+/// exactly one alarm is written, and the other rank records the winner's as seen.
+#[test]
+fn two_ranks_failing_at_once_leave_one_alarm_and_the_other_sees_it() {
+    let root = TestRoot::new();
+    let dir = private_tempdir("unilab-job-race-");
+    let go = dir.path().join("go");
+    let mut started = Started::default();
+    let pids: Vec<u32> = (0..2u32)
+        .map(|rank| {
+            let progress = dir.path().join(format!("progress-{rank}"));
+            private_dir_all(&progress);
+            let mut cmd = std::process::Command::new(unilab_bin());
+            cmd.env_clear()
+                .env("PATH", path_with_fixtures())
+                .env("HOME", root.root())
+                .env("LANG", "C.UTF-8")
+                .arg("--root")
+                .arg(root.root())
+                .args(["--quiet", "soak", "run", "--job", "race", "--rank"])
+                .arg(rank.to_string())
+                .args(["--allow-no-progress", "--sample-interval", "0.1"])
+                .arg("--progress-dir")
+                .arg(&progress)
+                .arg("--output")
+                .arg(dir.path().join(format!("soak-{rank}.json")))
+                .args(["--", "sh", "-c"])
+                // Both wait for one file, then fail together.
+                .arg(format!(
+                    "while [ ! -e '{}' ]; do sleep 0.05; done; exit 3",
+                    go.display()
+                ))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            started.spawn(&mut cmd)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(&go, b"").unwrap();
+    for pid in &pids {
+        assert_eq!(started.exit_code(*pid, Duration::from_secs(120)), Some(1));
+    }
+    let alarm = job_alarm(&root, "race");
+    assert_eq!(alarm["failure_kind"], "command_failed", "{alarm:#}");
+    let uid = nix::unistd::getuid().as_raw().to_string();
+    let job_dir = root.root().join("jobs").join(uid).join("race");
+    let names: Vec<String> = std::fs::read_dir(&job_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["alarm"], "one alarm, no temporary file left");
+    let winner = alarm["soak_id"].as_str().unwrap();
+    let loser = (0..2)
+        .map(|rank| artifact_of(dir.path(), rank))
+        .find(|artifact| artifact["soak_id"] != winner)
+        .unwrap();
+    assert_eq!(loser["outcome"]["failure_kind"], "command_failed");
+    let history = root
+        .unilab()
+        .args([
+            "--json",
+            "history",
+            "--soak",
+            loser["soak_id"].as_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let history = String::from_utf8_lossy(&history.stdout);
+    assert!(
+        history.contains("\"kind\":\"soak_job_alarm_seen\"") && history.contains(winner),
+        "{history}"
+    );
     root.unilab().args(["log", "verify"]).assert().success();
 }

@@ -10,6 +10,7 @@ use clap_complete::ArgValueCompleter;
 use crate::duration::parse_duration;
 
 pub(crate) mod complete;
+mod values;
 
 /// What `unilab --help` adds after the commands: the environment, durations, exit codes.
 const AFTER_HELP: &str = "\
@@ -438,7 +439,7 @@ pub(crate) struct SoakRunArgs {
         value_name = "WHAT",
         default_value = "capture"
     )]
-    pub on_job_alarm: crate::job::OnJobAlarm,
+    pub on_job_alarm: crate::event::soak::OnJobAlarm,
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

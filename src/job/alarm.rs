@@ -17,7 +17,6 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 
 use nix::fcntl::OFlag;
-use serde::{Deserialize, Serialize};
 
 use super::JobError;
 use super::dir::JobDir;
@@ -31,21 +30,9 @@ pub(crate) const MAX_REASON_BYTES: usize = 4 * 1024;
 /// How the temporary files an alarm is written in start: never read as an alarm.
 const TEMPORARY: &str = ".alarm.";
 
-/// The alarm as written: which rank of which job tripped, where, why and when.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Alarm {
-    pub job: String,
-    /// `null` for a rank of a job that was given none.
-    pub rank: Option<u32>,
-    pub host: String,
-    pub soak_id: String,
-    /// The failure kind's name (`stale_progress`), as text: a rank running a newer unilab may
-    /// write a kind this one does not know, and its alarm must still be read.
-    pub failure_kind: String,
-    pub reason: String,
-    /// Unix seconds, as `recorded_at` is.
-    pub at: f64,
-}
+/// The alarm as written: which rank of which job tripped, where, why and when (the record's
+/// own type: a rank that sees it records it whole).
+pub(crate) use crate::event::soak::JobAlarm as Alarm;
 
 impl Alarm {
     /// The alarm of a rank that tripped at `at_us` (Unix microseconds), its reason cut to

@@ -49,6 +49,18 @@ pub enum JobError {
     MalformedAlarm { path: PathBuf, why: String },
     #[error("refusing the job's alarm `{}`: {reason}", .path.display())]
     UntrustedAlarm { path: PathBuf, reason: Distrust },
+    #[error(
+        "job `{}` has failed already: rank {} on {} raised its alarm ({}: {})",
+        .alarm.job,
+        .alarm.rank.map_or_else(|| "?".to_owned(), |rank| rank.to_string()),
+        .alarm.host,
+        .alarm.failure_kind,
+        .alarm.reason
+    )]
+    AlarmBefore {
+        path: PathBuf,
+        alarm: Box<super::alarm::Alarm>,
+    },
 }
 
 impl Boundary for JobError {
@@ -65,7 +77,8 @@ impl Boundary for JobError {
             | JobError::WriteAlarm { .. }
             | JobError::ReadAlarm { .. }
             | JobError::MalformedAlarm { .. }
-            | JobError::UntrustedAlarm { .. } => Exit::Refused,
+            | JobError::UntrustedAlarm { .. }
+            | JobError::AlarmBefore { .. } => Exit::Refused,
         }
     }
 }
@@ -96,6 +109,10 @@ impl Hint for JobError {
                     path.display()
                 ))
             }
+            JobError::AlarmBefore { path, .. } => Some(format!(
+                "a job's alarm is for one run of it: if that run is over, remove `{}`, or name this run anew with `--job NAME`",
+                path.display()
+            )),
             JobError::Directory { .. } | JobError::WriteAlarm { .. } | JobError::ReadAlarm { .. } => {
                 None
             }

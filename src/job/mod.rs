@@ -92,17 +92,38 @@ fn parse_rank(value: Result<String, String>, variable: &'static str) -> Result<u
     }
 }
 
-/// What a rank does when another rank of its job raised the job's alarm (`--on-job-alarm`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum OnJobAlarm {
-    /// Capture this rank's evidence at once (threads, stacks, py-spy, the dump signal) and keep
-    /// supervising
-    #[default]
-    Capture,
-    /// Capture the evidence, then fail the soak as `job_failed` and stop its tree
-    Stop,
-    /// Neither capture nor stop
-    Ignore,
+/// A soak's part in its job while it runs: its place, the job's directory, and what it does
+/// when another rank raises the job's alarm.
+#[derive(Debug, Clone)]
+pub(crate) struct JobRun {
+    pub member: Membership,
+    pub dir: dir::JobDir,
+    pub on_alarm: crate::event::soak::OnJobAlarm,
+}
+
+impl JobRun {
+    /// Joins the job `member` names: its directory under `root` made or checked, and refused
+    /// when the job already has an alarm — one left by an earlier run of the same `--job` name
+    /// would go off at once in every rank (Slurm's job ids are never reused).
+    pub(crate) fn join(
+        root: &std::path::Path,
+        uid: u32,
+        member: Membership,
+        on_alarm: crate::event::soak::OnJobAlarm,
+    ) -> Result<Self, JobError> {
+        let dir = dir::JobDir::ensure(root, uid, &member.job)?;
+        if let Some(alarm) = dir.check()? {
+            return Err(JobError::AlarmBefore {
+                path: dir.alarm.clone(),
+                alarm: Box::new(alarm),
+            });
+        }
+        Ok(Self {
+            member,
+            dir,
+            on_alarm,
+        })
+    }
 }
 
 #[cfg(test)]

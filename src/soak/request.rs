@@ -79,6 +79,9 @@ pub(crate) struct SoakSpec {
     pub supervision: Supervision,
     /// The budgets it fails closed on.
     pub limits: Limits,
+    /// Its part in its job, if it is a rank of one: set once it joined the job
+    /// ([`JobRun::join`](crate::job::JobRun::join)).
+    pub job: Option<crate::job::JobRun>,
 }
 
 /// Set for the command unless the user set it: unbuffered Python output.
@@ -209,6 +212,7 @@ impl SoakSpec {
                 evidence_unavailable,
             },
             limits,
+            job: None,
         })
     }
 }

@@ -120,9 +120,10 @@ fn killed_with_sigkill(interval: &str) {
     );
     let mut id = String::new();
     let mut tree = Vec::new();
+    // A bound to finish at all: on a loaded machine the tree and the streams start late.
     eventually(
         "the whole tree to be sampled",
-        Duration::from_secs(15),
+        Duration::from_secs(60),
         || {
             if let Some(soak_id) = soak_ids(&soak)
                 .first()

@@ -33,7 +33,11 @@ pub(super) fn soak_run(
     let membership =
         crate::job::resolve(args.job.as_ref(), args.rank, |name| std::env::var_os(name))?;
     let launch = Launch::from_env(|name| std::env::var(name).ok()).joined(membership.as_ref());
-    let spec = SoakSpec::from_args(args, soak_id, launch, paths)?;
+    let on_alarm = args.on_job_alarm;
+    let mut spec = SoakSpec::from_args(args, soak_id, launch, paths)?;
+    spec.job = membership
+        .map(|member| crate::job::JobRun::join(&paths.root, paths.uid, member, on_alarm))
+        .transpose()?;
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     room_warnings(
         paths,

@@ -14,10 +14,12 @@
 //! - [`commit`]: the samples' group commit and the full-disk holdback;
 //! - [`record`]: the start and the verdict; [`written`]: the artifact and the report;
 //! - [`child`]: the guard and the command's output tails; [`stop`]: the teardown;
+//! - [`alarm`]: a rank's side of its job's alarm;
 //! - [`status`]: the live status line.
 //!
 //! [`verdict`]: crate::soak::watch::verdict
 
+mod alarm;
 mod child;
 mod commit;
 mod context;
@@ -98,6 +100,7 @@ pub(crate) fn run(
         seen: HashSet::new(),
         unrecorded: Vec::new(),
         interrupted,
+        job: alarm::JobWatch::of(spec),
     };
     let rules = Rules {
         parameters: &spec.parameters,
@@ -105,6 +108,11 @@ pub(crate) fn run(
     };
     let judged = phase::drive(&mut shell, held, &mut watch, rules);
     let outcome = judged.outcome.clone();
+    // A failure only the verdict tells (the command failed, ran too short) is this rank's too:
+    // the job's other ranks are told now, if no alarm was raised or seen yet.
+    if let (Some(job), Some(kind)) = (shell.job.as_mut(), outcome.failure_kind) {
+        job.raise(ctx, spec, (kind, &outcome.reason), &mut shell.unrecorded);
+    }
     // The samples and the evidence a full disk held back, then the verdict: one commit.
     let mut events = shell.unrecorded;
     events.push((soak.subject(), record::finished(judged, &watch, spec)));
@@ -149,6 +157,8 @@ struct Shell<'a> {
     /// What the log could not take yet (a full disk): samples, the evidence.
     unrecorded: Vec<(Subject, Event)>,
     interrupted: &'a AtomicBool,
+    /// The job's alarm, for a rank of a job.
+    job: Option<alarm::JobWatch<'a>>,
 }
 
 impl Effects for Shell<'_> {
@@ -177,6 +187,7 @@ impl Effects for Shell<'_> {
                 progress,
                 seen: &mut self.seen,
                 witnesses: &mut self.witnesses,
+                job: self.job.as_mut(),
             },
             watch,
             self.interrupted,

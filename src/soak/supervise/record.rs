@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::context::SoakContext;
 use super::phase::Judgement;
-use crate::event::soak::{Findings, Outcome, SoakEnd, SoakStart};
+use crate::event::soak::{Findings, JobMember, Outcome, SoakEnd, SoakStart};
 use crate::event::{Event, Subject};
 use crate::log::LogError;
 use crate::process::{self, ProcSource, ProcessIdentity, SystemProc};
@@ -76,7 +76,11 @@ impl Recording {
                 }),
                 supervision: Some(spec.supervision.clone()),
                 limits: Some(spec.limits.clone()),
-                job: None,
+                job: spec.job.as_ref().map(|run| JobMember {
+                    job: run.member.job.as_str().to_owned(),
+                    rank: run.member.rank,
+                    on_job_alarm: run.on_alarm,
+                }),
             },
         )?;
         Ok(recording)

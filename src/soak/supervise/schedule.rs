@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::alarm::{JobWatch, Running};
 use super::child::Guard;
 use super::commit::GroupCommit;
 use super::context::{LOOK_EVERY, SoakContext};
@@ -19,21 +20,27 @@ use crate::event::soak::FailureKind;
 use crate::event::{Event, Subject};
 use crate::process::{self, ProcessIdentity};
 use crate::soak::artifact;
+use crate::soak::guard::GuardStatus;
 use crate::soak::request::SoakSpec;
 use crate::soak::sampler::{GpuStream, HeldDir, Sampler};
 use crate::soak::watch::{CommandState, Failure, Next, Observation, Resources, Watch};
 use crate::soak::witnesses::Witnesses;
 use crate::time::poll_until;
 
+/// The longest a rank that raised its job's alarm holds its tree for the others to capture.
+const ALARM_HOLD_MAX: Duration = Duration::from_secs(10);
+
 /// How long after the guard's death an interruption still counts as its cause.
 const INTERRUPT_SKEW: Duration = Duration::from_millis(500);
 
 /// What sampling works with and leaves behind: the held progress directory, and every process
 /// of the tree a sample saw (to find them again should the guard die).
-pub(super) struct Sampling<'a> {
+pub(super) struct Sampling<'a, 'j> {
     pub progress: HeldDir,
     pub seen: &'a mut HashSet<ProcessIdentity>,
     pub witnesses: &'a mut Witnesses,
+    /// The job's alarm, for a rank of a job.
+    pub job: Option<&'a mut JobWatch<'j>>,
 }
 
 /// The series starts with the running command: wait for the guard to report its spawn — or its
@@ -61,7 +68,7 @@ pub(super) fn sample_until_done(
     spec: &SoakSpec,
     soak: &Recording,
     guard: &Guard,
-    sampling: Sampling<'_>,
+    sampling: Sampling<'_, '_>,
     watch: &mut Watch,
     interrupted: &AtomicBool,
 ) -> (Option<Failure>, Vec<(Subject, Event)>) {
@@ -71,7 +78,10 @@ pub(super) fn sample_until_done(
         progress,
         seen,
         witnesses,
+        mut job,
     } = sampling;
+    // What the log could not take of the job's alarm and the evidence it called for.
+    let mut held = Vec::new();
     let sampler = sampler_for(ctx, progress, interval);
     await_spawn(guard, spec, interrupted);
     let mut index = 0u64;
@@ -84,30 +94,11 @@ pub(super) fn sample_until_done(
     // The tree's CPU % between samples, for the status line.
     let mut cpu = artifact::CpuClock::new(process::ticks_per_second());
     let failure = loop {
-        let due = t0 + interval.mul_f64(tick as f64);
-        while Instant::now() < due
-            && !interrupted.load(Ordering::Relaxed)
-            && !guard.status().exited()
-        {
-            // The verdict may wait this long after the command exits; sampling does not.
-            std::thread::sleep(
-                Duration::from_millis(100).min(due.saturating_duration_since(Instant::now())),
-            );
-        }
+        wait_until(t0 + interval.mul_f64(tick as f64), guard, interrupted);
         // Read before sampling: a sample taken after the exit was known says so.
         let status = guard.status();
         if let Some(failure) = guard.died(&status) {
-            // `scancel` and a job's end signal the whole step at once: the guard may die of it
-            // just before this process learns it was interrupted too.
-            if poll_until(INTERRUPT_SKEW, LOOK_EVERY, || {
-                interrupted.load(Ordering::Relaxed)
-            }) {
-                break Some(Failure::new(
-                    FailureKind::Interrupted,
-                    "unilab was interrupted; the signal ended the soak's guard too",
-                ));
-            }
-            break Some(failure);
+            break Some(died(failure, interrupted));
         }
         let command = status.command_state();
         let elapsed = t0.elapsed();
@@ -149,27 +140,160 @@ pub(super) fn sample_until_done(
             resources,
         });
         if let Some(line) = status_line {
-            ctx.console.status(line.text(
-                &soak.id,
-                elapsed,
-                index,
-                watch.last_change(),
-                watch.stale_in(elapsed),
-            ));
+            show_status(ctx, &soak.id, line, (elapsed, index), watch);
         }
+        let tree = Running {
+            guard: guard.pid,
+            seen,
+            capture: &witnesses.capture,
+        };
+        let job = job.as_deref_mut();
         match next {
-            Next::Continue => {}
-            Next::Exited => break None,
+            Next::Continue => {
+                let failure = alarm_seen(
+                    (ctx, spec),
+                    job,
+                    &mut samples,
+                    &tree,
+                    &mut held,
+                    interrupted,
+                );
+                if let Some(failure) = failure {
+                    break Some(failure);
+                }
+            }
+            Next::Exited => {
+                break exited_in_job(ctx, spec, job, &mut samples, &status, &mut held);
+            }
             Next::Fail(failure) => break Some(failure),
         }
     };
+    if let (Some(failure), Some(job)) = (&failure, job) {
+        tell_the_job(ctx, spec, job, failure, interrupted, &mut held);
+    }
     ctx.console.finish();
     // Whatever ended the sampling, the samples taken are recorded before the verdict; those a
     // full disk holds back go in with it.
-    match samples.commit() {
+    let (failure, mut unrecorded) = match samples.commit() {
         Ok(()) => (failure, samples.held()),
         Err(commit_failed) => (failure.or(Some(commit_failed)), samples.held()),
+    };
+    unrecorded.extend(held);
+    (failure, unrecorded)
+}
+
+/// The status line after the sample `index`, taken at `elapsed`.
+fn show_status(
+    ctx: &SoakContext,
+    soak_id: &str,
+    line: StatusLine,
+    (elapsed, index): (Duration, u64),
+    watch: &Watch,
+) {
+    ctx.console.status(line.text(
+        soak_id,
+        elapsed,
+        index,
+        watch.last_change(),
+        watch.stale_in(elapsed),
+    ));
+}
+
+/// Waits until the sample `due`, the command's exit or an interruption, whichever comes first.
+fn wait_until(due: Instant, guard: &Guard, interrupted: &AtomicBool) {
+    while Instant::now() < due && !interrupted.load(Ordering::Relaxed) && !guard.status().exited() {
+        // The verdict may wait this long after the command exits; sampling does not.
+        std::thread::sleep(
+            Duration::from_millis(100).min(due.saturating_duration_since(Instant::now())),
+        );
     }
+}
+
+/// The failure of a guard that died: an interruption's, when unilab learns it was interrupted
+/// just after (`scancel` and a job's end signal the whole step at once).
+fn died(failure: Failure, interrupted: &AtomicBool) -> Failure {
+    if poll_until(INTERRUPT_SKEW, LOOK_EVERY, || {
+        interrupted.load(Ordering::Relaxed)
+    }) {
+        return Failure::new(
+            FailureKind::Interrupted,
+            "unilab was interrupted; the signal ended the soak's guard too",
+        );
+    }
+    failure
+}
+
+/// A command that ended once its job had failed may have ended of it (a collective whose peer
+/// is gone): the alarm is recorded, and under `stop` a command that failed fails the soak as
+/// the job's. `None` (the verdict is the command's) otherwise.
+fn exited_in_job(
+    ctx: &SoakContext,
+    spec: &SoakSpec,
+    job: Option<&mut JobWatch<'_>>,
+    samples: &mut GroupCommit<'_>,
+    status: &GuardStatus,
+    held: &mut Vec<(Subject, Event)>,
+) -> Option<Failure> {
+    let job = job?;
+    let alarm = job.check(ctx, spec)?;
+    if let Err(failure) = samples.commit() {
+        return Some(failure);
+    }
+    let failure = job.seen_after_exit(ctx, spec, alarm, held);
+    failure.filter(|_| status.exit_code != Some(0))
+}
+
+/// This rank's `failure` is told to the job's other ranks at once, and its tree left as it is
+/// for two of its sample intervals ([`ALARM_HOLD_MAX`] at most, less when interrupted): the
+/// others, looking once a sample, capture their evidence while the job is as it hung, not after
+/// this rank's end has broken their collectives.
+fn tell_the_job(
+    ctx: &SoakContext,
+    spec: &SoakSpec,
+    job: &mut JobWatch<'_>,
+    failure: &Failure,
+    interrupted: &AtomicBool,
+    held: &mut Vec<(Subject, Event)>,
+) {
+    if job.raise(ctx, spec, (failure.kind, &failure.reason), held) {
+        poll_until(alarm_hold(spec), LOOK_EVERY, || {
+            interrupted.load(Ordering::Relaxed)
+        });
+    }
+}
+
+/// How long after a job's alarm its ranks' trees are left as they are, for every rank to
+/// capture its evidence: two sample intervals, [`ALARM_HOLD_MAX`] at most.
+fn alarm_hold(spec: &SoakSpec) -> Duration {
+    (Duration::from_millis(spec.parameters.sample_interval_ms) * 2).min(ALARM_HOLD_MAX)
+}
+
+/// One look for the job's alarm, a sample the soak goes on from; once seen, the samples taken
+/// are committed before what it brings (the record of it, the evidence), and under `stop` the
+/// soak's failure comes back.
+fn alarm_seen(
+    (ctx, spec): (&SoakContext, &SoakSpec),
+    job: Option<&mut JobWatch<'_>>,
+    samples: &mut GroupCommit<'_>,
+    tree: &Running<'_>,
+    held: &mut Vec<(Subject, Event)>,
+    interrupted: &AtomicBool,
+) -> Option<Failure> {
+    let job = job?;
+    let alarm = job.check(ctx, spec)?;
+    if let Err(failure) = samples.commit() {
+        return Some(failure);
+    }
+    // Stopped, this rank's tree is left as it is until the alarm's hold is over, as the first
+    // rank's is: a rank stopped at once would break the collectives of those yet to capture.
+    let hold = alarm_hold(spec);
+    let now = crate::time::unix_seconds(jiff::Timestamp::now().as_microsecond());
+    let left = Duration::try_from_secs_f64(alarm.at + hold.as_secs_f64() - now)
+        .unwrap_or_default()
+        .min(hold);
+    let failure = job.seen(ctx, spec, alarm, tree, held)?;
+    poll_until(left, LOOK_EVERY, || interrupted.load(Ordering::Relaxed));
+    Some(failure)
 }
 
 /// The sampler of a soak sampled every `interval`, its GPUs read by a stream of its own.

@@ -42,25 +42,11 @@ pub(super) fn teardown(
         uid: ctx.paths.uid,
     };
     let guard_done = || guard.done();
-    let subject = Subject::Soak(spec.soak_id.clone());
     let mut unrecorded = None;
     let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
     let before_first = |live: &[ProcStat], trigger| {
-        let evidence = capture.take(live, trigger, jiff::Timestamp::now().as_microsecond());
-        let event = Event::evidence_captured(evidence);
-        if let Err(e) = ctx.log.append(subject.clone(), event.clone()) {
-            ctx.console.warn(&format!(
-                "{e}: the evidence of the soak's tree is recorded with the verdict instead"
-            ));
-            unrecorded = Some(event);
-        }
-        if let Some(number) = spec.supervision.dump_signal {
-            for stat in tree.live() {
-                hands.signal(stat.identity(), Signal::Dump(number));
-            }
-            let wait = Duration::from_millis(spec.supervision.dump_wait_ms);
-            poll_until(wait, LOOK_EVERY, || tree.live().is_empty());
-        }
+        unrecorded = capture_evidence(ctx, spec, capture, (&tree, &hands), live, trigger)
+            .map(|(_, event)| event);
         if trigger != FailureKind::LeakedProcesses {
             ctx.console.note(&format!(
                 "stopping the tree ({}): SIGTERM now, SIGKILL in {}{}",
@@ -86,4 +72,37 @@ pub(super) fn teardown(
         leak.cmdline = spec.secrets.mask_command_line(&leak.cmdline);
     }
     (stopped, unrecorded)
+}
+
+/// Captures the evidence of the tree's `live` processes for `trigger` and records it, then
+/// sends the dump signal, if one is asked for, and keeps its wait. The evidence comes back when
+/// the log could not take it (a full disk), to go in with the verdict.
+pub(super) fn capture_evidence(
+    ctx: &SoakContext,
+    spec: &SoakSpec,
+    capture: &Capture,
+    (tree, hands): (&Tree<'_>, &SystemHands<'_>),
+    live: &[ProcStat],
+    trigger: FailureKind,
+) -> Option<(Subject, Event)> {
+    let subject = Subject::Soak(spec.soak_id.clone());
+    let evidence = capture.take(live, trigger, jiff::Timestamp::now().as_microsecond());
+    let event = Event::evidence_captured(evidence);
+    let unrecorded = match ctx.log.append(subject.clone(), event.clone()) {
+        Ok(_) => None,
+        Err(e) => {
+            ctx.console.warn(&format!(
+                "{e}: the evidence of the soak's tree is recorded with the verdict instead"
+            ));
+            Some((subject, event))
+        }
+    };
+    if let Some(number) = spec.supervision.dump_signal {
+        for stat in tree.live() {
+            hands.signal(stat.identity(), Signal::Dump(number));
+        }
+        let wait = Duration::from_millis(spec.supervision.dump_wait_ms);
+        poll_until(wait, LOOK_EVERY, || tree.live().is_empty());
+    }
+    unrecorded
 }
