@@ -95,6 +95,8 @@ fn job_show_names_the_hung_rank_of_a_ring() {
             // trip on their own within a few samples and capture theirs before any rank's end
             // closes the ring.
             let keep = [
+                "--stale-progress",
+                "3s",
                 "--sample-interval",
                 "0.1",
                 "--dump-signal",
