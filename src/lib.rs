@@ -121,7 +121,7 @@ pub mod testing {
     pub use crate::job::error::JobError;
     pub use crate::job::id::BadJobId;
     pub use crate::log::migrate::SCHEMA_VERSION;
-    pub use crate::mps::clients::{ClientTeardown, ClientsTerminated, terminate_clients_in_tree};
+    pub use crate::mps::clients::{ClientTeardown, terminate_clients_in_tree};
     pub use crate::mps::error::{MpsError, Unrecorded};
     pub use crate::paths::PathError;
     pub use crate::process::{Liveness, SignalError};

@@ -134,7 +134,7 @@ fn hung_job() -> Evidence {
             })
             .collect(),
         unavailable: vec!["python stacks: ptrace not permitted for pid 5001".into()],
-        mps: None,
+        mps: Vec::new(),
     }
 }
 

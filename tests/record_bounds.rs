@@ -178,7 +178,7 @@ fn evidence() -> impl Strategy<Value = Evidence> {
                         })
                         .collect(),
                     unavailable: vec![notes.1; notes.0],
-                    mps: None,
+                    mps: Vec::new(),
                 }
             },
         )
@@ -350,7 +350,7 @@ fn evidence_claiming(root: &TestRoot, subject: &Subject, claims: usize) -> Event
             cgroup: None,
             kernel_messages: Vec::new(),
             unavailable: Vec::new(),
-            mps: None,
+            mps: Vec::new(),
         }))
     };
     let bare = claimed(&envelope(root, subject, with(String::new())));
@@ -490,7 +490,7 @@ fn evidence_over_every_budget(n: usize) -> Evidence {
             })
             .collect(),
         unavailable: vec![over(1024); 257],
-        mps: None,
+        mps: Vec::new(),
     }
 }
 

@@ -232,7 +232,7 @@ fn evidence_claiming_24_mb() -> StoredEvent {
         cgroup: None,
         kernel_messages: Vec::new(),
         unavailable: Vec::new(),
-        mps: None,
+        mps: Vec::new(),
     }))
 }
 

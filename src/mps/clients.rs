@@ -18,32 +18,20 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use super::control;
 use super::records::{self, liveness};
 use super::{DaemonRecord, HostEnv, Mps};
+use crate::event::soak::MpsTeardown;
 use crate::log::{LogError, LogReader, Snapshot};
 use crate::paths::StatePaths;
 use crate::process::{Liveness, ProcSource, SystemProc};
 use crate::tool::{self, Tool, ToolError};
 
-/// The clients of one MPS server that its daemon was asked to end: the evidence's `mps`
-/// (`daemon`, `server_pid`, `terminated`: pids), as the design names it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClientsTerminated {
-    /// The daemon's recorded name.
-    pub daemon: String,
-    pub server_pid: u32,
-    /// The tree's processes that the daemon took `terminate_client` for, in the order asked.
-    pub terminated: Vec<u32>,
-}
-
 /// What asking the daemons came to: each server whose clients in the tree were terminated, and
 /// what stood in the way, as text for the console (a wedged daemon, an answer that was not one).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientTeardown {
-    pub terminated: Vec<ClientsTerminated>,
+    pub terminated: Vec<MpsTeardown>,
     pub notes: Vec<String>,
 }
 
@@ -209,7 +197,7 @@ impl Asker<'_> {
                 }
             }
             if !terminated.is_empty() {
-                out.terminated.push(ClientsTerminated {
+                out.terminated.push(MpsTeardown {
                     daemon: self.record.name.clone(),
                     server_pid: server,
                     terminated,

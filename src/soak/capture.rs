@@ -86,7 +86,7 @@ impl Capture {
                 cgroup: None,
                 kernel_messages: Vec::new(),
                 unavailable: self.known_unavailable.clone(),
-                mps: None,
+                mps: Vec::new(),
             },
             reading: None,
         }));

@@ -411,7 +411,7 @@ mod tests {
             cgroup: None,
             kernel_messages: Vec::new(),
             unavailable: Vec::new(),
-            mps: None,
+            mps: Vec::new(),
         };
         let mut captures = RankCaptures::default();
         assert_eq!(RankCaptures::default().done(), (None, None));

@@ -481,11 +481,13 @@ pub(super) fn evidence() -> impl Strategy<Value = Evidence> {
                 cgroup,
                 kernel_messages,
                 unavailable,
-                mps: (captured_at_us % 2 == 0).then(|| MpsTeardown {
-                    daemon: "gpu0".into(),
-                    server_pid: 7,
-                    terminated: vec![captured_at_us.unsigned_abs() as u32],
-                }),
+                mps: (0..captured_at_us.rem_euclid(3))
+                    .map(|server| MpsTeardown {
+                        daemon: format!("gpu{server}"),
+                        server_pid: 7 + server as u32,
+                        terminated: vec![captured_at_us.unsigned_abs() as u32],
+                    })
+                    .collect(),
             },
         )
 }

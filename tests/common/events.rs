@@ -646,7 +646,7 @@ pub fn writer_identity(event: &Event) -> Option<(u32, u64)> {
 
 /// Schema 9: rank 1 of job `ring`, run with `--on-job-alarm stop`, that saw rank 2's alarm,
 /// captured its tree (trigger `job_alarm`, its process carrying `RANK`) and failed as
-/// `job_failed`. Its samples are [`measured_soak`]'s.
+/// `job_failed`, its MPS client ended before its tree was signalled. Its samples are [`measured_soak`]'s.
 pub fn job_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEvent)> {
     let subject = || Subject::Soak(id.into());
     let alarm_at = 1_764_679_312.5;
@@ -717,9 +717,24 @@ pub fn job_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEv
             cgroup: None,
             kernel_messages: Vec::new(),
             unavailable: vec!["kernel stacks: /proc/PID/stack is readable by root only".into()],
-            mps: None,
+            mps: Vec::new(),
         })),
     ));
+    // Then its own teardown's capture, its MPS client ended through its daemon first.
+    if let Some((subject, StoredEvent::SoakEvidenceCaptured(alarm_capture))) = events.last() {
+        let mut teardown = (**alarm_capture).clone();
+        teardown.trigger = FailureKind::JobFailed;
+        teardown.captured_at_us += 2_000_000;
+        teardown.mps = vec![MpsTeardown {
+            daemon: "gpu-0f8e0c2a".into(),
+            server_pid: 4100,
+            terminated: vec![5000],
+        }];
+        events.push((
+            subject.clone(),
+            StoredEvent::SoakEvidenceCaptured(Box::new(teardown)),
+        ));
+    }
     if let Some((
         subject,
         StoredEvent::SoakFinished {

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use unilab::testing::{ClientTeardown, ClientsTerminated, Tool, terminate_clients_in_tree};
+use unilab::testing::{ClientTeardown, Tool, terminate_clients_in_tree};
 
 use super::*;
 
@@ -99,7 +99,7 @@ fn only_the_trees_mps_client_is_terminated_and_nothing_is_signalled() {
 
     assert!(teardown.notes.is_empty(), "{:?}", teardown.notes);
     let [
-        ClientsTerminated {
+        unilab::MpsTeardown {
             daemon: name,
             server_pid,
             terminated,
@@ -250,5 +250,80 @@ fn a_stale_record_is_never_asked_even_with_another_daemon_in_its_pipe_directory(
     )
     .unwrap();
     assert!(gone(foreign as u64));
+    finish(&host);
+}
+
+/// A soak whose command is a client of a daemon `mps start` recorded, and hangs: when the soak
+/// fails, the daemon ends the client before the tree gets any signal (the command, trapping
+/// SIGTERM, finds itself a client no more), and the evidence records which daemon ended whom.
+#[test]
+fn a_failing_soaks_mps_client_is_ended_before_its_tree_is_signalled() {
+    let host = Host::two_gpus();
+    let record = host.start(&["0"]);
+    let (pipe, log_dir) = dirs(&record);
+    let dir = private_tempdir("unilab-mps-soak-");
+    let progress = dir.path().join("progress");
+    private_dir_all(&progress);
+    let seen_at_term = dir.path().join("at-term");
+    // A client as the fake counts them; at SIGTERM it writes whether it still is one.
+    let script = r#"
+        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY/fake_clients"
+        me="$CUDA_MPS_PIPE_DIRECTORY/fake_clients/$$"
+        touch "$me" "$1/started"
+        trap 'if [ -e "$me" ]; then echo client > "$2"; else echo ended > "$2"; fi; exit 0' TERM
+        sleep 600 & wait $!
+    "#;
+    let artifact = dir.path().join("soak.json");
+    let out = host
+        .unilab()
+        .env("CUDA_MPS_PIPE_DIRECTORY", &pipe)
+        .args([
+            "--quiet",
+            "soak",
+            "run",
+            "--stale-progress",
+            "2s",
+            "--sample-interval",
+            "0.2",
+            "--py-spy",
+            "off",
+            "--progress-dir",
+        ])
+        .arg(&progress)
+        .arg("--output")
+        .arg(&artifact)
+        .args(["--", "bash", "-c", script, "trainer"])
+        .arg(&progress)
+        .arg(&seen_at_term)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&seen_at_term).unwrap().trim(),
+        "ended",
+        "the command was still a client when SIGTERM came"
+    );
+    let artifact: Value = serde_json::from_slice(&std::fs::read(&artifact).unwrap()).unwrap();
+    let evidence = &artifact["evidence"];
+    assert_eq!(evidence["trigger"], "stale_progress", "{evidence:#}");
+    let bash = evidence["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "bash")
+        .expect("the command in the evidence");
+    let ended = evidence["mps"].as_array().unwrap();
+    assert_eq!(ended.len(), 1, "{evidence:#}");
+    assert_eq!(ended[0]["daemon"], record["name"]);
+    assert_eq!(ended[0]["terminated"], serde_json::json!([bash["pid"]]));
+    let server = ended[0]["server_pid"].as_u64().unwrap();
+    let log = control_log(&log_dir);
+    assert!(
+        log.contains(&format!(
+            "Server {server}: terminated client {}",
+            bash["pid"]
+        )),
+        "{log}"
+    );
     finish(&host);
 }

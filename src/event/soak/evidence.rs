@@ -96,9 +96,10 @@ pub struct Evidence {
     pub kernel_messages: Vec<KernelMessage>,
     /// What could not be captured, and why.
     pub unavailable: Vec<String>,
-    /// The MPS clients of the tree ended before the first signal; `None` where there were none
-    /// or its form did not record them (before schema 9).
-    pub mps: Option<super::MpsTeardown>,
+    /// The MPS clients of the tree ended before the first signal, one entry a server that had
+    /// some (a tree of several ranks may be the clients of several daemons); empty where there
+    /// were none, where the capture was no teardown's (a job alarm's), or before schema 9.
+    pub mps: Vec<super::MpsTeardown>,
 }
 
 /// A process of the tree that exited non-zero or by a signal while the command ran.

@@ -584,7 +584,7 @@ fn evidence_of_v8(evidence: v8::Evidence) -> Evidence {
         cgroup: evidence.cgroup,
         kernel_messages: evidence.kernel_messages,
         unavailable: evidence.unavailable,
-        mps: None,
+        mps: Vec::new(),
     }
 }
 

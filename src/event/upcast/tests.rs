@@ -19,7 +19,7 @@ const SUPERVISOR: ProcessIdentity = ProcessIdentity {
 };
 
 /// Evidence of one process, with the rank and the MPS teardown that schema 9 adds.
-fn evidence(rank: Option<u32>, mps: Option<MpsTeardown>) -> Evidence {
+fn evidence(rank: Option<u32>, mps: Vec<MpsTeardown>) -> Evidence {
     Evidence {
         trigger: crate::event::soak::FailureKind::JobAlarm,
         captured_at_us: 1_764_676_801_000_000,
@@ -240,14 +240,14 @@ fn schema_9_forms(supervision: Supervision) -> Vec<StoredEvent> {
                 on_job_alarm: OnJobAlarm::Stop,
             }),
         },
-        StoredEvent::SoakEvidenceCapturedV8(Box::new(evidence_to_v8(evidence(None, None)))),
+        StoredEvent::SoakEvidenceCapturedV8(Box::new(evidence_to_v8(evidence(None, Vec::new())))),
         StoredEvent::SoakEvidenceCaptured(Box::new(evidence(
             Some(3),
-            Some(MpsTeardown {
+            vec![MpsTeardown {
                 daemon: "gpu0".into(),
                 server_pid: 77,
                 terminated: vec![100],
-            }),
+            }],
         ))),
         StoredEvent::SoakJobAlarmSeen(Box::new(JobAlarmSeen {
             alarm: JobAlarm {
@@ -281,22 +281,22 @@ fn every_form_goes_back_into_the_form_it_was_read_from() {
 /// Moved from the `soaks` view, which sees only domain events now: a soak recorded in
 /// schema 1's forms reads as the same start, sample and verdict as any other, what the
 /// forms lack `None` or the value schema 1 meant, the run time its `duration_ms`.
-/// Schema 5–8's evidence reads with no rank and no MPS teardown: what it lacks is `None`.
+/// Schema 5–8's evidence reads with no rank and no MPS teardown: none of either.
 #[test]
 fn evidence_of_schema_8_reads_without_ranks_or_mps() {
     let stored = StoredEvent::SoakEvidenceCapturedV8(Box::new(evidence_to_v8(evidence(
         Some(3),
-        Some(MpsTeardown {
+        vec![MpsTeardown {
             daemon: "gpu0".into(),
             server_pid: 77,
             terminated: vec![100],
-        }),
+        }],
     ))));
     let (event, schema) = stored.upcast().unwrap();
     assert_eq!(schema, 5);
     assert_eq!(
         event,
-        Event::SoakEvidenceCaptured(Box::new(evidence(None, None)))
+        Event::SoakEvidenceCaptured(Box::new(evidence(None, Vec::new())))
     );
 }
 

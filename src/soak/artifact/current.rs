@@ -330,11 +330,17 @@ fn evidence(evidence: &Evidence, job: bool) -> Value {
     if let (true, Value::Object(object)) = (job, &mut shown) {
         object.insert(
             "mps".into(),
-            json!(evidence.mps.as_ref().map(|m| json!({
-                "daemon": m.daemon,
-                "server_pid": m.server_pid,
-                "terminated": m.terminated,
-            }))),
+            json!(
+                evidence
+                    .mps
+                    .iter()
+                    .map(|m| json!({
+                        "daemon": m.daemon,
+                        "server_pid": m.server_pid,
+                        "terminated": m.terminated,
+                    }))
+                    .collect::<Vec<_>>()
+            ),
         );
     }
     shown

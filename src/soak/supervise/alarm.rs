@@ -110,6 +110,7 @@ impl<'a> JobWatch<'a> {
                 (&live, &hands),
                 &processes,
                 FailureKind::JobAlarm,
+                false,
             ));
         }
         failure

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::child::Guard;
 use super::context::{LOOK_EVERY, SoakContext};
-use crate::event::soak::FailureKind;
+use crate::event::soak::{FailureKind, MpsTeardown};
 use crate::event::{Event, Subject};
 use crate::process::{ProcStat, ProcessIdentity, Signal, SystemProc};
 use crate::soak::capture::Capture;
@@ -45,7 +45,7 @@ pub(super) fn teardown(
     let mut unrecorded = None;
     let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
     let before_first = |live: &[ProcStat], trigger| {
-        unrecorded = capture_evidence(ctx, spec, capture, (&tree, &hands), live, trigger)
+        unrecorded = capture_evidence(ctx, spec, capture, (&tree, &hands), live, trigger, true)
             .map(|(_, event)| event);
         if trigger != FailureKind::LeakedProcesses {
             ctx.console.note(&format!(
@@ -75,8 +75,11 @@ pub(super) fn teardown(
 }
 
 /// Captures the evidence of the tree's `live` processes for `trigger` and records it, then
-/// sends the dump signal, if one is asked for, and keeps its wait. The evidence comes back when
-/// the log could not take it (a full disk), to go in with the verdict.
+/// sends the dump signal, if one is asked for, and keeps its wait. When the tree is about to be
+/// stopped (`stopping`), its MPS clients are ended through their daemons between the capture
+/// and the record, which says so: no signal, the dump signal included, reaches a client its
+/// server still serves. The evidence comes back when the log could not take it (a full disk),
+/// to go in with the verdict.
 pub(super) fn capture_evidence(
     ctx: &SoakContext,
     spec: &SoakSpec,
@@ -84,9 +87,13 @@ pub(super) fn capture_evidence(
     (tree, hands): (&Tree<'_>, &SystemHands<'_>),
     live: &[ProcStat],
     trigger: FailureKind,
+    stopping: bool,
 ) -> Option<(Subject, Event)> {
     let subject = Subject::Soak(spec.soak_id.clone());
-    let evidence = capture.take(live, trigger, jiff::Timestamp::now().as_microsecond());
+    let mut evidence = capture.take(live, trigger, jiff::Timestamp::now().as_microsecond());
+    if stopping {
+        evidence.mps = end_mps_clients(ctx, live);
+    }
     let event = Event::evidence_captured(evidence);
     let unrecorded = match ctx.log.append(subject.clone(), event.clone()) {
         Ok(_) => None,
@@ -105,4 +112,44 @@ pub(super) fn capture_evidence(
         poll_until(wait, LOOK_EVERY, || tree.live().is_empty());
     }
     unrecorded
+}
+
+/// Asks each MPS daemon this user recorded on this host, and can prove its own, to end its
+/// clients among `live` (see [`crate::mps::clients`]), within the control tool's timeout; what
+/// was ended, and what stood in the way, said on the console.
+fn end_mps_clients(ctx: &SoakContext, live: &[ProcStat]) -> Vec<MpsTeardown> {
+    let snapshot = match ctx.log.snapshot() {
+        Ok(snapshot) => snapshot,
+        Err(e) => {
+            ctx.console.warn(&format!(
+                "{e}: the MPS daemons' records could not be read, no MPS client was asked to end"
+            ));
+            return Vec::new();
+        }
+    };
+    let pids: Vec<u32> = live.iter().map(|stat| stat.pid).collect();
+    let teardown = crate::mps::clients::for_tree(
+        ctx.paths,
+        &snapshot,
+        &SystemProc::default(),
+        crate::tool::mps_control(),
+        &pids,
+    );
+    for note in &teardown.notes {
+        ctx.console.warn(note);
+    }
+    for ended in &teardown.terminated {
+        ctx.console.note(&format!(
+            "MPS daemon {} (server {}) ended the tree's clients {}",
+            ended.daemon,
+            ended.server_pid,
+            ended
+                .terminated
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    teardown.terminated
 }
