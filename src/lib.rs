@@ -44,13 +44,6 @@ mod env;
 mod error;
 mod event;
 mod gpu;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the supervisor raises and checks the job's alarm once the lead wires it (issue 36)"
-    )
-)]
 mod job;
 mod log;
 mod mps;

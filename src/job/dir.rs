@@ -71,6 +71,7 @@ impl JobDir {
         })
     }
 
+    #[cfg(test)]
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }

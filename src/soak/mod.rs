@@ -38,13 +38,6 @@ pub(crate) mod report;
 pub(crate) mod request;
 pub(crate) mod retention;
 pub(crate) mod sampler;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the job view and `soak show` read signatures once they are wired (issue 36)"
-    )
-)]
 pub(crate) mod signature;
 pub(crate) mod supervise;
 mod teardown;

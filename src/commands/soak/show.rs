@@ -16,7 +16,7 @@ use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
 use crate::projection::{SoakState, SoakSummary};
 use crate::soak::artifact;
-use crate::soak::artifact::explained::{Excerpt, Explained, last_lines};
+use crate::soak::artifact::explained::{EvidenceExplained, Excerpt, Explained, last_lines};
 use crate::soak::artifact::judged::JudgedText;
 use crate::soak::artifact::shown::{
     EvidenceShown, ExitShown, GpuReleaseShown, Judged, PointShown, ProgressShown, Shown,
@@ -190,12 +190,31 @@ fn print_tails(tails: &Tails, out: &mut Output) -> Result<(), Error> {
     Ok(())
 }
 
-/// The evidence and the findings as `soak show` prints them: the evidence's summary on its
-/// label, each process indented under it with its command, its threads and its stacks indented
-/// further; then the cgroup, the kernel's lines, what could not be captured; then one labelled
-/// line a finding and `warning` (as painted) before each warning.
+/// The evidence and the findings as `soak show` prints them: each capture (see
+/// [`evidence_lines`]), then one labelled line a finding and `warning` (as painted) before each
+/// warning.
 fn explained_lines(explained: &Explained, warning: &str) -> Vec<String> {
     let mut lines = Vec::new();
+    // The job alarm's capture first: it was made first.
+    for evidence in [&explained.job_evidence, &explained.evidence]
+        .into_iter()
+        .flatten()
+    {
+        evidence_lines(&mut lines, evidence);
+    }
+    for (label, finding) in &explained.findings {
+        lines.push(labelled(label, finding));
+    }
+    for warned in &explained.warnings {
+        lines.push(warning_line(warning, warned));
+    }
+    lines
+}
+
+/// One capture's lines: its summary on its label, where its ranks stood, each process indented
+/// under it with its command, its threads and its stacks indented further; then the cgroup, the
+/// kernel's lines, what could not be captured.
+fn evidence_lines(lines: &mut Vec<String>, evidence: &EvidenceExplained) {
     let excerpt = |lines: &mut Vec<String>, excerpt: &Excerpt| {
         for line in excerpt.lines.iter().chain(&excerpt.left_out) {
             // A blank line of a stack stays blank, without the indent.
@@ -206,46 +225,40 @@ fn explained_lines(explained: &Explained, warning: &str) -> Vec<String> {
             });
         }
     };
-    if let Some(evidence) = &explained.evidence {
-        lines.push(labelled("evidence", &evidence.summary));
-        for process in &evidence.processes {
-            lines.push(format!("  {}", process.title));
-            if !process.command.is_empty() {
-                lines.push(format!("    $ {}", process.command));
+    lines.push(labelled("evidence", &evidence.summary));
+    if let Some(ranks) = &evidence.ranks {
+        lines.push(format!("  ranks: {ranks}"));
+    }
+    for process in &evidence.processes {
+        lines.push(format!("  {}", process.title));
+        if !process.command.is_empty() {
+            lines.push(format!("    $ {}", process.command));
+        }
+        for thread in &process.threads {
+            lines.push(format!("    {thread}"));
+        }
+        for (title, stack) in [
+            ("kernel stack", &process.kernel_stack),
+            ("python stack (py-spy)", &process.python_stack),
+        ] {
+            if let Some(stack) = stack {
+                lines.push(format!("    {title}:"));
+                excerpt(lines, stack);
             }
-            for thread in &process.threads {
-                lines.push(format!("    {thread}"));
-            }
-            for (title, stack) in [
-                ("kernel stack", &process.kernel_stack),
-                ("python stack (py-spy)", &process.python_stack),
-            ] {
-                if let Some(stack) = stack {
-                    lines.push(format!("    {title}:"));
-                    excerpt(&mut lines, stack);
-                }
-            }
-        }
-        if let Some(more) = &evidence.more_processes {
-            lines.push(format!("  {more}"));
-        }
-        if let Some(cgroup) = &evidence.cgroup {
-            lines.push(format!("  cgroup: {cgroup}"));
-        }
-        for line in &evidence.kernel_messages {
-            lines.push(format!("  kernel: {line}"));
-        }
-        for line in &evidence.unavailable {
-            lines.push(format!("  not captured: {line}"));
         }
     }
-    for (label, finding) in &explained.findings {
-        lines.push(labelled(label, finding));
+    if let Some(more) = &evidence.more_processes {
+        lines.push(format!("  {more}"));
     }
-    for warned in &explained.warnings {
-        lines.push(warning_line(warning, warned));
+    if let Some(cgroup) = &evidence.cgroup {
+        lines.push(format!("  cgroup: {cgroup}"));
     }
-    lines
+    for line in &evidence.kernel_messages {
+        lines.push(format!("  kernel: {line}"));
+    }
+    for line in &evidence.unavailable {
+        lines.push(format!("  not captured: {line}"));
+    }
 }
 
 /// `warning:` (as painted) and what it warns of, in the column of the labelled values.

@@ -20,6 +20,10 @@ use crate::event::soak::{
     ProcessEvidence, ResourceLimit, SoakStart, Supervision,
 };
 use crate::log::chain::to_hex;
+use crate::soak::signature::{
+    self,
+    group::{group, signatures_by_rank},
+};
 use crate::time::unix_seconds;
 
 const SCHEMA: &str = "unilab.soak.artifact/4";
@@ -283,7 +287,8 @@ fn signal_name(signal: i32) -> Value {
         .unwrap_or_else(|_| Value::from(signal))
 }
 
-/// A process of the evidence; with its rank from schema 9 on (`job`).
+/// A process of the evidence; with its rank and its stack's signature from schema 9 on
+/// (`job`).
 fn process(p: &ProcessEvidence, job: bool) -> Value {
     let mut shown = json!({
         "pid": p.pid,
@@ -304,12 +309,16 @@ fn process(p: &ProcessEvidence, job: bool) -> Value {
         "holds_gpu_device": p.holds_gpu_device,
     });
     if let (true, Value::Object(object)) = (job, &mut shown) {
+        let stack = signature::of_process(p);
         object.insert("rank".into(), json!(p.rank));
+        object.insert("signature".into(), json!(stack.signature));
+        object.insert("top_frames".into(), json!(stack.top_frames));
     }
     shown
 }
 
-/// The evidence; with each process's rank and the MPS clients ended from schema 9 on (`job`).
+/// The evidence; with each process's rank and signature, the tree's ranks grouped by it and the
+/// MPS clients ended, from schema 9 on (`job`).
 fn evidence(evidence: &Evidence, job: bool) -> Value {
     let mut shown = json!({
         "trigger": evidence.trigger.as_str(),
@@ -328,6 +337,11 @@ fn evidence(evidence: &Evidence, job: bool) -> Value {
         "unavailable": evidence.unavailable,
     });
     if let (true, Value::Object(object)) = (job, &mut shown) {
+        // The ranks of its tree (a launcher's holds several) grouped as `job show` groups a
+        // job's: one rank is one group.
+        let grouping = group(&signatures_by_rank(&evidence.processes, &|p| p.rank));
+        object.insert("groups".into(), json!(grouping.groups));
+        object.insert("odd_ranks".into(), json!(grouping.odd_ranks));
         object.insert(
             "mps".into(),
             json!(

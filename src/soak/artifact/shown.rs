@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::rows::SampleRow;
+use crate::event::soak::JobAlarm;
+use crate::soak::signature::group::SignatureGroup;
 
 /// What `soak show` reads of an artifact but its rows.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -80,6 +82,9 @@ impl Shown {
 pub(crate) struct Found {
     #[serde(deserialize_with = "Option::deserialize")]
     pub evidence: Option<EvidenceShown>,
+    /// The capture made when another rank of its job raised the alarm (`/4` of schema 9 on).
+    #[serde(default)]
+    pub job_evidence: Option<EvidenceShown>,
     #[serde(deserialize_with = "Option::deserialize")]
     pub gpu_release: Option<GpuReleaseShown>,
     pub outcome: FindingsShown,
@@ -211,6 +216,12 @@ pub(crate) struct EvidenceShown {
     pub cgroup: Option<CgroupShown>,
     pub kernel_messages: Vec<KernelMessageShown>,
     pub unavailable: Vec<String>,
+    /// The tree's ranks grouped by where their stacks stood (schema 9 on; absent before, and
+    /// left absent when shown again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<SignatureGroup>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub odd_ranks: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -284,12 +295,15 @@ pub(crate) struct GpuHolderShown {
 
 /// The outcome's findings: the child whose failure failed the soak, the OOM kills, and what no
 /// signal ended.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub(crate) struct FindingsShown {
     #[serde(deserialize_with = "Option::deserialize")]
     pub child: Option<ChildShown>,
     pub oom_kills: Vec<OomKillShown>,
     pub unkillable: Vec<UnkillableShown>,
+    /// The alarm of the rank that failed the job, of a soak that failed as `job_failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_alarm: Option<JobAlarm>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]

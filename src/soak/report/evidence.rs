@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::html::{escape, list_html, pre_html, warnings_html};
-use crate::soak::artifact::explained::{Excerpt, Explained, last_lines};
+use crate::soak::artifact::explained::{EvidenceExplained, Excerpt, Explained, last_lines};
 use crate::soak::artifact::shown::Found;
 
 /// What tells why, right after the verdict: the evidence captured before the tree was signalled,
@@ -55,46 +55,12 @@ pub(super) fn evidence(view: &Value, status: &str) -> String {
 /// The evidence (each process in a box: its threads, its stacks pre-formatted), the findings
 /// and the warnings, each line escaped.
 fn explained_html(html: &mut String, explained: &Explained) {
-    if let Some(evidence) = &explained.evidence {
-        let _ = write!(html, "<p>{}</p>", escape(&evidence.summary));
-        for process in &evidence.processes {
-            let _ = write!(
-                html,
-                "<div class=\"process\"><h3>{}</h3>",
-                escape(&process.title)
-            );
-            if !process.command.is_empty() {
-                let _ = write!(html, "<code>$ {}</code>", escape(&process.command));
-            }
-            list_html(html, process.threads.iter().map(|t| ("", t.as_str())));
-            if let Some(stack) = &process.kernel_stack {
-                pre_html(html, "kernel stack", stack);
-            }
-            if let Some(stack) = &process.python_stack {
-                pre_html(html, "python stack (py-spy)", stack);
-            }
-            html.push_str("</div>");
-        }
-        list_html(
-            html,
-            evidence
-                .more_processes
-                .iter()
-                .map(|m| ("", m.as_str()))
-                .chain(evidence.cgroup.iter().map(|c| ("cgroup", c.as_str())))
-                .chain(
-                    evidence
-                        .kernel_messages
-                        .iter()
-                        .map(|l| ("kernel", l.as_str())),
-                )
-                .chain(
-                    evidence
-                        .unavailable
-                        .iter()
-                        .map(|u| ("not captured", u.as_str())),
-                ),
-        );
+    // The job alarm's capture first: it was made first.
+    for evidence in [&explained.job_evidence, &explained.evidence]
+        .into_iter()
+        .flatten()
+    {
+        evidence_html(html, evidence);
     }
     if !explained.findings.is_empty() {
         html.push_str("<div class=\"findings\">");
@@ -105,4 +71,51 @@ fn explained_html(html: &mut String, explained: &Explained) {
         html.push_str("</div>");
     }
     warnings_html(html, &explained.warnings);
+}
+
+/// One capture: its summary, where its ranks stood, each process in a box (its threads, its
+/// stacks pre-formatted), then the cgroup, the kernel's lines and what could not be captured.
+fn evidence_html(html: &mut String, evidence: &EvidenceExplained) {
+    let _ = write!(html, "<p>{}</p>", escape(&evidence.summary));
+    if let Some(ranks) = &evidence.ranks {
+        let _ = write!(html, "<p class=\"ranks\">{}</p>", escape(ranks));
+    }
+    for process in &evidence.processes {
+        let _ = write!(
+            html,
+            "<div class=\"process\"><h3>{}</h3>",
+            escape(&process.title)
+        );
+        if !process.command.is_empty() {
+            let _ = write!(html, "<code>$ {}</code>", escape(&process.command));
+        }
+        list_html(html, process.threads.iter().map(|t| ("", t.as_str())));
+        if let Some(stack) = &process.kernel_stack {
+            pre_html(html, "kernel stack", stack);
+        }
+        if let Some(stack) = &process.python_stack {
+            pre_html(html, "python stack (py-spy)", stack);
+        }
+        html.push_str("</div>");
+    }
+    list_html(
+        html,
+        evidence
+            .more_processes
+            .iter()
+            .map(|m| ("", m.as_str()))
+            .chain(evidence.cgroup.iter().map(|c| ("cgroup", c.as_str())))
+            .chain(
+                evidence
+                    .kernel_messages
+                    .iter()
+                    .map(|l| ("kernel", l.as_str())),
+            )
+            .chain(
+                evidence
+                    .unavailable
+                    .iter()
+                    .map(|u| ("not captured", u.as_str())),
+            ),
+    );
 }

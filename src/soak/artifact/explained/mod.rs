@@ -14,6 +14,8 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use super::shown::{EvidenceShown, Found, ProcessShown, ThreadShown};
+use crate::event::soak::FailureKind;
+use crate::soak::signature::group::{self, Grouping};
 use crate::text::{bytes, count, human_time, one_line};
 
 /// The processes described, at most; those in uninterruptible sleep, stopped or zombie, and
@@ -44,9 +46,11 @@ const NAME_CHARS: usize = 48;
 /// What a person is told of a soak's evidence and findings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Explained {
+    /// The capture made when another rank of its job raised the alarm, when one was.
+    pub job_evidence: Option<EvidenceExplained>,
     /// The evidence captured before the first signal, when it was.
     pub evidence: Option<EvidenceExplained>,
-    /// What the verdict found, each with its label: `child`, `OOM kill`, `stuck`.
+    /// What the verdict found, each with its label: `job`, `child`, `OOM kill`, `stuck`.
     pub findings: Vec<(&'static str, String)>,
     /// GPUs not given back and processes still holding a GPU device.
     pub warnings: Vec<String>,
@@ -58,6 +62,9 @@ pub(crate) struct EvidenceExplained {
     /// How many processes, what for and when: `2 processes captured before stopping for
     /// stale_progress at …`.
     pub summary: String,
+    /// Where the tree's ranks stood, when it holds several: `rank 2 is in `load_batch`
+    /// (data.py:88); 3 ranks wait in `all_reduce` (dist.py:41)`.
+    pub ranks: Option<String>,
     pub processes: Vec<ProcessExplained>,
     /// Says how many captured processes are not described here, when some are not.
     pub more_processes: Option<String>,
@@ -96,6 +103,19 @@ impl Explained {
     pub(crate) fn of(found: &Found) -> Self {
         let outcome = &found.outcome;
         let mut findings = Vec::new();
+        if let Some(alarm) = &outcome.job_alarm {
+            findings.push((
+                "job",
+                format!(
+                    "rank {} of job `{}` on {} failed first ({}): {}",
+                    alarm.rank.map_or_else(|| "?".to_owned(), |r| r.to_string()),
+                    name(&alarm.job),
+                    name(&alarm.host),
+                    name(&alarm.failure_kind),
+                    clip(&alarm.reason)
+                ),
+            ));
+        }
         if let Some(child) = &outcome.child {
             let how = match (child.exit.code, child.exit.signal) {
                 (Some(code), _) => format!("exited with code {code}"),
@@ -178,6 +198,7 @@ impl Explained {
             }
         }
         Self {
+            job_evidence: found.job_evidence.as_ref().map(EvidenceExplained::of),
             evidence: found.evidence.as_ref().map(EvidenceExplained::of),
             findings,
             warnings,
@@ -186,7 +207,10 @@ impl Explained {
 
     /// Whether there is nothing to tell: no evidence, no finding, no warning.
     pub(crate) fn is_empty(&self) -> bool {
-        self.evidence.is_none() && self.findings.is_empty() && self.warnings.is_empty()
+        self.job_evidence.is_none()
+            && self.evidence.is_none()
+            && self.findings.is_empty()
+            && self.warnings.is_empty()
     }
 }
 
@@ -222,13 +246,27 @@ impl EvidenceExplained {
             )
             .collect();
         let unavailable = bounded(evidence.unavailable.iter().collect(), |u| clip(u)).collect();
+        let when = if evidence.trigger == FailureKind::JobAlarm.as_str() {
+            "when its job's alarm was seen".to_owned()
+        } else {
+            format!("before stopping for {}", name(&evidence.trigger))
+        };
+        let grouping = Grouping {
+            groups: evidence.groups.clone().unwrap_or_default(),
+            odd_ranks: evidence.odd_ranks.clone().unwrap_or_default(),
+        };
+        let ranked: usize = grouping.groups.iter().map(|g| g.ranks.len()).sum();
         Self {
             summary: format!(
-                "{} captured before stopping for {} at {}",
+                "{} captured {when} at {}",
                 count(processes.len() as u64, "process"),
-                name(&evidence.trigger),
                 human_time(micros(evidence.captured_at))
             ),
+            // What a rank's frames say is the record's text: one line each, bounded.
+            ranks: (ranked > 1)
+                .then(|| group::verdict(&grouping, &|_| None))
+                .flatten()
+                .map(|v| clip(&v)),
             processes: chosen
                 .into_iter()
                 .map(|i| ProcessExplained::of(&processes[i]))

@@ -39,17 +39,21 @@ fn evidence(processes: Vec<ProcessShown>) -> EvidenceShown {
         cgroup: None,
         kernel_messages: Vec::new(),
         unavailable: Vec::new(),
+        groups: None,
+        odd_ranks: None,
     }
 }
 
 fn found(evidence: Option<EvidenceShown>) -> Found {
     Found {
         evidence,
+        job_evidence: None,
         gpu_release: None,
         outcome: FindingsShown {
             child: None,
             oom_kills: Vec::new(),
             unkillable: Vec::new(),
+            job_alarm: None,
         },
     }
 }
@@ -348,4 +352,69 @@ fn the_last_lines_of_a_tail_are_its_most_recent() {
     assert_eq!(last.len(), TAIL_LINES);
     assert_eq!((last[0], last[TAIL_LINES - 1]), ("step 16", "step 25"));
     assert!(last_lines("").is_empty());
+}
+
+/// A tree of several ranks says where they stood, the odd one named first; a tree of one rank,
+/// or of none, says nothing of ranks. The job's alarm that failed the soak is its first finding,
+/// and the capture made at the alarm says so.
+#[test]
+fn the_ranks_of_one_tree_and_the_jobs_alarm_are_told() {
+    use crate::event::soak::JobAlarm;
+    use crate::soak::signature::Frame;
+    use crate::soak::signature::group::SignatureGroup;
+    let at = |function: &str, line: u32, ranks: Vec<u32>| SignatureGroup {
+        signature: function.into(),
+        top_frames: vec![Frame {
+            function: function.into(),
+            file: Some("/srv/ring.py".into()),
+            line: Some(line),
+        }],
+        ranks,
+    };
+    let mut shown = evidence(vec![process(100, 'S', Vec::new())]);
+    shown.groups = Some(vec![
+        at("all_reduce", 41, vec![0, 1, 3]),
+        at("load_batch", 88, vec![2]),
+    ]);
+    shown.odd_ranks = Some(vec![2]);
+    let mut at_alarm = shown.clone();
+    at_alarm.trigger = "job_alarm".into();
+    let mut whole = found(Some(shown.clone()));
+    whole.job_evidence = Some(at_alarm);
+    whole.outcome.job_alarm = Some(JobAlarm {
+        job: "ring".into(),
+        rank: Some(2),
+        host: "n2".into(),
+        soak_id: "20261206T080000-c8c8".into(),
+        failure_kind: "stale_progress".into(),
+        reason: "no progress for\n3.0 s".into(),
+        at: 1_764_838_830.0,
+    });
+    let explained = Explained::of(&whole);
+    let told = explained.evidence.as_ref().unwrap();
+    assert_eq!(
+        told.ranks.as_deref(),
+        Some("rank 2 is in `load_batch` (ring.py:88); 3 ranks wait in `all_reduce` (ring.py:41)")
+    );
+    let alarm = explained.job_evidence.as_ref().unwrap();
+    assert!(
+        alarm.summary.contains("when its job's alarm was seen"),
+        "{}",
+        alarm.summary
+    );
+    assert_eq!(
+        explained.findings[0],
+        (
+            "job",
+            // The alarm's text is the record's: kept to one line.
+            "rank 2 of job `ring` on n2 failed first (stale_progress): no progress for\\n3.0 s"
+                .to_owned()
+        )
+    );
+
+    shown.groups = Some(vec![at("all_reduce", 41, vec![0])]);
+    assert_eq!(
+        Explained::of(&found(Some(shown))).evidence.unwrap().ranks,
+        None
+    );
 }
