@@ -113,6 +113,7 @@ fn job_show_on_either_node_names_the_hung_rank() {
         })
         .collect();
     let job = artifacts[0]["metadata"]["job"].as_str().unwrap().to_owned();
+    assert!(job.parse::<u32>().is_ok(), "a Slurm job id: {job}");
     for (rank, artifact) in artifacts.iter().enumerate() {
         assert_eq!(artifact["metadata"]["job"], job.as_str(), "rank {rank}");
         assert_eq!(artifact["metadata"]["rank"], rank.to_string());
@@ -145,8 +146,7 @@ fn job_show_on_either_node_names_the_hung_rank() {
     let hung = &view["ranks"][HUNG as usize];
     for other in (0..WORLD).filter(|r| *r != HUNG) {
         assert_ne!(
-            view["ranks"][other as usize]["signature"],
-            hung["signature"],
+            view["ranks"][other as usize]["signature"], hung["signature"],
             "{view:#}"
         );
     }
@@ -213,13 +213,17 @@ fn job_show_on_either_node_names_the_hung_rank() {
 
     // Nothing of the job is left running.
     let marker = state.display().to_string();
-    eventually("the ring's processes to exit", Duration::from_secs(30), || {
-        live_pids_where(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                let c = String::from_utf8_lossy(&c);
-                c.contains("ring_allreduce.py") && c.contains(&marker)
+    eventually(
+        "the ring's processes to exit",
+        Duration::from_secs(30),
+        || {
+            live_pids_where(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                    let c = String::from_utf8_lossy(&c);
+                    c.contains("ring_allreduce.py") && c.contains(&marker)
+                })
             })
-        })
-        .is_empty()
-    });
+            .is_empty()
+        },
+    );
 }
