@@ -1,7 +1,7 @@
 //! `job show` and `job list`: the ranks of a job, each under its own soak, side by side from
 //! every host's log, and the rank that hung named.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -10,16 +10,6 @@ use crate::common::*;
 
 const WORLD: u32 = 4;
 const HUNG: u32 = 2;
-
-/// `py-spy` to use: `UNILAB_TEST_PY_SPY`, else one on `PATH`.
-fn py_spy() -> Option<PathBuf> {
-    if let Some(named) = std::env::var_os("UNILAB_TEST_PY_SPY") {
-        return Some(PathBuf::from(named));
-    }
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|dir| dir.join("py-spy"))
-        .find(|path| path.is_file())
-}
 
 /// `unilab soak run --job J --rank R` over one rank of the ring, its progress in its own
 /// directory (the ring's port files in another, so that they count as no rank's progress).

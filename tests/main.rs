@@ -26,6 +26,7 @@ mod resources;
 mod ring;
 mod shown;
 mod slurm;
+mod slurm_job;
 mod soak;
 mod soak_failures;
 mod soak_outputs;

@@ -3,9 +3,9 @@
 //! all reached through `crate::common::*`: sample events of every kind (`events`), child processes
 //! that append to or read one log, for the multi-process tests (`children`), `/proc` lookups of
 //! real processes (`processes`), private files and a small disk (`files`), a command refused with
-//! an exit code and a reason (`refused`), the ranks of the ring all-reduce fixture (`ring`), the
-//! filters of snapshots of real runs (`snapshot`), and a process whose memory map is locked
-//! (`stuck_map`).
+//! an exit code and a reason (`refused`), the ranks of the ring all-reduce fixture (`ring`), a
+//! Slurm cluster of two nodes (`slurm`), the filters of snapshots of real runs (`snapshot`), and
+//! a process whose memory map is locked (`stuck_map`).
 //!
 //! `UNILAB_TEST_BIN` and `UNILAB_TEST_FIXTURES` override where the binary and the fakes are, so
 //! that CI can run the test binary as an unprivileged user from a copy it can read.
@@ -27,6 +27,7 @@ mod files;
 mod processes;
 mod refused;
 mod ring;
+mod slurm;
 mod snapshot;
 mod stuck_map;
 pub use children::*;
@@ -35,6 +36,7 @@ pub use files::*;
 pub use processes::*;
 pub use refused::*;
 pub use ring::*;
+pub use slurm::*;
 pub use snapshot::*;
 pub use stuck_map::*;
 

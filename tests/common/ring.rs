@@ -23,6 +23,16 @@ pub fn ring_allreduce(dir: &Path, world: u32) -> Command {
     cmd
 }
 
+/// `py-spy` to use: `UNILAB_TEST_PY_SPY`, else one on `PATH`.
+pub fn py_spy() -> Option<std::path::PathBuf> {
+    if let Some(named) = std::env::var_os("UNILAB_TEST_PY_SPY") {
+        return Some(std::path::PathBuf::from(named));
+    }
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join("py-spy"))
+        .find(|path| path.is_file())
+}
+
 /// `python3 launch_ranks.py --nproc N --`, to be followed by the worker's command.
 pub fn launch_ranks(nproc: u32) -> Command {
     let mut cmd = Command::new("python3");
