@@ -14,7 +14,7 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use super::shown::{EvidenceShown, Found, ProcessShown, ThreadShown};
-use crate::event::soak::FailureKind;
+use crate::event::soak::{FailureKind, JobAlarm};
 use crate::soak::signature::group::{self, Grouping};
 use crate::text::{bytes, count, human_time, one_line};
 
@@ -102,20 +102,12 @@ pub(crate) struct Excerpt {
 impl Explained {
     pub(crate) fn of(found: &Found) -> Self {
         let outcome = &found.outcome;
-        let mut findings = Vec::new();
-        if let Some(alarm) = &outcome.job_alarm {
-            findings.push((
-                "job",
-                format!(
-                    "rank {} of job `{}` on {} failed first ({}): {}",
-                    alarm.rank.map_or_else(|| "?".to_owned(), |r| r.to_string()),
-                    name(&alarm.job),
-                    name(&alarm.host),
-                    name(&alarm.failure_kind),
-                    clip(&alarm.reason)
-                ),
-            ));
-        }
+        let mut findings: Vec<(&'static str, String)> = outcome
+            .job_alarm
+            .as_ref()
+            .map(|alarm| ("job", job_alarm(alarm)))
+            .into_iter()
+            .collect();
         if let Some(child) = &outcome.child {
             let how = match (child.exit.code, child.exit.signal) {
                 (Some(code), _) => format!("exited with code {code}"),
@@ -212,6 +204,19 @@ impl Explained {
             && self.findings.is_empty()
             && self.warnings.is_empty()
     }
+}
+
+/// The alarm of the rank that failed the job: `rank 2 of job `ring` on n2 failed first
+/// (stale_progress): …`.
+fn job_alarm(alarm: &JobAlarm) -> String {
+    format!(
+        "rank {} of job `{}` on {} failed first ({}): {}",
+        alarm.rank.map_or_else(|| "?".to_owned(), |r| r.to_string()),
+        name(&alarm.job),
+        name(&alarm.host),
+        name(&alarm.failure_kind),
+        clip(&alarm.reason)
+    )
 }
 
 impl EvidenceExplained {
