@@ -390,3 +390,86 @@ fn two_ranks_failing_at_once_leave_one_alarm_and_the_other_sees_it() {
     );
     root.unilab().args(["log", "verify"]).assert().success();
 }
+
+/// One soak over a torchrun-like launcher of four ranks, rank 2 hung, without py-spy: its
+/// evidence groups the tree's ranks by `wchan`/system call, names rank 2 the odd one, and
+/// `soak show` says where the ranks stood.
+#[test]
+fn one_soak_of_several_ranks_groups_them_in_its_evidence() {
+    let root = TestRoot::new();
+    let dir = private_tempdir("unilab-job-tree-");
+    let progress = dir.path().join("progress");
+    private_dir_all(&progress);
+    let output = dir.path().join("soak.json");
+    let launcher = launch_ranks(WORLD);
+    let ring = ring_allreduce(&progress, WORLD);
+    let out = root
+        .unilab()
+        .args([
+            "--quiet",
+            "soak",
+            "run",
+            "--stale-progress",
+            "3s",
+            "--sample-interval",
+            "0.2",
+            "--py-spy",
+            "off",
+            "--progress-dir",
+        ])
+        .arg(&progress)
+        .arg("--output")
+        .arg(&output)
+        .arg("--")
+        .arg(launcher.get_program())
+        .args(launcher.get_args())
+        .arg(ring.get_program())
+        .args(ring.get_args())
+        .args(["--hang-rank", &HUNG.to_string(), "--step-sleep", "0.05"])
+        .arg("--rendezvous-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let artifact: Value = serde_json::from_slice(&std::fs::read(&output).unwrap()).unwrap();
+    let evidence = &artifact["evidence"];
+    assert_eq!(
+        evidence["odd_ranks"],
+        serde_json::json!([HUNG]),
+        "{evidence:#}"
+    );
+    let grouped: Vec<u64> = evidence["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| {
+            g["ranks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r.as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(grouped.len(), WORLD as usize, "{evidence:#}");
+    let ranked = evidence["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["rank"].is_u64())
+        .inspect(|p| {
+            assert!(
+                p["signature"].is_string() && p["top_frames"].is_array(),
+                "{p:#}"
+            )
+        })
+        .count();
+    assert!(ranked >= WORLD as usize, "{evidence:#}");
+
+    let soak = artifact["soak_id"].as_str().unwrap();
+    let shown = root.unilab().args(["soak", "show", soak]).output().unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        text.contains(&format!("  ranks: rank {HUNG} is in ")) && text.contains("3 ranks wait in"),
+        "{text}"
+    );
+}
