@@ -68,39 +68,46 @@ fn rank_soak(
 }
 
 /// Four ranks of a ring all-reduce, each under its own soak of job `J`, rank 2 hung in
-/// `load_batch`: every soak fails on stale progress, and `job show J` lists the four, names
-/// rank 2 the odd one with a signature of its own (`load_batch` on top with py-spy; its
-/// `wchan`/system call without), and says who tripped first. `job list` lists the job; an
+/// `load_batch` and its soak the first to trip (its stale limit is the shortest): every other
+/// rank records evidence with trigger `job_alarm` within two sample intervals of the alarm, and
+/// `job show J` lists the four, names rank 2 the odd one with a signature of its own
+/// (`load_batch` on top with py-spy), and says who tripped first. `job list` lists the job; an
 /// unknown job is refused with exit 3; one rank's log unreadable is a warning, and the rest is
 /// shown.
 #[test]
 fn job_show_names_the_hung_rank_of_a_ring() {
+    ring_job_shown(py_spy().as_deref());
+}
+
+/// [`job_show_names_the_hung_rank_of_a_ring`] without py-spy: the ranks still split by where
+/// their main threads wait in the kernel (`wchan`, system call).
+#[test]
+fn without_py_spy_the_hung_rank_is_named_by_where_it_waits() {
+    ring_job_shown(None);
+}
+
+fn ring_job_shown(py_spy: Option<&Path>) {
     let root = TestRoot::new();
     let dir = private_tempdir("unilab-job-");
-    let py_spy = py_spy();
+    let interval = 0.2;
     let mut started = Started::default();
     let pids: Vec<u32> = (0..WORLD)
         .map(|rank| {
-            // The tree is kept, untouched, a while after each capture: the other ranks' soaks
-            // trip on their own within a few samples and capture theirs before any rank's end
-            // closes the ring.
-            let keep = [
+            // The hung rank trips first; the others see its alarm and capture at once. Its
+            // tree is kept, untouched, a while after its own capture, so that no rank's end
+            // closes the ring before the others captured theirs.
+            let stale = if rank == HUNG { "3s" } else { "20s" };
+            let flags = [
                 "--stale-progress",
-                "3s",
+                stale,
                 "--sample-interval",
-                "0.1",
+                "0.2",
                 "--dump-signal",
                 "WINCH",
                 "--dump-wait",
                 "4s",
             ];
-            started.spawn(&mut rank_soak(
-                &root,
-                dir.path(),
-                rank,
-                py_spy.as_deref(),
-                &keep,
-            ))
+            started.spawn(&mut rank_soak(&root, dir.path(), rank, py_spy, &flags))
         })
         .collect();
     for (rank, pid) in pids.iter().enumerate() {
@@ -108,6 +115,21 @@ fn job_show_names_the_hung_rank_of_a_ring() {
         let err =
             std::fs::read_to_string(dir.path().join(format!("err-{rank}"))).unwrap_or_default();
         assert_eq!(code, Some(1), "rank {rank}'s soak: {err}");
+    }
+    let alarm = job_alarm(&root, "J");
+    assert_eq!(alarm["rank"], HUNG, "{alarm:#}");
+    let at = alarm["at"].as_f64().unwrap();
+    for rank in (0..WORLD).filter(|&r| r != HUNG) {
+        let captured = &artifact_of(dir.path(), rank)["job_evidence"];
+        assert_eq!(
+            captured["trigger"], "job_alarm",
+            "rank {rank}: {captured:#}"
+        );
+        let after = captured["captured_at"].as_f64().unwrap() - at;
+        assert!(
+            after <= 2.0 * interval,
+            "rank {rank} captured {after:.2} s after the alarm"
+        );
     }
 
     let shown = root
@@ -126,8 +148,8 @@ fn job_show_names_the_hung_rank_of_a_ring() {
         [0, 1, 2, 3],
         "{view:#}"
     );
+    assert_eq!(ranks[HUNG as usize]["failure_kind"], "stale_progress");
     for rank in ranks {
-        assert_eq!(rank["failure_kind"], "stale_progress", "{view:#}");
         assert_eq!(rank["status"], "failed");
         assert!(rank["last_progress_at"].as_f64().is_some(), "{view:#}");
         assert!(rank["signature"].is_string(), "{view:#}");
@@ -141,6 +163,11 @@ fn job_show_names_the_hung_rank_of_a_ring() {
     }
     if py_spy.is_some() {
         assert_eq!(hung["top_frames"][0]["function"], "load_batch", "{view:#}");
+    } else {
+        // Where the main thread waits in the kernel: a sleep, not a socket's receive.
+        let place = hung["top_frames"][0]["function"].as_str().unwrap();
+        assert!(!is_socket_receive(place), "{view:#}");
+        assert_eq!(hung["top_frames"][0]["file"], Value::Null);
     }
     assert_eq!(view["stragglers"], serde_json::json!([]));
     assert!(view["first_stalled"]["rank"].is_u64(), "{view:#}");
