@@ -108,7 +108,7 @@ fn job_report_draws_every_rank_of_a_ring_side_by_side() {
     assert!(html.contains("<h2>The alarm</h2>"));
     let odd = format!("rank {HUNG} on {host}");
     assert!(
-        html.contains(&format!("The odd ones out: <strong>{odd}</strong>")),
+        html.contains(&format!("The odd one out: <strong>{odd}</strong>")),
         "the odd rank named"
     );
     assert!(html.contains("cannot read the log of host `other-node`"));
@@ -204,19 +204,19 @@ fn job_report_draws_every_rank_of_a_ring_side_by_side() {
 }
 
 /// The page in headless Chromium at a wide and a narrow window: with script every chart is the
-/// zoomable one and nothing errs; without, the static charts are there. The screenshots are
-/// kept in the target directory.
+/// zoomable one and nothing errs; without, the static charts are there. The page and its
+/// screenshots are kept in the target directory.
 fn browser_check(root: &TestRoot, html: &str, dir: &Path) {
     let Some(browser) = chromium() else {
         eprintln!("skipped the browser check: no chromium on this host");
         return;
     };
-    let page = dir.join("shown.html");
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("job-report-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let page = shots.join("job-report.html");
     std::fs::write(&page, html).unwrap();
     let without_script = dir.join("static.html");
     std::fs::write(&without_script, strip_scripts(html)).unwrap();
-    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("job-report-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
     for (width, name) in [(1400, "wide"), (700, "narrow")] {
         let shot = shots.join(format!("job-report-{name}.png"));
         let log = chromium_run(

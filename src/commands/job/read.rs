@@ -156,8 +156,9 @@ fn read_rank(
     let mut peak_pss: Option<u64> = None;
     let (mut utilization_sum, mut utilization_samples) = (0.0_f64, 0_u64);
     let mut captures = RankCaptures::default();
-    // When the command was spawned (from a sample's time and its age), and when the progress
-    // directory last changed among the samples.
+    // When the command was spawned (from the samples' times and their ages: the earliest, as a
+    // sample is recorded with its batch, up to a second after it was taken), and when the
+    // progress directory last changed among the samples.
     let mut spawned_at_us: Option<i64> = None;
     let mut progress = None;
     let mut progress_changed_at_us: Option<i64> = None;
@@ -170,13 +171,14 @@ fn read_rank(
                 let elapsed_us = i64::try_from(sample.elapsed_ms)
                     .unwrap_or(i64::MAX / 1000)
                     .saturating_mul(1000);
-                spawned_at_us.get_or_insert(at_us.saturating_sub(elapsed_us));
+                let spawned = at_us.saturating_sub(elapsed_us);
+                spawned_at_us = Some(spawned_at_us.map_or(spawned, |s| s.min(spawned)));
                 let pss = measures.as_ref().and_then(|m| m.tree_pss_bytes());
                 if let Some(pss) = pss {
                     peak_pss = Some(peak_pss.map_or(pss, |peak| peak.max(pss)));
                 }
                 if let Some(series) = series.as_deref_mut() {
-                    series.add(at_us, sample.progress.bytes, pss);
+                    series.add(elapsed_us, sample.progress.bytes, pss);
                 }
                 let used: Vec<u32> = sample
                     .gpus
@@ -214,6 +216,9 @@ fn read_rank(
         }
         _ => progress_changed_at_us,
     };
+    if let (Some(series), Some(spawned)) = (series, spawned_at_us) {
+        series.spawned_at(spawned);
+    }
     let (signature, last_capture_us) = captures.done();
     let (signature, top_frames) = match signature {
         Some(s) => (Some(s.signature), s.top_frames),

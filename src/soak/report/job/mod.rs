@@ -19,7 +19,7 @@ use chart::{JobChart, RankLine, charts_html};
 use series::{Quantity, RankSeries};
 
 use super::UPLOT_CSS;
-use super::data::{GREEN, RED};
+use super::data::RED;
 use super::html::{STYLE, escape, table, warnings_html};
 use super::scale::Unit;
 use super::svg::{ChartFrame, Marker, clock_of};
@@ -30,15 +30,19 @@ use crate::soak::signature::group::rank_list;
 /// A rank's colour on the page: the table's swatch and its line on every chart.
 const PALETTE: [&str; 10] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-    "#7f7f7f", "#d62728",
+    "#7f7f7f", "#393b79",
 ];
+/// The marker of the first stall: a colour no rank has.
+const STALL: &str = "#111111";
 
 /// The page's own style, after the soak report's.
 const JOB_STYLE: &str = ".swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px;vertical-align:middle}\
 tr.odd td{background:#fff3e0}.verdict{margin:8px 0;padding-left:20px;font-size:14px}.verdict li{margin:2px 0}\
 .group{border-left:3px solid #1f77b4;padding:2px 0 2px 10px;margin:10px 0}.group.odd{border-left-color:#ef6c00;background:#fff8ef}\
 .group h3{font-family:ui-monospace,monospace;font-size:13px;margin:4px 0;overflow-wrap:anywhere}.group p{margin:2px 0;font-size:13px}\
-.group pre{margin:4px 0}.ranks{overflow-x:auto}.ranks table{width:100%}.ranks td code{font-size:12px}";
+.group pre{margin:4px 0}.ranks{overflow-x:auto}.ranks table{width:100%}.ranks td code{font-size:12px}\
+.ranks td{overflow-wrap:normal}.ranks td:last-child{overflow-wrap:anywhere}\
+.ranks th,.ranks td:nth-child(-n+2){white-space:nowrap}";
 
 /// Where a rank's series is found: its host and its soak.
 pub(crate) type SeriesKey = (String, String);
@@ -235,7 +239,12 @@ fn glance(html: &mut String, view: &JobView, start: f64, end: f64, warnings: &[S
         ));
     }
     if !view.odd_ranks.is_empty() {
-        figures.push(("odd ones out", odd_text(view)));
+        let label = if view.odd_ranks.len() == 1 {
+            "odd one out"
+        } else {
+            "odd ones out"
+        };
+        figures.push((label, odd_text(view)));
     }
     html.push_str("<section class=\"glance\"><dl>");
     for (label, figure) in &figures {
@@ -257,11 +266,13 @@ fn glance(html: &mut String, view: &JobView, start: f64, end: f64, warnings: &[S
     warnings_html(html, warnings);
     html.push_str("</section>");
     if let Some(alarm) = &view.alarm {
+        let mut written = serde_json::to_value(alarm).unwrap_or_default();
+        written["at"] = format!("{} ({})", alarm.at, when(alarm.at, start)).into();
         let _ = write!(
             html,
             "<h2>The alarm</h2><p class=\"hint\">As the rank that tripped first wrote it in the \
-job's directory.</p>{}",
-            table(&serde_json::to_value(alarm).unwrap_or_default())
+job's directory (its time in Unix seconds, then as the page reads it).</p>{}",
+            table(&written)
         );
     }
 }
@@ -332,7 +343,12 @@ fn groups(html: &mut String, view: &JobView) {
     if !view.odd_ranks.is_empty() {
         let _ = write!(
             html,
-            "<p>The odd ones out: <strong>{}</strong>.</p>",
+            "<p>The odd {} out: <strong>{}</strong>.</p>",
+            if view.odd_ranks.len() == 1 {
+                "one"
+            } else {
+                "ones"
+            },
             escape(&odd_text(view))
         );
     }
@@ -398,7 +414,7 @@ fn markers(view: &JobView, start: f64, colors: &[&'static str]) -> (Vec<Marker>,
         markers.push(Marker::new(
             stalled.last_progress_at - start,
             "progress stopped first",
-            GREEN,
+            STALL,
         ));
     }
     (markers, trips)

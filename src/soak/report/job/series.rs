@@ -1,5 +1,7 @@
 //! One rank's samples over time as the job's page draws them — the bytes in its progress
-//! directory and its tree's PSS at each sample's time — kept bounded as they are read: at most
+//! directory and its tree's PSS at each sample's time since its command was spawned (the
+//! sample's own `elapsed_ms`: samples are recorded in batches, so a record's time is when its
+//! batch was committed, not when it was taken) — kept bounded as they are read: at most
 //! [`MAX_BUCKETS`] buckets of time, each holding the lowest and the highest value of each
 //! quantity (with when they were seen), so that a spike is never lost. A bucket spans a fixed
 //! time; when a sample falls past the last bucket the buckets' span doubles and neighbours
@@ -10,7 +12,8 @@ pub(crate) const MAX_BUCKETS: usize = 512;
 /// The span of a bucket at first, in microseconds: the shortest sample interval.
 const FIRST_SPAN_US: i64 = 10_000;
 
-/// The lowest and highest of a quantity in a bucket, each with its time (Unix microseconds).
+/// The lowest and highest of a quantity in a bucket, each with its time (microseconds since
+/// the spawn).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Extremes {
     low: Option<(i64, f64)>,
@@ -47,7 +50,7 @@ impl Extremes {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Bucket {
-    /// Which span of time since the first sample it covers.
+    /// Which span of time since the spawn it covers.
     index: i64,
     progress: Extremes,
     pss: Extremes,
@@ -56,8 +59,8 @@ struct Bucket {
 /// A rank's progress and memory over time, bounded.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RankSeries {
-    /// The time of the first sample (Unix microseconds): bucket 0 starts there.
-    origin_us: Option<i64>,
+    /// When the command was spawned (Unix microseconds): what the samples' times count from.
+    spawned_at_us: i64,
     span_us: i64,
     buckets: Vec<Bucket>,
     /// How many buckets it may keep (at most [`MAX_BUCKETS`]).
@@ -67,7 +70,7 @@ pub(crate) struct RankSeries {
 impl Default for RankSeries {
     fn default() -> Self {
         Self {
-            origin_us: None,
+            spawned_at_us: 0,
             span_us: FIRST_SPAN_US,
             buckets: Vec::new(),
             most: MAX_BUCKETS,
@@ -85,16 +88,15 @@ pub(crate) enum Quantity {
 }
 
 impl RankSeries {
-    /// A sample recorded at `at_us` (Unix microseconds): the progress directory's bytes and the
-    /// tree's PSS where it was read. Samples come in the order recorded; one recorded earlier
-    /// than the one before (the clock stepped back) joins the last bucket.
-    pub(crate) fn add(&mut self, at_us: i64, progress_bytes: u64, pss_bytes: Option<u64>) {
-        let origin = *self.origin_us.get_or_insert(at_us);
-        let since = at_us.saturating_sub(origin).max(0);
-        while since / self.span_us >= self.most as i64 {
+    /// A sample taken `elapsed_us` after the spawn: the progress directory's bytes and the
+    /// tree's PSS where it was read. Samples come in the order taken; one that says it was
+    /// taken before the one before joins the last bucket.
+    pub(crate) fn add(&mut self, elapsed_us: i64, progress_bytes: u64, pss_bytes: Option<u64>) {
+        let at_us = elapsed_us.max(0);
+        while at_us / self.span_us >= self.most as i64 {
             self.coarsen();
         }
-        let index = (since / self.span_us).max(self.buckets.last().map_or(0, |b| b.index));
+        let index = (at_us / self.span_us).max(self.buckets.last().map_or(0, |b| b.index));
         if self.buckets.last().is_none_or(|b| b.index != index) {
             self.buckets.push(Bucket {
                 index,
@@ -108,6 +110,11 @@ impl RankSeries {
                 bucket.pss.add(at_us, pss as f64);
             }
         }
+    }
+
+    /// When the command was spawned (Unix microseconds), once it is known.
+    pub(crate) fn spawned_at(&mut self, at_us: i64) {
+        self.spawned_at_us = at_us;
     }
 
     /// Keeps at most `most` buckets (at least 8) from now on, merging what it holds to fit: a
@@ -149,6 +156,7 @@ impl RankSeries {
                 Quantity::Progress => b.progress.points(),
                 Quantity::Pss => b.pss.points(),
             })
+            .map(|(at, v)| (self.spawned_at_us.saturating_add(at), v))
             .collect()
     }
 
@@ -167,11 +175,12 @@ mod tests {
     fn a_week_of_samples_stays_within_its_buckets_and_keeps_its_spike() {
         let mut series = RankSeries::default();
         let start = 1_796_479_200_000_000_i64;
+        series.spawned_at(start);
         // A sample every 10 s for a week; one PSS spike in the middle.
         let samples = 7 * 24 * 360;
         for i in 0..samples {
             let pss = if i == samples / 2 { 9_000 } else { 1_000 };
-            series.add(start + i * 10_000_000, i as u64, Some(pss));
+            series.add(i * 10_000_000, i as u64, Some(pss));
         }
         assert!(series.len() <= MAX_BUCKETS, "{}", series.len());
         assert!(series.len() > MAX_BUCKETS / 4, "{}", series.len());
@@ -201,7 +210,7 @@ mod tests {
     }
 
     #[test]
-    fn a_clock_stepped_back_joins_the_last_bucket() {
+    fn a_sample_out_of_order_joins_the_last_bucket() {
         let mut series = RankSeries::default();
         series.add(10_000_000, 1, Some(1));
         series.add(20_000_000, 2, Some(2));
