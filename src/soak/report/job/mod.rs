@@ -116,10 +116,10 @@ that time, every chart follows; double-click to see the whole job.</span></p>",
     );
     key(&mut html, &markers, trips);
     charts_html(&mut html, &charts(view, series, start, &colors), &frame);
-    let _ = write!(
+    let _ = writeln!(
         html,
         "<footer>made by unilab {} from the logs under the state root; `unilab job show {}` \
-says the same in text</footer></body></html>\n",
+says the same in text</footer></body></html>",
         env!("CARGO_PKG_VERSION"),
         escape(&view.job),
     );
