@@ -1,7 +1,7 @@
 //! `job report`: a job's page — what `job show` says, and every rank's progress and memory on
 //! one time axis — from the real soaks of a ring whose one rank hangs, and in a real browser.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -205,14 +205,13 @@ fn job_report_draws_every_rank_of_a_ring_side_by_side() {
 
 /// The page in headless Chromium at a wide and a narrow window: with script every chart is the
 /// zoomable one and nothing errs; without, the static charts are there. The page and its
-/// screenshots are kept in the target directory.
+/// screenshots are kept in the target directory (when the user can write it).
 fn browser_check(root: &TestRoot, html: &str, dir: &Path) {
     let Some(browser) = chromium() else {
         eprintln!("skipped the browser check: no chromium on this host");
         return;
     };
-    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("job-report-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
+    let shots = screenshot_dir("job-report-screenshots", dir);
     let page = shots.join("job-report.html");
     std::fs::write(&page, html).unwrap();
     let without_script = dir.join("static.html");

@@ -66,3 +66,22 @@ pub fn chromium_dom(browser: &Path, home: &Path, page: &Path, width: u32) -> Str
         &[format!("--window-size={width},2400"), "--dump-dom".into()],
     )
 }
+
+/// Where a test keeps its screenshots: `name` in the target directory, else (a user who cannot
+/// write there, as in CI's unprivileged run) in `fallback`.
+pub fn screenshot_dir(name: &str, fallback: &Path) -> PathBuf {
+    let kept = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    if std::fs::create_dir_all(&kept).is_ok() && is_writable(&kept) {
+        return kept;
+    }
+    let fallback = fallback.join(name);
+    std::fs::create_dir_all(&fallback).unwrap();
+    fallback
+}
+
+fn is_writable(dir: &Path) -> bool {
+    let probe = dir.join(format!(".probe-{}", std::process::id()));
+    let written = std::fs::write(&probe, b"").is_ok();
+    let _ = std::fs::remove_file(&probe);
+    written
+}
