@@ -12,6 +12,7 @@ mod fakes;
 mod framework;
 mod gpu_health;
 mod job;
+mod job_report;
 mod log_append_path;
 mod log_archive;
 mod log_cli;

@@ -146,6 +146,24 @@ Examples:
         #[arg(value_parser = job_name)]
         job: crate::job::JobId,
     },
+    /// Write a self-contained HTML page of a job: what `job show` says (the verdict, the alarm,
+    /// the table of ranks, the ranks grouped by stack), then every rank's progress and memory
+    /// on one time axis
+    #[command(after_help = "\
+Examples:
+  unilab job report 4242 --output job-4242.html     a Slurm job's page, opened offline
+  unilab job report llama-run3 > page.html          the page on standard output")]
+    Report {
+        /// The job: what `soak run --job` named, or Slurm's job id
+        #[arg(value_parser = job_name)]
+        job: crate::job::JobId,
+        /// Write it here (default: standard output)
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Replace `--output` if it exists
+        #[arg(long, requires = "output")]
+        force: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -64,7 +64,19 @@ pub(crate) fn read_own_log(
 pub(crate) fn for_every_host_log(
     paths: &StatePaths,
     out: &Output,
+    own: Option<Snapshot>,
+    visit: impl FnMut(&str, &Snapshot) -> Result<(), Error>,
+) -> Result<(), Error> {
+    for_every_host_log_told(paths, out, own, &mut Vec::new(), visit)
+}
+
+/// [`for_every_host_log`], each warning about another host's log also kept in `told` (for a
+/// page that shows them).
+pub(crate) fn for_every_host_log_told(
+    paths: &StatePaths,
+    out: &Output,
     mut own: Option<Snapshot>,
+    told: &mut Vec<String>,
     mut visit: impl FnMut(&str, &Snapshot) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let logs = paths
@@ -93,12 +105,14 @@ pub(crate) fn for_every_host_log(
                 None => Ok(()),
             });
         if let Err(e) = read {
-            out.warn(&format!(
+            let warning = format!(
                 "cannot read the log of host `{}` (`{}`): {}; what it holds is not shown",
                 crate::text::one_line(&host),
                 crate::text::one_line(&log.display().to_string()),
                 crate::text::one_line(&e.chain_text())
-            ));
+            );
+            out.warn(&warning);
+            told.push(warning);
         }
     }
     Ok(())

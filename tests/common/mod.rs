@@ -1,11 +1,12 @@
 //! The test harness shared by the integration tests: a temporary state root, the real `unilab`
 //! binary pointed at it, the NVIDIA fakes on `PATH`, a test clock and a bounded wait. Apart, and
-//! all reached through `crate::common::*`: sample events of every kind (`events`), child processes
-//! that append to or read one log, for the multi-process tests (`children`), `/proc` lookups of
-//! real processes (`processes`), private files and a small disk (`files`), a command refused with
-//! an exit code and a reason (`refused`), the ranks of the ring all-reduce fixture (`ring`), a
-//! Slurm cluster of two nodes (`slurm`), the filters of snapshots of real runs (`snapshot`), and
-//! a process whose memory map is locked (`stuck_map`).
+//! all reached through `crate::common::*`: a headless browser for the HTML pages (`browser`),
+//! sample events of every kind (`events`), child processes that append to or read one log, for
+//! the multi-process tests (`children`), `/proc` lookups of real processes (`processes`), private
+//! files and a small disk (`files`), a command refused with an exit code and a reason
+//! (`refused`), the ranks of the ring all-reduce fixture (`ring`), a Slurm cluster of two nodes
+//! (`slurm`), the filters of snapshots of real runs (`snapshot`), and a process whose memory map
+//! is locked (`stuck_map`).
 //!
 //! `UNILAB_TEST_BIN` and `UNILAB_TEST_FIXTURES` override where the binary and the fakes are, so
 //! that CI can run the test binary as an unprivileged user from a copy it can read.
@@ -21,6 +22,7 @@ use unilab::PROJECTIONS;
 use unilab::Scope;
 use unilab::StatePaths;
 
+mod browser;
 mod children;
 mod events;
 mod files;
@@ -30,6 +32,7 @@ mod ring;
 mod slurm;
 mod snapshot;
 mod stuck_map;
+pub use browser::*;
 pub use children::*;
 pub use events::*;
 pub use files::*;

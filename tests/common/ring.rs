@@ -116,3 +116,45 @@ impl Drop for Started {
         }
     }
 }
+
+/// `unilab soak run --job J --rank R` over rank `rank` of a ring of `world` ranks in which rank
+/// `hung` hangs in `load_batch` after `hang_after` steps: its progress in its own directory
+/// under `dir` (the ring's port files in `dir`, so that they count as no rank's progress), its
+/// artifact `soak-R.json` and its standard error `err-R` there, `flags` given to `soak run`.
+pub fn ring_rank_soak(
+    root: &TestRoot,
+    dir: &Path,
+    (rank, world, hung, hang_after): (u32, u32, u32, u32),
+    flags: &[&str],
+) -> Command {
+    let progress = dir.join(format!("progress-{rank}"));
+    private_dir_all(&progress);
+    let mut cmd = Command::new(unilab_bin());
+    cmd.env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", root.root())
+        .env("LANG", "C.UTF-8")
+        .env("TZ", "UTC")
+        .arg("--root")
+        .arg(root.root())
+        .args(["--quiet", "soak", "run", "--job", "J", "--rank"])
+        .arg(rank.to_string())
+        .args(flags)
+        .arg("--progress-dir")
+        .arg(&progress)
+        .arg("--output")
+        .arg(dir.join(format!("soak-{rank}.json")))
+        .args(["--py-spy", "off", "--", "python3"])
+        .arg(fixtures_dir().join("ring_allreduce.py"))
+        .args(["--port-base", "0", "--step-sleep", "0.05"])
+        .args(["--world", &world.to_string(), "--rank", &rank.to_string()])
+        .args(["--hang-rank", &hung.to_string()])
+        .args(["--hang-after", &hang_after.to_string()])
+        .arg("--progress-dir")
+        .arg(&progress)
+        .arg("--rendezvous-dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("err-{rank}"))).unwrap());
+    cmd
+}

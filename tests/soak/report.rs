@@ -2,7 +2,6 @@
 //! byte as the whole object renders, and the report rendered in a real browser.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use crate::common::*;
 use serde_json::Value;
@@ -99,24 +98,6 @@ fn the_artifact_and_the_report_are_told_alike() {
     assert_eq!(told["report"], format!("{root}/r.html"));
 }
 
-/// A browser, if this host has one: `chromium`, or what `UNILAB_TEST_CHROMIUM` names. CI
-/// installs it; there its absence fails the test rather than skipping it.
-fn chromium() -> Option<PathBuf> {
-    if let Some(named) = std::env::var_os("UNILAB_TEST_CHROMIUM") {
-        return Some(PathBuf::from(named));
-    }
-    let found = ["chromium", "chromium-browser"].iter().find_map(|name| {
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .map(|dir| dir.join(name))
-            .find(|path| path.is_file())
-    });
-    assert!(
-        found.is_some() || std::env::var_os("CI").is_none(),
-        "CI must install chromium for the report test (apt-get install chromium)"
-    );
-    found
-}
-
 /// The report of a real failed soak (stale progress, two fake GPUs, one used by the trainer):
 /// self-contained, its charts present, and — in headless Chromium — it loads without console
 /// errors; the screenshot is kept in the target directory.
@@ -185,7 +166,7 @@ fn the_report_of_a_failed_soak_renders_in_a_browser() {
             let shot = shots.join(format!("failed-soak-{name}-{width}.png"));
             let log = chromium_run(
                 &browser,
-                &soak,
+                soak.root.root(),
                 page,
                 &[
                     format!("--window-size={width},2400"),
@@ -210,7 +191,7 @@ fn the_report_of_a_failed_soak_renders_in_a_browser() {
             );
         }
         // With script every chart is the zoomable one.
-        let dom = chromium_dom(&browser, &soak, &report, width);
+        let dom = chromium_dom(&browser, soak.root.root(), &report, width);
         let sections = dom.matches("<section class=\"chart\"").count();
         assert!(sections >= 6, "{sections} charts");
         assert_eq!(
@@ -220,66 +201,11 @@ fn the_report_of_a_failed_soak_renders_in_a_browser() {
         );
         assert!(dom.contains("class=\"zoomable\""), "at {width} px");
         // Without it the static ones are there, one an SVG.
-        let dom = chromium_dom(&browser, &soak, &without_script, width);
+        let dom = chromium_dom(&browser, soak.root.root(), &without_script, width);
         assert_eq!(dom.matches("<svg class=\"chart\"").count(), sections);
         assert!(!dom.contains("class=\"uplot"));
     }
     eprintln!("screenshots of the report: {}", shots.display());
-}
-
-/// The page without its scripts: what a reader with script off gets.
-fn strip_scripts(html: &str) -> String {
-    let mut out = String::with_capacity(html.len());
-    let mut rest = html;
-    while let Some(at) = rest.find("<script") {
-        out.push_str(&rest[..at]);
-        let end = rest[at..].find("</script>").expect("a closed script") + at;
-        rest = &rest[end + "</script>".len()..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Headless Chromium on `page` with `args`, its log returned; it must succeed.
-fn chromium_run(
-    browser: &std::path::Path,
-    soak: &Soak,
-    page: &std::path::Path,
-    args: &[String],
-) -> String {
-    let profile = soak.root.root().join("chromium-profile");
-    let run = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--enable-logging=stderr",
-        ])
-        .args(args)
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("file://{}", page.display()))
-        .env("HOME", soak.root.root())
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&run.stderr).into_owned();
-    assert!(run.status.success(), "chromium failed: {log}");
-    log + &String::from_utf8_lossy(&run.stdout)
-}
-
-/// The page's DOM once its scripts ran, in a window `width` pixels wide.
-fn chromium_dom(
-    browser: &std::path::Path,
-    soak: &Soak,
-    page: &std::path::Path,
-    width: u32,
-) -> String {
-    chromium_run(
-        browser,
-        soak,
-        page,
-        &[format!("--window-size={width},2400"), "--dump-dom".into()],
-    )
 }
 
 /// A soak on a host whose driver does not answer: every sample has a sampler error. The report

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::read::{JobSoak, job_soaks};
+use super::read::{JobSoak, Reading, job_soaks};
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::output::{self, Output};
@@ -29,7 +29,7 @@ struct JobLine {
 }
 
 pub(super) fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
-    let soaks = job_soaks(paths, out, &|_| true, false)?;
+    let soaks = job_soaks(paths, out, &|_| true, Reading::Summaries)?.soaks;
     let mut jobs: BTreeMap<&str, Vec<&JobSoak>> = BTreeMap::new();
     for soak in &soaks {
         jobs.entry(soak.job.as_str()).or_default().push(soak);

@@ -1,8 +1,9 @@
-//! `unilab job`: one file a verb (`list`, `show`), and the reading of every host's log they
-//! share (`read`).
+//! `unilab job`: one file a verb (`list`, `show`, `report`), and the reading of every host's
+//! log they share (`read`).
 
 mod list;
 mod read;
+mod report;
 mod show;
 
 use crate::cli::JobCommand;
@@ -19,5 +20,8 @@ pub(crate) fn run(
     match command {
         JobCommand::List => list::list(paths, out),
         JobCommand::Show { job } => show::show(paths, &job, out),
+        JobCommand::Report { job, output, force } => {
+            report::report(paths, &job, output.as_deref(), force, out)
+        }
     }
 }

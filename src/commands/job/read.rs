@@ -11,6 +11,7 @@ use crate::process::SystemProc;
 use crate::projection::{SoakSummary, Soaks};
 use crate::soak::job_view::{RankCaptures, RankRow};
 use crate::soak::launch::{JOB_KEY, NODE_KEY, RANK_KEY};
+use crate::soak::report::job::series::RankSeries;
 use crate::time::unix_seconds;
 
 /// One soak of a job, on its host.
@@ -24,18 +25,38 @@ pub(super) struct JobSoak {
     pub summary: SoakSummary,
     /// What `job show` reads of its records, when asked for.
     pub row: Option<RankRow>,
+    /// Its progress and memory over time, bounded, when asked for (`job report`).
+    pub series: Option<RankSeries>,
 }
 
-/// The soaks whose job `wanted` takes, from every host's log, each read whole (its samples,
-/// captures and verdict) when `detailed`. This host's abandoned soaks are settled first; other
+/// How much of each soak of a job is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reading {
+    /// Its summary alone (`job list`).
+    Summaries,
+    /// Its records too, for its row, keeping no sample (`job show`).
+    Rows,
+    /// Its row and its series over time (`job report`).
+    RowsAndSeries,
+}
+
+/// The soaks of jobs read, and the warnings about host logs that could not be read (each also
+/// given as a warning).
+pub(super) struct JobSoaks {
+    pub soaks: Vec<JobSoak>,
+    pub warnings: Vec<String>,
+}
+
+/// The soaks whose job `wanted` takes, from every host's log, each read as far as `reading`
+/// says (its samples, captures and verdict for its row; its series). This host's abandoned soaks are settled first; other
 /// hosts' logs are only read. A soak's host is the one its log is scoped to: a log copied aside
 /// shows its soaks under their own host, and once (the original's row when both are there).
 pub(super) fn job_soaks(
     paths: &StatePaths,
     out: &Output,
     wanted: &dyn Fn(&str) -> bool,
-    detailed: bool,
-) -> Result<Vec<JobSoak>, Error> {
+    reading: Reading,
+) -> Result<JobSoaks, Error> {
     let own = match crate::commands::read_own_log(paths, out)? {
         Some(reader) => Some(crate::soak::abandon::settle(
             paths,
@@ -45,44 +66,53 @@ pub(super) fn job_soaks(
         None => None,
     };
     let mut soaks = Vec::new();
-    crate::commands::for_every_host_log(paths, out, own, |directory, snapshot| {
-        let host = match snapshot.meta()? {
-            Some((_, scope)) => scope.host,
-            None => directory.to_owned(),
-        };
-        // A host's soaks are taken whole or not at all: its log may fail half-way.
-        let mut found = Vec::new();
-        for summary in Soaks::rows(snapshot)? {
-            let metadata = match first_event(snapshot, &summary)? {
-                Some(Event::SoakStarted { start, .. }) => start.metadata,
-                _ => continue,
+    let mut warnings = Vec::new();
+    crate::commands::for_every_host_log_told(
+        paths,
+        out,
+        own,
+        &mut warnings,
+        |directory, snapshot| {
+            let host = match snapshot.meta()? {
+                Some((_, scope)) => scope.host,
+                None => directory.to_owned(),
             };
-            let Some(job) = metadata.get(JOB_KEY).filter(|job| wanted(job)) else {
-                continue;
-            };
-            let rank = metadata
-                .get(RANK_KEY)
-                .and_then(|r| crate::soak::launch::rank_number(r));
-            let row = if detailed {
-                let mut row = read_rank(snapshot, &summary, &host)?;
-                row.rank = rank;
-                row.node = metadata.get(NODE_KEY).cloned();
-                Some(row)
-            } else {
-                None
-            };
-            found.push(JobSoak {
-                job: job.clone(),
-                at_home: host == directory,
-                host: host.clone(),
-                rank,
-                summary,
-                row,
-            });
-        }
-        soaks.extend(found);
-        Ok(())
-    })?;
+            // A host's soaks are taken whole or not at all: its log may fail half-way.
+            let mut found = Vec::new();
+            for summary in Soaks::rows(snapshot)? {
+                let metadata = match first_event(snapshot, &summary)? {
+                    Some(Event::SoakStarted { start, .. }) => start.metadata,
+                    _ => continue,
+                };
+                let Some(job) = metadata.get(JOB_KEY).filter(|job| wanted(job)) else {
+                    continue;
+                };
+                let rank = metadata
+                    .get(RANK_KEY)
+                    .and_then(|r| crate::soak::launch::rank_number(r));
+                let mut series = (reading == Reading::RowsAndSeries).then(RankSeries::default);
+                let row = if reading == Reading::Summaries {
+                    None
+                } else {
+                    let mut row = read_rank(snapshot, &summary, &host, series.as_mut())?;
+                    row.rank = rank;
+                    row.node = metadata.get(NODE_KEY).cloned();
+                    Some(row)
+                };
+                found.push(JobSoak {
+                    job: job.clone(),
+                    at_home: host == directory,
+                    host: host.clone(),
+                    rank,
+                    summary,
+                    row,
+                    series,
+                });
+            }
+            soaks.extend(found);
+            Ok(())
+        },
+    )?;
     // One row a soak of a host: its original's, else the copy that got furthest.
     soaks.sort_by(|a, b| {
         let key = |s: &JobSoak| {
@@ -99,7 +129,7 @@ pub(super) fn job_soaks(
         later.host == first.host && later.summary.soak_id == first.summary.soak_id
     });
     soaks.sort_by_key(|s| (s.summary.started_at_us, s.host.clone()));
-    Ok(soaks)
+    Ok(JobSoaks { soaks, warnings })
 }
 
 /// The first event of a soak, its start: in the live log, or in its archive.
@@ -114,13 +144,21 @@ fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>,
 }
 
 /// One rank's soak as `job show` lists it, read in one pass over its records that keeps no
-/// sample: its peaks and means as they go by, the capture that speaks for it, its verdict.
-fn read_rank(snapshot: &Snapshot, soak: &SoakSummary, host: &str) -> Result<RankRow, Error> {
+/// sample: its peaks and means as they go by, the capture that speaks for it, its verdict —
+/// and each sample's progress and memory into `series` when given (bounded: see
+/// [`RankSeries`]).
+fn read_rank(
+    snapshot: &Snapshot,
+    soak: &SoakSummary,
+    host: &str,
+    mut series: Option<&mut RankSeries>,
+) -> Result<RankRow, Error> {
     let mut peak_pss: Option<u64> = None;
     let (mut utilization_sum, mut utilization_samples) = (0.0_f64, 0_u64);
     let mut captures = RankCaptures::default();
-    // When the command was spawned (from a sample's time and its age), and when the progress
-    // directory last changed among the samples.
+    // When the command was spawned (from the samples' times and their ages: the earliest, as a
+    // sample is recorded with its batch, up to a second after it was taken), and when the
+    // progress directory last changed among the samples.
     let mut spawned_at_us: Option<i64> = None;
     let mut progress = None;
     let mut progress_changed_at_us: Option<i64> = None;
@@ -133,9 +171,14 @@ fn read_rank(snapshot: &Snapshot, soak: &SoakSummary, host: &str) -> Result<Rank
                 let elapsed_us = i64::try_from(sample.elapsed_ms)
                     .unwrap_or(i64::MAX / 1000)
                     .saturating_mul(1000);
-                spawned_at_us.get_or_insert(at_us.saturating_sub(elapsed_us));
-                if let Some(pss) = measures.as_ref().and_then(|m| m.tree_pss_bytes()) {
+                let spawned = at_us.saturating_sub(elapsed_us);
+                spawned_at_us = Some(spawned_at_us.map_or(spawned, |s| s.min(spawned)));
+                let pss = measures.as_ref().and_then(|m| m.tree_pss_bytes());
+                if let Some(pss) = pss {
                     peak_pss = Some(peak_pss.map_or(pss, |peak| peak.max(pss)));
+                }
+                if let Some(series) = series.as_deref_mut() {
+                    series.add(elapsed_us, sample.progress.bytes, pss);
                 }
                 let used: Vec<u32> = sample
                     .gpus
@@ -173,6 +216,9 @@ fn read_rank(snapshot: &Snapshot, soak: &SoakSummary, host: &str) -> Result<Rank
         }
         _ => progress_changed_at_us,
     };
+    if let (Some(series), Some(spawned)) = (series, spawned_at_us) {
+        series.spawned_at(spawned);
+    }
     let (signature, last_capture_us) = captures.done();
     let (signature, top_frames) = match signature {
         Some(s) => (Some(s.signature), s.top_frames),

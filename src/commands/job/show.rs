@@ -1,33 +1,20 @@
 //! `unilab job show JOB`: every rank's soak of the job, from every host's log under the state
 //! root, side by side, then the verdict (see [`JobView`]).
 
-use super::read::job_soaks;
+use std::collections::BTreeMap;
+
+use super::read::{Reading, job_soaks};
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::job::{JobError, JobId};
 use crate::output::{self, Output};
 use crate::paths::StatePaths;
 use crate::soak::job_view::{JobView, RankRow};
+use crate::soak::report::job::SeriesKey;
+use crate::soak::report::job::series::RankSeries;
 
 pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<Exit, Error> {
-    let soaks = job_soaks(paths, out, &|name| name == job.as_str(), true)?;
-    if soaks.is_empty() {
-        return Err(JobError::NoSuchJob {
-            job: job.to_string(),
-            root: paths.root.clone(),
-        }
-        .into());
-    }
-    // The alarm is the view's to show, not its to need: one that cannot be read is said.
-    let alarm = match crate::job::written::written_alarm(&paths.root, paths.uid, job) {
-        Ok(alarm) => alarm,
-        Err(e) => {
-            out.warn(&crate::error::Error::from(e).chain_text());
-            None
-        }
-    };
-    let rows = soaks.into_iter().filter_map(|s| s.row).collect();
-    let view = JobView::of(job.as_str(), rows, alarm);
+    let view = read_view(paths, job, out, Reading::Rows)?.view;
     if out.json {
         out.json_line(&serde_json::to_value(&view).map_err(|e| Error::Internal(e.to_string()))?)?;
         return Ok(Exit::Success);
@@ -52,6 +39,55 @@ pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<
         out.line(line)?;
     }
     Ok(Exit::Success)
+}
+
+/// A job as read from every host's log: its view, its ranks' series by host and soak (when
+/// `reading` asked for them) and the warnings about host logs that could not be read.
+pub(super) struct ReadJob {
+    pub view: JobView,
+    pub series: BTreeMap<SeriesKey, RankSeries>,
+    pub warnings: Vec<String>,
+}
+
+/// The view of `job` from every host's log; a job no log records is refused (exit 3).
+pub(super) fn read_view(
+    paths: &StatePaths,
+    job: &JobId,
+    out: &Output,
+    reading: Reading,
+) -> Result<ReadJob, Error> {
+    let read = job_soaks(paths, out, &|name| name == job.as_str(), reading)?;
+    if read.soaks.is_empty() {
+        return Err(JobError::NoSuchJob {
+            job: job.to_string(),
+            root: paths.root.clone(),
+        }
+        .into());
+    }
+    // The alarm is the view's to show, not its to need: one that cannot be read is said.
+    let mut warnings = read.warnings;
+    let alarm = match crate::job::written::written_alarm(&paths.root, paths.uid, job) {
+        Ok(alarm) => alarm,
+        Err(e) => {
+            let warning = crate::error::Error::from(e).chain_text();
+            out.warn(&warning);
+            warnings.push(warning);
+            None
+        }
+    };
+    let mut series = BTreeMap::new();
+    let mut rows = Vec::new();
+    for soak in read.soaks {
+        if let Some(kept) = soak.series {
+            series.insert((soak.host.clone(), soak.summary.soak_id.clone()), kept);
+        }
+        rows.extend(soak.row);
+    }
+    Ok(ReadJob {
+        view: JobView::of(job.as_str(), rows, alarm),
+        series,
+        warnings,
+    })
 }
 
 /// One rank under the columns of `job show`.

@@ -94,9 +94,9 @@
   function mark(u) {
     var ctx = u.ctx, top = u.bbox.top, bottom = top + u.bbox.height;
     ctx.save();
-    ctx.lineWidth = 1.5 * devicePixelRatio;
     ctx.setLineDash([4 * devicePixelRatio, 3 * devicePixelRatio]);
     d.markers.forEach(function (m) {
+      ctx.lineWidth = (m.width || 1.5) * devicePixelRatio;
       var x = Math.round(u.valToPos(m.at, "x", true));
       ctx.strokeStyle = m.color;
       ctx.beginPath();
@@ -135,7 +135,7 @@
         stroke: s.color,
         width: s.width,
         dash: s.dash ? [6, 4] : undefined,
-        spanGaps: false,
+        spanGaps: !!s.span_gaps,
         points: { show: false },
         value: function (u, v) { return label(spec.unit, v, top); }
       });

@@ -319,6 +319,7 @@ impl Charts {
             color,
             width: 1.5,
             dash: false,
+            span_gaps: false,
         }
     }
 
@@ -468,6 +469,9 @@ pub(super) struct SeriesSpec {
     pub color: &'static str,
     pub width: f32,
     pub dash: bool,
+    /// Whether the zoomable chart joins its points across rows where it has none (a line of
+    /// its own times among others'), rather than breaking there.
+    pub span_gaps: bool,
 }
 
 /// Buckets of rows for drawing at `buckets` columns over `end` seconds: each bucket's range of
@@ -512,6 +516,12 @@ pub(super) fn extremes(values: &[f64]) -> Option<(f64, f64)> {
     Some(if li <= hi { (l, h) } else { (h, l) })
 }
 
+/// A time of the page's data, in seconds to the tenth (a week is `604800`).
+pub(super) fn seconds_text(t: f64) -> String {
+    let text = format!("{t:.1}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 /// The data of the page's zoomable charts, as uPlot takes it: `[[times], [column]...]` with
 /// every column the charts use, at most `cells` numbers in all (rows over the budget merged
 /// into buckets by their extremes), numbers written short.
@@ -529,11 +539,7 @@ pub(super) fn script_data(
     let mut out = String::with_capacity(ranges.len() * per_row * 12);
     out.push('[');
     let times = charts.times();
-    let time = |t: f64| {
-        // Tenths of a second: a week is 604800.0.
-        let text = format!("{t:.1}");
-        text.trim_end_matches('0').trim_end_matches('.').to_owned()
-    };
+    let time = seconds_text;
     let mut first = true;
     let mut open = |out: &mut String| {
         if !first {

@@ -13,6 +13,7 @@
 mod data;
 mod evidence;
 mod html;
+pub(crate) mod job;
 mod scale;
 mod svg;
 
@@ -304,15 +305,11 @@ fn markers(view: &Value) -> Vec<Marker> {
         ("last_change_seconds", "last progress change", BLUE),
     ] {
         if let Some(at) = progress[key].as_f64() {
-            markers.push(Marker { at, label, color });
+            markers.push(Marker::new(at, label, color));
         }
     }
     if let Some(at) = view["duration_seconds"].as_f64() {
-        markers.push(Marker {
-            at,
-            label: "verdict",
-            color: RED,
-        });
+        markers.push(Marker::new(at, "verdict", RED));
     }
     markers
 }
@@ -330,7 +327,8 @@ fn key(
         let _ = write!(
             html,
             "<span><i style=\"border-color:{}\" class=\"dash\"></i>{}</span>",
-            marker.color, marker.label
+            marker.color,
+            escape(&marker.label)
         );
     }
     if !bands.is_empty() {
@@ -470,7 +468,7 @@ fn scripts(
         "end": frame.end,
         "started_at": frame.started_at,
         "bands": frame.bands,
-        "markers": frame.markers.iter().map(|m| json!({"at": m.at, "color": m.color})).collect::<Vec<_>>(),
+        "markers": frame.markers.iter().map(|m| json!({"at": m.at, "color": m.color, "width": m.width})).collect::<Vec<_>>(),
         "time_steps": scale::TIME_STEPS,
     });
     let meta = meta.to_string();

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::data::{ChartSpec, Charts, buckets, extremes};
+use super::data::{ChartSpec, Charts, SeriesSpec, buckets, extremes};
 use super::escape;
-use super::scale::{elapsed, time_ticks};
+use super::scale::{Unit, elapsed, time_ticks};
 
 /// The drawing's width in SVG units; the page scales it to its own.
 const WIDTH: f64 = 900.0;
@@ -18,12 +18,24 @@ const TOP: f64 = 8.0;
 const BELOW: f64 = 22.0;
 const CLOCK: f64 = 14.0;
 
-/// A vertical marker on every chart: when and what.
+/// A vertical marker on every chart: when, what, in which colour, how wide.
 #[derive(Debug, Clone)]
 pub(super) struct Marker {
     pub at: f64,
-    pub label: &'static str,
+    pub label: String,
     pub color: &'static str,
+    pub width: f32,
+}
+
+impl Marker {
+    pub(super) fn new(at: f64, label: impl Into<String>, color: &'static str) -> Self {
+        Self {
+            at,
+            label: label.into(),
+            color,
+            width: 1.5,
+        }
+    }
 }
 
 /// What every chart shares: the time axis, the sampler's error bands and the markers.
@@ -41,6 +53,29 @@ impl ChartFrame<'_> {
     }
 }
 
+/// How many columns of the drawing a line's points are bucketed into: two points each.
+pub(super) const COLUMNS: usize = ((WIDTH - LEFT - RIGHT) / 2.0) as usize;
+
+/// A chart's value axis: its unit, its ticks from 0, and the top it reaches.
+pub(super) struct ValueAxis {
+    unit: Unit,
+    ticks: Vec<f64>,
+    top: f64,
+}
+
+impl ValueAxis {
+    /// The axis of a chart whose largest value is `largest`.
+    pub(super) fn new(unit: Unit, largest: f64) -> Self {
+        let ticks = unit.ticks(largest, 4);
+        let top = ticks.last().copied().filter(|t| *t > 0.0).unwrap_or(1.0);
+        Self { unit, ticks, top }
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        TOP + PLOT_HEIGHT * (1.0 - (v / self.top).clamp(0.0, 1.0))
+    }
+}
+
 /// One chart as an SVG element, its lines decimated to two points a unit of width.
 pub(super) fn chart(
     spec: &ChartSpec,
@@ -49,23 +84,36 @@ pub(super) fn chart(
     frame: &ChartFrame,
 ) -> String {
     let values = |column: usize| charts.values(column, extra);
-    let top = spec
+    let largest = spec
         .series
         .iter()
         .filter_map(|s| s.column)
         .flat_map(|c| values(c).iter().copied().filter(|v| !v.is_nan()))
         .fold(0.0_f64, f64::max);
-    let ticks = spec.unit.ticks(top, 4);
-    let top = ticks.last().copied().filter(|t| *t > 0.0).unwrap_or(1.0);
+    let axis = ValueAxis::new(spec.unit, largest);
+    let mut svg = open(&spec.title, &axis, frame);
+    for series in &spec.series {
+        let Some(column) = series.column else {
+            continue;
+        };
+        let points = decimated(charts.times(), values(column), frame.end, COLUMNS);
+        line(&mut svg, &points, series, &axis, frame);
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A chart's SVG up to its lines: the element, the sampler's error bands, both axes and the
+/// markers. The caller draws its lines ([`line`]) and closes the element.
+pub(super) fn open(title: &str, axis: &ValueAxis, frame: &ChartFrame) -> String {
     let clock = frame.started_at.is_some();
     let height = TOP + PLOT_HEIGHT + BELOW + if clock { CLOCK } else { 0.0 };
-    let y = |v: f64| TOP + PLOT_HEIGHT * (1.0 - (v / top).clamp(0.0, 1.0));
     let mut svg = String::with_capacity(16 * 1024);
     let _ = write!(
         svg,
         "<svg class=\"chart\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" aria-label=\"{title}\" \
 font-family=\"system-ui,sans-serif\" font-size=\"11\">",
-        title = escape(&spec.title),
+        title = escape(title),
     );
     // Sampler errors: a shaded band a run.
     for &(start, stop) in frame.bands {
@@ -77,8 +125,8 @@ font-family=\"system-ui,sans-serif\" font-size=\"11\">",
         );
     }
     // Value axis: grid and labels.
-    for &tick in &ticks {
-        let at = y(tick);
+    for &tick in &axis.ticks {
+        let at = axis.y(tick);
         let _ = write!(
             svg,
             "<line x1=\"{LEFT}\" x2=\"{r}\" y1=\"{at:.1}\" y2=\"{at:.1}\" stroke=\"#e6e6e6\"/>\
@@ -86,7 +134,7 @@ font-family=\"system-ui,sans-serif\" font-size=\"11\">",
             r = WIDTH - RIGHT,
             lx = LEFT - 6.0,
             ly = at + 4.0,
-            label = escape(&spec.unit.label(tick, top)),
+            label = escape(&axis.unit.label(tick, axis.top)),
         );
     }
     // Time axis: elapsed time, and the clock under it.
@@ -118,77 +166,76 @@ font-family=\"system-ui,sans-serif\" font-size=\"11\">",
         let at = frame.x(marker.at);
         let _ = write!(
             svg,
-            "<line class=\"marker\" x1=\"{at:.1}\" x2=\"{at:.1}\" y1=\"{TOP}\" y2=\"{base}\" stroke=\"{c}\" stroke-width=\"1.5\" stroke-dasharray=\"4 3\"><title>{label}</title></line>",
+            "<line class=\"marker\" x1=\"{at:.1}\" x2=\"{at:.1}\" y1=\"{TOP}\" y2=\"{base}\" stroke=\"{c}\" stroke-width=\"{w}\" stroke-dasharray=\"4 3\"><title>{label}</title></line>",
             c = marker.color,
-            label = marker.label,
+            w = marker.width,
+            label = escape(&marker.label),
         );
     }
-    lines(&mut svg, spec, charts, extra, frame, &y);
-    svg.push_str("</svg>");
     svg
 }
 
-/// The chart's lines, each a path broken where its values are unknown.
-fn lines(
-    svg: &mut String,
-    spec: &ChartSpec,
-    charts: &Charts,
-    extra: &[Vec<f64>],
-    frame: &ChartFrame,
-    y: &dyn Fn(f64) -> f64,
-) {
-    let values = |column: usize| charts.values(column, extra);
-    let ranges = buckets(
-        charts.times(),
-        frame.end,
-        ((WIDTH - LEFT - RIGHT) / 2.0) as usize,
-    );
-    let times = charts.times();
-    for series in &spec.series {
-        let Some(column) = series.column else {
-            continue;
-        };
-        let column = values(column);
-        let mut path = String::new();
-        let mut pen_down = false;
-        for range in &ranges {
-            let points = match extremes(&column[range.clone()]) {
-                Some((a, b)) if range.len() > 1 => {
-                    vec![(times[range.start], a), (times[range.end - 1], b)]
-                }
-                Some((a, _)) => vec![(times[range.start], a)],
-                None => {
-                    pen_down = false;
-                    continue;
-                }
-            };
-            for (t, v) in points {
-                let _ = write!(
-                    path,
-                    "{}{:.1} {:.1}",
-                    if pen_down { "L" } else { "M" },
-                    frame.x(t),
-                    y(v)
-                );
-                pen_down = true;
+/// The points to draw of a line of `values` at `times` over `end` seconds: at most two a
+/// bucket of `columns` (its lowest and highest, in time order), a NaN value where it breaks.
+pub(super) fn decimated(
+    times: &[f64],
+    values: &[f64],
+    end: f64,
+    columns: usize,
+) -> Vec<(f64, f64)> {
+    let mut points = Vec::new();
+    for range in buckets(times, end, columns) {
+        match extremes(&values[range.clone()]) {
+            Some((a, b)) if range.len() > 1 => {
+                points.push((times[range.start], a));
+                points.push((times[range.end - 1], b));
             }
+            Some((a, _)) => points.push((times[range.start], a)),
+            None => points.push((times[range.start], f64::NAN)),
         }
-        if path.is_empty() {
+    }
+    points
+}
+
+/// A line through `points`, a path broken where a value is unknown (NaN).
+pub(super) fn line(
+    svg: &mut String,
+    points: &[(f64, f64)],
+    series: &SeriesSpec,
+    axis: &ValueAxis,
+    frame: &ChartFrame,
+) {
+    let mut path = String::new();
+    let mut pen_down = false;
+    for &(t, v) in points {
+        if v.is_nan() {
+            pen_down = false;
             continue;
         }
         let _ = write!(
-            *svg,
-            "<path class=\"line\" d=\"{path}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"{w}\"{dash} stroke-linejoin=\"round\"><title>{name}</title></path>",
-            c = series.color,
-            w = series.width,
-            dash = if series.dash {
-                " stroke-dasharray=\"6 4\""
-            } else {
-                ""
-            },
-            name = escape(&series.name),
+            path,
+            "{}{:.1} {:.1}",
+            if pen_down { "L" } else { "M" },
+            frame.x(t),
+            axis.y(v)
         );
+        pen_down = true;
     }
+    if path.is_empty() {
+        return;
+    }
+    let _ = write!(
+        *svg,
+        "<path class=\"line\" d=\"{path}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"{w}\"{dash} stroke-linejoin=\"round\"><title>{name}</title></path>",
+        c = series.color,
+        w = series.width,
+        dash = if series.dash {
+            " stroke-dasharray=\"6 4\""
+        } else {
+            ""
+        },
+        name = escape(&series.name),
+    );
 }
 
 /// A time of day in UTC, `14:05` (with seconds when it has them: `14:05:30`).

@@ -160,7 +160,7 @@ fn who(ranks: &[u32], host_of: &dyn Fn(u32) -> Option<String>) -> String {
 }
 
 /// Sorted ranks as text, runs of three or more as `a-b`: `0, 1 and 3-7`.
-fn rank_list(ranks: &[u32]) -> String {
+pub(crate) fn rank_list(ranks: &[u32]) -> String {
     let mut runs: Vec<String> = Vec::new();
     let mut i = 0;
     while i < ranks.len() {

@@ -1,0 +1,39 @@
+//! `unilab job report JOB`: the job's page (see [`crate::soak::report::job`]), what `job show`
+//! says with every rank's progress and memory over time, as one self-contained HTML file.
+
+use std::path::Path;
+
+use super::read::Reading;
+use super::show::read_view;
+use crate::diagnostic::Exit;
+use crate::error::Error;
+use crate::job::JobId;
+use crate::output::Output;
+use crate::paths::StatePaths;
+use crate::soak::artifact;
+use crate::soak::error::{OutputFile, SoakError};
+use crate::soak::request::refuse_to_replace;
+
+pub(super) fn report(
+    paths: &StatePaths,
+    job: &JobId,
+    output: Option<&Path>,
+    force: bool,
+    out: &mut Output,
+) -> Result<Exit, Error> {
+    // An output that cannot be written is refused before any log is read.
+    if let Some(path) = output {
+        refuse_to_replace(path, OutputFile::Report, force)?;
+    }
+    let read = read_view(paths, job, out, Reading::RowsAndSeries)?;
+    let html = crate::soak::report::job::render(&read.view, read.series, &read.warnings);
+    match output {
+        Some(path) => {
+            artifact::write_atomically(path, html.as_bytes())
+                .map_err(SoakError::output(OutputFile::Report, path))?;
+            out.note(&format!("wrote the report `{}`", path.display()));
+        }
+        None => out.raw(html.as_bytes())?,
+    }
+    Ok(Exit::Success)
+}

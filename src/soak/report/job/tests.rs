@@ -1,0 +1,117 @@
+//! The job's page, drawn from made-up ranks to show what it must and must not do.
+
+use super::*;
+use crate::event::soak::FailureKind;
+
+/// Rank `rank` on `host`, failed on stale progress, standing at `signature`.
+fn row(rank: u32, host: &str, signature: &str) -> RankRow {
+    RankRow {
+        rank: Some(rank),
+        host: host.into(),
+        node: None,
+        soak_id: format!("s{rank}"),
+        status: "failed".into(),
+        failure_kind: Some(FailureKind::StaleProgress),
+        started_at: START,
+        ended_at: Some(START + WEEK),
+        last_progress_at: Some(START + WEEK - 60.0),
+        last_step: None,
+        median_step_seconds: None,
+        peak_tree_pss_bytes: Some(1 << 30),
+        gpu_utilization_mean: Some(97.0),
+        signature: Some(signature.into()),
+        top_frames: vec![Frame {
+            function: signature.into(),
+            file: Some("dist.py".into()),
+            line: Some(41),
+        }],
+        tripped_at: Some(START + WEEK - 5.0),
+        reason: Some("no progress".into()),
+    }
+}
+
+const START: f64 = 1_796_479_200.0;
+const WEEK: f64 = 7.0 * 86_400.0;
+
+/// A week of samples every 10 s, the PSS of rank `rank` spiking once.
+fn week(rank: u32) -> RankSeries {
+    let mut series = RankSeries::default();
+    series.spawned_at((START * 1e6) as i64);
+    let samples = (WEEK / 10.0) as i64;
+    for i in 0..samples {
+        let pss = if i == samples / 3 { 8 << 30 } else { 1 << 30 };
+        series.add(
+            i * 10_000_000,
+            (i as u64) * 1024 + u64::from(rank),
+            Some(pss),
+        );
+    }
+    series
+}
+
+fn page(rows: Vec<RankRow>, series: BTreeMap<SeriesKey, RankSeries>) -> String {
+    let view = JobView::of("llama", rows, None);
+    render(
+        &view,
+        series,
+        &["cannot read the log of host `n9`".to_owned()],
+    )
+}
+
+#[test]
+fn a_week_of_64_ranks_makes_a_page_of_bounded_size_naming_every_rank() {
+    let rows: Vec<RankRow> = (0..64)
+        .map(|r| {
+            row(
+                r,
+                &format!("n{}", r / 8),
+                if r == 5 { "load_batch" } else { "all_reduce" },
+            )
+        })
+        .collect();
+    let series = rows
+        .iter()
+        .map(|r| {
+            (
+                (r.host.clone(), r.soak_id.clone()),
+                week(r.rank.unwrap_or(0)),
+            )
+        })
+        .collect();
+    let html = page(rows, series);
+    assert!(html.len() < 2_500_000, "{} bytes", html.len());
+    for rank in 0..64 {
+        let host = format!("n{}", rank / 8);
+        let odd = if rank == 5 { " (odd one out)" } else { "" };
+        let title = format!("<title>rank {rank} on {host}{odd}</title></path>");
+        assert_eq!(
+            html.matches(&title).count(),
+            2,
+            "rank {rank} on both charts"
+        );
+    }
+    assert!(html.contains("The odd one out: <strong>rank 5 on n0</strong>"));
+    assert!(html.contains("cannot read the log of host `n9`"));
+    // The spike of 8 GiB is drawn: the memory axis reaches it.
+    assert!(html.contains(">8 GiB</text>"), "the spike sets the axis");
+}
+
+#[test]
+fn text_from_the_record_is_escaped_on_the_page() {
+    let rows = vec![
+        row(0, "<b>n0</b>", "all_reduce"),
+        row(1, "n1", "<script>alert(1)</script>"),
+    ];
+    let html = page(rows, BTreeMap::new());
+    assert!(!html.contains("<b>n0</b>"), "{html}");
+    assert!(!html.contains("<script>alert(1)"), "{html}");
+    assert!(html.contains("&lt;b&gt;n0&lt;/b&gt;"));
+}
+
+#[test]
+fn a_job_without_samples_says_so_and_carries_no_script() {
+    let html = page(vec![row(0, "n0", "all_reduce")], BTreeMap::new());
+    assert!(html.contains("no samples to draw"));
+    assert!(!html.contains("<script"), "no charts, no script");
+    assert!(html.contains("<h2>Ranks</h2>"));
+}
