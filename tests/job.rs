@@ -89,7 +89,9 @@ fn without_py_spy_the_hung_rank_is_named_by_where_it_waits() {
 fn ring_job_shown(py_spy: Option<&Path>) {
     let root = TestRoot::new();
     let dir = private_tempdir("unilab-job-");
-    let interval = 0.2;
+    // A second between samples: "within two intervals of the alarm" leaves a loaded machine
+    // one interval of slack past the next sample.
+    let interval = 1.0;
     let mut started = Started::default();
     let pids: Vec<u32> = (0..WORLD)
         .map(|rank| {
@@ -101,7 +103,7 @@ fn ring_job_shown(py_spy: Option<&Path>) {
                 "--stale-progress",
                 stale,
                 "--sample-interval",
-                "0.2",
+                "1",
                 "--dump-signal",
                 "WINCH",
                 "--dump-wait",
