@@ -16,11 +16,16 @@ Invariants this module keeps:
   interleaved with another process's or thread's single write, so threads and forked dataloader
   workers can beat at once without tearing each other's lines. Only a short write (which local
   files do not do) is finished by a second write, and that one could tear; it is counted.
-- After ``fork`` the child opens a descriptor of its own rather than reusing the parent's: a
-  child may close inherited descriptors, and the number could then name an unrelated file the
-  child opened later. ``os.register_at_fork`` closes the inherited one in the child while it is
-  still ours; a fork this hook did not see (a C library's) is caught by the pid check, and its
-  inherited descriptor is left alone.
+- After ``os.fork`` (``multiprocessing``'s fork start method and PyTorch's dataloader workers
+  use it) the child opens a descriptor of its own on its first beat: a child may close the
+  descriptors it inherited, and the number could then name an unrelated file it opened later.
+  An ``os.register_at_fork`` hook closes the inherited one in the child while it is surely
+  still ours, so the check on the hot path is only "is the variable still the value we opened".
+  A fork the hook does not see (libc's ``fork()`` called from C) keeps using the inherited
+  descriptor, which is safe for the lines: parent and child then share one ``O_APPEND`` open
+  file, and each write still lands whole at its end.
+- A file that cannot be opened is not tried again for the same value of the variable in the
+  same process: each later beat is only counted, at no system call.
 - The file is never created here: ``soak run`` creates it (mode 0600) before it starts the
   command. A missing or unwritable file, a full disk, any ``OSError``: the beat is dropped and
   counted (:func:`heartbeat_errors`), one ``RuntimeWarning`` is issued, and nothing raises —
@@ -32,11 +37,11 @@ Invariants this module keeps:
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import threading
 import time
 import warnings
+from numbers import Integral, Real
 from typing import Dict, Optional, Union
 
 ENV = "UNILAB_HEARTBEAT"
@@ -46,8 +51,8 @@ _MAX_STEP = 2**64 - 1
 _CACHE_LIMIT = 1024
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
 
-# What went wrong, for :func:`heartbeat_errors`. Plain module globals: only the failure paths
-# touch them, so a beat that succeeds costs nothing here.
+# What went wrong, for :func:`heartbeat_errors`. Module globals that only the failure paths
+# touch (under ``_lock``), so a beat that succeeds costs nothing here.
 dropped = 0
 """Beats not written: the file could not be opened or a write failed."""
 short_writes = 0
@@ -56,7 +61,6 @@ short_writes = 0
 # The variable is looked up at every call (a trainer's environment may change), in the bytes
 # dict behind ``os.environ`` where CPython has one: one dict lookup instead of encoding the name
 # and decoding the value each call. ``os.environ[...] = ...`` and ``del`` keep that dict current.
-_environ = os.environ
 _env_data = getattr(os.environ, "_data", None)
 if isinstance(_env_data, dict) and hasattr(os.environ, "encodekey"):
     _env_get = _env_data.get
@@ -64,18 +68,16 @@ if isinstance(_env_data, dict) and hasattr(os.environ, "encodekey"):
 else:  # pragma: no cover - another interpreter
     _env_get = os.environ.get
     _env_key = ENV
-_getpid = os.getpid
 _write = os.write
 _time = time.time
 _float_repr = float.__repr__
 _int_repr = int.__repr__
 
-# The open descriptor: the variable's value it was opened for, the pid that opened it, and the
-# fd (None: the open failed; not retried for this value in this process).
+# The open descriptor: the variable's value it was opened for and the fd (None: the open
+# failed). ``_lock`` guards opening and the counters, never a write.
 _path: Union[str, bytes, None] = None
-_pid = -1
 _fd: Optional[int] = None
-_open_lock = threading.Lock()
+_lock = threading.Lock()
 _warned = False
 
 # Encoded pieces, cached: a phase's `,"phase":"…","t":` and a number name's `,"name":`.
@@ -104,7 +106,7 @@ def heartbeat(step: int, phase: str = "train", **numbers: Union[int, float]) -> 
     prefix = _phase_prefix.get(phase) if type(phase) is str else None
     if prefix is None:
         prefix = _encode_phase(phase)
-    parts = ['{"step":', _int_repr(step), prefix, _float_repr(now)]
+    parts = ['{"step":', repr(step), prefix, repr(now)]
     for name, value in numbers.items():
         key = _key_prefix.get(name)
         if key is None:
@@ -112,10 +114,10 @@ def heartbeat(step: int, phase: str = "train", **numbers: Union[int, float]) -> 
         kind = type(value)
         if kind is float:
             if value - value != 0.0:  # inf or nan
-                value = _check_number(name, value)
-            text = _float_repr(value)
+                _check_number(name, value)
+            text = repr(value)
         elif kind is int:
-            text = _int_repr(value) if -(2**53) <= value <= 2**53 else _big_int(name, value)
+            text = repr(value) if -(2**53) <= value <= 2**53 else _big_int(name, value)
         else:
             text = _number_text(name, value)
         parts.append(key)
@@ -130,7 +132,7 @@ def heartbeat(step: int, phase: str = "train", **numbers: Union[int, float]) -> 
             f"heartbeat: the line would be {len(data)} bytes, over the 64 KiB a line the "
             "supervisor reads; beat fewer or shorter-named numbers"
         )
-    fd = _fd if path == _path and _pid == _getpid() else _open(path)
+    fd = _fd if path == _path else _open(path)
     if fd is None:
         _failed(None)
         return
@@ -150,7 +152,7 @@ def heartbeat_errors() -> Dict[str, int]:
 
 
 def _check_step(step: object) -> int:
-    if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+    if isinstance(step, bool) or not isinstance(step, Integral):
         raise TypeError(f"heartbeat: step must be an int, not {type(step).__name__}")
     step = int(step)
     if step < 0 or step > _MAX_STEP:
@@ -200,13 +202,13 @@ def _big_int(name: str, value: int) -> str:
 
 def _number_text(name: str, value: object) -> str:
     """A number of another type than ``int``/``float``: their subclasses and NumPy-style
-    scalars (registered with :mod:`numbers`) are written as the plain number they hold."""
+    scalars (``numbers.Integral``/``Real``) are written as the plain number they hold."""
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         raise TypeError(f"heartbeat: {name} must be a number, not a bool")
-    if isinstance(value, numbers.Integral):
+    if isinstance(value, Integral):
         number = int(value)
         return _int_repr(number) if -(2**53) <= number <= 2**53 else _big_int(name, number)
-    if isinstance(value, numbers.Real):
+    if isinstance(value, Real):
         return _float_repr(_check_number(name, float(value)))
     raise TypeError(f"heartbeat: {name} must be an int or a float, not {type(value).__name__}")
 
@@ -227,26 +229,28 @@ def _json_string(text: str) -> str:
 
 def _open(path: Union[str, bytes]) -> Optional[int]:
     """The descriptor for ``path`` in this process, opened on first use (or after a fork or a
-    change of the variable); None when it cannot be opened (counted by the caller)."""
-    global _path, _pid, _fd
-    with _open_lock:
-        pid = _getpid()
-        if path == _path and _pid == pid:
+    change of the variable); None when it cannot be opened (the caller counts the beat)."""
+    global _path, _fd
+    failure = None
+    with _lock:
+        if path == _path:
             return _fd  # another thread opened it meanwhile
-        if _fd is not None and _pid == pid:
+        if _fd is not None:
             _close_quietly(_fd)  # the variable now names another file
         try:
             fd: Optional[int] = os.open(path, _FLAGS)
         except OSError as error:
-            fd = None
-            _warn_once(error)
-        _path, _pid, _fd = path, pid, fd
-        return fd
+            fd, failure = None, error
+        _path, _fd = path, fd
+    if failure is not None:
+        _warn_once(failure)
+    return fd
 
 
 def _finish_short_write(fd: int, data: bytes, written: int) -> None:
     global short_writes
-    short_writes += 1
+    with _lock:
+        short_writes += 1
     view = memoryview(data)
     while written < len(data):
         more = _write(fd, view[written:])
@@ -257,21 +261,28 @@ def _finish_short_write(fd: int, data: bytes, written: int) -> None:
 
 def _failed(error: Optional[OSError]) -> None:
     global dropped
-    dropped += 1
+    with _lock:
+        dropped += 1
     if error is not None:
         _warn_once(error)
 
 
 def _warn_once(error: OSError) -> None:
     global _warned
-    if not _warned:
+    with _lock:
+        if _warned:
+            return
         _warned = True
+    try:
         warnings.warn(
-            f"unilab.heartbeat: cannot write to {_environ.get(ENV)!r} ({error.strerror or error}); "
-            "beats are dropped and counted in unilab.heartbeat_errors(), training goes on",
+            f"unilab.heartbeat: cannot write to {os.environ.get(ENV)!r} "
+            f"({error.strerror or error}); beats are dropped and counted in "
+            "unilab.heartbeat_errors(), training goes on",
             RuntimeWarning,
             stacklevel=4,
         )
+    except Exception:  # noqa: BLE001 - warnings turned into errors must not end the run
+        pass
 
 
 def _close_quietly(fd: int) -> None:
@@ -284,11 +295,11 @@ def _close_quietly(fd: int) -> None:
 def _after_fork_in_child() -> None:
     # The inherited descriptor is still ours here (no user code has run in the child yet):
     # close it, and let the child's first beat open its own.
-    global _path, _pid, _fd
+    global _path, _fd, _lock
     if _fd is not None:
         _close_quietly(_fd)
-    _path, _pid, _fd = None, -1, None
-    globals()["_open_lock"] = threading.Lock()  # a thread may have held it at the fork
+    _path, _fd = None, None
+    _lock = threading.Lock()  # another thread may have held it at the fork
 
 
 if hasattr(os, "register_at_fork"):

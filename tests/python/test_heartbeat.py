@@ -190,7 +190,25 @@ def test_an_unwritable_file_is_counted_not_raised(
     assert unilab.heartbeat_errors()["dropped"] == before + 3
 
 
-def test_a_new_value_of_the_variable_is_followed(beats: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_disk_does_not_raise_even_with_warnings_as_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not os.access("/dev/full", os.W_OK):
+        pytest.skip("/dev/full is not writable here")
+    monkeypatch.setenv("UNILAB_HEARTBEAT", "/dev/full")
+    monkeypatch.setattr(_heartbeat, "_warned", False)
+    before = unilab.heartbeat_errors()["dropped"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as `python -W error` and `pytest -W error` do
+        unilab.heartbeat(1, loss=0.5)
+        unilab.heartbeat(2, loss=0.5)
+    assert unilab.heartbeat_errors()["dropped"] == before + 2
+    assert _heartbeat._warned
+
+
+def test_a_new_value_of_the_variable_is_followed(
+    beats: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     unilab.heartbeat(1)
     other = beats.with_name("other-heartbeat")
     other.touch(mode=0o600)
