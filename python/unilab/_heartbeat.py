@@ -295,11 +295,12 @@ def _close_quietly(fd: int) -> None:
 def _after_fork_in_child() -> None:
     # The inherited descriptor is still ours here (no user code has run in the child yet):
     # close it, and let the child's first beat open its own.
-    global _path, _fd, _lock
+    global _path, _fd, _lock, dropped, short_writes
     if _fd is not None:
         _close_quietly(_fd)
     _path, _fd = None, None
     _lock = threading.Lock()  # another thread may have held it at the fork
+    dropped = short_writes = 0  # the child's counts are its own; one warning is enough
 
 
 if hasattr(os, "register_at_fork"):

@@ -35,7 +35,8 @@ def beats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def lines(path: Path) -> List[Dict[str, Any]]:
     data = path.read_bytes()
     assert data == b"" or data.endswith(b"\n"), data[-200:]
-    return [json.loads(line) for line in data.decode("utf-8").splitlines()]
+    # Split at b"\n" alone, as the supervisor does (str.splitlines also splits at \x1c, \u2028...).
+    return [json.loads(line) for line in data.split(b"\n")[:-1]]
 
 
 def test_without_the_variable_a_beat_does_nothing(
@@ -71,6 +72,15 @@ def test_a_beat_is_one_json_line_with_its_time(beats: Path) -> None:
     assert before <= third.pop("t") <= after
     assert third == {"step": 0, "phase": 'odd "phase"\n\t\u00e9', "tokens/s": 1e-7,
                      "big": 2**60, "neg": -3.5}
+
+
+def test_every_character_of_a_phase_or_a_name_reads_back(beats: Path) -> None:
+    text = "".join(map(chr, range(128))) + "\u00e9\u2028\u4e2d\U0001f600"
+    chunks = [text[i : i + 64] for i in range(0, len(text), 64)]
+    for step, chunk in enumerate(chunks):
+        unilab.heartbeat(step, chunk, **{chunk: step})
+    for step, (line, chunk) in enumerate(zip(lines(beats), chunks)):
+        assert line["phase"] == chunk and line[chunk] == step
 
 
 class Level(enum.IntEnum):
