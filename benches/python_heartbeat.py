@@ -38,7 +38,7 @@ def best_ns(stmt: str, calls: int, scope: dict) -> "tuple[float, float]":
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--dir", default=os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
     args = parser.parse_args()
     os.environ.pop("UNILAB_HEARTBEAT", None)
