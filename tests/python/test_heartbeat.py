@@ -162,6 +162,42 @@ def test_four_forked_workers_and_two_threads_beat_without_tearing_a_line(beats: 
     assert max(sizes) > 3 * 1024 and min(sizes) < 200
 
 
+CHILD_REUSES_THE_NUMBER = """
+import os, sys, unilab
+from unilab import _heartbeat
+unilab.heartbeat(0)
+inherited = _heartbeat._fd
+pid = os.fork()
+if pid == 0:
+    try:  # a worker that closes what it inherited, then opens a file of its own
+        os.close(inherited)
+    except OSError:
+        pass
+    other = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    unilab.heartbeat(1)
+    os._exit(0 if other == inherited else 7)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_that_reuses_the_descriptor_number_does_not_get_beats(
+    beats: Path, tmp_path: Path
+) -> None:
+    """The child of `os.fork` opens its own descriptor: the inherited one is closed at the fork,
+    so a worker whose own file gets the same number does not receive the child's beats."""
+    unrelated = tmp_path / "the-workers-own-file"
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD_REUSES_THE_NUMBER, str(unrelated)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert unrelated.read_bytes() == b""
+    assert [line["step"] for line in lines(beats)] == [0, 1]
+
+
 def test_a_missing_file_is_counted_not_created_and_warned_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
