@@ -7,12 +7,17 @@ Python API decides the same way.
 
 - :mod:`unilab.training.soak` — ``run_soak``, ``runtime_snapshot``, ``SoakFailureError``.
 - :mod:`unilab.training.cuda_mps_cli` — start, inspect, hand out and stop your MPS daemons.
+- :func:`heartbeat` — ``heartbeat(step, phase="train", **numbers)`` appends one JSON line a step
+  to ``$UNILAB_HEARTBEAT`` (``soak run`` sets it), a no-op without it; safe from threads and
+  forked workers, never raises for the file's I/O errors (:func:`heartbeat_errors` counts
+  them). The one call here that does not run the binary: it is meant for every step.
 - ``python -m unilab ARGS`` runs the binary with ARGS.
 """
 
 from __future__ import annotations
 
 from ._binary import UnilabError, binary_path
+from ._heartbeat import heartbeat, heartbeat_errors
 
 try:
     from importlib.metadata import PackageNotFoundError, version
@@ -24,4 +29,4 @@ try:
 except ImportError:  # pragma: no cover - Python < 3.8
     __version__ = "0+unknown"
 
-__all__ = ["UnilabError", "binary_path", "__version__"]
+__all__ = ["UnilabError", "binary_path", "heartbeat", "heartbeat_errors", "__version__"]
