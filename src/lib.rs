@@ -148,6 +148,10 @@ pub mod testing {
             Abandonment, Measured, Soak, SoakRecords, Verdict, collect, digest_matches, render,
         };
     }
+    pub mod heartbeat {
+        pub use crate::soak::heartbeat::beat::Beat;
+        pub use crate::soak::heartbeat::reader::{HeartbeatErrors, HeartbeatReader, Polled};
+    }
     pub mod report {
         pub use crate::soak::report::{Charts, Extras, render};
     }

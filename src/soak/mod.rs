@@ -28,6 +28,7 @@ pub(crate) mod console;
 pub(crate) mod error;
 pub(crate) mod growth;
 pub(crate) mod guard;
+pub(crate) mod heartbeat;
 pub(crate) mod job_view;
 pub(crate) mod kernel;
 pub(crate) mod launch;
