@@ -151,6 +151,7 @@ pub mod testing {
     pub mod heartbeat {
         pub use crate::soak::heartbeat::beat::Beat;
         pub use crate::soak::heartbeat::reader::{HeartbeatErrors, HeartbeatReader, Polled};
+        pub use crate::soak::heartbeat::summary::{SampleBeats, SampleSummary};
     }
     pub mod report {
         pub use crate::soak::report::{Charts, Extras, render};

@@ -5,4 +5,8 @@
 //! - [`reader`]: the file read as it grows, bounded in memory and in work a poll;
 
 pub(crate) mod beat;
+pub(crate) mod limits;
 pub(crate) mod reader;
+pub(crate) mod sketch;
+pub(crate) mod steps;
+pub(crate) mod summary;
