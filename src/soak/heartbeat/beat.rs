@@ -6,7 +6,7 @@
 //!   optional, [`DEFAULT_PHASE`] without it;
 //! - `t`: a finite number, optional: the Unix seconds at which the step ended. Without it the
 //!   beat is stamped with the time its line was read, so its step time is only as fine as the
-//!   polls;
+//!   polls; a `t` later than that time is taken as it (a step does not end after it was told);
 //! - any other key whose value is a number is a user number (`loss`, `samples`, `tokens`): at
 //!   most [`MAX_NUMBERS`] are kept, the first in the keys' byte order, and a key longer than
 //!   [`MAX_KEY_CHARS`] characters is ignored; keys whose values are not numbers are ignored.
@@ -70,7 +70,8 @@ pub(crate) fn parse(line: &[u8], read_at: f64) -> Result<Beat, Line> {
         Some(v) => (
             v.as_f64()
                 .filter(|t| t.is_finite())
-                .ok_or(Line::Malformed)?,
+                .ok_or(Line::Malformed)?
+                .min(read_at),
             true,
         ),
     };
@@ -100,7 +101,7 @@ mod tests {
     use super::*;
 
     fn beat(line: &str) -> Result<Beat, Line> {
-        parse(line.as_bytes(), 1000.0)
+        parse(line.as_bytes(), 2e9)
     }
 
     #[test]
@@ -108,7 +109,7 @@ mod tests {
         let b = beat(r#"{"step": 7}"#).unwrap();
         assert_eq!(
             (b.step, b.phase.as_str(), b.t, b.clocked),
-            (7, "train", 1000.0, false)
+            (7, "train", 2e9, false)
         );
         assert!(b.numbers.is_empty());
     }
@@ -162,6 +163,12 @@ mod tests {
     }
 
     #[test]
+    fn a_step_does_not_end_after_its_line_was_read() {
+        let b = parse(br#"{"step":1,"t":2000.5}"#, 1000.0).unwrap();
+        assert_eq!((b.t, b.clocked), (1000.0, true));
+    }
+
+    #[test]
     fn blank_lines_are_neither_beats_nor_errors() {
         assert_eq!(beat(""), Err(Line::Blank));
         assert_eq!(beat(" \t\r"), Err(Line::Blank));
@@ -194,7 +201,7 @@ mod tests {
         #[test]
         fn a_written_beat_reads_back(step in 0u64.., phase in "[a-z_]{1,64}", t in 0.0f64..4e9, loss in -1e6f64..1e6) {
             let line = serde_json::json!({"step": step, "phase": phase, "t": t, "loss": loss}).to_string();
-            let b = parse(line.as_bytes(), 0.0).unwrap();
+            let b = parse(line.as_bytes(), 4e9).unwrap();
             // serde_json reads a double to within an ulp or so of what was written.
             let close = |a: f64, b: f64| (a - b).abs() <= 1e-15 * b.abs().max(1.0);
             proptest::prop_assert_eq!((b.step, b.phase, b.clocked), (step, phase, true));
