@@ -41,7 +41,7 @@ fn poll_and_summary(c: &mut Criterion) {
         .expect("create the heartbeat file");
     let mut reader = HeartbeatReader::new(File::open(&path).expect("open the heartbeat file"));
     let mut summary = SampleSummary::new();
-    let mut step = 0;
+    let mut step = 1;
     let mut group = c.benchmark_group("poll_and_summary");
     group.throughput(criterion::Throughput::Elements(BEATS));
     group.bench_function("1000_beats", |b| {
