@@ -148,6 +148,11 @@ pub mod testing {
             Abandonment, Measured, Soak, SoakRecords, Verdict, collect, digest_matches, render,
         };
     }
+    pub mod heartbeat {
+        pub use crate::soak::heartbeat::beat::Beat;
+        pub use crate::soak::heartbeat::reader::{HeartbeatErrors, HeartbeatReader, Polled};
+        pub use crate::soak::heartbeat::summary::{SampleBeats, SampleSummary};
+    }
     pub mod report {
         pub use crate::soak::report::{Charts, Extras, render};
     }

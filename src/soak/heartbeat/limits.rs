@@ -1,0 +1,392 @@
+//! How long a step may take, by phase: `--phase-timeout PHASE=D` (repeatable) and
+//! `--step-timeout auto|D`, and the judgement of the step running now.
+//!
+//! The step running now is taken to be of the phase of the last beat, and it has taken the
+//! time since that beat (of any phase). So a trainer that enters a phase of long steps (a
+//! checkpoint) after steps of another beats once with the new phase as it enters it: the wait
+//! is then judged by the new phase's limit (and the beat's short interval is the new phase's,
+//! as [`super::goodput`] counts it).
+//!
+//! A phase's limit, the first that applies:
+//! 1. its `--phase-timeout`;
+//! 2. `--step-timeout D`: `D`, for every phase;
+//! 3. `--step-timeout auto`, once the phase has [`AUTO_MIN_STEPS`] timed steps: the larger of
+//!    [`AUTO_P99_FACTOR`] × its p99 step seconds and [`AUTO_FLOOR_SECONDS`] (learned anew at
+//!    every judgement, from all its steps so far).
+//!
+//! A phase with none of these has no limit: [`judge`] returns `None`, and the soak's
+//! `--stale-progress` goes on judging it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::beat::MAX_PHASE_CHARS;
+use super::steps::PhaseSteps;
+use crate::duration::parse_timeout;
+
+/// The fewest timed steps a phase needs before `auto` learns its limit.
+pub(crate) const AUTO_MIN_STEPS: u64 = 20;
+/// A learned limit is this many times the phase's p99 step seconds...
+pub(crate) const AUTO_P99_FACTOR: f64 = 5.0;
+/// ...and at least this many seconds.
+pub(crate) const AUTO_FLOOR_SECONDS: f64 = 10.0;
+
+/// A limit flag that does not parse; each says what was typed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum LimitError {
+    #[error(
+        "`--phase-timeout {0}` is not PHASE=DURATION; write the phase as the heartbeats name it (1 to 64 characters) and a duration above zero, e.g. `--phase-timeout checkpoint=30m`"
+    )]
+    PhaseTimeout(String),
+    #[error(
+        "`--step-timeout {0}` is neither `auto` nor a duration above zero; e.g. `--step-timeout auto` or `--step-timeout 10m`"
+    )]
+    StepTimeout(String),
+    #[error(
+        "`--phase-timeout` gives phase `{phase}` two limits (`{first}` and `{second}`); keep one"
+    )]
+    Repeated {
+        phase: String,
+        first: String,
+        second: String,
+    },
+}
+
+/// `--step-timeout`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StepTimeout {
+    Auto,
+    /// The duration, and the text it was typed as.
+    Fixed(Duration, String),
+}
+
+pub(crate) fn parse_step_timeout(text: &str) -> Result<StepTimeout, LimitError> {
+    if text.trim() == "auto" {
+        return Ok(StepTimeout::Auto);
+    }
+    let limit = parse_timeout(text).map_err(|_| LimitError::StepTimeout(text.to_owned()))?;
+    Ok(StepTimeout::Fixed(limit, text.trim().to_owned()))
+}
+
+/// One `--phase-timeout PHASE=D`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PhaseTimeout {
+    pub(crate) phase: String,
+    pub(crate) limit: Duration,
+    /// The flag's value as typed.
+    pub(crate) typed: String,
+}
+
+pub(crate) fn parse_phase_timeout(text: &str) -> Result<PhaseTimeout, LimitError> {
+    let err = || LimitError::PhaseTimeout(text.to_owned());
+    let (phase, limit) = text.split_once('=').ok_or_else(err)?;
+    let well_formed = !phase.is_empty()
+        && phase.chars().count() <= MAX_PHASE_CHARS
+        && !phase.chars().any(char::is_control);
+    if !well_formed {
+        return Err(err());
+    }
+    Ok(PhaseTimeout {
+        phase: phase.to_owned(),
+        limit: parse_timeout(limit).map_err(|_| err())?,
+        typed: text.to_owned(),
+    })
+}
+
+/// The limits a soak was given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StepLimits {
+    step_timeout: Option<StepTimeout>,
+    phases: BTreeMap<String, PhaseTimeout>,
+}
+
+impl StepLimits {
+    /// The limits of `--step-timeout` (if given) and every `--phase-timeout`; a phase given two
+    /// is refused.
+    pub(crate) fn new(
+        step_timeout: Option<StepTimeout>,
+        phase_timeouts: impl IntoIterator<Item = PhaseTimeout>,
+    ) -> Result<Self, LimitError> {
+        let mut phases = BTreeMap::new();
+        for timeout in phase_timeouts {
+            if let Some(first) = phases.get(&timeout.phase) {
+                let first: &PhaseTimeout = first;
+                return Err(LimitError::Repeated {
+                    phase: timeout.phase.clone(),
+                    first: first.typed.clone(),
+                    second: timeout.typed,
+                });
+            }
+            phases.insert(timeout.phase.clone(), timeout);
+        }
+        Ok(StepLimits {
+            step_timeout,
+            phases,
+        })
+    }
+
+    /// `phase`'s limit now, given its steps so far; `None` without one.
+    pub(crate) fn limit(&self, phase: &str, steps: Option<&PhaseSteps>) -> Option<Limit> {
+        if let Some(timeout) = self.phases.get(phase) {
+            return Some(Limit {
+                seconds: timeout.limit.as_secs_f64(),
+                source: Source::PhaseTimeout(timeout.typed.clone()),
+            });
+        }
+        match self.step_timeout.as_ref()? {
+            StepTimeout::Fixed(limit, typed) => Some(Limit {
+                seconds: limit.as_secs_f64(),
+                source: Source::StepTimeout(typed.clone()),
+            }),
+            StepTimeout::Auto => {
+                let stats = steps?.stats();
+                let p99 = stats
+                    .p99_seconds
+                    .filter(|_| stats.timed >= AUTO_MIN_STEPS)?;
+                Some(Limit {
+                    seconds: (AUTO_P99_FACTOR * p99).max(AUTO_FLOOR_SECONDS),
+                    source: Source::Learned { p99 },
+                })
+            }
+        }
+    }
+}
+
+/// A phase's limit, and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Limit {
+    pub(crate) seconds: f64,
+    pub(crate) source: Source,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Source {
+    /// `--phase-timeout`, as typed.
+    PhaseTimeout(String),
+    /// `--step-timeout D`, `D` as typed.
+    StepTimeout(String),
+    /// `--step-timeout auto`, from the phase's p99 step seconds.
+    Learned { p99: f64 },
+}
+
+/// The step running now, against its phase's limit.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StepJudgement {
+    pub(crate) phase: String,
+    /// The step running: the one after the phase's last (unknown for a phase past the bound
+    /// [`super::steps::MAX_PHASES`]).
+    pub(crate) step: Option<u64>,
+    pub(crate) elapsed_seconds: f64,
+    pub(crate) limit: Limit,
+}
+
+impl StepJudgement {
+    /// Whether the step has taken longer than its limit.
+    pub(crate) fn is_over(&self) -> bool {
+        self.elapsed_seconds > self.limit.seconds
+    }
+
+    /// E.g. "step 31 of phase `train` has taken 12.4 s; its limit is 10.0 s (learned: 5 × p99
+    /// 0.11 s, at least 10 s)".
+    pub(crate) fn reason(&self) -> String {
+        let step = match self.step {
+            Some(step) => format!("step {step}"),
+            None => "a step".to_owned(),
+        };
+        let source = match &self.limit.source {
+            Source::PhaseTimeout(typed) => format!("--phase-timeout {typed}"),
+            Source::StepTimeout(typed) => format!("--step-timeout {typed}"),
+            Source::Learned { p99 } if AUTO_P99_FACTOR * p99 >= AUTO_FLOOR_SECONDS => {
+                format!("learned: {AUTO_P99_FACTOR} × p99 {}", seconds(*p99))
+            }
+            Source::Learned { p99 } => format!(
+                "learned: {AUTO_P99_FACTOR} × p99 {}, at least {AUTO_FLOOR_SECONDS} s",
+                seconds(*p99)
+            ),
+        };
+        format!(
+            "{step} of phase `{}` has taken {}; its limit is {} ({source})",
+            self.phase,
+            seconds(self.elapsed_seconds),
+            seconds(self.limit.seconds),
+        )
+    }
+}
+
+/// The step running now — of `phase`, the last beat's, whose steps so far are `steps`, begun
+/// `since_last_beat` seconds ago — against its limit; `None` where the phase has none.
+pub(crate) fn judge(
+    limits: &StepLimits,
+    phase: &str,
+    steps: Option<&PhaseSteps>,
+    since_last_beat: f64,
+) -> Option<StepJudgement> {
+    Some(StepJudgement {
+        phase: phase.to_owned(),
+        step: steps.map(|s| s.last.saturating_add(1)),
+        elapsed_seconds: since_last_beat,
+        limit: limits.limit(phase, steps)?,
+    })
+}
+
+/// Seconds as a reason tells them: one decimal from a second up, two significant digits under.
+fn seconds(s: f64) -> String {
+    if !(s.is_finite() && s > 0.0) {
+        return "0 s".to_owned();
+    }
+    if s >= 1.0 {
+        return format!("{s:.1} s");
+    }
+    let decimals = (1 - s.log10().floor() as i32).clamp(2, 6) as usize;
+    format!("{s:.decimals$} s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::soak::heartbeat::beat::Beat;
+    use crate::soak::heartbeat::steps::RunSteps;
+
+    /// A run whose `train` steps took `seconds` each, the last numbered `n - 1`.
+    fn trained(n: u64, seconds: f64) -> RunSteps {
+        let mut steps = RunSteps::default();
+        for step in 0..n {
+            let beat = Beat {
+                step,
+                phase: "train".to_owned(),
+                t: 0.0,
+                clocked: true,
+                numbers: BTreeMap::new(),
+            };
+            steps.add(&beat, Some(seconds));
+        }
+        steps
+    }
+
+    fn limits(step: Option<&str>, phases: &[&str]) -> StepLimits {
+        let step = step.map(|s| parse_step_timeout(s).unwrap());
+        let phases = phases.iter().map(|p| parse_phase_timeout(p).unwrap());
+        StepLimits::new(step, phases).unwrap()
+    }
+
+    #[test]
+    fn auto_learns_once_a_phase_has_twenty_timed_steps() {
+        let auto = limits(Some("auto"), &[]);
+        let few = trained(20, 0.11);
+        // 20 beats, 20 timed steps here (the test times every beat).
+        let judged = judge(&auto, "train", few.phase("train"), 12.4).unwrap();
+        assert!(judged.is_over());
+        assert_eq!(
+            judged.reason(),
+            "step 20 of phase `train` has taken 12.4 s; its limit is 10.0 s (learned: 5 × p99 0.11 s, at least 10 s)"
+        );
+        assert!(
+            !judge(&auto, "train", few.phase("train"), 9.9)
+                .unwrap()
+                .is_over()
+        );
+        assert_eq!(
+            judge(&auto, "train", trained(19, 0.11).phase("train"), 1e6),
+            None
+        );
+        assert_eq!(judge(&auto, "eval", few.phase("eval"), 1e6), None);
+
+        let slow = trained(30, 3.2);
+        let judged = judge(&auto, "train", slow.phase("train"), 15.0).unwrap();
+        assert!(!judged.is_over());
+        assert!((judged.limit.seconds - 16.0).abs() < 16.0 * 0.011);
+        assert!(
+            judged.reason().ends_with("(learned: 5 × p99 3.2 s)"),
+            "{}",
+            judged.reason()
+        );
+    }
+
+    #[test]
+    fn a_phase_timeout_comes_first_then_a_fixed_step_timeout() {
+        let both = limits(Some("30s"), &["checkpoint=20s", "eval=1h30m"]);
+        let steps = trained(100, 0.1);
+        let checkpoint = judge(&both, "checkpoint", None, 21.0).unwrap();
+        assert!(checkpoint.is_over());
+        assert_eq!(
+            checkpoint.reason(),
+            "a step of phase `checkpoint` has taken 21.0 s; its limit is 20.0 s (--phase-timeout checkpoint=20s)"
+        );
+        let train = judge(&both, "train", steps.phase("train"), 29.0).unwrap();
+        assert!(!train.is_over());
+        assert_eq!(
+            train.reason(),
+            "step 100 of phase `train` has taken 29.0 s; its limit is 30.0 s (--step-timeout 30s)"
+        );
+        assert_eq!(
+            judge(&both, "eval", None, 0.0).unwrap().limit.seconds,
+            5400.0
+        );
+        let only_phase = limits(None, &["checkpoint=20s"]);
+        assert_eq!(judge(&only_phase, "train", steps.phase("train"), 1e9), None);
+    }
+
+    #[test]
+    fn what_was_typed_is_named_when_it_does_not_parse() {
+        for bad in [
+            "",
+            "checkpoint",
+            "=20s",
+            "checkpoint=",
+            "checkpoint=0",
+            "checkpoint=-1s",
+            "checkpoint=soon",
+            "a\tb=1s",
+        ] {
+            let err = parse_phase_timeout(bad).unwrap_err();
+            assert_eq!(err, LimitError::PhaseTimeout(bad.to_owned()));
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("`--phase-timeout {bad}`"))
+            );
+        }
+        let long = format!("{}=1s", "p".repeat(65));
+        assert!(parse_phase_timeout(&long).is_err());
+        for bad in ["", "0", "automatic", "10 parsecs"] {
+            assert_eq!(
+                parse_step_timeout(bad),
+                Err(LimitError::StepTimeout(bad.to_owned()))
+            );
+        }
+        let eq = parse_phase_timeout("a=b=1s");
+        assert!(eq.is_err(), "a phase ends at the first `=`");
+        let twice = StepLimits::new(
+            None,
+            ["checkpoint=20s", "checkpoint=30m"].map(|p| parse_phase_timeout(p).unwrap()),
+        );
+        assert_eq!(
+            twice.unwrap_err().to_string(),
+            "`--phase-timeout` gives phase `checkpoint` two limits (`checkpoint=20s` and `checkpoint=30m`); keep one"
+        );
+    }
+
+    #[test]
+    fn seconds_read_with_the_digits_that_matter() {
+        assert_eq!(seconds(0.11), "0.11 s");
+        assert_eq!(seconds(0.0043), "0.0043 s");
+        assert_eq!(seconds(12.44), "12.4 s");
+        assert_eq!(seconds(1840.0), "1840.0 s");
+        assert_eq!(seconds(f64::NAN), "0 s");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_flag_text_panics(text in "\\PC{0,80}") {
+            let _ = parse_phase_timeout(&text);
+            let _ = parse_step_timeout(&text);
+        }
+
+        #[test]
+        fn a_learned_limit_is_never_under_its_floor_nor_under_five_p99(step_seconds in 1e-6f64..1e4) {
+            let steps = trained(25, step_seconds);
+            let limit = limits(Some("auto"), &[]).limit("train", steps.phase("train")).unwrap();
+            proptest::prop_assert!(limit.seconds >= AUTO_FLOOR_SECONDS);
+            proptest::prop_assert!(limit.seconds >= AUTO_P99_FACTOR * step_seconds * 0.99);
+        }
+    }
+}

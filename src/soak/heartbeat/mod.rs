@@ -1,0 +1,26 @@
+//! Heartbeats: what a trainer says of its own steps, read from outside it.
+//!
+//! `soak run` creates a file and names it in `UNILAB_HEARTBEAT`; the trainer appends one JSON
+//! line a step, when the step ends (`{"step": 41, "phase": "train", "t": 1754.2, "loss": 0.3}`;
+//! the rules of a line are [`beat`]'s). Here, pure and apart from the supervisor and the log:
+//! - [`reader`]: the file read as it grows, in a budget a poll and bounded memory, whatever
+//!   it holds (floods, huge lines, garbage, truncation); errors counted, never fatal;
+//! - [`summary`]: what a sample records of the beats since the last, in a fixed size, and the
+//!   rule that times a step (from the beat before it, of any phase);
+//! - [`sketch`] and [`steps`]: the whole run's steps by phase, median and p99 within 1 %;
+//! - [`limits`]: `--phase-timeout` and `--step-timeout`, and whether the step running now has
+//!   taken longer than its phase's limit (the phase of the last beat);
+//! - [`goodput`]: the run's time split into productive (`train`) and badput buckets; a beat's
+//!   interval, from the beat before it, is its phase's.
+//!
+//! Fed in the file's order, one beat at a time: `StepClock::step_seconds` (inside
+//! [`summary::SampleSummary::add`], which returns it) → [`steps::RunSteps::add`], and
+//! [`goodput::GoodputClock::beat`].
+
+pub(crate) mod beat;
+pub(crate) mod goodput;
+pub(crate) mod limits;
+pub(crate) mod reader;
+pub(crate) mod sketch;
+pub(crate) mod steps;
+pub(crate) mod summary;

@@ -1,0 +1,484 @@
+//! The heartbeat file, read as it grows, in memory that does not grow with it.
+//!
+//! [`HeartbeatReader::poll`] reads what was appended since the last poll, with `pread` at its
+//! own offset (the file's cursor is never used), and keeps:
+//! - a budget: at most [`POLL_BUDGET`] bytes and [`MAX_BEATS_A_POLL`] beats a poll; what is
+//!   past it is read at the next poll;
+//! - a bound on the backlog: when more than [`MAX_BACKLOG`] bytes wait, the reader skips ahead
+//!   to the last [`POLL_BUDGET`] bytes of the file, and what it skipped — the bytes, up to the
+//!   end of the line it lands in — is counted as dropped;
+//! - only the start of a line whose newline has not come yet, at most [`MAX_LINE`] bytes: a
+//!   longer line is counted oversized once and skipped up to its newline without being kept;
+//! - a file cut shorter than what was read (or rewritten so that the byte before the reader's
+//!   offset is no longer a newline) is read again from its start, and the poll says so.
+//!
+//! So the reader holds at most two buffers of [`MAX_LINE`] bytes and one poll's beats,
+//! whatever the file holds: a flood, one line of 100 MB, binary garbage.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use super::beat::{self, Beat, Line};
+
+/// The longest line kept, without its newline.
+pub(crate) const MAX_LINE: usize = 64 * 1024;
+/// The most bytes read in one poll.
+pub(crate) const POLL_BUDGET: u64 = 4 * 1024 * 1024;
+/// The most beats returned by one poll.
+pub(crate) const MAX_BEATS_A_POLL: usize = 16_384;
+/// The most bytes left waiting before the reader skips ahead.
+pub(crate) const MAX_BACKLOG: u64 = 16 * POLL_BUDGET;
+
+/// Lines that were not beats, and bytes never read. Each poll's and, from
+/// [`HeartbeatReader::errors`], the whole file's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeartbeatErrors {
+    /// Complete lines that were not beats.
+    pub malformed: u64,
+    /// Lines longer than [`MAX_LINE`].
+    pub oversized: u64,
+    /// Bytes skipped unread because the backlog passed [`MAX_BACKLOG`].
+    pub dropped_bytes: u64,
+    /// Times the file was found cut short (or rewritten) and read again from its start.
+    pub truncations: u64,
+}
+
+impl HeartbeatErrors {
+    fn add(&mut self, other: &HeartbeatErrors) {
+        self.malformed += other.malformed;
+        self.oversized += other.oversized;
+        self.dropped_bytes += other.dropped_bytes;
+        self.truncations += other.truncations;
+    }
+}
+
+/// What one poll read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Polled {
+    /// The beats, in the file's order.
+    pub beats: Vec<Beat>,
+    pub errors: HeartbeatErrors,
+    /// Whether the file had been cut short and was read again from its start.
+    pub truncated: bool,
+    /// Bytes written but not read yet (past the budget).
+    pub backlog_bytes: u64,
+}
+
+/// Where the reader is in a line it does not keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Skipping {
+    No,
+    /// The rest of an oversized line (already counted).
+    Oversized,
+    /// The rest of a line whose start was skipped (counted as dropped bytes).
+    Dropped,
+}
+
+/// A heartbeat file being read as it grows.
+#[derive(Debug)]
+pub struct HeartbeatReader {
+    file: File,
+    /// The next byte to read.
+    offset: u64,
+    /// The start of a line whose newline has not been read; empty unless `skipping` is `No`.
+    partial: Vec<u8>,
+    skipping: Skipping,
+    chunk: Vec<u8>,
+    totals: HeartbeatErrors,
+}
+
+impl HeartbeatReader {
+    /// A reader of `file` from its start.
+    pub fn new(file: File) -> Self {
+        HeartbeatReader {
+            file,
+            offset: 0,
+            partial: Vec::new(),
+            skipping: Skipping::No,
+            chunk: vec![0; MAX_LINE],
+            totals: HeartbeatErrors::default(),
+        }
+    }
+
+    /// The errors of every poll so far.
+    pub fn errors(&self) -> HeartbeatErrors {
+        self.totals
+    }
+
+    /// Reads what was appended since the last poll (within the budget); beats without `t` are
+    /// stamped `now_unix`.
+    pub fn poll(&mut self, now_unix: f64) -> std::io::Result<Polled> {
+        let mut polled = Polled::default();
+        let size = self.file.metadata()?.len();
+        if size < self.offset || !self.at_line_start_still()? {
+            self.offset = 0;
+            self.partial.clear();
+            self.skipping = Skipping::No;
+            polled.truncated = true;
+            polled.errors.truncations += 1;
+        }
+        if size - self.offset > MAX_BACKLOG {
+            self.skip_to(size - POLL_BUDGET, &mut polled.errors)?;
+        }
+        let end = size.min(self.offset + POLL_BUDGET);
+        while self.offset < end && polled.beats.len() < MAX_BEATS_A_POLL {
+            let want = usize::try_from(end - self.offset)
+                .unwrap_or(usize::MAX)
+                .min(self.chunk.len());
+            let mut chunk = std::mem::take(&mut self.chunk);
+            let read = self.file.read_at(&mut chunk[..want], self.offset);
+            let consumed = read.map(|n| self.take(&chunk[..n], now_unix, &mut polled));
+            self.chunk = chunk;
+            match consumed? {
+                0 => break,
+                n => self.offset += n as u64,
+            }
+        }
+        polled.backlog_bytes = size.saturating_sub(self.offset);
+        self.totals.add(&polled.errors);
+        Ok(polled)
+    }
+
+    /// The last poll: reads what is left within the budget, and counts a last line without
+    /// its newline as malformed (a writer stopped in the middle of it: its numbers may be cut).
+    pub fn finish(&mut self, now_unix: f64) -> std::io::Result<Polled> {
+        let mut polled = self.poll(now_unix)?;
+        let torn = self.skipping == Skipping::No
+            && !self.partial.iter().all(u8::is_ascii_whitespace)
+            && polled.backlog_bytes == 0;
+        if torn {
+            polled.errors.malformed += 1;
+            self.totals.malformed += 1;
+            self.partial.clear();
+        }
+        Ok(polled)
+    }
+
+    /// Whether the byte before the offset is still the newline the reader stopped after (when
+    /// it stopped at a line's start): a file truncated and written again past the offset
+    /// between two polls is caught here, unless it happens to hold a newline there too.
+    fn at_line_start_still(&self) -> std::io::Result<bool> {
+        if self.offset == 0 || self.skipping != Skipping::No || !self.partial.is_empty() {
+            return Ok(true);
+        }
+        let mut byte = [0u8];
+        let n = self.file.read_at(&mut byte, self.offset - 1)?;
+        Ok(n == 1 && byte[0] == b'\n')
+    }
+
+    /// Skips unread to `to`, counting what is skipped as dropped, up to the end of the line
+    /// `to` lands in.
+    fn skip_to(&mut self, to: u64, errors: &mut HeartbeatErrors) -> std::io::Result<()> {
+        let mut byte = [0u8];
+        let n = self.file.read_at(&mut byte, to - 1)?;
+        errors.dropped_bytes += to - self.offset + self.partial.len() as u64;
+        self.partial.clear();
+        self.offset = to;
+        self.skipping = if n == 1 && byte[0] == b'\n' {
+            Skipping::No
+        } else {
+            Skipping::Dropped
+        };
+        Ok(())
+    }
+
+    /// Takes the lines in `bytes` (read at the offset); returns how many bytes it used: all of
+    /// them, or up to the end of the line that filled the poll's beats.
+    fn take(&mut self, bytes: &[u8], now_unix: f64, polled: &mut Polled) -> usize {
+        let mut used = 0;
+        while let Some(newline) = bytes[used..].iter().position(|&b| b == b'\n') {
+            let piece = &bytes[used..used + newline];
+            used += newline + 1;
+            match self.skipping {
+                Skipping::Oversized => self.skipping = Skipping::No,
+                Skipping::Dropped => {
+                    polled.errors.dropped_bytes += piece.len() as u64 + 1;
+                    self.skipping = Skipping::No;
+                }
+                Skipping::No if self.partial.len() + piece.len() > MAX_LINE => {
+                    polled.errors.oversized += 1;
+                    self.partial.clear();
+                }
+                Skipping::No if self.partial.is_empty() => line(piece, now_unix, polled),
+                Skipping::No => {
+                    self.partial.extend_from_slice(piece);
+                    line(&self.partial, now_unix, polled);
+                    self.partial.clear();
+                }
+            }
+            if polled.beats.len() >= MAX_BEATS_A_POLL {
+                return used;
+            }
+        }
+        let rest = &bytes[used..];
+        match self.skipping {
+            Skipping::Oversized => {}
+            Skipping::Dropped => polled.errors.dropped_bytes += rest.len() as u64,
+            Skipping::No if self.partial.len() + rest.len() > MAX_LINE => {
+                polled.errors.oversized += 1;
+                self.partial.clear();
+                self.skipping = Skipping::Oversized;
+            }
+            Skipping::No => self.partial.extend_from_slice(rest),
+        }
+        bytes.len()
+    }
+}
+
+fn line(bytes: &[u8], now_unix: f64, polled: &mut Polled) {
+    match beat::parse(bytes, now_unix) {
+        Ok(beat) => polled.beats.push(beat),
+        Err(Line::Malformed) => polled.errors.malformed += 1,
+        Err(Line::Blank) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    struct Fixture {
+        writer: File,
+        reader: HeartbeatReader,
+        _dir: tempfile::TempDir,
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("heartbeat");
+        let writer = File::create(&path).unwrap();
+        let reader = HeartbeatReader::new(File::open(&path).unwrap());
+        Fixture {
+            writer,
+            reader,
+            _dir: dir,
+        }
+    }
+
+    impl Fixture {
+        fn write(&mut self, bytes: &[u8]) {
+            self.writer.write_all(bytes).unwrap();
+        }
+
+        fn poll(&mut self) -> Polled {
+            self.reader.poll(5.0).unwrap()
+        }
+
+        /// Makes the file `len` bytes long, the new bytes zeros (sparse: nothing is written).
+        fn grow_to(&mut self, len: u64) {
+            self.writer.set_len(len).unwrap();
+            let mut end = &self.writer;
+            std::io::Seek::seek(&mut end, std::io::SeekFrom::End(0)).unwrap();
+        }
+    }
+
+    fn steps(polled: &Polled) -> Vec<u64> {
+        polled.beats.iter().map(|b| b.step).collect()
+    }
+
+    #[test]
+    fn a_line_is_read_once_its_newline_has_come() {
+        let mut f = fixture();
+        f.write(b"{\"step\":1}\n{\"step\":2,\"lo");
+        let first = f.poll();
+        assert_eq!(steps(&first), [1]);
+        assert_eq!(first.beats[0].t, 5.0);
+        f.write(b"ss\":0.5}\n");
+        let second = f.poll();
+        assert_eq!(steps(&second), [2]);
+        assert_eq!(second.beats[0].numbers["loss"], 0.5);
+        assert_eq!(f.poll(), Polled::default());
+    }
+
+    #[test]
+    fn malformed_lines_are_counted_and_reading_goes_on() {
+        let mut f = fixture();
+        f.write(b"garbage\n\x00\xff\xfe\n\n{\"step\":3}\n[]\n");
+        let polled = f.poll();
+        assert_eq!(steps(&polled), [3]);
+        assert_eq!(polled.errors.malformed, 3);
+        assert_eq!(f.reader.errors().malformed, 3);
+    }
+
+    #[test]
+    fn a_long_line_is_counted_once_and_not_kept_across_polls() {
+        let mut f = fixture();
+        f.write(b"{\"step\":1}\n{\"step\":2,\"pad\":\"");
+        // Ten megabytes of zeros without a newline, then the line's end and one more beat.
+        f.grow_to(10 * 1024 * 1024);
+        f.write(b"\"}\n{\"step\":3}\n");
+        let mut beats = Vec::new();
+        let mut oversized = 0;
+        for _ in 0..4 {
+            let polled = f.poll();
+            beats.extend(steps(&polled));
+            oversized += polled.errors.oversized;
+            assert!(f.reader.partial.capacity() <= 2 * MAX_LINE);
+        }
+        assert_eq!(beats, [1, 3]);
+        assert_eq!(oversized, 1);
+        let totals = f.reader.errors();
+        assert_eq!((totals.malformed, totals.dropped_bytes), (0, 0));
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_limit_is_read_and_one_byte_more_is_not() {
+        let mut f = fixture();
+        let fill = |len: usize| {
+            let head = b"{\"step\":1,\"pad\":\"";
+            let mut line = head.to_vec();
+            line.resize(len - 2, b'x');
+            line.extend_from_slice(b"\"}\n");
+            line
+        };
+        f.write(&fill(MAX_LINE));
+        f.write(&fill(MAX_LINE + 1));
+        let polled = f.poll();
+        assert_eq!(steps(&polled), [1]);
+        assert_eq!(polled.errors.oversized, 1);
+    }
+
+    #[test]
+    fn a_flood_past_the_backlog_bound_is_skipped_and_counted() {
+        let mut f = fixture();
+        // A gigabyte of zeros (sparse) and then beats: the reader jumps to the last budget's
+        // worth, drops the rest of the zeros' "line", and reads the beats.
+        f.grow_to(1 << 30);
+        f.write(b"\n{\"step\":7}\n");
+        let polled = f.poll();
+        assert_eq!(steps(&polled), [7]);
+        assert_eq!(polled.errors.dropped_bytes, (1 << 30) + 1);
+        assert_eq!((polled.errors.oversized, polled.errors.malformed), (0, 0));
+        assert_eq!(polled.backlog_bytes, 0);
+    }
+
+    #[test]
+    fn skipping_ahead_onto_a_line_start_drops_no_beat_after_it() {
+        let mut f = fixture();
+        let line = b"{\"step\":1}\n";
+        let lines = (MAX_BACKLOG as usize / line.len()) + 1;
+        f.write(&line.repeat(lines));
+        let polled = f.poll();
+        // The skip lands on a line start (every line is 11 bytes and the budget is a multiple
+        // of nothing in particular), or inside a line whose rest is dropped: either way every
+        // byte read or dropped is accounted for.
+        let read = polled.beats.len() as u64 * line.len() as u64;
+        let accounted = read + polled.errors.dropped_bytes + polled.backlog_bytes;
+        assert_eq!(
+            accounted,
+            (lines * line.len()) as u64,
+            "{:?}",
+            polled.errors
+        );
+        assert!(polled.errors.dropped_bytes > MAX_BACKLOG - POLL_BUDGET);
+    }
+
+    #[test]
+    fn the_budget_stops_a_poll_and_the_next_poll_goes_on_where_it_stopped() {
+        let mut f = fixture();
+        let total = MAX_BEATS_A_POLL as u64 + 1000;
+        for step in 0..total {
+            f.write(format!("{{\"step\":{step}}}\n").as_bytes());
+        }
+        let first = f.poll();
+        assert_eq!(first.beats.len(), MAX_BEATS_A_POLL);
+        assert!(first.backlog_bytes > 0);
+        let second = f.poll();
+        let all: Vec<u64> = steps(&first).into_iter().chain(steps(&second)).collect();
+        assert_eq!(all, (0..total).collect::<Vec<_>>());
+
+        // And by bytes: lines of 4 KiB, six megabytes of them.
+        let mut f = fixture();
+        let pad = "x".repeat(4096 - 30);
+        let lines = 6 * 1024 / 4;
+        for step in 0..lines {
+            f.write(format!("{{\"step\":{step},\"pad\":\"{pad}\"}}\n").as_bytes());
+        }
+        let first = f.poll();
+        assert!(first.beats.len() < lines);
+        assert!(first.backlog_bytes > 0);
+        let second = f.poll();
+        assert_eq!(first.beats.len() + second.beats.len(), lines);
+        assert_eq!(second.backlog_bytes, 0);
+    }
+
+    #[test]
+    fn a_truncated_file_is_read_again_from_its_start() {
+        let mut f = fixture();
+        f.write(b"{\"step\":1}\n{\"step\":2}\n");
+        assert_eq!(steps(&f.poll()), [1, 2]);
+        f.writer.set_len(0).unwrap();
+        f.grow_to(0);
+        f.write(b"{\"step\":9}\n");
+        let polled = f.poll();
+        assert!(polled.truncated);
+        assert_eq!(steps(&polled), [9]);
+
+        // Cut and written again past where the reader was, between two polls.
+        f.writer.set_len(0).unwrap();
+        f.grow_to(0);
+        f.write(b"{\"step\":10,\"loss\":1.0}\n");
+        let polled = f.poll();
+        assert!(polled.truncated);
+        assert_eq!(steps(&polled), [10]);
+        assert_eq!(f.reader.errors().truncations, 2);
+    }
+
+    #[test]
+    fn the_last_poll_counts_a_torn_last_line() {
+        let mut f = fixture();
+        f.write(b"{\"step\":1}\n{\"step\":2,\"loss\":0.12");
+        let polled = f.reader.finish(5.0).unwrap();
+        assert_eq!(steps(&polled), [1]);
+        assert_eq!(polled.errors.malformed, 1);
+    }
+
+    /// What the file's bytes hold when read whole: the beats of its complete lines, and how
+    /// many complete lines were malformed.
+    fn read_whole(bytes: &[u8]) -> (Vec<Beat>, u64) {
+        let mut polled = Polled::default();
+        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        for piece in bytes[..complete].split(|&b| b == b'\n') {
+            line(piece, 5.0, &mut polled);
+        }
+        // `split` yields an empty piece after the last newline: a blank line, not counted.
+        (polled.beats, polled.errors.malformed)
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn reading_in_pieces_reads_what_reading_whole_does(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    (0u64..1000).prop_map(|s| format!("{{\"step\":{s},\"t\":{s}.5}}\n").into_bytes()),
+                    proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+                ],
+                0..40,
+            ),
+            cuts in proptest::collection::vec(0usize..2000, 0..8),
+        ) {
+            let bytes: Vec<u8> = lines.concat();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.push(bytes.len());
+            cuts.sort_unstable();
+            let mut f = fixture();
+            let (mut beats, mut malformed, mut at) = (Vec::new(), 0, 0);
+            for cut in cuts {
+                f.write(&bytes[at..cut]);
+                at = cut;
+                let polled = f.poll();
+                beats.extend(polled.beats);
+                malformed += polled.errors.malformed;
+            }
+            let (whole_beats, whole_malformed) = read_whole(&bytes);
+            proptest::prop_assert_eq!(beats, whole_beats);
+            proptest::prop_assert_eq!(malformed, whole_malformed);
+        }
+    }
+}
