@@ -11,62 +11,6 @@ use crate::common::*;
 const WORLD: u32 = 4;
 const HUNG: u32 = 2;
 
-/// `unilab soak run --job J --rank R` over one rank of the ring, its progress in its own
-/// directory (the ring's port files in another, so that they count as no rank's progress).
-fn rank_soak(
-    root: &TestRoot,
-    dir: &Path,
-    rank: u32,
-    py_spy: Option<&Path>,
-    flags: &[&str],
-) -> std::process::Command {
-    let progress = dir.join(format!("progress-{rank}"));
-    private_dir_all(&progress);
-    let mut cmd = std::process::Command::new(unilab_bin());
-    cmd.env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", root.root())
-        .env("LANG", "C.UTF-8")
-        .env("TZ", "UTC")
-        .arg("--root")
-        .arg(root.root())
-        .args([
-            "--quiet",
-            "soak",
-            "run",
-            "--job",
-            "J",
-            "--rank",
-            &rank.to_string(),
-        ])
-        .args(flags)
-        .arg("--progress-dir")
-        .arg(&progress)
-        .arg("--output")
-        .arg(dir.join(format!("soak-{rank}.json")));
-    if let Some(py_spy) = py_spy {
-        cmd.arg("--py-spy").arg(py_spy);
-    }
-    cmd.args(["--", "python3"])
-        .arg(fixtures_dir().join("ring_allreduce.py"))
-        .args([
-            "--world",
-            &WORLD.to_string(),
-            "--port-base",
-            "0",
-            "--rank",
-            &rank.to_string(),
-        ])
-        .args(["--hang-rank", &HUNG.to_string(), "--step-sleep", "0.05"])
-        .arg("--progress-dir")
-        .arg(&progress)
-        .arg("--rendezvous-dir")
-        .arg(dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("err-{rank}"))).unwrap());
-    cmd
-}
-
 /// Four ranks of a ring all-reduce, each under its own soak of job `J`, rank 2 hung in
 /// `load_batch` and its soak the first to trip (its stale limit is the shortest): every other
 /// rank records evidence with trigger `job_alarm` within two sample intervals of the alarm, and
@@ -109,7 +53,13 @@ fn ring_job_shown(py_spy: Option<&Path>) {
                 "--dump-wait",
                 "4s",
             ];
-            started.spawn(&mut rank_soak(&root, dir.path(), rank, py_spy, &flags))
+            started.spawn(&mut ring_rank_soak(
+                &root,
+                dir.path(),
+                (rank, WORLD, HUNG, 3),
+                py_spy,
+                &flags,
+            ))
         })
         .collect();
     for (rank, pid) in pids.iter().enumerate() {
@@ -266,7 +216,13 @@ fn one_ranks_failure_stops_every_rank_at_its_moment() {
                 "--on-job-alarm",
                 "stop",
             ];
-            started.spawn(&mut rank_soak(&root, dir.path(), rank, None, &flags))
+            started.spawn(&mut ring_rank_soak(
+                &root,
+                dir.path(),
+                (rank, WORLD, HUNG, 3),
+                None,
+                &flags,
+            ))
         })
         .collect();
     for (rank, pid) in pids.iter().enumerate() {

@@ -33,6 +33,7 @@ fn failed_ring(root: &TestRoot, dir: &Path) {
                 root,
                 dir,
                 (rank, WORLD, HUNG, 20),
+                None,
                 &flags,
             ))
         })

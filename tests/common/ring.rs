@@ -120,11 +120,13 @@ impl Drop for Started {
 /// `unilab soak run --job J --rank R` over rank `rank` of a ring of `world` ranks in which rank
 /// `hung` hangs in `load_batch` after `hang_after` steps: its progress in its own directory
 /// under `dir` (the ring's port files in `dir`, so that they count as no rank's progress), its
-/// artifact `soak-R.json` and its standard error `err-R` there, `flags` given to `soak run`.
+/// artifact `soak-R.json` and its standard error `err-R` there, `flags` given to `soak run`, its
+/// evidence's Python stacks by `py_spy` (none without: `--py-spy off`, whatever `PATH` holds).
 pub fn ring_rank_soak(
     root: &TestRoot,
     dir: &Path,
     (rank, world, hung, hang_after): (u32, u32, u32, u32),
+    py_spy: Option<&Path>,
     flags: &[&str],
 ) -> Command {
     let progress = dir.join(format!("progress-{rank}"));
@@ -144,7 +146,9 @@ pub fn ring_rank_soak(
         .arg(&progress)
         .arg("--output")
         .arg(dir.join(format!("soak-{rank}.json")))
-        .args(["--py-spy", "off", "--", "python3"])
+        .arg("--py-spy")
+        .arg(py_spy.map_or(std::ffi::OsStr::new("off"), Path::as_os_str))
+        .args(["--", "python3"])
         .arg(fixtures_dir().join("ring_allreduce.py"))
         .args(["--port-base", "0", "--step-sleep", "0.05"])
         .args(["--world", &world.to_string(), "--rank", &rank.to_string()])

@@ -5,13 +5,13 @@ use std::path::Path;
 
 use super::read::Reading;
 use super::show::read_view;
+use crate::commands::soak::write_report;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::job::JobId;
 use crate::output::Output;
 use crate::paths::StatePaths;
-use crate::soak::artifact;
-use crate::soak::error::{OutputFile, SoakError};
+use crate::soak::error::OutputFile;
 use crate::soak::request::refuse_to_replace;
 
 pub(super) fn report(
@@ -27,13 +27,5 @@ pub(super) fn report(
     }
     let read = read_view(paths, job, out, Reading::RowsAndSeries)?;
     let html = crate::soak::report::job::render(&read.view, read.series, &read.warnings);
-    match output {
-        Some(path) => {
-            artifact::write_atomically(path, html.as_bytes())
-                .map_err(SoakError::output(OutputFile::Report, path))?;
-            out.note(&format!("wrote the report `{}`", path.display()));
-        }
-        None => out.raw(html.as_bytes())?,
-    }
-    Ok(Exit::Success)
+    write_report(output, &html, out)
 }

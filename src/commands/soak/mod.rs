@@ -25,6 +25,7 @@ use crate::soak::error::SoakError;
 use crate::soak::request::refuse_to_replace;
 use crate::time::unix_seconds;
 pub(crate) use naming::named;
+pub(crate) use report::write_report;
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, Error> {
     serde_json::to_value(value).map_err(|e| Error::Internal(e.to_string()))

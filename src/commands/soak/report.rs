@@ -23,6 +23,16 @@ pub(super) fn report(
         refuse_to_replace(path, OutputFile::Report, force)?;
     }
     let html = report_html(&snapshot, &summary.soak_id, record_line)?;
+    write_report(output, &html, out)
+}
+
+/// A report's page written to `output` atomically (said on the terminal), else to standard
+/// output: `soak report`'s and `job report`'s.
+pub(crate) fn write_report(
+    output: Option<&Path>,
+    html: &str,
+    out: &mut Output,
+) -> Result<Exit, Error> {
     match output {
         Some(path) => {
             artifact::write_atomically(path, html.as_bytes())
