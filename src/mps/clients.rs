@@ -14,7 +14,7 @@
 //! does not answer is named as wedged and left, never waited on past the budget. Answers are
 //! parsed as text that may be anything: what is not a pid is passed over and said.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ use super::{DaemonRecord, HostEnv, Mps};
 use crate::event::soak::MpsTeardown;
 use crate::log::{LogError, LogReader, Snapshot};
 use crate::paths::StatePaths;
-use crate::process::{Liveness, ProcSource, SystemProc};
+use crate::process::{Liveness, ProcSource, ProcessIdentity, SystemProc};
 use crate::tool::{self, Tool, ToolError};
 
 /// What asking the daemons came to: each server whose clients in the tree were terminated, and
@@ -35,17 +35,17 @@ pub struct ClientTeardown {
     pub notes: Vec<String>,
 }
 
-/// Ends the MPS clients among `tree_pids` through the daemons of this user's records on this
-/// host (`snapshot`'s): each call within the control tool's timeout, all of it within twice that
-/// (a wedged daemon costs one timeout; a slow one with many clients in the tree is cut off at
-/// two). A record that cannot be read is a note: the teardown goes on to its signals whatever
-/// this finds.
+/// Ends the MPS clients among `tree` (the tree's processes as they were seen) through the
+/// daemons of this user's records on this host (`snapshot`'s): each call within the control
+/// tool's timeout, all of it within twice that (a wedged daemon costs one timeout; a slow one
+/// with many clients in the tree is cut off at two). A record that cannot be read is a note: the
+/// teardown goes on to its signals whatever this finds.
 pub(crate) fn for_tree(
     paths: &StatePaths,
     snapshot: &Snapshot,
     proc: &dyn ProcSource,
     control: Tool,
-    tree_pids: &[u32],
+    tree: &[ProcessIdentity],
 ) -> ClientTeardown {
     let budget = control.timeout.saturating_mul(2);
     let mps = Mps {
@@ -56,21 +56,24 @@ pub(crate) fn for_tree(
         env: HostEnv::default(),
     };
     match records::records(&mps, snapshot) {
-        Ok(records) => terminate_in_tree(&mps, &records, tree_pids, budget),
+        Ok(records) => terminate_in_tree(&mps, &records, tree, budget),
         Err(e) => ClientTeardown {
             terminated: Vec::new(),
-            notes: vec![format!(
-                "the MPS daemons' records could not be read ({e}): no MPS client was asked to end"
-            )],
+            notes: vec![records_unread(&e)],
         },
     }
+}
+
+/// What is said when the daemons' records cannot be read, so no client is asked to end.
+pub(crate) fn records_unread(e: &dyn std::fmt::Display) -> String {
+    format!("the MPS daemons' records could not be read ({e}): no MPS client was asked to end")
 }
 
 /// [`for_tree`] with this user's log at `paths` and the real `/proc`: for the crate's tests.
 pub fn terminate_clients_in_tree(
     paths: &StatePaths,
     control: Tool,
-    tree_pids: &[u32],
+    tree: &[ProcessIdentity],
 ) -> Result<ClientTeardown, LogError> {
     let Some(reader) = LogReader::open(&paths.log_path(), &paths.scope())? else {
         return Ok(ClientTeardown::default());
@@ -81,19 +84,25 @@ pub fn terminate_clients_in_tree(
         &snapshot,
         &SystemProc::default(),
         control,
-        tree_pids,
+        tree,
     ))
 }
 
-/// Asks each live daemon of `records` to end its clients among `tree_pids`; all of it within
-/// `budget` (and each call within the control tool's own timeout).
+/// Asks each live daemon of `records` to end its clients among `tree`; all of it within
+/// `budget` (and each call within the control tool's own timeout). A client is named to
+/// `terminate_client` only while its pid is still the tree's process (the same start time): a
+/// process that ended during the capture may have left its pid to another.
 pub(crate) fn terminate_in_tree(
     mps: &Mps,
     records: &[DaemonRecord],
-    tree_pids: &[u32],
+    tree: &[ProcessIdentity],
     budget: Duration,
 ) -> ClientTeardown {
-    let tree: BTreeSet<u32> = tree_pids.iter().copied().filter(|&p| p != 0).collect();
+    let tree: BTreeMap<u32, ProcessIdentity> = tree
+        .iter()
+        .filter(|p| p.pid != 0)
+        .map(|p| (p.pid, *p))
+        .collect();
     let mut teardown = ClientTeardown::default();
     if tree.is_empty() {
         return teardown;
@@ -106,6 +115,7 @@ pub(crate) fn terminate_in_tree(
     // A budget past what the clock can hold is none.
     let deadline = Instant::now().checked_add(budget);
     let control = &mps.control;
+    let proc = mps.proc;
     let tree = &tree;
     let asked: Vec<ClientTeardown> = std::thread::scope(|s| {
         let asking: Vec<_> = live
@@ -113,6 +123,7 @@ pub(crate) fn terminate_in_tree(
             .map(|&record| {
                 let ask = Asker {
                     control,
+                    proc,
                     record,
                     deadline,
                 };
@@ -142,6 +153,7 @@ pub(crate) fn terminate_in_tree(
 /// One daemon, asked within the deadline (none: each call within the tool's timeout only).
 struct Asker<'a> {
     control: &'a Tool,
+    proc: &'a dyn ProcSource,
     record: &'a DaemonRecord,
     deadline: Option<Instant>,
 }
@@ -162,7 +174,7 @@ enum Asked {
 }
 
 impl Asker<'_> {
-    fn end_clients(&self, tree: &BTreeSet<u32>) -> ClientTeardown {
+    fn end_clients(&self, tree: &BTreeMap<u32, ProcessIdentity>) -> ClientTeardown {
         let mut out = ClientTeardown::default();
         let servers = match self.ask("get_server_list") {
             Asked::Reply(reply) => self.pids(&reply, "get_server_list", &mut out.notes),
@@ -182,7 +194,17 @@ impl Asker<'_> {
             };
             let mut terminated = Vec::new();
             let mut stop = false;
-            for client in clients.into_iter().filter(|c| tree.contains(c)) {
+            for (client, identity) in clients
+                .into_iter()
+                .filter_map(|c| tree.get(&c).map(|identity| (c, identity)))
+            {
+                if self.proc.stat(client).map(|s| s.identity()) != Some(*identity) {
+                    out.notes.push(format!(
+                        "MPS client {client} of daemon `{}` is no longer the tree's process: not ended",
+                        self.record.name
+                    ));
+                    continue;
+                }
                 let line = format!("terminate_client {server} {client}");
                 match self.ask(&line) {
                     Asked::Reply(_) => terminated.push(client),
@@ -355,7 +377,11 @@ mod tests {
             record("foreign", 12),
             record("gone", 13),
         ];
-        let teardown = terminate_in_tree(&mps, &records, &[10, 11, 99], Duration::MAX);
+        let tree = [10, 11, 99].map(|pid| ProcessIdentity {
+            pid,
+            start_ticks: 7,
+        });
+        let teardown = terminate_in_tree(&mps, &records, &tree, Duration::MAX);
         assert!(teardown.terminated.is_empty());
         assert_eq!(teardown.notes.len(), 1, "{:?}", teardown.notes);
         assert!(
@@ -364,7 +390,15 @@ mod tests {
             teardown.notes
         );
         assert_eq!(
-            terminate_in_tree(&mps, &records, &[0], Duration::MAX),
+            terminate_in_tree(
+                &mps,
+                &records,
+                &[ProcessIdentity {
+                    pid: 0,
+                    start_ticks: 7
+                }],
+                Duration::MAX
+            ),
             ClientTeardown::default()
         );
     }

@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use unilab::ProcessIdentity;
 use unilab::testing::{ClientTeardown, Tool, terminate_clients_in_tree};
 
 use super::*;
@@ -68,7 +69,16 @@ fn control_log(log_dir: &Path) -> String {
     std::fs::read_to_string(log_dir.join("control.log")).unwrap_or_default()
 }
 
+/// Asks the host's daemons to end the clients among `tree`, live processes given by pid.
 fn ask(host: &Host, control: Tool, tree: &[u32]) -> ClientTeardown {
+    let tree: Vec<ProcessIdentity> = tree
+        .iter()
+        .map(|&pid| proc_stat(pid).expect("a live process").identity())
+        .collect();
+    ask_for(host, control, &tree)
+}
+
+fn ask_for(host: &Host, control: Tool, tree: &[ProcessIdentity]) -> ClientTeardown {
     terminate_clients_in_tree(&host.root.paths(), control, tree).expect("the log reads")
 }
 
@@ -144,6 +154,39 @@ fn only_the_trees_mps_client_is_terminated_and_nothing_is_signalled() {
     let teardown = ask(&host, control(Duration::from_secs(10)), &[bystander.pid()]);
     assert_eq!(teardown, ClientTeardown::default());
     assert!(!control_log(&log_dir)[before.len()..].contains("terminate_client"));
+    finish(&host);
+}
+
+/// A client whose pid no longer names the process the tree held (it ended during the capture,
+/// and its pid went to another process of the user's, a client of the same daemon) is not
+/// ended: it is named in a note, its daemon never asked to end it.
+#[test]
+fn a_client_whose_pid_is_another_process_now_is_left_alone() {
+    let host = Host::two_gpus();
+    let record = host.start(&["0"]);
+    let (pipe, log_dir) = dirs(&record);
+    let mut other = Sleeper::new();
+    let registration = other.connect(&pipe);
+    let seen = proc_stat(other.pid()).unwrap().identity();
+    // The tree's process of that pid, as the teardown saw it: another start.
+    let gone = ProcessIdentity {
+        pid: seen.pid,
+        start_ticks: seen.start_ticks.wrapping_sub(1),
+    };
+
+    let teardown = ask_for(&host, control(Duration::from_secs(10)), &[gone]);
+
+    assert!(teardown.terminated.is_empty(), "{teardown:?}");
+    let [note] = teardown.notes.as_slice() else {
+        panic!("one note: {teardown:?}");
+    };
+    assert!(
+        note.contains(&other.pid().to_string()) && note.contains("no longer the tree's"),
+        "{note}"
+    );
+    assert!(!control_log(&log_dir).contains("terminate_client"));
+    assert!(registration.exists());
+    assert!(other.untouched());
     finish(&host);
 }
 

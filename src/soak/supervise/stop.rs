@@ -1,6 +1,7 @@
-//! The teardown, once the soak is decided: evidence of the tree captured and committed before
-//! the first signal, the dump signal and its wait, then the tree stopped (see [`stop_tree`]),
-//! what it leaked named with its credentials masked.
+//! The teardown, once the soak is decided: evidence of the tree captured, its MPS clients ended
+//! through their daemons, the evidence committed before the first signal, the dump signal and
+//! its wait, then the tree stopped (see [`stop_tree`]), what it leaked named with its credentials
+//! masked.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,8 +19,9 @@ use crate::time::poll_until;
 
 /// Stops the soak's tree (see [`stop_tree`]) once the soak is decided; the leaks, their
 /// credentials masked, and what no signal could end. Before the first signal the evidence is
-/// captured and recorded, then the dump signal sent and its wait kept; the evidence comes back
-/// when it could not be recorded (a full disk), to go in with the verdict.
+/// captured, the tree's MPS clients ended, the evidence recorded, then the dump signal sent and
+/// its wait kept; the evidence comes back when it could not be recorded (a full disk), to go in
+/// with the verdict.
 pub(super) fn teardown(
     ctx: &SoakContext,
     spec: &SoakSpec,
@@ -77,8 +79,10 @@ pub(super) fn teardown(
 /// Captures the evidence of the tree's `live` processes for `trigger` and records it, then
 /// sends the dump signal, if one is asked for, and keeps its wait. When the tree is about to be
 /// stopped (`stopping`), its MPS clients are ended through their daemons between the capture
-/// and the record, which says so: no signal, the dump signal included, reaches a client its
-/// server still serves. The evidence comes back when the log could not take it (a full disk),
+/// and the record, which says so: no signal of the teardown, the dump signal included, reaches
+/// a client its server still serves. The capture at a job's alarm is no teardown's: its tree
+/// runs on, served, and gets the dump signal as asked (one a trainer handles, as
+/// `faulthandler` does). The evidence comes back when the log could not take it (a full disk),
 /// to go in with the verdict.
 pub(super) fn capture_evidence(
     ctx: &SoakContext,
@@ -115,25 +119,23 @@ pub(super) fn capture_evidence(
 }
 
 /// Asks each MPS daemon this user recorded on this host, and can prove its own, to end its
-/// clients among `live` (see [`crate::mps::clients`]), within the control tool's timeout; what
-/// was ended, and what stood in the way, said on the console.
+/// clients among `live` (see [`crate::mps::clients`]), within twice the control tool's timeout;
+/// what was ended, and what stood in the way, said on the console.
 fn end_mps_clients(ctx: &SoakContext, live: &[ProcStat]) -> Vec<MpsTeardown> {
     let snapshot = match ctx.log.snapshot() {
         Ok(snapshot) => snapshot,
         Err(e) => {
-            ctx.console.warn(&format!(
-                "{e}: the MPS daemons' records could not be read, no MPS client was asked to end"
-            ));
+            ctx.console.warn(&crate::mps::clients::records_unread(&e));
             return Vec::new();
         }
     };
-    let pids: Vec<u32> = live.iter().map(|stat| stat.pid).collect();
+    let tree: Vec<ProcessIdentity> = live.iter().map(ProcStat::identity).collect();
     let teardown = crate::mps::clients::for_tree(
         ctx.paths,
         &snapshot,
         &SystemProc::default(),
         crate::tool::mps_control(),
-        &pids,
+        &tree,
     );
     for note in &teardown.notes {
         ctx.console.warn(note);
