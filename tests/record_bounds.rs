@@ -490,7 +490,13 @@ fn evidence_over_every_budget(n: usize) -> Evidence {
             })
             .collect(),
         unavailable: vec![over(1024); 257],
-        mps: Vec::new(),
+        mps: (0..65)
+            .map(|server| MpsTeardown {
+                daemon: over(64),
+                server_pid: server,
+                terminated: (0..1025).collect(),
+            })
+            .collect(),
     }
 }
 
@@ -608,4 +614,29 @@ fn the_budgets_keep_each_record_within_half_the_limit_whatever_the_tree() {
     let finished = Event::finished(end, findings, Some(ResourceLimit::Memory));
     let claims = claimed(&envelope(&root, &subject, finished));
     assert!(claims <= half, "a verdict: {claims} bytes");
+}
+
+/// The MPS clients an evidence names are bounded like its processes: 64 servers, 1,024 clients
+/// in all, and a note says how many were left out.
+#[test]
+fn the_mps_clients_of_an_evidence_are_bounded_and_the_cut_said() {
+    let Event::SoakEvidenceCaptured(evidence) =
+        Event::evidence_captured(evidence_over_every_budget(1))
+    else {
+        panic!("an evidence");
+    };
+    assert_eq!(evidence.mps.len(), 64);
+    let clients: usize = evidence.mps.iter().map(|m| m.terminated.len()).sum();
+    assert_eq!(clients, 1024);
+    assert!(evidence.mps.iter().all(|m| m.daemon.len() <= 64));
+    for note in [
+        "unilab kept 64 of the 65 MPS servers whose clients were ended",
+        "unilab kept 1024 of the MPS clients ended: 64576 left out",
+    ] {
+        assert!(
+            evidence.unavailable.iter().any(|n| n == note),
+            "{note:?} in {:?}",
+            &evidence.unavailable[evidence.unavailable.len().saturating_sub(4)..]
+        );
+    }
 }

@@ -55,6 +55,8 @@ pub(crate) const KERNEL_STACK_BYTES: usize = 16 << 10;
 pub(crate) const KERNEL_STACKS_BYTES: usize = 512 << 10;
 pub(crate) const KERNEL_MESSAGES: usize = 512;
 pub(crate) const NOTES: usize = 256;
+pub(crate) const MPS_SERVERS: usize = 64;
+pub(crate) const MPS_CLIENTS: usize = 1024;
 
 pub(crate) const REASON_BYTES: usize = 16 << 10;
 pub(crate) const LISTED: usize = 1024;
@@ -182,6 +184,24 @@ fn bound_evidence(evidence: &mut Evidence) {
     }
     if let Some(cgroup) = &mut evidence.cgroup {
         cut_text(&mut cgroup.path, LINE_BYTES);
+    }
+    let servers = evidence.mps.len();
+    if keep_first(&mut evidence.mps, MPS_SERVERS) > 0 {
+        notes.push(format!(
+            "unilab kept {MPS_SERVERS} of the {servers} MPS servers whose clients were ended"
+        ));
+    }
+    let mut clients = MPS_CLIENTS;
+    let mut clients_cut = 0;
+    for server in &mut evidence.mps {
+        cut_text(&mut server.daemon, NAME_BYTES);
+        clients_cut += keep_first(&mut server.terminated, clients);
+        clients -= server.terminated.len();
+    }
+    if clients_cut > 0 {
+        notes.push(format!(
+            "unilab kept {MPS_CLIENTS} of the MPS clients ended: {clients_cut} left out"
+        ));
     }
     bound_notes(&mut evidence.unavailable, NOTES, "notes", notes);
 }
