@@ -284,6 +284,22 @@ fn one_ranks_failure_stops_every_rank_at_its_moment() {
             .filter(|line| line.contains("\"kind\":\"soak_job_alarm_seen\""))
             .count();
         assert_eq!(seen, 1, "rank {rank} records the alarm once");
+        // `soak show --json` gives the captures and the alarm as the artifact has them.
+        let shown: Value = serde_json::from_slice(
+            &root
+                .unilab()
+                .args(["--json", "soak", "show", soak_id])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        assert_eq!(shown["evidence"], artifact["evidence"], "rank {rank}");
+        assert_eq!(
+            shown["job_evidence"], artifact["job_evidence"],
+            "rank {rank}"
+        );
+        assert_eq!(shown["outcome"]["job_alarm"], alarm, "rank {rank}");
     }
     // Every rank's tree was stopped: no process of the ring is left.
     let ring = fixtures_dir().join("ring_allreduce.py");

@@ -57,6 +57,10 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
             outcome.insert("child".into(), json!(findings.map(|f| &f.child)));
             outcome.insert("oom_kills".into(), json!(findings.map(|f| &f.oom_kills)));
             outcome.insert("unkillable".into(), json!(findings.map(|f| &f.unkillable)));
+            outcome.insert(
+                "job_alarm".into(),
+                json!(findings.and_then(|f| f.job_alarm.as_ref())),
+            );
         }
         out.json_line(&object)?;
         return Ok(Exit::Success);
@@ -298,6 +302,9 @@ struct Details {
     /// The evidence captured before the tree was signalled, as in the artifact; `null` when
     /// none was (or the soak's schema records none).
     evidence: Option<EvidenceShown>,
+    /// The capture made when another rank of its job raised the alarm, as in the artifact;
+    /// `null` when none was.
+    job_evidence: Option<EvidenceShown>,
     /// Whether the GPUs were given back, as in the artifact.
     gpu_release: Option<GpuReleaseShown>,
     /// What the summary judges of the resources (`/4` on), as in the artifact.
@@ -374,6 +381,7 @@ impl Details {
             },
             live,
             evidence: shown.found.as_ref().and_then(|f| f.evidence.clone()),
+            job_evidence: shown.found.as_ref().and_then(|f| f.job_evidence.clone()),
             gpu_release: shown.found.as_ref().and_then(|f| f.gpu_release.clone()),
             resources: shown.judged.clone(),
         }

@@ -222,6 +222,10 @@ pub(crate) struct EvidenceShown {
     pub groups: Option<Vec<SignatureGroup>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub odd_ranks: Option<Vec<u32>>,
+    /// What later schemas add that is only shown again, never read (the MPS clients ended):
+    /// kept as it is, so that `soak show --json` gives the evidence as the artifact has it.
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -238,6 +242,10 @@ pub(crate) struct ProcessShown {
     #[serde(deserialize_with = "Option::deserialize")]
     pub python_stack: Option<String>,
     pub holds_gpu_device: bool,
+    /// What later schemas add that is only shown again (its rank, its stack's signature and
+    /// top frames), kept as it is.
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
