@@ -462,6 +462,19 @@ fn scripts(
         .collect();
     used.sort_unstable();
     used.dedup();
+    let data = data::script_data(charts, extra, &used, frame.end, SCRIPT_CELLS);
+    script_tags(html, specs, &used, frame, &data);
+}
+
+/// The chart library, the charts' specs and `data` (the columns `used` of them, as JSON) and
+/// the script that draws them: the soak's page's and the job's.
+fn script_tags(
+    html: &mut String,
+    specs: &[ChartSpec],
+    used: &[usize],
+    frame: &ChartFrame,
+    data: &str,
+) {
     let meta = json!({
         "specs": specs,
         "used": used,
@@ -472,7 +485,6 @@ fn scripts(
         "time_steps": scale::TIME_STEPS,
     });
     let meta = meta.to_string();
-    let data = data::script_data(charts, extra, &used, frame.end, SCRIPT_CELLS);
     // `<` is written `\u003c` in the data, so that nothing in it closes the script element.
     let _ = write!(
         html,

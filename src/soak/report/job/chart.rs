@@ -7,12 +7,10 @@
 
 use std::fmt::Write as _;
 
-use serde_json::json;
-
 use super::super::data::{ChartSpec, SeriesSpec, seconds_text};
-use super::super::scale::{TIME_STEPS, Unit, compact};
+use super::super::scale::{Unit, compact};
 use super::super::svg::{self, COLUMNS, ChartFrame, ValueAxis};
-use super::super::{CHARTS_JS, SCRIPT_CELLS, UPLOT_JS, escape, legend};
+use super::super::{SCRIPT_CELLS, escape, legend, script_tags};
 
 /// One rank's line on a chart: its points as (seconds since the job's start, value).
 pub(super) struct RankLine {
@@ -67,23 +65,9 @@ pub(super) fn charts_html(html: &mut String, charts: &[JobChart], frame: &ChartF
         );
     }
     let lines: Vec<&RankLine> = charts.iter().flat_map(|c| c.lines.iter()).collect();
-    let meta = json!({
-        "specs": specs,
-        "used": (0..lines.len()).collect::<Vec<_>>(),
-        "end": frame.end,
-        "started_at": frame.started_at,
-        "bands": frame.bands,
-        "markers": frame.markers.iter().map(|m| json!({"at": m.at, "color": m.color, "width": m.width})).collect::<Vec<_>>(),
-        "time_steps": TIME_STEPS,
-    })
-    .to_string();
     let data = grid_data(&lines, frame.end, SCRIPT_CELLS);
-    // `<` is written `\u003c` in the data, so that nothing in it closes the script element.
-    let _ = write!(
-        html,
-        "<script>{UPLOT_JS}</script><script type=\"application/json\" id=\"soak-data\">{},\"data\":{data}}}</script><script>{CHARTS_JS}</script>",
-        meta[..meta.len() - 1].replace('<', "\\u003c"),
-    );
+    let used: Vec<usize> = (0..lines.len()).collect();
+    script_tags(html, &specs, &used, frame, &data);
 }
 
 /// The charts as the script takes them: a line's column is its place among all the charts'
