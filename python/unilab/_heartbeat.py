@@ -3,9 +3,9 @@
 
 The line (the contract ``soak run`` reads, whatever language writes it): one JSON object,
 UTF-8, ending in ``\\n``, at most 64 KiB with its newline. ``step`` an integer >= 0 (required),
-``phase`` a text of 1 to 64 characters (default ``"train"``), ``t`` Unix seconds as a number,
-when the step ended (this helper always writes it), and any other key whose value is a finite
-number is a user number (``loss``, ``samples``, ``tokens``, ...).
+``phase`` a text of 1 to 64 characters, none a control character (default ``"train"``), ``t``
+Unix seconds as a number, when the step ended (this helper always writes it), and any other key
+whose value is a finite number is a user number (``loss``, ``samples``, ``tokens``, ...).
 
 Invariants this module keeps:
 
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 import time
 import warnings
@@ -50,6 +51,8 @@ MAX_PHASE_CHARS = 64
 _MAX_STEP = 2**64 - 1
 _CACHE_LIMIT = 1024
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+# The characters the supervisor refuses in a phase: Rust's `char::is_control` (Unicode's Cc).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 # What went wrong, for :func:`heartbeat_errors`. Module globals that only the failure paths
 # touch (under ``_lock``), so a beat that succeeds costs nothing here.
@@ -91,7 +94,7 @@ def heartbeat(step: int, phase: str = "train", **numbers: Union[int, float]) -> 
 
     Raises ``TypeError``/``ValueError`` for arguments the supervisor could not read: ``step``
     not an ``int`` (``bool`` is refused) or negative; ``phase`` not a ``str`` of 1 to 64
-    characters; a number not a real number (``bool`` refused; NumPy scalars are converted) or
+    characters or holding a control character (U+0000-001F, U+007F-009F); a number not a real number (``bool`` refused; NumPy scalars are converted) or
     not finite; a number named ``t``; a line over 64 KiB. Never raises for the file's I/O
     errors: those are counted (:func:`heartbeat_errors`) and warned about once.
     """
@@ -171,6 +174,12 @@ def _encode_phase(phase: object) -> str:
         phase.encode("utf-8")
     except UnicodeEncodeError as error:
         raise ValueError(f"heartbeat: phase is not valid text ({error.reason})") from None
+    control = _CONTROL.search(phase)
+    if control is not None:
+        raise ValueError(
+            f"heartbeat: phase must not hold control characters ({control.group()!r} at "
+            f"{control.start()}); name the phase in printable text, such as 'eval'"
+        )
     prefix = f',"phase":{_json_string(phase)},"t":'
     if type(phase) is str and len(_phase_prefix) < _CACHE_LIMIT:
         _phase_prefix[phase] = prefix

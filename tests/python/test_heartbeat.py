@@ -7,6 +7,7 @@ import enum
 import fractions
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -61,7 +62,7 @@ def test_a_beat_is_one_json_line_with_its_time(beats: Path) -> None:
     before = time.time()
     unilab.heartbeat(7, loss=0.25, samples=256)
     unilab.heartbeat(8, "checkpoint")
-    unilab.heartbeat(0, 'odd "phase"\n\t\u00e9', **{"tokens/s": 1e-7, "big": 2**60, "neg": -3.5})
+    unilab.heartbeat(0, 'odd "phase" \\ \u00e9', **{"tokens/s": 1e-7, "big": 2**60, "neg": -3.5})
     after = time.time()
     first, second, third = lines(beats)
     assert first.pop("t") == pytest.approx((before + after) / 2, abs=after - before + 1e-3)
@@ -70,17 +71,35 @@ def test_a_beat_is_one_json_line_with_its_time(beats: Path) -> None:
     assert before <= second.pop("t") <= after
     assert second == {"step": 8, "phase": "checkpoint"}
     assert before <= third.pop("t") <= after
-    assert third == {"step": 0, "phase": 'odd "phase"\n\t\u00e9', "tokens/s": 1e-7,
+    assert third == {"step": 0, "phase": 'odd "phase" \\ \u00e9', "tokens/s": 1e-7,
                      "big": 2**60, "neg": -3.5}
 
 
-def test_every_character_of_a_phase_or_a_name_reads_back(beats: Path) -> None:
-    text = "".join(map(chr, range(128))) + "\u00e9\u2028\u4e2d\U0001f600"
-    chunks = [text[i : i + 64] for i in range(0, len(text), 64)]
-    for step, chunk in enumerate(chunks):
-        unilab.heartbeat(step, chunk, **{chunk: step})
-    for step, (line, chunk) in enumerate(zip(lines(beats), chunks)):
-        assert line["phase"] == chunk and line[chunk] == step
+def test_every_character_of_a_name_and_every_other_of_a_phase_reads_back(beats: Path) -> None:
+    """A number's name may hold any character; a phase any but a control character (below)."""
+    text = "".join(map(chr, range(256))) + "\u00e9\u2028\u4e2d\U0001f600"
+    names = [text[i : i + 64] for i in range(0, len(text), 64)]
+    printable = "".join(char for char in text if not CONTROL.match(char))
+    phases = [printable[i : i + 64] for i in range(0, len(printable), 64)]
+    beaten = [(phases[step % len(phases)], name) for step, name in enumerate(names)]
+    for step, (phase, name) in enumerate(beaten):
+        unilab.heartbeat(step, phase, **{name: step})
+    read = lines(beats)
+    assert len(read) == len(beaten) == 5
+    for step, (line, (phase, name)) in enumerate(zip(read, beaten)):
+        assert line["phase"] == phase and line[name] == step
+
+
+# What Rust's `char::is_control` is (Unicode's Cc), which the supervisor refuses in a phase.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+@pytest.mark.parametrize("char", [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))])
+def test_a_phase_with_a_control_character_is_refused(beats: Path, char: str) -> None:
+    for phase in (char, f"a{char}b", "eval" + char):
+        with pytest.raises(ValueError, match="phase must not hold control characters"):
+            unilab.heartbeat(1, phase)
+    assert beats.read_bytes() == b""
 
 
 class Level(enum.IntEnum):
