@@ -185,7 +185,7 @@ CHILD_REUSES_THE_NUMBER = """
 import os, sys, unilab
 from unilab import _heartbeat
 unilab.heartbeat(0)
-inherited = _heartbeat._fd
+inherited = _heartbeat._opened[1]
 pid = os.fork()
 if pid == 0:
     try:  # a worker that closes what it inherited, then opens a file of its own
@@ -215,6 +215,81 @@ def test_a_forked_child_that_reuses_the_descriptor_number_does_not_get_beats(
     assert done.returncode == 0, (done.returncode, done.stderr)
     assert unrelated.read_bytes() == b""
     assert [line["step"] for line in lines(beats)] == [0, 1]
+
+
+BEAT_WHILE_IT_OPENS = """
+import sys, threading, unilab
+from unilab import _heartbeat
+
+main = threading.main_thread()
+waiting = threading.Event()
+
+
+class Lock:
+    # The module's lock, saying when the main thread holds it and when another waits for it.
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.main_holds = False
+
+    def __enter__(self):
+        if threading.current_thread() is not main:
+            waiting.set()
+        self.lock.acquire()
+        self.main_holds = threading.current_thread() is main
+
+    def __exit__(self, *exc):
+        self.main_holds = False
+        self.lock.release()
+
+
+_heartbeat._lock = Lock()
+checkers = []
+
+
+def beat_from_another_thread(frame, event, arg):
+    # At each bytecode of the first open while it holds the lock, another thread beats: it
+    # must either wait for the open or find a descriptor that is the file's, never drop a beat.
+    frame.f_trace_opcodes = True
+    if event == "opcode" and _heartbeat._lock.main_holds:
+        waiting.clear()
+        checker = threading.Thread(target=unilab.heartbeat, args=(len(checkers) + 1,))
+        checkers.append(checker)
+        checker.start()
+        while checker.is_alive() and not waiting.is_set():
+            checker.join(0.01)
+    return beat_from_another_thread
+
+
+def trace(frame, event, arg):
+    return beat_from_another_thread if frame.f_code is _heartbeat._open.__code__ else None
+
+
+sys.settrace(trace)
+unilab.heartbeat(0)
+sys.settrace(None)
+for checker in checkers:
+    checker.join()
+print(len(checkers), unilab.heartbeat_errors())
+sys.exit(0 if unilab.heartbeat_errors() == {"dropped": 0, "short_writes": 0} else 1)
+"""
+
+
+def test_a_thread_beating_while_another_opens_the_file_gets_a_whole_descriptor(
+    beats: Path,
+) -> None:
+    """The path and the descriptor opened for it change together: a thread beating at any
+    moment of another's first open waits for it or writes to the file, never drops its beat."""
+    done = subprocess.run(
+        [sys.executable, "-c", BEAT_WHILE_IT_OPENS],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    checkers = int(done.stdout.split()[0])
+    assert checkers > 10, done.stdout
+    steps = sorted(line["step"] for line in lines(beats))
+    assert steps == list(range(checkers + 1))
 
 
 def test_a_missing_file_is_counted_not_created_and_warned_once(
