@@ -3,9 +3,9 @@
 
 The line (the contract ``soak run`` reads, whatever language writes it): one JSON object,
 UTF-8, ending in ``\\n``, at most 64 KiB with its newline. ``step`` an integer >= 0 (required),
-``phase`` a text of 1 to 64 characters (default ``"train"``), ``t`` Unix seconds as a number,
-when the step ended (this helper always writes it), and any other key whose value is a finite
-number is a user number (``loss``, ``samples``, ``tokens``, ...).
+``phase`` a text of 1 to 64 characters, none a control character (default ``"train"``), ``t``
+Unix seconds as a number, when the step ended (this helper always writes it), and any other key
+whose value is a finite number is a user number (``loss``, ``samples``, ``tokens``, ...).
 
 Invariants this module keeps:
 
@@ -38,11 +38,12 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 import time
 import warnings
 from numbers import Integral, Real
-from typing import Dict, Optional, Union
+from typing import Dict, Optional, Tuple, Union
 
 ENV = "UNILAB_HEARTBEAT"
 MAX_LINE_BYTES = 64 * 1024
@@ -50,6 +51,8 @@ MAX_PHASE_CHARS = 64
 _MAX_STEP = 2**64 - 1
 _CACHE_LIMIT = 1024
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+# The characters the supervisor refuses in a phase: Rust's `char::is_control` (Unicode's Cc).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 # What went wrong, for :func:`heartbeat_errors`. Module globals that only the failure paths
 # touch (under ``_lock``), so a beat that succeeds costs nothing here.
@@ -73,10 +76,11 @@ _time = time.time
 _float_repr = float.__repr__
 _int_repr = int.__repr__
 
-# The open descriptor: the variable's value it was opened for and the fd (None: the open
-# failed). ``_lock`` guards opening and the counters, never a write.
-_path: Union[str, bytes, None] = None
-_fd: Optional[int] = None
+# The open descriptor: (the variable's value it was opened for, the fd; None: the open failed).
+# One tuple assigned in one statement and read once by a beat, so a thread never pairs a new
+# path with an old (closed, or not yet opened) fd. ``_lock`` guards opening and the counters,
+# never a write.
+_opened: Tuple[Union[str, bytes, None], Optional[int]] = (None, None)
 _lock = threading.Lock()
 _warned = False
 
@@ -91,7 +95,7 @@ def heartbeat(step: int, phase: str = "train", **numbers: Union[int, float]) -> 
 
     Raises ``TypeError``/``ValueError`` for arguments the supervisor could not read: ``step``
     not an ``int`` (``bool`` is refused) or negative; ``phase`` not a ``str`` of 1 to 64
-    characters; a number not a real number (``bool`` refused; NumPy scalars are converted) or
+    characters or holding a control character (U+0000-001F, U+007F-009F); a number not a real number (``bool`` refused; NumPy scalars are converted) or
     not finite; a number named ``t``; a line over 64 KiB. Never raises for the file's I/O
     errors: those are counted (:func:`heartbeat_errors`) and warned about once.
     """
@@ -132,7 +136,9 @@ def heartbeat(step: int, phase: str = "train", **numbers: Union[int, float]) -> 
             f"heartbeat: the line would be {len(data)} bytes, over the 64 KiB a line the "
             "supervisor reads; beat fewer or shorter-named numbers"
         )
-    fd = _fd if path == _path else _open(path)
+    opened_path, fd = _opened
+    if path != opened_path:
+        fd = _open(path)
     if fd is None:
         _failed(None)
         return
@@ -171,6 +177,12 @@ def _encode_phase(phase: object) -> str:
         phase.encode("utf-8")
     except UnicodeEncodeError as error:
         raise ValueError(f"heartbeat: phase is not valid text ({error.reason})") from None
+    control = _CONTROL.search(phase)
+    if control is not None:
+        raise ValueError(
+            f"heartbeat: phase must not hold control characters ({control.group()!r} at "
+            f"{control.start()}); name the phase in printable text, such as 'eval'"
+        )
     prefix = f',"phase":{_json_string(phase)},"t":'
     if type(phase) is str and len(_phase_prefix) < _CACHE_LIMIT:
         _phase_prefix[phase] = prefix
@@ -230,18 +242,23 @@ def _json_string(text: str) -> str:
 def _open(path: Union[str, bytes]) -> Optional[int]:
     """The descriptor for ``path`` in this process, opened on first use (or after a fork or a
     change of the variable); None when it cannot be opened (the caller counts the beat)."""
-    global _path, _fd
+    global _opened
     failure = None
     with _lock:
-        if path == _path:
-            return _fd  # another thread opened it meanwhile
-        if _fd is not None:
-            _close_quietly(_fd)  # the variable now names another file
+        opened_path, fd = _opened
+        if path == opened_path:
+            return fd  # another thread opened it meanwhile
+        if fd is not None:
+            # The variable now names another file. The old pair goes before its fd is closed,
+            # so a beat that reads it from now on cannot write to the number once another file
+            # reuses it (one that read it just before still can: the window is this close).
+            _opened = (opened_path, None)
+            _close_quietly(fd)
         try:
-            fd: Optional[int] = os.open(path, _FLAGS)
+            fd = os.open(path, _FLAGS)
         except OSError as error:
             fd, failure = None, error
-        _path, _fd = path, fd
+        _opened = (path, fd)
     if failure is not None:
         _warn_once(failure)
     return fd
@@ -295,10 +312,10 @@ def _close_quietly(fd: int) -> None:
 def _after_fork_in_child() -> None:
     # The inherited descriptor is still ours here (no user code has run in the child yet):
     # close it, and let the child's first beat open its own.
-    global _path, _fd, _lock, dropped, short_writes
-    if _fd is not None:
-        _close_quietly(_fd)
-    _path, _fd = None, None
+    global _opened, _lock, dropped, short_writes
+    if _opened[1] is not None:
+        _close_quietly(_opened[1])
+    _opened = (None, None)
     _lock = threading.Lock()  # another thread may have held it at the fork
     dropped = short_writes = 0  # the child's counts are its own; one warning is enough
 

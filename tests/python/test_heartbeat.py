@@ -7,6 +7,7 @@ import enum
 import fractions
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -61,7 +62,7 @@ def test_a_beat_is_one_json_line_with_its_time(beats: Path) -> None:
     before = time.time()
     unilab.heartbeat(7, loss=0.25, samples=256)
     unilab.heartbeat(8, "checkpoint")
-    unilab.heartbeat(0, 'odd "phase"\n\t\u00e9', **{"tokens/s": 1e-7, "big": 2**60, "neg": -3.5})
+    unilab.heartbeat(0, 'odd "phase" \\ \u00e9', **{"tokens/s": 1e-7, "big": 2**60, "neg": -3.5})
     after = time.time()
     first, second, third = lines(beats)
     assert first.pop("t") == pytest.approx((before + after) / 2, abs=after - before + 1e-3)
@@ -70,17 +71,35 @@ def test_a_beat_is_one_json_line_with_its_time(beats: Path) -> None:
     assert before <= second.pop("t") <= after
     assert second == {"step": 8, "phase": "checkpoint"}
     assert before <= third.pop("t") <= after
-    assert third == {"step": 0, "phase": 'odd "phase"\n\t\u00e9', "tokens/s": 1e-7,
+    assert third == {"step": 0, "phase": 'odd "phase" \\ \u00e9', "tokens/s": 1e-7,
                      "big": 2**60, "neg": -3.5}
 
 
-def test_every_character_of_a_phase_or_a_name_reads_back(beats: Path) -> None:
-    text = "".join(map(chr, range(128))) + "\u00e9\u2028\u4e2d\U0001f600"
-    chunks = [text[i : i + 64] for i in range(0, len(text), 64)]
-    for step, chunk in enumerate(chunks):
-        unilab.heartbeat(step, chunk, **{chunk: step})
-    for step, (line, chunk) in enumerate(zip(lines(beats), chunks)):
-        assert line["phase"] == chunk and line[chunk] == step
+def test_every_character_of_a_name_and_every_other_of_a_phase_reads_back(beats: Path) -> None:
+    """A number's name may hold any character; a phase any but a control character (below)."""
+    text = "".join(map(chr, range(256))) + "\u00e9\u2028\u4e2d\U0001f600"
+    names = [text[i : i + 64] for i in range(0, len(text), 64)]
+    printable = "".join(char for char in text if not CONTROL.match(char))
+    phases = [printable[i : i + 64] for i in range(0, len(printable), 64)]
+    beaten = [(phases[step % len(phases)], name) for step, name in enumerate(names)]
+    for step, (phase, name) in enumerate(beaten):
+        unilab.heartbeat(step, phase, **{name: step})
+    read = lines(beats)
+    assert len(read) == len(beaten) == 5
+    for step, (line, (phase, name)) in enumerate(zip(read, beaten)):
+        assert line["phase"] == phase and line[name] == step
+
+
+# What Rust's `char::is_control` is (Unicode's Cc), which the supervisor refuses in a phase.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+@pytest.mark.parametrize("char", [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))])
+def test_a_phase_with_a_control_character_is_refused(beats: Path, char: str) -> None:
+    for phase in (char, f"a{char}b", "eval" + char):
+        with pytest.raises(ValueError, match="phase must not hold control characters"):
+            unilab.heartbeat(1, phase)
+    assert beats.read_bytes() == b""
 
 
 class Level(enum.IntEnum):
@@ -166,7 +185,7 @@ CHILD_REUSES_THE_NUMBER = """
 import os, sys, unilab
 from unilab import _heartbeat
 unilab.heartbeat(0)
-inherited = _heartbeat._fd
+inherited = _heartbeat._opened[1]
 pid = os.fork()
 if pid == 0:
     try:  # a worker that closes what it inherited, then opens a file of its own
@@ -196,6 +215,81 @@ def test_a_forked_child_that_reuses_the_descriptor_number_does_not_get_beats(
     assert done.returncode == 0, (done.returncode, done.stderr)
     assert unrelated.read_bytes() == b""
     assert [line["step"] for line in lines(beats)] == [0, 1]
+
+
+BEAT_WHILE_IT_OPENS = """
+import sys, threading, unilab
+from unilab import _heartbeat
+
+main = threading.main_thread()
+waiting = threading.Event()
+
+
+class Lock:
+    # The module's lock, saying when the main thread holds it and when another waits for it.
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.main_holds = False
+
+    def __enter__(self):
+        if threading.current_thread() is not main:
+            waiting.set()
+        self.lock.acquire()
+        self.main_holds = threading.current_thread() is main
+
+    def __exit__(self, *exc):
+        self.main_holds = False
+        self.lock.release()
+
+
+_heartbeat._lock = Lock()
+checkers = []
+
+
+def beat_from_another_thread(frame, event, arg):
+    # At each bytecode of the first open while it holds the lock, another thread beats: it
+    # must either wait for the open or find a descriptor that is the file's, never drop a beat.
+    frame.f_trace_opcodes = True
+    if event == "opcode" and _heartbeat._lock.main_holds:
+        waiting.clear()
+        checker = threading.Thread(target=unilab.heartbeat, args=(len(checkers) + 1,))
+        checkers.append(checker)
+        checker.start()
+        while checker.is_alive() and not waiting.is_set():
+            checker.join(0.01)
+    return beat_from_another_thread
+
+
+def trace(frame, event, arg):
+    return beat_from_another_thread if frame.f_code is _heartbeat._open.__code__ else None
+
+
+sys.settrace(trace)
+unilab.heartbeat(0)
+sys.settrace(None)
+for checker in checkers:
+    checker.join()
+print(len(checkers), unilab.heartbeat_errors())
+sys.exit(0 if unilab.heartbeat_errors() == {"dropped": 0, "short_writes": 0} else 1)
+"""
+
+
+def test_a_thread_beating_while_another_opens_the_file_gets_a_whole_descriptor(
+    beats: Path,
+) -> None:
+    """The path and the descriptor opened for it change together: a thread beating at any
+    moment of another's first open waits for it or writes to the file, never drops its beat."""
+    done = subprocess.run(
+        [sys.executable, "-c", BEAT_WHILE_IT_OPENS],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    checkers = int(done.stdout.split()[0])
+    assert checkers > 10, done.stdout
+    steps = sorted(line["step"] for line in lines(beats))
+    assert steps == list(range(checkers + 1))
 
 
 def test_a_missing_file_is_counted_not_created_and_warned_once(

@@ -10,7 +10,9 @@
 //! - only the start of a line whose newline has not come yet, at most [`MAX_LINE`] bytes: a
 //!   longer line is counted oversized once and skipped up to its newline without being kept;
 //! - a file cut shorter than what was read (or rewritten so that the byte before the reader's
-//!   offset is no longer a newline) is read again from its start, and the poll says so.
+//!   offset is no longer the one it read there, whether it stopped at a line's start, inside
+//!   a line it holds or inside one it skips) is read again from its start, and the poll says
+//!   so.
 //!
 //! So the reader holds at most two buffers of [`MAX_LINE`] bytes and one poll's beats,
 //! whatever the file holds: a flood, one line of 100 MB, binary garbage.
@@ -80,6 +82,8 @@ pub struct HeartbeatReader {
     file: File,
     /// The next byte to read.
     offset: u64,
+    /// The byte before `offset`, as it was read (None at the start).
+    last_byte: Option<u8>,
     /// The start of a line whose newline has not been read; empty unless `skipping` is `No`.
     partial: Vec<u8>,
     skipping: Skipping,
@@ -93,6 +97,7 @@ impl HeartbeatReader {
         HeartbeatReader {
             file,
             offset: 0,
+            last_byte: None,
             partial: Vec::new(),
             skipping: Skipping::No,
             chunk: vec![0; MAX_LINE],
@@ -110,8 +115,9 @@ impl HeartbeatReader {
     pub fn poll(&mut self, now_unix: f64) -> std::io::Result<Polled> {
         let mut polled = Polled::default();
         let size = self.file.metadata()?.len();
-        if size < self.offset || !self.at_line_start_still()? {
+        if size < self.offset || !self.last_byte_still_there()? {
             self.offset = 0;
+            self.last_byte = None;
             self.partial.clear();
             self.skipping = Skipping::No;
             polled.truncated = true;
@@ -131,7 +137,10 @@ impl HeartbeatReader {
             self.chunk = chunk;
             match consumed? {
                 0 => break,
-                n => self.offset += n as u64,
+                n => {
+                    self.offset += n as u64;
+                    self.last_byte = Some(self.chunk[n - 1]);
+                }
             }
         }
         polled.backlog_bytes = size.saturating_sub(self.offset);
@@ -154,16 +163,17 @@ impl HeartbeatReader {
         Ok(polled)
     }
 
-    /// Whether the byte before the offset is still the newline the reader stopped after (when
-    /// it stopped at a line's start): a file truncated and written again past the offset
-    /// between two polls is caught here, unless it happens to hold a newline there too.
-    fn at_line_start_still(&self) -> std::io::Result<bool> {
-        if self.offset == 0 || self.skipping != Skipping::No || !self.partial.is_empty() {
-            return Ok(true);
-        }
+    /// Whether the byte before the offset is still the one the reader read there (a newline
+    /// when it stopped at a line's start, else a byte of a line it holds or skips): a file
+    /// truncated and written again past the offset between two polls is caught here, unless
+    /// it happens to hold the same byte there too.
+    fn last_byte_still_there(&self) -> std::io::Result<bool> {
+        let Some(last) = self.last_byte else {
+            return Ok(self.offset == 0); // (a skip that found the file cut: read it again)
+        };
         let mut byte = [0u8];
         let n = self.file.read_at(&mut byte, self.offset - 1)?;
-        Ok(n == 1 && byte[0] == b'\n')
+        Ok(n == 1 && byte[0] == last)
     }
 
     /// Skips unread to `to`, counting what is skipped as dropped, up to the end of the line
@@ -174,6 +184,7 @@ impl HeartbeatReader {
         errors.dropped_bytes += to - self.offset + self.partial.len() as u64;
         self.partial.clear();
         self.offset = to;
+        self.last_byte = (n == 1).then_some(byte[0]);
         self.skipping = if n == 1 && byte[0] == b'\n' {
             Skipping::No
         } else {
@@ -424,6 +435,43 @@ mod tests {
         assert!(polled.truncated);
         assert_eq!(steps(&polled), [10]);
         assert_eq!(f.reader.errors().truncations, 2);
+    }
+
+    #[test]
+    fn a_file_rewritten_past_the_offset_while_a_line_is_held_is_read_again() {
+        // Half a line held, then the file cut and written again longer than what was read.
+        let mut f = fixture();
+        f.write(b"{\"step\":1}\n{\"step\":2,\"lo");
+        assert_eq!(steps(&f.poll()), [1]);
+        let offset = f.reader.offset as usize;
+        f.writer.set_len(0).unwrap();
+        f.grow_to(0);
+        let again = b"{\"step\":10,\"loss\":1.0,\"pad\":\"abcdefghijklmnopqrst\"}\n{\"step\":11}\n";
+        assert_ne!(again[offset - 1], b'o', "the test needs another byte there");
+        f.write(again);
+        let polled = f.poll();
+        assert!(polled.truncated);
+        assert_eq!(steps(&polled), [10, 11]);
+        assert_eq!(polled.errors.malformed, 0);
+
+        // The same while an oversized line is being skipped.
+        let mut f = fixture();
+        f.write(b"{\"step\":1}\n");
+        f.write(&[b'x'; MAX_LINE + 10]);
+        assert_eq!(steps(&f.poll()), [1]);
+        assert_eq!(f.reader.skipping, Skipping::Oversized);
+        let offset = f.reader.offset;
+        f.writer.set_len(0).unwrap();
+        f.grow_to(0);
+        let mut step = 0;
+        while f.writer.metadata().unwrap().len() <= offset + 20 {
+            f.write(format!("{{\"step\":{step}}}\n").as_bytes());
+            step += 1;
+        }
+        let polled = f.poll();
+        assert!(polled.truncated);
+        assert_eq!(steps(&polled), (0..step).collect::<Vec<_>>());
+        assert_eq!(f.reader.errors().truncations, 1);
     }
 
     #[test]

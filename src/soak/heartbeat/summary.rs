@@ -5,9 +5,11 @@
 //! the same interval [`super::goodput`] gives the beat's phase, so a checkpoint beaten once after
 //! the train step before it takes the checkpoint's own time (measured from the previous beat of
 //! the *same* phase, it would take the time between two checkpoints). The first beat has no step
-//! seconds (its interval is the startup), nor has a beat whose `t` is earlier than the previous
-//! beat's, nor one stamped when read (no `t`) in the same poll as the beat before it (both carry
-//! the poll's time, and the zero between them says nothing).
+//! seconds (its interval is the startup), nor has a beat whose `t` is earlier than the latest
+//! `t` before it, which does not move the clock back either (forked workers beating at once, a
+//! clock stepped back: the next beat is timed from the latest `t`, as goodput splits the run),
+//! nor one stamped when read (no `t`) in the same poll as the beat before it (both carry the
+//! poll's time, and the zero between them says nothing).
 //!
 //! [`SampleSummary`] keeps the previous beat's time across samples, and per sample only
 //! counters, the last step and phase, the step seconds' extremes and a [`Sketch`] for their
@@ -40,20 +42,27 @@ pub struct SampleBeats {
     pub numbers: BTreeMap<String, f64>,
 }
 
-/// The previous beat's time, from which the next beat's step seconds are measured.
+/// The latest beat time so far, from which the next beat's step seconds are measured.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct StepClock {
-    /// The previous beat's `t` and whether it came from its line.
+    /// The latest `t` so far (the previous beat's unless one went back) and whether it came
+    /// from its line.
     last: Option<(f64, bool)>,
 }
 
 impl StepClock {
     /// `beat`'s step seconds, by the rule in the module's doc; the beat becomes the previous.
     pub(crate) fn step_seconds(&mut self, beat: &Beat) -> Option<f64> {
-        let previous = self.last.replace((beat.t, beat.clocked));
-        let (t, clocked) = previous?;
+        let Some((t, clocked)) = self.last else {
+            self.last = Some((beat.t, beat.clocked));
+            return None;
+        };
+        if beat.t < t {
+            return None; // the clock does not move back (as goodput's split does not)
+        }
+        self.last = Some((beat.t, beat.clocked));
         let same_poll = !beat.clocked && !clocked && beat.t == t;
-        Some(beat.t - t).filter(|s| *s >= 0.0 && !same_poll)
+        Some(beat.t - t).filter(|_| !same_poll)
     }
 }
 
@@ -119,6 +128,7 @@ impl SampleSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::soak::heartbeat::goodput::goodput;
 
     fn beat(step: u64, phase: &str, t: f64) -> Beat {
         Beat {
@@ -188,7 +198,41 @@ mod tests {
         assert_eq!(clock.step_seconds(&read(2, 5.0)), None);
         assert_eq!(clock.step_seconds(&read(3, 10.0)), Some(5.0));
         assert_eq!(clock.step_seconds(&beat(4, "train", 9.0)), None);
-        assert_eq!(clock.step_seconds(&beat(5, "train", 9.0)), Some(0.0));
+        // The beat that went back does not move the clock back: the next is timed from 10.
+        assert_eq!(clock.step_seconds(&beat(5, "train", 9.5)), None);
+        assert_eq!(clock.step_seconds(&beat(6, "train", 10.5)), Some(0.5));
+        assert_eq!(clock.step_seconds(&beat(7, "train", 10.5)), Some(0.0));
+    }
+
+    proptest::proptest! {
+        /// Each beat's step seconds are the interval goodput gives its phase, in any order of
+        /// `t` (forked workers beating at once, a clock stepped back).
+        #[test]
+        fn step_seconds_are_the_intervals_goodput_gives_the_phases(
+            beats in proptest::collection::vec(
+                (0.0f64..1e4, proptest::sample::select(vec!["train", "checkpoint", "eval", "x"])),
+                1..100,
+            ),
+        ) {
+            let start = 1.7e9;
+            let mut clock = StepClock::default();
+            let mut by_phase = BTreeMap::<&str, f64>::new();
+            for (i, &(t, phase)) in beats.iter().enumerate() {
+                let seconds = clock.step_seconds(&beat(i as u64, phase, start + t));
+                *by_phase.entry(phase).or_default() += seconds.unwrap_or(0.0);
+            }
+            let g = goodput(start, start, beats.iter().map(|&(t, p)| (start + t, p)), false);
+            let b = g.badput;
+            for (phase, theirs) in [
+                ("train", g.productive_seconds),
+                ("checkpoint", b.checkpoint),
+                ("eval", b.eval),
+                ("x", b.other),
+            ] {
+                let ours = by_phase.get(phase).copied().unwrap_or(0.0);
+                proptest::prop_assert!((ours - theirs).abs() <= 1e-6, "{phase}: {ours} vs {theirs}");
+            }
+        }
     }
 
     #[test]

@@ -128,12 +128,13 @@ impl Cell {
 }
 
 /// The lines' data as uPlot takes it, `[[times], [line]...]`, on one grid: at most `cells`
-/// numbers in all, two rows a bucket of time over `end` seconds (the first and last time any
-/// line has a point in it), each line's lowest and highest there in time order, `null` where a
-/// line has none (the zoomable chart joins across them). Buckets where no line has a point are
-/// left out.
+/// numbers in all (for fewer than `cells / 2` lines: past that, one bucket), two rows a bucket
+/// of time over `end` seconds (the first and last time any line has a point in it), each line's
+/// lowest and highest there in time order, `null` where a line has none (the zoomable chart
+/// joins across them). Buckets where no line has a point are left out. More lines, fewer
+/// buckets: 1,000 ranks' 2,000 lines get 39 over the job.
 pub(super) fn grid_data(lines: &[&RankLine], end: f64, cells: usize) -> String {
-    let buckets = ((cells / (lines.len() + 1)).max(400) / 2).max(1);
+    let buckets = (cells / (lines.len() + 1) / 2).max(1);
     let end = end.max(f64::MIN_POSITIVE);
     let bucket_of = |t: f64| (((t / end) * buckets as f64).max(0.0) as usize).min(buckets - 1);
     let mut spans: Vec<Option<(f64, f64)>> = vec![None; buckets];
@@ -233,5 +234,37 @@ mod tests {
         assert!(rows * 65 <= 160_000 + 2 * 65, "{rows} rows");
         // A spike in a bucket is kept: the last value of each line is there.
         assert_eq!(data[1].as_array().unwrap().last(), Some(&json!(1023)));
+    }
+
+    #[test]
+    fn a_thousand_ranks_stay_within_the_budget() {
+        // Two lines a rank (progress and memory), each with a point every 10 minutes of a week.
+        let lines: Vec<RankLine> = (0..2_000u32)
+            .map(|l| {
+                line(
+                    (0..1_008u32)
+                        .map(|i| (f64::from(i) * 600.0 + f64::from(l % 500), f64::from(i + l)))
+                        .collect(),
+                )
+            })
+            .collect();
+        let refs: Vec<&RankLine> = lines.iter().collect();
+        let data: serde_json::Value =
+            serde_json::from_str(&grid_data(&refs, 7.0 * 86_400.0, SCRIPT_CELLS)).unwrap();
+        let rows = data.as_array().unwrap();
+        assert_eq!(rows.len(), 2_001);
+        let numbers: usize = rows.iter().map(|r| r.as_array().unwrap().len()).sum();
+        assert!(numbers <= SCRIPT_CELLS, "{numbers} numbers");
+        // Still a chart: some buckets across the week, every line with its values in them.
+        let times = rows[0].as_array().unwrap().len();
+        assert!(times >= 20, "{times} times");
+        assert!(rows.iter().all(|r| r.as_array().unwrap().len() == times));
+        assert!(
+            rows[2_000]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|v| v.is_number())
+        );
     }
 }
