@@ -195,6 +195,7 @@ pub(super) fn grid_data(lines: &[&RankLine], end: f64, cells: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn line(points: Vec<(f64, f64)>) -> RankLine {
         RankLine {
