@@ -78,9 +78,9 @@ pub struct SoakRecords {
     pub abandoned: Option<Abandonment>,
     /// What the tree was doing when it was to be signalled.
     pub evidence: Option<Box<soak::Evidence>>,
-    /// What the tree was doing when another rank of its job raised the alarm (schema 9).
+    /// What the tree was doing when another rank of its job raised the alarm, if one did.
     pub job_evidence: Option<Box<soak::Evidence>>,
-    /// The job's alarm, as this soak saw it (schema 9).
+    /// The job's alarm, as this soak saw it, if it saw one.
     pub job_alarm: Option<Box<soak::JobAlarmSeen>>,
     /// The hash of the last of these events, which ties the artifact to the chain.
     pub last_hash: Hash,

@@ -82,7 +82,8 @@ impl Shown {
 pub(crate) struct Found {
     #[serde(deserialize_with = "Option::deserialize")]
     pub evidence: Option<EvidenceShown>,
-    /// The capture made when another rank of its job raised the alarm (`/4` of schema 9 on).
+    /// The capture made when another rank of its job raised the alarm; `None` where the
+    /// artifact has none.
     #[serde(default)]
     pub job_evidence: Option<EvidenceShown>,
     #[serde(deserialize_with = "Option::deserialize")]
@@ -216,8 +217,8 @@ pub(crate) struct EvidenceShown {
     pub cgroup: Option<CgroupShown>,
     pub kernel_messages: Vec<KernelMessageShown>,
     pub unavailable: Vec<String>,
-    /// The tree's ranks grouped by where their stacks stood (schema 9 on; absent before, and
-    /// left absent when shown again).
+    /// The tree's ranks grouped by where their stacks stood; `None` where the artifact has
+    /// none, and left out when shown again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub groups: Option<Vec<SignatureGroup>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
