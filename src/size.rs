@@ -144,6 +144,12 @@ mod tests {
     fn one_pebibyte_is_taken_as_the_message_says_and_more_is_not() {
         assert_eq!(parse_size("1PiB"), Ok(1 << 50));
         assert_eq!(parse_size("1024TiB"), Ok(1 << 50));
+        // A fraction of a decimal unit is over the limit only by what it is worth.
+        assert_eq!(parse_size("1.1PB"), Ok(1_100_000_000_000_000));
+        assert_eq!(
+            parse_size("1.2PB"),
+            Err(SizeError::TooLarge("1.2PB".into()))
+        );
         assert_eq!(parse_size("1PB"), Ok(1_000_000_000_000_000));
         assert_eq!(parse_size("0.5PiB"), Ok(1 << 49));
         let too_large = parse_size("2PiB").unwrap_err();
@@ -274,8 +280,11 @@ mod tests {
                 let exact = (whole * 10 + tenths) as f64 / 10.0 * factor as f64;
                 proptest::prop_assert!((bytes as f64 - exact).abs() <= 0.5 + exact * 1e-12);
             } else {
+                // Refused only as over the limit, and only when it is: 1.2PB is, though 1PB
+                // is not.
                 proptest::prop_assert_eq!(parsed, Err(SizeError::TooLarge(text.clone())));
-                proptest::prop_assert!(whole as f64 * factor as f64 >= (1u64 << 50) as f64);
+                let exact = (whole * 10 + tenths) as f64 / 10.0 * factor as f64;
+                proptest::prop_assert!(exact.round() > (1u64 << 50) as f64, "{}", exact);
             }
             let rate = format!("{text}/h");
             match parse_rate_budget(&rate) {
