@@ -159,6 +159,9 @@ pub mod testing {
     pub mod sampler {
         pub use crate::soak::sampler::{GpuStream, HeldDir, Sampler, nvidia_smi_at};
     }
+    /// Private directories and fake environments, for the crate's own unit tests.
+    #[cfg(test)]
+    pub(crate) mod files;
     /// A fake `/proc`, for the crate's own unit tests.
     #[cfg(test)]
     pub(crate) mod proc;

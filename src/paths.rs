@@ -262,19 +262,7 @@ fn distrust_component(meta: &std::fs::Metadata, uid: u32) -> Option<Distrust> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
-        let pairs: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |name| {
-            pairs
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| OsString::from(v))
-        }
-    }
+    use crate::testing::files::fake_env as env;
 
     #[test]
     fn flag_beats_environment() {

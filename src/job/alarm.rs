@@ -201,16 +201,10 @@ mod tests {
     use super::*;
     use crate::job::JobId;
     use crate::job::dir::ALARM;
+    use crate::testing::files::private_tempdir as private_root;
 
     fn uid() -> u32 {
         nix::unistd::getuid().as_raw()
-    }
-
-    fn private_root() -> tempfile::TempDir {
-        tempfile::Builder::new()
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .unwrap()
     }
 
     fn job_dir(root: &Path) -> JobDir {

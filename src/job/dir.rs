@@ -107,17 +107,10 @@ mod tests {
 
     use super::*;
     use crate::paths::Distrust;
+    use crate::testing::files::private_tempdir as private_root;
 
     fn uid() -> u32 {
         nix::unistd::getuid().as_raw()
-    }
-
-    /// A temporary state root only its owner may write to, whatever the umask.
-    fn private_root() -> tempfile::TempDir {
-        tempfile::Builder::new()
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .unwrap()
     }
 
     fn mode(path: &Path) -> u32 {

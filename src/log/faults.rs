@@ -17,6 +17,7 @@ use super::tables::ViewTable;
 use super::{EventLog, LogError, LogReader, Projection, Update, Views};
 use crate::event::{Envelope, Event, Scope, Subject};
 use crate::process::ProcessIdentity;
+use crate::testing::files::private_tempdir as private_dir;
 
 /// A view kept in each append's transaction, as the projections are (the log names none of
 /// them): events seen per daemon subject.
@@ -122,15 +123,6 @@ impl StorageBackend for Flaky {
     fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
         self.inner.query_lock_range(start, end)
     }
-}
-
-/// A directory only this user may write, whatever the umask: unilab refuses a log in any other.
-fn private_dir() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    tempfile::Builder::new()
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
-        .unwrap()
 }
 
 fn scope() -> Scope {

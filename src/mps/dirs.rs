@@ -258,10 +258,7 @@ mod tests {
     fn private_directories_are_created_0700_and_symlinks_refused() {
         let uid = nix::unistd::getuid().as_raw();
         // 0700 whatever the umask: under umask 002 a new directory is group-writable.
-        let base = tempfile::Builder::new()
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .unwrap();
+        let base = crate::testing::files::private_tempdir();
         let target = base.path().join("a/b/c");
         ensure_private(base.path(), &target, uid).unwrap();
         for level in ["a", "a/b", "a/b/c"] {

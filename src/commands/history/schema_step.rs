@@ -69,11 +69,7 @@ fn started(id: &str) -> Event {
 
 #[test]
 fn a_new_form_is_stored_read_folded_and_shown_with_no_change_outside_the_event_module() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::Builder::new()
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
-        .unwrap();
+    let dir = crate::testing::files::private_tempdir();
     let scope = Scope {
         uid: nix::unistd::getuid().as_raw(),
         host: "node".into(),

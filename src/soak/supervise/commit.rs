@@ -196,11 +196,7 @@ mod tests {
     }
 
     fn private_log() -> (tempfile::TempDir, EventLog) {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .unwrap();
+        let dir = crate::testing::files::private_tempdir();
         let scope = crate::event::Scope {
             uid: nix::unistd::getuid().as_raw(),
             host: "node".into(),
