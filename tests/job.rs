@@ -36,38 +36,21 @@ fn ring_job_shown(py_spy: Option<&Path>) {
     // A second between samples: "within two intervals of the alarm" leaves a loaded machine
     // one interval of slack past the next sample.
     let interval = 1.0;
-    let mut started = Started::default();
-    let pids: Vec<u32> = (0..WORLD)
-        .map(|rank| {
-            // The hung rank trips first; the others see its alarm and capture at once. Its
-            // tree is kept, untouched, a while after its own capture, so that no rank's end
-            // closes the ring before the others captured theirs.
-            let stale = if rank == HUNG { "3s" } else { "20s" };
-            let flags = [
-                "--stale-progress",
-                stale,
-                "--sample-interval",
-                "1",
-                "--dump-signal",
-                "WINCH",
-                "--dump-wait",
-                "4s",
-            ];
-            started.spawn(&mut ring_rank_soak(
-                &root,
-                dir.path(),
-                (rank, WORLD, HUNG, 3),
-                py_spy,
-                &flags,
-            ))
-        })
-        .collect();
-    for (rank, pid) in pids.iter().enumerate() {
-        let code = started.exit_code(*pid, Duration::from_secs(300));
-        let err =
-            std::fs::read_to_string(dir.path().join(format!("err-{rank}"))).unwrap_or_default();
-        assert_eq!(code, Some(1), "rank {rank}'s soak: {err}");
-    }
+    // The hung rank trips first; the others see its alarm and capture at once. Its tree is
+    // kept, untouched, a while after its own capture, so that no rank's end closes the ring
+    // before the others captured theirs.
+    failed_ring(&root, dir.path(), (WORLD, HUNG, 3), py_spy, |rank| {
+        vec![
+            "--stale-progress",
+            if rank == HUNG { "3s" } else { "20s" },
+            "--sample-interval",
+            "1",
+            "--dump-signal",
+            "WINCH",
+            "--dump-wait",
+            "4s",
+        ]
+    });
     let alarm = job_alarm(&root, "J");
     assert_eq!(alarm["rank"], HUNG, "{alarm:#}");
     let at = alarm["at"].as_f64().unwrap();
@@ -202,35 +185,18 @@ fn one_ranks_failure_stops_every_rank_at_its_moment() {
     let root = TestRoot::new();
     let dir = private_tempdir("unilab-job-alarm-");
     let interval = 1.0;
-    let mut started = Started::default();
     // The hung rank's soak trips first: its stale limit is the shortest. (The ranks of a ring
     // stall at one moment; alike, they would trip in the same sample.)
-    let pids: Vec<u32> = (0..WORLD)
-        .map(|rank| {
-            let stale = if rank == HUNG { "3s" } else { "20s" };
-            let flags = [
-                "--stale-progress",
-                stale,
-                "--sample-interval",
-                "1",
-                "--on-job-alarm",
-                "stop",
-            ];
-            started.spawn(&mut ring_rank_soak(
-                &root,
-                dir.path(),
-                (rank, WORLD, HUNG, 3),
-                None,
-                &flags,
-            ))
-        })
-        .collect();
-    for (rank, pid) in pids.iter().enumerate() {
-        let code = started.exit_code(*pid, Duration::from_secs(300));
-        let err =
-            std::fs::read_to_string(dir.path().join(format!("err-{rank}"))).unwrap_or_default();
-        assert_eq!(code, Some(1), "rank {rank}'s soak: {err}");
-    }
+    failed_ring(&root, dir.path(), (WORLD, HUNG, 3), None, |rank| {
+        vec![
+            "--stale-progress",
+            if rank == HUNG { "3s" } else { "20s" },
+            "--sample-interval",
+            "1",
+            "--on-job-alarm",
+            "stop",
+        ]
+    });
     let alarm = job_alarm(&root, "J");
     let first = alarm["rank"].as_u64().unwrap() as u32;
     assert_eq!(first, HUNG, "{alarm:#}");

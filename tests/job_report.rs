@@ -2,7 +2,6 @@
 //! one time axis — from the real soaks of a ring whose one rank hangs, and in a real browser.
 
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -10,40 +9,6 @@ use crate::common::*;
 
 const WORLD: u32 = 4;
 const HUNG: u32 = 2;
-
-/// The ranks of a ring, each under its own soak of job `J` (rank 2 hung in `load_batch` after
-/// 20 steps), run until every soak has failed on stale progress.
-fn failed_ring(root: &TestRoot, dir: &Path) {
-    let mut started = Started::default();
-    let pids: Vec<u32> = (0..WORLD)
-        .map(|rank| {
-            // The tree is kept a while after a capture, so that every rank's capture finds the
-            // ring as it stood (see `job_show_names_the_hung_rank_of_a_ring`).
-            let flags = [
-                "--stale-progress",
-                "3s",
-                "--sample-interval",
-                "0.2",
-                "--dump-signal",
-                "WINCH",
-                "--dump-wait",
-                "4s",
-            ];
-            started.spawn(&mut ring_rank_soak(
-                root,
-                dir,
-                (rank, WORLD, HUNG, 20),
-                None,
-                &flags,
-            ))
-        })
-        .collect();
-    for (rank, pid) in pids.iter().enumerate() {
-        let code = started.exit_code(*pid, Duration::from_secs(300));
-        let err = std::fs::read_to_string(dir.join(format!("err-{rank}"))).unwrap_or_default();
-        assert_eq!(code, Some(1), "rank {rank}'s soak: {err}");
-    }
-}
 
 /// The page's embedded data: the charts, their lines and their values.
 fn page_data(html: &str) -> Value {
@@ -71,7 +36,20 @@ fn chart_section<'a>(html: &'a str, id: &str) -> &'a str {
 fn job_report_draws_every_rank_of_a_ring_side_by_side() {
     let root = TestRoot::new();
     let dir = private_tempdir("unilab-job-report-");
-    failed_ring(&root, dir.path());
+    // Rank 2 hangs after 20 steps. The tree is kept a while after a capture, so that every
+    // rank's capture finds the ring as it stood (see `job_show_names_the_hung_rank_of_a_ring`).
+    failed_ring(&root, dir.path(), (WORLD, HUNG, 20), None, |_| {
+        vec![
+            "--stale-progress",
+            "3s",
+            "--sample-interval",
+            "0.2",
+            "--dump-signal",
+            "WINCH",
+            "--dump-wait",
+            "4s",
+        ]
+    });
     let shown: Value = serde_json::from_slice(
         &root
             .unilab()

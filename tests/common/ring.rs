@@ -162,3 +162,32 @@ pub fn ring_rank_soak(
         .stderr(std::fs::File::create(dir.join(format!("err-{rank}"))).unwrap());
     cmd
 }
+
+/// The ranks `0..world` of a ring, each under its own soak of job `J` ([`ring_rank_soak`], rank
+/// `hung` hung after `hang_after` steps, `flags_of(rank)` given to its `soak run`), run until
+/// every soak has ended, each failed (exit 1) or the test fails with its standard error.
+pub fn failed_ring(
+    root: &TestRoot,
+    dir: &Path,
+    (world, hung, hang_after): (u32, u32, u32),
+    py_spy: Option<&Path>,
+    flags_of: impl Fn(u32) -> Vec<&'static str>,
+) {
+    let mut started = Started::default();
+    let pids: Vec<u32> = (0..world)
+        .map(|rank| {
+            started.spawn(&mut ring_rank_soak(
+                root,
+                dir,
+                (rank, world, hung, hang_after),
+                py_spy,
+                &flags_of(rank),
+            ))
+        })
+        .collect();
+    for (rank, pid) in pids.iter().enumerate() {
+        let code = started.exit_code(*pid, std::time::Duration::from_secs(300));
+        let err = std::fs::read_to_string(dir.join(format!("err-{rank}"))).unwrap_or_default();
+        assert_eq!(code, Some(1), "rank {rank}'s soak: {err}");
+    }
+}
