@@ -41,6 +41,20 @@ pub struct Beat {
     pub numbers: BTreeMap<String, f64>,
 }
 
+#[cfg(test)]
+impl Beat {
+    /// Step `step` of `phase`, its `t` from its line, with no numbers: for the tests.
+    pub(crate) fn clocked_at(step: u64, phase: &str, t: f64) -> Self {
+        Self {
+            step,
+            phase: phase.to_owned(),
+            t,
+            clocked: true,
+            numbers: BTreeMap::new(),
+        }
+    }
+}
+
 /// What a line was, when it was not a beat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Line {

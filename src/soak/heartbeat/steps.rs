@@ -100,13 +100,7 @@ mod tests {
     use crate::soak::heartbeat::summary::StepClock;
 
     fn beat(step: u64, phase: &str, t: f64) -> Beat {
-        Beat {
-            step,
-            phase: phase.to_owned(),
-            t,
-            clocked: true,
-            numbers: BTreeMap::new(),
-        }
+        Beat::clocked_at(step, phase, t)
     }
 
     #[test]

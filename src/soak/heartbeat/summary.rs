@@ -131,13 +131,7 @@ mod tests {
     use crate::soak::heartbeat::goodput::goodput;
 
     fn beat(step: u64, phase: &str, t: f64) -> Beat {
-        Beat {
-            step,
-            phase: phase.to_owned(),
-            t,
-            clocked: true,
-            numbers: BTreeMap::new(),
-        }
+        Beat::clocked_at(step, phase, t)
     }
 
     fn with(mut b: Beat, numbers: &[(&str, f64)]) -> Beat {
