@@ -5,6 +5,7 @@
 //! the first command that reads the soaks afterwards records `soak_abandoned` — once, since the
 //! decision is taken again on the log's current state just before each append.
 
+use crate::event::soak::OutcomeStatus;
 use crate::event::{Event, Subject};
 use crate::log::{EventLog, LogError, LogReader, Projection, Snapshot};
 use crate::paths::StatePaths;
@@ -36,6 +37,21 @@ pub(crate) fn last_sample_ms(
         })
     })?;
     Ok(last)
+}
+
+/// How long a finished soak's command ran, as its verdict recorded it (what `soak show` says it
+/// ran): not the time to the verdict's record, which adds the tree's shutdown. An abandoned
+/// soak's, to its last sample: when it was found abandoned is only when someone looked.
+pub(crate) fn ran_seconds(
+    snapshot: &Snapshot,
+    soak: &SoakSummary,
+) -> Result<Option<f64>, LogError> {
+    let ran_ms = if soak.state == SoakState::Finished(OutcomeStatus::Abandoned) {
+        last_sample_ms(snapshot, soak)?
+    } else {
+        crate::soak::archive::run_ms(snapshot, soak)?
+    };
+    Ok(ran_ms.map(|ms| ms as f64 / 1e3))
 }
 
 /// The soaks among `soaks` that are abandoned: recorded as running, but their supervisor is not

@@ -3,6 +3,8 @@
 
 mod list;
 mod read;
+
+pub(crate) use read::{Reading, job_soaks};
 mod report;
 mod show;
 

@@ -15,14 +15,18 @@ use crate::soak::report::job::series::RankSeries;
 use crate::time::unix_seconds;
 
 /// One soak of a job, on its host.
-pub(super) struct JobSoak {
+pub(crate) struct JobSoak {
     pub job: String,
     /// The host the log it was found in is scoped to.
     pub host: String,
     /// Whether that log lies in its host's own directory, not a copy under another name.
     at_home: bool,
     pub rank: Option<u32>,
+    /// The rank as recorded, whether or not it is a number (`--meta rank=...`).
+    pub rank_text: Option<String>,
     pub summary: SoakSummary,
+    /// How long its command ran (see [`crate::soak::abandon::ran_seconds`]).
+    pub ran_seconds: Option<f64>,
     /// What `job show` reads of its records, when asked for.
     pub row: Option<RankRow>,
     /// Its progress and memory over time, bounded, when asked for (`job report`).
@@ -31,7 +35,7 @@ pub(super) struct JobSoak {
 
 /// How much of each soak of a job is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Reading {
+pub(crate) enum Reading {
     /// Its summary alone (`job list`).
     Summaries,
     /// Its records too, for its row, keeping no sample (`job show`).
@@ -42,7 +46,7 @@ pub(super) enum Reading {
 
 /// The soaks of jobs read, and the warnings about host logs that could not be read (each also
 /// given as a warning).
-pub(super) struct JobSoaks {
+pub(crate) struct JobSoaks {
     pub soaks: Vec<JobSoak>,
     pub warnings: Vec<String>,
 }
@@ -51,7 +55,7 @@ pub(super) struct JobSoaks {
 /// says (its samples, captures and verdict for its row; its series). This host's abandoned soaks are settled first; other
 /// hosts' logs are only read. A soak's host is the one its log is scoped to: a log copied aside
 /// shows its soaks under their own host, and once (the original's row when both are there).
-pub(super) fn job_soaks(
+pub(crate) fn job_soaks(
     paths: &StatePaths,
     out: &Output,
     wanted: &dyn Fn(&str) -> bool,
@@ -104,6 +108,8 @@ pub(super) fn job_soaks(
                     at_home: host == directory,
                     host: host.clone(),
                     rank,
+                    rank_text: metadata.get(RANK_KEY).cloned(),
+                    ran_seconds: crate::soak::abandon::ran_seconds(snapshot, &summary)?,
                     summary,
                     row,
                     series,

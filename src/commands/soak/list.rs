@@ -5,12 +5,9 @@ use crate::cli::{ListArgs, StatusFilter};
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::event::soak::OutcomeStatus;
-use crate::event::{Event, Subject};
-use crate::log::Snapshot;
 use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
 use crate::projection::{SoakState, SoakSummary, Soaks};
-use crate::soak::launch::{JOB_KEY, RANK_KEY};
 use crate::time::{Clock, SystemClock, unix_seconds};
 use serde_json::Value;
 
@@ -29,34 +26,11 @@ pub(super) fn list(paths: &StatePaths, args: &ListArgs, out: &mut Output) -> Res
     let ran = match &snapshot {
         Some(snapshot) => soaks
             .iter()
-            .map(|soak| ran_seconds(snapshot, soak))
+            .map(|soak| crate::soak::abandon::ran_seconds(snapshot, soak))
             .collect::<Result<_, _>>()?,
         None => Vec::new(),
     };
     crate::commands::checked_show(snapshot.as_ref(), || list_soaks(&soaks, &ran, &filter, out))
-}
-
-/// How long a finished soak's command ran, as its verdict recorded it (what `soak show` says it
-/// ran): not the time to the verdict's record, which adds the tree's shutdown. An abandoned
-/// soak's, to its last sample: when it was found abandoned is only when someone looked.
-fn ran_seconds(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<f64>, Error> {
-    let ran_ms = if soak.state == SoakState::Finished(OutcomeStatus::Abandoned) {
-        crate::soak::abandon::last_sample_ms(snapshot, soak)?
-    } else {
-        crate::soak::archive::run_ms(snapshot, soak)?
-    };
-    Ok(ran_ms.map(|ms| ms as f64 / 1e3))
-}
-
-/// The first event of a soak, its start: in the live log, or in its archive.
-fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>, Error> {
-    let mut first = None;
-    let subject = Subject::Soak(soak.soak_id.clone());
-    snapshot.scan_records(&subject, soak.first_seq, |record| {
-        first = Some(record.envelope.event);
-        Ok::<_, Error>(false)
-    })?;
-    Ok(first)
 }
 
 /// Which soaks `soak list` shows: `--status`, `--since` and `--limit`, applied in that order to
@@ -114,74 +88,22 @@ impl Filter {
     }
 }
 
-/// One rank's soak of a job, on its host.
-struct RankSoak {
-    /// The host the log it was found in is scoped to.
-    host: String,
-    /// Whether that log lies in its host's own directory, not a copy under another name.
-    at_home: bool,
-    rank: Option<String>,
-    summary: SoakSummary,
-    ran_seconds: Option<f64>,
-}
-
-/// The soaks of Slurm job `job` in every host's log under the root, in the order they started.
-/// This host's abandoned soaks are settled first; other hosts' logs are only read (whether their
-/// supervisors live can be told only there). A soak's host is the one its log is scoped to, not
-/// the name of the directory it was found in: a log copied aside (kept for forensics) shows its
-/// soaks under their own host, and once — the original's row when both are there.
+/// The soaks of Slurm job `job` in every host's log under the root, in the order they started,
+/// as `job show` reads them ([`crate::commands::job::job_soaks`]: this host's abandoned soaks
+/// settled first, a soak under the host its log is scoped to, and once).
 fn list_job(
     paths: &StatePaths,
     job: &str,
     filter: &Filter,
     out: &mut Output,
 ) -> Result<Exit, Error> {
-    let own = settled(paths, out)?;
-    let mut soaks = Vec::new();
-    crate::commands::for_every_host_log(paths, out, own, |directory, snapshot| {
-        let host = match snapshot.meta()? {
-            Some((_, scope)) => scope.host,
-            None => directory.to_owned(),
-        };
-        // A host's soaks are taken whole or not at all: its log may fail half-way.
-        let mut found = Vec::new();
-        for summary in Soaks::rows(snapshot)? {
-            let metadata = match first_event(snapshot, &summary)? {
-                Some(Event::SoakStarted { start, .. }) => start.metadata,
-                _ => continue,
-            };
-            if metadata.get(JOB_KEY).map(String::as_str) == Some(job) {
-                found.push(RankSoak {
-                    at_home: host == directory,
-                    host: host.clone(),
-                    rank: metadata.get(RANK_KEY).cloned(),
-                    ran_seconds: ran_seconds(snapshot, &summary)?,
-                    summary,
-                });
-            }
-        }
-        soaks.extend(found);
-        Ok(())
-    })?;
-    // One row a soak of a host: its original's, else the copy that got furthest.
-    soaks.sort_by(|a, b| {
-        (
-            &a.host,
-            &a.summary.soak_id,
-            !a.at_home,
-            std::cmp::Reverse(a.summary.last_seq),
-        )
-            .cmp(&(
-                &b.host,
-                &b.summary.soak_id,
-                !b.at_home,
-                std::cmp::Reverse(b.summary.last_seq),
-            ))
-    });
-    soaks.dedup_by(|later, first| {
-        later.host == first.host && later.summary.soak_id == first.summary.soak_id
-    });
-    soaks.sort_by_key(|s| (s.summary.started_at_us, s.host.clone()));
+    let mut soaks = crate::commands::job::job_soaks(
+        paths,
+        out,
+        &|name| name == job,
+        crate::commands::job::Reading::Summaries,
+    )?
+    .soaks;
     filter.apply(&mut soaks, |s| &s.summary);
     if out.json {
         let rows = soaks.iter().map(|s| {
@@ -189,11 +111,7 @@ fn list_job(
             row["host"] = s.host.clone().into();
             // Ranks are integers everywhere; what is recorded as one but is not a whole number
             // (`--meta rank=...`) is no rank.
-            row["rank"] = s
-                .rank
-                .as_deref()
-                .and_then(crate::soak::launch::rank_number)
-                .into();
+            row["rank"] = s.rank.into();
             row["job"] = job.into();
             row
         });
@@ -218,7 +136,7 @@ fn list_job(
         .map(|s| {
             let mut cells = soak_cells(&s.summary, s.ran_seconds, paint);
             // After the id, where it ran.
-            cells.splice(1..1, [s.host.clone(), rank_cell(s.rank.as_deref())]);
+            cells.splice(1..1, [s.host.clone(), rank_cell(s.rank_text.as_deref())]);
             cells
         })
         .collect();
