@@ -61,6 +61,7 @@ fn soak_log(processes: u32) -> PathBuf {
                     .map(|p| Some(p.rss_bytes / 2))
                     .collect(),
                 gpus: Vec::new(),
+                heartbeat: None,
             };
             (
                 subject(),

@@ -90,6 +90,7 @@ fn sample_100p(i: u64) -> (Subject, StoredEvent) {
     let measures = Measures {
         pss_bytes: (0..100).map(|p| Some((i + p) << 20)).collect(),
         gpus: Vec::new(),
+        heartbeat: None,
     };
     (
         Subject::Soak("bench-soak-100p".into()),

@@ -48,6 +48,7 @@ fn sample(i: u64, processes: Vec<ProcessSample>, pss: Vec<Option<u64>>) -> Store
         measures: Box::new(Measures {
             pss_bytes: pss,
             gpus: Vec::new(),
+            heartbeat: None,
         }),
     }
 }

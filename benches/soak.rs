@@ -202,6 +202,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
                 dump_signal: None,
                 dump_wait_ms: 2000,
                 evidence_unavailable: Vec::new(),
+                heartbeat: None,
             },
             limits: Limits::default(),
             job: None,
@@ -216,6 +217,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
             let measures = Measures {
                 pss_bytes: pss.collect(),
                 gpus: Vec::new(),
+                heartbeat: None,
             };
             (
                 subject(),

@@ -70,16 +70,19 @@ pub use binary::main;
 // The record: the events, as read and as stored...
 pub use event::soak::{
     Archived, ArchivedRun, ArchivedSoak, CgroupEvidence, ChildExit, CompactSample, Evidence,
-    ExitInfo, FailureKind, Findings, GpuHealth, GpuHolder, GpuProcessSample, GpuRelease,
-    GpuReleased, GpuSample, JobAlarm, JobAlarmSeen, JobMember, KernelMessage, LeakedProcess,
-    Limits, Measures, MpsTeardown, OnJobAlarm, OomKill, OomSource, Outcome, OutcomeStatus,
-    ProcessEvidence, ProcessSample, ProgressSignature, ResourceLimit, Sample, SoakEnd,
-    SoakParameters, SoakStart, Supervision, ThreadEvidence, UnkillableProcess,
+    ExitInfo, FailureKind, Findings, GoodputSplit, GpuHealth, GpuHolder, GpuProcessSample,
+    GpuRelease, GpuReleased, GpuSample, HeartbeatErrors, HeartbeatSettings, JobAlarm, JobAlarmSeen,
+    JobMember, KernelMessage, LeakedProcess, Limits, Measures, MpsTeardown, OnJobAlarm, OomKill,
+    OomSource, Outcome, OutcomeStatus, PackedBeats, ProcessEvidence, ProcessSample,
+    ProgressSignature, ResourceLimit, RunBeats, Sample, SampleBeats, SoakEnd, SoakParameters,
+    SoakStart, StepStats, StepTimeoutSetting, Supervision, ThreadEvidence, UnkillableProcess,
 };
 // (the soak events' first forms, which logs written before schema 2 hold)
 pub use event::stored::v1 as soak_v1;
 // (the evidence's form of schemas 5 to 8)
 pub use event::stored::v8 as evidence_v8;
+// (the soak payloads schema 5–9 wrote, before the heartbeat)
+pub use event::stored::v9 as soak_v9;
 pub use event::{
     DaemonLimits, EVENT_KINDS, Envelope, Event, GpuIdentity, LeaseEnd, Scope, StaleReason,
     StartedDaemon, StopMethod, StoredEnvelope, StoredEvent, Subject, TopologyMode,
@@ -150,8 +153,8 @@ pub mod testing {
     }
     pub mod heartbeat {
         pub use crate::soak::heartbeat::beat::Beat;
-        pub use crate::soak::heartbeat::reader::{HeartbeatErrors, HeartbeatReader, Polled};
-        pub use crate::soak::heartbeat::summary::{SampleBeats, SampleSummary};
+        pub use crate::soak::heartbeat::reader::{HeartbeatReader, Polled};
+        pub use crate::soak::heartbeat::summary::SampleSummary;
     }
     pub mod report {
         pub use crate::soak::report::{Charts, Extras, render};

@@ -34,7 +34,7 @@ fn changing(i: u64) -> (Sample, Measures) {
         s,
         Measures {
             pss_bytes: pss,
-            gpus: Vec::new(),
+            ..Measures::default()
         },
     )
 }
@@ -204,6 +204,7 @@ fn a_packed_sample_that_does_not_unpack_is_damage_not_a_panic() {
         measures: *measures,
         pss: false,
         processes: vec![3, 0],
+        beats: None,
     };
     log.append(soak(), StoredEvent::SoakSampledCompact(Box::new(forged)))
         .unwrap();

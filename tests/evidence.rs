@@ -319,7 +319,7 @@ fn a_passed_soak_with_nothing_to_tell_reads_as_before() {
                     failure_kind: None,
                     reason: "ran 31 s with progress".into(),
                 };
-                **findings = Findings {
+                **findings = soak_v9::Findings {
                     gpu_release: Some(GpuRelease {
                         gpus: vec![GpuReleased {
                             uuid: "GPU-1111aaaa-0000-4000-8000-000000000001".into(),
@@ -329,7 +329,7 @@ fn a_passed_soak_with_nothing_to_tell_reads_as_before() {
                         }],
                         holders: Vec::new(),
                     }),
-                    ..Findings::default()
+                    ..soak_v9::Findings::default()
                 };
                 true
             }

@@ -82,6 +82,7 @@ fn sample() -> impl Strategy<Value = (Sample, Measures)> {
                     errors: vec![error; errors],
                 };
                 let measures = Measures {
+                    heartbeat: None,
                     pss_bytes: if pss {
                         vec![Some(1 << 20); processes]
                     } else {
@@ -229,6 +230,7 @@ fn verdict() -> impl Strategy<Value = (SoakEnd, Findings)> {
                     stderr_tail: tail,
                 };
                 let findings = Findings {
+                    heartbeat: None,
                     child: Some(ChildExit {
                         pid: 1,
                         name: name.clone(),
@@ -539,6 +541,7 @@ fn the_budgets_keep_each_record_within_half_the_limit_whatever_the_tree() {
         errors: vec![over(1024); 65],
     };
     let measures = Measures {
+        heartbeat: None,
         pss_bytes: vec![Some(u64::MAX); 8193],
         gpus: (0..65)
             .map(|_| GpuHealth {

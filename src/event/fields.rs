@@ -32,9 +32,12 @@ pub(crate) fn fields_json(event: &Event, schema: u32) -> Map<String, Value> {
     let lifted = match &stored {
         StoredEvent::SoakStartedV5 { .. }
         | StoredEvent::SoakStartedV8 { .. }
+        | StoredEvent::SoakStartedV9 { .. }
         | StoredEvent::SoakStarted { .. } => "start",
-        StoredEvent::SoakSampled { .. } => "sample",
-        StoredEvent::SoakFinishedV5 { .. } | StoredEvent::SoakFinished { .. } => "end",
+        StoredEvent::SoakSampledV9 { .. } | StoredEvent::SoakSampled { .. } => "sample",
+        StoredEvent::SoakFinishedV5 { .. }
+        | StoredEvent::SoakFinishedV9 { .. }
+        | StoredEvent::SoakFinished { .. } => "end",
         #[cfg(test)]
         StoredEvent::SoakFinishedWithNote { .. } => "end",
         _ => return runtime_as_object(fields),

@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 9;
+pub const SCHEMA_VERSION: u32 = 10;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -102,6 +102,19 @@ pub(crate) const STEPS: &[Step] = &[
         // `job_alarm` at the end of the failure kinds). Schema 8 records decode and hash
         // unchanged and their soaks export as they did, byte for byte; nothing is rewritten,
         // and the version keeps an older unilab, which could not decode the new forms, away.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 9,
+        description: "heartbeats",
+        // Schema 10 adds a soak's heartbeats: `soak_started` whose supervision says how steps
+        // are judged, `soak_sampled` (whole and packed) whose measures hold the beats since the
+        // previous sample, `soak_finished` whose findings hold the run's steps, the heartbeat
+        // file's errors and the goodput (new variants at the end of `StoredEvent`; the forms
+        // they supersede keep theirs, frozen in `event::stored::v9`). Schema 9 records decode
+        // and hash unchanged and their soaks export as they did, byte for byte; nothing is
+        // rewritten, and the version keeps an older unilab, which could not decode the new
+        // forms, away.
         apply: |_| Ok(()),
     },
 ];

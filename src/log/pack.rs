@@ -207,7 +207,10 @@ impl Unpacker {
     fn passes(&self, envelope: &StoredEnvelope) -> bool {
         !matches!(
             envelope.event,
-            StoredEvent::SoakSampled { .. } | StoredEvent::SoakSampledCompact(_)
+            StoredEvent::SoakSampled { .. }
+                | StoredEvent::SoakSampledV9 { .. }
+                | StoredEvent::SoakSampledCompact(_)
+                | StoredEvent::SoakSampledCompactV9(_)
         ) && (self.last.is_empty() || !matches!(envelope.subject, Subject::Soak(_)))
     }
 
@@ -227,13 +230,17 @@ impl Unpacker {
             return unpack_alone(snapshot, envelope);
         }
         envelope.subject.key_into(&mut self.key);
+        let packed = matches!(
+            envelope.event,
+            StoredEvent::SoakSampledCompact(_) | StoredEvent::SoakSampledCompactV9(_)
+        );
         let envelope = match (&envelope.event, self.last.get(self.key.as_str())) {
-            (StoredEvent::SoakSampledCompact(_), Some(seen)) => {
+            (_, Some(seen)) if packed => {
                 let base = seen.as_ref().map(|(s, m)| (s, m));
                 unpacked(path, envelope, base)?
             }
-            (StoredEvent::SoakSampledCompact(_), None) => whole_alone(snapshot, envelope)?,
-            (StoredEvent::SoakSampled { .. }, _) => envelope,
+            (_, None) if packed => whole_alone(snapshot, envelope)?,
+            (StoredEvent::SoakSampled { .. } | StoredEvent::SoakSampledV9 { .. }, _) => envelope,
             (_, seen) => {
                 // Only a subject with samples is worth remembering.
                 if seen.is_some() {
@@ -242,8 +249,8 @@ impl Unpacker {
                 return upcast(path, envelope);
             }
         };
-        if let StoredEvent::SoakSampled { sample, measures } = &envelope.event {
-            let kept = Some((sample.as_ref().clone(), measures.as_ref().clone()));
+        if let Some(kept) = whole_of(&envelope.event) {
+            let kept = Some(kept);
             match self.last.get_mut(self.key.as_str()) {
                 Some(seen) => *seen = kept,
                 None => {
@@ -278,30 +285,30 @@ pub(super) fn unpack_alone(
 
 /// [`unpack_alone`] before the upcast.
 fn whole_alone(snapshot: &Snapshot, envelope: StoredEnvelope) -> Result<StoredEnvelope, LogError> {
-    let StoredEvent::SoakSampledCompact(packed) = &envelope.event else {
-        return Ok(envelope);
+    let wanted = match &envelope.event {
+        StoredEvent::SoakSampledCompact(packed) => packed.base,
+        StoredEvent::SoakSampledCompactV9(packed) => packed.base,
+        _ => return Ok(envelope),
     };
     let path = snapshot.path.as_path();
     // The packed samples back to one packed against nothing or stored whole, newest first.
     let mut chain = Vec::new();
     let mut base = None;
-    let mut wanted = packed.base;
+    let mut wanted = wanted;
     if wanted.is_some() {
         snapshot.scan_subject_back_raw(&envelope.subject, envelope.seq - 1, |record| {
             let seq = record.envelope.seq;
-            match record.envelope.event {
-                StoredEvent::SoakSampledCompact(packed) => {
-                    wanted = packed.base;
-                    chain.push((seq, packed));
-                    Ok(wanted.is_some())
-                }
-                StoredEvent::SoakSampled { sample, measures } => {
-                    base = Some((*sample, *measures));
-                    Ok(false)
-                }
-                // A sample packed against a record that is none: unpacking says so below.
-                _ => Ok(false),
+            if let Some(whole) = whole_of(&record.envelope.event) {
+                base = Some(whole);
+                return Ok(false);
             }
+            // A sample packed against a record that is none: unpacking says so below.
+            let Ok((packed, _)) = packed_of(record.envelope.event) else {
+                return Ok(false);
+            };
+            wanted = packed.base;
+            chain.push((seq, packed));
+            Ok(wanted.is_some())
         })?;
     }
     for (seq, packed) in chain.into_iter().rev() {
@@ -321,20 +328,52 @@ fn unpacked(
     envelope: StoredEnvelope,
     base: Option<(&Sample, &Measures)>,
 ) -> Result<StoredEnvelope, LogError> {
-    let event = match envelope.event {
-        StoredEvent::SoakSampledCompact(packed) => {
+    let event = match packed_of(envelope.event) {
+        Ok((packed, v9)) => {
             let index = packed.sample.index;
             let (sample, measures) = packed
                 .unpack(base)
                 .map_err(|e| unpack_failed(path, envelope.seq, index, &e))?;
-            StoredEvent::SoakSampled {
-                sample: Box::new(sample),
-                measures: Box::new(measures),
+            let sample = Box::new(sample);
+            if v9 {
+                StoredEvent::SoakSampledV9 {
+                    sample,
+                    measures: Box::new(measures.into()),
+                }
+            } else {
+                StoredEvent::SoakSampled {
+                    sample,
+                    measures: Box::new(measures),
+                }
             }
         }
-        other => other,
+        Err(other) => other,
     };
     Ok(StoredEnvelope { event, ..envelope })
+}
+
+/// A packed sample in the current form, and whether it was stored in schema 8–9's; any other
+/// event handed back.
+fn packed_of(event: StoredEvent) -> Result<(Box<CompactSample>, bool), StoredEvent> {
+    match event {
+        StoredEvent::SoakSampledCompact(packed) => Ok((packed, false)),
+        StoredEvent::SoakSampledCompactV9(packed) => Ok((Box::new((*packed).into()), true)),
+        other => Err(other),
+    }
+}
+
+/// A whole sample of a form that measures (schema 6 on) and its measures in the current form:
+/// what the next packed sample of its soak is packed against.
+fn whole_of(event: &StoredEvent) -> Option<(Sample, Measures)> {
+    match event {
+        StoredEvent::SoakSampled { sample, measures } => {
+            Some((sample.as_ref().clone(), measures.as_ref().clone()))
+        }
+        StoredEvent::SoakSampledV9 { sample, measures } => {
+            Some((sample.as_ref().clone(), measures.as_ref().clone().into()))
+        }
+        _ => None,
+    }
 }
 
 fn unpack_failed(
@@ -387,7 +426,7 @@ mod tests {
                 } else {
                     Vec::new()
                 },
-                gpus: Vec::new(),
+                ..Measures::default()
             };
             let packed = CompactSample::pack(None, &sample, &measures).unwrap();
             let mut envelope = StoredEnvelope {

@@ -210,6 +210,7 @@ impl SoakSpec {
                 dump_signal: args.dump_signal,
                 dump_wait_ms: ms(args.dump_wait),
                 evidence_unavailable,
+                heartbeat: None,
             },
             limits,
             job: None,

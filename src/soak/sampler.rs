@@ -234,6 +234,7 @@ impl Sampler {
         let measures = Measures {
             pss_bytes,
             gpus: health,
+            heartbeat: None,
         };
         (sample, measures)
     }

@@ -118,17 +118,17 @@ pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
         soak_end().prop_map(|e| StoredEvent::SoakFinishedV4(Box::new(e))),
         (soak_start(), supervision()).prop_map(|(start, supervision)| StoredEvent::SoakStartedV5 {
             start: Box::new(start),
-            supervision
+            supervision: supervision.into()
         }),
         evidence().prop_map(|e| StoredEvent::SoakEvidenceCaptured(Box::new(e))),
         (soak_end(), findings()).prop_map(|(end, findings)| StoredEvent::SoakFinishedV5 {
             end: Box::new(end),
-            findings: Box::new(findings)
+            findings: Box::new(findings.into())
         }),
         (soak_start(), supervision(), limits()).prop_map(|(start, supervision, limits)| {
             StoredEvent::SoakStartedV8 {
                 start: Box::new(start),
-                supervision,
+                supervision: supervision.into(),
                 limits,
             }
         }),
@@ -139,16 +139,26 @@ pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
             option::of((text(), option::of(any::<u32>()), 0..3u8))
         )
             .prop_map(|(start, supervision, limits, job)| {
-                StoredEvent::SoakStarted {
-                    start: Box::new(start),
-                    supervision,
-                    limits,
-                    job: job.map(|(job, rank, on)| JobMember {
+                let job = job.map(|(job, rank, on)| JobMember {
+                    job,
+                    rank,
+                    on_job_alarm: [OnJobAlarm::Capture, OnJobAlarm::Stop, OnJobAlarm::Ignore]
+                        [usize::from(on)],
+                });
+                if supervision.heartbeat.is_some() {
+                    StoredEvent::SoakStarted {
+                        start: Box::new(start),
+                        supervision,
+                        limits,
                         job,
-                        rank,
-                        on_job_alarm: [OnJobAlarm::Capture, OnJobAlarm::Stop, OnJobAlarm::Ignore]
-                            [usize::from(on)],
-                    }),
+                    }
+                } else {
+                    StoredEvent::SoakStartedV9 {
+                        start: Box::new(start),
+                        supervision: supervision.into(),
+                        limits,
+                        job,
+                    }
                 }
             }),
         (
@@ -171,17 +181,42 @@ pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
                     }))
                 }
             ),
-        (sample(), measures()).prop_map(|(sample, measures)| StoredEvent::SoakSampled {
-            sample: Box::new(sample),
-            measures: Box::new(measures)
-        }),
-        (soak_end(), findings(), option::of(resource_limit())).prop_map(
-            |(end, findings, limit)| StoredEvent::SoakFinished {
-                end: Box::new(end),
-                findings: Box::new(findings),
-                limit
+        (sample(), measures(), any::<bool>()).prop_map(|(sample, measures, v9)| {
+            let sample = Box::new(sample);
+            if v9 {
+                StoredEvent::SoakSampledV9 {
+                    sample,
+                    measures: Box::new(measures.into()),
+                }
+            } else {
+                StoredEvent::SoakSampled {
+                    sample,
+                    measures: Box::new(measures),
+                }
             }
-        ),
+        }),
+        (
+            soak_end(),
+            findings(),
+            option::of(resource_limit()),
+            any::<bool>()
+        )
+            .prop_map(|(end, findings, limit, v9)| {
+                let end = Box::new(end);
+                if v9 {
+                    StoredEvent::SoakFinishedV9 {
+                        end,
+                        findings: Box::new(findings.into()),
+                        limit,
+                    }
+                } else {
+                    StoredEvent::SoakFinished {
+                        end,
+                        findings: Box::new(findings),
+                        limit,
+                    }
+                }
+            }),
         (identity(), text())
             .prop_map(|(supervisor, reason)| StoredEvent::SoakAbandoned { supervisor, reason }),
         (text(), text(), any::<u64>()).prop_map(|(path, digest, bytes)| {
@@ -200,12 +235,30 @@ pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
             vec(any::<u8>(), 0..64),
         )
             .prop_map(|(base, sample, measures, pss, processes)| {
+                StoredEvent::SoakSampledCompactV9(Box::new(soak_v9::CompactSample {
+                    base,
+                    sample,
+                    measures: measures.into(),
+                    pss,
+                    processes,
+                }))
+            }),
+        (
+            option::of(any::<u64>()),
+            sample(),
+            measures(),
+            any::<bool>(),
+            vec(any::<u8>(), 0..64),
+            option::of(packed_beats()),
+        )
+            .prop_map(|(base, sample, measures, pss, processes, beats)| {
                 StoredEvent::SoakSampledCompact(Box::new(CompactSample {
                     base,
                     sample,
                     measures,
                     pss,
                     processes,
+                    beats,
                 }))
             }),
     ]

@@ -250,8 +250,112 @@ pub(super) fn gpu_health() -> impl Strategy<Value = GpuHealth> {
 }
 
 pub(super) fn measures() -> impl Strategy<Value = Measures> {
-    (vec(option::of(any::<u64>()), 0..8), vec(gpu_health(), 0..3))
-        .prop_map(|(pss_bytes, gpus)| Measures { pss_bytes, gpus })
+    (
+        vec(option::of(any::<u64>()), 0..8),
+        vec(gpu_health(), 0..3),
+        option::of(sample_beats()),
+    )
+        .prop_map(|(pss_bytes, gpus, heartbeat)| Measures {
+            pss_bytes,
+            gpus,
+            heartbeat: heartbeat.map(Box::new),
+        })
+}
+
+/// What a sample saw of the beats since the last.
+pub(super) fn sample_beats() -> impl Strategy<Value = SampleBeats> {
+    (
+        any::<(u32, Option<u64>)>(),
+        option::of(text()),
+        any::<(Option<f32>, Option<f32>, Option<f32>)>(),
+        btree_map(text(), any::<f64>(), 0..4),
+    )
+        .prop_map(
+            |((beats, step), phase, (min, median, max), numbers)| SampleBeats {
+                beats,
+                step,
+                phase,
+                step_seconds_min: min,
+                step_seconds_median: median,
+                step_seconds_max: max,
+                numbers,
+            },
+        )
+}
+
+/// A sample's beats packed against the previous sample's.
+pub(super) fn packed_beats() -> impl Strategy<Value = PackedBeats> {
+    (
+        any::<(u32, Option<u64>)>(),
+        option::of(option::of(text())),
+        any::<(Option<f32>, Option<f32>, Option<f32>)>(),
+        option::of(vec(text(), 0..4)),
+        vec(any::<f64>(), 0..4),
+    )
+        .prop_map(
+            |((beats, step), phase, (min, median, max), keys, values)| PackedBeats {
+                beats,
+                step,
+                phase,
+                step_seconds_min: min,
+                step_seconds_median: median,
+                step_seconds_max: max,
+                keys,
+                values,
+            },
+        )
+}
+
+/// How a soak's heartbeats are judged.
+pub(super) fn heartbeat_settings() -> impl Strategy<Value = HeartbeatSettings> {
+    (
+        option::of(option::of(any::<u64>())),
+        btree_map(text(), any::<u64>(), 0..3),
+    )
+        .prop_map(|(step_timeout, phase_timeouts)| HeartbeatSettings {
+            step_timeout: step_timeout.map(|fixed| match fixed {
+                None => StepTimeoutSetting::Auto,
+                Some(limit_ms) => StepTimeoutSetting::Fixed { limit_ms },
+            }),
+            phase_timeouts,
+        })
+}
+
+/// What a verdict found of a run's beats.
+pub(super) fn run_beats() -> impl Strategy<Value = RunBeats> {
+    let stats = any::<(u64, u64, u64, Option<f64>, Option<f64>)>().prop_map(
+        |(count, last, timed, median_seconds, p99_seconds)| StepStats {
+            count,
+            last,
+            timed,
+            median_seconds,
+            p99_seconds,
+        },
+    );
+    let goodput = any::<[f64; 6]>().prop_map(|s| GoodputSplit {
+        productive_seconds: s[0],
+        startup_seconds: s[1],
+        checkpoint_seconds: s[2],
+        eval_seconds: s[3],
+        stalled_seconds: s[4],
+        other_seconds: s[5],
+    });
+    (
+        btree_map(text(), stats, 0..3),
+        any::<(u64, [u64; 4])>(),
+        option::of(goodput),
+    )
+        .prop_map(|(steps, (untracked, e), goodput)| RunBeats {
+            steps,
+            untracked,
+            errors: HeartbeatErrors {
+                malformed: e[0],
+                oversized: e[1],
+                dropped_bytes: e[2],
+                truncations: e[3],
+            },
+            goodput,
+        })
 }
 
 pub(super) fn resource_limit() -> impl Strategy<Value = ResourceLimit> {
@@ -391,14 +495,18 @@ pub(super) fn supervision() -> impl Strategy<Value = Supervision> {
         any::<(bool, Option<i32>, u64)>(),
         option::of(text()),
         vec(text(), 0..3),
+        option::of(heartbeat_settings()),
     )
         .prop_map(
-            |((fail_fast, dump_signal, dump_wait_ms), py_spy, evidence_unavailable)| Supervision {
-                fail_fast,
-                py_spy,
-                dump_signal,
-                dump_wait_ms,
-                evidence_unavailable,
+            |((fail_fast, dump_signal, dump_wait_ms), py_spy, evidence_unavailable, heartbeat)| {
+                Supervision {
+                    fail_fast,
+                    py_spy,
+                    dump_signal,
+                    dump_wait_ms,
+                    evidence_unavailable,
+                    heartbeat,
+                }
             },
         )
 }
@@ -549,10 +657,13 @@ pub(super) fn findings() -> impl Strategy<Value = Findings> {
                 .prop_map(|(gpus, holders)| GpuRelease { gpus, holders }),
         ),
     )
-        .prop_map(|(child, oom_kills, unkillable, gpu_release)| Findings {
-            child,
-            oom_kills,
-            unkillable,
-            gpu_release,
+        .prop_flat_map(|(child, oom_kills, unkillable, gpu_release)| {
+            option::of(run_beats()).prop_map(move |heartbeat| Findings {
+                child: child.clone(),
+                oom_kills: oom_kills.clone(),
+                unkillable: unkillable.clone(),
+                gpu_release: gpu_release.clone(),
+                heartbeat: heartbeat.map(Box::new),
+            })
         })
 }

@@ -246,7 +246,7 @@ pub fn every_event_kind() -> Vec<(Subject, StoredEvent)> {
                     runtime_json: r#"{"software":{"unilab":"0.3.0"}}"#.into(),
                     ticks_per_second: 100,
                 }),
-                supervision: Supervision {
+                supervision: soak_v9::Supervision {
                     fail_fast: true,
                     py_spy: Some("/usr/bin/py-spy".into()),
                     dump_signal: Some(10),
@@ -313,7 +313,7 @@ pub fn every_event_kind() -> Vec<(Subject, StoredEvent)> {
                     stdout_tail: b"step 1\n".to_vec(),
                     stderr_tail: Vec::new(),
                 }),
-                findings: Box::new(Findings {
+                findings: Box::new(soak_v9::Findings {
                     child: Some(ChildExit {
                         pid: 5001,
                         name: "python3".into(),
@@ -434,7 +434,7 @@ pub fn measured_soak(
     let s6 = || Subject::Soak(id.into());
     let measured = |index: u64| {
         let sample = sample(index, processes(index));
-        let measures = Measures {
+        let measures = soak_v9::Measures {
             pss_bytes: (0..sample.processes.len())
                 .map(|i| (i == 0).then_some((100 + 50 * index) << 20))
                 .collect(),
@@ -453,7 +453,7 @@ pub fn measured_soak(
         };
         (
             s6(),
-            StoredEvent::SoakSampled {
+            StoredEvent::SoakSampledV9 {
                 sample: Box::new(sample),
                 measures: Box::new(measures),
             },
@@ -483,7 +483,7 @@ pub fn measured_soak(
                     runtime_json: r#"{"software":{"unilab":"0.4.0"}}"#.into(),
                     ticks_per_second: 100,
                 }),
-                supervision: Supervision {
+                supervision: soak_v9::Supervision {
                     fail_fast: false,
                     py_spy: None,
                     dump_signal: None,
@@ -505,7 +505,7 @@ pub fn measured_soak(
     .chain((0..samples).map(measured))
     .chain([(
             s6(),
-            StoredEvent::SoakFinished {
+            StoredEvent::SoakFinishedV9 {
                 end: Box::new(SoakEnd {
                     outcome: Outcome {
                         status: OutcomeStatus::Failed,
@@ -524,7 +524,7 @@ pub fn measured_soak(
                     stdout_tail: b"step 2\n".to_vec(),
                     stderr_tail: Vec::new(),
                 }),
-                findings: Box::new(Findings {
+                findings: Box::new(soak_v9::Findings {
                     child: None,
                     oom_kills: Vec::new(),
                     unkillable: Vec::new(),
@@ -661,7 +661,7 @@ pub fn job_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEv
         },
     )) = events.first().cloned()
     {
-        events[0].1 = StoredEvent::SoakStarted {
+        events[0].1 = StoredEvent::SoakStartedV9 {
             start,
             supervision,
             limits,
@@ -737,7 +737,7 @@ pub fn job_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEv
     }
     if let Some((
         subject,
-        StoredEvent::SoakFinished {
+        StoredEvent::SoakFinishedV9 {
             mut end, findings, ..
         },
     )) = finished
@@ -749,7 +749,7 @@ pub fn job_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEv
         };
         events.push((
             subject,
-            StoredEvent::SoakFinished {
+            StoredEvent::SoakFinishedV9 {
                 end,
                 findings,
                 limit: None,

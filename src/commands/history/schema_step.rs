@@ -1,5 +1,5 @@
 //! The proof of what a schema step touches. In test builds the event module holds a made-up
-//! tenth schema's form of `soak_finished` — `StoredEvent::SoakFinishedWithNote`, with a `note`
+//! eleventh schema's form of `soak_finished` — `StoredEvent::SoakFinishedWithNote`, with a `note`
 //! beside schema 6's fields — and the domain `SoakFinished` a `note`; every line of that step
 //! is under `#[cfg(test)]` in `src/event/` (`stored`, `upcast`, `fields`, the verdict's
 //! constructor in `soak/bounds.rs`) and nowhere else. With only that, the log stores and reads
@@ -98,9 +98,9 @@ fn a_new_form_is_stored_read_folded_and_shown_with_no_change_outside_the_event_m
         (old.clone(), started("old").into()),
         (
             old.clone(),
-            StoredEvent::SoakFinished {
+            StoredEvent::SoakFinishedV9 {
                 end,
-                findings: findings.unwrap_or_default(),
+                findings: Box::new((*findings.unwrap_or_default()).into()),
                 limit,
             },
         ),
@@ -124,7 +124,7 @@ fn a_new_form_is_stored_read_folded_and_shown_with_no_change_outside_the_event_m
     let (read_new, read_old) = (verdict_of(&new), verdict_of(&old));
     assert_eq!(
         (read_new.envelope.schema, read_old.envelope.schema),
-        (10, 6)
+        (11, 6)
     );
     let note = |record: &Record| match &record.envelope.event {
         Event::SoakFinished { note, .. } => note.clone(),

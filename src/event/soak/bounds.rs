@@ -482,7 +482,7 @@ mod tests {
             },
             Measures {
                 pss_bytes: vec![Some(1); SAMPLE_PROCESSES + 5],
-                gpus: Vec::new(),
+                ..Measures::default()
             },
         )
         else {

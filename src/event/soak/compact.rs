@@ -6,15 +6,19 @@
 //! the processes into bytes that say only what changed since the soak's previous sample.
 //!
 //! The packed bytes are part of the frozen schema; their layout is described at [`pack`].
+//! Since schema 10 the sample's beats are packed too ([`PackedBeats`]): a trainer beats the
+//! same phase and the same numbers sample after sample, so their names are left out where they
+//! are the previous sample's.
 
 use serde::{Deserialize, Serialize};
 
 use std::collections::HashMap;
 
+use super::beats::SampleBeats;
 use super::{Measures, ProcessSample, Sample};
 
 /// One sample of a soak with its processes packed against the soak's previous sample.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompactSample {
     /// The index of the sample the processes are packed against: the soak's previous sample.
     /// `None` when they are packed against nothing (the first sample, or one stored whole every
@@ -22,12 +26,75 @@ pub struct CompactSample {
     pub base: Option<u64>,
     /// The sample, its `processes` left empty.
     pub sample: Sample,
-    /// Its measures, `pss_bytes` left empty.
+    /// Its measures, `pss_bytes` and `heartbeat` left empty.
     pub measures: Measures,
     /// Whether the measures held a proportional set size for each process.
     pub pss: bool,
     /// The processes, packed.
     pub processes: Vec<u8>,
+    /// The measures' beats, packed against the previous sample's.
+    pub beats: Option<PackedBeats>,
+}
+
+/// A sample's beats ([`SampleBeats`]) with what the previous sample's beats already said left
+/// out: its phase, and its numbers' keys where they are the same keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PackedBeats {
+    pub beats: u32,
+    pub step: Option<u64>,
+    /// `None`: the previous sample's phase.
+    pub phase: Option<Option<String>>,
+    pub step_seconds_min: Option<f32>,
+    pub step_seconds_median: Option<f32>,
+    pub step_seconds_max: Option<f32>,
+    /// The numbers' keys in order; `None`: the previous sample's keys.
+    pub keys: Option<Vec<String>>,
+    /// The numbers' values, in the keys' order.
+    pub values: Vec<f64>,
+}
+
+impl PackedBeats {
+    /// `beats` packed against `base`, the previous sample's beats.
+    fn pack(base: Option<&SampleBeats>, beats: &SampleBeats) -> Self {
+        let same_keys = base.is_some_and(|base| base.numbers.keys().eq(beats.numbers.keys()));
+        let same_phase = base.is_some_and(|base| base.phase == beats.phase);
+        PackedBeats {
+            beats: beats.beats,
+            step: beats.step,
+            phase: (!same_phase).then(|| beats.phase.clone()),
+            step_seconds_min: beats.step_seconds_min,
+            step_seconds_median: beats.step_seconds_median,
+            step_seconds_max: beats.step_seconds_max,
+            keys: (!same_keys).then(|| beats.numbers.keys().cloned().collect()),
+            values: beats.numbers.values().copied().collect(),
+        }
+    }
+
+    /// The beats this stands for, given `base`, the previous sample's beats; `None` for what
+    /// [`PackedBeats::pack`] cannot have written.
+    fn unpack(self, base: Option<&SampleBeats>) -> Option<SampleBeats> {
+        let phase = match self.phase {
+            Some(phase) => phase,
+            None => base?.phase.clone(),
+        };
+        let keys: Vec<String> = match self.keys {
+            Some(keys) => keys,
+            None => base?.numbers.keys().cloned().collect(),
+        };
+        let in_order = keys.windows(2).all(|pair| pair[0] < pair[1]);
+        if keys.len() != self.values.len() || !in_order {
+            return None;
+        }
+        Some(SampleBeats {
+            beats: self.beats,
+            step: self.step,
+            phase,
+            step_seconds_min: self.step_seconds_min,
+            step_seconds_median: self.step_seconds_median,
+            step_seconds_max: self.step_seconds_max,
+            numbers: keys.into_iter().zip(self.values).collect(),
+        })
+    }
 }
 
 /// Every this many samples of a soak, one is packed against nothing, so that a reader that
@@ -50,6 +117,8 @@ pub(crate) enum UnpackError {
     Reference(usize),
     #[error("its packed process {0} holds a value out of range")]
     Range(usize),
+    #[error("its packed beats do not fit the soak's previous sample")]
+    Beats,
 }
 
 /// The numbers of a process, as the packing compares them: `None` where a field is unknown
@@ -160,15 +229,21 @@ impl CompactSample {
                 out.extend_from_slice(process.name.as_bytes());
             }
         }
+        let base_beats = base.and_then(|(_, measures)| measures.heartbeat.as_deref());
         Some(Self {
             base: base.map(|(base, _)| base.index),
             sample: sample.clone_without_processes(),
             measures: Measures {
                 pss_bytes: Vec::new(),
                 gpus: measures.gpus.clone(),
+                heartbeat: None,
             },
             pss,
             processes: out,
+            beats: measures
+                .heartbeat
+                .as_deref()
+                .map(|beats| PackedBeats::pack(base_beats, beats)),
         })
     }
 
@@ -243,10 +318,18 @@ impl CompactSample {
         if !input.0.is_empty() {
             return Err(UnpackError::LeftOver(input.0.len()));
         }
+        let base_beats = base.and_then(|(_, measures)| measures.heartbeat.as_deref());
+        let heartbeat = match self.beats {
+            Some(beats) => Some(Box::new(
+                beats.unpack(base_beats).ok_or(UnpackError::Beats)?,
+            )),
+            None => None,
+        };
         let mut sample = self.sample;
         sample.processes = processes;
         let mut measures = self.measures;
         measures.pss_bytes = pss_bytes;
+        measures.heartbeat = heartbeat;
         Ok((sample, measures))
     }
 }
@@ -473,7 +556,7 @@ mod tests {
     fn measures(pss: Vec<Option<u64>>) -> Measures {
         Measures {
             pss_bytes: pss,
-            gpus: Vec::new(),
+            ..Measures::default()
         }
     }
 

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::beats::{HeartbeatSettings, RunBeats};
 use super::{ExitInfo, FailureKind};
 
 /// How a soak supervises beyond its limits, fixed when it starts.
@@ -24,6 +25,9 @@ pub struct Supervision {
     pub dump_wait_ms: u64,
     /// Why parts of the evidence cannot be gathered, known at the start ("py-spy not found").
     pub evidence_unavailable: Vec<String>,
+    /// How its heartbeats are judged; `None` where its form did not record them (before
+    /// schema 10).
+    pub heartbeat: Option<HeartbeatSettings>,
 }
 
 /// One thread of a process, as `/proc/<pid>/task/<tid>` showed it.
@@ -172,7 +176,7 @@ pub struct GpuRelease {
 }
 
 /// What the verdict found about the tree's end, beside schema 2's [`SoakEnd`](super::SoakEnd).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Findings {
     /// The child whose failure failed the soak (`child_failed`).
     pub child: Option<ChildExit>,
@@ -180,4 +184,7 @@ pub struct Findings {
     pub unkillable: Vec<UnkillableProcess>,
     /// `None` when it could not be checked (no GPU reading before the soak).
     pub gpu_release: Option<GpuRelease>,
+    /// The run's steps, the heartbeat file's errors and the goodput; `None` where its form did
+    /// not record them (before schema 10).
+    pub heartbeat: Option<Box<RunBeats>>,
 }

@@ -12,9 +12,11 @@
 //! schema 6 adds [`resources`]: limits with the start, measures with each sample, the limit that
 //! failed a soak with its verdict. Schema 9 adds the soak's [`job`] with its start, the alarm
 //! another rank raised, and each evidence process's rank. Schema 8 stores samples in a [`compact`] form and records
-//! the [`archive`] of a soak moved out of the live log.
+//! the [`archive`] of a soak moved out of the live log. Schema 10 adds the soak's heartbeats
+//! ([`beats`]): how its steps are judged, each sample's beats, the run's steps and goodput.
 
 mod archive;
+mod beats;
 mod bounds;
 mod compact;
 mod evidence;
@@ -26,9 +28,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use archive::{Archived, ArchivedRun, ArchivedSoak};
+pub use beats::{
+    GoodputSplit, HeartbeatErrors, HeartbeatSettings, RunBeats, SampleBeats, StepStats,
+    StepTimeoutSetting,
+};
 #[cfg(test)]
 pub(crate) use bounds::a_tree;
-pub use compact::CompactSample;
+pub use compact::{CompactSample, PackedBeats};
 pub(crate) use compact::{STANDALONE_EVERY, UnpackError};
 pub use evidence::{
     CgroupEvidence, ChildExit, Evidence, Findings, GpuHolder, GpuRelease, GpuReleased,

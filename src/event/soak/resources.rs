@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::GpuProcessSample;
+use super::beats::SampleBeats;
 
 /// The budgets a soak fails closed on, fixed when it starts; `None` where not set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,7 +49,7 @@ pub struct GpuHealth {
 }
 
 /// What schema 6 measures beside a [`Sample`](super::Sample), in the same order as its lists.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Measures {
     /// Each process's proportional set size (`Pss` of `/proc/<pid>/smaps_rollup`), one per
     /// entry of `Sample::processes`; `None` where it cannot be read. Read on the slow cadence
@@ -56,6 +57,9 @@ pub struct Measures {
     pub pss_bytes: Vec<Option<u64>>,
     /// Each GPU's health, one per entry of `Sample::gpus` (none when that is `None`).
     pub gpus: Vec<GpuHealth>,
+    /// The beats since the previous sample; `None` when none arrived, or where its form did
+    /// not read them (before schema 10).
+    pub heartbeat: Option<Box<SampleBeats>>,
 }
 
 impl Measures {

@@ -18,6 +18,7 @@
 
 pub mod v1;
 pub mod v8;
+pub mod v9;
 
 use serde::{Deserialize, Serialize};
 
@@ -115,28 +116,28 @@ pub enum StoredEvent {
     /// `soak_started` in schema 5's form, with the supervision.
     SoakStartedV5 {
         start: Box<SoakStart>,
-        supervision: soak::Supervision,
+        supervision: v9::Supervision,
     },
     /// `soak_finished` in schema 5's form, with the findings.
     SoakFinishedV5 {
         end: Box<SoakEnd>,
-        findings: Box<soak::Findings>,
+        findings: Box<v9::Findings>,
     },
     /// `soak_started` in schema 6–8's form, with the limits.
     SoakStartedV8 {
         start: Box<SoakStart>,
-        supervision: soak::Supervision,
+        supervision: v9::Supervision,
         limits: soak::Limits,
     },
-    /// `soak_sampled` since schema 6, with the measures.
-    SoakSampled {
+    /// `soak_sampled` in schema 6–9's form, with the measures.
+    SoakSampledV9 {
         sample: Box<Sample>,
-        measures: Box<soak::Measures>,
+        measures: Box<v9::Measures>,
     },
-    /// `soak_finished` since schema 6, with the limit that failed it.
-    SoakFinished {
+    /// `soak_finished` in schema 6–9's form, with the limit that failed it.
+    SoakFinishedV9 {
         end: Box<SoakEnd>,
-        findings: Box<soak::Findings>,
+        findings: Box<v9::Findings>,
         limit: Option<soak::ResourceLimit>,
     },
     /// `daemon_started` since schema 7, with the limits.
@@ -146,15 +147,16 @@ pub enum StoredEvent {
         job: Option<String>,
         limits: DaemonLimits,
     },
-    /// `soak_sampled` since schema 8 as the log stores it: its processes packed against the
-    /// soak's previous sample (the log unpacks it into [`StoredEvent::SoakSampled`] as it reads).
-    SoakSampledCompact(Box<soak::CompactSample>),
+    /// `soak_sampled` in schema 8–9's form as the log stores it: its processes packed against
+    /// the soak's previous sample (the log unpacks it into [`StoredEvent::SoakSampledV9`] as it
+    /// reads).
+    SoakSampledCompactV9(Box<v9::CompactSample>),
     /// Schema 8.
     SoakArchived(Box<soak::Archived>),
-    /// `soak_started` since schema 9, with the job it belongs to.
-    SoakStarted {
+    /// `soak_started` in schema 9's form, with the job it belongs to.
+    SoakStartedV9 {
         start: Box<SoakStart>,
-        supervision: soak::Supervision,
+        supervision: v9::Supervision,
         limits: soak::Limits,
         job: Option<soak::JobMember>,
     },
@@ -162,7 +164,29 @@ pub enum StoredEvent {
     SoakEvidenceCaptured(Box<soak::Evidence>),
     /// Schema 9.
     SoakJobAlarmSeen(Box<soak::JobAlarmSeen>),
-    /// A made-up schema step (test builds only): see `commands::history::schema_step`: `soak_finished` with a note, as a tenth schema would add it.
+    /// `soak_started` since schema 10: its supervision says how its heartbeats are judged.
+    SoakStarted {
+        start: Box<SoakStart>,
+        supervision: soak::Supervision,
+        limits: soak::Limits,
+        job: Option<soak::JobMember>,
+    },
+    /// `soak_sampled` since schema 10, its measures with the beats since the previous sample.
+    SoakSampled {
+        sample: Box<Sample>,
+        measures: Box<soak::Measures>,
+    },
+    /// `soak_sampled` since schema 10 as the log stores it: its processes and beats packed
+    /// against the soak's previous sample (the log unpacks it into [`StoredEvent::SoakSampled`]
+    /// as it reads).
+    SoakSampledCompact(Box<soak::CompactSample>),
+    /// `soak_finished` since schema 10: its findings with the run's steps and goodput.
+    SoakFinished {
+        end: Box<SoakEnd>,
+        findings: Box<soak::Findings>,
+        limit: Option<soak::ResourceLimit>,
+    },
+    /// A made-up schema step (test builds only): see `commands::history::schema_step`: `soak_finished` with a note, as a eleventh schema would add it.
     #[cfg(test)]
     SoakFinishedWithNote {
         end: Box<SoakEnd>,
@@ -187,14 +211,18 @@ impl StoredEvent {
             | S::SoakStartedV4(_)
             | S::SoakStartedV5 { .. }
             | S::SoakStartedV8 { .. }
+            | S::SoakStartedV9 { .. }
             | S::SoakStarted { .. } => 6,
             S::SoakSampledV1(_)
             | S::SoakSampledV5(_)
+            | S::SoakSampledV9 { .. }
+            | S::SoakSampledCompactV9(_)
             | S::SoakSampled { .. }
             | S::SoakSampledCompact(_) => 7,
             S::SoakFinishedV1(_)
             | S::SoakFinishedV4(_)
             | S::SoakFinishedV5 { .. }
+            | S::SoakFinishedV9 { .. }
             | S::SoakFinished { .. } => 8,
             S::SoakAbandoned { .. } => 9,
             S::ArtifactWritten { .. } => 10,

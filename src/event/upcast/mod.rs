@@ -11,12 +11,15 @@
 //! GPU list is known.
 //!
 //! Schema 5–8's evidence lacks each process's rank and the MPS clients ended: `None` both.
+//! Schema 5–9's supervision, findings and measures lack the heartbeat ([`v9`]): `None`.
 //!
 //! A schema step adds its form here: the schema it introduces it in ([`StoredEvent::schema`]),
 //! its upcast, and its place in [`Event::into_stored`].
 
 use super::soak::{Evidence, ProcessEvidence, ProcessSample, Sample, SoakEnd, SoakStart};
 use super::stored::{StoredEnvelope, StoredEvent, v1, v8};
+
+mod v9;
 use super::{Envelope, Event};
 
 impl StoredEvent {
@@ -42,12 +45,16 @@ impl StoredEvent {
             S::LeaseAcquired { .. } | S::LeaseReleased { .. } => 3,
             S::DaemonStartedV6 { .. } | S::DaemonStarting { .. } => 4,
             S::SoakEvidenceCapturedV8(_) | S::SoakStartedV5 { .. } | S::SoakFinishedV5 { .. } => 5,
-            S::SoakStartedV8 { .. } | S::SoakSampled { .. } | S::SoakFinished { .. } => 6,
+            S::SoakStartedV8 { .. } | S::SoakSampledV9 { .. } | S::SoakFinishedV9 { .. } => 6,
             S::DaemonStarted { .. } => 7,
-            S::SoakSampledCompact(_) | S::SoakArchived(_) => 8,
-            S::SoakStarted { .. } | S::SoakEvidenceCaptured(_) | S::SoakJobAlarmSeen(_) => 9,
+            S::SoakSampledCompactV9(_) | S::SoakArchived(_) => 8,
+            S::SoakStartedV9 { .. } | S::SoakEvidenceCaptured(_) | S::SoakJobAlarmSeen(_) => 9,
+            S::SoakStarted { .. }
+            | S::SoakSampled { .. }
+            | S::SoakSampledCompact(_)
+            | S::SoakFinished { .. } => 10,
             #[cfg(test)]
-            S::SoakFinishedWithNote { .. } => 10,
+            S::SoakFinishedWithNote { .. } => 11,
         }
     }
 
@@ -122,7 +129,7 @@ impl StoredEvent {
             },
             S::SoakStartedV5 { start, supervision } => Event::SoakStarted {
                 start,
-                supervision: Some(supervision),
+                supervision: Some(supervision.into()),
                 limits: None,
                 job: None,
             },
@@ -132,9 +139,20 @@ impl StoredEvent {
                 limits,
             } => Event::SoakStarted {
                 start,
-                supervision: Some(supervision),
+                supervision: Some(supervision.into()),
                 limits: Some(limits),
                 job: None,
+            },
+            S::SoakStartedV9 {
+                start,
+                supervision,
+                limits,
+                job,
+            } => Event::SoakStarted {
+                start,
+                supervision: Some(supervision.into()),
+                limits: Some(limits),
+                job,
             },
             S::SoakStarted {
                 start,
@@ -154,6 +172,10 @@ impl StoredEvent {
             S::SoakSampledV5(sample) => Event::SoakSampled {
                 sample,
                 measures: None,
+            },
+            S::SoakSampledV9 { sample, measures } => Event::SoakSampled {
+                sample,
+                measures: Some(Box::new((*measures).into())),
             },
             S::SoakSampled { sample, measures } => Event::SoakSampled {
                 sample,
@@ -175,8 +197,19 @@ impl StoredEvent {
             },
             S::SoakFinishedV5 { end, findings } => Event::SoakFinished {
                 end,
-                findings: Some(findings),
+                findings: Some(Box::new((*findings).into())),
                 limit: None,
+                #[cfg(test)]
+                note: None,
+            },
+            S::SoakFinishedV9 {
+                end,
+                findings,
+                limit,
+            } => Event::SoakFinished {
+                end,
+                findings: Some(Box::new((*findings).into())),
+                limit,
                 #[cfg(test)]
                 note: None,
             },
@@ -254,7 +287,7 @@ impl StoredEvent {
             S::SoakEvidenceCaptured(evidence) => Event::SoakEvidenceCaptured(evidence),
             S::SoakArchived(archived) => Event::SoakArchived(archived),
             S::SoakJobAlarmSeen(seen) => Event::SoakJobAlarmSeen(seen),
-            S::SoakSampledCompact(_) => return None,
+            S::SoakSampledCompactV9(_) | S::SoakSampledCompact(_) => return None,
         };
         Some((event, schema))
     }
@@ -335,12 +368,18 @@ impl Event {
                 2..=4 => S::SoakStartedV4(start),
                 5 => S::SoakStartedV5 {
                     start,
-                    supervision: supervision.unwrap_or_default(),
+                    supervision: supervision.unwrap_or_default().into(),
                 },
                 6..=8 => S::SoakStartedV8 {
                     start,
-                    supervision: supervision.unwrap_or_default(),
+                    supervision: supervision.unwrap_or_default().into(),
                     limits: limits.unwrap_or_default(),
+                },
+                9 => S::SoakStartedV9 {
+                    start,
+                    supervision: supervision.unwrap_or_default().into(),
+                    limits: limits.unwrap_or_default(),
+                    job,
                 },
                 _ => S::SoakStarted {
                     start,
@@ -352,6 +391,10 @@ impl Event {
             Event::SoakSampled { sample, measures } => match schema {
                 ..=1 => S::SoakSampledV1(Box::new(sample_to_v1(*sample))),
                 2..=5 => S::SoakSampledV5(sample),
+                6..=9 => S::SoakSampledV9 {
+                    sample,
+                    measures: Box::new((*measures.unwrap_or_default()).into()),
+                },
                 _ => S::SoakSampled {
                     sample,
                     measures: measures.unwrap_or_default(),
@@ -368,10 +411,15 @@ impl Event {
                 2..=4 => S::SoakFinishedV4(end),
                 5 => S::SoakFinishedV5 {
                     end,
-                    findings: findings.unwrap_or_default(),
+                    findings: Box::new((*findings.unwrap_or_default()).into()),
+                },
+                6..=9 => S::SoakFinishedV9 {
+                    end,
+                    findings: Box::new((*findings.unwrap_or_default()).into()),
+                    limit,
                 },
                 #[cfg(test)]
-                10.. => S::SoakFinishedWithNote {
+                11.. => S::SoakFinishedWithNote {
                     end,
                     findings: findings.unwrap_or_default(),
                     limit,

@@ -4,12 +4,14 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::event::soak::{
-    ExitInfo, Findings, GpuSample, Limits, Measures, Outcome, OutcomeStatus, ProgressSignature,
-    ResourceLimit, SoakParameters, Supervision,
+    ExitInfo, Findings, GoodputSplit, GpuSample, HeartbeatErrors, HeartbeatSettings, Limits,
+    Measures, Outcome, OutcomeStatus, ProgressSignature, ResourceLimit, RunBeats, SampleBeats,
+    SoakParameters, StepStats, StepTimeoutSetting, Supervision,
 };
 use crate::event::soak::{
     JobAlarm, JobAlarmSeen, JobMember, MpsTeardown, OnJobAlarm, ThreadEvidence,
 };
+use crate::event::stored::v9;
 use crate::event::{DaemonLimits, StartedDaemon, TopologyMode};
 use crate::process::ProcessIdentity;
 
@@ -145,14 +147,14 @@ fn changed_forms() -> Vec<StoredEvent> {
     let start = || Box::new(start_of_v1(start_v1()));
     let sample = || Box::new(sample_of_v1(sample_v1()));
     let end = || Box::new(end_of_v1(end_v1()));
-    let supervision = Supervision {
+    let supervision = v9::Supervision {
         fail_fast: true,
         py_spy: Some("/usr/bin/py-spy".into()),
         dump_signal: Some(10),
         dump_wait_ms: 2000,
         evidence_unavailable: vec!["no kernel stacks".into()],
     };
-    let findings = || Box::new(Findings::default());
+    let findings = || Box::new(v9::Findings::default());
     let starting = |job| StoredEvent::DaemonStarting {
         gpu: "GPU-aaaa".into(),
         pipe_directory: "/tmp/p".into(),
@@ -199,14 +201,14 @@ fn changed_forms() -> Vec<StoredEvent> {
                 ..Limits::default()
             },
         },
-        StoredEvent::SoakSampled {
+        StoredEvent::SoakSampledV9 {
             sample: sample(),
-            measures: Box::new(Measures {
+            measures: Box::new(v9::Measures {
                 pss_bytes: vec![Some(4096)],
                 gpus: Vec::new(),
             }),
         },
-        StoredEvent::SoakFinished {
+        StoredEvent::SoakFinishedV9 {
             end: end(),
             findings: findings(),
             limit: Some(ResourceLimit::Memory),
@@ -223,14 +225,15 @@ fn changed_forms() -> Vec<StoredEvent> {
     ]
     .into_iter()
     .chain(schema_9_forms(supervision))
+    .chain(schema_10_forms())
     .collect()
 }
 
 /// The forms schema 9 adds.
-fn schema_9_forms(supervision: Supervision) -> Vec<StoredEvent> {
+fn schema_9_forms(supervision: v9::Supervision) -> Vec<StoredEvent> {
     let start = || Box::new(start_of_v1(start_v1()));
     vec![
-        StoredEvent::SoakStarted {
+        StoredEvent::SoakStartedV9 {
             start: start(),
             supervision,
             limits: Limits::default(),
@@ -262,6 +265,90 @@ fn schema_9_forms(supervision: Supervision) -> Vec<StoredEvent> {
             seen_at: 1_764_676_801.5,
         })),
     ]
+}
+
+/// The forms schema 10 adds, with heartbeats.
+fn schema_10_forms() -> Vec<StoredEvent> {
+    let start = || Box::new(start_of_v1(start_v1()));
+    let beats = SampleBeats {
+        beats: 40,
+        step: Some(120),
+        phase: Some("train".into()),
+        step_seconds_min: Some(0.09),
+        step_seconds_median: Some(0.1),
+        step_seconds_max: Some(0.4),
+        numbers: BTreeMap::from([("loss".into(), 0.25)]),
+    };
+    let run = RunBeats {
+        steps: BTreeMap::from([(
+            "train".into(),
+            StepStats {
+                count: 120,
+                last: 120,
+                timed: 119,
+                median_seconds: Some(0.1),
+                p99_seconds: Some(0.38),
+            },
+        )]),
+        untracked: 0,
+        errors: HeartbeatErrors {
+            malformed: 2,
+            ..HeartbeatErrors::default()
+        },
+        goodput: Some(GoodputSplit {
+            productive_seconds: 11.9,
+            startup_seconds: 1.5,
+            ..GoodputSplit::default()
+        }),
+    };
+    vec![
+        StoredEvent::SoakStarted {
+            start: start(),
+            supervision: Supervision {
+                heartbeat: Some(HeartbeatSettings {
+                    step_timeout: Some(StepTimeoutSetting::Auto),
+                    phase_timeouts: BTreeMap::from([("checkpoint".into(), 1_800_000)]),
+                }),
+                ..Supervision::default()
+            },
+            limits: Limits::default(),
+            job: None,
+        },
+        StoredEvent::SoakSampled {
+            sample: Box::new(sample_of_v1(sample_v1())),
+            measures: Box::new(Measures {
+                heartbeat: Some(Box::new(beats)),
+                ..Measures::default()
+            }),
+        },
+        StoredEvent::SoakFinished {
+            end: Box::new(end_of_v1(end_v1())),
+            findings: Box::new(Findings {
+                heartbeat: Some(Box::new(run)),
+                ..Findings::default()
+            }),
+            limit: None,
+        },
+    ]
+}
+
+/// Schema 5–9's supervision, findings and measures read without a heartbeat.
+#[test]
+fn soak_payloads_of_schema_9_read_without_heartbeats() {
+    for stored in changed_forms().into_iter().filter(|s| s.schema() < 10) {
+        match stored.upcast() {
+            Some((Event::SoakStarted { supervision, .. }, _)) => {
+                assert!(supervision.is_none_or(|s| s.heartbeat.is_none()));
+            }
+            Some((Event::SoakSampled { measures, .. }, _)) => {
+                assert!(measures.is_none_or(|m| m.heartbeat.is_none()));
+            }
+            Some((Event::SoakFinished { findings, .. }, _)) => {
+                assert!(findings.is_none_or(|f| f.heartbeat.is_none()));
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Every value an old form holds survives its upcast: the domain event goes back into the
@@ -373,8 +460,9 @@ fn an_event_is_written_in_its_kinds_newest_form() {
             "daemon_started" => 7,
             "daemon_starting" => 4,
             // The made-up step of test builds (`commands::history::schema_step`).
-            "soak_finished" => 10,
-            "soak_started" | "soak_evidence_captured" | "soak_job_alarm_seen" => 9,
+            "soak_finished" => 11,
+            "soak_started" | "soak_sampled" => 10,
+            "soak_evidence_captured" | "soak_job_alarm_seen" => 9,
             _ => 6,
         };
         assert_eq!(written.schema(), newest, "{written:?}");

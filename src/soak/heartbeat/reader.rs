@@ -21,6 +21,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use super::beat::{self, Beat, Line};
+use crate::event::soak::HeartbeatErrors;
 
 /// The longest line kept, without its newline.
 pub(crate) const MAX_LINE: usize = 64 * 1024;
@@ -31,27 +32,12 @@ pub(crate) const MAX_BEATS_A_POLL: usize = 16_384;
 /// The most bytes left waiting before the reader skips ahead.
 pub(crate) const MAX_BACKLOG: u64 = 16 * POLL_BUDGET;
 
-/// Lines that were not beats, and bytes never read. Each poll's and, from
-/// [`HeartbeatReader::errors`], the whole file's.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HeartbeatErrors {
-    /// Complete lines that were not beats.
-    pub malformed: u64,
-    /// Lines longer than [`MAX_LINE`].
-    pub oversized: u64,
-    /// Bytes skipped unread because the backlog passed [`MAX_BACKLOG`].
-    pub dropped_bytes: u64,
-    /// Times the file was found cut short (or rewritten) and read again from its start.
-    pub truncations: u64,
-}
-
-impl HeartbeatErrors {
-    fn add(&mut self, other: &HeartbeatErrors) {
-        self.malformed += other.malformed;
-        self.oversized += other.oversized;
-        self.dropped_bytes += other.dropped_bytes;
-        self.truncations += other.truncations;
-    }
+/// A poll's errors, added to the whole file's.
+fn add(totals: &mut HeartbeatErrors, other: &HeartbeatErrors) {
+    totals.malformed += other.malformed;
+    totals.oversized += other.oversized;
+    totals.dropped_bytes += other.dropped_bytes;
+    totals.truncations += other.truncations;
 }
 
 /// What one poll read.
@@ -144,7 +130,7 @@ impl HeartbeatReader {
             }
         }
         polled.backlog_bytes = size.saturating_sub(self.offset);
-        self.totals.add(&polled.errors);
+        add(&mut self.totals, &polled.errors);
         Ok(polled)
     }
 

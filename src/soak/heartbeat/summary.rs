@@ -21,26 +21,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use super::beat::{Beat, MAX_NUMBERS};
 use super::sketch::Sketch;
-
-/// The beats of one sample.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct SampleBeats {
-    /// How many beats arrived (at most `u32::MAX`: more are counted as that).
-    pub beats: u32,
-    /// The last beat's step and phase.
-    pub step: Option<u64>,
-    pub phase: Option<String>,
-    pub step_seconds_min: Option<f32>,
-    /// Within 1 %.
-    pub step_seconds_median: Option<f32>,
-    pub step_seconds_max: Option<f32>,
-    /// The last value of each number.
-    pub numbers: BTreeMap<String, f64>,
-}
+use crate::event::soak::SampleBeats;
 
 /// The latest beat time so far, from which the next beat's step seconds are measured.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -174,6 +174,7 @@ pub(super) fn finished(judged: Judgement, watch: &Watch, spec: &SoakSpec) -> Eve
             oom_kills: witnessed.oom.kills,
             unkillable: stopped.unkillable,
             gpu_release: witnessed.gpu_release,
+            heartbeat: None,
         },
         limit,
     )
