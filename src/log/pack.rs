@@ -347,18 +347,18 @@ fn unpacked(
                 }
             }
         }
-        Err(other) => other,
+        Err(other) => *other,
     };
     Ok(StoredEnvelope { event, ..envelope })
 }
 
 /// A packed sample in the current form, and whether it was stored in schema 8–9's; any other
 /// event handed back.
-fn packed_of(event: StoredEvent) -> Result<(Box<CompactSample>, bool), StoredEvent> {
+fn packed_of(event: StoredEvent) -> Result<(Box<CompactSample>, bool), Box<StoredEvent>> {
     match event {
         StoredEvent::SoakSampledCompact(packed) => Ok((packed, false)),
         StoredEvent::SoakSampledCompactV9(packed) => Ok((Box::new((*packed).into()), true)),
-        other => Err(other),
+        other => Err(Box::new(other)),
     }
 }
 
