@@ -13,6 +13,7 @@ mod framework;
 mod gpu_health;
 mod job;
 mod job_report;
+mod job_straggler;
 mod log_append_path;
 mod log_archive;
 mod log_cli;

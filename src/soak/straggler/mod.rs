@@ -4,11 +4,13 @@
 //! The rule: the job's median step time is the median of its ranks' median step seconds of the
 //! `train` phase (the ranks that beat it; at least two); a rank whose median is over
 //! [`STRAGGLER_RATIO`] times the job's is a straggler. Its `cause` compares its GPUs with the
-//! GPUs of the ranks that keep pace ([`cause`]). Pure: the ranks come in read — their steps by
-//! [`steps::RankSteps`], their GPUs by [`gpus::RankGpus`].
+//! GPUs of the ranks that keep pace ([`cause`]). Pure: the ranks come in read
+//! ([`reading::RankReading`]: their steps by [`steps::RankSteps`], their GPUs by
+//! [`gpus::RankGpus`]).
 
 pub(crate) mod cause;
 pub(crate) mod gpus;
+pub(crate) mod reading;
 pub(crate) mod steps;
 
 use serde::Serialize;
@@ -75,7 +77,7 @@ pub(crate) fn job_median(ranks: &[StepRank]) -> Option<f64> {
     }
     medians.sort_by(f64::total_cmp);
     let half = medians.len() / 2;
-    Some(if medians.len() % 2 == 0 {
+    Some(if medians.len().is_multiple_of(2) {
         (medians[half - 1] + medians[half]) / 2.0
     } else {
         medians[half]
