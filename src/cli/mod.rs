@@ -406,7 +406,7 @@ pub(crate) struct SoakRunArgs {
     #[arg(long = "env", value_name = "K=V|NAME", value_parser = env_entry)]
     pub env: Vec<(String, String)>,
     /// Start the command's environment empty: it gets only the `--env` variables (what
-    /// `subprocess`'s `env=` does)
+    /// `subprocess`'s `env=` does), and `UNILAB_HEARTBEAT`
     #[arg(long = "env-clear")]
     pub env_clear: bool,
     /// Record metadata with the soak
