@@ -125,6 +125,7 @@ pub mod testing {
     pub use crate::projection::{SoakState, SoakSummary};
     pub use crate::soak::archive::archive as archive_soaks;
     pub use crate::soak::error::{Invalid, OutputFile, ProgressDirProblem, SoakError};
+    pub use crate::soak::heartbeat::limits::LimitError;
     pub use crate::soak::launch::PlaceholderError;
     pub use crate::soak::trend::{Confidence, Fit, Slope, Trend};
     pub use crate::style::ColorChoice;
@@ -143,6 +144,7 @@ pub mod testing {
         pub use crate::log::tables::{EVENTS, META, SCHEMA_VERSION_KEY, SUBJECT_INDEX};
     }
     pub mod artifact {
+        pub use crate::soak::artifact::beats::BeatsRow;
         pub use crate::soak::artifact::rows::{GpuRow, SampleRow};
         pub use crate::soak::artifact::stream::{
             Gathered, Piece, StreamError, Written, gather, write,

@@ -395,6 +395,17 @@ pub(crate) struct SoakRunArgs {
     /// Fail a command that exits 0 sooner than this
     #[arg(long = "min-duration", value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
     pub min_duration: Duration,
+    /// Fail the soak (`stale_progress`) when a step the trainer's heartbeats tell takes longer
+    /// than DURATION, in any phase; `auto`: each phase's limit learned from its own steps once it
+    /// has 20 — the larger of 5 × its p99 step time and 10 s. A phase without a limit (yet) is
+    /// judged by `--stale-progress`
+    #[arg(long = "step-timeout", value_name = "auto|DURATION")]
+    pub step_timeout: Option<String>,
+    /// One phase's step limit, `PHASE=DURATION` (`checkpoint=30m`; repeatable): while its
+    /// heartbeats say a step of PHASE runs, it may take this long, whatever `--stale-progress`
+    /// and `--step-timeout` say
+    #[arg(long = "phase-timeout", value_name = "PHASE=DURATION")]
+    pub phase_timeout: Vec<String>,
     /// Working directory of the command
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
@@ -403,7 +414,7 @@ pub(crate) struct SoakRunArgs {
     #[arg(long = "env", value_name = "K=V|NAME", value_parser = env_entry)]
     pub env: Vec<(String, String)>,
     /// Start the command's environment empty: it gets only the `--env` variables (what
-    /// `subprocess`'s `env=` does)
+    /// `subprocess`'s `env=` does), and `UNILAB_HEARTBEAT`
     #[arg(long = "env-clear")]
     pub env_clear: bool,
     /// Record metadata with the soak

@@ -103,6 +103,8 @@ pub enum Invalid {
     NoPySpy(String),
     #[error(transparent)]
     Placeholder(#[from] PlaceholderError),
+    #[error(transparent)]
+    StepLimit(#[from] crate::soak::heartbeat::limits::LimitError),
 }
 
 /// Why a progress directory cannot be watched: progress that others could fake, or that is not

@@ -29,13 +29,6 @@ pub(crate) mod console;
 pub(crate) mod error;
 pub(crate) mod growth;
 pub(crate) mod guard;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "built ahead of the supervisor and the log that will use it (issue 37)"
-    )
-)]
 pub(crate) mod heartbeat;
 pub(crate) mod job_view;
 pub(crate) mod kernel;

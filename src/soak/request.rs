@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::error::{Invalid, OutputFile, ProgressDirProblem, SoakError};
+use super::heartbeat::limits::{StepLimits, parse_phase_timeout, parse_step_timeout};
 use super::launch::{Launch, Placeholders};
 use crate::cli::SoakRunArgs;
 use crate::event::soak::{Limits, SoakParameters, Supervision};
@@ -56,6 +57,21 @@ fn memory_ceiling() -> Option<(u64, String)> {
     }
 }
 
+/// `--step-timeout` and every `--phase-timeout`, checked.
+fn step_limits(args: &SoakRunArgs) -> Result<StepLimits, Invalid> {
+    let step_timeout = args
+        .step_timeout
+        .as_deref()
+        .map(parse_step_timeout)
+        .transpose()?;
+    let phases = args
+        .phase_timeout
+        .iter()
+        .map(|text| parse_phase_timeout(text))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(StepLimits::new(step_timeout, phases)?)
+}
+
 /// A validated `soak run`: absolute, existing, trusted paths and consistent limits.
 #[derive(Debug, Clone)]
 pub(crate) struct SoakSpec {
@@ -77,6 +93,8 @@ pub(crate) struct SoakSpec {
     pub secrets: Secrets,
     /// How the tree is supervised beyond its limits.
     pub supervision: Supervision,
+    /// How long a step its heartbeats tell may take, by phase (recorded in the supervision).
+    pub step_limits: StepLimits,
     /// The budgets it fails closed on.
     pub limits: Limits,
     /// Its part in its job, if it is a rank of one: set once it joined the job
@@ -130,6 +148,7 @@ impl SoakSpec {
         let output = fill(&args.output)?;
         let report = args.report.as_deref().map(fill).transpose()?;
         let limits = limits(&args);
+        let step_limits = step_limits(&args)?;
         if args.command.is_empty() {
             return invalid(Invalid::NoCommand);
         }
@@ -210,8 +229,9 @@ impl SoakSpec {
                 dump_signal: args.dump_signal,
                 dump_wait_ms: ms(args.dump_wait),
                 evidence_unavailable,
-                heartbeat: None,
+                heartbeat: Some(step_limits.settings()),
             },
+            step_limits,
             limits,
             job: None,
         })

@@ -499,6 +499,7 @@ mod tests {
             elapsed_seconds,
             errors: &[],
             gpus: None,
+            heartbeat: None,
             host_gpu_memory_used_mib: None,
             index: 0,
             open_fds: 0,

@@ -256,6 +256,16 @@ pub struct ProcessSample {
     pub write_bytes: Option<u64>,
 }
 
+impl ProcessSample {
+    /// The process, as the tree's pids are told apart from reused ones.
+    pub fn identity(&self) -> ProcessIdentity {
+        ProcessIdentity {
+            pid: self.pid,
+            start_ticks: self.start_ticks,
+        }
+    }
+}
+
 /// One sample of the soak.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sample {

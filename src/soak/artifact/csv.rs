@@ -243,6 +243,7 @@ mod tests {
             elapsed_seconds: index as f64,
             errors: &[],
             gpus,
+            heartbeat: None,
             host_gpu_memory_used_mib: None,
             index,
             open_fds: 0,

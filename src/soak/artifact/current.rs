@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use super::beats;
 use super::rows::Rows;
 use super::{Abandonment, Soak, SoakRecords, Verdict, seconds};
 use crate::event::soak::{
@@ -34,6 +35,7 @@ pub(super) fn rows(soak: &Soak) -> Rows {
         soak.start.ticks_per_second,
         &soak.limits.clone().unwrap_or_default(),
     )
+    .with_beats(soak.schema >= 10)
 }
 
 /// The artifact as a JSON object, without `digest`.
@@ -89,7 +91,20 @@ pub(super) fn head(records: &SoakRecords, rows: &Rows) -> Map<String, Value> {
             "bytes": last_progress.bytes,
         }),
     );
-    object.insert("summary".into(), rows.summary());
+    let mut summary = rows.summary();
+    // Schema 10 on: the run's steps, the heartbeat file's errors and the goodput, and the step
+    // limits among the parameters; a soak recorded before exports as it always did.
+    if soak.schema >= 10 {
+        let found = findings.as_ref().and_then(|f| f.heartbeat.as_deref());
+        if let Value::Object(summary) = &mut summary {
+            summary.extend(beats::summary(found).map(|(k, v)| (k.to_owned(), v)));
+        }
+        if let Some(Value::Object(parameters)) = object.get_mut("parameters") {
+            let settings = soak.supervision.as_ref().and_then(|s| s.heartbeat.as_ref());
+            parameters.extend(beats::parameters(settings).map(|(k, v)| (k.to_owned(), v)));
+        }
+    }
+    object.insert("summary".into(), summary);
     object.insert("host".into(), records.host.clone().into());
     // Schema 9 on (a soak's job): each process's rank and the MPS clients ended, the capture
     // made at the job's alarm and the alarm that failed it; a soak recorded before exports as it

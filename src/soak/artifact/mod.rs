@@ -13,6 +13,7 @@
 //! the rows — the CSV ([`csv`]), the report, `soak show` ([`shown`]) — reads them as today's
 //! typed rows, whatever the artifact.
 
+pub(crate) mod beats;
 pub(crate) mod csv;
 mod current;
 pub(crate) mod explained;

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::beats::BeatsRow;
 use super::seconds;
 use crate::event::soak::{
     GpuHealth, GpuProcessSample, Limits, Measures, ProcessSample, ProgressSignature, Sample,
@@ -91,6 +92,10 @@ pub struct SampleRow<'a> {
     pub errors: &'a [String],
     /// Each GPU; `None` when unknown, and in schema 1's rows, which list none.
     pub gpus: Option<Vec<GpuRow<'a>>>,
+    /// The beats since the previous sample (`null` when none arrived); left out before schema
+    /// 10, which did not read them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<Option<BeatsRow<'a>>>,
     /// The memory used on every GPU, the tree's and others'.
     pub host_gpu_memory_used_mib: Option<u64>,
     pub index: u64,
@@ -213,6 +218,8 @@ pub(super) struct Rows {
     last_elapsed_ms: u64,
     gpus: BTreeMap<String, GpuRun>,
     progress: Progress,
+    /// Whether the rows show the beats (schema 10 on).
+    beats: bool,
 }
 
 impl Rows {
@@ -239,7 +246,14 @@ impl Rows {
             last_elapsed_ms: 0,
             gpus: BTreeMap::new(),
             progress: Progress::default(),
+            beats: false,
         }
+    }
+
+    /// These rows, showing each sample's beats (a soak recorded in schema 10's forms or later).
+    pub(super) fn with_beats(mut self, beats: bool) -> Self {
+        self.beats = beats;
+        self
     }
 
     /// The row of `sample`, measured by `measures`.
@@ -341,6 +355,9 @@ impl Rows {
             progress_bytes: sample.progress.bytes,
             sampler_cost_us: sample.sampler_cost_us,
             errors: &sample.errors,
+            heartbeat: self
+                .beats
+                .then(|| measures.heartbeat.as_deref().map(BeatsRow::of)),
             gpu_utilization_percent: None,
         }
     }

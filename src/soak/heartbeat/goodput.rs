@@ -2,10 +2,10 @@
 //!
 //! The run's time, from its start to its end, is split at its beats' times:
 //! - **startup**: from the start to the first beat;
-//! - each beat's **interval**, from the beat before it to it, belongs to the beat's phase (a
-//!   beat says that a step of its phase ended then, so the step filled the time since the
-//!   previous beat): `train` is productive, `checkpoint` and `eval` are their own buckets of
-//!   badput, any other phase is `other`;
+//! - each **interval** from a beat to the next belongs to the phase the first beat set (a
+//!   beat's phase is what the trainer does from it on: see [`super::summary`]): `train` is
+//!   productive, `checkpoint` and `eval` are their own buckets of badput, any other phase is
+//!   `other`;
 //! - the **tail**, from the last beat to the end, is `stalled` when the soak failed on
 //!   staleness (the time the command hung before it was stopped) and `other` otherwise (the
 //!   phase of what ran after the last step is unknown).
@@ -42,6 +42,7 @@ pub(crate) struct Badput {
     pub(crate) other: f64,
 }
 
+#[cfg(test)]
 impl Badput {
     pub(crate) fn total(&self) -> f64 {
         self.startup + self.checkpoint + self.eval + self.stalled + self.other
@@ -49,11 +50,13 @@ impl Badput {
 }
 
 /// A run's goodput, fed beat by beat in the file's order.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct GoodputClock {
     start: f64,
     /// Where the split has reached: the latest beat's time, clamped.
     reached: Option<f64>,
+    /// The phase the last beat set: the interval to the next beat is its.
+    phase: String,
     productive: f64,
     badput: Badput,
 }
@@ -64,28 +67,34 @@ impl GoodputClock {
         GoodputClock {
             start,
             reached: None,
+            phase: String::new(),
             productive: 0.0,
             badput: Badput::default(),
         }
     }
 
-    /// A beat of `phase` at `t`.
+    /// A beat of `phase` at `t`: it ends the interval of the phase the beat before it set,
+    /// and sets `phase` from now on.
     pub(crate) fn beat(&mut self, t: f64, phase: &str) {
         let t = t.max(self.start);
         match self.reached {
             None => self.badput.startup += t - self.start,
             Some(reached) if t > reached => {
                 let interval = t - reached;
-                match phase {
+                match self.phase.as_str() {
                     PRODUCTIVE_PHASE => self.productive += interval,
                     "checkpoint" => self.badput.checkpoint += interval,
                     "eval" => self.badput.eval += interval,
                     _ => self.badput.other += interval,
                 }
             }
-            Some(_) => return,
+            Some(_) => {
+                self.phase.replace_range(.., phase);
+                return;
+            }
         }
         self.reached = Some(t);
+        self.phase.replace_range(.., phase);
     }
 
     /// The split of the run that ended at `end`; `stalled` when the soak failed on staleness.
@@ -113,6 +122,7 @@ impl GoodputClock {
 
 /// The goodput of a run from `start` to `end` whose beats were `beats` (time, phase), in the
 /// file's order.
+#[cfg(test)]
 pub(crate) fn goodput<'a>(
     start: f64,
     end: f64,
@@ -131,16 +141,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_interval_belongs_to_the_phase_of_the_beat_that_ends_it() {
+    fn each_interval_belongs_to_the_phase_the_beat_that_starts_it_set() {
         let beats = [
             (110.0, "train"),
             (111.0, "train"),
-            (112.0, "train"),
             (112.0, "checkpoint"),
             (120.0, "checkpoint"),
-            (121.0, "train"),
-            (124.0, "eval"),
-            (125.0, "data"),
+            (120.0, "train"),
+            (121.0, "eval"),
+            (124.0, "data"),
+            (125.0, "train"),
             (126.0, "train"),
         ];
         let g = goodput(100.0, 130.0, beats, false);
@@ -174,12 +184,13 @@ mod tests {
             ],
             true,
         );
-        // The first beat is at the start (no startup), the eval beat covers nothing, and the
-        // run is taken to end at its last beat.
+        // The first beat is at the start (no startup); the eval beat, earlier than the one
+        // before it, ends no interval but sets eval from then on; the run is taken to end at
+        // its last beat.
         assert_eq!(g.badput.startup, 0.0);
-        assert_eq!(g.badput.eval, 0.0);
-        assert_eq!((g.run_seconds, g.productive_seconds), (15.0, 15.0));
-        assert_eq!(g.fraction, 1.0);
+        assert_eq!(g.badput.eval, 10.0);
+        assert_eq!((g.run_seconds, g.productive_seconds), (15.0, 5.0));
+        assert_eq!(g.fraction, 5.0 / 15.0);
     }
 
     #[test]

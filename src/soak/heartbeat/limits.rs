@@ -23,6 +23,7 @@ use std::time::Duration;
 use super::beat::MAX_PHASE_CHARS;
 use super::steps::PhaseSteps;
 use crate::duration::parse_timeout;
+use crate::event::soak::{HeartbeatSettings, StepTimeoutSetting};
 
 /// The fewest timed steps a phase needs before `auto` learns its limit.
 pub(crate) const AUTO_MIN_STEPS: u64 = 20;
@@ -33,7 +34,7 @@ pub(crate) const AUTO_FLOOR_SECONDS: f64 = 10.0;
 
 /// A limit flag that does not parse; each says what was typed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum LimitError {
+pub enum LimitError {
     #[error(
         "`--phase-timeout {0}` is not PHASE=DURATION; write the phase as the heartbeats name it (1 to 64 characters) and a duration above zero, e.g. `--phase-timeout checkpoint=30m`"
     )]
@@ -91,6 +92,26 @@ pub(crate) fn parse_phase_timeout(text: &str) -> Result<PhaseTimeout, LimitError
         limit: parse_timeout(limit).map_err(|_| err())?,
         typed: text.to_owned(),
     })
+}
+
+impl StepLimits {
+    /// The limits as the start records them.
+    pub(crate) fn settings(&self) -> HeartbeatSettings {
+        let ms = |d: &Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        HeartbeatSettings {
+            step_timeout: self.step_timeout.as_ref().map(|timeout| match timeout {
+                StepTimeout::Auto => StepTimeoutSetting::Auto,
+                StepTimeout::Fixed(limit, _) => StepTimeoutSetting::Fixed {
+                    limit_ms: ms(limit),
+                },
+            }),
+            phase_timeouts: self
+                .phases
+                .iter()
+                .map(|(phase, timeout)| (phase.clone(), ms(&timeout.limit)))
+                .collect(),
+        }
+    }
 }
 
 /// The limits a soak was given.
@@ -258,7 +279,7 @@ mod tests {
                 clocked: true,
                 numbers: BTreeMap::new(),
             };
-            steps.add(&beat, Some(seconds));
+            steps.add(&beat, Some((seconds, "train")));
         }
         steps
     }

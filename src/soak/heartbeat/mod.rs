@@ -13,6 +13,8 @@
 //! - [`goodput`]: the run's time split into productive (`train`) and badput buckets; a beat's
 //!   interval, from the beat before it, is its phase's.
 //!
+//! - [`run`]: all of it for one run, as the supervisor feeds it.
+//!
 //! Fed in the file's order, one beat at a time: `StepClock::step_seconds` (inside
 //! [`summary::SampleSummary::add`], which returns it) → [`steps::RunSteps::add`], and
 //! [`goodput::GoodputClock::beat`].
@@ -21,6 +23,7 @@ pub(crate) mod beat;
 pub(crate) mod goodput;
 pub(crate) mod limits;
 pub(crate) mod reader;
+pub(crate) mod run;
 pub(crate) mod sketch;
 pub(crate) mod steps;
 pub(crate) mod summary;

@@ -91,6 +91,11 @@ impl HeartbeatReader {
         }
     }
 
+    /// The bytes of the file read so far (a line held in part among them).
+    pub fn consumed(&self) -> u64 {
+        self.offset
+    }
+
     /// The errors of every poll so far.
     pub fn errors(&self) -> HeartbeatErrors {
         self.totals

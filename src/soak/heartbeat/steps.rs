@@ -56,24 +56,32 @@ pub(crate) struct RunSteps {
 }
 
 impl RunSteps {
-    /// Counts `beat`, whose step seconds (if timed) are `seconds`.
-    pub(crate) fn add(&mut self, beat: &Beat, seconds: Option<f64>) {
-        if !self.phases.contains_key(&beat.phase) {
-            if self.phases.len() >= MAX_PHASES {
-                self.untracked += 1;
-                return;
+    /// Counts `beat` among its phase's, and times the step it ended (if timed): its seconds
+    /// and its phase, the one the beat before it set.
+    pub(crate) fn add(&mut self, beat: &Beat, ended: Option<(f64, &str)>) {
+        match self.kept(&beat.phase) {
+            Some(phase) => {
+                phase.count += 1;
+                phase.last = beat.step;
             }
-            self.phases
-                .insert(beat.phase.clone(), PhaseSteps::default());
+            None => self.untracked += 1,
         }
-        let Some(phase) = self.phases.get_mut(&beat.phase) else {
-            return;
-        };
-        phase.count += 1;
-        phase.last = beat.step;
-        if let Some(seconds) = seconds {
+        if let Some((seconds, of)) = ended
+            && let Some(phase) = self.kept(of)
+        {
             phase.seconds.add(seconds);
         }
+    }
+
+    /// The steps of phase `name`, kept from now on if fewer than [`MAX_PHASES`] are.
+    fn kept(&mut self, name: &str) -> Option<&mut PhaseSteps> {
+        if !self.phases.contains_key(name) {
+            if self.phases.len() >= MAX_PHASES {
+                return None;
+            }
+            self.phases.insert(name.to_owned(), PhaseSteps::default());
+        }
+        self.phases.get_mut(name)
     }
 
     pub(crate) fn phase(&self, name: &str) -> Option<&PhaseSteps> {
@@ -110,23 +118,31 @@ mod tests {
         for step in 0..100u64 {
             t += if step % 10 == 9 { 0.2 } else { 0.1 };
             let b = beat(step, "train", t);
-            steps.add(&b, clock.step_seconds(&b));
+            steps.add(&b, clock.step(&b));
             if step % 50 == 49 {
-                t += 5.0;
+                // A checkpoint of 5 s, beaten as it starts; the next train beat ends it.
                 let b = beat(step, "checkpoint", t);
-                steps.add(&b, clock.step_seconds(&b));
+                steps.add(&b, clock.step(&b));
+                t += 5.0;
+                let b = beat(step, "train", t);
+                steps.add(&b, clock.step(&b));
             }
         }
         let stats: BTreeMap<_, _> = steps.stats().collect();
         let train = stats["train"];
-        assert_eq!((train.count, train.last, train.timed), (100, 99, 99));
+        // 102 train beats; timed: 99 steps between them and the one after each checkpoint beat
+        // (timed 0 s, as the train step before it ended at the same time).
+        assert_eq!((train.count, train.last, train.timed), (102, 99, 101));
         let within = |read: Option<f64>, truth: f64| {
             (read.unwrap() - truth).abs() <= truth * (RELATIVE_ERROR + 1e-9)
         };
         assert!(within(train.median_seconds, 0.1), "{train:?}");
         assert!(within(train.p99_seconds, 0.2), "{train:?}");
         let checkpoint = stats["checkpoint"];
-        assert_eq!((checkpoint.count, checkpoint.last), (2, 99));
+        assert_eq!(
+            (checkpoint.count, checkpoint.last, checkpoint.timed),
+            (2, 99, 2)
+        );
         assert!(within(checkpoint.p99_seconds, 5.0), "{checkpoint:?}");
         assert_eq!(steps.phase("eval"), None);
     }
@@ -135,7 +151,7 @@ mod tests {
     fn phases_past_the_bound_are_counted_but_not_kept() {
         let mut steps = RunSteps::default();
         for i in 0..1000u64 {
-            steps.add(&beat(i, &format!("phase{i}"), 0.0), Some(1.0));
+            steps.add(&beat(i, &format!("phase{i}"), 0.0), Some((1.0, "phase0")));
         }
         assert_eq!(steps.stats().count(), MAX_PHASES);
         assert_eq!(steps.untracked(), 1000 - MAX_PHASES as u64);
@@ -151,7 +167,7 @@ mod tests {
         let mut steps = RunSteps::default();
         let b = beat(0, "train", 0.0);
         for i in 0..3_000_000u32 {
-            steps.add(&b, Some(0.05 + f64::from(i % 7919) * 1e-5));
+            steps.add(&b, Some((0.05 + f64::from(i % 7919) * 1e-5, "train")));
         }
         let sketch = &steps.phase("train").unwrap().seconds;
         assert_eq!(sketch.count(), 3_000_000);

@@ -1,23 +1,26 @@
 //! What a sample records of the beats that arrived since the last sample.
 //!
-//! A beat's **step seconds** are the time from the beat before it (of any phase) to it: a beat
-//! says that a step of its phase ended, so the step began when the previous one ended. This is
-//! the same interval [`super::goodput`] gives the beat's phase, so a checkpoint beaten once after
-//! the train step before it takes the checkpoint's own time (measured from the previous beat of
-//! the *same* phase, it would take the time between two checkpoints). The first beat has no step
-//! seconds (its interval is the startup), nor has a beat whose `t` is earlier than the latest
-//! `t` before it, which does not move the clock back either (forked workers beating at once, a
-//! clock stepped back: the next beat is timed from the latest `t`, as goodput splits the run),
-//! nor one stamped when read (no `t`) in the same poll as the beat before it (both carry the
-//! poll's time, and the zero between them says nothing).
+//! A beat marks a boundary: the step before it ended, and its `phase` is what the trainer does
+//! from it on (`train` by default; `checkpoint` beaten as a checkpoint starts, and a plain beat
+//! once it is done). So a **step** is the time from one beat to the next, and it belongs to the
+//! first beat's phase: in a loop of train steps each beaten as it ends, every step is `train`;
+//! a checkpoint beaten as it starts takes the time until the next beat. This is the same
+//! interval [`super::goodput`] gives that phase, and the phase [`super::limits`] judges the step
+//! running now by. The first beat ends no step (the time before it is the startup), nor does a
+//! beat whose `t` is earlier than the latest `t` before it, which does not move the clock back
+//! either (forked workers beating at once, a clock stepped back: the next beat is timed from the
+//! latest `t`, as goodput splits the run), nor one stamped when read (no `t`) in the same poll
+//! as the beat before it (both carry the poll's time, and the zero between them says nothing).
+//! Every beat, timed or not, sets the phase from then on.
 //!
-//! [`SampleSummary`] keeps the previous beat's time across samples, and per sample only
-//! counters, the last step and phase, the step seconds' extremes and a [`Sketch`] for their
+//! [`SampleSummary`] keeps the previous beat's time and phase across samples, and per sample
+//! only counters, the last step and phase, the step seconds' extremes and a [`Sketch`] for their
 //! median (within 1 %), and the last value of at most [`MAX_NUMBERS`] numbers (the first keys
 //! seen in the sample): its size does not depend on the beat rate. Encoded with bincode's
 //! standard configuration, as the log encodes records, a sample of one phase and one number
 //! (`loss`) takes 43 to 47 bytes whatever the beat rate, with `lr` too 56: each number costs its
-//! key's length and 9 bytes, so a third short one passes the log's 64 (see the tests).
+//! key's length and 9 bytes (the log packs a sample's phase and keys against the previous
+//! sample's: see `event::soak::compact`).
 
 use std::collections::BTreeMap;
 
@@ -25,17 +28,25 @@ use super::beat::{Beat, MAX_NUMBERS};
 use super::sketch::Sketch;
 use crate::event::soak::SampleBeats;
 
-/// The latest beat time so far, from which the next beat's step seconds are measured.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// The latest beat time so far and the phase the last beat set: the next beat ends a step of
+/// that phase, begun then.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct StepClock {
     /// The latest `t` so far (the previous beat's unless one went back) and whether it came
     /// from its line.
     last: Option<(f64, bool)>,
+    /// The phase the last beat set.
+    phase: String,
+    /// The phase of the step the last beat ended (the one before it set).
+    ended: String,
 }
 
 impl StepClock {
-    /// `beat`'s step seconds, by the rule in the module's doc; the beat becomes the previous.
-    pub(crate) fn step_seconds(&mut self, beat: &Beat) -> Option<f64> {
+    /// The step `beat` ends, by the rule in the module's doc: its seconds and its phase (the
+    /// previous beat's); `beat` sets the phase from now on.
+    pub(crate) fn step(&mut self, beat: &Beat) -> Option<(f64, &str)> {
+        std::mem::swap(&mut self.ended, &mut self.phase);
+        self.phase.clone_from(&beat.phase);
         let Some((t, clocked)) = self.last else {
             self.last = Some((beat.t, beat.clocked));
             return None;
@@ -45,7 +56,10 @@ impl StepClock {
         }
         self.last = Some((beat.t, beat.clocked));
         let same_poll = !beat.clocked && !clocked && beat.t == t;
-        Some(beat.t - t).filter(|_| !same_poll)
+        if same_poll {
+            return None;
+        }
+        Some((beat.t - t, &self.ended))
     }
 }
 
@@ -66,8 +80,9 @@ impl SampleSummary {
         SampleSummary::default()
     }
 
-    /// Counts `beat` (beats come in the file's order); returns its step seconds.
-    pub fn add(&mut self, beat: &Beat) -> Option<f64> {
+    /// Counts `beat` (beats come in the file's order); returns the step it ended: its seconds
+    /// and phase.
+    pub fn add(&mut self, beat: &Beat) -> Option<(f64, &str)> {
         self.beats = self.beats.saturating_add(1);
         match &mut self.last {
             Some((step, phase)) => {
@@ -83,16 +98,17 @@ impl SampleSummary {
                 self.numbers.insert(key.clone(), value);
             }
         }
-        let seconds = self.clock.step_seconds(beat)?;
+        let (seconds, phase) = self.clock.step(beat)?;
         self.min = Some(self.min.map_or(seconds, |m| m.min(seconds)));
         self.max = Some(self.max.map_or(seconds, |m| m.max(seconds)));
         self.seconds.add(seconds);
-        Some(seconds)
+        Some((seconds, phase))
     }
 
-    /// The sample's beats; the next sample starts empty (but for the previous beat's time).
+    /// The sample's beats; the next sample starts empty (but for the previous beat's time and
+    /// phase).
     pub fn take(&mut self) -> SampleBeats {
-        let clock = self.clock;
+        let clock = std::mem::take(&mut self.clock);
         let taken = std::mem::take(self);
         self.clock = clock;
         let (step, phase) = taken.last.unzip();
@@ -126,7 +142,7 @@ mod tests {
     fn a_sample_holds_its_beats_and_the_next_starts_empty() {
         let mut s = SampleSummary::new();
         assert_eq!(s.add(&with(beat(1, "train", 10.0), &[("loss", 2.0)])), None);
-        assert_eq!(s.add(&beat(2, "train", 10.5)), Some(0.5));
+        assert_eq!(s.add(&beat(2, "train", 10.5)), Some((0.5, "train")));
         s.add(&with(beat(3, "train", 12.0), &[("loss", 1.5), ("lr", 0.1)]));
         s.add(&beat(4, "train", 12.25));
         let sample = s.take();
@@ -144,24 +160,38 @@ mod tests {
             BTreeMap::from([("loss".to_owned(), 1.5), ("lr".to_owned(), 0.1)])
         );
         assert_eq!(s.take(), SampleBeats::default());
-        // The previous beat's time carries over: the next sample's first beat is timed.
-        s.add(&beat(5, "checkpoint", 20.25));
+        // The previous beat's time and phase carry over: the next sample's first beat ends a
+        // step of train, timed.
+        assert_eq!(s.add(&beat(5, "checkpoint", 20.25)), Some((8.0, "train")));
         assert_eq!(s.take().step_seconds_max, Some(8.0));
     }
 
+    /// A step belongs to the phase the beat before it set: a checkpoint beaten as it starts
+    /// takes the time until the beat after it.
     #[test]
-    fn a_beat_of_another_phase_is_timed_from_the_beat_before_it() {
+    fn a_step_is_of_the_phase_the_beat_before_it_set() {
         let mut clock = StepClock::default();
-        let times: Vec<_> = [
+        let steps: Vec<_> = [
             beat(1, "train", 0.0),
             beat(2, "train", 1.0),
-            beat(2, "checkpoint", 9.0),
-            beat(3, "train", 10.0),
+            beat(2, "checkpoint", 2.0),
+            beat(2, "train", 10.0),
+            beat(3, "train", 11.0),
         ]
         .iter()
-        .map(|b| clock.step_seconds(b))
+        .map(|b| clock.step(b).map(|(s, p)| (s, p.to_owned())))
         .collect();
-        assert_eq!(times, [None, Some(1.0), Some(8.0), Some(1.0)]);
+        let step = |s: f64, p: &str| Some((s, p.to_owned()));
+        assert_eq!(
+            steps,
+            [
+                None,
+                step(1.0, "train"),
+                step(1.0, "train"),
+                step(8.0, "checkpoint"),
+                step(1.0, "train")
+            ]
+        );
     }
 
     #[test]
@@ -171,19 +201,19 @@ mod tests {
             clocked: false,
             ..beat(step, "train", t)
         };
-        assert_eq!(clock.step_seconds(&read(1, 5.0)), None);
-        assert_eq!(clock.step_seconds(&read(2, 5.0)), None);
-        assert_eq!(clock.step_seconds(&read(3, 10.0)), Some(5.0));
-        assert_eq!(clock.step_seconds(&beat(4, "train", 9.0)), None);
+        assert_eq!(clock.step(&read(1, 5.0)), None);
+        assert_eq!(clock.step(&read(2, 5.0)), None);
+        assert_eq!(clock.step(&read(3, 10.0)), Some((5.0, "train")));
+        assert_eq!(clock.step(&beat(4, "train", 9.0)), None);
         // The beat that went back does not move the clock back: the next is timed from 10.
-        assert_eq!(clock.step_seconds(&beat(5, "train", 9.5)), None);
-        assert_eq!(clock.step_seconds(&beat(6, "train", 10.5)), Some(0.5));
-        assert_eq!(clock.step_seconds(&beat(7, "train", 10.5)), Some(0.0));
+        assert_eq!(clock.step(&beat(5, "train", 9.5)), None);
+        assert_eq!(clock.step(&beat(6, "train", 10.5)), Some((0.5, "train")));
+        assert_eq!(clock.step(&beat(7, "train", 10.5)), Some((0.0, "train")));
     }
 
     proptest::proptest! {
-        /// Each beat's step seconds are the interval goodput gives its phase, in any order of
-        /// `t` (forked workers beating at once, a clock stepped back).
+        /// The steps' seconds by phase are the intervals goodput gives the phases, in any order
+        /// of `t` (forked workers beating at once, a clock stepped back).
         #[test]
         fn step_seconds_are_the_intervals_goodput_gives_the_phases(
             beats in proptest::collection::vec(
@@ -193,10 +223,11 @@ mod tests {
         ) {
             let start = 1.7e9;
             let mut clock = StepClock::default();
-            let mut by_phase = BTreeMap::<&str, f64>::new();
+            let mut by_phase = BTreeMap::<String, f64>::new();
             for (i, &(t, phase)) in beats.iter().enumerate() {
-                let seconds = clock.step_seconds(&beat(i as u64, phase, start + t));
-                *by_phase.entry(phase).or_default() += seconds.unwrap_or(0.0);
+                if let Some((seconds, of)) = clock.step(&beat(i as u64, phase, start + t)) {
+                    *by_phase.entry(of.to_owned()).or_default() += seconds;
+                }
             }
             let g = goodput(start, start, beats.iter().map(|&(t, p)| (start + t, p)), false);
             let b = g.badput;

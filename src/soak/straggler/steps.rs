@@ -4,11 +4,14 @@
 //! A finished soak's verdict has the whole run's steps by phase: its median of the `train`
 //! phase's step seconds (within 1 %), and its last step is the highest phase's last (a trainer
 //! counts its steps on across phases). Until then — a soak still running, or a verdict of a form
-//! without them — the samples speak: the last step beaten, and the median of the samples'
-//! medians whose beats ended in the `train` phase, each weighed by its number of beats (so a
-//! sample of 50 beats counts 50 times one of a single beat; a sample whose beats ended in
-//! another phase is left out, and one that crossed a phase boundary counts as its last phase).
-//! Kept in a [`Sketch`], so its memory does not grow with the samples.
+//! without them — the samples speak: the last step beaten, and the median of the medians of the
+//! samples whose last beat left the trainer in the `train` phase, each weighed by its number of
+//! beats (a sample of 50 beats counts 50 times one of a single beat). A sample records one phase,
+//! its last beat's, for steps that may be of two (a step belongs to the phase the beat before it
+//! set: `soak::heartbeat::summary`): the sample whose last beat starts a checkpoint is left out,
+//! and the one after it, back in `train`, counts the checkpoint among its steps — once among
+//! many, which moves a median little. Kept in a [`Sketch`], so its memory does not grow with the
+//! samples.
 
 use crate::event::soak::{RunBeats, SampleBeats};
 use crate::soak::heartbeat::beat::DEFAULT_PHASE;

@@ -84,10 +84,12 @@ pub(super) struct Guard {
 }
 
 impl Guard {
+    /// Spawns the guard that runs the command, `heartbeat` named to it in `UNILAB_HEARTBEAT`
+    /// (with `--env-clear` too: it is unilab's, as the guard's own arguments are).
     pub(super) fn spawn(
         ctx: &SoakContext,
         spec: &SoakSpec,
-        status_path: &Path,
+        (status_path, heartbeat): (&Path, &Path),
     ) -> Result<Self, Failure> {
         let t0 = Instant::now();
         let mut command = Command::new(&ctx.guard_program);
@@ -103,6 +105,7 @@ impl Guard {
             .args(&spec.command)
             .current_dir(&spec.cwd)
             .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env(super::beats::VARIABLE, heartbeat)
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -14,12 +14,14 @@
 //! - [`commit`]: the samples' group commit and the full-disk holdback;
 //! - [`record`]: the start and the verdict; [`written`]: the artifact and the report;
 //! - [`child`]: the guard and the command's output tails; [`stop`]: the teardown;
+//! - [`beats`]: the heartbeat file;
 //! - [`alarm`]: a rank's side of its job's alarm;
 //! - [`status`]: the live status line.
 //!
 //! [`verdict`]: crate::soak::watch::verdict
 
 mod alarm;
+mod beats;
 mod child;
 mod commit;
 mod context;
@@ -34,6 +36,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use self::beats::Heartbeats;
 use self::child::Guard;
 pub(crate) use self::context::SoakContext;
 use self::phase::{Effects, Ended, Rules, Witnessed};
@@ -86,7 +89,7 @@ pub(crate) fn run(
         path: spec.progress_dir.clone(),
         problem: ProgressDirProblem::CannotOpen(e),
     })?;
-    let soak = Recording::begin(ctx, spec)?;
+    let (soak, heartbeats) = Recording::begin(ctx, spec)?;
     let witnesses = Witnesses::start(spec, ctx.paths.uid);
     // Orphans of the guard's tree — should the guard itself die — come to this process instead
     // of init, so the soak can still find, stop and reap them.
@@ -101,6 +104,7 @@ pub(crate) fn run(
         unrecorded: Vec::new(),
         interrupted,
         job: alarm::JobWatch::of(spec),
+        heartbeats,
     };
     let rules = Rules {
         parameters: &spec.parameters,
@@ -113,9 +117,14 @@ pub(crate) fn run(
     if let (Some(job), Some(kind)) = (shell.job.as_mut(), outcome.failure_kind) {
         job.raise(ctx, spec, (kind, &outcome.reason), &mut shell.unrecorded);
     }
+    let stalled = outcome.failure_kind == Some(FailureKind::StaleProgress);
+    let heartbeat = shell.heartbeats.finish(judged.times.run, stalled);
     // The samples and the evidence a full disk held back, then the verdict: one commit.
     let mut events = shell.unrecorded;
-    events.push((soak.subject(), record::finished(judged, &watch, spec)));
+    events.push((
+        soak.subject(),
+        record::finished(judged, &watch, spec, heartbeat),
+    ));
     record::record_verdict(ctx, &soak.id, &outcome, events)?;
     let _ = std::fs::remove_dir_all(&soak.work_dir);
     let digest = written::write_artifact(ctx.log, &soak.id, &spec.output, |events| {
@@ -159,6 +168,7 @@ struct Shell<'a> {
     interrupted: &'a AtomicBool,
     /// The job's alarm, for a rank of a job.
     job: Option<alarm::JobWatch<'a>>,
+    heartbeats: Heartbeats,
 }
 
 impl Effects for Shell<'_> {
@@ -174,7 +184,8 @@ impl Effects for Shell<'_> {
     }
 
     fn spawn(&mut self) -> Result<Guard, Failure> {
-        Guard::spawn(self.ctx, self.spec, &self.soak.status_path)
+        let files = (&*self.soak.status_path, &*self.soak.heartbeat_path);
+        Guard::spawn(self.ctx, self.spec, files)
     }
 
     fn sample(&mut self, guard: &Guard, progress: HeldDir, watch: &mut Watch) -> Option<Failure> {
@@ -188,6 +199,7 @@ impl Effects for Shell<'_> {
                 seen: &mut self.seen,
                 witnesses: &mut self.witnesses,
                 job: self.job.as_mut(),
+                heartbeats: &mut self.heartbeats,
             },
             watch,
             self.interrupted,

@@ -357,6 +357,8 @@ mod tests {
                     interrupted: false,
                     failed_child: None,
                     resources: Resources::default(),
+                    beats: 0,
+                    step: None,
                 });
                 match next {
                     Next::Continue => {}

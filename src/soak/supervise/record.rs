@@ -6,9 +6,10 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use super::beats::{self, Heartbeats};
 use super::context::SoakContext;
 use super::phase::Judgement;
-use crate::event::soak::{Findings, JobMember, Outcome, SoakEnd, SoakStart};
+use crate::event::soak::{Findings, JobMember, Outcome, RunBeats, SoakEnd, SoakStart};
 use crate::event::{Event, Subject};
 use crate::log::LogError;
 use crate::process::{self, ProcSource, ProcessIdentity, SystemProc};
@@ -23,10 +24,16 @@ pub(super) struct Recording {
     pub work_dir: PathBuf,
     /// Where the guard reports the command's start and exit.
     pub status_path: PathBuf,
+    /// The heartbeat file, named to the command in `UNILAB_HEARTBEAT`.
+    pub heartbeat_path: PathBuf,
 }
 
 impl Recording {
-    pub(super) fn begin(ctx: &SoakContext, spec: &SoakSpec) -> Result<Self, SoakError> {
+    /// Creates the soak's working directory and heartbeat file, and records its start.
+    pub(super) fn begin(
+        ctx: &SoakContext,
+        spec: &SoakSpec,
+    ) -> Result<(Self, Heartbeats), SoakError> {
         let id = spec.soak_id.clone();
         let work_dir = ctx.paths.user_dir().join("soaks").join(&id);
         std::fs::DirBuilder::new()
@@ -46,9 +53,16 @@ impl Recording {
             });
         let recording = Self {
             status_path: work_dir.join("guard-status"),
+            heartbeat_path: work_dir.join("heartbeat"),
             work_dir,
             id,
         };
+        let heartbeats = Heartbeats::create(&recording.heartbeat_path, spec.step_limits.clone())
+            .map_err(|source| SoakError::Io {
+                path: recording.heartbeat_path.clone(),
+                source,
+            })?;
+        let heartbeat = recording.heartbeat_path.display().to_string();
         let secrets = &spec.secrets;
         let mask = |text: &str| secrets.mask(text).into_owned();
         // What the user named a credential keeps its name only; any value that is one is masked.
@@ -69,7 +83,16 @@ impl Recording {
                     parameters: spec.parameters.clone(),
                     require_progress: spec.require_progress,
                     metadata: masked_map(&mut spec.metadata.iter()),
-                    environment: masked_map(&mut spec.env.iter().map(|(k, v)| (k, v))),
+                    environment: masked_map(
+                        &mut spec
+                            .env
+                            .iter()
+                            .filter(|(k, _)| k != beats::VARIABLE)
+                            .map(|(k, v)| (k, v)),
+                    )
+                    .into_iter()
+                    .chain([(beats::VARIABLE.to_owned(), heartbeat)])
+                    .collect(),
                     supervisor: me,
                     runtime_json: mask(&ctx.runtime_json),
                     ticks_per_second: process::ticks_per_second(),
@@ -83,7 +106,7 @@ impl Recording {
                 }),
             },
         )?;
-        Ok(recording)
+        Ok((recording, heartbeats))
     }
 
     pub(super) fn subject(&self) -> Subject {
@@ -146,7 +169,12 @@ pub(super) fn record_patiently(
 
 /// The event that ends the soak: its verdict and what the run ended with, its output's tails
 /// masked as everything recorded is.
-pub(super) fn finished(judged: Judgement, watch: &Watch, spec: &SoakSpec) -> Event {
+pub(super) fn finished(
+    judged: Judgement,
+    watch: &Watch,
+    spec: &SoakSpec,
+    heartbeat: Option<RunBeats>,
+) -> Event {
     let Judgement {
         outcome,
         exit,
@@ -174,7 +202,7 @@ pub(super) fn finished(judged: Judgement, watch: &Watch, spec: &SoakSpec) -> Eve
             oom_kills: witnessed.oom.kills,
             unkillable: stopped.unkillable,
             gpu_release: witnessed.gpu_release,
-            heartbeat: None,
+            heartbeat: heartbeat.map(Box::new),
         },
         limit,
     )

@@ -11,21 +11,28 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::alarm::{JobWatch, Running};
+use super::beats::Heartbeats;
 use super::child::Guard;
 use super::commit::GroupCommit;
 use super::context::{LOOK_EVERY, SoakContext};
 use super::record::Recording;
 use super::status::{StatusLine, warn_of_others};
-use crate::event::soak::FailureKind;
+use crate::event::soak::{FailureKind, Measures, ProcessSample, Sample};
 use crate::event::{Event, Subject};
 use crate::process::{self, ProcessIdentity};
 use crate::soak::artifact;
 use crate::soak::guard::GuardStatus;
+use crate::soak::heartbeat::limits::StepJudgement;
 use crate::soak::request::SoakSpec;
 use crate::soak::sampler::{GpuStream, HeldDir, Sampler};
 use crate::soak::watch::{CommandState, Failure, Next, Observation, Resources, Watch};
 use crate::soak::witnesses::Witnesses;
 use crate::time::poll_until;
+
+/// Now, in Unix seconds (as heartbeats tell their times).
+fn unix_now() -> f64 {
+    crate::time::unix_seconds(jiff::Timestamp::now().as_microsecond())
+}
 
 /// The longest a rank that raised its job's alarm holds its tree for the others to capture.
 const ALARM_HOLD_MAX: Duration = Duration::from_secs(10);
@@ -41,6 +48,7 @@ pub(super) struct Sampling<'a, 'j> {
     pub witnesses: &'a mut Witnesses,
     /// The job's alarm, for a rank of a job.
     pub job: Option<&'a mut JobWatch<'j>>,
+    pub heartbeats: &'a mut Heartbeats,
 }
 
 /// The series starts with the running command: wait for the guard to report its spawn — or its
@@ -79,6 +87,7 @@ pub(super) fn sample_until_done(
         seen,
         witnesses,
         mut job,
+        heartbeats,
     } = sampling;
     // What the log could not take of the job's alarm and the evidence it called for.
     let mut held = Vec::new();
@@ -101,21 +110,18 @@ pub(super) fn sample_until_done(
             break Some(died(failure, interrupted));
         }
         let command = status.command_state();
-        let elapsed = t0.elapsed();
-        let after_exit = command != CommandState::Running;
-        let (mut sample, measures) = sampler.sample(index, elapsed, guard.pid, after_exit);
+        let (elapsed, now) = (t0.elapsed(), unix_now());
+        let running = command == CommandState::Running;
+        let (mut sample, mut measures) = sampler.sample(index, elapsed, guard.pid, !running);
         sample.errors.extend(behind.take());
+        let (beats, step) = read_beats(heartbeats, (now, elapsed), &mut sample, &mut measures);
         if gpus_unread && sample.gpus.is_some() {
             gpus_unread = false;
             warn_of_others(&ctx.console, &sample, &measures);
         }
-        seen.extend(sample.processes.iter().map(|p| ProcessIdentity {
-            pid: p.pid,
-            start_ticks: p.start_ticks,
-        }));
+        seen.extend(sample.processes.iter().map(ProcessSample::identity));
         let failed_child = witnesses.saw(&mut sample, &status);
-        let progress = sample.progress;
-        let sample_cost = sample.sampler_cost_us;
+        let (progress, sample_cost) = (sample.progress, sample.sampler_cost_us);
         let status_line = ctx
             .console
             .shows_status()
@@ -138,6 +144,8 @@ pub(super) fn sample_until_done(
             interrupted: interrupted.load(Ordering::Relaxed),
             failed_child,
             resources,
+            beats,
+            step,
         });
         if let Some(line) = status_line {
             show_status(ctx, &soak.id, line, (elapsed, index), watch);
@@ -180,6 +188,22 @@ pub(super) fn sample_until_done(
     };
     unrecorded.extend(held);
     (failure, unrecorded)
+}
+
+/// The beats since the last sample, into `measures` (why they could not be read into the
+/// sample's errors), at `now` (Unix seconds), `elapsed` after the spawn: how many arrived, and
+/// the step running now against its phase's limit.
+fn read_beats(
+    heartbeats: &mut Heartbeats,
+    (now, elapsed): (f64, Duration),
+    sample: &mut Sample,
+    measures: &mut Measures,
+) -> (u32, Option<StepJudgement>) {
+    let polled = heartbeats.poll(now, elapsed.as_secs_f64());
+    sample.errors.extend(polled.error);
+    let arrived = polled.beats.as_ref().map_or(0, |b| b.beats);
+    measures.heartbeat = polled.beats.map(Box::new);
+    (arrived, polled.step)
 }
 
 /// The status line after the sample `index`, taken at `elapsed`.

@@ -16,6 +16,7 @@ use crate::event::soak::{
     ChildExit, FailureKind, Limits, Measures, ProgressSignature, ResourceLimit, Sample,
     SoakParameters,
 };
+use crate::soak::heartbeat::limits::StepJudgement;
 use crate::text::bytes;
 pub(crate) use verdict::{RunEnd, Unkillable, verdict};
 
@@ -28,7 +29,7 @@ pub(crate) enum CommandState {
 }
 
 /// What the supervisor saw at one sample.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Observation {
     /// Time since the command was spawned.
     pub elapsed: Duration,
@@ -40,6 +41,11 @@ pub(crate) struct Observation {
     pub failed_child: Option<ChildExit>,
     /// What the tree uses, for its budgets.
     pub resources: Resources,
+    /// The heartbeats that arrived since the last observation: each is progress.
+    pub beats: u32,
+    /// The step running now against its phase's limit, when its phase has one: it judges the
+    /// soak's staleness in place of `--stale-progress`.
+    pub step: Option<StepJudgement>,
 }
 
 /// What the tree uses at one sample, as its budgets judge it.
@@ -207,14 +213,16 @@ impl Watch {
         )
     }
 
-    /// Takes in one observation. Any change of the signature is progress. Then, in this order:
+    /// Takes in one observation. Any change of the signature, and any heartbeat, is progress.
+    /// Then, in this order:
     /// a command that could not be spawned fails the soak; one that exited ends the watch; an
     /// interruption fails it; under `--fail-fast`, a child that failed fails it; a budget the tree
     /// went over fails it; no progress by the startup timeout fails it; and once progress was
-    /// seen, no change for the stale period fails it.
+    /// seen, no change for the stale period fails it — unless the heartbeats say a step of a
+    /// phase with a limit runs: then that step over its limit fails it, and nothing else.
     pub(crate) fn observe(&mut self, observation: &Observation) -> Next {
         let elapsed = observation.elapsed;
-        if observation.progress != self.last_signature {
+        if observation.progress != self.last_signature || observation.beats > 0 {
             self.last_signature = observation.progress;
             self.first_progress.get_or_insert(elapsed);
             self.last_change = Some(elapsed);
@@ -249,6 +257,12 @@ impl Watch {
                     self.startup_timeout.as_secs_f64()
                 ),
             ));
+        }
+        if let Some(step) = &observation.step {
+            if step.is_over() {
+                return Next::Fail(Failure::new(FailureKind::StaleProgress, step.reason()));
+            }
+            return Next::Continue;
         }
         if let Some(change) = self.last_change
             && elapsed.saturating_sub(change) >= self.stale_progress
@@ -337,6 +351,8 @@ mod tests {
             interrupted: false,
             failed_child: None,
             resources: Resources::default(),
+            beats: 0,
+            step: None,
         }
     }
 
@@ -515,5 +531,48 @@ mod tests {
         observation.command = CommandState::Exited;
         let (_, answers) = given(&[observation]);
         assert_eq!(answers[0], Next::Exited);
+    }
+
+    #[test]
+    fn a_heartbeat_is_progress_though_the_directory_does_not_change() {
+        let beat = |seconds, beats| Observation {
+            beats,
+            ..at(seconds, 0)
+        };
+        let (watch, answers) = given(&[beat(1, 3), beat(5, 1), beat(9, 0), beat(10, 0)]);
+        assert_eq!(watch.first_progress(), Some(Duration::from_secs(1)));
+        assert_eq!(watch.last_change(), Some(Duration::from_secs(5)));
+        assert_eq!(kind(&answers[2]), None);
+        assert_eq!(kind(&answers[3]), Some(FailureKind::StaleProgress));
+    }
+
+    #[test]
+    fn a_step_with_a_limit_is_judged_by_it_in_place_of_the_stale_period() {
+        use crate::soak::heartbeat::limits::{Limit, Source};
+        let step = |elapsed_seconds| StepJudgement {
+            phase: "checkpoint".into(),
+            step: Some(31),
+            elapsed_seconds,
+            limit: Limit {
+                seconds: 20.0,
+                source: Source::PhaseTimeout("checkpoint=20s".into()),
+            },
+        };
+        let judged = |seconds, elapsed| Observation {
+            step: Some(step(elapsed)),
+            ..at(seconds, 1)
+        };
+        // Stale after 5 s by the directory, but the checkpoint may take 20.
+        let (_, answers) = given(&[at(1, 1), judged(9, 8.0), judged(19, 18.0)]);
+        assert!(answers.iter().all(|a| *a == Next::Continue), "{answers:?}");
+        let (_, answers) = given(&[at(1, 1), judged(22, 21.0)]);
+        let Next::Fail(failure) = &answers[1] else {
+            panic!("{answers:?}")
+        };
+        assert_eq!(failure.kind, FailureKind::StaleProgress);
+        assert_eq!(
+            failure.reason,
+            "step 31 of phase `checkpoint` has taken 21.0 s; its limit is 20.0 s (--phase-timeout checkpoint=20s)"
+        );
     }
 }

@@ -98,6 +98,7 @@ pub(super) fn read<'a>(row: &'a Row<'a>) -> SampleRow<'a> {
                 })
                 .collect()
         }),
+        heartbeat: None,
         host_gpu_memory_used_mib: row.host_gpu_memory_used_mib,
         index: row.index,
         open_fds: row.open_fds,
@@ -125,6 +126,7 @@ pub(super) fn read_v1<'a>(row: &'a RowV1<'a>) -> SampleRow<'a> {
         elapsed_seconds: row.elapsed_seconds,
         errors: row.errors,
         gpus: None,
+        heartbeat: None,
         host_gpu_memory_used_mib: Some(row.gpu_memory_used_mib),
         index: row.index,
         open_fds: row.open_fds,
