@@ -23,9 +23,11 @@ fn uuid(index: u32) -> String {
 }
 
 /// A trainer as a shell loop: it lists itself as a compute process on its GPU (the fake's apps
-/// file, entries `;`-ended), then beats `STEPS` steps of ~0.1 s (plus `$3` seconds each) to
-/// `$UNILAB_HEARTBEAT`, each with its time. Arguments: GPU UUID, apps file, extra sleep.
+/// file, entries `;`-ended), waits for the file `$4`, then beats `STEPS` steps of ~0.1 s (plus
+/// `$3` seconds each) to `$UNILAB_HEARTBEAT`, each with its time. Arguments: GPU UUID, apps
+/// file, extra sleep, the file to wait for.
 const TRAINER: &str = r#"printf '%s|sh|1024|%s;' "$$" "$1" >> "$2"
+while [ ! -e "$4" ]; do sleep 0.05; done
 i=0
 while [ "$i" -lt STEPS ]; do
   sleep 0.1
@@ -70,18 +72,42 @@ fn rank_soak(root: &TestRoot, dir: &Path, rank: u32, health: &str) -> Command {
         .arg(uuid(rank))
         .arg(dir.join("apps"))
         .arg(if rank == SLOW { "0.3" } else { "0" })
+        .arg(dir.join("go"))
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join(format!("err-{rank}"))).unwrap());
     cmd
 }
 
-/// The four ranks run to their end, each passing, and `job show --json S`.
+/// The four ranks run to their end, each passing, and `job show --json S`. The trainers start
+/// stepping once every rank's soak has seen its tree on its GPU (the fake nvidia-smi, a Python
+/// process, can take seconds to answer on a loaded machine), so that each rank's steps run
+/// while its GPU is watched.
 fn straggling_job(root: &TestRoot, health: &str) -> Value {
     let dir = private_tempdir("unilab-straggler-");
     let mut started = Started::default();
     let pids: Vec<u32> = (0..WORLD)
         .map(|rank| started.spawn(&mut rank_soak(root, dir.path(), rank, health)))
         .collect();
+    eventually(
+        "every rank's soak to see its tree on its GPU",
+        Duration::from_secs(120),
+        || {
+            // Each look is a whole `job show`: a few a second is enough.
+            std::thread::sleep(Duration::from_millis(250));
+            let shown = root
+                .unilab()
+                .args(["--json", "job", "show", "S"])
+                .output()
+                .unwrap();
+            serde_json::from_slice::<Value>(&shown.stdout).is_ok_and(|view| {
+                view["ranks"].as_array().is_some_and(|ranks| {
+                    ranks.len() == WORLD as usize
+                        && ranks.iter().all(|r| r["gpu_utilization_mean"].is_number())
+                })
+            })
+        },
+    );
+    std::fs::write(dir.path().join("go"), b"").unwrap();
     for (rank, pid) in pids.iter().enumerate() {
         let code = started.exit_code(*pid, Duration::from_secs(300));
         let err =

@@ -191,7 +191,9 @@ impl JobView {
         if let Some(tripped) = tripped_first(&ranks, alarm.as_ref()) {
             verdict_lines.push(tripped);
         }
-        if let Some(stalled) = &first_stalled {
+        // Every rank passed: each one's progress stopped as it ended, which says nothing.
+        let all_passed = ranks.iter().all(|r| r.status == "passed");
+        if let Some(stalled) = first_stalled.as_ref().filter(|_| !all_passed) {
             let later = ranks
                 .iter()
                 .filter(|r| r.rank != stalled.rank || r.host != stalled.host)
@@ -392,9 +394,11 @@ mod tests {
         assert_eq!(view.stragglers.len(), 1);
         assert_eq!(view.stragglers[0].rank, Some(2));
         assert_eq!(
-            view.verdict_lines.last().map(String::as_str),
-            Some("rank 2 on n1 straggles: its median step 300 ms is 3.00× the job's 100 ms")
+            view.verdict_lines,
+            ["rank 2 on n1 straggles: its median step 300 ms is 3.00× the job's 100 ms"],
+            "a job that passed: no rank's progress stopped first"
         );
+        assert!(view.first_stalled.is_some());
         let json = serde_json::to_value(&view).unwrap();
         assert_eq!(json["stragglers"][0]["ratio"], 3.0);
         assert_eq!(json["ranks"][2]["median_step_seconds"], 0.3);
