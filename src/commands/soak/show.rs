@@ -3,6 +3,9 @@
 //! after the verdict: the evidence captured before the tree was signalled, what the verdict
 //! found (a failed child, OOM kills, processes no signal ended, GPUs not given back) and the
 //! last lines of the output; a soak that passed with nothing to tell reads as it always did.
+//! When the trainer beat, its steps lead the figures: their pace and times, the other phases
+//! and the goodput (for a running soak, the latest beats and their pace); a soak without beats,
+//! or recorded before schema 10, reads as it always did.
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -21,6 +24,9 @@ use crate::soak::artifact::judged::JudgedText;
 use crate::soak::artifact::shown::{
     EvidenceShown, ExitShown, GpuReleaseShown, Judged, PointShown, ProgressShown, Shown,
 };
+use crate::soak::artifact::stepped::Stepped;
+use crate::soak::artifact::stepped::rows::{BeatsLately, LatestBeats};
+use crate::soak::artifact::stepped::text::{SteppedText, per_second};
 use crate::soak::artifact::stream::Piece;
 use crate::soak::error::SoakError;
 use crate::style::Tone;
@@ -75,6 +81,11 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         .as_ref()
         .map(|j| JudgedText::of(j, shown.duration_seconds))
         .unwrap_or_default();
+    let stepped = shown
+        .stepped
+        .as_ref()
+        .map(SteppedText::of)
+        .unwrap_or_default();
     // After a failure, or with anything to tell, why comes before the figures.
     let why_first =
         explained.is_some() || summary.state == SoakState::Finished(OutcomeStatus::Failed);
@@ -107,6 +118,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         }
         print_tails(&details.output_tail, out)?;
     }
+    lines.extend(stepped.lines.iter().cloned());
     lines.push(("started", human_time(summary.started_at_us)));
     let last_sample = latest.last.as_ref().map(|p| p.elapsed_seconds);
     lines.extend(end_lines(summary, details.duration_seconds, last_sample));
@@ -122,7 +134,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     for (label, value) in lines {
         out.line(&labelled(label, &value))?;
     }
-    for warned in &judged.warnings {
+    for warned in judged.warnings.iter().chain(&stepped.warnings) {
         out.line(&warning_line(
             &out.paint.paint(Tone::Warn, "warning:"),
             warned,
@@ -309,6 +321,18 @@ struct Details {
     gpu_release: Option<GpuReleaseShown>,
     /// What the summary judges of the resources (`/4` on), as in the artifact.
     resources: Option<Judged>,
+    /// The steps by phase, the heartbeat file's errors and the goodput, as in the artifact's
+    /// summary, with the steps a second; left out for soaks recorded before schema 10.
+    #[serde(flatten)]
+    steps: Option<StepsDetails>,
+}
+
+#[derive(Debug, Serialize)]
+struct StepsDetails {
+    #[serde(flatten)]
+    stepped: Stepped,
+    /// The `train` phase's beats over the time its steps took; `null` without such steps.
+    steps_per_second: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -338,6 +362,8 @@ struct Live {
     tree_pss_bytes: Option<u64>,
     rss_bytes: Option<u64>,
     processes: Option<u64>,
+    /// The latest beats and their pace; `null` before a beat.
+    heartbeat: Option<LatestBeats>,
 }
 
 impl Details {
@@ -359,6 +385,7 @@ impl Details {
                 tree_pss_bytes: last.and_then(|p| p.tree_pss_bytes),
                 rss_bytes: last.map(|p| p.rss_bytes),
                 processes: last.map(|p| p.processes),
+                heartbeat: latest.beats.latest(),
             }
         });
         let of = &shown.summary;
@@ -384,6 +411,10 @@ impl Details {
             job_evidence: shown.found.as_ref().and_then(|f| f.job_evidence.clone()),
             gpu_release: shown.found.as_ref().and_then(|f| f.gpu_release.clone()),
             resources: shown.judged.clone(),
+            steps: shown.stepped.clone().map(|stepped| StepsDetails {
+                steps_per_second: stepped.steps_per_second(),
+                stepped,
+            }),
         }
     }
 
@@ -432,6 +463,9 @@ impl Details {
                     ),
                 ));
             }
+            if let Some(beats) = &live.heartbeat {
+                lines.push(("beats", beats_line(beats, live.last_sample_seconds)));
+            }
         }
         lines
     }
@@ -460,12 +494,67 @@ impl Peaks {
     }
 }
 
-/// What `soak show` reads of the rows as they go by: the last one, and when the progress last
-/// changed among them. Nothing here grows with the soak.
+/// The numbers a running soak's beats line names.
+const NUMBERS_SHOWN: usize = 4;
+
+/// A running soak's latest beats: `step 120 (train) at 9.81/s lately, step time median 101ms;
+/// loss 0.3125`, and how long before the latest sample the last beat was read.
+fn beats_line(beats: &LatestBeats, last_sample: Option<f64>) -> String {
+    let mut line = match (beats.step, &beats.phase) {
+        (Some(step), Some(phase)) => format!("step {step} ({})", crate::text::one_line(phase)),
+        (Some(step), None) => format!("step {step}"),
+        _ => "beaten".to_owned(),
+    };
+    if let Some(rate) = beats.steps_per_second {
+        line.push_str(&format!(" at {}/s lately", per_second(rate)));
+    }
+    if let Some(median) = beats.step_seconds_median {
+        line.push_str(&format!(
+            ", step time median {}",
+            crate::text::step_time(median)
+        ));
+    }
+    let numbers: Vec<String> = beats
+        .numbers
+        .iter()
+        .take(NUMBERS_SHOWN)
+        .map(|(name, value)| format!("{} {}", crate::text::one_line(name), number(*value)))
+        .collect();
+    if !numbers.is_empty() {
+        line.push_str(&format!("; {}", numbers.join(", ")));
+    }
+    if let Some(age) = last_sample
+        .map(|last| last - beats.sampled_seconds)
+        .filter(|age| *age > 0.0)
+    {
+        line.push_str(&format!(
+            "; none in the {} before the latest sample",
+            output::duration(age)
+        ));
+    }
+    line
+}
+
+/// A number a trainer beat, as short as reads well: `4096`, `0.3125`, `1.235e-5`.
+fn number(value: f64) -> String {
+    let magnitude = value.abs();
+    if value == value.trunc() && magnitude < 1e15 {
+        format!("{value:.0}")
+    } else if (1e-3..1e6).contains(&magnitude) {
+        let decimals = (3 - magnitude.log10().floor() as i32).clamp(0, 6) as usize;
+        format!("{value:.decimals$}")
+    } else {
+        format!("{value:.3e}")
+    }
+}
+
+/// What `soak show` reads of the rows as they go by: the last one, when the progress last
+/// changed among them, and the latest beats. Nothing here grows with the soak.
 #[derive(Debug, Default)]
 struct Latest {
     last: Option<PointShown>,
     progress_changed_at: Option<f64>,
+    beats: BeatsLately,
 }
 
 impl Latest {
@@ -481,6 +570,7 @@ impl Latest {
                     self.progress_changed_at = Some(point.elapsed_seconds);
                 }
                 self.last = Some(point);
+                self.beats.take(row);
             }
         }
     }
