@@ -23,7 +23,7 @@ use super::UPLOT_CSS;
 use super::data::RED;
 use super::html::{STYLE, escape, table, warnings_html};
 use super::scale::Unit;
-use super::svg::{ChartFrame, Marker, clock_of};
+use super::svg::{ChartFrame, Marker, WIDTH, clock_of};
 use crate::soak::job_view::{JobView, RankRow};
 use crate::soak::signature::Frame;
 use crate::soak::signature::group::rank_list;
@@ -92,6 +92,7 @@ pub(crate) fn render(
         bands: &[],
         markers: &markers,
         started_at: Some(start),
+        width: WIDTH,
     };
     let mut html = String::with_capacity(256 * 1024);
     let status = status(view);
