@@ -51,24 +51,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     let shown = Shown::of(head).map_err(unreadable)?;
     let details = Details::of(&shown, &latest, summary, SystemClock.now_us());
     if out.json {
-        let mut object = summary_json(summary);
-        let details = serde_json::to_value(&details).map_err(|e| Error::Internal(e.to_string()))?;
-        if let (Value::Object(object), Value::Object(details)) = (&mut object, details) {
-            object.extend(details);
-        }
-        // What the verdict found joins the outcome, as in the artifact; `null` where the
-        // soak's schema records none.
-        let findings = shown.found.as_ref().map(|f| &f.outcome);
-        if let Some(Value::Object(outcome)) = object.get_mut("outcome") {
-            outcome.insert("child".into(), json!(findings.map(|f| &f.child)));
-            outcome.insert("oom_kills".into(), json!(findings.map(|f| &f.oom_kills)));
-            outcome.insert("unkillable".into(), json!(findings.map(|f| &f.unkillable)));
-            outcome.insert(
-                "job_alarm".into(),
-                json!(findings.and_then(|f| f.job_alarm.as_ref())),
-            );
-        }
-        out.json_line(&object)?;
+        out.json_line(&json_of(summary, &details, &shown)?)?;
         return Ok(Exit::Success);
     }
     let explained = shown
@@ -144,6 +127,28 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         print_tails(&details.output_tail, out)?;
     }
     Ok(Exit::Success)
+}
+
+/// `soak show --json`: the summary, the details, and what the verdict found in the outcome.
+fn json_of(summary: &SoakSummary, details: &Details, shown: &Shown) -> Result<Value, Error> {
+    let mut object = summary_json(summary);
+    let details = serde_json::to_value(details).map_err(|e| Error::Internal(e.to_string()))?;
+    if let (Value::Object(object), Value::Object(details)) = (&mut object, details) {
+        object.extend(details);
+    }
+    // What the verdict found joins the outcome, as in the artifact; `null` where the soak's
+    // schema records none.
+    let findings = shown.found.as_ref().map(|f| &f.outcome);
+    if let Some(Value::Object(outcome)) = object.get_mut("outcome") {
+        outcome.insert("child".into(), json!(findings.map(|f| &f.child)));
+        outcome.insert("oom_kills".into(), json!(findings.map(|f| &f.oom_kills)));
+        outcome.insert("unkillable".into(), json!(findings.map(|f| &f.unkillable)));
+        outcome.insert(
+            "job_alarm".into(),
+            json!(findings.and_then(|f| f.job_alarm.as_ref())),
+        );
+    }
+    Ok(object)
 }
 
 /// When the soak ended and how long its command ran (`duration_seconds`, its verdict's). An

@@ -159,7 +159,7 @@ impl Stepped {
             .filter(|(name, _)| name.as_str() != PRODUCTIVE_PHASE)
             .map(|(name, phase)| (name.as_str(), phase))
             .collect();
-        phases.sort_by(|a, b| b.1.count.cmp(&a.1.count));
+        phases.sort_by_key(|(_, phase)| std::cmp::Reverse(phase.count));
         phases
     }
 }
