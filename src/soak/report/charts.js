@@ -159,7 +159,7 @@
         dash: s.dash ? [6, 4] : undefined,
         spanGaps: !!s.span_gaps,
         points: { show: false },
-        value: function (u, v) { return label(spec.unit, v, Math.max(top, -bottom)); }
+        value: function (u, v) { return label(spec.unit, v, spec.unit === "number" ? Math.max(top, -bottom) : top); }
       });
     });
     // A band from the lower line up to the upper one (uPlot counts the time as series 0).
