@@ -109,7 +109,10 @@ fn the_duration_is_the_commands_own_and_the_teardown_is_reported_apart() {
     assert_eq!(artifact["outcome"]["failure_kind"], "leaked_processes");
     let duration = artifact["duration_seconds"].as_f64().unwrap();
     let teardown = artifact["teardown_seconds"].as_f64().unwrap();
-    assert!(duration < 5.0, "the grace period is not run time: {duration}");
+    assert!(
+        duration < 5.0,
+        "the grace period is not run time: {duration}"
+    );
     assert!(duration >= 0.2, "{duration}");
     assert!(teardown >= 5.0, "the grace period is teardown: {teardown}");
 }
