@@ -26,7 +26,7 @@ use crate::soak::artifact::shown::{
 };
 use crate::soak::artifact::stepped::Stepped;
 use crate::soak::artifact::stepped::rows::{BeatsLately, LatestBeats};
-use crate::soak::artifact::stepped::text::{SteppedText, per_second};
+use crate::soak::artifact::stepped::text::{SteppedText, latest_line};
 use crate::soak::artifact::stream::Piece;
 use crate::soak::error::SoakError;
 use crate::style::Tone;
@@ -469,7 +469,7 @@ impl Details {
                 ));
             }
             if let Some(beats) = &live.heartbeat {
-                lines.push(("beats", beats_line(beats, live.last_sample_seconds)));
+                lines.push(("beats", latest_line(beats, live.last_sample_seconds)));
             }
         }
         lines
@@ -496,60 +496,6 @@ impl Peaks {
             peak.push(format!("GPU {gpu} MiB"));
         }
         peak.join(", ")
-    }
-}
-
-/// The numbers a running soak's beats line names.
-const NUMBERS_SHOWN: usize = 4;
-
-/// A running soak's latest beats: `step 120 (train) at 9.81/s lately, step time median 101ms;
-/// loss 0.3125`, and how long before the latest sample the last beat was read.
-fn beats_line(beats: &LatestBeats, last_sample: Option<f64>) -> String {
-    let mut line = match (beats.step, &beats.phase) {
-        (Some(step), Some(phase)) => format!("step {step} ({})", crate::text::one_line(phase)),
-        (Some(step), None) => format!("step {step}"),
-        _ => "beaten".to_owned(),
-    };
-    if let Some(rate) = beats.steps_per_second {
-        line.push_str(&format!(" at {}/s lately", per_second(rate)));
-    }
-    if let Some(median) = beats.step_seconds_median {
-        line.push_str(&format!(
-            ", step time median {}",
-            crate::text::step_time(median)
-        ));
-    }
-    let numbers: Vec<String> = beats
-        .numbers
-        .iter()
-        .take(NUMBERS_SHOWN)
-        .map(|(name, value)| format!("{} {}", crate::text::one_line(name), number(*value)))
-        .collect();
-    if !numbers.is_empty() {
-        line.push_str(&format!("; {}", numbers.join(", ")));
-    }
-    if let Some(age) = last_sample
-        .map(|last| last - beats.sampled_seconds)
-        .filter(|age| *age > 0.0)
-    {
-        line.push_str(&format!(
-            "; none in the {} before the latest sample",
-            output::duration(age)
-        ));
-    }
-    line
-}
-
-/// A number a trainer beat, as short as reads well: `4096`, `0.3125`, `1.235e-5`.
-fn number(value: f64) -> String {
-    let magnitude = value.abs();
-    if value == value.trunc() && magnitude < 1e15 {
-        format!("{value:.0}")
-    } else if (1e-3..1e6).contains(&magnitude) {
-        let decimals = (3 - magnitude.log10().floor() as i32).clamp(0, 6) as usize;
-        format!("{value:.decimals$}")
-    } else {
-        format!("{value:.3e}")
     }
 }
 

@@ -1,7 +1,9 @@
 //! A soak's steps in words, as `soak show` prints them and the report lays them out: the
 //! `train` steps and their pace, the other phases, the goodput and where the rest of the time
-//! went, and a warning when the heartbeat file held what was not a beat.
+//! went, and a warning when the heartbeat file held what was not a beat; and a running soak's
+//! latest beats in one line.
 
+use super::rows::LatestBeats;
 use super::{PhaseShown, Stepped};
 use crate::soak::heartbeat::goodput::PRODUCTIVE_PHASE;
 use crate::text::{bytes, count, duration, one_line, step_time};
@@ -108,6 +110,57 @@ fn times(phase: &PhaseShown) -> Option<String> {
     })
 }
 
+/// The numbers a running soak's beats line names.
+const NUMBERS_SHOWN: usize = 4;
+
+/// A running soak's latest beats: `step 120 (train) at 9.81/s lately, step time median 101ms;
+/// loss 0.3125`, and how long before the latest sample the last beat was read.
+pub(crate) fn latest_line(beats: &LatestBeats, last_sample: Option<f64>) -> String {
+    let mut line = match (beats.step, &beats.phase) {
+        (Some(step), Some(phase)) => format!("step {step} ({})", one_line(phase)),
+        (Some(step), None) => format!("step {step}"),
+        _ => "beaten".to_owned(),
+    };
+    if let Some(rate) = beats.steps_per_second {
+        line.push_str(&format!(" at {}/s lately", per_second(rate)));
+    }
+    if let Some(median) = beats.step_seconds_median {
+        line.push_str(&format!(", step time median {}", step_time(median)));
+    }
+    let numbers: Vec<String> = beats
+        .numbers
+        .iter()
+        .take(NUMBERS_SHOWN)
+        .map(|(name, value)| format!("{} {}", one_line(name), number(*value)))
+        .collect();
+    if !numbers.is_empty() {
+        line.push_str(&format!("; {}", numbers.join(", ")));
+    }
+    if let Some(age) = last_sample
+        .map(|last| last - beats.sampled_seconds)
+        .filter(|age| *age > 0.0)
+    {
+        line.push_str(&format!(
+            "; none in the {} before the latest sample",
+            duration(age)
+        ));
+    }
+    line
+}
+
+/// A number a trainer beat, as short as reads well: `4096`, `0.3125`, `1.235e-5`.
+fn number(value: f64) -> String {
+    let magnitude = value.abs();
+    if value == value.trunc() && magnitude < 1e15 {
+        format!("{value:.0}")
+    } else if (1e-3..1e6).contains(&magnitude) {
+        let decimals = (3 - magnitude.log10().floor() as i32).clamp(0, 6) as usize;
+        format!("{value:.decimals$}")
+    } else {
+        format!("{value:.3e}")
+    }
+}
+
 /// A rate with three significant digits: `9.81`, `98.1`, `981`, `12345`.
 pub(crate) fn per_second(rate: f64) -> String {
     match rate {
@@ -204,6 +257,37 @@ mod tests {
             [
                 "the heartbeat file held what was not read as beats: 3 lines not a beat, 2.0 KiB skipped unread"
             ]
+        );
+    }
+
+    /// A running soak's beats line: the step and phase, the pace, the median step, the first
+    /// four numbers as short as reads well, and how long no beat came.
+    #[test]
+    fn a_running_soaks_beats_read_in_one_line() {
+        let numbers = [
+            ("a", 4096.0),
+            ("b", 0.3125),
+            ("c", 1.235e-5),
+            ("d", -2.5),
+            ("e", 1.0),
+        ];
+        let beats = LatestBeats {
+            step: Some(120),
+            phase: Some("train".into()),
+            sampled_seconds: 30.0,
+            step_seconds_median: Some(0.1013),
+            numbers: numbers.iter().map(|(k, v)| ((*k).into(), *v)).collect(),
+            steps_per_second: Some(9.812),
+        };
+        assert_eq!(
+            latest_line(&beats, Some(41.0)),
+            "step 120 (train) at 9.81/s lately, step time median 101ms; a 4096, b 0.3125, \
+             c 1.235e-5, d -2.500; none in the 11s before the latest sample"
+        );
+        assert_eq!(
+            latest_line(&beats, Some(30.0)),
+            "step 120 (train) at 9.81/s lately, step time median 101ms; a 4096, b 0.3125, \
+             c 1.235e-5, d -2.500"
         );
     }
 
