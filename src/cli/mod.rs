@@ -10,6 +10,7 @@ use clap_complete::ArgValueCompleter;
 use crate::duration::parse_duration;
 
 pub(crate) mod complete;
+pub(crate) mod internal;
 mod values;
 
 /// What `unilab --help` adds after the commands: the environment, durations, exit codes.
@@ -114,20 +115,6 @@ Examples:
         /// directory, created if need be, and print their paths
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
-    },
-    /// Internal: the process between a soak's supervisor and its command
-    #[command(name = "__soak-guard", hide = true)]
-    SoakGuard {
-        #[arg(long)]
-        status: PathBuf,
-        #[arg(last = true)]
-        command: Vec<OsString>,
-    },
-    /// Internal: runs a long-lived tool until the process that started it is gone
-    #[command(name = "__leash", hide = true)]
-    Leash {
-        #[arg(last = true)]
-        command: Vec<OsString>,
     },
 }
 

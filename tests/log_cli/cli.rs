@@ -611,3 +611,44 @@ fn help_names_the_environment_the_exit_codes_and_gives_examples() {
         assert!(help(args).contains("Examples:"), "{args:?}");
     }
 }
+
+/// The internal subcommands (`__soak-guard`, `__leash`) leaked to users: clap's "did you mean"
+/// offered `__soak-guard` for `unilab sok list`, and the static completion scripts offered
+/// `__soak-guard __leash` beside `soak`. Hidden subcommands are never suggested or completed.
+#[test]
+fn hidden_subcommands_are_never_suggested_or_completed() {
+    let root = TestRoot::new();
+    let hidden = ["soak-guard", "leash"];
+    let out = root.unilab().args(["sok", "list"]).assert().code(2);
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(
+        stderr.contains("'soak'"),
+        "the real one is suggested: {stderr}"
+    );
+    for name in hidden {
+        assert!(!stderr.contains(name), "`sok` suggests {name}: {stderr}");
+    }
+    let out = root.unilab().args(["--json", "leas"]).assert().code(2);
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(!stderr.contains("leash"), "{stderr}");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = root
+            .unilab()
+            .args(["completions", shell])
+            .assert()
+            .success();
+        let script = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+        for name in hidden {
+            assert!(!script.contains(name), "{shell} completes {name}");
+        }
+    }
+    for words in [&["unilab", "__"][..], &["unilab", "help", ""]] {
+        let (_, offered, _) = shell_asks(&root, words, &[]);
+        assert!(
+            offered
+                .iter()
+                .all(|o| hidden.iter().all(|h| !o.contains(h))),
+            "{words:?}: {offered:?}"
+        );
+    }
+}
