@@ -48,7 +48,10 @@ pub(crate) struct Cli {
     pub command: Command,
 }
 
+/// The options every command takes, under a heading of their own in every command's help, apart
+/// from the command's own.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub(crate) struct GlobalArgs {
     /// State root (default: `$UNILAB_ROOT`, else `$XDG_STATE_HOME/unilab`, else
     /// `~/.local/state/unilab`)

@@ -652,3 +652,32 @@ fn hidden_subcommands_are_never_suggested_or_completed() {
         );
     }
 }
+
+/// `soak run -h` listed `--root`, `--json`, `--quiet`, `--verbose` and `--color` among the
+/// soak's own flags, interleaved with them. The global flags have a heading of their own, after
+/// the command's options, in `-h` and `--help` alike.
+#[test]
+fn global_flags_have_a_heading_of_their_own_in_a_subcommands_help() {
+    let root = TestRoot::new();
+    for flag in ["-h", "--help"] {
+        for args in [&["soak", "run"][..], &["mps", "stop"], &[]] {
+            let out = root.unilab().args(args).arg(flag).assert().success();
+            let help = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+            let global = help
+                .find("\nGlobal options:\n")
+                .unwrap_or_else(|| panic!("{args:?} {flag}: no heading: {help}"));
+            let (own, rest) = help.split_at(global);
+            for name in ["--root", "--json", "--quiet", "--verbose", "--color"] {
+                assert!(!own.contains(name), "{args:?} {flag}: {name} among its own");
+                assert!(
+                    rest.contains(name),
+                    "{args:?} {flag}: {name} not under the heading"
+                );
+            }
+        }
+    }
+    let out = root.unilab().args(["soak", "run", "-h"]).assert().success();
+    let help = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let options = help.find("\nOptions:\n").unwrap();
+    assert!(help[options..].contains("--sample-interval"), "{help}");
+}
