@@ -10,6 +10,7 @@ use clap_complete::ArgValueCompleter;
 use crate::duration::parse_duration;
 
 pub(crate) mod complete;
+pub(crate) mod internal;
 mod values;
 
 /// What `unilab --help` adds after the commands: the environment, durations, exit codes.
@@ -47,7 +48,10 @@ pub(crate) struct Cli {
     pub command: Command,
 }
 
+/// The options every command takes, under a heading of their own in every command's help, apart
+/// from the command's own.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub(crate) struct GlobalArgs {
     /// State root (default: `$UNILAB_ROOT`, else `$XDG_STATE_HOME/unilab`, else
     /// `~/.local/state/unilab`)
@@ -114,20 +118,6 @@ Examples:
         /// directory, created if need be, and print their paths
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
-    },
-    /// Internal: the process between a soak's supervisor and its command
-    #[command(name = "__soak-guard", hide = true)]
-    SoakGuard {
-        #[arg(long)]
-        status: PathBuf,
-        #[arg(last = true)]
-        command: Vec<OsString>,
-    },
-    /// Internal: runs a long-lived tool until the process that started it is gone
-    #[command(name = "__leash", hide = true)]
-    Leash {
-        #[arg(last = true)]
-        command: Vec<OsString>,
     },
 }
 
@@ -573,7 +563,8 @@ Examples:
   unilab mps start 0 --foreground  until Ctrl-C
   unilab mps start 0 --active-thread-percentage 25 --pinned-memory-limit 8GiB")]
     Start(StartArgs),
-    /// Stop a daemon unilab started (the sole live one when no name is given)
+    /// Stop a daemon unilab started (the sole live one when no name is given); with none
+    /// recorded, there is nothing to stop (exit 0)
     Stop(StopArgs),
     /// List your daemons with their liveness (read-only)
     List,
