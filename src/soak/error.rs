@@ -70,6 +70,8 @@ pub enum SoakError {
 pub enum OutputFile {
     Artifact,
     Report,
+    /// `--metrics-file`, rewritten at every sample.
+    Metrics,
 }
 
 impl OutputFile {
@@ -77,6 +79,7 @@ impl OutputFile {
         match self {
             OutputFile::Artifact => "artifact",
             OutputFile::Report => "report",
+            OutputFile::Metrics => "metrics file",
         }
     }
 }
@@ -242,6 +245,7 @@ impl Hint for SoakError {
                 match kind {
                     OutputFile::Artifact => "export",
                     OutputFile::Report => "report",
+            OutputFile::Metrics => "metrics file",
                 },
                 quoted(path)
             )),
