@@ -236,6 +236,10 @@ impl Hint for SoakError {
             }
             SoakError::Output { .. } => Some("choose a file in a directory you can write".into()),
             SoakError::NotWritten {
+                kind: OutputFile::Metrics,
+                ..
+            } => None,
+            SoakError::NotWritten {
                 kind,
                 soak_id,
                 path,
@@ -244,8 +248,8 @@ impl Hint for SoakError {
                 "once that is fixed, `unilab soak {} {soak_id} --output {}` writes it from the log",
                 match kind {
                     OutputFile::Artifact => "export",
-                    OutputFile::Report => "report",
-            OutputFile::Metrics => "metrics file",
+                    // (No command writes the metrics file again: see the arm above.)
+                    OutputFile::Report | OutputFile::Metrics => "report",
                 },
                 quoted(path)
             )),
