@@ -158,6 +158,10 @@ pub mod testing {
         pub use crate::soak::heartbeat::reader::{HeartbeatReader, Polled};
         pub use crate::soak::heartbeat::summary::SampleSummary;
     }
+    pub mod metrics {
+        pub use crate::soak::metrics::{SoakLabels, SoakMetrics};
+        pub use crate::soak::supervise::metrics::write_atomically;
+    }
     pub mod report {
         pub use crate::soak::report::{Charts, Extras, render};
     }

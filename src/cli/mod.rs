@@ -366,8 +366,12 @@ pub(crate) struct SoakRunArgs {
     /// same placeholders)
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
-    /// Replace `--output` (and `--report`) if it exists; without it an existing file is refused
-    /// before the command runs
+    /// Rewrite FILE at every sample with the soak's metrics in the Prometheus text format, for
+    /// node_exporter's textfile collector (which reads `*.prom`); the same placeholders
+    #[arg(long = "metrics-file", value_name = "FILE")]
+    pub metrics_file: Option<PathBuf>,
+    /// Replace `--output` (and `--report`, `--metrics-file`) if it exists; without it an
+    /// existing file is refused before the command runs
     #[arg(long)]
     pub force: bool,
     /// Time between samples

@@ -70,6 +70,8 @@ pub enum SoakError {
 pub enum OutputFile {
     Artifact,
     Report,
+    /// `--metrics-file`, rewritten at every sample.
+    Metrics,
 }
 
 impl OutputFile {
@@ -77,6 +79,7 @@ impl OutputFile {
         match self {
             OutputFile::Artifact => "artifact",
             OutputFile::Report => "report",
+            OutputFile::Metrics => "metrics file",
         }
     }
 }
@@ -233,6 +236,10 @@ impl Hint for SoakError {
             }
             SoakError::Output { .. } => Some("choose a file in a directory you can write".into()),
             SoakError::NotWritten {
+                kind: OutputFile::Metrics,
+                ..
+            } => None,
+            SoakError::NotWritten {
                 kind,
                 soak_id,
                 path,
@@ -241,7 +248,8 @@ impl Hint for SoakError {
                 "once that is fixed, `unilab soak {} {soak_id} --output {}` writes it from the log",
                 match kind {
                     OutputFile::Artifact => "export",
-                    OutputFile::Report => "report",
+                    // (No command writes the metrics file again: see the arm above.)
+                    OutputFile::Report | OutputFile::Metrics => "report",
                 },
                 quoted(path)
             )),

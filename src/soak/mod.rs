@@ -33,6 +33,7 @@ pub(crate) mod heartbeat;
 pub(crate) mod job_view;
 pub(crate) mod kernel;
 pub(crate) mod launch;
+pub(crate) mod metrics;
 mod oom;
 mod progress;
 mod release;

@@ -81,6 +81,8 @@ pub(crate) struct SoakSpec {
     pub output: PathBuf,
     /// Where the HTML report goes when the soak ends, if asked for.
     pub report: Option<PathBuf>,
+    /// The metrics file rewritten at every sample (`--metrics-file`), if asked for.
+    pub metrics_file: Option<PathBuf>,
     pub parameters: SoakParameters,
     pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
@@ -126,7 +128,8 @@ impl SoakSpec {
     /// The spec of the soak `soak_id`, run where `launch` says, from `args`: the first thing
     /// wrong with them is refused. The limits are checked against each other, the directories
     /// against the user of `paths` (the progress directory must exist: a typo must not become
-    /// a soak that watches nothing), and `--output` and `--report` against what is there.
+    /// a soak that watches nothing), and `--output`, `--report` and `--metrics-file` against
+    /// what is there.
     pub(crate) fn from_args(
         args: SoakRunArgs,
         soak_id: String,
@@ -147,6 +150,7 @@ impl SoakSpec {
         };
         let output = fill(&args.output)?;
         let report = args.report.as_deref().map(fill).transpose()?;
+        let metrics_file = args.metrics_file.as_deref().map(fill).transpose()?;
         let limits = limits(&args);
         let step_limits = step_limits(&args)?;
         if args.command.is_empty() {
@@ -195,21 +199,19 @@ impl SoakSpec {
         let mut metadata: BTreeMap<String, String> = meta.into_iter().chain(meta_json).collect();
         launch.record_into(&mut metadata);
         let secrets = Secrets::handed_to_command(&env, &command);
-        // Said as absolute as the artifact's path.
         let report = report
-            .map(|report| {
-                std::path::absolute(&report).map_err(SoakError::output(OutputFile::Report, &report))
-            })
+            .map(|path| checked_output(path, OutputFile::Report, args.force))
             .transpose()?;
-        if let Some(report) = &report {
-            refuse_to_replace(report, OutputFile::Report, args.force)?;
-        }
+        let metrics_file = metrics_file
+            .map(|path| checked_output(path, OutputFile::Metrics, args.force))
+            .transpose()?;
         Ok(SoakSpec {
             soak_id,
             command,
             progress_dir,
             output,
             report,
+            metrics_file,
             parameters: SoakParameters {
                 sample_interval_ms: ms(args.sample_interval),
                 startup_timeout_ms: ms(args.startup_timeout),
@@ -256,6 +258,14 @@ pub(crate) fn refuse_to_replace(
 /// How a note on why there are no Python stacks starts: the capture says these only where a
 /// process of the tree is Python.
 pub(crate) const PYTHON_STACKS: &str = "python stacks: ";
+
+/// `--report` or `--metrics-file` (`kind`) made absolute (as the artifact's path is) and
+/// checked as [`refuse_to_replace`] checks it.
+fn checked_output(path: PathBuf, kind: OutputFile, force: bool) -> Result<PathBuf, SoakError> {
+    let path = std::path::absolute(&path).map_err(SoakError::output(kind, &path))?;
+    refuse_to_replace(&path, kind, force)?;
+    Ok(path)
+}
 
 /// The `py-spy` to dump Python stacks with, and why there is none: `--py-spy` names one (a path,
 /// or a program on `PATH`) or `off`; without it, `py-spy` on `PATH` if there is one. A `py-spy`

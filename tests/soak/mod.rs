@@ -7,6 +7,7 @@
 mod environment;
 mod full_disk;
 mod gpu;
+mod metrics;
 mod outcomes;
 mod reading;
 mod refusals;

@@ -42,8 +42,8 @@ pub use evidence::{
     UnkillableProcess,
 };
 pub use job::{JobAlarm, JobAlarmSeen, JobMember, MpsTeardown, OnJobAlarm};
-pub(crate) use resources::throttle_reasons;
 pub use resources::{GpuHealth, Limits, Measures, ResourceLimit};
+pub(crate) use resources::{THROTTLE_REASONS, throttle_reasons};
 
 use crate::process::ProcessIdentity;
 

@@ -94,7 +94,7 @@ impl ResourceLimit {
 }
 
 /// NVML's clock event reasons, by bit.
-const THROTTLE_REASONS: [(u64, &str); 9] = [
+pub(crate) const THROTTLE_REASONS: [(u64, &str); 9] = [
     (0x1, "gpu_idle"),
     (0x2, "applications_clocks_setting"),
     (0x4, "sw_power_cap"),

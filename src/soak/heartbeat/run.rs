@@ -21,6 +21,8 @@ pub(crate) struct HeartbeatRun {
     /// is of that phase, begun then.
     last: Option<(f64, String)>,
     beats: u64,
+    /// Every step timed so far, of any phase: how many, and their seconds together.
+    timed: (u64, f64),
 }
 
 impl HeartbeatRun {
@@ -33,6 +35,7 @@ impl HeartbeatRun {
             goodput: GoodputClock::new(start),
             last: None,
             beats: 0,
+            timed: (0, 0.0),
         }
     }
 
@@ -40,6 +43,9 @@ impl HeartbeatRun {
     pub(crate) fn add(&mut self, beat: &Beat) {
         self.beats += 1;
         let ended = self.summary.add(beat);
+        if let Some((seconds, _)) = ended {
+            self.timed = (self.timed.0 + 1, self.timed.1 + seconds);
+        }
         self.steps.add(beat, ended);
         self.goodput.beat(beat.t, &beat.phase);
         let latest = self.last.as_ref().map_or(beat.t, |(t, _)| t.max(beat.t));
@@ -55,6 +61,11 @@ impl HeartbeatRun {
     /// The beats since the previous sample; `None` when none arrived.
     pub(crate) fn take_sample(&mut self) -> Option<SampleBeats> {
         Some(self.summary.take()).filter(|sample| sample.beats > 0)
+    }
+
+    /// Every step timed so far, of any phase: how many, and their seconds together.
+    pub(crate) fn timed(&self) -> (u64, f64) {
+        self.timed
     }
 
     /// The step running at `now` (Unix seconds) against its phase's limit; `None` before the
@@ -134,6 +145,10 @@ mod tests {
         }
         let sample = run.take_sample().unwrap();
         assert_eq!((sample.beats, sample.step), (30, Some(29)));
+        // The first beat ends no step: 29 steps of 0.1 s.
+        let (count, seconds) = run.timed();
+        assert_eq!(count, 29);
+        assert!((seconds - 2.9).abs() < 1e-9, "{seconds}");
         assert_eq!(run.take_sample(), None, "nothing since");
         // Train's learned limit: 5 × p99 0.1 s is under the 10 s floor.
         let train = run.judge(t + 9.0).unwrap();

@@ -99,6 +99,11 @@ impl Heartbeats {
         Polled { beats, step, error }
     }
 
+    /// Every step timed so far, of any phase: how many, and their seconds together.
+    pub(super) fn timed(&self) -> (u64, f64) {
+        self.run.as_ref().map_or((0, 0.0), |(_, run)| run.timed())
+    }
+
     /// What the verdict records of a command that ran for `run`, `stalled` when it failed on
     /// staleness; `None` when it was never sampled.
     pub(super) fn finish(&self, run: Duration, stalled: bool) -> Option<RunBeats> {

@@ -14,7 +14,7 @@
 //! - [`commit`]: the samples' group commit and the full-disk holdback;
 //! - [`record`]: the start and the verdict; [`written`]: the artifact and the report;
 //! - [`child`]: the guard and the command's output tails; [`stop`]: the teardown;
-//! - [`beats`]: the heartbeat file;
+//! - [`beats`]: the heartbeat file; [`metrics`]: the metrics file (`--metrics-file`);
 //! - [`alarm`]: a rank's side of its job's alarm;
 //! - [`status`]: the live status line.
 //!
@@ -25,6 +25,7 @@ mod beats;
 mod child;
 mod commit;
 mod context;
+pub(crate) mod metrics;
 mod phase;
 mod record;
 mod schedule;
@@ -39,6 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use self::beats::Heartbeats;
 use self::child::Guard;
 pub(crate) use self::context::SoakContext;
+use self::metrics::MetricsFile;
 use self::phase::{Effects, Ended, Rules, Witnessed};
 use self::record::Recording;
 use self::schedule::Sampling;
@@ -105,6 +107,7 @@ pub(crate) fn run(
         interrupted,
         job: alarm::JobWatch::of(spec),
         heartbeats,
+        metrics: MetricsFile::of(ctx, spec),
     };
     let rules = Rules {
         parameters: &spec.parameters,
@@ -118,14 +121,20 @@ pub(crate) fn run(
         job.raise(ctx, spec, (kind, &outcome.reason), &mut shell.unrecorded);
     }
     let stalled = outcome.failure_kind == Some(FailureKind::StaleProgress);
-    let heartbeat = shell.heartbeats.finish(judged.times.run, stalled);
+    let judged_run = judged.times.run;
+    let heartbeat = shell.heartbeats.finish(judged_run, stalled);
     // The samples and the evidence a full disk held back, then the verdict: one commit.
     let mut events = shell.unrecorded;
     events.push((
         soak.subject(),
         record::finished(judged, &watch, spec, heartbeat),
     ));
-    record::record_verdict(ctx, &soak.id, &outcome, events)?;
+    let recorded = record::record_verdict(ctx, &soak.id, &outcome, events);
+    // The verdict as decided, recorded or not: a file left saying "running" would be served
+    // as such for as long as it stays.
+    let passed = outcome.status == crate::event::soak::OutcomeStatus::Passed;
+    shell.metrics.finish(passed, judged_run, &ctx.console);
+    recorded?;
     let _ = std::fs::remove_dir_all(&soak.work_dir);
     let digest = written::write_artifact(ctx.log, &soak.id, &spec.output, |events| {
         record::record_patiently(ctx, events)
@@ -169,6 +178,7 @@ struct Shell<'a> {
     /// The job's alarm, for a rank of a job.
     job: Option<alarm::JobWatch<'a>>,
     heartbeats: Heartbeats,
+    metrics: MetricsFile,
 }
 
 impl Effects for Shell<'_> {
@@ -200,6 +210,7 @@ impl Effects for Shell<'_> {
                 witnesses: &mut self.witnesses,
                 job: self.job.as_mut(),
                 heartbeats: &mut self.heartbeats,
+                metrics: &mut self.metrics,
             },
             watch,
             self.interrupted,

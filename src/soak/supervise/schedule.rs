@@ -15,6 +15,7 @@ use super::beats::Heartbeats;
 use super::child::Guard;
 use super::commit::GroupCommit;
 use super::context::{LOOK_EVERY, SoakContext};
+use super::metrics::MetricsFile;
 use super::record::Recording;
 use super::status::{StatusLine, warn_of_others};
 use crate::event::soak::{FailureKind, Measures, ProcessSample, Sample};
@@ -49,6 +50,8 @@ pub(super) struct Sampling<'a, 'j> {
     /// The job's alarm, for a rank of a job.
     pub job: Option<&'a mut JobWatch<'j>>,
     pub heartbeats: &'a mut Heartbeats,
+    /// The metrics file, rewritten after each sample.
+    pub metrics: &'a mut MetricsFile,
 }
 
 /// The series starts with the running command: wait for the guard to report its spawn — or its
@@ -88,6 +91,7 @@ pub(super) fn sample_until_done(
         witnesses,
         mut job,
         heartbeats,
+        metrics,
     } = sampling;
     // What the log could not take of the job's alarm and the evidence it called for.
     let mut held = Vec::new();
@@ -127,6 +131,7 @@ pub(super) fn sample_until_done(
             .shows_status()
             .then(|| StatusLine::of(&sample, &measures, cpu.advance(&sample).1));
         let resources = Resources::of(&sample, &measures);
+        metrics.observe(&mut sample, &measures, heartbeats.timed());
         let committing = Instant::now();
         if let Err(failure) = samples.push(sample, measures) {
             break Some(failure);
@@ -147,9 +152,7 @@ pub(super) fn sample_until_done(
             beats,
             step,
         });
-        if let Some(line) = status_line {
-            show_status(ctx, &soak.id, line, (elapsed, index), watch);
-        }
+        show(ctx, soak, (metrics, status_line), (elapsed, index), watch);
         let tree = Running {
             guard: guard.pid,
             seen,
@@ -206,16 +209,19 @@ fn read_beats(
     (arrived, polled.step)
 }
 
-/// The status line after the sample `index`, taken at `elapsed`.
-fn show_status(
+/// What a sample shows outside the record once the watch judged it: the metrics file, rewritten,
+/// and the status line after the sample `index`, taken at `elapsed`.
+fn show(
     ctx: &SoakContext,
-    soak_id: &str,
-    line: StatusLine,
+    soak: &Recording,
+    (metrics, line): (&mut MetricsFile, Option<StatusLine>),
     (elapsed, index): (Duration, u64),
     watch: &Watch,
 ) {
+    metrics.write(watch.last_change(), &ctx.console);
+    let Some(line) = line else { return };
     ctx.console.status(line.text(
-        soak_id,
+        &soak.id,
         elapsed,
         index,
         watch.last_change(),

@@ -1,0 +1,249 @@
+//! `--metrics-file`: the soak's metrics ([`SoakMetrics`]) rewritten at every sample and once
+//! more after the verdict, for node_exporter's textfile collector (or anything that reads the
+//! Prometheus text format).
+//!
+//! Each write is whole or not at all: the text goes to a new temporary file beside the target
+//! (its name starts with `.` and does not end in `.prom`, so the collector never reads it),
+//! created exclusively and without following a symbolic link (`O_CREAT | O_EXCL | O_NOFOLLOW`:
+//! a link planted at its name fails the open, never redirects the write), then renamed over the
+//! target. It is not synced to disk: the file tells the present, and the log is the record. A
+//! write that fails (a full disk, its directory gone) never fails the soak: it is said once on
+//! the terminal, and in the errors of the next sample each time the file stops being written;
+//! every later sample tries again.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::context::SoakContext;
+use crate::event::soak::{Measures, Sample};
+use crate::soak::console::Console;
+use crate::soak::metrics::{SoakLabels, SoakMetrics};
+use crate::soak::request::SoakSpec;
+
+/// A soak's metrics file; inert without `--metrics-file`.
+pub(super) struct MetricsFile {
+    file: Option<Written>,
+}
+
+struct Written {
+    path: PathBuf,
+    metrics: SoakMetrics,
+    /// The text, kept between writes for its capacity.
+    text: String,
+    /// When the command was spawned, Unix seconds: known at the first sample.
+    spawned: Option<f64>,
+    /// The last write failed.
+    failing: bool,
+    /// A failure was said on the terminal.
+    warned: bool,
+    /// A failure for the next sample's errors.
+    unsaid: Option<String>,
+}
+
+impl MetricsFile {
+    /// The metrics file `spec` asks for, if any.
+    pub(super) fn of(ctx: &SoakContext, spec: &SoakSpec) -> Self {
+        let file = spec.metrics_file.as_ref().map(|path| {
+            let labels = SoakLabels {
+                soak: spec.soak_id.clone(),
+                host: ctx.paths.host.clone(),
+                job: spec.job.as_ref().map(|j| j.member.job.as_str().to_owned()),
+                rank: spec.job.as_ref().and_then(|j| j.member.rank),
+                command: crate::output::shell_command(
+                    &spec.secrets.mask_command_line(&spec.command),
+                ),
+            };
+            Written {
+                path: path.clone(),
+                metrics: SoakMetrics::new(&labels, crate::process::ticks_per_second()),
+                text: String::new(),
+                spawned: None,
+                failing: false,
+                warned: false,
+                unsaid: None,
+            }
+        });
+        MetricsFile { file }
+    }
+
+    /// Takes in `sample` (first adding to its errors a failure to write the file that no sample
+    /// said yet), its `measures` and the steps the beats timed so far.
+    pub(super) fn observe(&mut self, sample: &mut Sample, measures: &Measures, timed: (u64, f64)) {
+        let Some(file) = &mut self.file else { return };
+        sample.errors.extend(file.unsaid.take());
+        file.spawned.get_or_insert_with(|| {
+            crate::time::unix_seconds(jiff::Timestamp::now().as_microsecond())
+                - sample.elapsed_ms as f64 / 1000.0
+        });
+        file.metrics.observe(sample, measures, timed);
+    }
+
+    /// Writes the file, the progress last seen `last_change` after the spawn.
+    pub(super) fn write(&mut self, last_change: Option<Duration>, console: &Console) {
+        let Some(file) = &mut self.file else { return };
+        let at = file
+            .spawned
+            .zip(last_change)
+            .map(|(spawned, change)| ((spawned + change.as_secs_f64()) * 1e3).round() / 1e3);
+        file.metrics.progressed_at(at);
+        file.write(console);
+    }
+
+    /// Writes the file a last time, with the verdict: whether it `passed`, after a command
+    /// that ran for `run`.
+    pub(super) fn finish(&mut self, passed: bool, run: Duration, console: &Console) {
+        let Some(file) = &mut self.file else { return };
+        // In milliseconds, as the verdict records it.
+        file.metrics
+            .finish(passed, crate::soak::request::ms(run) as f64 / 1000.0);
+        file.write(console);
+    }
+}
+
+impl Written {
+    fn write(&mut self, console: &Console) {
+        self.metrics.render(&mut self.text);
+        match write_atomically(&self.path, self.text.as_bytes()) {
+            Ok(()) => self.failing = false,
+            Err(e) if !self.failing => {
+                self.failing = true;
+                let said = format!(
+                    "cannot write the metrics file `{}`: {e}; the soak goes on, and tries again at every sample",
+                    self.path.display()
+                );
+                if !self.warned {
+                    self.warned = true;
+                    console.warn(&said);
+                }
+                self.unsaid = Some(said);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Replaces `path` with `bytes` at once: a reader sees the old file or the new, never a part.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("it names no file"))?;
+    let (temp, file) = create_beside(dir, &name.to_string_lossy(), random_part)?;
+    let written = (&file)
+        .write_all(bytes)
+        .and_then(|()| std::fs::rename(&temp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
+}
+
+/// A new file in `dir` named after `name` and a `random` part, created exclusively (never a
+/// link followed, never a file already there opened); a name taken is tried again with another.
+fn create_beside(
+    dir: &Path,
+    name: &str,
+    mut random: impl FnMut() -> String,
+) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let mut tries = 0;
+    loop {
+        let temp = dir.join(format!(".{name}.{}.tmp", random()));
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o666)
+            .custom_flags(libc_flags::O_NOFOLLOW | libc_flags::O_CLOEXEC)
+            .open(&temp);
+        match opened {
+            Ok(file) => return Ok((temp, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The open flags, as `nix` names them.
+mod libc_flags {
+    use nix::fcntl::OFlag;
+
+    pub(super) const O_NOFOLLOW: i32 = OFlag::O_NOFOLLOW.bits();
+    pub(super) const O_CLOEXEC: i32 = OFlag::O_CLOEXEC.bits();
+}
+
+/// Sixteen hex digits that differ from call to call and from process to process.
+fn random_part() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&std::process::id().to_le_bytes());
+    hasher.update(&CALLS.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    hasher.update(&jiff::Timestamp::now().as_nanosecond().to_le_bytes());
+    hasher.finalize().to_hex()[..16].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn a_write_replaces_the_file_whole_and_leaves_nothing_beside_it() {
+        let dir = crate::testing::files::private_tempdir();
+        let path = dir.path().join("unilab.prom");
+        write_atomically(&path, b"first\n").unwrap();
+        write_atomically(&path, b"second\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "second\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["unilab.prom"]);
+        // Created as any file is: 0666 less the umask (022 or stricter), never executable.
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o133, 0, "{mode:o}");
+    }
+
+    #[test]
+    fn a_link_at_the_target_is_replaced_not_written_through() {
+        let dir = crate::testing::files::private_tempdir();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let path = dir.path().join("unilab.prom");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        write_atomically(&path, b"metrics\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
+    }
+
+    #[test]
+    fn a_link_planted_at_a_temporary_name_is_never_followed() {
+        let dir = crate::testing::files::private_tempdir();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join(".unilab.prom.planted.tmp")).unwrap();
+        let mut names = ["planted", "fresh"].into_iter().map(String::from);
+        let (temp, mut file) =
+            create_beside(dir.path(), "unilab.prom", || names.next().unwrap()).unwrap();
+        assert_eq!(temp, dir.path().join(".unilab.prom.fresh.tmp"));
+        file.write_all(b"x").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        // A name that stays taken gives up, saying why.
+        let e = create_beside(dir.path(), "unilab.prom", || "planted".into()).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    }
+
+    #[test]
+    fn a_directory_gone_is_an_error_not_a_panic() {
+        let dir = crate::testing::files::private_tempdir();
+        let path = dir.path().join("gone/unilab.prom");
+        let e = write_atomically(&path, b"x").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    }
+}
