@@ -11,6 +11,7 @@ mod evidence;
 mod fakes;
 mod framework;
 mod gpu_health;
+mod heartbeat;
 mod job;
 mod job_report;
 mod log_append_path;
