@@ -13,7 +13,7 @@
 //!   the log packing each sample's beats against the previous sample's. The records' own bytes
 //!   (encoded, with their hashes and framing), with beats minus without, per sample.
 //!
-//! Run with `cargo bench --bench heartbeat_cost` (both; about 3 minutes), or
+//! Run with `cargo bench --bench heartbeat_cost` (both; about 5 minutes), or
 //! `cargo bench --bench heartbeat_cost -- supervisor` / `-- log` (one). The supervisor's run:
 //! `HEARTBEAT_BENCH_SECONDS` (default 30) a soak, `HEARTBEAT_BENCH_ROUNDS` (default 2) rounds,
 //! `HEARTBEAT_BENCH_INTERVAL` (default `1s`) between samples.
