@@ -55,6 +55,9 @@ const ARCHIVED_IN_FIXTURE: &str = "20261202T124210-3f9a";
 /// The soak a frozen fixture (schema 9 on) holds that saw its job's alarm.
 const JOB_SOAK_IN_FIXTURE: &str = "20261207T090000-a1a1";
 
+/// The soak a frozen fixture (schema 10 on) holds whose trainer beat.
+const HEARTBEAT_SOAK_IN_FIXTURE: &str = "20261208T100000-b10b";
+
 /// The soak a frozen fixture (schema 8 on) holds with its samples packed.
 const PACKED_IN_FIXTURE: &str = "20261206T080000-c8c8";
 
@@ -86,6 +89,9 @@ fn freeze_fixture() {
     .unwrap();
     // Schema 9: a rank of a job that saw another rank's alarm and stopped.
     log.append_all(job_soak(JOB_SOAK_IN_FIXTURE, supervisor))
+        .unwrap();
+    // Schema 10: a soak whose trainer beat, its samples' beats packed.
+    log.append_all(heartbeat_soak(HEARTBEAT_SOAK_IN_FIXTURE, supervisor))
         .unwrap();
     drop(log);
     // An archived soak: its records in an archive file beside the log, frozen with it.
@@ -366,9 +372,10 @@ fn a_frozen_log_recorded_again_with_packed_samples_reads_the_same() {
         log.snapshot()
             .unwrap()
             .scan_sized(|record, _| {
+                // Packed in the form of the schema they were written in.
                 packed += usize::from(matches!(
                     record.envelope.event,
-                    StoredEvent::SoakSampledCompact(_)
+                    StoredEvent::SoakSampledCompactV9(_)
                 ));
                 Ok(())
             })
@@ -455,7 +462,7 @@ fn the_schema_8_fixture_holds_packed_samples() {
         .unwrap()
         .scan_sized(|record, _| {
             if record.envelope.subject == Subject::Soak(PACKED_IN_FIXTURE.into())
-                && let StoredEvent::SoakSampledCompact(sample) = &record.envelope.event
+                && let StoredEvent::SoakSampledCompactV9(sample) = &record.envelope.event
             {
                 match sample.base {
                     Some(base) => assert_eq!(base + 1, sample.sample.index),
@@ -471,4 +478,62 @@ fn the_schema_8_fixture_holds_packed_samples() {
         })
         .unwrap();
     assert_eq!((packed, alone, archived), (70, 2, 1));
+}
+
+/// The schema-10 fixture holds a soak whose trainer beat: its samples' beats stored packed
+/// against the sample before (the phase and the numbers' keys left out where unchanged), read
+/// back whole.
+#[test]
+fn the_schema_10_fixture_holds_packed_beats() {
+    let root = TestRoot::new();
+    install(10, &root);
+    let reader = LogReader::open(&root.log_path(), &root.scope())
+        .unwrap()
+        .unwrap();
+    let snapshot = reader.snapshot().unwrap();
+    let soak = Subject::Soak(HEARTBEAT_SOAK_IN_FIXTURE.into());
+    let mut packed = Vec::new();
+    snapshot
+        .scan_sized(|record, _| {
+            if record.envelope.subject == soak
+                && let StoredEvent::SoakSampledCompact(sample) = &record.envelope.event
+            {
+                packed.push((sample.base, sample.beats.clone()));
+            }
+            Ok(())
+        })
+        .unwrap();
+    let bases: Vec<_> = packed.iter().map(|(base, _)| *base).collect();
+    assert_eq!(bases, [None, Some(0), Some(1), Some(2), Some(3), Some(4)]);
+    // The second sample's phase and keys are the first's: left out; the first's are written.
+    let second = packed[1].1.as_ref().unwrap();
+    assert_eq!((&second.phase, &second.keys), (&None, &None), "{packed:?}");
+    let first = packed[0].1.as_ref().unwrap();
+    assert_eq!(first.phase, Some(Some("train".to_owned())));
+    let mut read = Vec::new();
+    snapshot
+        .scan(1, |record| {
+            if record.envelope.subject == soak
+                && let Event::SoakSampled {
+                    measures: Some(measures),
+                    ..
+                } = record.envelope.event
+            {
+                read.push(measures.heartbeat.map(|b| (b.phase, b.numbers.len())));
+            }
+            Ok(true)
+        })
+        .unwrap();
+    let train = |numbers| Some((Some("train".to_owned()), numbers));
+    assert_eq!(
+        read,
+        [
+            train(1),
+            train(1),
+            Some((Some("checkpoint".to_owned()), 1)),
+            None,
+            Some((Some("eval".to_owned()), 2)),
+            train(1),
+        ]
+    );
 }

@@ -3,9 +3,12 @@
 
 The line (the contract ``soak run`` reads, whatever language writes it): one JSON object,
 UTF-8, ending in ``\\n``, at most 64 KiB with its newline. ``step`` an integer >= 0 (required),
-``phase`` a text of 1 to 64 characters, none a control character (default ``"train"``), ``t``
-Unix seconds as a number, when the step ended (this helper always writes it), and any other key
-whose value is a finite number is a user number (``loss``, ``samples``, ``tokens``, ...).
+``phase`` a text of 1 to 64 characters, none a control character (default ``"train"``): what
+the trainer does from this beat on, ``t`` Unix seconds as a number, when the beat was sent (this
+helper always writes it), and any other key whose value is a finite number is a user number
+(``loss``, ``samples``, ``tokens``, ...). A step is the time from one beat to the next; it is
+the phase's the first beat named: beat after each train step, ``phase="checkpoint"`` as a
+checkpoint starts and a plain beat once it is saved.
 
 Invariants this module keeps:
 
@@ -90,7 +93,8 @@ _key_prefix: Dict[str, str] = {}
 
 
 def heartbeat(step: int, phase: str = "train", **numbers: Union[int, float]) -> None:
-    """Record that ``step`` of ``phase`` has ended, with any numbers of it (``loss=0.7``,
+    """Record that ``step`` ended and ``phase`` runs from now on (a train step by default; pass
+    ``phase="checkpoint"`` as a checkpoint starts), with any numbers of the step (``loss=0.7``,
     ``samples=256``): one line appended to ``$UNILAB_HEARTBEAT``; nothing without the variable.
 
     Raises ``TypeError``/``ValueError`` for arguments the supervisor could not read: ``step``

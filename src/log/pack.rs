@@ -10,6 +10,7 @@
 //! against nothing, so a reader that starts in the middle of a soak walks back over fewer than
 //! that many records.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,8 +69,18 @@ impl Packer {
         envelope: &mut StoredEnvelope,
         store: impl FnOnce(&StoredEnvelope) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
-        let StoredEvent::SoakSampled { sample, measures } = &envelope.event else {
-            return store(envelope);
+        // A sample of schema 6–9's form (appended again from an older log) is packed into that
+        // schema's packed form, as the unilab that wrote it would have.
+        let (sample, measures, v9) = match &envelope.event {
+            StoredEvent::SoakSampled { sample, measures } => {
+                (sample, Cow::Borrowed(&**measures), false)
+            }
+            StoredEvent::SoakSampledV9 { sample, measures } => (
+                sample,
+                Cow::Owned(Measures::from((**measures).clone())),
+                true,
+            ),
+            _ => return store(envelope),
         };
         if STORE_WHOLE.load(Ordering::Relaxed) {
             return store(envelope);
@@ -84,13 +95,15 @@ impl Packer {
             }
             _ => None,
         };
-        let Some(packed) = CompactSample::pack(base, sample, measures) else {
+        let Some(packed) = CompactSample::pack(base, sample, &measures) else {
             return store(envelope);
         };
-        let whole = std::mem::replace(
-            &mut envelope.event,
-            StoredEvent::SoakSampledCompact(Box::new(packed)),
-        );
+        let packed = if v9 {
+            StoredEvent::SoakSampledCompactV9(Box::new(packed.into()))
+        } else {
+            StoredEvent::SoakSampledCompact(Box::new(packed))
+        };
+        let whole = std::mem::replace(&mut envelope.event, packed);
         let stored = store(envelope);
         envelope.event = whole;
         let stored = stored?;
@@ -118,7 +131,9 @@ impl Packer {
 /// [`MOST_CLAIMED_PER_BYTE`] a stored byte) and its processes and their PSS beside: when that
 /// bound is within the limit, as it is for every ordinary sample, nothing is counted.
 fn whole_readable(path: &Path, envelope: &StoredEnvelope, stored: usize) -> Result<(), LogError> {
-    let StoredEvent::SoakSampled { sample, .. } = &envelope.event else {
+    let (StoredEvent::SoakSampled { sample, .. } | StoredEvent::SoakSampledV9 { sample, .. }) =
+        &envelope.event
+    else {
         return Ok(());
     };
     let each = most_claimed_by_a_process();

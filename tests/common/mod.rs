@@ -1,7 +1,7 @@
 //! The test harness shared by the integration tests: a temporary state root, the real `unilab`
 //! binary pointed at it, the NVIDIA fakes on `PATH`, a test clock and a bounded wait. Apart, and
 //! all reached through `crate::common::*`: a headless browser for the HTML pages (`browser`),
-//! sample events of every kind (`events`), child processes that append to or read one log, for
+//! sample events of every kind (`events`, schema 10's beating soak in `beats`), child processes that append to or read one log, for
 //! the multi-process tests (`children`), `/proc` lookups of real processes (`processes`), private
 //! files and a small disk (`files`), a command refused with an exit code and a reason
 //! (`refused`), the ranks of the ring all-reduce fixture (`ring`), a Slurm cluster of two nodes
@@ -22,6 +22,7 @@ use unilab::PROJECTIONS;
 use unilab::Scope;
 use unilab::StatePaths;
 
+mod beats;
 mod browser;
 mod children;
 mod events;
@@ -32,6 +33,7 @@ mod ring;
 mod slurm;
 mod snapshot;
 mod stuck_map;
+pub use beats::*;
 pub use browser::*;
 pub use children::*;
 pub use events::*;

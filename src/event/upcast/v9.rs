@@ -84,3 +84,15 @@ impl From<v9::CompactSample> for CompactSample {
         }
     }
 }
+
+impl From<CompactSample> for v9::CompactSample {
+    fn from(new: CompactSample) -> Self {
+        v9::CompactSample {
+            base: new.base,
+            sample: new.sample,
+            measures: new.measures.into(),
+            pss: new.pss,
+            processes: new.processes,
+        }
+    }
+}

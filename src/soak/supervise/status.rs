@@ -15,6 +15,8 @@ pub(super) struct StatusLine {
     cpu_percent: Option<f64>,
     /// `None` on a host without GPUs; `Some(None)` where the tree's GPU memory is unknown.
     gpu_mib: Option<Option<u64>>,
+    /// The last beat's step and phase, and the sample's median step time, when beats came.
+    step: Option<(u64, String, Option<f32>)>,
 }
 
 impl StatusLine {
@@ -27,6 +29,10 @@ impl StatusLine {
                 Some(gpus) if gpus.is_empty() => None,
                 _ => Some(sample.tree_gpu_memory_mib()),
             },
+            step: measures.heartbeat.as_deref().and_then(|beats| {
+                let phase = beats.phase.clone().unwrap_or_default();
+                Some((beats.step?, phase, beats.step_seconds_median))
+            }),
         }
     }
 
@@ -62,6 +68,13 @@ impl StatusLine {
             self.cpu_percent
                 .map_or_else(|| "–".to_owned(), |p| format!("{p:.0}%")),
         );
+        if let Some((step, phase, median)) = &self.step {
+            line.push_str(&format!(", step {step} ({phase}"));
+            if let Some(median) = median {
+                line.push_str(&format!(", {median:.3} s a step"));
+            }
+            line.push(')');
+        }
         if let Some(pss) = self.pss_bytes {
             line.push_str(&format!(", PSS {} MiB", pss >> 20));
         }
@@ -94,5 +107,51 @@ pub(super) fn warn_of_others(console: &Console, sample: &Sample, measures: &Meas
             crate::text::count(health.other_processes.len() as u64, "process"),
             mib
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::soak::{ProgressSignature, SampleBeats};
+
+    #[test]
+    fn the_line_tells_the_step_when_the_trainer_beats() {
+        let sample = Sample {
+            index: 3,
+            elapsed_ms: 3_000,
+            after_exit: false,
+            processes: Vec::new(),
+            reaped_cpu_ticks: 0,
+            gpus: Some(Vec::new()),
+            progress: ProgressSignature::default(),
+            sampler_cost_us: 0,
+            errors: Vec::new(),
+        };
+        let beating = Measures {
+            heartbeat: Some(Box::new(SampleBeats {
+                beats: 10,
+                step: Some(41),
+                phase: Some("train".into()),
+                step_seconds_median: Some(0.1),
+                ..SampleBeats::default()
+            })),
+            ..Measures::default()
+        };
+        let line = |measures: &Measures| {
+            StatusLine::of(&sample, measures, Some(50.0)).text(
+                "s",
+                Duration::from_secs(3),
+                3,
+                None,
+                None,
+            )
+        };
+        assert!(
+            line(&beating).contains(", step 41 (train, 0.100 s a step)"),
+            "{}",
+            line(&beating)
+        );
+        assert!(!line(&Measures::default()).contains("step"));
     }
 }

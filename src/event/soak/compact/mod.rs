@@ -14,8 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::HashMap;
 
-use super::beats::SampleBeats;
 use super::{Measures, ProcessSample, Sample};
+
+mod beats;
+pub use beats::PackedBeats;
 
 /// One sample of a soak with its processes packed against the soak's previous sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,67 +36,6 @@ pub struct CompactSample {
     pub processes: Vec<u8>,
     /// The measures' beats, packed against the previous sample's.
     pub beats: Option<PackedBeats>,
-}
-
-/// A sample's beats ([`SampleBeats`]) with what the previous sample's beats already said left
-/// out: its phase, and its numbers' keys where they are the same keys.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PackedBeats {
-    pub beats: u32,
-    pub step: Option<u64>,
-    /// `None`: the previous sample's phase.
-    pub phase: Option<Option<String>>,
-    pub step_seconds_min: Option<f32>,
-    pub step_seconds_median: Option<f32>,
-    pub step_seconds_max: Option<f32>,
-    /// The numbers' keys in order; `None`: the previous sample's keys.
-    pub keys: Option<Vec<String>>,
-    /// The numbers' values, in the keys' order.
-    pub values: Vec<f64>,
-}
-
-impl PackedBeats {
-    /// `beats` packed against `base`, the previous sample's beats.
-    fn pack(base: Option<&SampleBeats>, beats: &SampleBeats) -> Self {
-        let same_keys = base.is_some_and(|base| base.numbers.keys().eq(beats.numbers.keys()));
-        let same_phase = base.is_some_and(|base| base.phase == beats.phase);
-        PackedBeats {
-            beats: beats.beats,
-            step: beats.step,
-            phase: (!same_phase).then(|| beats.phase.clone()),
-            step_seconds_min: beats.step_seconds_min,
-            step_seconds_median: beats.step_seconds_median,
-            step_seconds_max: beats.step_seconds_max,
-            keys: (!same_keys).then(|| beats.numbers.keys().cloned().collect()),
-            values: beats.numbers.values().copied().collect(),
-        }
-    }
-
-    /// The beats this stands for, given `base`, the previous sample's beats; `None` for what
-    /// [`PackedBeats::pack`] cannot have written.
-    fn unpack(self, base: Option<&SampleBeats>) -> Option<SampleBeats> {
-        let phase = match self.phase {
-            Some(phase) => phase,
-            None => base?.phase.clone(),
-        };
-        let keys: Vec<String> = match self.keys {
-            Some(keys) => keys,
-            None => base?.numbers.keys().cloned().collect(),
-        };
-        let in_order = keys.windows(2).all(|pair| pair[0] < pair[1]);
-        if keys.len() != self.values.len() || !in_order {
-            return None;
-        }
-        Some(SampleBeats {
-            beats: self.beats,
-            step: self.step,
-            phase,
-            step_seconds_min: self.step_seconds_min,
-            step_seconds_median: self.step_seconds_median,
-            step_seconds_max: self.step_seconds_max,
-            numbers: keys.into_iter().zip(self.values).collect(),
-        })
-    }
 }
 
 /// Every this many samples of a soak, one is packed against nothing, so that a reader that

@@ -1,0 +1,117 @@
+//! Schema 10's soak for the frozen fixtures: a trainer that beat (train steps, a checkpoint
+//! beaten as it started, an eval with `accuracy` beside `loss`, a sample without beats), judged
+//! with `--step-timeout auto` and `--phase-timeout checkpoint=30m`, whose verdict holds its
+//! steps, its heartbeat file's errors and its goodput.
+
+use std::collections::BTreeMap;
+
+use unilab::ProcessIdentity;
+use unilab::*;
+
+use super::events::measured_soak;
+
+/// The beats of sample `index`: `None` for the one during the checkpoint.
+fn beats(index: u64) -> Option<SampleBeats> {
+    let (phase, numbers) = match index {
+        2 => ("checkpoint", vec![("loss", 0.5)]),
+        3 => return None,
+        4 => ("eval", vec![("accuracy", 0.75), ("loss", 0.375)]),
+        _ => ("train", vec![("loss", 0.5 / (index + 1) as f64)]),
+    };
+    Some(SampleBeats {
+        beats: 48 + index as u32,
+        step: Some(1_000 + 50 * index),
+        phase: Some(phase.into()),
+        step_seconds_min: Some(0.09375),
+        step_seconds_median: Some(0.1015625),
+        step_seconds_max: Some(0.25),
+        numbers: numbers
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value))
+            .collect(),
+    })
+}
+
+/// A soak of schema 10's forms, its samples [`measured_soak`]'s with beats.
+pub fn heartbeat_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEvent)> {
+    measured_soak(id, 6, |_| 2, supervisor)
+        .into_iter()
+        .map(|(subject, event)| (subject, beating(event)))
+        .collect()
+}
+
+/// `event`, of a soak of schema 6's forms, in schema 10's with beats.
+fn beating(event: StoredEvent) -> StoredEvent {
+    match event {
+        StoredEvent::SoakStartedV8 {
+            start,
+            supervision,
+            limits,
+        } => StoredEvent::SoakStarted {
+            start,
+            supervision: Supervision {
+                heartbeat: Some(HeartbeatSettings {
+                    step_timeout: Some(StepTimeoutSetting::Auto),
+                    phase_timeouts: BTreeMap::from([("checkpoint".into(), 1_800_000)]),
+                }),
+                ..supervision.into()
+            },
+            limits,
+            job: None,
+        },
+        StoredEvent::SoakSampledV9 { sample, measures } => {
+            let mut measures: Measures = (*measures).into();
+            measures.heartbeat = beats(sample.index).map(Box::new);
+            StoredEvent::SoakSampled {
+                sample,
+                measures: Box::new(measures),
+            }
+        }
+        StoredEvent::SoakFinishedV9 {
+            end,
+            findings,
+            limit,
+        } => {
+            let mut findings: Findings = (*findings).into();
+            findings.heartbeat = Some(Box::new(RunBeats {
+                steps: BTreeMap::from([
+                    ("checkpoint".into(), stats(1, 1_050, 1, 2.0, 2.0)),
+                    ("eval".into(), stats(52, 1_200, 51, 0.05, 0.0625)),
+                    ("train".into(), stats(253, 1_250, 250, 0.1015625, 0.25)),
+                ]),
+                untracked: 0,
+                errors: HeartbeatErrors {
+                    malformed: 2,
+                    oversized: 1,
+                    dropped_bytes: 0,
+                    truncations: 0,
+                },
+                // The run's 10.5 s.
+                goodput: Some(GoodputSplit {
+                    productive_seconds: 6.0,
+                    startup_seconds: 1.5,
+                    checkpoint_seconds: 2.0,
+                    eval_seconds: 0.5,
+                    stalled_seconds: 0.0,
+                    other_seconds: 0.5,
+                }),
+            }));
+            StoredEvent::SoakFinished {
+                end,
+                findings: Box::new(findings),
+                limit,
+            }
+        }
+        other => other,
+    }
+}
+
+fn stats(count: u64, last: u64, timed: u64, median: f64, p99: f64) -> StepStats {
+    StepStats {
+        count,
+        last,
+        timed,
+        median_seconds: Some(median),
+        p99_seconds: Some(p99),
+    }
+}
