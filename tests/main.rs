@@ -11,6 +11,7 @@ mod evidence;
 mod fakes;
 mod framework;
 mod gpu_health;
+mod heartbeat;
 mod heartbeat_views;
 mod job;
 mod job_report;
