@@ -555,7 +555,8 @@ Examples:
   unilab mps start 0 --foreground  until Ctrl-C
   unilab mps start 0 --active-thread-percentage 25 --pinned-memory-limit 8GiB")]
     Start(StartArgs),
-    /// Stop a daemon unilab started (the sole live one when no name is given)
+    /// Stop a daemon unilab started (the sole live one when no name is given); with none
+    /// recorded, there is nothing to stop (exit 0)
     Stop(StopArgs),
     /// List your daemons with their liveness (read-only)
     List,
