@@ -54,7 +54,11 @@ pub(super) fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit,
         }
     };
     if targets.is_empty() {
-        out.note("no daemon is recorded; nothing to stop");
+        let recorded = match args.job.as_deref().or(mps.env.job.as_deref()) {
+            Some(job) => format!("no daemon of job {job} is recorded"),
+            None => "no daemon is recorded".to_owned(),
+        };
+        out.note(&format!("{recorded}; nothing to stop"));
         if out.json {
             out.json_line(&serde_json::json!([]))?;
         }
