@@ -7,8 +7,12 @@
 #                                              collective on two fake GPUs and fails on stale
 #                                              progress, in a throw-away root: the README's
 #                                              screenshot
+#   scripts/report-screenshot.sh --beats PNG    a soak of a trainer that beats its steps (a
+#                                              checkpoint every 40, loss, tokens) on a fake GPU,
+#                                              in a throw-away root: docs/images/heartbeat-*
+# WIDTH sets the window's width (default 1400: docs/images' narrow ones are 700).
 # Uses `unilab` from PATH (or UNILAB). Writes the page beside the PNG (default soak-ID.png) but
-# for --example, whose page goes with its root.
+# for --example and --beats, whose page goes with their root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 unilab=${UNILAB:-unilab}
@@ -34,6 +38,19 @@ if [ "${1:-}" = "--example" ]; then
         python3 "$here/scripts/example-trainer.py" --progress-dir "$root/progress" --steps 80 \
         --step-seconds 0.1 --hang-after 40 --gpu-memory 3000 >/dev/null 2>&1 || true
     id=latest
+elif [ "${1:-}" = "--beats" ]; then
+    png=${2:?usage: scripts/report-screenshot.sh --beats PNG}
+    root=$(mktemp -d "${TMPDIR:-/tmp}/unilab-report.XXXXXX")
+    trap 'rm -rf "$root"' EXIT
+    mkdir -m 700 "$root/progress"
+    root_args=(--root "$root/state")
+    PATH="$here/tests/fixtures:$PATH" \
+        FAKE_NVIDIA_SMI_GPUS="GPU-0f8e0c2a-5b5e-4c47-9d0a-1a2b3c4d5e6f|NVIDIA H200|143771|20000|97" \
+        "$unilab" "${root_args[@]}" soak run --progress-dir "$root/progress" --output "$root/soak.json" \
+        --sample-interval 0.5 --step-timeout auto --meta purpose=screenshot -- \
+        python3 "$here/tests/fixtures/phased_trainer.py" --steps 200 --step-seconds 0.08 \
+        --checkpoint-every 40 --checkpoint-seconds 1.5 >/dev/null 2>&1 || true
+    id=latest
 else
     id=${1:?usage: scripts/report-screenshot.sh ID [PNG] | --example PNG}
     png=${2:-$PWD/soak-$id.png}
@@ -45,7 +62,7 @@ html="${root:-${png%.png}}/$(basename "${png%.png}").html"
     { grep -v '^wrote the report' >&2 || true; }
 profile=$(mktemp -d)
 trap 'rm -rf "$profile" ${root:+"$root"}' EXIT
-"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,1800 \
+"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size="${WIDTH:-1400},1800" \
     --user-data-dir="$profile" --screenshot="$png" "file://$html" 2>/dev/null
 [ -z "${root:-}" ] && echo "report: $html"
 echo "screenshot: $png"

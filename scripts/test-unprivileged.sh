@@ -37,6 +37,8 @@ cp -r tests/fixtures "$work/fixtures"
 (cd tests && find . -type d -name snapshots -prune -exec cp -r --parents {} "$work/tests" \;)
 cp -r migrations "$work/migrations"
 cp scripts/example-trainer.py "$work/example-trainer.py"
+mkdir "$work/python"
+cp -r python/unilab "$work/python/unilab"
 py_spy=()
 if [ -n "${UNILAB_TEST_PY_SPY:-}" ]; then
     cp "$UNILAB_TEST_PY_SPY" "$work/bin/py-spy"
@@ -53,5 +55,6 @@ echo "test-unprivileged: integration as $user"
 runuser -u "$user" -- env -i PATH="$PATH" HOME="$work/home" TMPDIR=/tmp CI=true \
     UNILAB_TEST_BIN="$work/bin/unilab" UNILAB_TEST_FIXTURES="$work/fixtures" \
     UNILAB_TEST_MIGRATIONS="$work/migrations" INSTA_WORKSPACE_ROOT="$work" \
-    UNILAB_TEST_TRAINER="$work/example-trainer.py" "${py_spy[@]}" "${fuse_lib[@]}" \
+    UNILAB_TEST_TRAINER="$work/example-trainer.py" UNILAB_TEST_PYTHON="$work/python" \
+    "${py_spy[@]}" "${fuse_lib[@]}" \
     "$work/bin/integration" --test-threads=2 "$@"

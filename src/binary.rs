@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 
 use crate::cli::Cli;
+use crate::cli::internal::Internal;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::style::{self, ColorChoice, Palette};
@@ -26,6 +27,19 @@ pub fn main() -> ExitCode {
             *slot = Some(info.to_string());
         }
     }));
+    // unilab running its own internal subcommand: nothing else of the line is the user's.
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if let Some(internal) = Internal::named_in(&args) {
+        let internal = internal.unwrap_or_else(|e| e.exit());
+        let exit = match caught(|| Ok(crate::commands::run_internal(internal))) {
+            Ok(exit) => exit,
+            Err(error) => {
+                let _ = std::io::stderr().write_all(error.render(Palette::PLAIN).as_bytes());
+                error.exit()
+            }
+        };
+        return ExitCode::from(exit.code());
+    }
     // A shell asking for completions (`COMPLETE=bash unilab -- ...`) is answered, and that is all.
     crate::cli::complete::answer_the_shell_if_asked();
     // `--color` decides how clap renders help and usage errors too, so it is read before the
@@ -44,7 +58,6 @@ pub fn main() -> ExitCode {
         // `--help` and `--version` print to standard output and succeed.
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
-            let args: Vec<OsString> = std::env::args_os().collect();
             // Whether `--json` was asked for, though the line did not parse as a whole (after
             // `--` it is the command's own argument).
             let json = args
@@ -63,14 +76,7 @@ pub fn main() -> ExitCode {
     };
     let json = cli.global.json;
     let palette = Palette::stderr(cli.global.color);
-    let result = panic::catch_unwind(|| crate::commands::run(cli)).unwrap_or_else(|_| {
-        let message = PANIC_MESSAGE
-            .lock()
-            .ok()
-            .and_then(|mut slot| slot.take())
-            .unwrap_or_else(|| "a panic".to_owned());
-        Err(Error::Internal(message))
-    });
+    let result = caught(|| crate::commands::run(cli));
     let exit = match result {
         Ok(exit) => exit,
         Err(Error::BrokenPipe) => Exit::Success,
@@ -85,4 +91,16 @@ pub fn main() -> ExitCode {
         }
     };
     ExitCode::from(exit.code())
+}
+
+/// What `run` returns, or a panic in it as the bug it is.
+fn caught(run: impl FnOnce() -> Result<Exit, Error> + panic::UnwindSafe) -> Result<Exit, Error> {
+    panic::catch_unwind(run).unwrap_or_else(|_| {
+        let message = PANIC_MESSAGE
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+            .unwrap_or_else(|| "a panic".to_owned());
+        Err(Error::Internal(message))
+    })
 }

@@ -69,6 +69,31 @@ pub(crate) fn duration(seconds: f64) -> String {
     format!("{}d {}h", hours / 24, hours % 24)
 }
 
+/// A step's time, with the digits that tell steps apart: three significant digits under ten
+/// seconds (`850µs`, `4.25ms`, `101ms`, `1.23s`), then as [`duration`] reads (`12s`, `3m 12s`).
+pub(crate) fn step_time(seconds: f64) -> String {
+    let seconds = if seconds.is_finite() {
+        seconds.max(0.0)
+    } else {
+        0.0
+    };
+    let three = |value: f64, unit: &str| {
+        let decimals = match value {
+            v if v < 9.995 => 2,
+            v if v < 99.95 => 1,
+            _ => 0,
+        };
+        format!("{value:.decimals$}{unit}")
+    };
+    match seconds {
+        s if s <= 0.0 => "0s".into(),
+        s if s < 0.000_999_5 => three(s * 1e6, "µs"),
+        s if s < 0.999_5 => three(s * 1e3, "ms"),
+        s if s < 9.995 => three(s, "s"),
+        s => duration(s),
+    }
+}
+
 /// `text` with every control character but newline and tab escaped (`\u{1b}`), so that what
 /// a user typed — an id, a path, a command — cannot drive the terminal when unilab repeats it
 /// in a message.
@@ -133,6 +158,18 @@ mod tests {
         assert_eq!(duration(192.0), "3m 12s");
         assert_eq!(duration(7_500.0), "2h 05m");
         assert_eq!(duration(183_600.0), "2d 3h");
+    }
+
+    #[test]
+    fn step_times_keep_three_significant_digits() {
+        assert_eq!(step_time(0.000_85), "850µs");
+        assert_eq!(step_time(0.004_25), "4.25ms");
+        assert_eq!(step_time(0.101_3), "101ms");
+        assert_eq!(step_time(0.999_6), "1.00s");
+        assert_eq!(step_time(1.234), "1.23s");
+        assert_eq!(step_time(12.4), "12s");
+        assert_eq!(step_time(0.0), "0s");
+        assert_eq!(step_time(f64::NAN), "0s");
     }
 
     /// `soak show` said "ran 16s" of a soak that ran 16.9 s (truncated) and "last change at

@@ -242,6 +242,71 @@ fn a_py_spy_that_never_returns_is_killed_and_the_soak_still_ends() {
     }
 }
 
+/// The evidence of a stale shell script said "python stacks: py-spy not found on PATH", though
+/// no process of its tree was Python. It is said only where a Python process was there to dump:
+/// a soak of `sh` and `sleep` has no such note, the example trainer's has; the soak's recorded
+/// `evidence_unavailable` (known at its start) is as it was.
+#[test]
+fn py_spy_missing_is_said_only_where_a_python_process_was_there_to_dump() {
+    // Every directory of PATH without a `py-spy` in it (CI puts one on PATH).
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path_with_fixtures())
+        .filter(|dir| !dir.join("py-spy").exists())
+        .collect();
+    let path = std::env::join_paths(dirs).unwrap();
+    let soak = Soak::new();
+    let run = |command: &[&str]| {
+        let _ = std::fs::remove_file(soak.artifact_path());
+        let output = soak
+            .unilab()
+            .env("PATH", &path)
+            .args(["--json", "soak", "run", "--sample-interval", "0.2"])
+            .args(["--shutdown-grace", "0.5", "--stale-progress", "1.5"])
+            .arg("--progress-dir")
+            .arg(soak.progress())
+            .arg("--output")
+            .arg(soak.artifact_path())
+            .arg("--")
+            .args(command)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        let artifact: Value =
+            serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+        assert_eq!(artifact["outcome"]["failure_kind"], "stale_progress");
+        artifact
+    };
+    let not_found = |notes: &[String]| notes.iter().any(|u| u.contains("py-spy not found"));
+
+    let script = format!(
+        "echo 1 > '{}/step'; exec sleep 600",
+        soak.progress().display()
+    );
+    let artifact = run(&["sh", "-c", &script]);
+    let notes = unavailable(&artifact);
+    assert!(!not_found(&notes), "no Python process: {notes:?}");
+    assert!(
+        artifact["evidence"]["processes"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty()),
+        "the evidence was taken: {artifact}"
+    );
+
+    let trainer = trainer().display().to_string();
+    let progress = soak.progress().display().to_string();
+    let artifact = run(&[
+        "python3",
+        &trainer,
+        "--progress-dir",
+        &progress,
+        "--steps",
+        "50",
+        "--hang-after",
+        "3",
+    ]);
+    let notes = unavailable(&artifact);
+    assert!(not_found(&notes), "a Python process: {notes:?}");
+}
+
 /// `--fail-fast`: a worker that exits 3 while the trainer goes on (and never reaps it) fails the
 /// soak at once as `child_failed`, naming it; without the flag the same run passes.
 #[test]

@@ -155,18 +155,31 @@ _CHUNK = 64 * 1024
 _KEEP = 64 * 1024
 
 
+def _where_the_last_line_starts(data: bytes, at_line_start: bool) -> int:
+    """Where the last line of ``data`` (ended or not) starts, if it begins with ``{`` and may be
+    unilab's JSON error; else ``len(data)``. ``at_line_start``: whether ``data`` starts a line."""
+    body = data[:-1] if data.endswith(b"\n") else data
+    start = body.rfind(b"\n") + 1
+    if start == 0 and not at_line_start:
+        return len(data)
+    return start if data[start : start + 1] == b"{" else len(data)
+
+
 def run_passing_stderr(
     args: Sequence[str],
     *,
     env: Optional[Mapping[str, str]] = None,
     keep: int = _KEEP,
+    answers: Sequence[int] = (0, 1),
 ) -> subprocess.CompletedProcess[str]:
     """``unilab --json ARGS`` with its standard error (where a supervised command's output
     goes) copied to this process's as it comes — in chunks, whether or not they end a line, so
     that a progress bar redrawn with ``\r`` passes at once and costs no memory — and its last
-    ``keep`` bytes kept for the error (unilab's own error is its last line). A standard error
-    that fails stops the copy, never the command: what follows is still read, so that it never
-    blocks on a full pipe."""
+    ``keep`` bytes kept for the error (unilab's own error is its last line). That error is not
+    copied: a last line that begins with ``{`` waits until more follows it or unilab exits, and
+    is passed on then unless unilab exited with a code outside ``answers`` and the line is its
+    JSON error, which the caller raises instead. A standard error that fails stops the copy,
+    never the command: what follows is still read, so that it never blocks on a full pipe."""
     import codecs
     import threading
 
@@ -185,25 +198,43 @@ def run_passing_stderr(
     sink = getattr(sys.stderr, "buffer", None)
     text = codecs.getincrementaldecoder("utf-8")("replace")
     passing = True
+
+    def pass_on(data: bytes) -> None:
+        nonlocal passing
+        if not data or not passing:
+            return
+        try:
+            if sink is not None:
+                sink.write(data)
+                sink.flush()
+            else:
+                sys.stderr.write(text.decode(data))
+                sys.stderr.flush()
+        except (OSError, ValueError):
+            passing = False
+
+    held = b""
+    at_line_start = True
     while True:
         chunk = process.stderr.read1(_CHUNK)
         if not chunk:
             break
-        if passing:
-            try:
-                if sink is not None:
-                    sink.write(chunk)
-                    sink.flush()
-                else:
-                    sys.stderr.write(text.decode(chunk))
-                    sys.stderr.flush()
-            except (OSError, ValueError):
-                passing = False
+        data = held + chunk
+        cut = _where_the_last_line_starts(data, at_line_start or bool(held))
+        if len(data) - cut > keep:
+            # Longer than the error that is kept: not unilab's.
+            cut = len(data)
+        pass_on(data[:cut])
+        held = data[cut:]
+        if not held:
+            at_line_start = data.endswith(b"\n")
         tail += chunk
         if len(tail) > keep:
             del tail[:-keep]
     code = process.wait()
     reader.join()
+    if held and (code in answers or error_of(held.decode("utf-8", "replace"), code) is None):
+        pass_on(held)
     return subprocess.CompletedProcess(
         argv, code, b"".join(out).decode("utf-8", "replace"), tail.decode("utf-8", "replace")
     )

@@ -10,6 +10,7 @@ use clap_complete::ArgValueCompleter;
 use crate::duration::parse_duration;
 
 pub(crate) mod complete;
+pub(crate) mod internal;
 mod values;
 
 /// What `unilab --help` adds after the commands: the environment, durations, exit codes.
@@ -47,7 +48,10 @@ pub(crate) struct Cli {
     pub command: Command,
 }
 
+/// The options every command takes, under a heading of their own in every command's help, apart
+/// from the command's own.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub(crate) struct GlobalArgs {
     /// State root (default: `$UNILAB_ROOT`, else `$XDG_STATE_HOME/unilab`, else
     /// `~/.local/state/unilab`)
@@ -115,20 +119,6 @@ Examples:
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
-    /// Internal: the process between a soak's supervisor and its command
-    #[command(name = "__soak-guard", hide = true)]
-    SoakGuard {
-        #[arg(long)]
-        status: PathBuf,
-        #[arg(last = true)]
-        command: Vec<OsString>,
-    },
-    /// Internal: runs a long-lived tool until the process that started it is gone
-    #[command(name = "__leash", hide = true)]
-    Leash {
-        #[arg(last = true)]
-        command: Vec<OsString>,
-    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -136,11 +126,19 @@ pub(crate) enum JobCommand {
     /// The jobs whose ranks' soaks are recorded under the state root, on every host
     List,
     /// Every rank's soak of a job, from every host's log under the state root, and the verdict:
-    /// which rank tripped first, whose progress stopped first, where each rank stood
+    /// which rank tripped first, whose progress stopped first, where each rank stood, which
+    /// ranks straggle
     #[command(after_help = "\
+A straggler is a rank whose median step time (of its heartbeats' `train` phase) is over 1.15×
+the job's: the median of the ranks' median step times. Its cause is named where its GPUs (those
+its processes ran on, else its `CUDA_VISIBLE_DEVICES`) differ clearly from the other ranks': a
+throttle reason active in at least 10 points more of the samples and twice as often (2×), or an
+SM clock at least 10 % lower on average.
+
 Examples:
   unilab job show 4242                 a Slurm job's ranks
-  unilab --json job show llama-run3    one JSON object (`ranks`, `groups`, `odd_ranks`, `verdict`)")]
+  unilab --json job show llama-run3    one JSON object (`ranks`, `groups`, `odd_ranks`,
+                                       `stragglers`, `verdict`)")]
     Show {
         /// The job: what `soak run --job` named, or Slurm's job id
         #[arg(value_parser = job_name)]
@@ -569,7 +567,8 @@ Examples:
   unilab mps start 0 --foreground  until Ctrl-C
   unilab mps start 0 --active-thread-percentage 25 --pinned-memory-limit 8GiB")]
     Start(StartArgs),
-    /// Stop a daemon unilab started (the sole live one when no name is given)
+    /// Stop a daemon unilab started (the sole live one when no name is given); with none
+    /// recorded, there is nothing to stop (exit 0)
     Stop(StopArgs),
     /// List your daemons with their liveness (read-only)
     List,

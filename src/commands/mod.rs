@@ -11,6 +11,7 @@ pub(crate) mod soak;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use crate::cli::internal::Internal;
 use crate::cli::{Cli, Command};
 use crate::diagnostic::Exit;
 use crate::error::Error;
@@ -148,6 +149,16 @@ fn completions(shell: clap_complete::Shell, out: &mut Output) -> Result<Exit, Er
     Ok(Exit::Success)
 }
 
+/// Runs an internal subcommand: it needs no state and prints nothing of unilab's own, only
+/// runs its command and passes its exit code on.
+pub(crate) fn run_internal(internal: Internal) -> Exit {
+    let code = match internal {
+        Internal::SoakGuard { status, command } => crate::soak::guard::run(&status, &command),
+        Internal::Leash { command } => crate::tool::leash(&command),
+    };
+    Exit::Passthrough(u8::try_from(code).unwrap_or(1))
+}
+
 pub(crate) fn run(cli: Cli) -> Result<Exit, Error> {
     let mut out = Output::new(cli.global.json, cli.global.quiet, cli.global.color);
     let verbosity = if cli.global.quiet {
@@ -179,13 +190,6 @@ pub(crate) fn run(cli: Cli) -> Result<Exit, Error> {
         Command::Snapshot { dir } => soak::snapshot(dir.as_deref(), &mut out),
         Command::Completions { shell } => completions(shell, &mut out),
         Command::Man { dir } => man::man(dir.as_deref(), &mut out),
-        // The guard needs no state: it only runs the command and reports on it.
-        Command::SoakGuard { status, command } => Ok(Exit::Passthrough(
-            u8::try_from(crate::soak::guard::run(&status, &command)).unwrap_or(1),
-        )),
-        Command::Leash { command } => Ok(Exit::Passthrough(
-            u8::try_from(crate::tool::leash(&command)).unwrap_or(1),
-        )),
     };
     // Flush what was printed before an error too, so partial output is not lost.
     let flushed = out.flush();

@@ -35,8 +35,11 @@ pub(crate) struct Capture {
     pub cgroup: Option<MemoryCgroup>,
     /// Credential values, masked in every command line kept.
     pub secrets: Secrets,
-    /// Why parts of the evidence cannot be gathered, known at the start ("py-spy not found").
+    /// Why parts of the evidence cannot be gathered, known at the start.
     pub known_unavailable: Vec<String>,
+    /// Why Python stacks cannot be dumped, known at the start ("py-spy not found", "off"):
+    /// said only when a process of the tree is Python, there being nothing to dump otherwise.
+    pub python_unavailable: Vec<String>,
 }
 
 impl Capture {
@@ -44,6 +47,13 @@ impl Capture {
     /// at `started_mono_ns` on the monotonic clock.
     pub(crate) fn of(spec: &SoakSpec, guard_pid: u32, started_mono_ns: u64) -> Self {
         let proc_root = PathBuf::from("/proc");
+        // The notes recorded at the start as they are; only the capture tells them apart.
+        let (python_unavailable, known_unavailable) = spec
+            .supervision
+            .evidence_unavailable
+            .iter()
+            .cloned()
+            .partition(|note| note.starts_with(super::request::PYTHON_STACKS));
         Self {
             cgroup: kernel::memory_cgroup(&proc_root, guard_pid),
             proc_root,
@@ -52,7 +62,8 @@ impl Capture {
             kmsg: kernel::kmsg_path(),
             since_mono_us: started_mono_ns / 1000,
             secrets: spec.secrets.clone(),
-            known_unavailable: spec.supervision.evidence_unavailable.clone(),
+            known_unavailable,
+            python_unavailable,
         }
     }
 }
@@ -142,10 +153,20 @@ impl Capture {
                 Err(why) => p.evidence.unavailable.push(why.clone()),
             }
         });
+        let pythons: Vec<&ProcStat> = live
+            .iter()
+            .filter(|stat| is_python(&self.proc_root, stat))
+            .collect();
+        if !pythons.is_empty() {
+            with(&mut |p| {
+                p.evidence
+                    .unavailable
+                    .extend(self.python_unavailable.iter().cloned())
+            });
+        }
         let dumps: Vec<_> = match &self.py_spy {
-            Some(py_spy) => live
+            Some(py_spy) => pythons
                 .iter()
-                .filter(|stat| is_python(&self.proc_root, stat))
                 .map(|stat| {
                     let (py_spy, pid) = (py_spy.clone(), stat.pid);
                     (pid, std::thread::spawn(move || dump_python(&py_spy, pid)))
@@ -490,7 +511,8 @@ mod tests {
             since_mono_us: 0,
             cgroup: None,
             secrets: Secrets::default(),
-            known_unavailable: vec!["python stacks: off (--py-spy off)".into()],
+            known_unavailable: vec!["a note known at the start".into()],
+            python_unavailable: vec!["python stacks: off (--py-spy off)".into()],
         };
         let evidence = capture.take(&[stat], FailureKind::StaleProgress, 7);
         drop(held);
@@ -502,7 +524,12 @@ mod tests {
         assert!(found.holds_gpu_device);
         assert!(found.threads.iter().any(|t| t.tid == me));
         assert!(found.threads.len() >= 2, "the test harness runs threads");
-        assert_eq!(evidence.unavailable[0], "python stacks: off (--py-spy off)");
+        assert_eq!(evidence.unavailable[0], "a note known at the start");
+        assert!(
+            !evidence.unavailable.iter().any(|u| u.contains("python")),
+            "the test harness is no Python: {:?}",
+            evidence.unavailable
+        );
         assert!(
             evidence
                 .unavailable

@@ -1,6 +1,7 @@
 //! A job explained: its ranks' soaks side by side, from what each rank's log recorded, and the
-//! verdict — which rank tripped first and why, whose progress stopped first, and the ranks
-//! grouped by where they stood (`job show`, DESIGN.md's fourth wave).
+//! verdict — which rank tripped first and why, whose progress stopped first, the ranks grouped
+//! by where they stood, and the ranks slower than the job's steps ([`super::straggler`]), named
+//! in the verdict when nothing failed (`job show`, DESIGN.md's fourth wave).
 //!
 //! Pure: the rows come in read ([`RankRow`], with the capture that speaks for each rank chosen
 //! by [`RankCaptures`]), and [`JobView::of`] assembles the rest. It lives beside the soak, not in
@@ -14,6 +15,8 @@ use serde::Serialize;
 
 use super::signature::group::{self, SignatureGroup};
 use super::signature::{Frame, StackSignature, of_process};
+use super::straggler::gpus::GpuRun;
+use super::straggler::{StepRank, Straggler, stragglers};
 use crate::event::soak::{Evidence, FailureKind, ProcessEvidence};
 use crate::job::alarm::Alarm;
 
@@ -31,9 +34,9 @@ pub(crate) struct RankRow {
     pub started_at: f64,
     pub ended_at: Option<f64>,
     pub last_progress_at: Option<f64>,
-    /// `null` until steps are recorded (heartbeats).
+    /// The last step its trainer beat; `null` without heartbeats.
     pub last_step: Option<u64>,
-    /// `null` until steps are recorded (heartbeats).
+    /// Of the `train` phase (see [`super::straggler::steps`]); `null` before a step was timed.
     pub median_step_seconds: Option<f64>,
     pub peak_tree_pss_bytes: Option<u64>,
     /// The mean, over the samples, of the utilisation (percent) of the GPUs the tree ran on.
@@ -47,6 +50,9 @@ pub(crate) struct RankRow {
     /// Why it failed, as its verdict says.
     #[serde(skip)]
     pub reason: Option<String>,
+    /// Its GPUs' health over the run, what a straggler's cause is told by.
+    #[serde(skip)]
+    pub gpus: Vec<GpuRun>,
 }
 
 /// The captures of one rank's soak, as they are read in order: keeps the one that speaks for the
@@ -134,8 +140,8 @@ pub(crate) struct JobView {
     pub first_stalled: Option<FirstStalled>,
     pub groups: Vec<SignatureGroup>,
     pub odd_ranks: Vec<u32>,
-    /// Empty until steps are recorded (heartbeats): the stragglers are told by their step times.
-    pub stragglers: Vec<serde_json::Value>,
+    /// The ranks slower than the job's median step (see [`super::straggler`]), by rank.
+    pub stragglers: Vec<Straggler>,
     /// One sentence; `null` when there is nothing to say.
     pub verdict: Option<String>,
     /// The verdict's clauses, one a line in the human output.
@@ -185,7 +191,9 @@ impl JobView {
         if let Some(tripped) = tripped_first(&ranks, alarm.as_ref()) {
             verdict_lines.push(tripped);
         }
-        if let Some(stalled) = &first_stalled {
+        // Every rank passed: each one's progress stopped as it ended, which says nothing.
+        let all_passed = ranks.iter().all(|r| r.status == "passed");
+        if let Some(stalled) = first_stalled.as_ref().filter(|_| !all_passed) {
             let later = ranks
                 .iter()
                 .filter(|r| r.rank != stalled.rank || r.host != stalled.host)
@@ -207,6 +215,20 @@ impl JobView {
         if let Some(grouped) = group::verdict(&grouping, &host_of) {
             verdict_lines.push(grouped);
         }
+        let stepped: Vec<StepRank> = ranks
+            .iter()
+            .map(|r| StepRank {
+                rank: r.rank,
+                host: &r.host,
+                median_step_seconds: r.median_step_seconds,
+                gpus: &r.gpus,
+            })
+            .collect();
+        let stragglers = stragglers(&stepped);
+        // A failure is the job's story; stragglers are when nothing failed.
+        if alarm.is_none() && ranks.iter().all(|r| r.failure_kind.is_none()) {
+            verdict_lines.extend(stragglers.iter().map(Straggler::sentence));
+        }
         let verdict = (!verdict_lines.is_empty()).then(|| verdict_lines.join("; "));
         Self {
             job: job.to_owned(),
@@ -215,7 +237,7 @@ impl JobView {
             first_stalled,
             groups: grouping.groups,
             odd_ranks: grouping.odd_ranks,
-            stragglers: Vec::new(),
+            stragglers,
             verdict,
             verdict_lines,
         }
@@ -307,6 +329,7 @@ mod tests {
             }],
             tripped_at: Some(150.0 + f64::from(rank)),
             reason: Some("no progress for 3s".into()),
+            gpus: Vec::new(),
         }
     }
 
@@ -346,6 +369,50 @@ mod tests {
         assert_eq!(json["ranks"][2]["failure_kind"], "stale_progress");
         assert_eq!(json["stragglers"], serde_json::json!([]));
         assert!(json["ranks"][0].get("tripped_at").is_none());
+    }
+
+    /// Four ranks that passed, rank 2 three times slower a step: it is the straggler, and the
+    /// verdict names it; once a rank failed, the verdict tells the failure, and the straggler
+    /// is still listed.
+    #[test]
+    fn a_slow_rank_of_a_job_that_passed_is_the_verdict() {
+        let rows: Vec<RankRow> = [0.1, 0.1, 0.3, 0.1]
+            .into_iter()
+            .zip(0..)
+            .map(|(median, rank)| RankRow {
+                status: "passed".into(),
+                failure_kind: None,
+                tripped_at: None,
+                signature: None,
+                top_frames: Vec::new(),
+                last_step: Some(30),
+                median_step_seconds: Some(median),
+                ..row(rank, "n1", "x", 120.0)
+            })
+            .collect();
+        let view = JobView::of("J", rows.clone(), None);
+        assert_eq!(view.stragglers.len(), 1);
+        assert_eq!(view.stragglers[0].rank, Some(2));
+        assert_eq!(
+            view.verdict_lines,
+            ["rank 2 on n1 straggles: its median step 300 ms is 3.00× the job's 100 ms"],
+            "a job that passed: no rank's progress stopped first"
+        );
+        assert!(view.first_stalled.is_some());
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["stragglers"][0]["ratio"], 3.0);
+        assert_eq!(json["ranks"][2]["median_step_seconds"], 0.3);
+
+        let mut failed = rows;
+        failed[0].failure_kind = Some(FailureKind::StaleProgress);
+        failed[0].tripped_at = Some(150.0);
+        let view = JobView::of("J", failed, None);
+        assert_eq!(view.stragglers.len(), 1);
+        assert!(
+            view.verdict_lines.iter().all(|l| !l.contains("straggles")),
+            "{:?}",
+            view.verdict_lines
+        );
     }
 
     /// The alarm says who tripped first; without captures there are no groups, and no verdict

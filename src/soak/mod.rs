@@ -13,7 +13,8 @@
 //!   its GPUs came back), `error` (the soak commands' errors);
 //! - what explains a failure: `capture` (each process's threads, stacks and wait channels
 //!   before the first signal), `signature` (a process's innermost frames as a short signature,
-//!   and ranks grouped by it, the odd ones named), `kernel` (the memory cgroup, kernel stacks), `oom` (the OOM
+//!   and ranks grouped by it, the odd ones named), `straggler` (a job's ranks slower than its
+//!   median step, and what their GPUs say of why), `kernel` (the memory cgroup, kernel stacks), `oom` (the OOM
 //!   killer's victims), `witnesses` (what watches from outside the tree: the kernel's log),
 //!   `teardown` (which processes are the soak's, and how they are stopped);
 //! - what is left: [`artifact`] (the canonical JSON rendered from the log; the frozen forms of
@@ -41,6 +42,7 @@ pub(crate) mod request;
 pub(crate) mod retention;
 pub(crate) mod sampler;
 pub(crate) mod signature;
+pub(crate) mod straggler;
 pub(crate) mod supervise;
 mod teardown;
 pub(crate) mod trend;

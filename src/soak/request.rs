@@ -255,6 +255,10 @@ pub(crate) fn refuse_to_replace(
     Ok(())
 }
 
+/// How a note on why there are no Python stacks starts: the capture says these only where a
+/// process of the tree is Python.
+pub(crate) const PYTHON_STACKS: &str = "python stacks: ";
+
 /// `--report` or `--metrics-file` (`kind`) made absolute (as the artifact's path is) and
 /// checked as [`refuse_to_replace`] checks it.
 fn checked_output(path: PathBuf, kind: OutputFile, force: bool) -> Result<PathBuf, SoakError> {
@@ -278,7 +282,7 @@ fn py_spy(given: Option<&str>) -> Result<(Option<String>, Vec<String>), SoakErro
         }
     };
     match given {
-        Some("off") => Ok((None, vec!["python stacks: off (--py-spy off)".into()])),
+        Some("off") => Ok((None, vec![format!("{PYTHON_STACKS}off (--py-spy off)")])),
         Some(name) => match found(name) {
             Some(path) => Ok((Some(path.display().to_string()), Vec::new())),
             None => invalid(Invalid::NoPySpy(name.to_owned())),
@@ -287,7 +291,9 @@ fn py_spy(given: Option<&str>) -> Result<(Option<String>, Vec<String>), SoakErro
             Some(path) => (Some(path.display().to_string()), Vec::new()),
             None => (
                 None,
-                vec!["python stacks: py-spy not found on PATH (`pip install py-spy`, or --py-spy PATH)".into()],
+                vec![format!(
+                    "{PYTHON_STACKS}py-spy not found on PATH (`pip install py-spy`, or --py-spy PATH)"
+                )],
             ),
         }),
     }

@@ -202,6 +202,14 @@ pub fn trainer() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/example-trainer.py"))
 }
 
+/// The Python package's directory, for `PYTHONPATH` (`UNILAB_TEST_PYTHON` overrides, for CI's
+/// unprivileged copy).
+pub fn python_package_dir() -> PathBuf {
+    std::env::var_os("UNILAB_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("python"))
+}
+
 /// The `kind` of every event that `unilab --json history ARGS` prints through `unilab`.
 pub fn history_kinds(mut unilab: assert_cmd::Command, args: &[&str]) -> Vec<String> {
     let out = unilab

@@ -611,3 +611,73 @@ fn help_names_the_environment_the_exit_codes_and_gives_examples() {
         assert!(help(args).contains("Examples:"), "{args:?}");
     }
 }
+
+/// The internal subcommands (`__soak-guard`, `__leash`) leaked to users: clap's "did you mean"
+/// offered `__soak-guard` for `unilab sok list`, and the static completion scripts offered
+/// `__soak-guard __leash` beside `soak`. Hidden subcommands are never suggested or completed.
+#[test]
+fn hidden_subcommands_are_never_suggested_or_completed() {
+    let root = TestRoot::new();
+    let hidden = ["soak-guard", "leash"];
+    let out = root.unilab().args(["sok", "list"]).assert().code(2);
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(
+        stderr.contains("'soak'"),
+        "the real one is suggested: {stderr}"
+    );
+    for name in hidden {
+        assert!(!stderr.contains(name), "`sok` suggests {name}: {stderr}");
+    }
+    let out = root.unilab().args(["--json", "leas"]).assert().code(2);
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(!stderr.contains("leash"), "{stderr}");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = root
+            .unilab()
+            .args(["completions", shell])
+            .assert()
+            .success();
+        let script = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+        for name in hidden {
+            assert!(!script.contains(name), "{shell} completes {name}");
+        }
+    }
+    for words in [&["unilab", "__"][..], &["unilab", "help", ""]] {
+        let (_, offered, _) = shell_asks(&root, words, &[]);
+        assert!(
+            offered
+                .iter()
+                .all(|o| hidden.iter().all(|h| !o.contains(h))),
+            "{words:?}: {offered:?}"
+        );
+    }
+}
+
+/// `soak run -h` listed `--root`, `--json`, `--quiet`, `--verbose` and `--color` among the
+/// soak's own flags, interleaved with them. The global flags have a heading of their own, after
+/// the command's options, in `-h` and `--help` alike.
+#[test]
+fn global_flags_have_a_heading_of_their_own_in_a_subcommands_help() {
+    let root = TestRoot::new();
+    for flag in ["-h", "--help"] {
+        for args in [&["soak", "run"][..], &["mps", "stop"], &[]] {
+            let out = root.unilab().args(args).arg(flag).assert().success();
+            let help = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+            let global = help
+                .find("\nGlobal options:\n")
+                .unwrap_or_else(|| panic!("{args:?} {flag}: no heading: {help}"));
+            let (own, rest) = help.split_at(global);
+            for name in ["--root", "--json", "--quiet", "--verbose", "--color"] {
+                assert!(!own.contains(name), "{args:?} {flag}: {name} among its own");
+                assert!(
+                    rest.contains(name),
+                    "{args:?} {flag}: {name} not under the heading"
+                );
+            }
+        }
+    }
+    let out = root.unilab().args(["soak", "run", "-h"]).assert().success();
+    let help = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let options = help.find("\nOptions:\n").unwrap();
+    assert!(help[options..].contains("--sample-interval"), "{help}");
+}

@@ -241,3 +241,55 @@ fn log_stats_tells_the_size_the_largest_soaks_and_the_room_left() {
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains(id) && !text.contains("quota"), "{text}");
 }
+
+/// `log stats` told every log with a soak in it to archive, a 140 KiB one too. It advises it
+/// only when the log matters: over `UNILAB_LOG_WARN_SIZE` (where `soak run` warns), or over a
+/// tenth of the user's quota or of the room on its filesystem (its own size and the free space);
+/// and says which (`archive_advice` under `--json`).
+#[test]
+fn log_stats_advises_archiving_only_when_the_log_matters() {
+    let soak = crate::soak::Soak::new();
+    let (output, _) = soak.run(&[], &["--steps", "3", "--step-seconds", "0.1"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stats = |env: &[(&str, &str)]| {
+        let cmd = || {
+            let mut cmd = soak.unilab();
+            cmd.env("FAKE_QUOTA_FS", soak.root.root())
+                .env("FAKE_QUOTA_USED_KIB", "1024")
+                .envs(env.iter().copied());
+            cmd
+        };
+        let text = cmd().args(["log", "stats"]).output().unwrap();
+        assert_eq!(text.status.code(), Some(0), "{text:?}");
+        let json = cmd().args(["--json", "log", "stats"]).output().unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        (String::from_utf8(text.stderr).unwrap(), json)
+    };
+    let (_, json) = stats(&[]);
+    let disk_kib = json["disk_bytes"].as_u64().unwrap() / 1024;
+    let roomy = (disk_kib * 100).to_string();
+    let (said, json) = stats(&[("FAKE_QUOTA_LIMIT_KIB", &roomy)]);
+    assert!(!said.contains("log archive"), "{said}");
+    assert_eq!(json["archive_advice"], serde_json::Value::Null);
+
+    let tight = (disk_kib * 5).to_string();
+    let (said, json) = stats(&[("FAKE_QUOTA_LIMIT_KIB", &tight)]);
+    assert!(said.contains("a tenth of your quota"), "{said}");
+    assert!(said.contains("unilab log archive"), "{said}");
+    assert!(
+        json["archive_advice"]
+            .as_str()
+            .is_some_and(|a| a.contains("quota")),
+        "{json}"
+    );
+
+    let (said, _) = stats(&[
+        ("FAKE_QUOTA_LIMIT_KIB", &roomy),
+        ("UNILAB_LOG_WARN_SIZE", "16KiB"),
+    ]);
+    assert!(
+        said.contains("over 16.0 KiB (UNILAB_LOG_WARN_SIZE)"),
+        "{said}"
+    );
+    assert!(said.contains("unilab log archive"), "{said}");
+}

@@ -353,3 +353,37 @@ fn stop_json_returns_the_records_and_a_stale_clean_up_is_one_json_object() {
     assert_eq!(stderr["exit_code"], 4);
     assert!(stderr["error"].as_str().unwrap().contains("process_gone"));
 }
+
+/// An epilog's `mps stop` where nothing was recorded exited 3 ("no daemon is recorded") while
+/// `mps stop --all` exited 0: stopping where nothing runs leaves what was asked for, so every
+/// form of `mps stop` exits 0 with a note then (`[]` under `--json`). A name that is not
+/// recorded is still refused (exit 3): a typo should not pass for a daemon stopped.
+#[test]
+fn stop_with_nothing_recorded_succeeds_with_a_note_as_stop_all_does() {
+    let host = Host::two_gpus();
+    let nothing = |host: &Host| {
+        for args in [
+            &["mps", "stop"][..],
+            &["mps", "stop", "--all"],
+            &["mps", "stop", "--job", "4242"],
+        ] {
+            host.unilab()
+                .args(args)
+                .assert()
+                .success()
+                .stderr(predicate::str::contains("nothing to stop"));
+            let out = host.unilab().arg("--json").args(args).assert().success();
+            assert_eq!(out.get_output().stdout, b"[]\n", "{args:?}");
+        }
+    };
+    nothing(&host);
+    let record = host.start(&["0"]);
+    host.unilab().args(["mps", "stop"]).assert().success();
+    assert!(gone(record["pid"].as_u64().unwrap()));
+    nothing(&host);
+    refused(
+        host.unilab().args(["mps", "stop", "trainer"]),
+        3,
+        &["no daemon named `trainer` is recorded"],
+    );
+}

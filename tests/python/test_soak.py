@@ -96,6 +96,57 @@ def test_a_refusal_before_the_start_raises_the_clis_message_and_hint(tmp_path: P
     assert not (tmp_path / "soak.json").exists()
 
 
+def test_a_refusal_prints_nothing_raw_and_names_the_python_parameters(
+    tmp_path: Path, progress: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """On every refusal `run_soak` copied unilab's JSON error object to standard error before
+    raising, and the hint told a Python caller to check `--progress-dir`. The error is raised
+    alone, and its message and hint name the parameter (`progress_dir=`, `cwd=`)."""
+    with pytest.raises(UnilabError) as caught:
+        run_soak(
+            command=[sys.executable, "-c", "pass"],
+            progress_dir=tmp_path / "missing",
+            output_path=tmp_path / "soak.json",
+        )
+    said = capfd.readouterr().err
+    assert '"error"' not in said and '"exit_code"' not in said, said
+    hint = caught.value.hint or ""
+    assert "progress_dir=" in hint and "--progress-dir" not in hint, hint
+    assert "progress_dir=" in str(caught.value)
+
+    with pytest.raises(UnilabError) as caught:
+        run_soak(
+            command=[sys.executable, "-c", "pass"],
+            progress_dir=progress,
+            output_path=tmp_path / "soak.json",
+            cwd=tmp_path / "nowhere",
+        )
+    said = capfd.readouterr().err
+    assert '"error"' not in said, said
+    message = caught.value.message
+    assert "cwd=" in message and "--cwd" not in message, message
+
+
+def test_the_commands_own_json_lines_still_pass_through(
+    tmp_path: Path, progress: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """What the command prints is passed on whole, a last line that looks like unilab's JSON
+    error included: only unilab's own error, on a refusal, is held back."""
+    script = (
+        "import os, sys\n"
+        f"open(os.path.join({str(progress)!r}, 'step'), 'w').close()\n"
+        "sys.stderr.write('{\"error\": \"mine\", \"exit_code\": 3}\\n')\n"
+    )
+    run_soak(
+        command=[sys.executable, "-c", script],
+        progress_dir=progress,
+        output_path=tmp_path / "soak.json",
+        **FAST,
+    )
+    said = capfd.readouterr().err
+    assert '{"error": "mine", "exit_code": 3}' in said, said
+
+
 def test_runtime_snapshot_reads_the_source_and_the_host() -> None:
     snapshot = runtime_snapshot(REPO)
     assert snapshot["source"]["git"] is None or "commit" in snapshot["source"]["git"]

@@ -99,8 +99,10 @@ fn the_series_starts_with_the_running_command_and_marks_the_sample_after_its_exi
 #[test]
 fn the_duration_is_the_commands_own_and_the_teardown_is_reported_apart() {
     let soak = Soak::new();
+    // A grace period far longer than the command's 0.2 s of steps: counted as run time, it
+    // would make the duration longer than itself, however slow a loaded machine starts Python.
     let (output, artifact) = soak.run(
-        &["--shutdown-grace", "2"],
+        &["--shutdown-grace", "5"],
         &["--leak", "--steps", "4", "--step-seconds", "0.05"],
     );
     assert_eq!(output.status.code(), Some(1), "{output:?}");
@@ -108,11 +110,11 @@ fn the_duration_is_the_commands_own_and_the_teardown_is_reported_apart() {
     let duration = artifact["duration_seconds"].as_f64().unwrap();
     let teardown = artifact["teardown_seconds"].as_f64().unwrap();
     assert!(
-        duration < 1.5,
+        duration < 5.0,
         "the grace period is not run time: {duration}"
     );
     assert!(duration >= 0.2, "{duration}");
-    assert!(teardown >= 2.0, "the grace period is teardown: {teardown}");
+    assert!(teardown >= 5.0, "the grace period is teardown: {teardown}");
 }
 
 #[test]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from .._binary import UnilabError, call_json, raise_for, run_passing_stderr
@@ -32,6 +33,47 @@ class SoakFailureError(RuntimeError):
         self.failure_kind: Optional[str] = outcome.get("failure_kind")
         self.reason: str = outcome.get("reason") or "the soak failed"
         super().__init__(f"soak {artifact.get('soak_id')} failed: {self.reason}")
+
+
+# The flags `run_soak` passes, by the parameter that gives each: unilab's messages name flags,
+# which a Python caller never typed.
+_PARAMETERS = {
+    "progress-dir": "progress_dir",
+    "output": "output_path",
+    "sample-interval": "sample_interval_seconds",
+    "startup-timeout": "startup_timeout_seconds",
+    "stale-progress": "stale_progress_seconds",
+    "shutdown-grace": "post_shutdown_grace_seconds",
+    "min-duration": "min_duration_seconds",
+    "cwd": "cwd",
+    "env": "env",
+    "meta-json": "metadata",
+}
+_FLAGS = "|".join(re.escape(flag) for flag in sorted(_PARAMETERS, key=len, reverse=True))
+# `--cwd /x` as a message quotes a flag with its value; `--progress-dir` alone.
+_FLAG_WITH_VALUE = re.compile(rf"`--({_FLAGS}) ([^`]*)`")
+_FLAG = re.compile(rf"(?<![\w-])--({_FLAGS})(?![\w-])")
+
+
+def _in_python_terms(text: str) -> str:
+    """``text`` with the flags of ``soak run`` named as ``run_soak``'s parameters:
+    `` `--cwd /x` `` as `` `cwd=/x` ``, `` `--progress-dir` `` as `` `progress_dir=` ``."""
+    text = _FLAG_WITH_VALUE.sub(lambda m: f"`{_PARAMETERS[m[1]]}={m[2]}`", text)
+    return _FLAG.sub(lambda m: f"{_PARAMETERS[m[1]]}=", text)
+
+
+def _refusal(stderr: str, exit_code: int) -> UnilabError:
+    """The error unilab refused the soak with, said in ``run_soak``'s terms."""
+    try:
+        raise_for(stderr, exit_code)
+    except UnilabError as error:
+        return type(error)(
+            _in_python_terms(error.message),
+            hint=_in_python_terms(error.hint) if error.hint else error.hint,
+            exit_code=error.exit_code,
+            causes=[_in_python_terms(cause) for cause in error.causes],
+        )
+    return UnilabError(f"unilab exited with {exit_code}", exit_code=exit_code)
 
 
 def _seconds(value: float) -> str:
@@ -87,7 +129,8 @@ def run_soak(
     The command's output goes to this process's standard error; standard output is unilab's.
 
     Raises :class:`SoakFailureError` when the soak failed, :class:`unilab.UnilabError` when
-    unilab refused to start it (its message and hint say why).
+    unilab refused to start it (its message and hint say why, naming this function's
+    parameters: ``progress_dir=``, ``cwd=``).
     """
     if isinstance(command, (str, bytes)):
         # A string is a sequence too: iterated, "whoami" would run `w`.
@@ -134,9 +177,9 @@ def run_soak(
         for key, value in metadata.items():
             args += ["--meta-json", f"{key}={json.dumps(value, sort_keys=True)}"]
     args += ["--", *command]
-    done = run_passing_stderr(args, env=own_env)
+    done = run_passing_stderr(args, env=own_env, answers=(0, 1))
     if done.returncode not in (0, 1):
-        raise_for(done.stderr, done.returncode)
+        raise _refusal(done.stderr, done.returncode)
     with open(os.fspath(output_path), encoding="utf-8") as f:
         artifact: dict[str, Any] = json.load(f)
     if done.returncode == 1:

@@ -1,6 +1,8 @@
 //! `unilab history`: the event log as a timeline, for forensics: a line a record ([`timeline`])
-//! or, with `--json`, an object a record with the fields of the form it is stored in.
+//! or, with `--json`, an object a record with the fields of the form it is stored in. One
+//! soak's timeline (`--soak`) also says where the trainer's beats changed phase ([`phases`]).
 
+mod phases;
 #[cfg(test)]
 mod schema_step;
 mod timeline;
@@ -20,6 +22,7 @@ use crate::output::{Output, human_time};
 use crate::paths::StatePaths;
 use crate::soak::error::SoakError;
 use crate::time::unix_seconds;
+use phases::PhaseLines;
 
 /// The full id of the soak `id` names (a unique prefix, `latest`), or `id` as given when the log
 /// holds events under it all the same (a log whose start of that soak is lost: forensics). One
@@ -85,12 +88,16 @@ pub(crate) fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> R
         return Ok(Exit::Success);
     }
     let mut next = args.since.max(1);
+    let mut phases = PhaseLines::default();
     loop {
         if let Some(log) = &reader {
             let snapshot = log.snapshot()?;
-            next = print_from(&snapshot, subject.as_ref(), next, out)?;
+            next = print_from(&snapshot, subject.as_ref(), next, &mut phases, out)?;
         }
         if !args.follow {
+            if let Some(line) = phases.left_out().filter(|_| !out.json) {
+                out.line(&line)?;
+            }
             return Ok(Exit::Success);
         }
         out.flush()?;
@@ -101,18 +108,24 @@ pub(crate) fn run(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> R
     }
 }
 
-/// Prints the records from `from` on and returns the next sequence to look at.
+/// Prints the records from `from` on and returns the next sequence to look at; a soak's
+/// timeline with the phase changes `phases` tracks.
 fn print_from(
     snapshot: &Snapshot,
     subject: Option<&Subject>,
     from: u64,
+    phases: &mut PhaseLines,
     out: &mut Output,
 ) -> Result<u64, Error> {
     let mut next = from;
+    // Phase changes are one soak's: not told in a timeline of several.
+    let one_soak = matches!(subject, Some(Subject::Soak(_)));
     let mut print = |record: Record, out: &mut Output| -> Result<(), Error> {
         next = record.envelope.seq + 1;
         if out.json {
             out.json_line(&record_json(&record))
+        } else if one_soak {
+            soak_line(&record, phases, out, &record_line)
         } else {
             out.line(&record_line(&record))
         }
@@ -137,6 +150,28 @@ fn print_from(
         }
     }
     Ok(next)
+}
+
+/// A soak's record's line (`line` of it), with the phase changes `phases` says before and after
+/// it.
+fn soak_line(
+    record: &Record,
+    phases: &mut PhaseLines,
+    out: &mut Output,
+    line: &dyn Fn(&Record) -> String,
+) -> Result<(), Error> {
+    let event = &record.envelope.event;
+    for said in [
+        phases.before(event),
+        Some(line(record)),
+        phases.after(event),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        out.line(&said)?;
+    }
+    Ok(())
 }
 
 /// `history --all-hosts`: every host's log of this user under the root, read-only, merged by
@@ -165,12 +200,20 @@ fn all_hosts(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result
     })?;
     records.sort_by(|a, b| (a.0, &a.1, a.2.envelope.seq).cmp(&(b.0, &b.1, b.2.envelope.seq)));
     let width = records.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    // Phase changes are one soak's: not told in a timeline of several.
+    let mut phases = PhaseLines::default();
     for (_, host, record) in &records {
         if out.json {
             out.json_line(&record_json(record))?;
+        } else if args.soak.is_some() {
+            let line = |r: &Record| format!("{host:<width$}  {}", record_line(r));
+            soak_line(record, &mut phases, out, &line)?;
         } else {
             out.line(&format!("{host:<width$}  {}", record_line(record)))?;
         }
+    }
+    if let Some(line) = phases.left_out().filter(|_| !out.json) {
+        out.line(&line)?;
     }
     Ok(Exit::Success)
 }

@@ -103,13 +103,24 @@ fn started(command: &[String], parameters: &crate::event::soak::SoakParameters) 
     )
 }
 
-/// A sample's line: its processes, their RSS and — where measured — their PSS.
+/// A sample's line: its processes, their RSS and — where measured — their PSS, and the
+/// trainer's beats in it (schema 10 on).
 fn sampled(s: &Sample, measures: Option<&Measures>) -> String {
     let rss_bytes = s.processes.iter().map(|p| p.rss_bytes).sum::<u64>();
     let pss_bytes = measures.and_then(Measures::tree_pss_bytes);
     let errors = s.errors.len();
+    let beats = measures
+        .and_then(|m| m.heartbeat.as_deref())
+        .map(|beats| {
+            let step = beats
+                .step
+                .map(|step| format!(" to step {step}"))
+                .unwrap_or_default();
+            format!(", {}{step}", count(beats.beats, "beat"))
+        })
+        .unwrap_or_default();
     format!(
-        "#{} at {}: {}, {}RSS {} MiB, {}{}",
+        "#{} at {}: {}, {}RSS {} MiB, {}{beats}{}",
         s.index,
         duration(s.elapsed_ms as f64 / 1000.0),
         count(s.processes.len() as u64, "process"),

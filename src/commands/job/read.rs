@@ -12,6 +12,7 @@ use crate::projection::{SoakSummary, Soaks};
 use crate::soak::job_view::{RankCaptures, RankRow};
 use crate::soak::launch::{JOB_KEY, NODE_KEY, RANK_KEY};
 use crate::soak::report::job::series::RankSeries;
+use crate::soak::straggler::reading::RankReading;
 use crate::time::unix_seconds;
 
 /// One soak of a job, on its host.
@@ -150,8 +151,8 @@ fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>,
 }
 
 /// One rank's soak as `job show` lists it, read in one pass over its records that keeps no
-/// sample: its peaks and means as they go by, the capture that speaks for it, its verdict —
-/// and each sample's progress and memory into `series` when given (bounded: see
+/// sample: its peaks and means as they go by, its steps and GPUs' health ([`RankReading`]),
+/// the capture that speaks for it, its verdict — and each sample's progress and memory into `series` when given (bounded: see
 /// [`RankSeries`]).
 fn read_rank(
     snapshot: &Snapshot,
@@ -162,6 +163,7 @@ fn read_rank(
     let mut peak_pss: Option<u64> = None;
     let (mut utilization_sum, mut utilization_samples) = (0.0_f64, 0_u64);
     let mut captures = RankCaptures::default();
+    let mut reading = RankReading::default();
     // When the command was spawned (from the samples' times and their ages: the earliest, as a
     // sample is recorded with its batch, up to a second after it was taken), and when the
     // progress directory last changed among the samples.
@@ -173,7 +175,9 @@ fn read_rank(
     snapshot.scan_records(&subject, soak.first_seq, |record| {
         let at_us = record.envelope.recorded_at_us;
         match &record.envelope.event {
+            Event::SoakStarted { start, .. } => reading.start(start),
             Event::SoakSampled { sample, measures } => {
+                reading.sample(sample, measures.as_deref());
                 let elapsed_us = i64::try_from(sample.elapsed_ms)
                     .unwrap_or(i64::MAX / 1000)
                     .saturating_mul(1000);
@@ -209,7 +213,10 @@ fn read_rank(
                 progress = Some(seen);
             }
             Event::SoakEvidenceCaptured(evidence) => captures.take(evidence),
-            Event::SoakFinished { end, .. } => last_progress_ms = end.last_progress_ms,
+            Event::SoakFinished { end, findings, .. } => {
+                last_progress_ms = end.last_progress_ms;
+                reading.verdict(findings.as_deref());
+            }
             _ => {}
         }
         Ok::<_, Error>(true)
@@ -226,6 +233,7 @@ fn read_rank(
         series.spawned_at(spawned);
     }
     let (signature, last_capture_us) = captures.done();
+    let read = reading.done();
     let (signature, top_frames) = match signature {
         Some(s) => (Some(s.signature), s.top_frames),
         None => (None, Vec::new()),
@@ -240,8 +248,8 @@ fn read_rank(
         started_at: unix_seconds(soak.started_at_us),
         ended_at: soak.ended_at_us.map(unix_seconds),
         last_progress_at: last_progress_at_us.map(unix_seconds),
-        last_step: None,
-        median_step_seconds: None,
+        last_step: read.last_step,
+        median_step_seconds: read.median_step_seconds,
         peak_tree_pss_bytes: peak_pss,
         gpu_utilization_mean: (utilization_samples > 0)
             .then(|| utilization_sum / utilization_samples as f64),
@@ -252,5 +260,6 @@ fn read_rank(
             .and(last_capture_us.or(soak.ended_at_us))
             .map(unix_seconds),
         reason: soak.reason.clone(),
+        gpus: read.gpus,
     })
 }

@@ -1,5 +1,5 @@
 //! `unilab job show JOB`: every rank's soak of the job, from every host's log under the state
-//! root, side by side, then the verdict (see [`JobView`]).
+//! root, side by side, then its stragglers and the verdict (see [`JobView`]).
 
 use std::collections::BTreeMap;
 
@@ -12,6 +12,7 @@ use crate::paths::StatePaths;
 use crate::soak::job_view::{JobView, RankRow};
 use crate::soak::report::job::SeriesKey;
 use crate::soak::report::job::series::RankSeries;
+use crate::soak::straggler::{STRAGGLER_RATIO, Straggler, step_time};
 
 pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<Exit, Error> {
     let view = read_view(paths, job, out, Reading::Rows)?.view;
@@ -27,6 +28,8 @@ pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<
             "HOST",
             "STATUS",
             "LAST PROGRESS",
+            "STEP",
+            "STEP TIME",
             "PEAK PSS",
             "GPU",
             "SIGNATURE",
@@ -34,6 +37,15 @@ pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<
         &rows,
     ) {
         out.line(&line)?;
+    }
+    if let Some(first) = view.stragglers.first() {
+        out.line(&format!(
+            "stragglers (median step over {STRAGGLER_RATIO}× the job's {}):",
+            step_time(first.job_median_seconds)
+        ))?;
+        for straggler in &view.stragglers {
+            out.line(&format!("  {}", straggler_line(straggler)))?;
+        }
     }
     for line in &view.verdict_lines {
         out.line(line)?;
@@ -110,10 +122,31 @@ fn cells(row: &RankRow, paint: crate::style::Palette) -> Vec<String> {
                     .collect()
             },
         ),
+        row.last_step.map_or_else(|| "-".into(), |s| s.to_string()),
+        row.median_step_seconds
+            .map_or_else(|| "-".into(), step_time),
         row.peak_tree_pss_bytes
             .map_or_else(|| "-".into(), crate::text::bytes),
         row.gpu_utilization_mean
             .map_or_else(|| "-".into(), |u| format!("{u:.0}%")),
         output::for_terminal(row.signature.as_deref().unwrap_or("-")).into_owned(),
     ]
+}
+
+/// `rank 2 on n1: 312 ms a step, 3.06×; GPU 2 (…) throttled …`, for the terminal.
+fn straggler_line(straggler: &Straggler) -> String {
+    let who = match straggler.rank {
+        Some(rank) => format!("rank {rank} on {}", straggler.host),
+        None => format!("a soak on {} without a rank", straggler.host),
+    };
+    let cause = straggler.cause.as_deref().map_or_else(
+        || "; no GPU difference explains it".to_owned(),
+        |c| format!("; {c}"),
+    );
+    output::for_terminal(&format!(
+        "{who}: {} a step, {:.2}×{cause}",
+        step_time(straggler.median_step_seconds),
+        straggler.ratio
+    ))
+    .into_owned()
 }

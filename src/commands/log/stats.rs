@@ -1,7 +1,9 @@
 //! `unilab log stats`: what the event log costs and where it stands — the file's size on disk,
 //! its events and their bytes by subject kind, the largest soaks, how fast it grows, and the
 //! room left under the state root (the filesystem's free space, the user's quota where `quota`
-//! tells it).
+//! tells it). It advises archiving only where the log matters: past the size at which `soak
+//! run` warns (`UNILAB_LOG_WARN_SIZE`), or over a tenth of its room (the quota, or its
+//! filesystem's free space and its own size together).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -19,6 +21,8 @@ use crate::text::{bytes, count};
 
 /// How many of the largest soaks are named.
 const LARGEST: usize = 5;
+/// A log over its room divided by this (a tenth) is worth archiving.
+const ROOM_SHARE: u64 = 10;
 /// The window growth is measured over.
 const WEEK_US: i64 = 7 * 86_400 * 1_000_000;
 
@@ -67,6 +71,8 @@ struct Stats {
     growth_bytes_per_day: Option<f64>,
     filesystem: Option<Room>,
     quota: Option<Quota>,
+    /// Why archiving soaks would matter now; `None` when the log is small beside its room.
+    archive_advice: Option<String>,
 }
 
 pub(super) fn stats(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
@@ -116,7 +122,7 @@ pub(super) fn stats(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error>
     largest.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.soak_id.cmp(&b.soak_id)));
     largest.truncate(LARGEST);
     let root = paths.user_dir();
-    let stats = Stats {
+    let mut stats = Stats {
         path: log_path.display().to_string(),
         file_bytes: meta.as_ref().map(std::fs::Metadata::len),
         disk_bytes: meta.as_ref().map(|m| m.blocks() * 512),
@@ -129,13 +135,64 @@ pub(super) fn stats(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error>
         growth_bytes_per_day: growth(&times),
         filesystem: room(&root),
         quota: quota(&root),
+        archive_advice: None,
     };
+    stats.archive_advice = archive_advice(&stats, warn_size(out));
     if out.json {
         out.json_line(&serde_json::to_value(&stats).unwrap_or_default())?;
     } else {
         show(&stats, out)?;
     }
     Ok(Exit::Success)
+}
+
+/// The size past which `soak run` warns of the log, `UNILAB_LOG_WARN_SIZE` (a value that is not a
+/// size is said, and the default used).
+fn warn_size(out: &Output) -> u64 {
+    let name = crate::env::EnvVars::UNILAB_LOG_WARN_SIZE;
+    std::env::var(name)
+        .ok()
+        .and_then(|text| {
+            crate::size::parse_size(&text)
+                .inspect_err(|e| out.warn(&format!("{name}: {e}; the default is used")))
+                .ok()
+        })
+        .unwrap_or(crate::soak::retention::DEFAULT_WARN_SIZE)
+}
+
+/// Why archiving would make room that matters, or `None`: only a log with soaks in it, past
+/// `warn_size` on disk, or taking over a tenth of the user's quota or of the room on its
+/// filesystem (what is free and what it takes itself). A small log on a full disk is no
+/// reason: archiving it would give back little.
+fn archive_advice(stats: &Stats, warn_size: u64) -> Option<String> {
+    let size = stats.disk_bytes?;
+    if stats.largest_soaks.is_empty() {
+        return None;
+    }
+    let over_a_share = |room: u64| size.saturating_mul(ROOM_SHARE) > room;
+    let on_disk = bytes(size);
+    if size > warn_size {
+        return Some(format!(
+            "the log takes {on_disk} on disk, over {} (UNILAB_LOG_WARN_SIZE)",
+            bytes(warn_size)
+        ));
+    }
+    if let Some(quota) = stats.quota.as_ref().filter(|q| over_a_share(q.limit_bytes)) {
+        return Some(format!(
+            "the log takes {on_disk} on disk, over a tenth of your quota ({})",
+            bytes(quota.limit_bytes)
+        ));
+    }
+    stats
+        .filesystem
+        .as_ref()
+        .filter(|room| over_a_share(room.free_bytes.saturating_add(size)))
+        .map(|room| {
+            format!(
+                "the log takes {on_disk} on disk, over a tenth of the room on its filesystem ({} free)",
+                bytes(room.free_bytes)
+            )
+        })
 }
 
 /// Record bytes a day over the last week of records: `None` under a minute of records.
@@ -245,9 +302,9 @@ fn show(stats: &Stats, out: &mut Output) -> Result<(), Error> {
             bytes(quota.limit_bytes)
         ))?;
     }
-    if !stats.largest_soaks.is_empty() {
+    if let Some(why) = &stats.archive_advice {
         out.note(&format!(
-            "to make room: {}; `unilab log archive --soak ID` archives one",
+            "{why}: to make room, {}; `unilab log archive --soak ID` archives one",
             crate::soak::retention::ARCHIVE_HINT
         ));
     }
@@ -257,6 +314,7 @@ fn show(stats: &Stats, out: &mut Output) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::soak::retention::DEFAULT_WARN_SIZE;
 
     #[test]
     fn the_quota_of_our_filesystem_is_read_in_kib_blocks() {
@@ -277,6 +335,60 @@ mod tests {
             "no limit"
         );
         assert_eq!(parse_quota("garbage\n", |_| true), None);
+    }
+
+    /// A log of `disk` bytes with one soak, on a filesystem with `free` bytes free.
+    fn stats_of(disk: u64, free: u64, quota: Option<u64>) -> Stats {
+        Stats {
+            path: "events.redb".into(),
+            file_bytes: Some(disk),
+            disk_bytes: Some(disk),
+            events: 10,
+            record_bytes: disk / 2,
+            by_kind: Vec::new(),
+            largest_soaks: vec![SoakTotals {
+                soak_id: "20261201T100000-ab12".into(),
+                events: 10,
+                bytes: disk / 2,
+            }],
+            first_recorded_at: None,
+            last_recorded_at: None,
+            growth_bytes_per_day: None,
+            filesystem: Some(Room {
+                path: "/".into(),
+                free_bytes: free,
+                total_bytes: u64::MAX,
+            }),
+            quota: quota.map(|limit_bytes| Quota {
+                used_bytes: disk,
+                limit_bytes,
+            }),
+            archive_advice: None,
+        }
+    }
+
+    #[test]
+    fn archiving_is_advised_only_for_a_log_that_matters_beside_its_room() {
+        let kib = 1024;
+        let gib = 1 << 30;
+        let warn = DEFAULT_WARN_SIZE;
+        let advice = |stats: Stats| archive_advice(&stats, warn);
+        assert_eq!(advice(stats_of(140 * kib, 100 * gib, None)), None);
+        assert_eq!(
+            advice(stats_of(140 * kib, 100 * gib, Some(100 * gib))),
+            None
+        );
+        // A small log on a full disk: archiving it gives back little.
+        assert_eq!(advice(stats_of(140 * kib, 10 * 1024 * kib, None)), None);
+        let full = advice(stats_of(140 * kib, 1000 * kib, None)).unwrap();
+        assert!(full.contains("room on its filesystem"), "{full}");
+        let quota = advice(stats_of(140 * kib, 100 * gib, Some(1000 * kib))).unwrap();
+        assert!(quota.contains("tenth of your quota"), "{quota}");
+        let big = advice(stats_of(3 * gib, 10_000 * gib, None)).unwrap();
+        assert!(big.contains("UNILAB_LOG_WARN_SIZE"), "{big}");
+        let mut no_soak = stats_of(3 * gib, 1000 * kib, None);
+        no_soak.largest_soaks.clear();
+        assert_eq!(advice(no_soak), None, "nothing to archive");
     }
 
     #[test]

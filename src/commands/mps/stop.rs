@@ -1,5 +1,6 @@
 //! `unilab mps stop`: this user's daemons stopped by name, job or all, each after an identity
-//! check; a record that no longer names its daemon is cleaned (exit 6).
+//! check; a record that no longer names its daemon is cleaned (exit 4). Where nothing is
+//! recorded there is nothing to stop: exit 0 with a note, whatever form the command takes.
 
 use std::io::Write as _;
 
@@ -8,6 +9,7 @@ use crate::cli::StopArgs;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::log::EventLog;
+use crate::mps::error::MpsError;
 use crate::mps::stop::StopOutcome;
 use crate::mps::{DaemonRecord, Mps, names, records};
 use crate::output::Output;
@@ -43,7 +45,13 @@ pub(super) fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit,
             .filter(|r| r.job.as_deref() == Some(job.as_str()))
             .collect()
     } else {
-        vec![records::select(mps, &records, args.name.as_deref())?]
+        match records::select(mps, &records, args.name.as_deref()) {
+            Ok(record) => vec![record],
+            // Where no daemon is recorded, none runs: what `stop` asks for holds already, as
+            // for `--all` (an epilog needs one answer). A name not recorded is still refused.
+            Err(MpsError::NoDaemon) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        }
     };
     if targets.is_empty() {
         out.note("no daemon is recorded; nothing to stop");

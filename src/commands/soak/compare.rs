@@ -3,6 +3,11 @@
 //! utilisation, throttling and progress rate, each with how B differs from A; the verdict first
 //! when it differs, then the figures that changed most, then the rest. Each soak's source commit
 //! (from its runtime snapshot) heads its column.
+//!
+//! When either trainer beat, its steps too: the `train` phase's step time (median, p99), its
+//! steps a second, the throughput of the `samples` and `tokens` it beats (what a step processed
+//! times the steps a second: see `soak::artifact::stepped::rows`; left out where neither soak
+//! beat the number) and the goodput. Soaks without beats compare as they always did.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -16,6 +21,9 @@ use crate::paths::StatePaths;
 use crate::projection::SoakSummary;
 use crate::soak::artifact;
 use crate::soak::artifact::shown::Shown;
+use crate::soak::artifact::stepped::rows::PerStep;
+use crate::soak::artifact::stepped::text::per_second;
+use crate::soak::artifact::stepped::{PhaseShown, Stepped};
 use crate::soak::artifact::stream::Piece;
 use crate::soak::error::SoakError;
 use crate::text::bytes;
@@ -86,13 +94,17 @@ struct Side {
     summary: Value,
     /// The mean of its GPUs' utilisation over the samples that read them.
     mean_utilization: Option<f64>,
+    /// What a `train` step processed of the counts its trainer beat.
+    per_step: PerStep,
 }
 
 impl Side {
     fn of(snapshot: &Snapshot, summary: &SoakSummary) -> Result<Self, Error> {
         let (mut sum, mut n) = (0.0, 0u64);
+        let mut per_step = PerStep::default();
         let head = artifact::stream::head(snapshot, &summary.soak_id, |piece| {
             if let Piece::Row(row) = piece {
+                per_step.take(row);
                 for util in row
                     .gpus
                     .iter()
@@ -126,6 +138,7 @@ impl Side {
             shown,
             summary: summary_value,
             mean_utilization: (n > 0).then(|| sum / n as f64),
+            per_step,
         })
     }
 
@@ -170,7 +183,27 @@ impl Side {
                 .and_then(|j| j.progress_rate)
                 .map(|r| r.bytes_per_minute),
             Figure::PeakCpu => number("peak_cpu_percent"),
+            Figure::StepTime => self.train().and_then(|t| t.median_seconds),
+            Figure::StepTimeP99 => self.train().and_then(|t| t.p99_seconds),
+            Figure::StepsPerSecond => self.stepped()?.steps_per_second(),
+            Figure::SamplesPerSecond => self.throughput("samples"),
+            Figure::TokensPerSecond => self.throughput("tokens"),
+            Figure::Goodput => self.stepped()?.goodput.map(|g| g.fraction * 100.0),
         }
+    }
+
+    /// Its steps, when its trainer beat.
+    fn stepped(&self) -> Option<&Stepped> {
+        self.shown.stepped.as_ref().filter(|s| s.beaten())
+    }
+
+    fn train(&self) -> Option<&PhaseShown> {
+        self.stepped()?.train()
+    }
+
+    /// `name` a second: what a `train` step processed of it times the steps a second.
+    fn throughput(&self, name: &str) -> Option<f64> {
+        Some(self.per_step.per_step(name)? * self.stepped()?.steps_per_second()?)
     }
 }
 
@@ -186,9 +219,25 @@ enum Figure {
     Throttled,
     ProgressRate,
     PeakCpu,
+    StepTime,
+    StepTimeP99,
+    StepsPerSecond,
+    SamplesPerSecond,
+    TokensPerSecond,
+    Goodput,
 }
 
 impl Figure {
+    /// The figures of the trainer's beats, compared when either soak's trainer beat.
+    const STEPS: [Figure; 6] = [
+        Figure::StepTime,
+        Figure::StepTimeP99,
+        Figure::StepsPerSecond,
+        Figure::SamplesPerSecond,
+        Figure::TokensPerSecond,
+        Figure::Goodput,
+    ];
+
     const ALL: [Figure; 9] = [
         Figure::RunTime,
         Figure::PeakPss,
@@ -212,6 +261,12 @@ impl Figure {
             Figure::Throttled => "GPU throttled",
             Figure::ProgressRate => "progress rate",
             Figure::PeakCpu => "peak CPU",
+            Figure::StepTime => "step time (median)",
+            Figure::StepTimeP99 => "step time (p99)",
+            Figure::StepsPerSecond => "steps/s",
+            Figure::SamplesPerSecond => "samples/s",
+            Figure::TokensPerSecond => "tokens/s",
+            Figure::Goodput => "goodput",
         }
     }
 
@@ -226,7 +281,17 @@ impl Figure {
             Figure::PeakGpuMemory => bytes((v.max(0.0) as u64) << 20),
             Figure::GpuUtilization | Figure::PeakCpu => format!("{v:.0}%"),
             Figure::ProgressRate => format!("{}/min", bytes(v.max(0.0) as u64)),
+            Figure::StepTime | Figure::StepTimeP99 => crate::text::step_time(v),
+            Figure::StepsPerSecond | Figure::SamplesPerSecond | Figure::TokensPerSecond => {
+                per_second(v)
+            }
+            Figure::Goodput => format!("{v:.1}%"),
         }
+    }
+
+    /// Whether it is one of the beats' throughputs, left out where neither soak knows it.
+    fn throughput(self) -> bool {
+        matches!(self, Figure::SamplesPerSecond | Figure::TokensPerSecond)
     }
 }
 
@@ -246,17 +311,24 @@ struct Compared {
     change: Option<String>,
 }
 
-/// Every figure, those that changed most first (unknown changes last).
+/// Every figure, those that changed most first (unknown changes last); the beats' figures
+/// when either soak's trainer beat.
 fn compared(a: &Side, b: &Side) -> Vec<Compared> {
+    let beaten = a.stepped().is_some() || b.stepped().is_some();
+    let steps = Figure::STEPS.iter().filter(|_| beaten);
     let mut figures: Vec<Compared> = Figure::ALL
         .iter()
-        .map(|&figure| {
+        .chain(steps)
+        .filter_map(|&figure| {
             let (va, vb) = (a.figure(figure), b.figure(figure));
+            if figure.throughput() && va.is_none() && vb.is_none() {
+                return None;
+            }
             let change_percent = va
                 .zip(vb)
                 .filter(|(va, _)| *va != 0.0)
                 .map(|(va, vb)| ((vb - va) / va.abs() * 1000.0).round() / 10.0);
-            Compared {
+            Some(Compared {
                 figure: figure.name(),
                 a: va,
                 b: vb,
@@ -264,7 +336,7 @@ fn compared(a: &Side, b: &Side) -> Vec<Compared> {
                 a_text: figure.text(va),
                 b_text: figure.text(vb),
                 change: change_percent.map(|c| format!("{c:+.1}%")),
-            }
+            })
         })
         .collect();
     // A stable sort: equal changes keep the figures' own order.

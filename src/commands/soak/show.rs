@@ -3,6 +3,9 @@
 //! after the verdict: the evidence captured before the tree was signalled, what the verdict
 //! found (a failed child, OOM kills, processes no signal ended, GPUs not given back) and the
 //! last lines of the output; a soak that passed with nothing to tell reads as it always did.
+//! When the trainer beat, its steps lead the figures: their pace and times, the other phases
+//! and the goodput (for a running soak, the latest beats and their pace); a soak without beats,
+//! or recorded before schema 10, reads as it always did.
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -21,6 +24,9 @@ use crate::soak::artifact::judged::JudgedText;
 use crate::soak::artifact::shown::{
     EvidenceShown, ExitShown, GpuReleaseShown, Judged, PointShown, ProgressShown, Shown,
 };
+use crate::soak::artifact::stepped::Stepped;
+use crate::soak::artifact::stepped::rows::{BeatsLately, LatestBeats};
+use crate::soak::artifact::stepped::text::{SteppedText, latest_line};
 use crate::soak::artifact::stream::Piece;
 use crate::soak::error::SoakError;
 use crate::style::Tone;
@@ -45,24 +51,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     let shown = Shown::of(head).map_err(unreadable)?;
     let details = Details::of(&shown, &latest, summary, SystemClock.now_us());
     if out.json {
-        let mut object = summary_json(summary);
-        let details = serde_json::to_value(&details).map_err(|e| Error::Internal(e.to_string()))?;
-        if let (Value::Object(object), Value::Object(details)) = (&mut object, details) {
-            object.extend(details);
-        }
-        // What the verdict found joins the outcome, as in the artifact; `null` where the
-        // soak's schema records none.
-        let findings = shown.found.as_ref().map(|f| &f.outcome);
-        if let Some(Value::Object(outcome)) = object.get_mut("outcome") {
-            outcome.insert("child".into(), json!(findings.map(|f| &f.child)));
-            outcome.insert("oom_kills".into(), json!(findings.map(|f| &f.oom_kills)));
-            outcome.insert("unkillable".into(), json!(findings.map(|f| &f.unkillable)));
-            outcome.insert(
-                "job_alarm".into(),
-                json!(findings.and_then(|f| f.job_alarm.as_ref())),
-            );
-        }
-        out.json_line(&object)?;
+        out.json_line(&json_of(summary, &details, &shown)?)?;
         return Ok(Exit::Success);
     }
     let explained = shown
@@ -74,6 +63,11 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         .judged
         .as_ref()
         .map(|j| JudgedText::of(j, shown.duration_seconds))
+        .unwrap_or_default();
+    let stepped = shown
+        .stepped
+        .as_ref()
+        .map(SteppedText::of)
         .unwrap_or_default();
     // After a failure, or with anything to tell, why comes before the figures.
     let why_first =
@@ -107,6 +101,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         }
         print_tails(&details.output_tail, out)?;
     }
+    lines.extend(stepped.lines.iter().cloned());
     lines.push(("started", human_time(summary.started_at_us)));
     let last_sample = latest.last.as_ref().map(|p| p.elapsed_seconds);
     lines.extend(end_lines(summary, details.duration_seconds, last_sample));
@@ -122,7 +117,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     for (label, value) in lines {
         out.line(&labelled(label, &value))?;
     }
-    for warned in &judged.warnings {
+    for warned in judged.warnings.iter().chain(&stepped.warnings) {
         out.line(&warning_line(
             &out.paint.paint(Tone::Warn, "warning:"),
             warned,
@@ -132,6 +127,28 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         print_tails(&details.output_tail, out)?;
     }
     Ok(Exit::Success)
+}
+
+/// `soak show --json`: the summary, the details, and what the verdict found in the outcome.
+fn json_of(summary: &SoakSummary, details: &Details, shown: &Shown) -> Result<Value, Error> {
+    let mut object = summary_json(summary);
+    let details = serde_json::to_value(details).map_err(|e| Error::Internal(e.to_string()))?;
+    if let (Value::Object(object), Value::Object(details)) = (&mut object, details) {
+        object.extend(details);
+    }
+    // What the verdict found joins the outcome, as in the artifact; `null` where the soak's
+    // schema records none.
+    let findings = shown.found.as_ref().map(|f| &f.outcome);
+    if let Some(Value::Object(outcome)) = object.get_mut("outcome") {
+        outcome.insert("child".into(), json!(findings.map(|f| &f.child)));
+        outcome.insert("oom_kills".into(), json!(findings.map(|f| &f.oom_kills)));
+        outcome.insert("unkillable".into(), json!(findings.map(|f| &f.unkillable)));
+        outcome.insert(
+            "job_alarm".into(),
+            json!(findings.and_then(|f| f.job_alarm.as_ref())),
+        );
+    }
+    Ok(object)
 }
 
 /// When the soak ended and how long its command ran (`duration_seconds`, its verdict's). An
@@ -309,6 +326,18 @@ struct Details {
     gpu_release: Option<GpuReleaseShown>,
     /// What the summary judges of the resources (`/4` on), as in the artifact.
     resources: Option<Judged>,
+    /// The steps by phase, the heartbeat file's errors and the goodput, as in the artifact's
+    /// summary, with the steps a second; left out for soaks recorded before schema 10.
+    #[serde(flatten)]
+    steps: Option<StepsDetails>,
+}
+
+#[derive(Debug, Serialize)]
+struct StepsDetails {
+    #[serde(flatten)]
+    stepped: Stepped,
+    /// The `train` phase's beats over the time its steps took; `null` without such steps.
+    steps_per_second: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -338,6 +367,8 @@ struct Live {
     tree_pss_bytes: Option<u64>,
     rss_bytes: Option<u64>,
     processes: Option<u64>,
+    /// The latest beats and their pace; `null` before a beat.
+    heartbeat: Option<LatestBeats>,
 }
 
 impl Details {
@@ -359,6 +390,7 @@ impl Details {
                 tree_pss_bytes: last.and_then(|p| p.tree_pss_bytes),
                 rss_bytes: last.map(|p| p.rss_bytes),
                 processes: last.map(|p| p.processes),
+                heartbeat: latest.beats.latest(),
             }
         });
         let of = &shown.summary;
@@ -384,6 +416,10 @@ impl Details {
             job_evidence: shown.found.as_ref().and_then(|f| f.job_evidence.clone()),
             gpu_release: shown.found.as_ref().and_then(|f| f.gpu_release.clone()),
             resources: shown.judged.clone(),
+            steps: shown.stepped.clone().map(|stepped| StepsDetails {
+                steps_per_second: stepped.steps_per_second(),
+                stepped,
+            }),
         }
     }
 
@@ -432,6 +468,9 @@ impl Details {
                     ),
                 ));
             }
+            if let Some(beats) = &live.heartbeat {
+                lines.push(("beats", latest_line(beats, live.last_sample_seconds)));
+            }
         }
         lines
     }
@@ -460,12 +499,13 @@ impl Peaks {
     }
 }
 
-/// What `soak show` reads of the rows as they go by: the last one, and when the progress last
-/// changed among them. Nothing here grows with the soak.
+/// What `soak show` reads of the rows as they go by: the last one, when the progress last
+/// changed among them, and the latest beats. Nothing here grows with the soak.
 #[derive(Debug, Default)]
 struct Latest {
     last: Option<PointShown>,
     progress_changed_at: Option<f64>,
+    beats: BeatsLately,
 }
 
 impl Latest {
@@ -481,6 +521,7 @@ impl Latest {
                     self.progress_changed_at = Some(point.elapsed_seconds);
                 }
                 self.last = Some(point);
+                self.beats.take(row);
             }
         }
     }

@@ -21,6 +21,7 @@ mod frozen;
 pub(crate) mod judged;
 pub(crate) mod rows;
 pub(crate) mod shown;
+pub(crate) mod stepped;
 pub(crate) mod stream;
 
 use std::path::Path;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::rows::SampleRow;
+use super::stepped::Stepped;
 use crate::event::soak::JobAlarm;
 use crate::soak::signature::group::SignatureGroup;
 
@@ -27,6 +28,9 @@ pub(crate) struct Shown {
     /// What the summary judges of the resources, from `/4` on; `None` for older schemas.
     #[serde(skip)]
     pub judged: Option<Judged>,
+    /// The steps of the trainer's beats, of soaks recorded in schema 10 on; `None` before.
+    #[serde(skip)]
+    pub stepped: Option<Stepped>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -68,9 +72,11 @@ impl Shown {
         let head = Value::Object(head);
         let found = Found::of(&head)?;
         let judged = Judged::of(&head)?;
+        let stepped = Stepped::of(&head)?;
         let mut shown = Self::deserialize(head)?;
         shown.found = found;
         shown.judged = judged;
+        shown.stepped = stepped;
         Ok(shown)
     }
 }

@@ -140,17 +140,20 @@ impl HeartbeatReader {
     }
 
     /// The last poll: reads what is left within the budget, and counts a last line without
-    /// its newline as malformed (a writer stopped in the middle of it: its numbers may be cut).
+    /// its newline as malformed (a writer stopped in the middle of it: its numbers may be cut),
+    /// and what is past the budget — never to be read — as dropped, with the line held.
     pub fn finish(&mut self, now_unix: f64) -> std::io::Result<Polled> {
         let mut polled = self.poll(now_unix)?;
-        let torn = self.skipping == Skipping::No
-            && !self.partial.iter().all(u8::is_ascii_whitespace)
-            && polled.backlog_bytes == 0;
-        if torn {
-            polled.errors.malformed += 1;
-            self.totals.malformed += 1;
-            self.partial.clear();
+        let mut errors = HeartbeatErrors::default();
+        if polled.backlog_bytes > 0 {
+            errors.dropped_bytes = polled.backlog_bytes + self.partial.len() as u64;
+        } else if self.skipping == Skipping::No && !self.partial.iter().all(u8::is_ascii_whitespace)
+        {
+            errors.malformed = 1;
         }
+        self.partial.clear();
+        add(&mut polled.errors, &errors);
+        add(&mut self.totals, &errors);
         Ok(polled)
     }
 
@@ -472,6 +475,23 @@ mod tests {
         let polled = f.reader.finish(5.0).unwrap();
         assert_eq!(steps(&polled), [1]);
         assert_eq!(polled.errors.malformed, 1);
+    }
+
+    /// What the last poll cannot read in its budget will never be read: it is dropped, and
+    /// counted so.
+    #[test]
+    fn the_last_poll_counts_what_is_past_its_budget_as_dropped() {
+        let mut f = fixture();
+        let line = b"{\"step\":1}\n";
+        let lines = MAX_BEATS_A_POLL + 100;
+        for _ in 0..lines {
+            f.write(line);
+        }
+        let polled = f.reader.finish(5.0).unwrap();
+        assert_eq!(polled.beats.len(), MAX_BEATS_A_POLL);
+        assert_eq!(polled.errors.dropped_bytes, 100 * line.len() as u64);
+        assert_eq!(f.reader.errors().dropped_bytes, 100 * line.len() as u64);
+        assert_eq!(polled.errors.malformed, 0);
     }
 
     /// What the file's bytes hold when read whole: the beats of its complete lines, and how

@@ -1,14 +1,19 @@
 //! The report's data: the rows of `samples` as columns over one time axis, what the sampler
 //! could not read (each message once, and the runs of rows it spoiled), and the charts drawn of
-//! them — the same for the static SVG and for the page's zoomable charts.
+//! them — the same for the static SVG and for the page's zoomable charts. The columns and
+//! charts of the trainer's beats are [`steps`]'.
+
+mod steps;
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use super::scale::{Unit, compact};
+use crate::soak::artifact::beats::BeatsRow;
 use crate::soak::artifact::rows::SampleRow;
 use crate::soak::artifact::stream::Piece;
+use steps::StepColumns;
 
 /// The unknown value of a column at a row.
 const UNKNOWN: f64 = f64::NAN;
@@ -18,6 +23,16 @@ const UNKNOWN: f64 = f64::NAN;
 struct Column {
     key: String,
     values: Vec<f64>,
+}
+
+impl Column {
+    /// A column that starts at row `row`: unknown in every row before.
+    fn from_row(key: String, row: usize) -> Self {
+        Self {
+            key,
+            values: vec![UNKNOWN; row],
+        }
+    }
 }
 
 /// A message of the sampler, told once: how many rows had it, and when first and last.
@@ -51,8 +66,10 @@ pub struct Charts {
     /// Whether each row had a sampler error.
     erred: Vec<bool>,
     errors: Vec<SamplerError>,
-    /// The GPUs seen, by UUID, in the order seen.
-    gpus: Vec<String>,
+    /// The GPUs seen, by UUID, in the order seen, each with its first column.
+    gpus: Vec<(String, usize)>,
+    /// The columns of the trainer's beats, once a row has any.
+    steps: StepColumns,
 }
 
 impl Default for Charts {
@@ -69,6 +86,7 @@ impl Default for Charts {
             erred: Vec::new(),
             errors: Vec::new(),
             gpus: Vec::new(),
+            steps: StepColumns::default(),
         }
     }
 }
@@ -138,10 +156,18 @@ impl Charts {
             ],
             row.errors,
             &gpus,
+            row.heartbeat.as_ref().and_then(Option::as_ref),
         );
     }
 
-    fn add(&mut self, at: f64, values: [Option<f64>; 8], errors: &[String], gpus: &[GpuValues]) {
+    fn add(
+        &mut self,
+        at: f64,
+        values: [Option<f64>; 8],
+        errors: &[String],
+        gpus: &[GpuValues],
+        beats: Option<&BeatsRow>,
+    ) {
         let row = self.times.len();
         self.times.push(at);
         for (column, value) in self.columns.iter_mut().zip(values) {
@@ -153,27 +179,28 @@ impl Charts {
             .values
             .push(if any { 1.0 } else { UNKNOWN });
         for gpu in gpus {
-            let n = match self.gpus.iter().position(|u| u == gpu.uuid) {
-                Some(n) => n,
+            let first = match self.gpus.iter().find(|(u, _)| u == gpu.uuid) {
+                Some((_, first)) => *first,
                 None => {
-                    self.gpus.push(gpu.uuid.to_owned());
+                    let (n, first) = (self.gpus.len(), self.columns.len());
+                    self.gpus.push((gpu.uuid.to_owned(), first));
                     for suffix in GPU_COLUMNS {
-                        self.columns.push(Column {
-                            key: format!("gpu{}.{suffix}", self.gpus.len() - 1),
-                            values: vec![UNKNOWN; row],
-                        });
+                        self.columns
+                            .push(Column::from_row(format!("gpu{n}.{suffix}"), row));
                     }
-                    self.gpus.len() - 1
+                    first
                 }
             };
-            let first = FIXED.len() + n * GPU_COLUMNS.len();
             for (i, value) in gpu.values.iter().enumerate() {
                 self.columns[first + i]
                     .values
                     .push(value.unwrap_or(UNKNOWN));
             }
         }
-        // A GPU not in this row is unknown in it.
+        if let Some(beats) = beats {
+            self.steps.add(&mut self.columns, row, beats);
+        }
+        // A column not in this row (a GPU's, a number's) is unknown in it.
         for column in &mut self.columns {
             if column.values.len() == row {
                 column.values.push(UNKNOWN);
@@ -253,7 +280,7 @@ impl Charts {
         self.gpus
             .iter()
             .enumerate()
-            .map(|(i, uuid)| (format!("gpu{i}"), uuid.as_str()))
+            .map(|(i, (uuid, _))| (format!("gpu{i}"), uuid.as_str()))
     }
 
     /// The runs of rows with a sampler error, each as the time from its first row to the next
@@ -283,7 +310,8 @@ impl Charts {
     /// The charts with something to draw, in the page's order; `trend` the column of the
     /// fitted line of the tree's PSS, when there is one.
     pub(super) fn specs(&self, trend: Option<usize>) -> Vec<ChartSpec> {
-        let mut wanted = self.tree_charts(trend);
+        let mut wanted = self.steps.specs();
+        wanted.extend(self.tree_charts(trend));
         if self.has_gpu_data() {
             wanted.extend(self.gpu_charts());
         }
@@ -306,9 +334,20 @@ impl Charts {
                     s.column
                         .is_some_and(|c| c >= self.columns.len() || self.has(&self.columns[c].key))
                 });
+                let banded = |c: usize| spec.series.iter().any(|s| s.column == Some(c));
+                if let Some(band) = &spec.band
+                    && !(banded(band.upper) && banded(band.lower))
+                {
+                    spec.band = None;
+                }
                 (!spec.series.is_empty()).then_some(spec)
             })
             .collect()
+    }
+
+    /// The trainer's numbers that have no chart (past the first few drawn).
+    pub(super) fn undrawn_numbers(&self) -> Vec<&str> {
+        self.steps.undrawn()
     }
 
     /// A line of the column `key`.
@@ -449,16 +488,33 @@ fn chart(id: &str, title: &str, unit: Unit, series: Vec<SeriesSpec>) -> ChartSpe
         title: title.into(),
         unit,
         series,
+        band: None,
+        small: false,
     }
 }
 
-/// A chart: its title, the unit of its one axis and its lines.
+/// A chart: its title, the unit of its one axis and its lines; the band filled between two of
+/// them, and whether it is small (half the page's width on a wide page). Without either, its
+/// spec reads as before they were.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct ChartSpec {
     pub id: String,
     pub title: String,
     pub unit: Unit,
     pub series: Vec<SeriesSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub band: Option<BandSpec>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub small: bool,
+}
+
+/// A band filled between two lines of a chart (named by their columns).
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct BandSpec {
+    pub name: String,
+    pub upper: usize,
+    pub lower: usize,
+    pub color: &'static str,
 }
 
 /// A line: its name, its column, how it is drawn.

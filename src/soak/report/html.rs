@@ -91,7 +91,9 @@ footer{margin-top:24px;font-size:12px;color:#555;word-break:break-all}\
 .evidence ul{margin:4px 0;padding-left:20px;font-size:13px}.label{font-weight:bold;margin-right:6px}\
 .evidence .stack{font-size:12px;color:#555;margin:6px 0 0}.evidence pre{margin:2px 0 6px;max-height:300px}\
 .process{border-left:3px solid #c62828;padding:2px 0 2px 10px;margin:8px 0}\
-.findings{margin-top:10px}.warn{background:#fff3e0;border-left:4px solid #ef6c00;padding:6px 10px;margin:6px 0;font-size:13px}";
+.findings{margin-top:10px}.warn{background:#fff3e0;border-left:4px solid #ef6c00;padding:6px 10px;margin:6px 0;font-size:13px}\
+.small-charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(420px,100%),1fr));column-gap:20px}.small-charts .chart{min-width:0}\
+.legend i.shade{height:10px;border:0}";
 
 /// A flat JSON object as a two-column table.
 pub(super) fn table(object: &Value) -> String {

@@ -30,6 +30,8 @@ use html::{STYLE, escape, pretty, table, warnings_html};
 
 use crate::soak::artifact::judged::JudgedText;
 use crate::soak::artifact::shown::Judged;
+use crate::soak::artifact::stepped::Stepped;
+use crate::soak::artifact::stepped::text::SteppedText;
 
 /// How many numbers the script's data may hold: about 1 MB of page for any length of soak.
 const SCRIPT_CELLS: usize = 160_000;
@@ -66,6 +68,7 @@ pub fn render(view: &Value, charts: Gathered, extras: &Extras) -> String {
         bands: &bands,
         markers: &markers,
         started_at: view["started_at"].as_f64(),
+        width: svg::WIDTH,
     };
     let mut html = String::with_capacity(256 * 1024);
     head(&mut html, view);
@@ -91,16 +94,7 @@ double-click to see the whole run.</span></p>",
         charts.rows(),
         charts.has_gpu_data(),
     ));
-    for spec in &specs {
-        let _ = write!(
-            html,
-            "<section class=\"chart\" id=\"chart-{id}\"><h3>{title}</h3><div class=\"static\">{svg}{legend}</div><div class=\"live\"></div></section>",
-            id = spec.id,
-            title = escape(&spec.title),
-            svg = svg::chart(spec, &charts, &extra, &frame),
-            legend = legend(spec),
-        );
-    }
+    sections(&mut html, &specs, &charts, &extra, &frame);
     if specs.is_empty() {
         html.push_str("<p class=\"empty\">no samples to draw</p>");
     }
@@ -108,6 +102,57 @@ double-click to see the whole run.</span></p>",
     scripts(&mut html, &charts, &extra, &specs, &frame);
     html.push_str("</body></html>\n");
     html
+}
+
+/// Each chart's section, the small ones (the trainer's numbers) side by side where the page is
+/// wide enough, followed by the numbers left without a chart.
+fn sections(
+    html: &mut String,
+    specs: &[ChartSpec],
+    charts: &Gathered,
+    extra: &[Vec<f64>],
+    frame: &ChartFrame,
+) {
+    let mut small = false;
+    let close = |html: &mut String| {
+        html.push_str("</div>");
+        let undrawn = charts.undrawn_numbers();
+        if !undrawn.is_empty() {
+            let _ = write!(
+                html,
+                "<p class=\"hint\">{} not drawn: {} (in the artifact's rows).</p>",
+                crate::text::count(undrawn.len() as u64, "more number"),
+                escape(&undrawn.join(", "))
+            );
+        }
+    };
+    for spec in specs {
+        if spec.small && !small {
+            html.push_str("<div class=\"small-charts\">");
+        } else if !spec.small && small {
+            close(html);
+        }
+        small = spec.small;
+        let drawn = ChartFrame {
+            width: if spec.small {
+                svg::SMALL_WIDTH
+            } else {
+                svg::WIDTH
+            },
+            ..*frame
+        };
+        let _ = write!(
+            html,
+            "<section class=\"chart\" id=\"chart-{id}\"><h3>{title}</h3><div class=\"static\">{svg}{legend}</div><div class=\"live\"></div></section>",
+            id = spec.id,
+            title = escape(&spec.title),
+            svg = svg::chart(spec, charts, extra, &drawn),
+            legend = legend(spec),
+        );
+    }
+    if small {
+        close(html);
+    }
 }
 
 fn status_of(view: &Value) -> &str {
@@ -159,7 +204,8 @@ fn banner(view: &Value, status: &str) -> String {
     )
 }
 
-/// The figures that decide, at a glance: run time and exit, the tree's memory (peak and trend),
+/// The figures that decide, at a glance: run time and exit, the trainer's steps (their pace and
+/// times, the other phases, the goodput) when it beat, the tree's memory (peak and trend),
 /// CPU, each GPU's utilisation, memory and health, the rate of progress, the samples — then the
 /// warnings.
 fn glance(view: &Value, charts: &Gathered) -> String {
@@ -176,6 +222,15 @@ fn glance(view: &Value, charts: &Gathered) -> String {
         .as_f64()
         .map_or("?".into(), crate::text::duration);
     figures.push(("ran", format!("{ran}, {exit}")));
+    // The trainer's steps lead, when it beat.
+    let stepped = match Stepped::of(view) {
+        Ok(stepped) => stepped.as_ref().map(SteppedText::of).unwrap_or_default(),
+        Err(e) => {
+            figures.push(("steps", format!("do not read: {e}")));
+            SteppedText::default()
+        }
+    };
+    figures.extend(stepped.lines);
     let summary = &view["summary"];
     let judged = match Judged::of(view) {
         Ok(judged) => judged,
@@ -237,6 +292,7 @@ fn glance(view: &Value, charts: &Gathered) -> String {
     }
     html.push_str("</dl>");
     warnings_html(&mut html, &text.warnings);
+    warnings_html(&mut html, &stepped.warnings);
     html.push_str("</section>");
     html
 }
@@ -371,6 +427,14 @@ fn legend(spec: &ChartSpec) -> String {
             series.color,
             if series.dash { " class=\"dash\"" } else { "" },
             escape(&series.name)
+        );
+    }
+    if let Some(band) = &spec.band {
+        let _ = write!(
+            html,
+            "<span><i class=\"shade\" style=\"background:{}2e\"></i>{}</span>",
+            band.color,
+            escape(&band.name)
         );
     }
     html.push_str("</div>");

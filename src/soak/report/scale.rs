@@ -1,6 +1,7 @@
 //! The report's axes: what a quantity's ticks are and how they read — elapsed time as `1h30m`,
-//! bytes in the binary unit that suits the largest, counts on whole numbers, percent, °C, W —
-//! the same rules the page's script applies when a chart is zoomed.
+//! bytes in the binary unit that suits the largest, counts on whole numbers, percent, °C, W,
+//! step times in ms or s, a trainer's numbers with the digits their range needs — the same
+//! rules the page's script applies when a chart is zoomed.
 
 use serde::Serialize;
 
@@ -16,6 +17,10 @@ pub(super) enum Unit {
     Count,
     Celsius,
     Watts,
+    /// A step's time: in ms while the axis stays under a second.
+    Seconds,
+    /// A number a trainer beats (`loss`): any value, negative too.
+    Number,
 }
 
 impl Unit {
@@ -44,6 +49,22 @@ impl Unit {
         (0..=n).map(|i| i as f64 * step).collect()
     }
 
+    /// The ticks of a value axis from `bottom` (when below 0, else from 0) to at least `top`,
+    /// at most about `room` of them, one on 0.
+    pub(super) fn ticks_between(self, bottom: f64, top: f64, room: usize) -> Vec<f64> {
+        if !(bottom.is_finite() && bottom < 0.0) {
+            return self.ticks(top, room);
+        }
+        let top = if top.is_finite() { top.max(0.0) } else { 0.0 };
+        let span = self.ticks(top - bottom, room);
+        let step = span.get(1).copied().unwrap_or(1.0);
+        let below = (-bottom / step).ceil() as usize;
+        let above = (top / step).ceil() as usize;
+        (0..=below + above)
+            .map(|i| (i as f64 - below as f64) * step)
+            .collect()
+    }
+
     /// The factor values are divided by to read in the unit that suits `top` (1 but for sizes).
     fn bytes_per_unit(self, top: f64) -> f64 {
         match self {
@@ -60,6 +81,9 @@ impl Unit {
             Unit::Count => trimmed(value),
             Unit::Celsius => format!("{} °C", trimmed(value)),
             Unit::Watts => format!("{} W", trimmed(value)),
+            Unit::Seconds if top.abs() < 1.0 => format!("{}ms", trimmed(value * 1000.0)),
+            Unit::Seconds => format!("{}s", trimmed(value)),
+            Unit::Number => number(value, top),
             Unit::Bytes | Unit::Mebibytes => {
                 let bytes = if self == Unit::Bytes {
                     value
@@ -75,6 +99,32 @@ impl Unit {
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
+
+/// A trainer's number on an axis whose largest magnitude is `top`: the digits that range needs
+/// (`0.25`, `0.0125`, `1250`), thousands and up with an SI prefix (`12.5k`, `3M`).
+fn number(value: f64, top: f64) -> String {
+    let top = top.abs().max(value.abs());
+    for (per, prefix) in [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")] {
+        if top >= 10.0 * per {
+            return format!("{}{prefix}", trimmed(value / per));
+        }
+    }
+    if value == 0.0 || top == 0.0 {
+        return "0".into();
+    }
+    let decimals = (2 - top.log10().floor() as i32).clamp(0, 12) as usize;
+    let text = format!("{value:.decimals$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
+    if text == "-0" {
+        "0".into()
+    } else {
+        text.into()
+    }
+}
 
 /// The binary unit in which `top` bytes reads as a number below 1024.
 fn size_unit(top: f64) -> (&'static str, f64) {
@@ -243,6 +293,33 @@ mod tests {
         assert_eq!(Unit::Bytes.label(13_418_496.0, 14.0 * MIB), "12.8 MiB");
         assert_eq!(Unit::Percent.label(50.0, 100.0), "50%");
         assert_eq!(Unit::Celsius.label(71.0, 80.0), "71 °C");
+    }
+
+    #[test]
+    fn step_times_and_numbers_read_with_the_digits_their_axis_needs() {
+        assert_eq!(Unit::Seconds.label(0.05, 0.2), "50ms");
+        assert_eq!(Unit::Seconds.label(0.125, 0.2), "125ms");
+        assert_eq!(Unit::Seconds.label(2.5, 8.0), "2.5s");
+        assert_eq!(Unit::Number.label(0.25, 2.5), "0.25");
+        assert_eq!(Unit::Number.label(0.0125, 0.05), "0.0125");
+        assert_eq!(Unit::Number.label(-0.5, 2.0), "-0.5");
+        assert_eq!(Unit::Number.label(1250.0, 2000.0), "1250");
+        assert_eq!(Unit::Number.label(12_500.0, 40_000.0), "12.5k");
+        assert_eq!(Unit::Number.label(3e6, 4e7), "3M");
+        assert_eq!(Unit::Number.label(0.0, 0.05), "0");
+        assert_eq!(
+            Unit::Number.ticks_between(-1.0, 3.0, 4),
+            [-1.0, 0.0, 1.0, 2.0, 3.0]
+        );
+        assert_eq!(
+            Unit::Count.ticks_between(0.0, 4.0, 8),
+            Unit::Count.ticks(4.0, 8)
+        );
+        let ticks = Unit::Number.ticks(0.05, 4);
+        assert!(
+            ticks.len() >= 3 && ticks[1] > 0.0 && ticks[1] < 0.05,
+            "{ticks:?}"
+        );
     }
 
     #[test]

@@ -1,15 +1,18 @@
 //! The report's static charts: one SVG a chart, drawn to the width of the page (a `viewBox`,
-//! no fixed size), over the time axis every chart shares. What a reader sees without script,
-//! in print, or in a mail client; the page's script replaces them with zoomable ones.
+//! no fixed size; a small chart half as wide, two to a row), over the time axis every chart
+//! shares. What a reader sees without script, in print, or in a mail client; the page's script
+//! replaces them with zoomable ones.
 
 use std::fmt::Write as _;
 
-use super::data::{ChartSpec, Charts, SeriesSpec, buckets, extremes};
+use super::data::{BandSpec, ChartSpec, Charts, SeriesSpec, buckets, extremes};
 use super::escape;
 use super::scale::{Unit, elapsed, time_ticks};
 
 /// The drawing's width in SVG units; the page scales it to its own.
-const WIDTH: f64 = 900.0;
+pub(super) const WIDTH: f64 = 900.0;
+/// A small chart's: two to a row of the page, its text as large as a wide chart's.
+pub(super) const SMALL_WIDTH: f64 = 450.0;
 const PLOT_HEIGHT: f64 = 150.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 14.0;
@@ -38,41 +41,65 @@ impl Marker {
     }
 }
 
-/// What every chart shares: the time axis, the sampler's error bands and the markers.
+/// What every chart shares: the time axis, the sampler's error bands and the markers; and the
+/// drawing's width.
+#[derive(Clone, Copy)]
 pub(super) struct ChartFrame<'a> {
     pub end: f64,
     pub bands: &'a [(f64, f64)],
     pub markers: &'a [Marker],
     /// Unix seconds of the start, for the clock under the time axis.
     pub started_at: Option<f64>,
+    /// In SVG units: [`WIDTH`], or [`SMALL_WIDTH`] for a small chart.
+    pub width: f64,
 }
 
 impl ChartFrame<'_> {
     fn x(&self, t: f64) -> f64 {
-        LEFT + (t / self.end).clamp(0.0, 1.0) * (WIDTH - LEFT - RIGHT)
+        LEFT + (t / self.end).clamp(0.0, 1.0) * (self.width - LEFT - RIGHT)
+    }
+
+    /// How many columns of the drawing a line's points are bucketed into: two points each.
+    fn columns(&self) -> usize {
+        ((self.width - LEFT - RIGHT) / 2.0) as usize
     }
 }
 
-/// How many columns of the drawing a line's points are bucketed into: two points each.
+/// How many columns of a wide drawing a line's points are bucketed into: two points each.
 pub(super) const COLUMNS: usize = ((WIDTH - LEFT - RIGHT) / 2.0) as usize;
 
-/// A chart's value axis: its unit, its ticks from 0, and the top it reaches.
+/// A chart's value axis: its unit, its ticks from 0 (or from below it), and the range it
+/// spans.
 pub(super) struct ValueAxis {
     unit: Unit,
     ticks: Vec<f64>,
+    bottom: f64,
     top: f64,
 }
 
 impl ValueAxis {
     /// The axis of a chart whose largest value is `largest`.
     pub(super) fn new(unit: Unit, largest: f64) -> Self {
-        let ticks = unit.ticks(largest, 4);
+        Self::between(unit, 0.0, largest)
+    }
+
+    /// The axis of a chart whose values go from `lowest` (the axis starts at 0 unless that is
+    /// below it) to `largest`.
+    pub(super) fn between(unit: Unit, lowest: f64, largest: f64) -> Self {
+        let ticks = unit.ticks_between(lowest, largest, 4);
+        let bottom = ticks.first().copied().unwrap_or(0.0).min(0.0);
         let top = ticks.last().copied().filter(|t| *t > 0.0).unwrap_or(1.0);
-        Self { unit, ticks, top }
+        Self {
+            unit,
+            ticks,
+            bottom,
+            top,
+        }
     }
 
     fn y(&self, v: f64) -> f64 {
-        TOP + PLOT_HEIGHT * (1.0 - (v / self.top).clamp(0.0, 1.0))
+        let at = (v - self.bottom) / (self.top - self.bottom);
+        TOP + PLOT_HEIGHT * (1.0 - at.clamp(0.0, 1.0))
     }
 }
 
@@ -84,23 +111,76 @@ pub(super) fn chart(
     frame: &ChartFrame,
 ) -> String {
     let values = |column: usize| charts.values(column, extra);
-    let largest = spec
-        .series
-        .iter()
-        .filter_map(|s| s.column)
-        .flat_map(|c| values(c).iter().copied().filter(|v| !v.is_nan()))
-        .fold(0.0_f64, f64::max);
-    let axis = ValueAxis::new(spec.unit, largest);
+    let known = || {
+        spec.series
+            .iter()
+            .filter_map(|s| s.column)
+            .flat_map(|c| values(c).iter().copied().filter(|v| !v.is_nan()))
+    };
+    let largest = known().fold(0.0_f64, f64::max);
+    // A trainer's numbers may be negative; every other quantity's axis starts at 0.
+    let lowest = match spec.unit {
+        Unit::Number => known().fold(0.0_f64, f64::min),
+        _ => 0.0,
+    };
+    let axis = ValueAxis::between(spec.unit, lowest, largest);
     let mut svg = open(&spec.title, &axis, frame);
+    if let Some(band) = &spec.band {
+        let (upper, lower) = (values(band.upper), values(band.lower));
+        spread(&mut svg, charts.times(), [upper, lower], band, &axis, frame);
+    }
     for series in &spec.series {
         let Some(column) = series.column else {
             continue;
         };
-        let points = decimated(charts.times(), values(column), frame.end, COLUMNS);
+        let mut points = decimated(charts.times(), values(column), frame.end, frame.columns());
+        if series.span_gaps {
+            points.retain(|p| !p.1.is_nan());
+        }
         line(&mut svg, &points, series, &axis, frame);
     }
     svg.push_str("</svg>");
     svg
+}
+
+/// The band between the columns `upper` and `lower`, filled: each bucket of rows from the
+/// highest of `upper` to the lowest of `lower`, over the buckets that know both (one shape
+/// across the rows that know neither, as the lines either side of it span them).
+fn spread(
+    svg: &mut String,
+    times: &[f64],
+    [upper, lower]: [&[f64]; 2],
+    band: &BandSpec,
+    axis: &ValueAxis,
+    frame: &ChartFrame,
+) {
+    let (mut high, mut low) = (Vec::new(), Vec::new());
+    for range in buckets(times, frame.end, frame.columns()) {
+        let known = |values: &[f64], pick: fn(f64, f64) -> f64| {
+            values.iter().copied().filter(|v| !v.is_nan()).reduce(pick)
+        };
+        let top = known(&upper[range.clone()], f64::max);
+        let bottom = known(&lower[range.clone()], f64::min);
+        if let (Some(top), Some(bottom)) = (top, bottom) {
+            for t in [times[range.start], times[range.end - 1]] {
+                high.push((frame.x(t), axis.y(top)));
+                low.push((frame.x(t), axis.y(bottom)));
+            }
+        }
+    }
+    if high.is_empty() {
+        return;
+    }
+    let mut path = String::new();
+    for (i, (x, y)) in high.iter().chain(low.iter().rev()).enumerate() {
+        let _ = write!(path, "{}{x:.1} {y:.1}", if i == 0 { "M" } else { "L" });
+    }
+    let _ = write!(
+        *svg,
+        "<path class=\"spread\" d=\"{path}Z\" fill=\"{c}\" fill-opacity=\"0.18\" stroke=\"none\"><title>{name}</title></path>",
+        c = band.color,
+        name = escape(&band.name),
+    );
 }
 
 /// A chart's SVG up to its lines: the element, the sampler's error bands, both axes and the
@@ -111,8 +191,9 @@ pub(super) fn open(title: &str, axis: &ValueAxis, frame: &ChartFrame) -> String 
     let mut svg = String::with_capacity(16 * 1024);
     let _ = write!(
         svg,
-        "<svg class=\"chart\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" aria-label=\"{title}\" \
+        "<svg class=\"chart\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"{title}\" \
 font-family=\"system-ui,sans-serif\" font-size=\"11\">",
+        width = frame.width,
         title = escape(title),
     );
     // Sampler errors: a shaded band a run.
@@ -131,15 +212,15 @@ font-family=\"system-ui,sans-serif\" font-size=\"11\">",
             svg,
             "<line x1=\"{LEFT}\" x2=\"{r}\" y1=\"{at:.1}\" y2=\"{at:.1}\" stroke=\"#e6e6e6\"/>\
 <text x=\"{lx}\" y=\"{ly:.1}\" text-anchor=\"end\" fill=\"#555\">{label}</text>",
-            r = WIDTH - RIGHT,
+            r = frame.width - RIGHT,
             lx = LEFT - 6.0,
             ly = at + 4.0,
-            label = escape(&axis.unit.label(tick, axis.top)),
+            label = escape(&axis.unit.label(tick, axis.top.max(-axis.bottom))),
         );
     }
     // Time axis: elapsed time, and the clock under it.
     let base = TOP + PLOT_HEIGHT;
-    for tick in time_ticks(frame.end, 8) {
+    for tick in time_ticks(frame.end, (frame.width / 110.0) as usize) {
         let at = frame.x(tick);
         let _ = write!(
             svg,
@@ -160,7 +241,7 @@ font-family=\"system-ui,sans-serif\" font-size=\"11\">",
     let _ = write!(
         svg,
         "<line x1=\"{LEFT}\" x2=\"{r}\" y1=\"{base}\" y2=\"{base}\" stroke=\"#999\"/>",
-        r = WIDTH - RIGHT
+        r = frame.width - RIGHT
     );
     for marker in frame.markers {
         let at = frame.x(marker.at);

@@ -1,7 +1,10 @@
 //! The page, drawn from rows and views made up to show what it must and must not do.
 
+use std::collections::BTreeMap;
+
 use super::html::escape;
 use super::*;
+use crate::soak::artifact::beats::BeatsRow;
 use crate::soak::artifact::rows::{GpuRow, SampleRow};
 use crate::soak::artifact::stream::Piece;
 
@@ -216,4 +219,150 @@ fn the_chart_library_is_the_vendored_release_unchanged() {
         assert_eq!(blake3::hash(text.as_bytes()).to_hex().as_str(), digest);
     }
     assert!(!UPLOT_JS.contains("</script") && !CHARTS_JS.contains("</script"));
+}
+
+/// A row at `at` seconds whose sample read `beats` (`None`: no beat in it).
+fn beaten<'a>(at: f64, beats: Option<BeatsRow<'a>>) -> SampleRow<'a> {
+    SampleRow {
+        elapsed_seconds: at,
+        rss_bytes: 1 << 20,
+        processes: 1,
+        heartbeat: Some(beats),
+        ..row(0, None)
+    }
+}
+
+/// The beats of a sample: `n` of them, its steps between `fastest` and `slowest`.
+fn beats(n: u32, fastest: f32, slowest: f32, numbers: &BTreeMap<String, f64>) -> BeatsRow<'_> {
+    let seconds = |s: f32| Some(f64::from(s));
+    BeatsRow {
+        beats: n,
+        numbers,
+        phase: Some("train"),
+        step: Some(u64::from(n)),
+        step_seconds_max: seconds(slowest),
+        step_seconds_median: seconds((fastest + slowest) / 2.0),
+        step_seconds_min: seconds(fastest),
+    }
+}
+
+/// The view of a soak whose trainer beat: its summary's steps and goodput.
+fn beaten_view() -> Value {
+    let mut view = view(40.0);
+    view["summary"] = json!({
+        "samples": 40,
+        "peak_rss_bytes": 1_048_576,
+        "steps": {"train": {"count": 300, "last": 299, "median_seconds": 0.1, "p99_seconds": 0.3}},
+        "heartbeat_errors": {"malformed": 2, "oversized": 0, "dropped": 0, "truncations": 0},
+        "goodput": {
+            "productive_seconds": 30.0,
+            "badput_seconds": {"startup": 2.0, "checkpoint": 8.0, "eval": 0.0, "stalled": 0.0, "other": 0.0},
+            "fraction": 0.75,
+        },
+    });
+    view
+}
+
+/// The page leads with the steps; the first chart is the step time, its median's line in a
+/// band from the fastest to the slowest step; then a small chart a number, `loss` and those
+/// named like it first, at most four, the rest named; lines span the samples without beats.
+#[test]
+fn a_beaten_soak_leads_with_its_steps_and_draws_step_time_and_its_numbers() {
+    let numbers: BTreeMap<String, f64> = ["a", "b", "grad_loss", "loss", "lr", "tokens"]
+        .iter()
+        .enumerate()
+        .map(|(i, name)| ((*name).to_owned(), i as f64))
+        .collect();
+    let mut charts = Charts::default();
+    for i in 0..40u32 {
+        let beats = (i % 4 != 3).then(|| beats(10, 0.05, 0.2 + i as f32 / 100.0, &numbers));
+        charts.take(Piece::Row(&beaten(f64::from(i), beats)));
+    }
+    let html = render(&beaten_view(), charts, &extras());
+    let glance = &html[..html.find("<h2>Over time</h2>").unwrap()];
+    let at = |label: &str| glance.find(&format!("<dt>{label}</dt>")).unwrap();
+    assert!(at("ran") < at("steps") && at("steps") < at("goodput"));
+    assert!(at("goodput") < at("memory") && at("memory") < at("samples"));
+    assert!(
+        glance.contains("300 train steps (last 299) at 10.0/s"),
+        "{glance}"
+    );
+    assert!(glance.contains("75.0% productive (30s of 40s); badput: checkpoint 8.0s"));
+    assert!(
+        glance.contains("2 lines not a beat"),
+        "the file's errors are warned of"
+    );
+
+    let drawn = svgs(&html);
+    let step = drawn[0];
+    assert!(step.contains("aria-label=\"Step time"), "{step}");
+    assert_eq!(step.matches("class=\"spread\"").count(), 1, "{step}");
+    let median = step.split("<path class=\"line\" d=\"").nth(1).unwrap();
+    let median = &median[..median.find('"').unwrap()];
+    assert_eq!(median.matches('M').count(), 1, "one line across: {median}");
+    assert!(step.contains(">200ms</text>"), "{step}");
+    let small: Vec<&str> = drawn[1..5]
+        .iter()
+        .map(|svg| {
+            assert!(svg.contains("viewBox=\"0 0 450 "), "{svg}");
+            let label = &svg[svg.find("aria-label=\"").unwrap() + 12..];
+            &label[..label.find('"').unwrap()]
+        })
+        .collect();
+    assert_eq!(small, ["loss", "grad_loss", "a", "b"]);
+    assert!(
+        drawn[5].contains("aria-label=\"Memory"),
+        "the tree's charts follow"
+    );
+    assert!(html.contains("2 more numbers not drawn: lr, tokens"));
+    assert_eq!(html.matches("<div class=\"small-charts\">").count(), 1);
+    assert_eq!(html.matches("\"small\":true").count(), 4);
+    assert!(html.contains("\"name\":\"fastest to slowest step\",\"upper\""));
+}
+
+/// Without beats — a soak recorded before schema 10, or one whose trainer never beat — the page
+/// has no step chart, no steps at a glance, and its charts' specs read as they did before.
+#[test]
+fn a_soak_without_beats_has_no_step_chart_and_its_specs_read_as_before() {
+    for heartbeat in [None, Some(None)] {
+        let mut charts = Charts::default();
+        for i in 0..10u32 {
+            let row = SampleRow {
+                heartbeat: heartbeat.clone(),
+                ..beaten(f64::from(i), None)
+            };
+            charts.take(Piece::Row(&row));
+        }
+        let html = render(&view(10.0), charts, &extras());
+        for absent in [
+            "Step time",
+            "<div class=\"small-charts\">",
+            "\"band\"",
+            "\"small\"",
+            "<dt>steps</dt>",
+            "<dt>goodput</dt>",
+            "class=\"spread\"",
+        ] {
+            assert!(!html.contains(absent), "{absent} in {heartbeat:?}");
+        }
+        assert!(svgs(&html)[0].contains("aria-label=\"Memory"));
+    }
+}
+
+#[test]
+fn a_number_below_zero_gets_an_axis_below_zero() {
+    let mut charts = Charts::default();
+    for i in 0..10u32 {
+        let reward = BTreeMap::from([("reward".to_owned(), f64::from(i) / 3.0 - 2.0)]);
+        charts.take(Piece::Row(&beaten(
+            f64::from(i),
+            Some(beats(1, 0.1, 0.1, &reward)),
+        )));
+    }
+    let html = render(&beaten_view(), charts, &extras());
+    let reward = svgs(&html)[1];
+    assert!(reward.contains("aria-label=\"reward\""), "{reward}");
+    for tick in [">-2</text>", ">-1</text>", ">0</text>", ">1</text>"] {
+        assert!(reward.contains(tick), "{tick}: {reward}");
+    }
 }

@@ -105,10 +105,17 @@ impl Heartbeats {
     }
 
     /// What the verdict records of a command that ran for `run`, `stalled` when it failed on
-    /// staleness; `None` when it was never sampled.
-    pub(super) fn finish(&self, run: Duration, stalled: bool) -> Option<RunBeats> {
-        let (spawned, beats) = self.run.as_ref()?;
-        let end = spawned + run.as_secs_f64();
+    /// staleness; `None` when it was never sampled. The file is read a last time first: the
+    /// beats appended since the last sample are the run's too, and a last line without its
+    /// newline (a writer stopped halfway through it) is counted malformed.
+    pub(super) fn finish(&mut self, run: Duration, stalled: bool) -> Option<RunBeats> {
+        let (spawned, beats) = self.run.as_mut()?;
+        let end = *spawned + run.as_secs_f64();
+        if let Ok(polled) = self.reader.finish(end) {
+            for beat in &polled.beats {
+                beats.add(beat);
+            }
+        }
         Some(beats.finish(end, stalled, self.reader.errors()))
     }
 
@@ -168,8 +175,11 @@ mod tests {
         let polled = beats.poll(2e9 + 1.0, 2.0);
         let sample = polled.beats.unwrap();
         assert_eq!((sample.beats, sample.phase.as_deref()), (1, Some("eval")));
+        // The last read, at the end: a beat since the last sample is the run's, and a line
+        // left without its newline is malformed.
+        write!(writer, "{{\"step\": 2001}}\n{{\"step\": 2002, \"lo").unwrap();
         let found = beats.finish(Duration::from_secs(3), false).unwrap();
-        assert_eq!(found.steps["train"].count, 2_000);
-        assert_eq!(found.errors.malformed, 0);
+        assert_eq!(found.steps["train"].count, 2_001);
+        assert_eq!(found.errors.malformed, 1);
     }
 }

@@ -95,6 +95,8 @@ fn specs(charts: &[&JobChart]) -> Vec<ChartSpec> {
                     }
                 })
                 .collect(),
+            band: None,
+            small: false,
         })
         .collect()
 }

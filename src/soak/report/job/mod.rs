@@ -1,8 +1,9 @@
 //! `job report`: a job's page — what `job show` says, as one self-contained HTML file like the
 //! soak report's (no external file; it opens offline): at a glance first (how its ranks stand,
 //! the verdict's lines, the alarm as written, warnings for host logs that could not be read),
-//! the table of ranks, the ranks grouped by stack signature with their top frames and the odd
-//! ones named, then every rank's progress and memory on one time axis (a line a rank, the
+//! the table of ranks (with each one's last step and median step time), the stragglers (a line
+//! each, with what its GPUs say), the ranks grouped by stack signature with their top frames and
+//! the odd ones named, then every rank's progress and memory on one time axis (a line a rank, the
 //! alarm's moment and each rank's own trip marked).
 //!
 //! Built of the soak report's pieces (its style, escaping, axes, SVG and script); what is the
@@ -22,10 +23,11 @@ use super::UPLOT_CSS;
 use super::data::RED;
 use super::html::{STYLE, escape, table, warnings_html};
 use super::scale::Unit;
-use super::svg::{ChartFrame, Marker, clock_of};
+use super::svg::{ChartFrame, Marker, WIDTH, clock_of};
 use crate::soak::job_view::{JobView, RankRow};
 use crate::soak::signature::Frame;
 use crate::soak::signature::group::rank_list;
+use crate::soak::straggler::{STRAGGLER_RATIO, step_time};
 
 /// A rank's colour on the page: the table's swatch and its line on every chart.
 const PALETTE: [&str; 10] = [
@@ -37,7 +39,7 @@ const STALL: &str = "#111111";
 
 /// The page's own style, after the soak report's.
 const JOB_STYLE: &str = ".swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px;vertical-align:middle}\
-tr.odd td{background:#fff3e0}.verdict{margin:8px 0;padding-left:20px;font-size:14px}.verdict li{margin:2px 0}\
+tr.odd td,tr.slow td{background:#fff3e0}.verdict{margin:8px 0;padding-left:20px;font-size:14px}.verdict li{margin:2px 0}\
 .group{border-left:3px solid #1f77b4;padding:2px 0 2px 10px;margin:10px 0}.group.odd{border-left-color:#ef6c00;background:#fff8ef}\
 .group h3{font-family:ui-monospace,monospace;font-size:13px;margin:4px 0;overflow-wrap:anywhere}.group p{margin:2px 0;font-size:13px}\
 .group pre{margin:4px 0}.ranks{overflow-x:auto}.ranks table{width:100%}.ranks td code{font-size:12px}\
@@ -90,6 +92,7 @@ pub(crate) fn render(
         bands: &[],
         markers: &markers,
         started_at: Some(start),
+        width: WIDTH,
     };
     let mut html = String::with_capacity(256 * 1024);
     let status = status(view);
@@ -106,6 +109,7 @@ pub(crate) fn render(
     );
     glance(&mut html, view, start, end, warnings);
     ranks_table(&mut html, view, start, &colors);
+    stragglers(&mut html, view);
     groups(&mut html, view);
     let _ = write!(
         html,
@@ -246,6 +250,19 @@ fn glance(html: &mut String, view: &JobView, start: f64, end: f64, warnings: &[S
         };
         figures.push((label, odd_text(view)));
     }
+    if !view.stragglers.is_empty() {
+        let label = if view.stragglers.len() == 1 {
+            "straggler"
+        } else {
+            "stragglers"
+        };
+        let named: Vec<String> = view
+            .stragglers
+            .iter()
+            .map(|s| format!("{}, {:.2}×", who(s.rank, &s.host), s.ratio))
+            .collect();
+        figures.push((label, named.join("; ")));
+    }
     html.push_str("<section class=\"glance\"><dl>");
     for (label, figure) in &figures {
         let _ = write!(
@@ -297,10 +314,15 @@ fn odd_text(view: &JobView) -> String {
 fn ranks_table(html: &mut String, view: &JobView, start: f64, colors: &[&str]) {
     html.push_str(
         "<h2>Ranks</h2><div class=\"ranks\"><table><tr><th>rank</th><th>host</th><th>status</th>\
-<th>last progress</th><th>peak PSS</th><th>GPU</th><th>signature</th></tr>",
+<th>last progress</th><th>step</th><th>step time</th><th>peak PSS</th><th>GPU</th>\
+<th>signature</th></tr>",
     );
     for (row, color) in view.ranks.iter().zip(colors) {
         let odd = row.rank.is_some_and(|r| view.odd_ranks.contains(&r));
+        let slow = view
+            .stragglers
+            .iter()
+            .any(|s| s.rank == row.rank && s.host == row.host);
         let status = match row.failure_kind {
             Some(kind) => format!("{} ({})", row.status, kind.as_str()),
             None => row.status.clone(),
@@ -312,15 +334,23 @@ fn ranks_table(html: &mut String, view: &JobView, start: f64, colors: &[&str]) {
         let _ = write!(
             html,
             "<tr{class}><td><span class=\"swatch\" style=\"background:{color}\"></span>{rank}</td>\
-<td>{host}</td><td>{status}</td><td>{progress}</td><td>{pss}</td><td>{gpu}</td>\
-<td><code>{signature}</code></td></tr>",
-            class = if odd { " class=\"odd\"" } else { "" },
+<td>{host}</td><td>{status}</td><td>{progress}</td><td>{step}</td><td>{step_time}</td>\
+<td>{pss}</td><td>{gpu}</td><td><code>{signature}</code></td></tr>",
+            class = match (odd, slow) {
+                (true, _) => " class=\"odd\"",
+                (false, true) => " class=\"slow\"",
+                (false, false) => "",
+            },
             rank = row.rank.map_or_else(|| "-".into(), |r| r.to_string()),
             host = escape(&host),
             status = escape(&status),
             progress = row
                 .last_progress_at
                 .map_or_else(|| "-".into(), |at| escape(&when(at, start))),
+            step = row.last_step.map_or_else(|| "-".into(), |s| s.to_string()),
+            step_time = row
+                .median_step_seconds
+                .map_or_else(|| "-".into(), step_time),
             pss = row
                 .peak_tree_pss_bytes
                 .map_or_else(|| "-".into(), crate::text::bytes),
@@ -331,6 +361,23 @@ fn ranks_table(html: &mut String, view: &JobView, start: f64, colors: &[&str]) {
         );
     }
     html.push_str("</table></div>");
+}
+
+/// The stragglers, a line each with what its GPUs say.
+fn stragglers(html: &mut String, view: &JobView) {
+    if view.stragglers.is_empty() {
+        return;
+    }
+    let _ = write!(
+        html,
+        "<h2>Stragglers</h2><p class=\"hint\">Ranks whose median step time of the `train` phase \
+is over {STRAGGLER_RATIO}× the job's (the median of the ranks'); the cause where their GPUs' \
+throttling or clocks differ clearly from the other ranks' GPUs.</p><ul class=\"verdict\">"
+    );
+    for straggler in &view.stragglers {
+        let _ = write!(html, "<li>{}</li>", escape(&straggler.sentence()));
+    }
+    html.push_str("</ul>");
 }
 
 /// The ranks grouped by signature, largest first, each with its top frames; the odd ones out

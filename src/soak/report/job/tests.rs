@@ -27,6 +27,7 @@ fn row(rank: u32, host: &str, signature: &str) -> RankRow {
         }],
         tripped_at: Some(START + WEEK - 5.0),
         reason: Some("no progress".into()),
+        gpus: Vec::new(),
     }
 }
 
@@ -114,4 +115,36 @@ fn a_job_without_samples_says_so_and_carries_no_script() {
     assert!(html.contains("no samples to draw"));
     assert!(!html.contains("<script"), "no charts, no script");
     assert!(html.contains("<h2>Ranks</h2>"));
+}
+
+/// Four ranks that passed, rank 2 slower a step: the page names it at a glance and in its own
+/// section, and the table gives every rank's last step and step time.
+#[test]
+fn a_straggler_is_named_on_the_page() {
+    let rows: Vec<RankRow> = [0.1, 0.1, 0.3, 0.1]
+        .into_iter()
+        .zip(0..)
+        .map(|(median, rank)| RankRow {
+            status: "passed".into(),
+            failure_kind: None,
+            tripped_at: None,
+            last_step: Some(30 + u64::from(rank)),
+            median_step_seconds: Some(median),
+            ..row(rank, "n0", "all_reduce")
+        })
+        .collect();
+    let html = page(rows, BTreeMap::new());
+    assert!(
+        html.contains("<dt>straggler</dt><dd>rank 2 on n0, 3.00×</dd>"),
+        "{html}"
+    );
+    assert!(html.contains("<h2>Stragglers</h2>"), "{html}");
+    assert!(
+        html.contains(
+            "<li>rank 2 on n0 straggles: its median step 300 ms is 3.00× the job&#39;s 100 ms</li>"
+        ),
+        "{html}"
+    );
+    assert!(html.contains("<td>32</td><td>300 ms</td>"), "{html}");
+    assert!(html.contains("<tr class=\"slow\">"), "{html}");
 }
