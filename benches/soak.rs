@@ -17,7 +17,7 @@ mod common;
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -31,45 +31,6 @@ use unilab::{EventLog, LogReader};
 use unilab::{Scope, StoredEvent, Subject};
 
 const EXPORT_SAMPLES: u64 = 100_000;
-
-/// A shell with `n` sleeping children; killed with its children on drop.
-struct Tree {
-    root: Child,
-}
-
-impl Tree {
-    fn spawn(n: usize) -> Self {
-        let root = Command::new("sh")
-            .arg("-c")
-            .arg(format!("for i in $(seq {n}); do sleep 600 & done; wait"))
-            .spawn()
-            .expect("spawn the tree");
-        let pid = root.id();
-        let started = std::time::Instant::now();
-        while process::descendants(pid, &process::all_processes(Path::new("/proc"))).len() < n {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "the tree never grew"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Tree { root }
-    }
-}
-
-impl Drop for Tree {
-    fn drop(&mut self) {
-        let pid = self.root.id();
-        for stat in process::descendants(pid, &process::all_processes(Path::new("/proc"))) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(stat.pid as i32),
-                nix::sys::signal::SIGKILL,
-            );
-        }
-        let _ = self.root.kill();
-        let _ = self.root.wait();
-    }
-}
 
 /// The scope the benchmark logs are recorded for.
 fn bench_scope() -> Scope {
@@ -91,7 +52,7 @@ fn sampler(c: &mut Criterion) {
     );
     let mut group = c.benchmark_group("sampler");
     for n in [10, 100, 1000] {
-        let tree = Tree::spawn(n);
+        let tree = common::Tree::spawn(n);
         let root = tree.root.id();
         group.bench_with_input(BenchmarkId::new("tree", n), &n, |b, &n| {
             let mut index = 0;

@@ -1,8 +1,14 @@
 //! Data shared by the benchmarks.
 
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::Duration;
+
 use unilab::ProcessSample;
+use unilab::testing as process;
 
 /// The processes of the `i`-th sample of an `n`-process training tree.
+#[allow(dead_code)] // not every benchmark builds one
 pub fn training_tree(i: u64, n: u32) -> Vec<ProcessSample> {
     (0..n)
         .map(|p| ProcessSample {
@@ -54,4 +60,45 @@ pub fn peak_heap_mib<T>(f: impl FnOnce() -> T) -> f64 {
     PEAK.store(before, Relaxed);
     std::hint::black_box(f());
     (PEAK.load(Relaxed) - before) as f64 / (1024.0 * 1024.0)
+}
+
+/// A shell with `n` sleeping children; killed with its children on drop.
+#[allow(dead_code)] // only the benchmarks of a real tree spawn one
+pub struct Tree {
+    pub root: Child,
+}
+
+#[allow(dead_code)]
+impl Tree {
+    pub fn spawn(n: usize) -> Self {
+        let root = Command::new("sh")
+            .arg("-c")
+            .arg(format!("for i in $(seq {n}); do sleep 600 & done; wait"))
+            .spawn()
+            .expect("spawn the tree");
+        let pid = root.id();
+        let started = std::time::Instant::now();
+        while process::descendants(pid, &process::all_processes(Path::new("/proc"))).len() < n {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the tree never grew"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Tree { root }
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let pid = self.root.id();
+        for stat in process::descendants(pid, &process::all_processes(Path::new("/proc"))) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(stat.pid as i32),
+                nix::sys::signal::SIGKILL,
+            );
+        }
+        let _ = self.root.kill();
+        let _ = self.root.wait();
+    }
 }

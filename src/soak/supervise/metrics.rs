@@ -5,11 +5,12 @@
 //! Each write is whole or not at all: the text goes to a new temporary file beside the target
 //! (its name starts with `.` and does not end in `.prom`, so the collector never reads it),
 //! created exclusively and without following a symbolic link (`O_CREAT | O_EXCL | O_NOFOLLOW`:
-//! a link planted at its name fails the open, never redirects the write), then renamed over the
-//! target. It is not synced to disk: the file tells the present, and the log is the record. A
-//! write that fails (a full disk, its directory gone) never fails the soak: it is said once on
-//! the terminal, and in the errors of the next sample each time the file stops being written;
-//! every later sample tries again.
+//! a link planted at its name fails the open, never redirects the write), then put in the
+//! target's place in one step ([`put_in_place`]). It is not synced to disk: the file tells the
+//! present, and the log is the record (after a crash it may be empty, which the collector reads
+//! as no series). A write that fails (a full disk, its directory gone) never fails the soak: it
+//! is said once on the terminal, and in the errors of the next sample each time the file stops
+//! being written; every later sample tries again.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -136,11 +137,32 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let (temp, file) = create_beside(dir, &name.to_string_lossy(), random_part)?;
     let written = (&file)
         .write_all(bytes)
-        .and_then(|()| std::fs::rename(&temp, path));
+        .and_then(|()| put_in_place(&temp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&temp);
     }
     written
+}
+
+/// Puts the file at `temp` in `path`'s place, at once. Over a regular file the two names are
+/// exchanged (`renameat2(RENAME_EXCHANGE)`) and the old file, now at `temp`, removed: a plain
+/// rename over a file makes ext4 (`auto_da_alloc`) start writing the new file's data out before
+/// it returns: 2.25 ms a write on a busy disk, 38 % of a 100-process sample, against 0.11 ms
+/// exchanged (`benches/metrics.rs`). Where there is nothing to exchange with, or the file system
+/// cannot exchange, a plain rename.
+fn put_in_place(temp: &Path, path: &Path) -> std::io::Result<()> {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    let exchange =
+        |a: &Path, b: &Path| renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE);
+    let regular = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file());
+    if regular && exchange(temp, path).is_ok() {
+        return std::fs::remove_file(temp).inspect_err(|_| {
+            // What came back is not a file to remove (a directory put there meanwhile): it goes
+            // back where it was, and the new file is removed by the caller.
+            let _ = exchange(temp, path);
+        });
+    }
+    std::fs::rename(temp, path)
 }
 
 /// A new file in `dir` named after `name` and a `random` part, created exclusively (never a
@@ -237,6 +259,21 @@ mod tests {
         let e = create_beside(dir.path(), "unilab.prom", || "planted".into()).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    }
+
+    #[test]
+    fn a_directory_at_the_target_is_left_where_it_is() {
+        let dir = crate::testing::files::private_tempdir();
+        let path = dir.path().join("unilab.prom");
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("inside"), "keep").unwrap();
+        assert!(write_atomically(&path, b"x").is_err());
+        assert_eq!(
+            std::fs::read_to_string(path.join("inside")).unwrap(),
+            "keep"
+        );
+        let names = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(names, 1, "the temporary file is removed");
     }
 
     #[test]
