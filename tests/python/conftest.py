@@ -2,7 +2,8 @@
 (nvidia-smi, nvidia-cuda-mps-control) first on PATH, and the example trainer.
 
 Run them against the installed wheel, as CI does (`.ci/run`): from a venv where the wheel
-built by `maturin build --release` was installed, `pytest tests/python`. With
+built by `maturin build --release --zig --compatibility manylinux2014` was installed, `pytest
+tests/python` (`scripts/test-python.sh` does all of it). With
 UNILAB_TEST_INSTALLED=1 a test fails if `unilab` was imported from the source tree.
 """
 
