@@ -105,8 +105,10 @@ fn soak_once(dir: &Path, name: &str, interval: &str, action: &str) -> Cost {
         &std::env::var_os("PATH").unwrap_or_default(),
     ));
     // `HEARTBEAT_BENCH_UNILAB`: another build to measure (a copy of an earlier one, to compare).
-    let unilab = std::env::var_os("HEARTBEAT_BENCH_UNILAB")
-        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_unilab")), PathBuf::from);
+    let unilab = std::env::var_os("HEARTBEAT_BENCH_UNILAB").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_unilab")),
+        PathBuf::from,
+    );
     let mut child = Command::new(unilab)
         .env_clear()
         .env("PATH", std::env::join_paths(path).expect("a PATH"))

@@ -16,9 +16,11 @@
 //! cannot hold as a double (`1e999`) — is malformed. A line of only white space is no beat and
 //! no error. A repeated key takes its last value.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 
-use serde_json::Value;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// The phase of a beat that names none.
 pub(crate) const DEFAULT_PHASE: &str = "train";
@@ -63,38 +65,42 @@ pub(crate) enum Line {
 }
 
 /// The beat `line` holds (without its `\n`), stamped `read_at` when it carries no `t`.
+///
+/// The object is read straight from the bytes, its keys borrowed where they have no escapes,
+/// and `step`, `phase` and `t` judged once the whole object was read (a repeated key takes its
+/// last value). Values that are not kept are still read to the end, so that what JSON does not
+/// allow — invalid UTF-8, `1e999`, too deep a nesting — anywhere in the line makes it malformed.
 pub(crate) fn parse(line: &[u8], read_at: f64) -> Result<Beat, Line> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Err(Line::Blank);
     }
-    let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(line) else {
-        return Err(Line::Malformed);
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let fields = de
+        .deserialize_map(FieldsVisitor)
+        .map_err(|_| Line::Malformed)?;
+    de.end().map_err(|_| Line::Malformed)?;
+    let step = match fields.step {
+        Some(Scalar::Integer(step)) => step,
+        _ => return Err(Line::Malformed),
     };
-    let step = object
-        .remove("step")
-        .and_then(|v| v.as_u64())
-        .ok_or(Line::Malformed)?;
-    let phase = match object.remove("phase") {
+    let phase = match fields.phase {
         None => DEFAULT_PHASE.to_owned(),
-        Some(Value::String(phase)) if phase_is_well_formed(&phase) => phase,
+        Some(Scalar::Text(phase)) if phase_is_well_formed(&phase) => phase.into_owned(),
         Some(_) => return Err(Line::Malformed),
     };
-    let (t, clocked) = match object.remove("t") {
+    let (t, clocked) = match fields.t.as_ref().map(Scalar::as_f64) {
         None => (read_at, false),
-        Some(v) => (
-            v.as_f64()
-                .filter(|t| t.is_finite())
+        Some(t) => (
+            t.filter(|t| t.is_finite())
                 .ok_or(Line::Malformed)?
                 .min(read_at),
             true,
         ),
     };
-    let numbers = object
-        .into_iter()
-        .filter(|(key, _)| key.chars().count() <= MAX_KEY_CHARS)
-        .filter_map(|(key, value)| Some((key, value.as_f64().filter(|v| v.is_finite())?)))
-        .take(MAX_NUMBERS)
-        .collect();
+    let mut numbers = fields.numbers;
+    while numbers.len() > MAX_NUMBERS {
+        numbers.pop_last();
+    }
     Ok(Beat {
         step,
         phase,
@@ -102,6 +108,233 @@ pub(crate) fn parse(line: &[u8], read_at: f64) -> Result<Beat, Line> {
         clocked,
         numbers,
     })
+}
+
+/// What a line's object holds, each key at its last value.
+struct Fields<'de> {
+    step: Option<Scalar<'de>>,
+    phase: Option<Scalar<'de>>,
+    t: Option<Scalar<'de>>,
+    /// Every user number whose key is short enough; the first [`MAX_NUMBERS`] are kept.
+    numbers: BTreeMap<String, f64>,
+}
+
+struct FieldsVisitor;
+
+impl<'de> Visitor<'de> for FieldsVisitor {
+    type Value = Fields<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = Fields {
+            step: None,
+            phase: None,
+            t: None,
+            numbers: BTreeMap::new(),
+        };
+        while let Some(Key(key)) = map.next_key()? {
+            match &*key {
+                "step" => fields.step = Some(map.next_value()?),
+                "phase" => fields.phase = Some(map.next_value()?),
+                "t" => fields.t = Some(map.next_value()?),
+                _ => {
+                    let UserValue(number) = map.next_value()?;
+                    if key.chars().count() > MAX_KEY_CHARS {
+                        continue;
+                    }
+                    match number.filter(|v| v.is_finite()) {
+                        Some(v) => {
+                            fields.numbers.insert(key.into_owned(), v);
+                        }
+                        // The key's last value is not a number: it has none.
+                        None => {
+                            fields.numbers.remove(&*key);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(fields)
+    }
+}
+
+/// An object's key, borrowed from the line when it has no escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+/// The value of `step`, `phase` or `t`, as far as the rules tell them apart.
+enum Scalar<'de> {
+    /// An integer `>= 0` that a `u64` holds.
+    Integer(u64),
+    /// Any other number.
+    Number(f64),
+    Text(Cow<'de, str>),
+    /// `null`, a boolean, an array or an object.
+    Other,
+}
+
+impl Scalar<'_> {
+    fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Scalar::Integer(v) => Some(v as f64),
+            Scalar::Number(v) => Some(v),
+            Scalar::Text(_) | Scalar::Other => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ScalarVisitor;
+        impl<'de> Visitor<'de> for ScalarVisitor {
+            type Value = Scalar<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(Scalar::Integer(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(u64::try_from(v).map_or(Scalar::Number(v as f64), Scalar::Integer))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(Scalar::Number(v))
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Scalar::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Scalar::Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Scalar::Text(Cow::Owned(v)))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                Skip.visit_seq(seq).map(|Skip| Scalar::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                Skip.visit_map(map).map(|Skip| Scalar::Other)
+            }
+        }
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// A user key's value: its number, or none when it is not a number.
+struct UserValue(Option<f64>);
+
+impl<'de> Deserialize<'de> for UserValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct UserValueVisitor;
+        impl<'de> Visitor<'de> for UserValueVisitor {
+            type Value = UserValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(UserValue(Some(v as f64)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(UserValue(Some(v as f64)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(UserValue(Some(v)))
+            }
+            fn visit_borrowed_str<E: de::Error>(self, _: &'de str) -> Result<Self::Value, E> {
+                Ok(UserValue(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(UserValue(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(UserValue(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(UserValue(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                Skip.visit_seq(seq).map(|Skip| UserValue(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                Skip.visit_map(map).map(|Skip| UserValue(None))
+            }
+        }
+        d.deserialize_any(UserValueVisitor)
+    }
+}
+
+/// Any JSON value, read to its end and dropped. Not [`de::IgnoredAny`]: `serde_json` skips
+/// that without checking its strings' UTF-8 or its numbers' range, and without a depth limit,
+/// where a beat's line must be JSON throughout.
+struct Skip;
+
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Skip)
+    }
+}
+
+impl<'de> Visitor<'de> for Skip {
+    type Value = Skip;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+        while let Some(Skip) = seq.next_element()? {}
+        Ok(Skip)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+        while let Some((Skip, Skip)) = map.next_entry()? {}
+        Ok(Skip)
+    }
 }
 
 fn phase_is_well_formed(phase: &str) -> bool {
@@ -112,6 +345,8 @@ fn phase_is_well_formed(phase: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::{Just, Strategy, prop_oneof};
+
     use super::*;
 
     fn beat(line: &str) -> Result<Beat, Line> {
@@ -202,6 +437,63 @@ mod tests {
         assert_eq!(b.numbers.keys().last().map(String::as_str), Some("k15"));
     }
 
+    #[test]
+    fn a_repeated_key_takes_its_last_value() {
+        let b = beat(r#"{"step":"x","step":2,"loss":1,"loss":"x","acc":"x","acc":0.5}"#).unwrap();
+        assert_eq!(b.step, 2);
+        assert_eq!(b.numbers, BTreeMap::from([("acc".to_owned(), 0.5)]));
+        assert_eq!(beat(r#"{"step":1,"step":"x"}"#), Err(Line::Malformed));
+        assert_eq!(
+            beat(r#"{"step":1,"phase":"a","phase":3}"#),
+            Err(Line::Malformed)
+        );
+        assert_eq!(
+            beat(r#"{"step":1,"phase":3,"phase":"a"}"#).unwrap().phase,
+            "a"
+        );
+        // Keys are read with their escapes undone.
+        let b = beat(r#"{"st\u0065p":4,"\u0074":1.5,"k\"q":1}"#).unwrap();
+        assert_eq!((b.step, b.t), (4, 1.5));
+        assert_eq!(b.numbers, BTreeMap::from([("k\"q".to_owned(), 1.0)]));
+    }
+
+    #[test]
+    fn the_numbers_kept_are_the_first_keys_whatever_their_order_in_the_line() {
+        let mut line = String::from(r#"{"step":1"#);
+        for i in (0..20).rev() {
+            line.push_str(&format!(r#","k{i:02}":{i}"#));
+        }
+        // A key whose last value is no number takes no place.
+        line.push_str(r#","k03":null}"#);
+        let b = beat(&line).unwrap();
+        let keys: Vec<&str> = b.numbers.keys().map(String::as_str).collect();
+        let mut expected: Vec<String> = (0..17)
+            .filter(|&i| i != 3)
+            .map(|i| format!("k{i:02}"))
+            .collect();
+        expected.sort();
+        assert_eq!(keys, expected);
+    }
+
+    #[test]
+    fn what_json_does_not_allow_is_malformed_even_in_an_ignored_value() {
+        for bad in [
+            r#"{"step":1,"x":[1e999]}"#,
+            r#"{"step":1,"x":{"y":"\ud800"}}"#,
+            r#"{"\ud800":1,"step":1}"#,
+            r#"{"step":1,"x":[1,]}"#,
+        ] {
+            assert_eq!(beat(bad), Err(Line::Malformed), "{bad}");
+        }
+        assert_eq!(
+            parse(b"{\"step\":1,\"x\":[\"\xff\"]}", 0.0),
+            Err(Line::Malformed)
+        );
+        let deep = |n: usize| format!(r#"{{"step":1,"x":{}{}}}"#, "[".repeat(n), "]".repeat(n));
+        assert!(beat(&deep(100)).is_ok());
+        assert_eq!(beat(&deep(200)), Err(Line::Malformed));
+    }
+
     proptest::proptest! {
         #[test]
         fn no_bytes_panic_and_a_beat_keeps_its_bounds(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
@@ -221,6 +513,164 @@ mod tests {
             proptest::prop_assert_eq!((b.step, b.phase, b.clocked), (step, phase, true));
             proptest::prop_assert!(close(b.t, t), "{} {}", b.t, t);
             proptest::prop_assert!(close(b.numbers["loss"], loss));
+        }
+    }
+
+    /// The parser this module had before, through a [`serde_json::Value`]: what [`parse`] must
+    /// agree with.
+    fn parse_through_value(line: &[u8], read_at: f64) -> Result<Beat, Line> {
+        use serde_json::Value;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Err(Line::Blank);
+        }
+        let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(line) else {
+            return Err(Line::Malformed);
+        };
+        let step = object
+            .remove("step")
+            .and_then(|v| v.as_u64())
+            .ok_or(Line::Malformed)?;
+        let phase = match object.remove("phase") {
+            None => DEFAULT_PHASE.to_owned(),
+            Some(Value::String(phase)) if phase_is_well_formed(&phase) => phase,
+            Some(_) => return Err(Line::Malformed),
+        };
+        let (t, clocked) = match object.remove("t") {
+            None => (read_at, false),
+            Some(v) => (
+                v.as_f64()
+                    .filter(|t| t.is_finite())
+                    .ok_or(Line::Malformed)?
+                    .min(read_at),
+                true,
+            ),
+        };
+        let numbers = object
+            .into_iter()
+            .filter(|(key, _)| key.chars().count() <= MAX_KEY_CHARS)
+            .filter_map(|(key, value)| Some((key, value.as_f64().filter(|v| v.is_finite())?)))
+            .take(MAX_NUMBERS)
+            .collect();
+        Ok(Beat {
+            step,
+            phase,
+            t,
+            clocked,
+            numbers,
+        })
+    }
+
+    /// Stands for a byte that is not UTF-8 in the generated lines.
+    const NOT_UTF8: &str = "@BAD@";
+
+    /// A key as the line spells it, quotes included.
+    fn key() -> impl Strategy<Value = String> {
+        let quoted = |k: &str| format!("\"{k}\"");
+        prop_oneof![
+            3 => Just(quoted("step")),
+            2 => Just(quoted("phase")),
+            2 => Just(quoted("t")),
+            1 => Just(quoted("st\\u0065p")),
+            1 => Just(quoted("\\u0074")),
+            6 => (0..24u32).prop_map(move |i| quoted(&format!("k{i:02}"))),
+            3 => "[a-z]{1,3}".prop_map(move |k| quoted(&k)),
+            1 => Just(quoted(r#"k\"q"#)),
+            1 => Just(quoted(r"k\\n")),
+            1 => Just(quoted(r"\u00e9t\u00e9")),
+            1 => Just(quoted(r"\ud800")),
+            1 => Just(quoted(&format!("k{NOT_UTF8}"))),
+            1 => (62..67usize).prop_map(move |n| quoted(&"a".repeat(n))),
+            1 => (62..67usize).prop_map(move |n| quoted(&"é".repeat(n))),
+            1 => (62..67usize).prop_map(move |n| quoted(&format!("{}\\u00e9", "a".repeat(n)))),
+        ]
+    }
+
+    /// A value as the line spells it.
+    fn value() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            4 => (0u64..1000).prop_map(|v| v.to_string()),
+            1 => proptest::num::u64::ANY.prop_map(|v| v.to_string()),
+            1 => proptest::num::i64::ANY.prop_map(|v| v.to_string()),
+            3 => (-1e9f64..1e9).prop_map(|v| v.to_string()),
+            1 => proptest::num::f64::NORMAL.prop_map(|v| format!("{v:e}")),
+            1 => proptest::sample::select(vec![
+                "-0", "-1", "3.0", "1e2", "1e999", "-1e999", "1.5", "1e-400",
+                "18446744073709551615", "18446744073709551616", "-9223372036854775809",
+                "true", "false", "null", "01", "+1", "NaN",
+            ])
+            .prop_map(str::to_owned),
+            3 => "[a-z]{0,3}".prop_map(|v| format!("\"{v}\"")),
+            1 => proptest::sample::select(vec![
+                r#""tr\u0061in""#, r#""a\nb""#, r#""\u0007""#, r#""\ud800""#, r#""\ud83d\ude00""#,
+                r#""é""#, r#""\x""#,
+            ])
+            .prop_map(str::to_owned),
+            1 => Just(format!("\"a{NOT_UTF8}\"")),
+            1 => (63..66usize).prop_map(|n| format!("\"{}\"", "p".repeat(n))),
+            1 => (63..66usize).prop_map(|n| format!("\"{}\"", "é".repeat(n))),
+            1 => (126..130usize).prop_map(|n| format!("{}{}", "[".repeat(n), "]".repeat(n))),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                proptest::collection::vec((key(), inner), 0..4).prop_map(|fields| {
+                    let fields: Vec<String> = fields
+                        .into_iter()
+                        .map(|(k, v)| format!("{k}:{v}"))
+                        .collect();
+                    format!("{{{}}}", fields.join(","))
+                }),
+            ]
+        })
+    }
+
+    /// A line: mostly an object with a valid step somewhere in it, sometimes anything.
+    fn line() -> impl Strategy<Value = Vec<u8>> {
+        let object = (
+            proptest::collection::vec((key(), value()), 0..30),
+            proptest::option::weighted(
+                0.8,
+                (0u64..1000, proptest::sample::select(vec![0usize, 1, 3, 40])),
+            ),
+            proptest::sample::select(vec!["", " ", "\t", "\r", "\n ", "\x0c"]),
+            proptest::sample::select(vec!["", " ", "\r", " x", ",", "{}"]),
+        )
+            .prop_map(|(mut fields, step, before, after)| {
+                if let Some((step, at)) = step {
+                    let at = at.min(fields.len());
+                    fields.insert(at, ("\"step\"".to_owned(), step.to_string()));
+                }
+                let fields: Vec<String> = fields
+                    .into_iter()
+                    .map(|(k, v)| format!("{k} : {v}"))
+                    .collect();
+                format!("{before}{{{}}}{after}", fields.join(","))
+            });
+        prop_oneof![8 => object, 1 => value()].prop_map(|line| {
+            let mut bytes = Vec::new();
+            for (i, piece) in line.split(NOT_UTF8).enumerate() {
+                if i > 0 {
+                    bytes.push(0xff);
+                }
+                bytes.extend_from_slice(piece.as_bytes());
+            }
+            bytes
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn parse_agrees_with_the_parser_through_a_value(line in line(), read_at in 0.0f64..2e9) {
+            let expected = parse_through_value(&line, read_at);
+            proptest::prop_assert_eq!(
+                parse(&line, read_at),
+                expected,
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
         }
     }
 }
