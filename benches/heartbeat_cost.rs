@@ -16,7 +16,8 @@
 //! Run with `cargo bench --bench heartbeat_cost` (both; about 5 minutes), or
 //! `cargo bench --bench heartbeat_cost -- supervisor` / `-- log` (one). The supervisor's run:
 //! `HEARTBEAT_BENCH_SECONDS` (default 30) a soak, `HEARTBEAT_BENCH_ROUNDS` (default 2) rounds,
-//! `HEARTBEAT_BENCH_INTERVAL` (default `1s`) between samples.
+//! `HEARTBEAT_BENCH_INTERVAL` (default `1s`) between samples, `HEARTBEAT_BENCH_UNILAB` (default
+//! this build's `unilab`) the binary to measure.
 
 mod common;
 
@@ -103,7 +104,12 @@ fn soak_once(dir: &Path, name: &str, interval: &str, action: &str) -> Cost {
     path.extend(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
     ));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_unilab"))
+    // `HEARTBEAT_BENCH_UNILAB`: another build to measure (a copy of an earlier one, to compare).
+    let unilab = std::env::var_os("HEARTBEAT_BENCH_UNILAB").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_unilab")),
+        PathBuf::from,
+    );
+    let mut child = Command::new(unilab)
         .env_clear()
         .env("PATH", std::env::join_paths(path).expect("a PATH"))
         .env("HOME", dir)
