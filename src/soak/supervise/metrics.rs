@@ -151,9 +151,10 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// exchanged (`benches/metrics.rs`). Where there is nothing to exchange with, or the file system
 /// cannot exchange, a plain rename.
 fn put_in_place(temp: &Path, path: &Path) -> std::io::Result<()> {
-    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
-    let exchange =
-        |a: &Path, b: &Path| renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE);
+    // By its system call (rustix), not glibc's wrapper: glibc has none before 2.28, and the
+    // wheel links against 2.17.
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    let exchange = |a: &Path, b: &Path| renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE);
     let regular = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file());
     if regular && exchange(temp, path).is_ok() {
         return std::fs::remove_file(temp).inspect_err(|_| {
