@@ -152,10 +152,7 @@ pub(crate) fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(safe)
 }
 
-/// A command line as a POSIX shell would take it back: each argument quoted where it needs it.
-pub(crate) fn shell_command(args: &[String]) -> String {
-    shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "))
-}
+pub(crate) use crate::text::shell_command;
 
 /// How long ago a Unix-seconds time was, as [`duration`] writes it.
 pub(crate) fn age(since_unix_seconds: f64) -> String {

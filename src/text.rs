@@ -123,6 +123,11 @@ fn escaped(text: &str, control: impl Fn(char) -> bool) -> std::borrow::Cow<'_, s
     std::borrow::Cow::Owned(escaped)
 }
 
+/// A command line as a POSIX shell would take it back: each argument quoted where it needs it.
+pub(crate) fn shell_command(args: &[String]) -> String {
+    shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

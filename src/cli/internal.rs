@@ -12,11 +12,14 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+/// The soak guard's subcommand (`soak::guard` runs it).
+pub(crate) const SOAK_GUARD: &str = "__soak-guard";
+
 #[derive(Debug, Parser)]
 #[command(name = "unilab")]
 pub(crate) enum Internal {
     /// The process between a soak's supervisor and its command
-    #[command(name = crate::soak::guard::SUBCOMMAND)]
+    #[command(name = SOAK_GUARD)]
     SoakGuard {
         #[arg(long)]
         status: PathBuf,
@@ -36,7 +39,7 @@ impl Internal {
     /// `None` when their first word names none, for the user's command line to be parsed.
     pub(crate) fn named_in(args: &[OsString]) -> Option<Result<Internal, clap::Error>> {
         let first = args.get(1)?;
-        [crate::soak::guard::SUBCOMMAND, crate::tool::LEASH]
+        [SOAK_GUARD, crate::tool::LEASH]
             .contains(&first.to_str()?)
             .then(|| Internal::try_parse_from(args))
     }

@@ -42,7 +42,7 @@ use crate::process::{self, ProcSource, ProcessIdentity, Signal, SystemProc};
 use crate::time::monotonic_ns;
 
 /// The hidden subcommand the supervisor runs the guard as.
-pub(crate) const SUBCOMMAND: &str = "__soak-guard";
+pub(crate) const SUBCOMMAND: &str = crate::cli::internal::SOAK_GUARD;
 
 /// What the guard reported in its status file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -52,9 +52,7 @@ impl MetricsFile {
                 host: ctx.paths.host.clone(),
                 job: spec.job.as_ref().map(|j| j.member.job.as_str().to_owned()),
                 rank: spec.job.as_ref().and_then(|j| j.member.rank),
-                command: crate::output::shell_command(
-                    &spec.secrets.mask_command_line(&spec.command),
-                ),
+                command: crate::text::shell_command(&spec.secrets.mask_command_line(&spec.command)),
             };
             Written {
                 path: path.clone(),
