@@ -19,21 +19,12 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion};
 use unilab::testing::metrics::{SoakLabels, SoakMetrics, write_atomically};
-use unilab::testing::sampler::{HeldDir, Sampler};
 use unilab::{GpuHealth, GpuSample, SampleBeats};
 
 const PROCESSES: usize = 100;
 
 fn bench(c: &mut Criterion) {
-    let progress = tempfile::tempdir().expect("tempdir");
-    for i in 0..20 {
-        std::fs::write(progress.path().join(format!("checkpoint-{i}")), b"x").expect("write");
-    }
-    let sampler = Sampler::new(
-        PathBuf::from("/proc"),
-        HeldDir::open(progress.path()).expect("hold the progress directory"),
-        None,
-    );
+    let (_progress, sampler) = common::checkpoint_sampler();
     let tree = common::Tree::spawn(PROCESSES);
     let root = tree.root.id();
     let mut group = c.benchmark_group("metrics");

@@ -25,7 +25,6 @@ use unilab::PROJECTIONS;
 use unilab::ProcessIdentity;
 use unilab::testing as process;
 use unilab::testing::artifact;
-use unilab::testing::sampler::{HeldDir, Sampler};
 use unilab::*;
 use unilab::{EventLog, LogReader};
 use unilab::{Scope, StoredEvent, Subject};
@@ -41,15 +40,7 @@ fn bench_scope() -> Scope {
 }
 
 fn sampler(c: &mut Criterion) {
-    let progress = tempfile::tempdir().expect("tempdir");
-    for i in 0..20 {
-        std::fs::write(progress.path().join(format!("checkpoint-{i}")), b"x").expect("write");
-    }
-    let sampler = Sampler::new(
-        PathBuf::from("/proc"),
-        HeldDir::open(progress.path()).expect("hold the progress directory"),
-        None,
-    );
+    let (_progress, sampler) = common::checkpoint_sampler();
     let mut group = c.benchmark_group("sampler");
     for n in [10, 100, 1000] {
         let tree = common::Tree::spawn(n);

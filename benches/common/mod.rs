@@ -62,6 +62,23 @@ pub fn peak_heap_mib<T>(f: impl FnOnce() -> T) -> f64 {
     (PEAK.load(Relaxed) - before) as f64 / (1024.0 * 1024.0)
 }
 
+/// The sampler the sampling benchmarks time: `/proc`, no GPU stream, and a progress directory of
+/// 20 checkpoint files, kept (with its files) as long as the directory returned beside it.
+#[allow(dead_code)] // only the benchmarks of a real tree sample one
+pub fn checkpoint_sampler() -> (tempfile::TempDir, unilab::testing::sampler::Sampler) {
+    use unilab::testing::sampler::{HeldDir, Sampler};
+    let progress = tempfile::tempdir().expect("tempdir");
+    for i in 0..20 {
+        std::fs::write(progress.path().join(format!("checkpoint-{i}")), b"x").expect("write");
+    }
+    let sampler = Sampler::new(
+        std::path::PathBuf::from("/proc"),
+        HeldDir::open(progress.path()).expect("hold the progress directory"),
+        None,
+    );
+    (progress, sampler)
+}
+
 /// A shell with `n` sleeping children; killed with its children on drop.
 #[allow(dead_code)] // only the benchmarks of a real tree spawn one
 pub struct Tree {
