@@ -3,6 +3,12 @@
 //!   appended since the last (a second at 1,000 beats a second), each beat counted into a
 //!   sample's summary, and the sample taken: what the supervisor would spend a second on
 //!   heartbeats at that rate, whatever its sample interval.
+//! - `poll_and_run/1000_beats`: the same poll, each beat taken in by the run as the supervisor
+//!   takes it (the sample's summary, the run's steps by phase, goodput, the phase now), the
+//!   sample taken and the step running judged: the supervisor's whole work for those beats.
+//!
+//! - `parse/1000_lines`: the same 1,000 lines parsed from memory, one by one: the parser's
+//!   share.
 //!
 //! Run with `cargo bench --bench heartbeat`.
 
@@ -11,7 +17,7 @@ use std::hint::black_box;
 use std::io::Write;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use unilab::testing::heartbeat::{HeartbeatReader, SampleSummary};
+use unilab::testing::heartbeat::{HeartbeatReader, HeartbeatRun, SampleSummary, StepLimits, parse};
 
 const BEATS: u64 = 1_000;
 
@@ -31,34 +37,56 @@ fn second_of_beats(first_step: u64) -> Vec<u8> {
     lines
 }
 
+/// The trainer's side of a heartbeat file: it appends a second of beats before each timed poll.
+struct Trainer {
+    _dir: tempfile::TempDir,
+    writer: File,
+    step: u64,
+}
+
+impl Trainer {
+    /// A new heartbeat file, and a reader of it.
+    fn new() -> (Self, HeartbeatReader) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("heartbeat");
+        let writer = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .expect("create the heartbeat file");
+        let reader = HeartbeatReader::new(File::open(&path).expect("open the heartbeat file"));
+        let trainer = Trainer {
+            _dir: dir,
+            writer,
+            step: 1,
+        };
+        (trainer, reader)
+    }
+
+    /// Appending the next second's beats is the trainer's work, not timed.
+    fn append_a_second(&mut self) {
+        self.writer
+            .write_all(&second_of_beats(self.step))
+            .expect("append beats");
+        self.step += BEATS;
+    }
+}
+
 fn poll_and_summary(c: &mut Criterion) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let path = dir.path().join("heartbeat");
-    let mut writer = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .expect("create the heartbeat file");
-    let mut reader = HeartbeatReader::new(File::open(&path).expect("open the heartbeat file"));
+    let (mut trainer, mut reader) = Trainer::new();
     let mut summary = SampleSummary::new();
-    let mut step = 1;
     let mut group = c.benchmark_group("poll_and_summary");
     group.throughput(criterion::Throughput::Elements(BEATS));
     group.bench_function("1000_beats", |b| {
         b.iter_batched(
-            || {
-                // Appending the next second's beats is the trainer's work, not timed.
-                writer
-                    .write_all(&second_of_beats(step))
-                    .expect("append beats");
-                step += BEATS;
-            },
+            || trainer.append_a_second(),
             |()| {
-                let polled = reader.poll(2e9).expect("poll the heartbeat file");
-                assert_eq!(polled.beats.len() as u64, BEATS);
-                for beat in &polled.beats {
-                    summary.add(beat);
-                }
+                let polled = reader
+                    .poll_each(2e9, |beat| {
+                        summary.add(beat);
+                    })
+                    .expect("poll the heartbeat file");
+                assert_eq!(polled.beats as u64, BEATS);
                 black_box(summary.take())
             },
             BatchSize::PerIteration,
@@ -67,5 +95,42 @@ fn poll_and_summary(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, poll_and_summary);
+fn poll_and_run(c: &mut Criterion) {
+    let (mut trainer, mut reader) = Trainer::new();
+    let mut run = HeartbeatRun::new(1.754e9, StepLimits::default());
+    let mut group = c.benchmark_group("poll_and_run");
+    group.throughput(criterion::Throughput::Elements(BEATS));
+    group.bench_function("1000_beats", |b| {
+        b.iter_batched(
+            || trainer.append_a_second(),
+            |()| {
+                let polled = reader
+                    .poll_each(2e9, |beat| run.add(beat))
+                    .expect("poll the heartbeat file");
+                assert_eq!(polled.beats as u64, BEATS);
+                black_box(run.take_sample())
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    group.finish();
+}
+
+fn parse_lines(c: &mut Criterion) {
+    let lines = second_of_beats(1);
+    let mut group = c.benchmark_group("parse");
+    group.throughput(criterion::Throughput::Elements(BEATS));
+    group.bench_function("1000_lines", |b| {
+        b.iter(|| {
+            let mut steps = 0;
+            for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                steps += parse(black_box(line), 2e9).map_or(0, |beat| beat.step);
+            }
+            black_box(steps)
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, poll_and_summary, poll_and_run, parse_lines);
 criterion_main!(benches);

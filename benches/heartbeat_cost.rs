@@ -266,7 +266,8 @@ fn sample(i: u64, heartbeat: Option<SampleBeats>) -> StoredEvent {
 /// at every step, step times jittered around a second over `rate`; fed through the summary as
 /// the supervisor feeds it.
 struct Trainer {
-    beat: Beat,
+    beat: Beat<'static>,
+    keys: &'static [&'static str],
     summary: SampleSummary,
     rate: u64,
     /// A step's jitter, deterministic.
@@ -275,18 +276,16 @@ struct Trainer {
 
 impl Trainer {
     fn new(rate: u64, numbers: usize) -> Self {
-        let numbers = NUMBERS[..numbers]
-            .iter()
-            .map(|k| ((*k).to_owned(), 0.0))
-            .collect();
+        let keys = &NUMBERS[..numbers];
         Trainer {
             beat: Beat {
                 step: 0,
-                phase: "train".to_owned(),
+                phase: "train".into(),
                 t: 1.754e9,
                 clocked: true,
-                numbers,
+                numbers: keys.iter().map(|&k| (k, 0.0)).collect(),
             },
+            keys,
             summary: SampleSummary::new(),
             rate,
             x: 0x9E37_79B9_7F4A_7C15,
@@ -304,14 +303,13 @@ impl Trainer {
             beat.step += 1;
             beat.t += step_seconds * jitter;
             let step = beat.step as f64;
-            for (key, value) in beat.numbers.iter_mut() {
-                *value = match key.as_str() {
-                    "loss" => 2.0 / (1.0 + step).ln(),
-                    "lr" => 3e-4 * (1.0 - step / 1e9),
-                    "samples" => step * 32.0,
-                    _ => step * 4096.0,
-                };
-            }
+            let value = |key: &str| match key {
+                "loss" => 2.0 / (1.0 + step).ln(),
+                "lr" => 3e-4 * (1.0 - step / 1e9),
+                "samples" => step * 32.0,
+                _ => step * 4096.0,
+            };
+            beat.numbers = self.keys.iter().map(|&k| (k, value(k))).collect();
             self.summary.add(&self.beat);
         }
         self.summary.take()

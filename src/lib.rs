@@ -154,8 +154,12 @@ pub mod testing {
         };
     }
     pub mod heartbeat {
-        pub use crate::soak::heartbeat::beat::Beat;
+        pub use crate::soak::heartbeat::beat::{Beat, Line};
+        pub use crate::soak::heartbeat::limits::StepLimits;
+        pub use crate::soak::heartbeat::numbers::Numbers;
+        pub use crate::soak::heartbeat::parse::parse;
         pub use crate::soak::heartbeat::reader::{HeartbeatReader, Polled};
+        pub use crate::soak::heartbeat::run::HeartbeatRun;
         pub use crate::soak::heartbeat::summary::SampleSummary;
     }
     pub mod metrics {

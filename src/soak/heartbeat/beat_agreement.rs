@@ -7,7 +7,7 @@ use super::*;
 
 /// The parser this module had before, through a [`serde_json::Value`]: what [`parse`] must
 /// agree with.
-fn parse_through_value(line: &[u8], read_at: f64) -> Result<Beat, Line> {
+fn parse_through_value(line: &[u8], read_at: f64) -> Result<Beat<'static>, Line> {
     use serde_json::Value;
     if line.iter().all(u8::is_ascii_whitespace) {
         return Err(Line::Blank);
@@ -42,7 +42,7 @@ fn parse_through_value(line: &[u8], read_at: f64) -> Result<Beat, Line> {
         .collect();
     Ok(Beat {
         step,
-        phase,
+        phase: Cow::Owned(phase),
         t,
         clocked,
         numbers,
@@ -88,6 +88,7 @@ fn value() -> impl Strategy<Value = String> {
             "true", "false", "null", "01", "+1", "NaN",
         ])
         .prop_map(str::to_owned),
+        3 => number(),
         3 => "[a-z]{0,3}".prop_map(|v| format!("\"{v}\"")),
         1 => proptest::sample::select(vec![
             r#""tr\u0061in""#, r#""a\nb""#, r#""\u0007""#, r#""\ud800""#, r#""\ud83d\ude00""#,
@@ -114,6 +115,49 @@ fn value() -> impl Strategy<Value = String> {
     })
 }
 
+/// A number as JSON spells it, or nearly: a sign, up to 25 digits before and after a point,
+/// an exponent of up to 4 digits, and the edges of what `serde_json` reads one way or another
+/// (a `u64`'s overflow, powers past 10^22, a leading zero, a point without digits).
+fn number() -> impl Strategy<Value = String> {
+    let digits = |n: std::ops::Range<usize>| proptest::collection::vec(0u8..10, n);
+    let spelled = (
+        proptest::bool::weighted(0.3),
+        digits(1..26),
+        proptest::option::weighted(0.6, digits(0..26)),
+        proptest::option::weighted(
+            0.4,
+            (
+                proptest::sample::select(vec!["e", "E", "e+", "e-", "E-"]),
+                digits(0..5),
+            ),
+        ),
+    )
+        .prop_map(|(negative, whole, fraction, exponent)| {
+            let text = |d: &[u8]| d.iter().map(|d| char::from(b'0' + d)).collect::<String>();
+            let mut n = String::from(if negative { "-" } else { "" });
+            n.push_str(&text(&whole));
+            if let Some(fraction) = fraction {
+                n.push('.');
+                n.push_str(&text(&fraction));
+            }
+            if let Some((e, power)) = exponent {
+                n.push_str(e);
+                n.push_str(&text(&power));
+            }
+            n
+        });
+    prop_oneof![
+        4 => spelled,
+        1 => proptest::sample::select(vec![
+            "0", "-0", "-0.0", "0e0", "1E5", "1e+5", "1e-5", "0.1", "1.e5", "1.", ".5", "-",
+            "1e", "1e+", "0.30000000000000004", "9007199254740993", "9007199254740993.0",
+            "1e22", "1e23", "1e-22", "1e-23", "1.7976931348623157e308", "5e-324",
+            "123.456e-20", "-00", "2.5E-3", "18446744073709551615.5", "184467440737095516150",
+        ])
+        .prop_map(str::to_owned),
+    ]
+}
+
 /// A key and value that keep a line a beat (but for a `phase` or `t` of the wrong kind),
 /// so that many lines are beats: repeated keys, numbers and not, long keys, escapes.
 fn clean_field() -> impl Strategy<Value = (String, String)> {
@@ -130,6 +174,7 @@ fn clean_field() -> impl Strategy<Value = (String, String)> {
         4 => (0u64..1000).prop_map(|v| v.to_string()),
         3 => (-1e9f64..1e9).prop_map(|v| v.to_string()),
         1 => proptest::num::i64::ANY.prop_map(|v| v.to_string()),
+        2 => number(),
         2 => "[a-z]{1,3}".prop_map(|v| format!("\"{v}\"")),
         1 => proptest::sample::select(vec!["null", "true", "[1,\"a\"]", "{\"k00\":1}"])
             .prop_map(str::to_owned),
@@ -176,6 +221,25 @@ fn line() -> impl Strategy<Value = Vec<u8>> {
 
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+    /// The common line's reader, where it reads a line at all, reads it as `serde_json` does.
+    #[test]
+    fn the_flat_reader_agrees_with_serde_json(line in line(), read_at in 0.0f64..2e9) {
+        let mut flat = Beat::new();
+        if let Some(fields) = super::flat::read(&line, &mut flat.numbers) {
+            let flat = fields.judge(read_at, &mut flat).map(|()| flat);
+            let mut full = Beat::new();
+            let full = read_any(&line, &mut full.numbers)
+                .and_then(|fields| fields.judge(read_at, &mut full))
+                .map(|()| full);
+            proptest::prop_assert_eq!(
+                flat,
+                full,
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+        }
+    }
 
     #[test]
     fn parse_agrees_with_the_parser_through_a_value(line in line(), read_at in 0.0f64..2e9) {

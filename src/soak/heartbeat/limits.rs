@@ -116,7 +116,7 @@ impl StepLimits {
 
 /// The limits a soak was given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct StepLimits {
+pub struct StepLimits {
     step_timeout: Option<StepTimeout>,
     phases: BTreeMap<String, PhaseTimeout>,
 }
@@ -272,13 +272,7 @@ mod tests {
     fn trained(n: u64, seconds: f64) -> RunSteps {
         let mut steps = RunSteps::default();
         for step in 0..n {
-            let beat = Beat {
-                step,
-                phase: "train".to_owned(),
-                t: 0.0,
-                clocked: true,
-                numbers: BTreeMap::new(),
-            };
+            let beat = Beat::clocked_at(step, "train", 0.0);
             steps.add(&beat, Some((seconds, "train")));
         }
         steps

@@ -5,6 +5,8 @@
 //! the rules of a line are [`beat`]'s). Here, pure and apart from the supervisor and the log:
 //! - [`reader`]: the file read as it grows, in a budget a poll and bounded memory, whatever
 //!   it holds (floods, huge lines, garbage, truncation); errors counted, never fatal;
+//! - [`parse`]: a line read by those rules, the common line by [`flat`] from its bytes without
+//!   an allocation (its numbers held in place, [`numbers`]), any other by `serde_json`;
 //! - [`summary`]: what a sample records of the beats since the last, in a fixed size, and the
 //!   rule that times a step (from the beat before it, of any phase);
 //! - [`sketch`] and [`steps`]: the whole run's steps by phase, median and p99 within 1 %;
@@ -20,8 +22,11 @@
 //! [`goodput::GoodputClock::beat`].
 
 pub(crate) mod beat;
+mod flat;
 pub(crate) mod goodput;
 pub(crate) mod limits;
+pub(crate) mod numbers;
+pub(crate) mod parse;
 pub(crate) mod reader;
 pub(crate) mod run;
 pub(crate) mod sketch;

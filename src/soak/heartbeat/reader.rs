@@ -14,13 +14,16 @@
 //!   a line it holds or inside one it skips) is read again from its start, and the poll says
 //!   so.
 //!
-//! So the reader holds at most two buffers of [`MAX_LINE`] bytes and one poll's beats,
-//! whatever the file holds: a flood, one line of 100 MB, binary garbage.
+//! So the reader holds at most two buffers of [`MAX_LINE`] bytes, whatever the file holds: a
+//! flood, one line of 100 MB, binary garbage. [`HeartbeatReader::poll_each`] hands each beat
+//! over as it is read, borrowed from the buffer (the supervisor's way: nothing is allocated
+//! for a common line); [`HeartbeatReader::poll`] collects them.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use super::beat::{self, Beat, Line};
+use super::beat::{Beat, Line};
+use super::parse;
 use crate::event::soak::HeartbeatErrors;
 
 /// The longest line kept, without its newline.
@@ -40,11 +43,11 @@ fn add(totals: &mut HeartbeatErrors, other: &HeartbeatErrors) {
     totals.truncations += other.truncations;
 }
 
-/// What one poll read.
+/// What one poll read: its beats (`B`: in the file's order, or how many when each was handed
+/// over as it was read) and what else it found.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Polled {
-    /// The beats, in the file's order.
-    pub beats: Vec<Beat>,
+pub struct Polled<B = Vec<Beat<'static>>> {
+    pub beats: B,
     pub errors: HeartbeatErrors,
     /// Whether the file had been cut short and was read again from its start.
     pub truncated: bool,
@@ -104,6 +107,17 @@ impl HeartbeatReader {
     /// Reads what was appended since the last poll (within the budget); beats without `t` are
     /// stamped `now_unix`.
     pub fn poll(&mut self, now_unix: f64) -> std::io::Result<Polled> {
+        let mut beats = Vec::new();
+        let polled = self.poll_each(now_unix, |beat| beats.push(beat.clone().into_owned()))?;
+        Ok(with_beats(polled, beats))
+    }
+
+    /// [`Self::poll`], each beat handed to `on_beat` as it is read.
+    pub fn poll_each(
+        &mut self,
+        now_unix: f64,
+        mut on_beat: impl FnMut(&Beat<'_>),
+    ) -> std::io::Result<Polled<usize>> {
         let mut polled = Polled::default();
         let size = self.file.metadata()?.len();
         if size < self.offset || !self.last_byte_still_there()? {
@@ -118,13 +132,14 @@ impl HeartbeatReader {
             self.skip_to(size - POLL_BUDGET, &mut polled.errors)?;
         }
         let end = size.min(self.offset + POLL_BUDGET);
-        while self.offset < end && polled.beats.len() < MAX_BEATS_A_POLL {
+        while self.offset < end && polled.beats < MAX_BEATS_A_POLL {
             let want = usize::try_from(end - self.offset)
                 .unwrap_or(usize::MAX)
                 .min(self.chunk.len());
             let mut chunk = std::mem::take(&mut self.chunk);
             let read = self.file.read_at(&mut chunk[..want], self.offset);
-            let consumed = read.map(|n| self.take(&chunk[..n], now_unix, &mut polled));
+            let consumed =
+                read.map(|n| self.take(&chunk[..n], now_unix, &mut polled, &mut on_beat));
             self.chunk = chunk;
             match consumed? {
                 0 => break,
@@ -143,7 +158,18 @@ impl HeartbeatReader {
     /// its newline as malformed (a writer stopped in the middle of it: its numbers may be cut),
     /// and what is past the budget — never to be read — as dropped, with the line held.
     pub fn finish(&mut self, now_unix: f64) -> std::io::Result<Polled> {
-        let mut polled = self.poll(now_unix)?;
+        let mut beats = Vec::new();
+        let polled = self.finish_each(now_unix, |beat| beats.push(beat.clone().into_owned()))?;
+        Ok(with_beats(polled, beats))
+    }
+
+    /// [`Self::finish`], each beat handed to `on_beat` as it is read.
+    pub fn finish_each(
+        &mut self,
+        now_unix: f64,
+        on_beat: impl FnMut(&Beat<'_>),
+    ) -> std::io::Result<Polled<usize>> {
+        let mut polled = self.poll_each(now_unix, on_beat)?;
         let mut errors = HeartbeatErrors::default();
         if polled.backlog_bytes > 0 {
             errors.dropped_bytes = polled.backlog_bytes + self.partial.len() as u64;
@@ -189,7 +215,13 @@ impl HeartbeatReader {
 
     /// Takes the lines in `bytes` (read at the offset); returns how many bytes it used: all of
     /// them, or up to the end of the line that filled the poll's beats.
-    fn take(&mut self, bytes: &[u8], now_unix: f64, polled: &mut Polled) -> usize {
+    fn take(
+        &mut self,
+        bytes: &[u8],
+        now_unix: f64,
+        polled: &mut Polled<usize>,
+        on_beat: &mut impl FnMut(&Beat<'_>),
+    ) -> usize {
         let mut used = 0;
         while let Some(newline) = bytes[used..].iter().position(|&b| b == b'\n') {
             let piece = &bytes[used..used + newline];
@@ -204,14 +236,14 @@ impl HeartbeatReader {
                     polled.errors.oversized += 1;
                     self.partial.clear();
                 }
-                Skipping::No if self.partial.is_empty() => line(piece, now_unix, polled),
+                Skipping::No if self.partial.is_empty() => line(piece, now_unix, polled, on_beat),
                 Skipping::No => {
                     self.partial.extend_from_slice(piece);
-                    line(&self.partial, now_unix, polled);
+                    line(&self.partial, now_unix, polled, on_beat);
                     self.partial.clear();
                 }
             }
-            if polled.beats.len() >= MAX_BEATS_A_POLL {
+            if polled.beats >= MAX_BEATS_A_POLL {
                 return used;
             }
         }
@@ -230,11 +262,30 @@ impl HeartbeatReader {
     }
 }
 
-fn line(bytes: &[u8], now_unix: f64, polled: &mut Polled) {
-    match beat::parse(bytes, now_unix) {
-        Ok(beat) => polled.beats.push(beat),
+fn line(
+    bytes: &[u8],
+    now_unix: f64,
+    polled: &mut Polled<usize>,
+    on_beat: &mut impl FnMut(&Beat<'_>),
+) {
+    let mut beat = Beat::new();
+    match parse::parse_into(bytes, now_unix, &mut beat) {
+        Ok(()) => {
+            polled.beats += 1;
+            on_beat(&beat);
+        }
         Err(Line::Malformed) => polled.errors.malformed += 1,
         Err(Line::Blank) => {}
+    }
+}
+
+/// `polled`, with the beats it handed over.
+fn with_beats(polled: Polled<usize>, beats: Vec<Beat<'static>>) -> Polled {
+    Polled {
+        beats,
+        errors: polled.errors,
+        truncated: polled.truncated,
+        backlog_bytes: polled.backlog_bytes,
     }
 }
 
@@ -293,7 +344,7 @@ mod tests {
         f.write(b"ss\":0.5}\n");
         let second = f.poll();
         assert_eq!(steps(&second), [2]);
-        assert_eq!(second.beats[0].numbers["loss"], 0.5);
+        assert_eq!(second.beats[0].numbers.get("loss"), Some(0.5));
         assert_eq!(f.poll(), Polled::default());
     }
 
@@ -496,14 +547,17 @@ mod tests {
 
     /// What the file's bytes hold when read whole: the beats of its complete lines, and how
     /// many complete lines were malformed.
-    fn read_whole(bytes: &[u8]) -> (Vec<Beat>, u64) {
+    fn read_whole(bytes: &[u8]) -> (Vec<Beat<'static>>, u64) {
         let mut polled = Polled::default();
+        let mut beats = Vec::new();
         let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         for piece in bytes[..complete].split(|&b| b == b'\n') {
-            line(piece, 5.0, &mut polled);
+            line(piece, 5.0, &mut polled, &mut |beat| {
+                beats.push(beat.clone().into_owned())
+            });
         }
         // `split` yields an empty piece after the last newline: a blank line, not counted.
-        (polled.beats, polled.errors.malformed)
+        (beats, polled.errors.malformed)
     }
 
     use proptest::strategy::Strategy as _;

@@ -3,7 +3,7 @@
 //! records and the judgement of the step running now; at the end what the verdict records.
 //! Pure: the file is read by the supervisor, the clock given.
 
-use super::beat::Beat;
+use super::beat::{Beat, keep_phase};
 use super::goodput::GoodputClock;
 use super::limits::{StepJudgement, StepLimits, judge};
 use super::steps::RunSteps;
@@ -12,7 +12,7 @@ use crate::event::soak::{GoodputSplit, HeartbeatErrors, RunBeats, SampleBeats, S
 
 /// Everything a run's beats have said so far, in memory that does not grow with them.
 #[derive(Debug, Clone)]
-pub(crate) struct HeartbeatRun {
+pub struct HeartbeatRun {
     limits: StepLimits,
     summary: SampleSummary,
     steps: RunSteps,
@@ -27,7 +27,7 @@ pub(crate) struct HeartbeatRun {
 
 impl HeartbeatRun {
     /// A run that started at `start` (Unix seconds), its steps held to `limits`.
-    pub(crate) fn new(start: f64, limits: StepLimits) -> Self {
+    pub fn new(start: f64, limits: StepLimits) -> Self {
         HeartbeatRun {
             limits,
             summary: SampleSummary::new(),
@@ -40,7 +40,7 @@ impl HeartbeatRun {
     }
 
     /// Takes in one beat (beats in the file's order).
-    pub(crate) fn add(&mut self, beat: &Beat) {
+    pub fn add(&mut self, beat: &Beat<'_>) {
         self.beats += 1;
         let ended = self.summary.add(beat);
         if let Some((seconds, _)) = ended {
@@ -52,14 +52,14 @@ impl HeartbeatRun {
         match &mut self.last {
             Some((t, phase)) => {
                 *t = latest;
-                phase.clone_from(&beat.phase);
+                keep_phase(phase, &beat.phase);
             }
-            None => self.last = Some((latest, beat.phase.clone())),
+            None => self.last = Some((latest, beat.phase.clone().into_owned())),
         }
     }
 
     /// The beats since the previous sample; `None` when none arrived.
-    pub(crate) fn take_sample(&mut self) -> Option<SampleBeats> {
+    pub fn take_sample(&mut self) -> Option<SampleBeats> {
         Some(self.summary.take()).filter(|sample| sample.beats > 0)
     }
 

@@ -58,7 +58,7 @@ pub(crate) struct RunSteps {
 impl RunSteps {
     /// Counts `beat` among its phase's, and times the step it ended (if timed): its seconds
     /// and its phase, the one the beat before it set.
-    pub(crate) fn add(&mut self, beat: &Beat, ended: Option<(f64, &str)>) {
+    pub(crate) fn add(&mut self, beat: &Beat<'_>, ended: Option<(f64, &str)>) {
         match self.kept(&beat.phase) {
             Some(phase) => {
                 phase.count += 1;
@@ -107,7 +107,7 @@ mod tests {
     use crate::soak::heartbeat::sketch::RELATIVE_ERROR;
     use crate::soak::heartbeat::summary::StepClock;
 
-    fn beat(step: u64, phase: &str, t: f64) -> Beat {
+    fn beat(step: u64, phase: &str, t: f64) -> Beat<'static> {
         Beat::clocked_at(step, phase, t)
     }
 

@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 
-use super::beat::{Beat, MAX_NUMBERS};
+use super::beat::{Beat, MAX_NUMBERS, keep_phase};
 use super::sketch::Sketch;
 use crate::event::soak::SampleBeats;
 
@@ -44,9 +44,9 @@ pub(crate) struct StepClock {
 impl StepClock {
     /// The step `beat` ends, by the rule in the module's doc: its seconds and its phase (the
     /// previous beat's); `beat` sets the phase from now on.
-    pub(crate) fn step(&mut self, beat: &Beat) -> Option<(f64, &str)> {
+    pub(crate) fn step(&mut self, beat: &Beat<'_>) -> Option<(f64, &str)> {
         std::mem::swap(&mut self.ended, &mut self.phase);
-        self.phase.clone_from(&beat.phase);
+        keep_phase(&mut self.phase, &beat.phase);
         let Some((t, clocked)) = self.last else {
             self.last = Some((beat.t, beat.clocked));
             return None;
@@ -82,20 +82,20 @@ impl SampleSummary {
 
     /// Counts `beat` (beats come in the file's order); returns the step it ended: its seconds
     /// and phase.
-    pub fn add(&mut self, beat: &Beat) -> Option<(f64, &str)> {
+    pub fn add(&mut self, beat: &Beat<'_>) -> Option<(f64, &str)> {
         self.beats = self.beats.saturating_add(1);
         match &mut self.last {
             Some((step, phase)) => {
                 *step = beat.step;
-                phase.clone_from(&beat.phase);
+                keep_phase(phase, &beat.phase);
             }
-            None => self.last = Some((beat.step, beat.phase.clone())),
+            None => self.last = Some((beat.step, beat.phase.clone().into_owned())),
         }
-        for (key, &value) in &beat.numbers {
+        for (key, value) in beat.numbers.iter() {
             if let Some(kept) = self.numbers.get_mut(key) {
                 *kept = value;
             } else if self.numbers.len() < MAX_NUMBERS {
-                self.numbers.insert(key.clone(), value);
+                self.numbers.insert(key.to_owned(), value);
             }
         }
         let (seconds, phase) = self.clock.step(beat)?;
@@ -133,11 +133,11 @@ mod tests {
     use super::*;
     use crate::soak::heartbeat::goodput::goodput;
 
-    fn beat(step: u64, phase: &str, t: f64) -> Beat {
+    fn beat(step: u64, phase: &str, t: f64) -> Beat<'static> {
         Beat::clocked_at(step, phase, t)
     }
 
-    fn with(mut b: Beat, numbers: &[(&str, f64)]) -> Beat {
+    fn with(mut b: Beat<'static>, numbers: &[(&str, f64)]) -> Beat<'static> {
         b.numbers = numbers.iter().map(|&(k, v)| (k.to_owned(), v)).collect();
         b
     }

@@ -80,13 +80,8 @@ impl Heartbeats {
             (spawned, HeartbeatRun::new(spawned, limits.clone()))
         });
         let mut error = None;
-        match self.reader.poll(now) {
-            Ok(polled) => {
-                self.failing = false;
-                for beat in &polled.beats {
-                    run.add(beat);
-                }
-            }
+        match self.reader.poll_each(now, |beat| run.add(beat)) {
+            Ok(_) => self.failing = false,
             Err(e) if !self.failing => {
                 self.failing = true;
                 error = Some(format!("cannot read the heartbeat file: {e}"));
@@ -111,11 +106,8 @@ impl Heartbeats {
     pub(super) fn finish(&mut self, run: Duration, stalled: bool) -> Option<RunBeats> {
         let (spawned, beats) = self.run.as_mut()?;
         let end = *spawned + run.as_secs_f64();
-        if let Ok(polled) = self.reader.finish(end) {
-            for beat in &polled.beats {
-                beats.add(beat);
-            }
-        }
+        // What cannot be read now is the file's errors' to say.
+        let _ = self.reader.finish_each(end, |beat| beats.add(beat));
         Some(beats.finish(end, stalled, self.reader.errors()))
     }
 
