@@ -124,8 +124,12 @@ fn escaped(text: &str, control: impl Fn(char) -> bool) -> std::borrow::Cow<'_, s
 }
 
 /// A command line as a POSIX shell would take it back: each argument quoted where it needs it.
-pub(crate) fn shell_command(args: &[String]) -> String {
-    shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "))
+/// Every view that shows a command line to a person (`soak show`, `soak list`, `history`, the
+/// report, the evidence, `-v`'s tool calls) shows it so.
+pub(crate) fn shell_command<S: AsRef<str>>(args: &[S]) -> String {
+    let words = args.iter().map(AsRef::as_ref);
+    // Only a word with a NUL byte has no quoting; no argument vector holds one.
+    shlex::try_join(words.clone()).unwrap_or_else(|_| words.collect::<Vec<_>>().join(" "))
 }
 
 #[cfg(test)]

@@ -101,8 +101,7 @@ impl Tool {
             .chain(cmd.get_args())
             .map(OsStr::to_string_lossy)
             .collect::<Vec<_>>();
-        let line =
-            shlex::try_join(line.iter().map(AsRef::as_ref)).unwrap_or_else(|_| line.join(" "));
+        let line = crate::text::shell_command(&line);
         let started = Instant::now();
         let result = self.run_to_end(cmd, stdin);
         let took = crate::trace::ms(started.elapsed());

@@ -4,7 +4,7 @@
 use crate::event::soak::Measures;
 use crate::event::{Event, Sample, StartedDaemon};
 use crate::soak::artifact::explained::{ProcessAt, ThreadAt, one_line_evidence};
-use crate::text::{count, duration};
+use crate::text::{count, duration, shell_command};
 
 /// A one-line description for the human timeline of `unilab history`.
 pub(crate) fn summary(event: &Event) -> String {
@@ -94,10 +94,11 @@ fn daemon_started(record: &StartedDaemon, foreground: bool, job: Option<&str>) -
     )
 }
 
+/// The command as a shell takes it back, and the settings that decide its verdict.
 fn started(command: &[String], parameters: &crate::event::soak::SoakParameters) -> String {
     format!(
         "`{}` (every {} ms, stale after {} ms)",
-        command.join(" "),
+        shell_command(command),
         parameters.sample_interval_ms,
         parameters.stale_progress_ms
     )
