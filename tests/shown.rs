@@ -115,3 +115,17 @@ fn a_command_reads_with_its_shell_quoting_in_every_view() {
         .unwrap_or_else(|| panic!("a timeline: {html}"));
     assert!(timeline.contains(&format!("`{escaped}`")), "{timeline}");
 }
+
+/// `history`'s line for a soak's start gave its settings in milliseconds (`every 1000 ms, stale
+/// after 120000 ms`) where every other line reads durations as people do, and left out the
+/// startup timeout, though it decides a soak that never shows progress.
+#[test]
+fn history_tells_a_soaks_settings_as_durations_with_its_startup_timeout() {
+    let soak = Soak::new();
+    let id = a_soak_of_a_quoted_command(&soak);
+    let history = shown(soak.unilab(), &["history", "--soak", &id]);
+    assert!(
+        history.contains("(every 1s, stale after 2m, startup timeout 10m)"),
+        "{history}"
+    );
+}

@@ -363,7 +363,7 @@ mod tests {
         );
         assert_eq!(
             view.verdict.as_deref().unwrap(),
-            "rank 1 on n1 tripped first: stale_progress (no progress for 3s); rank 2 on n2's progress stopped first, 2.0s before any other's; rank 2 on n2 is in `hrtimer_nanosleep`; 3 ranks wait in `wait_woken`"
+            "rank 1 on n1 tripped first: stale_progress (no progress for 3s); rank 2 on n2's progress stopped first, 2s before any other's; rank 2 on n2 is in `hrtimer_nanosleep`; 3 ranks wait in `wait_woken`"
         );
         let json = serde_json::to_value(&view).unwrap();
         assert_eq!(json["ranks"][2]["failure_kind"], "stale_progress");

@@ -96,11 +96,13 @@ fn daemon_started(record: &StartedDaemon, foreground: bool, job: Option<&str>) -
 
 /// The command as a shell takes it back, and the settings that decide its verdict.
 fn started(command: &[String], parameters: &crate::event::soak::SoakParameters) -> String {
+    let ms = |ms: u64| duration(ms as f64 / 1000.0);
     format!(
-        "`{}` (every {} ms, stale after {} ms)",
+        "`{}` (every {}, stale after {}, startup timeout {})",
         shell_command(command),
-        parameters.sample_interval_ms,
-        parameters.stale_progress_ms
+        ms(parameters.sample_interval_ms),
+        ms(parameters.stale_progress_ms),
+        ms(parameters.startup_timeout_ms)
     )
 }
 
