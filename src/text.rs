@@ -81,6 +81,7 @@ pub(crate) fn duration(seconds: f64) -> String {
 
 /// A step's time, with the digits that tell steps apart: three significant digits under ten
 /// seconds (`850µs`, `4.25ms`, `101ms`, `1.23s`), then as [`duration`] reads (`12s`, `3m 12s`).
+/// Also how long a tool call or a commit took, in `-v`'s detail lines.
 pub(crate) fn step_time(seconds: f64) -> String {
     let seconds = if seconds.is_finite() {
         seconds.max(0.0)

@@ -104,7 +104,7 @@ impl Tool {
         let line = crate::text::shell_command(&line);
         let started = Instant::now();
         let result = self.run_to_end(cmd, stdin);
-        let took = crate::trace::ms(started.elapsed());
+        let took = crate::text::step_time(started.elapsed().as_secs_f64());
         match &result {
             Ok(output) => crate::trace::emit(format_args!(
                 "ran `{line}`: exit {} in {took}",

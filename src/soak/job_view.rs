@@ -395,7 +395,7 @@ mod tests {
         assert_eq!(view.stragglers[0].rank, Some(2));
         assert_eq!(
             view.verdict_lines,
-            ["rank 2 on n1 straggles: its median step 300 ms is 3.00× the job's 100 ms"],
+            ["rank 2 on n1 straggles: its median step 300ms is 3.00× the job's 100ms"],
             "a job that passed: no rank's progress stopped first"
         );
         assert!(view.first_stalled.is_some());
