@@ -40,37 +40,48 @@ pub(crate) fn bytes(n: u64) -> String {
     }
 }
 
-/// A span of seconds as a person reads it, to its two largest units: `0.4s`, `42s`, `3m 12s`,
-/// `2h 05m`, `4d 3h`. Rounded to the nearest of its last unit shown (a tenth of a second under
-/// ten seconds), so that the same span reads the same in every command: 16.9 s is `17s`, and
-/// 59.7 s is `1m 00s`.
+/// A span of seconds as a person reads it, to its two largest units: `0.4s`, `5s`, `42s`,
+/// `3m 12s`, `2m`, `2h 05m`, `4d 3h`. Rounded to the nearest of the last unit shown (a tenth of
+/// a second under ten seconds), so that the same span reads the same in every command: 16.9 s
+/// is `17s`, and 59.7 s is `1m`. A last unit that rounds to zero is left out, so a setting reads
+/// as it is typed (`--stale-progress 2m`). Every duration unilab shows a person is written so
+/// (and [`step_time`], which keeps more digits, below ten seconds).
 pub(crate) fn duration(seconds: f64) -> String {
-    let seconds = if seconds.is_finite() {
-        seconds.max(0.0)
+    // Not `max(0.0)`: that keeps -0.0, which prints as `-0`.
+    let seconds = if seconds.is_finite() && seconds > 0.0 {
+        seconds
     } else {
         0.0
     };
     if seconds < 9.95 {
-        return format!("{seconds:.1}s");
+        let tenths = format!("{seconds:.1}");
+        return format!("{}s", tenths.strip_suffix(".0").unwrap_or(&tenths));
     }
+    // Two units, the smaller left out when it is zero: `3m 12s`, `3m`.
+    let two = |large: u64, big: &str, small: u64, unit: &str, width: usize| match small {
+        0 => format!("{large}{big}"),
+        _ => format!("{large}{big} {small:0width$}{unit}"),
+    };
+    // `as` saturates: a span too long for a u64 of seconds reads as the longest one does.
     let in_units = |unit: f64| (seconds / unit).round() as u64;
     let secs = in_units(1.0);
+    if secs < 60 {
+        return format!("{secs}s");
+    }
     if secs < 3600 {
-        return match secs {
-            0..60 => format!("{secs}s"),
-            _ => format!("{}m {:02}s", secs / 60, secs % 60),
-        };
+        return two(secs / 60, "m", secs % 60, "s", 2);
     }
     let minutes = in_units(60.0);
     if minutes < 24 * 60 {
-        return format!("{}h {:02}m", minutes / 60, minutes % 60);
+        return two(minutes / 60, "h", minutes % 60, "m", 2);
     }
     let hours = in_units(3600.0);
-    format!("{}d {}h", hours / 24, hours % 24)
+    two(hours / 24, "d", hours % 24, "h", 1)
 }
 
 /// A step's time, with the digits that tell steps apart: three significant digits under ten
 /// seconds (`850µs`, `4.25ms`, `101ms`, `1.23s`), then as [`duration`] reads (`12s`, `3m 12s`).
+/// Also how long a tool call or a commit took, in `-v`'s detail lines.
 pub(crate) fn step_time(seconds: f64) -> String {
     let seconds = if seconds.is_finite() {
         seconds.max(0.0)
@@ -124,8 +135,12 @@ fn escaped(text: &str, control: impl Fn(char) -> bool) -> std::borrow::Cow<'_, s
 }
 
 /// A command line as a POSIX shell would take it back: each argument quoted where it needs it.
-pub(crate) fn shell_command(args: &[String]) -> String {
-    shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "))
+/// Every view that shows a command line to a person (`soak show`, `soak list`, `history`, the
+/// report, the evidence, `-v`'s tool calls) shows it so.
+pub(crate) fn shell_command<S: AsRef<str>>(args: &[S]) -> String {
+    let words = args.iter().map(AsRef::as_ref);
+    // Only a word with a NUL byte has no quoting; no argument vector holds one.
+    shlex::try_join(words.clone()).unwrap_or_else(|_| words.collect::<Vec<_>>().join(" "))
 }
 
 #[cfg(test)]
@@ -159,10 +174,52 @@ mod tests {
     #[test]
     fn durations_read_in_their_two_largest_units() {
         assert_eq!(duration(0.42), "0.4s");
-        assert_eq!(duration(-3.0), "0.0s");
+        assert_eq!(duration(-3.0), "0s");
         assert_eq!(duration(192.0), "3m 12s");
         assert_eq!(duration(7_500.0), "2h 05m");
         assert_eq!(duration(183_600.0), "2d 3h");
+    }
+
+    /// History said `every 1000 ms, stale after 120000 ms` of a soak's settings, and a run time
+    /// of `1m 00s`: a unit that rounds to zero is left out, so a whole second, minute, hour or
+    /// day reads as it is typed on the command line, and nothing — zero, a sub-second span, the
+    /// edge of each unit, a span longer than any u64 of seconds — reads otherwise or panics.
+    #[test]
+    fn durations_leave_out_a_last_unit_of_zero_at_every_edge() {
+        for (seconds, shown) in [
+            (0.0, "0s"),
+            (0.04, "0s"),
+            (0.05, "0.1s"),
+            (0.5, "0.5s"),
+            (1.0, "1s"),
+            (5.1, "5.1s"),
+            (9.94, "9.9s"),
+            (9.95, "10s"),
+            (59.4, "59s"),
+            (59.95, "1m"),
+            (60.0, "1m"),
+            (61.0, "1m 01s"),
+            (120.0, "2m"),
+            (600.0, "10m"),
+            (3_599.4, "59m 59s"),
+            (3_600.0, "1h"),
+            (5_400.0, "1h 30m"),
+            (86_400.0, "1d"),
+            (90_000.0, "1d 1h"),
+            (366.0 * 86_400.0, "366d"),
+        ] {
+            assert_eq!(duration(seconds), shown, "{seconds} s");
+        }
+        for huge in [1e18, 1e300, f64::MAX] {
+            assert!(
+                duration(huge).ends_with('h'),
+                "{huge} s: {}",
+                duration(huge)
+            );
+        }
+        for nonsense in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0] {
+            assert_eq!(duration(nonsense), "0s");
+        }
     }
 
     #[test]
@@ -184,11 +241,11 @@ mod tests {
         assert_eq!(duration(16.9), "17s");
         assert_eq!(duration(42.4), "42s");
         assert_eq!(duration(9.96), "10s");
-        assert_eq!(duration(59.7), "1m 00s");
-        assert_eq!(duration(3599.6), "1h 00m");
+        assert_eq!(duration(59.7), "1m");
+        assert_eq!(duration(3599.6), "1h");
         assert_eq!(duration(7_529.0), "2h 05m");
         assert_eq!(duration(7_531.0), "2h 06m");
-        assert_eq!(duration(86_399.0), "1d 0h");
-        assert_eq!(duration(f64::NAN), "0.0s");
+        assert_eq!(duration(86_399.0), "1d");
+        assert_eq!(duration(f64::NAN), "0s");
     }
 }

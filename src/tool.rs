@@ -101,11 +101,10 @@ impl Tool {
             .chain(cmd.get_args())
             .map(OsStr::to_string_lossy)
             .collect::<Vec<_>>();
-        let line =
-            shlex::try_join(line.iter().map(AsRef::as_ref)).unwrap_or_else(|_| line.join(" "));
+        let line = crate::text::shell_command(&line);
         let started = Instant::now();
         let result = self.run_to_end(cmd, stdin);
-        let took = crate::trace::ms(started.elapsed());
+        let took = crate::text::step_time(started.elapsed().as_secs_f64());
         match &result {
             Ok(output) => crate::trace::emit(format_args!(
                 "ran `{line}`: exit {} in {took}",

@@ -33,11 +33,6 @@ pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr(), "{}", palette.paint(Tone::Aside, &text));
 }
 
-/// Milliseconds, as detail lines give durations.
-pub(crate) fn ms(elapsed: std::time::Duration) -> String {
-    format!("{:.1} ms", elapsed.as_secs_f64() * 1000.0)
-}
-
 /// `detail!(LEVEL, "format", args...)`: one line of `-v` detail, formatted only when shown.
 macro_rules! detail {
     ($level:expr, $($arg:tt)*) => {

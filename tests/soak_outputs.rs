@@ -176,7 +176,8 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 /// `output::duration` as a person reads a span under a minute.
 fn duration_text(seconds: f64) -> String {
     if seconds < 9.95 {
-        format!("{seconds:.1}s")
+        let tenths = format!("{seconds:.1}");
+        format!("{}s", tenths.strip_suffix(".0").unwrap_or(&tenths))
     } else {
         format!("{}s", seconds.round())
     }

@@ -225,7 +225,7 @@ fn trace_commit(appended: &[Appended], mut kinds: Vec<&'static str>, began: std:
             crate::trace::emit(format_args!(
                 "event log: committed {} ({seqs}: {kinds}) in {}",
                 crate::text::count(appended.len() as u64, "event"),
-                crate::trace::ms(began.elapsed())
+                crate::text::step_time(began.elapsed().as_secs_f64())
             ));
         }
     }

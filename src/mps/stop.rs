@@ -157,7 +157,7 @@ pub(crate) fn halt_daemon(
             STEPS,
             "daemon `{}`: wedged, no answer to `quit` within {}",
             record.name,
-            crate::trace::ms(mps.control.timeout)
+            crate::text::step_time(mps.control.timeout.as_secs_f64())
         );
         if process::wait_for_exit(mps.proc, daemon, Duration::ZERO) {
             return Ok(halted(StopMethod::Quit));
@@ -174,7 +174,7 @@ pub(crate) fn halt_daemon(
             STEPS,
             "daemon `{}`: still running after {}; sending {signal} through its pidfd",
             record.name,
-            crate::trace::ms(grace)
+            crate::text::step_time(grace.as_secs_f64())
         );
         match process::signal(mps.proc, daemon, mps.paths.uid, signal) {
             Ok(()) => {}

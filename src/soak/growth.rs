@@ -134,7 +134,7 @@ mod tests {
         assert!(
             reason.starts_with("the tree's memory (PSS) grows 1")
                 && reason.contains(" GiB/h (at least 1")
-                && reason.contains(" GiB/h at 95 % confidence) over the 1m 00s since 3.")
+                && reason.contains(" GiB/h at 95 % confidence) over the 1m since 3.")
                 && reason.ends_with("over the --max-memory-growth limit of 3.5 GiB/h"),
             "{reason}"
         );

@@ -363,7 +363,7 @@ mod tests {
         );
         assert_eq!(
             view.verdict.as_deref().unwrap(),
-            "rank 1 on n1 tripped first: stale_progress (no progress for 3s); rank 2 on n2's progress stopped first, 2.0s before any other's; rank 2 on n2 is in `hrtimer_nanosleep`; 3 ranks wait in `wait_woken`"
+            "rank 1 on n1 tripped first: stale_progress (no progress for 3s); rank 2 on n2's progress stopped first, 2s before any other's; rank 2 on n2 is in `hrtimer_nanosleep`; 3 ranks wait in `wait_woken`"
         );
         let json = serde_json::to_value(&view).unwrap();
         assert_eq!(json["ranks"][2]["failure_kind"], "stale_progress");
@@ -395,7 +395,7 @@ mod tests {
         assert_eq!(view.stragglers[0].rank, Some(2));
         assert_eq!(
             view.verdict_lines,
-            ["rank 2 on n1 straggles: its median step 300 ms is 3.00× the job's 100 ms"],
+            ["rank 2 on n1 straggles: its median step 300ms is 3.00× the job's 100ms"],
             "a job that passed: no rank's progress stopped first"
         );
         assert!(view.first_stalled.is_some());

@@ -172,7 +172,7 @@ fn a_full_disk_is_named_as_such_and_a_soak_outlasts_it() {
     let out = run.wait_with_output().unwrap();
     let said = stderr.all();
     assert_eq!(out.status.code(), Some(3), "{said}");
-    assert!(said.contains("waiting up to 10 s for space"), "{said}");
+    assert!(said.contains("waiting up to 10s for space"), "{said}");
     assert!(
         said.contains(r#""error":"no space left on the device holding"#),
         "{said}"

@@ -199,7 +199,7 @@ fn a_soak_warns_at_its_start_when_its_record_may_not_fit() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains("a week of this soak sampled every 1.0s needs about"),
+        stderr.contains("a week of this soak sampled every 1s needs about"),
         "{stderr}"
     );
 }

@@ -147,7 +147,7 @@ fn a_new_form_is_stored_read_folded_and_shown_with_no_change_outside_the_event_m
     assert_eq!(shown["note"], "checked by hand");
     assert_eq!(shown["outcome"]["reason"], "ran");
     assert!(super::record_json(read_old).get("note").is_none());
-    assert!(super::record_line(read_new).contains("passed after 1.0s: ran"));
+    assert!(super::record_line(read_new).contains("passed after 1s: ran"));
 
     // The artifact of its soak renders as any other (the note is for the code that uses it).
     let soak = crate::soak::artifact::collect(&snapshot, "new")

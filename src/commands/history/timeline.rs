@@ -4,7 +4,7 @@
 use crate::event::soak::Measures;
 use crate::event::{Event, Sample, StartedDaemon};
 use crate::soak::artifact::explained::{ProcessAt, ThreadAt, one_line_evidence};
-use crate::text::{count, duration};
+use crate::text::{count, duration, shell_command};
 
 /// A one-line description for the human timeline of `unilab history`.
 pub(crate) fn summary(event: &Event) -> String {
@@ -94,12 +94,15 @@ fn daemon_started(record: &StartedDaemon, foreground: bool, job: Option<&str>) -
     )
 }
 
+/// The command as a shell takes it back, and the settings that decide its verdict.
 fn started(command: &[String], parameters: &crate::event::soak::SoakParameters) -> String {
+    let ms = |ms: u64| duration(ms as f64 / 1000.0);
     format!(
-        "`{}` (every {} ms, stale after {} ms)",
-        command.join(" "),
-        parameters.sample_interval_ms,
-        parameters.stale_progress_ms
+        "`{}` (every {}, stale after {}, startup timeout {})",
+        shell_command(command),
+        ms(parameters.sample_interval_ms),
+        ms(parameters.stale_progress_ms),
+        ms(parameters.startup_timeout_ms)
     )
 }
 

@@ -12,7 +12,8 @@ use crate::paths::StatePaths;
 use crate::soak::job_view::{JobView, RankRow};
 use crate::soak::report::job::SeriesKey;
 use crate::soak::report::job::series::RankSeries;
-use crate::soak::straggler::{STRAGGLER_RATIO, Straggler, step_time};
+use crate::soak::straggler::{STRAGGLER_RATIO, Straggler};
+use crate::text::step_time;
 
 pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<Exit, Error> {
     let view = read_view(paths, job, out, Reading::Rows)?.view;
@@ -133,7 +134,7 @@ fn cells(row: &RankRow, paint: crate::style::Palette) -> Vec<String> {
     ]
 }
 
-/// `rank 2 on n1: 312 ms a step, 3.06×; GPU 2 (…) throttled …`, for the terminal.
+/// `rank 2 on n1: 312ms a step, 3.06×; GPU 2 (…) throttled …`, for the terminal.
 fn straggler_line(straggler: &Straggler) -> String {
     let who = match straggler.rank {
         Some(rank) => format!("rank {rank} on {}", straggler.host),

@@ -113,8 +113,8 @@ fn report_stops(
             } => {
                 if *wedged {
                     out.warn(&format!(
-                        "daemon `{name}` was wedged: it gave no answer to `quit` within {} s, so it was stopped by signal",
-                        mps.control.timeout.as_secs_f64()
+                        "daemon `{name}` was wedged: it gave no answer to `quit` within {}, so it was stopped by signal",
+                        crate::text::duration(mps.control.timeout.as_secs_f64())
                     ));
                 }
                 if !out.json {

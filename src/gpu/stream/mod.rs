@@ -222,7 +222,7 @@ fn supervise(
                     STEPS,
                     "started `{}` in loop mode (every {}), pids {} and {}",
                     smi.name(),
-                    crate::trace::ms(interval),
+                    crate::text::step_time(interval.as_secs_f64()),
                     gpus.child.id(),
                     apps.child.id()
                 );
@@ -246,7 +246,11 @@ fn supervise(
         let Some(fault) = fault else {
             return;
         };
-        detail!(STEPS, "{fault}, after {}", crate::trace::ms(backoff));
+        detail!(
+            STEPS,
+            "{fault}, after {}",
+            crate::text::step_time(backoff.as_secs_f64())
+        );
         if let Ok(mut state) = state.lock() {
             state.fault = Some(fault);
             state.pending.clear();

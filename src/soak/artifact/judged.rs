@@ -189,7 +189,7 @@ mod tests {
             [
                 (
                     "memory",
-                    "PSS +120.0 MiB/h since 30m 00s; at this rate the memory limit (cgroup /job_7: 64.0 GiB) is reached in 14h 00m".to_owned()
+                    "PSS +120.0 MiB/h since 30m; at this rate the memory limit (cgroup /job_7: 64.0 GiB) is reached in 14h".to_owned()
                 ),
                 (
                     "gpu",

@@ -171,18 +171,24 @@ fn head(html: &mut String, view: &Value) {
 <h1>soak {id}</h1><p class=\"command\"><code>{command}</code></p>",
         id = escape(soak_id),
         status = escape(status),
-        command = escape(
-            &view["command"]
-                .as_array()
-                .map(|a| a
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" "))
-                .unwrap_or_default()
-        ),
+        command = escape(&command_line(&view["command"])),
     );
     html.push_str(&banner(view, status));
+}
+
+/// An artifact's command line (a list of words) as a shell takes it back, as every view quotes
+/// it.
+fn command_line(words: &Value) -> String {
+    let words: Vec<String> = words
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    crate::text::shell_command(&words)
 }
 
 /// The verdict: status, failure kind, reason, exit code or signal, run time.
@@ -462,15 +468,7 @@ fn details(html: &mut String, view: &Value, extras: &Extras) {
                 .as_u64()
                 .or_else(|| process["identity"]["pid"].as_u64())
                 .map_or("?".into(), |p| p.to_string());
-            let command = process["cmdline"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .unwrap_or_default();
+            let command = command_line(&process["cmdline"]);
             let _ = write!(
                 html,
                 "<tr><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",

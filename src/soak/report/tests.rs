@@ -287,7 +287,7 @@ fn a_beaten_soak_leads_with_its_steps_and_draws_step_time_and_its_numbers() {
         glance.contains("300 train steps (last 299) at 10.0/s"),
         "{glance}"
     );
-    assert!(glance.contains("75.0% productive (30s of 40s); badput: checkpoint 8.0s"));
+    assert!(glance.contains("75.0% productive (30s of 40s); badput: checkpoint 8s"));
     assert!(
         glance.contains("2 lines not a beat"),
         "the file's errors are warned of"

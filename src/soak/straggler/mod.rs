@@ -15,6 +15,8 @@ pub(crate) mod steps;
 
 use serde::Serialize;
 
+use crate::text::step_time;
+
 use gpus::GpuRun;
 
 /// How many times the job's median step time a rank's may be before it is a straggler.
@@ -46,7 +48,7 @@ pub(crate) struct Straggler {
 }
 
 impl Straggler {
-    /// `rank 2 on n1 straggles: its median step 312 ms is 3.06× the job's 102 ms; GPU …`.
+    /// `rank 2 on n1 straggles: its median step 312ms is 3.06× the job's 102ms; GPU …`.
     pub(crate) fn sentence(&self) -> String {
         let who = match self.rank {
             Some(rank) => format!("rank {rank} on {}", self.host),
@@ -116,17 +118,6 @@ pub(crate) fn stragglers(ranks: &[StepRank]) -> Vec<Straggler> {
         .collect()
 }
 
-/// A step's time as people read it: `4.2 ms`, `312 ms`, `1.25 s`, then as durations are.
-pub(crate) fn step_time(seconds: f64) -> String {
-    match seconds {
-        s if !s.is_finite() || s < 0.0 => "-".into(),
-        s if s < 0.01 => format!("{:.1} ms", s * 1000.0),
-        s if s < 0.9995 => format!("{:.0} ms", s * 1000.0),
-        s if s < 9.995 => format!("{s:.2} s"),
-        s => crate::text::duration(s),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,7 +152,7 @@ mod tests {
         );
         assert_eq!(
             found[0].sentence(),
-            "rank 2 on n1 straggles: its median step 300 ms is 3.00× the job's 100 ms"
+            "rank 2 on n1 straggles: its median step 300ms is 3.00× the job's 100ms"
         );
         let json = serde_json::to_value(&found[0]).unwrap();
         assert_eq!(
@@ -250,15 +241,5 @@ other ranks' GPUs in 0 %"
         ] {
             assert!(help.contains(&figure), "{figure:?} in {help}");
         }
-    }
-
-    #[test]
-    fn step_times_read_in_their_unit() {
-        assert_eq!(step_time(0.0042), "4.2 ms");
-        assert_eq!(step_time(0.3124), "312 ms");
-        assert_eq!(step_time(0.9999), "1.00 s");
-        assert_eq!(step_time(1.254), "1.25 s");
-        assert_eq!(step_time(75.0), "1m 15s");
-        assert_eq!(step_time(f64::NAN), "-");
     }
 }

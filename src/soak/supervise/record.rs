@@ -155,8 +155,8 @@ pub(super) fn record_patiently(
                 if !warned {
                     warned = true;
                     ctx.console.warn(&format!(
-                        "{e}: waiting up to {} s for space to record the verdict",
-                        FULL_DISK_PATIENCE.as_secs()
+                        "{e}: waiting up to {} for space to record the verdict",
+                        crate::text::duration(FULL_DISK_PATIENCE.as_secs_f64())
                     ));
                 }
                 // Each try opens the log again (a repair after the failed commit): not too often.

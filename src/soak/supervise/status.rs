@@ -71,7 +71,10 @@ impl StatusLine {
         if let Some((step, phase, median)) = &self.step {
             line.push_str(&format!(", step {step} ({phase}"));
             if let Some(median) = median {
-                line.push_str(&format!(", {median:.3} s a step"));
+                line.push_str(&format!(
+                    ", {} a step",
+                    crate::text::step_time(f64::from(*median))
+                ));
             }
             line.push(')');
         }
@@ -148,7 +151,7 @@ mod tests {
             )
         };
         assert!(
-            line(&beating).contains(", step 41 (train, 0.100 s a step)"),
+            line(&beating).contains(", step 41 (train, 100ms a step)"),
             "{}",
             line(&beating)
         );

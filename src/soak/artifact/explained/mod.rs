@@ -323,8 +323,7 @@ impl ProcessExplained {
         if process.holds_gpu_device {
             title.push_str(", holds a GPU device");
         }
-        let command = shlex::try_join(process.cmdline.iter().map(String::as_str))
-            .unwrap_or_else(|_| process.cmdline.join(" "));
+        let command = crate::text::shell_command(&process.cmdline);
         Self {
             title,
             command: clip(&command),

@@ -307,7 +307,7 @@ mod tests {
             text.lines[1],
             (
                 "goodput",
-                "0.0% productive (0.0s of 1.0s); badput: startup 1.0s".into()
+                "0.0% productive (0s of 1s); badput: startup 1s".into()
             )
         );
     }

@@ -27,7 +27,8 @@ use super::svg::{ChartFrame, Marker, WIDTH, clock_of};
 use crate::soak::job_view::{JobView, RankRow};
 use crate::soak::signature::Frame;
 use crate::soak::signature::group::rank_list;
-use crate::soak::straggler::{STRAGGLER_RATIO, step_time};
+use crate::soak::straggler::STRAGGLER_RATIO;
+use crate::text::step_time;
 
 /// A rank's colour on the page: the table's swatch and its line on every chart.
 const PALETTE: [&str; 10] = [
