@@ -87,6 +87,22 @@ impl Tool {
         self.program.to_string_lossy().into_owned()
     }
 
+    /// Where this tool is: the path it is named by, or the first executable of its name on
+    /// `PATH`. `None` when there is none to run.
+    pub(crate) fn locate(&self) -> Option<std::path::PathBuf> {
+        use std::path::Path;
+        let executable = |path: &Path| {
+            path.is_file() && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
+        };
+        let program = Path::new(&self.program);
+        if program.components().count() > 1 {
+            return executable(program).then(|| program.to_owned());
+        }
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|dir| dir.join(program))
+            .find(|path| executable(path))
+    }
+
     /// A command for this tool; add arguments and environment, then [`Tool::run`] it.
     pub fn command(&self) -> Command {
         Command::new(&self.program)

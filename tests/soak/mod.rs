@@ -8,6 +8,7 @@ mod environment;
 mod full_disk;
 mod gpu;
 mod metrics;
+mod no_gpu_tool;
 mod outcomes;
 mod reading;
 mod refusals;

@@ -79,7 +79,7 @@ h1{font-size:20px;margin:0 0 4px;overflow-wrap:anywhere}h2{font-size:16px;margin
 .key,.legend{font-size:12px;color:#333;margin:4px 0}.key span,.legend span{display:inline-block;margin-right:14px}\
 .key i,.legend i{display:inline-block;width:18px;height:0;border-top:2px solid;vertical-align:middle;margin-right:5px}\
 .key i.dash,.legend i.dash{border-top-style:dashed}.key i.shade{height:10px;border:0;background:rgba(240,160,48,.3)}\
-.errors{font-size:13px;margin:4px 0;padding-left:20px;color:#8a4b00}\
+.errors{font-size:13px;margin:4px 0;padding-left:20px;color:#8a4b00}.note{font-size:13px;margin:4px 0;color:#555}\
 svg.chart{width:100%;height:auto;display:block}.live{display:none}.zoomable .live{display:block}.zoomable .static{display:none}\
 .uplot{font-family:inherit}.u-legend{font-size:12px}.u-legend th,.u-legend td{border:0;padding:1px 4px}\
 table{border-collapse:collapse;font-size:13px;max-width:100%}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}\

@@ -70,10 +70,9 @@ fn svgs(html: &str) -> Vec<&str> {
         .collect()
 }
 
-#[test]
-fn a_soak_whose_every_sample_erred_is_one_band_and_its_error_said_once() {
+/// 300 rows a tenth of a second apart, each with `errors` and no GPU.
+fn erring(errors: &[String]) -> Charts {
     let mut charts = Charts::default();
-    let errors = ["`nvidia-smi` was not found".to_owned()];
     for i in 0..300u32 {
         let row = SampleRow {
             elapsed_seconds: f64::from(i) * 0.1,
@@ -84,12 +83,18 @@ fn a_soak_whose_every_sample_erred_is_one_band_and_its_error_said_once() {
             open_fds: 4,
             progress_bytes: u64::from(i),
             progress_files: u64::from(i),
-            errors: &errors,
+            errors,
             ..row(u64::from(i), None)
         };
         charts.take(Piece::Row(&row));
     }
-    let html = render(&view(30.0), charts, &extras());
+    charts
+}
+
+#[test]
+fn a_soak_whose_every_sample_erred_is_one_band_and_its_error_said_once() {
+    let errors = ["nvidia-smi cannot communicate with the NVIDIA driver".to_owned()];
+    let html = render(&view(30.0), erring(&errors), &extras());
     let drawn = svgs(&html);
     assert!(drawn.len() >= 4, "{} charts", drawn.len());
     for svg in drawn {
@@ -97,13 +102,34 @@ fn a_soak_whose_every_sample_erred_is_one_band_and_its_error_said_once() {
         // Progress first seen, its last change, the verdict: nothing a sample.
         assert_eq!(svg.matches("class=\"marker\"").count(), 3, "{svg}");
     }
-    assert_eq!(html.matches("`nvidia-smi` was not found").count(), 1);
+    assert_eq!(html.matches(&errors[0]).count(), 1);
     assert!(html.contains("in 300 of 300 samples"));
     assert!(html.contains("no GPU data"));
     assert!(
         !html.contains("GPU utilisation"),
         "no GPU chart without GPU data"
     );
+}
+
+/// A host without nvidia-smi: every sample says the tool was not found. That is a note of the
+/// page (at a glance and over the charts), not a band of sampler errors over the whole run.
+#[test]
+fn a_gpu_tool_absent_from_the_start_is_a_note_not_an_error_band() {
+    let errors = ["`nvidia-smi` was not found".to_owned()];
+    let mut view = view(30.0);
+    view["summary"]["sampler_errors"] = json!(300);
+    let html = render(&view, erring(&errors), &extras());
+    assert!(!html.contains("class=\"band\""), "no band");
+    assert!(!html.contains("sampler errors"), "not counted as errors");
+    assert!(!html.contains("<ul class=\"errors\">"));
+    assert!(html.contains(
+        "<p class=\"note\">no GPU tool: `nvidia-smi` was not found, so this soak has no GPU \
+data and the GPU charts are left out</p>"
+    ));
+    assert!(html.contains("<dt>GPU</dt><dd>none read: no GPU tool (`nvidia-smi` was not found)"));
+    for svg in svgs(&html) {
+        assert_eq!(svg.matches("class=\"marker\"").count(), 3, "{svg}");
+    }
 }
 
 /// `n` rows a `step` seconds apart, of two GPUs, the memory growing with a spike at `spike`.
