@@ -13,6 +13,7 @@ mod outcomes;
 mod reading;
 mod refusals;
 mod report;
+mod report_axes;
 mod series;
 mod teardown;
 mod terminal;

@@ -355,19 +355,30 @@ fn trend_column(view: &Value, charts: &Gathered) -> Option<Vec<f64>> {
     )
 }
 
-/// Progress first seen, its last change, and the verdict.
+/// Progress first seen, its last change, and the verdict, drawn last and never before them.
+///
+/// A change the first sample after the command's exit saw was made before the exit (the sample
+/// only looked later): it is drawn at the verdict, not after it.
 fn markers(view: &Value) -> Vec<Marker> {
     let mut markers = Vec::new();
     let progress = &view["progress"];
+    let verdict = view["duration_seconds"].as_f64();
+    let interval = view["parameters"]["sample_interval_seconds"]
+        .as_f64()
+        .unwrap_or(0.0);
     for (key, label, color) in [
         ("first_seen_seconds", "progress first seen", GREEN),
         ("last_change_seconds", "last progress change", BLUE),
     ] {
-        if let Some(at) = progress[key].as_f64() {
+        if let Some(seen) = progress[key].as_f64() {
+            let at = match verdict {
+                Some(end) if seen > end && seen <= end + interval => end,
+                _ => seen,
+            };
             markers.push(Marker::new(at, label, color));
         }
     }
-    if let Some(at) = view["duration_seconds"].as_f64() {
+    if let Some(at) = verdict {
         markers.push(Marker::new(at, "verdict", RED));
     }
     markers
@@ -563,6 +574,7 @@ fn script_tags(
         "bands": frame.bands,
         "markers": frame.markers.iter().map(|m| json!({"at": m.at, "color": m.color, "width": m.width})).collect::<Vec<_>>(),
         "time_steps": scale::TIME_STEPS,
+        "size_steps": scale::size_steps(),
     });
     let meta = meta.to_string();
     // `<` is written `\u003c` in the data, so that nothing in it closes the script element.
