@@ -7,19 +7,28 @@ use crate::common::*;
 
 use super::*;
 
-/// `PATH` without the fakes and without any directory that holds an `nvidia-smi`.
-fn path_without_nvidia_smi() -> std::ffi::OsString {
-    let dirs = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .filter(|dir| *dir != fixtures_dir() && !dir.join("nvidia-smi").exists())
-        .collect::<Vec<_>>();
-    std::env::join_paths(dirs).expect("a PATH")
+/// `PATH` without the fakes and without any directory that holds an `nvidia-smi`, led by
+/// `locked`, a directory this user may not search (unless root), as another user's home on
+/// `PATH` is: the search for a program fails with "permission denied" rather than "not found".
+fn path_without_nvidia_smi(locked: &std::path::Path) -> std::ffi::OsString {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(locked).unwrap();
+    std::fs::set_permissions(locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::env::split_paths(&path)
+        .filter(|dir| *dir != fixtures_dir() && !dir.join("nvidia-smi").exists());
+    std::env::join_paths(std::iter::once(locked.to_owned()).chain(dirs)).expect("a PATH")
 }
 
 /// A passing soak of the example trainer with no `nvidia-smi` to find: its standard error.
 fn soak_without_nvidia_smi(soak: &Soak) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let locked = soak.root.root().join("locked");
     let mut cmd = soak.unilab();
-    cmd.env("PATH", path_without_nvidia_smi());
+    cmd.env("PATH", path_without_nvidia_smi(&locked));
     let (output, artifact) = soak.run_with(cmd, &[], &["--steps", "12", "--step-seconds", "0.1"]);
+    // Searchable again, for the test root's removal.
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert_eq!(artifact["outcome"]["status"], "passed");
