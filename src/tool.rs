@@ -87,6 +87,12 @@ impl Tool {
         self.program.to_string_lossy().into_owned()
     }
 
+    /// Where this tool is: the path it is named by, or the first executable of its name on
+    /// `PATH`. `None` when there is none to run.
+    pub(crate) fn locate(&self) -> Option<std::path::PathBuf> {
+        locate(&self.program)
+    }
+
     /// A command for this tool; add arguments and environment, then [`Tool::run`] it.
     pub fn command(&self) -> Command {
         Command::new(&self.program)
@@ -120,14 +126,17 @@ impl Tool {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        let mut child = cmd.spawn().map_err(|source| match source.kind() {
-            ErrorKind::NotFound => ToolError::NotFound {
-                program: self.program.clone(),
-            },
-            _ => ToolError::Spawn {
-                program: self.program.clone(),
-                source,
-            },
+        let mut child = cmd.spawn().map_err(|source| {
+            if not_found(&self.program, &source) {
+                ToolError::NotFound {
+                    program: self.program.clone(),
+                }
+            } else {
+                ToolError::Spawn {
+                    program: self.program.clone(),
+                    source,
+                }
+            }
         })?;
         let stdout = collect(child.stdout.take());
         let stderr = collect(child.stderr.take());
@@ -302,6 +311,38 @@ pub(crate) fn mps_control() -> Tool {
     ))
 }
 
+/// Where `program` is: the path it names, or the first executable of its name on `PATH`.
+/// `None` when there is none to run.
+fn locate(program: &OsStr) -> Option<std::path::PathBuf> {
+    use std::path::Path;
+    let executable = |path: &Path| {
+        path.is_file() && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
+    };
+    let program = Path::new(program);
+    if program.components().count() > 1 {
+        return executable(program).then(|| program.to_owned());
+    }
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join(program))
+        .find(|path| executable(path))
+}
+
+/// Whether `error`, from starting `program`, means there is no such program: not found, or
+/// refused while searching `PATH` for a name no directory of it holds — a directory this user
+/// may not search (another user's home) fails the search so, where a shell says "not found".
+/// A file that is there but may not be run is not "not found".
+pub(crate) fn not_found(program: &OsStr, error: &std::io::Error) -> bool {
+    let searched = std::path::Path::new(program).components().count() == 1;
+    match error.kind() {
+        ErrorKind::NotFound => true,
+        ErrorKind::PermissionDenied if searched => {
+            !std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .any(|dir| dir.join(program).exists())
+        }
+        _ => false,
+    }
+}
+
 /// The hidden subcommand a long-lived tool runs under: see [`leash`].
 pub(crate) const LEASH: &str = "__leash";
 
@@ -321,7 +362,7 @@ pub(crate) fn leash(command: &[OsString]) -> i32 {
         .spawn()
     {
         Ok(child) => child,
-        Err(e) if e.kind() == ErrorKind::NotFound => return 127,
+        Err(e) if not_found(program, &e) => return 127,
         Err(_) => return 126,
     };
     let pidfd = i32::try_from(child.id())

@@ -1,7 +1,7 @@
 //! The MPS control client: `nvidia-cuda-mps-control` with commands on stdin, pointed at one
 //! daemon by `CUDA_MPS_PIPE_DIRECTORY`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use crate::env::EnvVars;
@@ -9,21 +9,6 @@ use crate::tool::{Tool, ToolError, ToolOutput};
 
 /// What the client prints when no daemon answers in the pipe directory.
 pub(crate) const NO_DAEMON: &str = "Cannot find MPS control daemon process";
-
-/// Where the control tool is: the path it is named by, or the first executable of its name on
-/// `PATH`. `None` when there is none to run.
-pub(crate) fn locate(control: &Tool) -> Option<PathBuf> {
-    let executable = |path: &Path| {
-        path.is_file() && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
-    };
-    let program = Path::new(&control.program);
-    if program.components().count() > 1 {
-        return executable(program).then(|| program.to_owned());
-    }
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|dir| dir.join(program))
-        .find(|path| executable(path))
-}
 
 /// The environment that points the control client, the daemon and CUDA clients at one daemon.
 pub(crate) fn environment(

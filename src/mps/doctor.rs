@@ -202,7 +202,7 @@ fn gpu_list_check(gpus: &[GpuInfo]) -> Check {
 
 /// Whether the control tool that starts and answers for daemons can be run.
 fn control_check(mps: &Mps) -> Check {
-    match super::control::locate(&mps.control) {
+    match mps.control.locate() {
         Some(path) => check(
             "control tool",
             CheckStatus::Ok,

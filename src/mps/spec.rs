@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 
 use super::Mps;
-use super::control;
 use super::decide::Claim;
 use super::dirs;
 use super::error::MpsError;
@@ -81,7 +80,7 @@ pub(crate) fn spec(mps: &Mps, request: &StartRequest) -> Result<StartSpec, MpsEr
 
 /// The control tool, which a start runs, can be found.
 pub(crate) fn control_present(mps: &Mps) -> Result<(), MpsError> {
-    match control::locate(&mps.control) {
+    match mps.control.locate() {
         Some(_) => Ok(()),
         None => Err(MpsError::ControlMissing {
             program: mps.control.name(),

@@ -172,7 +172,8 @@ impl Side {
                 .map(|t| t.bytes_per_hour),
             Figure::PeakGpuMemory => number("peak_tree_gpu_memory_mib"),
             Figure::GpuUtilization => self.mean_utilization,
-            Figure::Throttled => judged.map(|j| {
+            // A soak without GPU data has no health of any GPU: unknown, not 0 s.
+            Figure::Throttled => judged.filter(|j| !j.gpu_health.is_empty()).map(|j| {
                 j.gpu_health
                     .iter()
                     .flat_map(|g| &g.seconds_throttled)

@@ -49,6 +49,9 @@ pub(super) fn soak_run(
     // nvidia-smi (hung, deaf to SIGTERM) ran would otherwise end unilab and leave it running.
     let interrupted = crate::commands::raised_on(&crate::commands::STOP_SIGNALS)?;
     let smi = tool::nvidia_smi();
+    if smi.locate().is_none() {
+        out.note(&no_gpu_tool(&smi));
+    }
     // A hung nvidia-smi must not hold the command back: the snapshot waits for it briefly, and
     // records that it did not answer.
     let runtime = runtime_snapshot(&spec.cwd, &smi.clone().within(SNAPSHOT_SMI_LIMIT));
@@ -75,6 +78,27 @@ pub(super) fn soak_run(
     };
     let verdict = supervise::run(&ctx, &spec, &interrupted)?;
     tell(verdict, out)
+}
+
+/// What `soak run` says once, before the soak starts, when there is no nvidia-smi to run: the
+/// samples will have no GPU data (each records the tool as not found), and how to name one.
+fn no_gpu_tool(smi: &tool::Tool) -> String {
+    use crate::env::EnvVars;
+    if std::env::var_os(EnvVars::UNILAB_NVIDIA_SMI).is_some_and(|v| !v.is_empty()) {
+        format!(
+            "no GPU tool: `{}` (named by `{}`) was not found or cannot be run, so the GPU \
+columns will be empty; point it at nvidia-smi, or unset it to search `PATH`",
+            smi.name(),
+            EnvVars::UNILAB_NVIDIA_SMI
+        )
+    } else {
+        format!(
+            "no GPU tool: `{}` was not found on `PATH`, so the GPU columns will be empty; name \
+one with `{}`",
+            smi.name(),
+            EnvVars::UNILAB_NVIDIA_SMI
+        )
+    }
 }
 
 /// Says, before the soak starts, when its record may not fit: a log over its warning size, a

@@ -50,9 +50,12 @@ impl StreamLaunch {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => format!("`{}` was not found", smi.name()),
-                _ => format!("cannot run `{}`: {e}", smi.name()),
+            .map_err(|e| {
+                if crate::tool::not_found(&smi.program, &e) {
+                    format!("`{}` was not found", smi.name())
+                } else {
+                    format!("cannot run `{}`: {e}", smi.name())
+                }
             })?;
         let leash = child.stdin.take();
         Ok((child, leash))

@@ -1,11 +1,14 @@
 // The report's zoomable charts: uPlot (embedded above this script) draws each chart of the
 // page's data; a drag across any chart zooms every chart to that time, a double-click shows the
 // whole run again. Axes read as the static charts do (report/scale.rs): elapsed time as 1h30m
-// with the clock (UTC) under it, sizes in the binary unit of the largest, whole-number counts,
+// with the clock (UTC) under it, every clock label with seconds or none, sizes on the steps the
+// page gives (`size_steps`) and read in the unit their step is round in, whole-number counts,
 // step times in ms under a second, a trainer's numbers with the digits their range needs. A
-// chart may fill a band between two of its lines (the fastest and slowest step around the
-// median), and a small one (a trainer's number) is shorter. Without script, or should anything
-// here fail, the static SVG charts stay.
+// legend names its lines, and gives their values where the pointer is. A chart may fill a band
+// between two of its lines (the fastest and slowest step around the median), and a small one
+// (a trainer's number) is shorter. Without script, or should anything here fail, the static SVG
+// charts stay. The charts and their axes' labels are `window.unilabCharts`, for the page's
+// tests (and a reader's console).
 (function () {
   "use strict";
   var holder = document.getElementById("soak-data");
@@ -13,6 +16,7 @@
   var d = JSON.parse(holder.textContent);
   var STEPS = d.time_steps;
   var SIZES = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  var MIB = 1048576;
 
   function trimmed(v) {
     var t = v.toFixed(2).replace(/0+$/, "").replace(/\.$/, "");
@@ -33,11 +37,18 @@
     return text;
   }
   function two(n) { return (n < 10 ? "0" : "") + n; }
+  // The clock of a time axis that started at `start` (Unix seconds): every label with seconds
+  // when any has them (report/svg.rs `clock_labels`).
+  function clocks(start, splits) {
+    var secs = splits.map(function (s) { return ((Math.round(start + s) % 86400) + 86400) % 86400; });
+    var seconds = secs.some(function (t) { return t % 60 !== 0; });
+    return secs.map(function (t) {
+      var text = two(Math.floor(t / 3600)) + ":" + two(Math.floor(t % 3600 / 60));
+      return seconds ? text + ":" + two(t % 60) : text;
+    });
+  }
   function clock(s) {
-    if (d.started_at == null) return "";
-    var secs = ((Math.round(d.started_at + s) % 86400) + 86400) % 86400;
-    var text = two(Math.floor(secs / 3600)) + ":" + two(Math.floor(secs % 3600 / 60));
-    return secs % 60 ? text + ":" + two(secs % 60) : text;
+    return d.started_at == null ? "" : clocks(d.started_at, [s])[0];
   }
   // A trainer's number on an axis whose largest magnitude is top (report/scale.rs `number`).
   function number(v, top) {
@@ -57,6 +68,15 @@
     while (i + 1 < SIZES.length && top >= per * 1024) { per *= 1024; i++; }
     return [SIZES[i], per];
   }
+  // The unit an axis of sizes `step` bytes apart reads in: the largest in which the step is a
+  // whole number of quarters, at least one (report/scale.rs `step_unit`).
+  function stepUnit(step) {
+    for (var i = SIZES.length - 1; i > 0; i--) {
+      var quarters = step / Math.pow(1024, i) * 4;
+      if (quarters >= 1 && Math.abs(quarters - Math.round(quarters)) < 1e-6) return [SIZES[i], Math.pow(1024, i)];
+    }
+    return [SIZES[0], 1];
+  }
   function label(unit, v, top) {
     if (v == null) return "–";
     switch (unit) {
@@ -67,20 +87,29 @@
       case "seconds": return Math.abs(top) < 1 ? trimmed(v * 1000) + "ms" : trimmed(v) + "s";
       case "number": return number(v, top);
       default:
-        var mib = unit === "mebibytes" ? 1048576 : 1;
+        var mib = unit === "mebibytes" ? MIB : 1;
         var u = sizeUnit(Math.max(top, v) * mib);
         return trimmed(v * mib / u[1]) + " " + u[0];
     }
   }
-  // Value-axis steps: whole numbers for counts; round numbers of a binary unit for sizes.
+  function isSize(unit) { return unit === "bytes" || unit === "mebibytes"; }
+  // The steps a size axis takes, in its values (MiB for nvidia-smi's): the page's list.
+  function sizeSteps(unit) {
+    var per = unit === "mebibytes" ? MIB : 1;
+    return d.size_steps.map(function (s) { return s / per; });
+  }
+  // A value axis's labels at `splits` (evenly spaced) whose largest magnitude is `span`.
+  function axisLabels(unit, splits, span) {
+    if (!isSize(unit)) return splits.map(function (v) { return label(unit, v, span); });
+    var per = unit === "mebibytes" ? MIB : 1;
+    var step = splits.length > 1 ? Math.abs(splits[1] - splits[0]) : Math.abs(splits[0] || 0);
+    var u = stepUnit(step * per);
+    return splits.map(function (v) { return trimmed(v * per / u[1]) + " " + u[0]; });
+  }
+  // Value-axis steps: whole numbers for counts; the page's steps for sizes.
   function increments(unit) {
-    var out = [], m = [1, 2, 5, 10, 20, 50, 100, 200, 500], p, i;
-    if (unit === "bytes" || unit === "mebibytes") {
-      for (p = 0; p < 6; p++) for (i = 0; i < m.length; i++) {
-        out.push(m[i] * Math.pow(1024, p) / (unit === "mebibytes" ? 1048576 : 1));
-      }
-      return out;
-    }
+    if (isSize(unit)) return sizeSteps(unit);
+    var out = [], p;
     var lowest = unit === "count" ? 0 : unit === "seconds" || unit === "number" ? -9 : -2;
     for (p = lowest; p < 16; p++) {
       out.push(Math.pow(10, p), 2 * Math.pow(10, p), 5 * Math.pow(10, p));
@@ -126,6 +155,12 @@
     ctx.restore();
   }
 
+  // A legend at rest (no pointer over its chart) reads as uPlot's static one: names only.
+  function rest(u) {
+    var legend = u.root.querySelector(".u-legend");
+    if (legend) legend.classList.toggle("u-live", u.cursor.idx != null);
+  }
+
   var plots = [], heights = [];
   var syncing = false;
   function follow(u, key) {
@@ -140,9 +175,13 @@
   d.specs.forEach(function (spec) {
     var box = document.querySelector("#chart-" + spec.id + " .live");
     if (!box) return;
+    // Without a pointer over the chart (`idx` null) a legend names its lines, no values.
     var data = [times], series = [{
       label: "time",
-      value: function (u, v) { return v == null ? "–" : elapsed(v) + (d.started_at == null ? "" : " · " + clock(v) + " UTC"); }
+      value: function (u, v, s, idx) {
+        if (idx == null) return "";
+        return v == null ? "–" : elapsed(v) + (d.started_at == null ? "" : " · " + clock(v) + " UTC");
+      }
     }];
     var top = 0, bottom = 0;
     spec.series.forEach(function (s) {
@@ -159,7 +198,9 @@
         dash: s.dash ? [6, 4] : undefined,
         spanGaps: !!s.span_gaps,
         points: { show: false },
-        value: function (u, v) { return label(spec.unit, v, spec.unit === "number" ? Math.max(top, -bottom) : top); }
+        value: function (u, v, s, idx) {
+          return idx == null ? "" : label(spec.unit, v, spec.unit === "number" ? Math.max(top, -bottom) : top);
+        }
       });
     });
     // A band from the lower line up to the upper one (uPlot counts the time as series 0).
@@ -177,8 +218,7 @@
       {
         scale: "y", size: 76, incrs: increments(spec.unit),
         values: function (u, splits) {
-          var span = Math.max(u.scales.y.max, -u.scales.y.min);
-          return splits.map(function (v) { return label(spec.unit, v, span); });
+          return axisLabels(spec.unit, splits, Math.max(u.scales.y.max, -u.scales.y.min));
         }
       }
     ];
@@ -186,7 +226,7 @@
       axes.splice(1, 0, {
         scale: "x", side: 2, incrs: STEPS, space: 70, size: 14, gap: 0, grid: { show: false }, ticks: { show: false },
         stroke: "#999", font: "10px system-ui,sans-serif",
-        values: function (u, splits) { return splits.map(clock); }
+        values: function (u, splits) { return clocks(d.started_at, splits); }
       });
     }
     var height = spec.small ? 160 : 210;
@@ -208,9 +248,11 @@
         y: { range: range }
       },
       cursor: { sync: { key: "soak" }, drag: { x: true, y: false } },
-      hooks: { drawClear: [shade], draw: [mark], setScale: [follow] }
+      hooks: { drawClear: [shade], draw: [mark], setScale: [follow], setLegend: [rest] }
     };
-    plots.push(new uPlot(opts, data, box));
+    var plot = new uPlot(opts, data, box);
+    rest(plot);
+    plots.push(plot);
     heights.push(height);
   });
   if (plots.length === 0) return;
@@ -223,4 +265,5 @@
   }
   fit();
   window.addEventListener("resize", fit);
+  window.unilabCharts = { plots: plots, axisLabels: axisLabels, sizeSteps: sizeSteps, clocks: clocks };
 })();

@@ -3,6 +3,7 @@
 //! them — the same for the static SVG and for the page's zoomable charts. The columns and
 //! charts of the trainer's beats are [`steps`]'.
 
+mod erred;
 mod steps;
 
 use std::fmt::Write as _;
@@ -13,6 +14,8 @@ use super::scale::{Unit, compact};
 use crate::soak::artifact::beats::BeatsRow;
 use crate::soak::artifact::rows::SampleRow;
 use crate::soak::artifact::stream::Piece;
+use erred::Erred;
+pub(super) use erred::SamplerError;
 use steps::StepColumns;
 
 /// The unknown value of a column at a row.
@@ -35,15 +38,6 @@ impl Column {
     }
 }
 
-/// A message of the sampler, told once: how many rows had it, and when first and last.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(super) struct SamplerError {
-    pub text: String,
-    pub rows: u64,
-    pub first: f64,
-    pub last: f64,
-}
-
 /// The columns of the fixed quantities, in the order of [`Charts::add`]'s values.
 const FIXED: [&str; 9] = [
     "cpu",
@@ -63,9 +57,8 @@ const FIXED: [&str; 9] = [
 pub struct Charts {
     times: Vec<f64>,
     columns: Vec<Column>,
-    /// Whether each row had a sampler error.
-    erred: Vec<bool>,
-    errors: Vec<SamplerError>,
+    /// What the sampler could not read.
+    erred: Erred,
     /// The GPUs seen, by UUID, in the order seen, each with its first column.
     gpus: Vec<(String, usize)>,
     /// The columns of the trainer's beats, once a row has any.
@@ -83,8 +76,7 @@ impl Default for Charts {
                     values: Vec::new(),
                 })
                 .collect(),
-            erred: Vec::new(),
-            errors: Vec::new(),
+            erred: Erred::default(),
             gpus: Vec::new(),
             steps: StepColumns::default(),
         }
@@ -206,21 +198,7 @@ impl Charts {
                 column.values.push(UNKNOWN);
             }
         }
-        self.erred.push(!errors.is_empty());
-        for text in errors {
-            match self.errors.iter_mut().find(|e| &e.text == text) {
-                Some(seen) => {
-                    seen.rows += 1;
-                    seen.last = at;
-                }
-                None => self.errors.push(SamplerError {
-                    text: text.clone(),
-                    rows: 1,
-                    first: at,
-                    last: at,
-                }),
-            }
-        }
+        self.erred.add(at, errors, any);
     }
 
     pub(super) fn rows(&self) -> usize {
@@ -234,7 +212,17 @@ impl Charts {
 
     /// Each message of the sampler, once.
     pub(super) fn errors(&self) -> &[SamplerError] {
-        &self.errors
+        self.erred.errors()
+    }
+
+    /// The GPU tool, not found from the start (before any GPU was read): a note, not an error.
+    pub(super) fn absent_tool(&self) -> Option<&SamplerError> {
+        self.erred.absent_tool()
+    }
+
+    /// How many rows had no sampler message but the absent tool's.
+    pub(super) fn noted_only(&self) -> u64 {
+        self.erred.noted_only()
     }
 
     /// Whether any row read a GPU.
@@ -283,28 +271,9 @@ impl Charts {
             .map(|(i, (uuid, _))| (format!("gpu{i}"), uuid.as_str()))
     }
 
-    /// The runs of rows with a sampler error, each as the time from its first row to the next
-    /// row after it (or its own last), runs closer than `merge` seconds joined: a soak whose
-    /// every sample erred is one band, not a line a sample.
+    /// The runs of rows with a sampler error, runs closer than `merge` seconds joined.
     pub(super) fn error_bands(&self, merge: f64) -> Vec<(f64, f64)> {
-        let mut bands: Vec<(f64, f64)> = Vec::new();
-        let mut i = 0;
-        while i < self.erred.len() {
-            if !self.erred[i] {
-                i += 1;
-                continue;
-            }
-            let start = self.times[i];
-            while i < self.erred.len() && self.erred[i] {
-                i += 1;
-            }
-            let end = self.times.get(i).copied().unwrap_or(self.times[i - 1]);
-            match bands.last_mut() {
-                Some(last) if start - last.1 <= merge => last.1 = end,
-                _ => bands.push((start, end)),
-            }
-        }
-        bands
+        self.erred.bands(&self.times, merge)
     }
 
     /// The charts with something to draw, in the page's order; `trend` the column of the

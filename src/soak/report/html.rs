@@ -79,10 +79,10 @@ h1{font-size:20px;margin:0 0 4px;overflow-wrap:anywhere}h2{font-size:16px;margin
 .key,.legend{font-size:12px;color:#333;margin:4px 0}.key span,.legend span{display:inline-block;margin-right:14px}\
 .key i,.legend i{display:inline-block;width:18px;height:0;border-top:2px solid;vertical-align:middle;margin-right:5px}\
 .key i.dash,.legend i.dash{border-top-style:dashed}.key i.shade{height:10px;border:0;background:rgba(240,160,48,.3)}\
-.errors{font-size:13px;margin:4px 0;padding-left:20px;color:#8a4b00}\
+.errors{font-size:13px;margin:4px 0;padding-left:20px;color:#8a4b00}.note{font-size:13px;margin:4px 0;color:#555}\
 svg.chart{width:100%;height:auto;display:block}.live{display:none}.zoomable .live{display:block}.zoomable .static{display:none}\
-.uplot{font-family:inherit}.u-legend{font-size:12px}.u-legend th,.u-legend td{border:0;padding:1px 4px}\
-table{border-collapse:collapse;font-size:13px;max-width:100%}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}\
+.uplot{font-family:inherit}.u-legend{font-size:12px}.u-legend:not(.u-live) .u-series:first-child{display:none}.u-legend th,.u-legend td{border:0;padding:1px 4px}\
+table{border-collapse:collapse;font-size:13px;max-width:100%}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}th{overflow-wrap:break-word}\
 pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px;max-height:400px;margin:0}.empty{color:#777;font-style:italic}\
 .tail{display:flex;flex-direction:column-reverse;max-height:400px;overflow:auto;background:#f6f6f6}.tail pre{max-height:none;overflow:visible}\
 pre.timeline{white-space:pre-wrap;overflow-wrap:anywhere;max-height:none}\
@@ -109,10 +109,11 @@ pub(super) fn table(object: &Value) -> String {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
+        // A long name (`max_memory_growth_bytes_per_hour`) breaks after an underscore.
         let _ = write!(
             html,
             "<tr><th>{}</th><td>{}</td></tr>",
-            escape(key),
+            escape(key).replace('_', "_<wbr>"),
             escape(&shown)
         );
     }

@@ -87,13 +87,7 @@ double-click to see the whole run.</span></p>",
             ))
             .unwrap_or_default(),
     );
-    html.push_str(&key(
-        &markers,
-        &bands,
-        charts.errors(),
-        charts.rows(),
-        charts.has_gpu_data(),
-    ));
+    html.push_str(&key(&markers, &bands, &charts));
     sections(&mut html, &specs, &charts, &extra, &frame);
     if specs.is_empty() {
         html.push_str("<p class=\"empty\">no samples to draw</p>");
@@ -283,7 +277,12 @@ fn glance(view: &Value, charts: &Gathered) -> String {
     if let Some(every) = view["parameters"]["sample_interval_seconds"].as_f64() {
         sampled.push_str(&format!(", every {}", crate::text::duration(every)));
     }
-    if let Some(erred) = summary["sampler_errors"].as_u64().filter(|n| *n > 0) {
+    // Samples whose only message is a GPU tool absent from the start did not err: it is noted.
+    if let Some(erred) = summary["sampler_errors"]
+        .as_u64()
+        .map(|n| n.saturating_sub(charts.noted_only()))
+        .filter(|n| *n > 0)
+    {
         sampled.push_str(&format!(", {erred} with sampler errors"));
     }
     figures.push(("samples", sampled));
@@ -331,6 +330,10 @@ fn gpu_figures(charts: &Gathered, mut health: Vec<String>) -> Vec<(&'static str,
         }
     }
     figures.extend(health.into_iter().map(|line| ("GPU", line)));
+    if let Some(absent) = charts.absent_tool().filter(|_| !charts.has_gpu_data()) {
+        let text = crate::text::one_line(&absent.text);
+        figures.push(("GPU", format!("none read: no GPU tool ({text})")));
+    }
     figures
 }
 
@@ -358,32 +361,38 @@ fn trend_column(view: &Value, charts: &Gathered) -> Option<Vec<f64>> {
     )
 }
 
-/// Progress first seen, its last change, and the verdict.
+/// Progress first seen, its last change, and the verdict, drawn last and never before them.
+///
+/// A change the first sample after the command's exit saw was made before the exit (the sample
+/// only looked later): it is drawn at the verdict, not after it.
 fn markers(view: &Value) -> Vec<Marker> {
     let mut markers = Vec::new();
     let progress = &view["progress"];
+    let verdict = view["duration_seconds"].as_f64();
+    let interval = view["parameters"]["sample_interval_seconds"]
+        .as_f64()
+        .unwrap_or(0.0);
     for (key, label, color) in [
         ("first_seen_seconds", "progress first seen", GREEN),
         ("last_change_seconds", "last progress change", BLUE),
     ] {
-        if let Some(at) = progress[key].as_f64() {
+        if let Some(seen) = progress[key].as_f64() {
+            let at = match verdict {
+                Some(end) if seen > end && seen <= end + interval => end,
+                _ => seen,
+            };
             markers.push(Marker::new(at, label, color));
         }
     }
-    if let Some(at) = view["duration_seconds"].as_f64() {
+    if let Some(at) = verdict {
         markers.push(Marker::new(at, "verdict", RED));
     }
     markers
 }
 
-/// What the markers and the shaded bands mean, and each message of the sampler, once.
-fn key(
-    markers: &[Marker],
-    bands: &[(f64, f64)],
-    errors: &[data::SamplerError],
-    rows: usize,
-    gpu_data: bool,
-) -> String {
+/// What the markers and the shaded bands mean, each message of the sampler once, and a GPU
+/// tool absent from the start as a note.
+fn key(markers: &[Marker], bands: &[(f64, f64)], charts: &Gathered) -> String {
     let mut html = String::from("<div class=\"key\">");
     for marker in markers {
         let _ = write!(
@@ -397,13 +406,31 @@ fn key(
         html.push_str("<span><i class=\"shade\"></i>sampler errors</span>");
     }
     html.push_str("</div>");
+    let gpu_data = charts.has_gpu_data();
+    if let Some(absent) = charts.absent_tool() {
+        let text = if gpu_data {
+            format!(
+                "no GPU tool until {}: {} from the start",
+                scale::elapsed(absent.last),
+                crate::text::one_line(&absent.text)
+            )
+        } else {
+            format!(
+                "no GPU tool: {}, so this soak has no GPU data and the GPU charts are left out",
+                crate::text::one_line(&absent.text)
+            )
+        };
+        let _ = write!(html, "<p class=\"note\">{}</p>", escape(&text));
+    }
+    let errors = charts.errors();
     if !errors.is_empty() {
         html.push_str("<ul class=\"errors\">");
         for error in errors {
             let mut text = format!(
-                "{}: in {} of {rows} samples",
+                "{}: in {} of {} samples",
                 crate::text::one_line(&error.text),
-                error.rows
+                error.rows,
+                charts.rows()
             );
             if error.rows > 1 {
                 let _ = write!(
@@ -415,7 +442,7 @@ fn key(
             }
             let _ = write!(html, "<li>{}</li>", escape(&text));
         }
-        if !gpu_data {
+        if !gpu_data && charts.absent_tool().is_none() {
             html.push_str("<li>no GPU data: the GPU charts are left out</li>");
         }
         html.push_str("</ul>");
@@ -545,6 +572,7 @@ fn script_tags(
         "bands": frame.bands,
         "markers": frame.markers.iter().map(|m| json!({"at": m.at, "color": m.color, "width": m.width})).collect::<Vec<_>>(),
         "time_steps": scale::TIME_STEPS,
+        "size_steps": scale::size_steps(),
     });
     let meta = meta.to_string();
     // `<` is written `\u003c` in the data, so that nothing in it closes the script element.

@@ -1,7 +1,8 @@
-//! The report's axes: what a quantity's ticks are and how they read — elapsed time as `1h30m`,
-//! bytes in the binary unit that suits the largest, counts on whole numbers, percent, °C, W,
-//! step times in ms or s, a trainer's numbers with the digits their range needs — the same
-//! rules the page's script applies when a chart is zoomed.
+//! The report's axes: what a quantity's ticks are and how they read — elapsed time as `1h30m`
+//! with the clock under it (all its labels with seconds or none), sizes on round steps of a
+//! binary unit and read in it (`0 / 0.5 / 1 MiB`, never `0.49 MiB` or half a byte), counts on
+//! whole numbers, percent, °C, W, step times in ms or s, a trainer's numbers with the digits
+//! their range needs — the same rules the page's script applies when a chart is zoomed.
 
 use serde::Serialize;
 
@@ -25,16 +26,24 @@ pub(super) enum Unit {
 
 impl Unit {
     /// The ticks of a value axis from 0 to at least `top`: at most about `room` of them, on
-    /// 1, 2 or 5 times a power of ten (of 1024 for bytes), whole numbers for counts.
+    /// 1, 2 or 5 times a power of ten, whole numbers for counts, one of [`size_steps`] for
+    /// sizes.
     pub(super) fn ticks(self, top: f64, room: usize) -> Vec<f64> {
         let top = if top.is_finite() && top > 0.0 {
             top
         } else {
             1.0
         };
-        let base = self.bytes_per_unit(top);
-        let scaled = top / base;
-        let raw = scaled / room.max(1) as f64;
+        if let Some(per) = self.bytes_per_value() {
+            let raw = top * per / room.max(1) as f64;
+            let step = size_steps()
+                .into_iter()
+                .find(|s| *s >= raw)
+                .unwrap_or_else(|| (raw / SIZE_UNITS[5].1).ceil() * SIZE_UNITS[5].1);
+            let n = (top * per / step).ceil() as usize;
+            return (0..=n).map(|i| i as f64 * step / per).collect();
+        }
+        let raw = top / room.max(1) as f64;
         let magnitude = 10f64.powf(raw.log10().floor());
         let mut step = [1.0, 2.0, 5.0, 10.0]
             .iter()
@@ -44,7 +53,6 @@ impl Unit {
         if self == Unit::Count {
             step = step.max(1.0).round();
         }
-        let step = step * base;
         let n = (top / step).ceil() as usize;
         (0..=n).map(|i| i as f64 * step).collect()
     }
@@ -65,13 +73,32 @@ impl Unit {
             .collect()
     }
 
-    /// The factor values are divided by to read in the unit that suits `top` (1 but for sizes).
-    fn bytes_per_unit(self, top: f64) -> f64 {
+    /// How many bytes a value is, for a size; `None` for any other quantity.
+    fn bytes_per_value(self) -> Option<f64> {
         match self {
-            Unit::Bytes => size_unit(top).1,
-            Unit::Mebibytes => size_unit(top * MIB).1 / MIB,
-            _ => 1.0,
+            Unit::Bytes => Some(1.0),
+            Unit::Mebibytes => Some(MIB),
+            _ => None,
         }
+    }
+
+    /// The labels of an axis's `ticks` (evenly spaced, from [`Unit::ticks`]) whose largest
+    /// value is `top`: sizes in the unit their step reads round in (see [`step_unit`]), every
+    /// other quantity as [`Unit::label`] reads it.
+    pub(super) fn axis_labels(self, ticks: &[f64], top: f64) -> Vec<String> {
+        let Some(per) = self.bytes_per_value() else {
+            return ticks.iter().map(|&t| self.label(t, top)).collect();
+        };
+        let step = match ticks {
+            [a, b, ..] => (b - a).abs(),
+            [a] => a.abs(),
+            [] => 0.0,
+        };
+        let (name, unit) = step_unit(step * per);
+        ticks
+            .iter()
+            .map(|&t| format!("{} {name}", trimmed(t * per / unit)))
+            .collect()
     }
 
     /// A value as it reads on an axis whose largest value is `top`.
@@ -126,16 +153,51 @@ fn number(value: f64, top: f64) -> String {
     }
 }
 
+/// The binary units, each with its bytes.
+const SIZE_UNITS: [(&str, f64); 6] = [
+    ("B", 1.0),
+    ("KiB", 1024.0),
+    ("MiB", MIB),
+    ("GiB", MIB * 1024.0),
+    ("TiB", MIB * MIB),
+    ("PiB", MIB * MIB * 1024.0),
+];
+
 /// The binary unit in which `top` bytes reads as a number below 1024.
 fn size_unit(top: f64) -> (&'static str, f64) {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut per = 1.0;
-    let mut i = 0;
-    while i + 1 < UNITS.len() && top >= per * 1024.0 {
-        per *= 1024.0;
-        i += 1;
-    }
-    (UNITS[i], per)
+    SIZE_UNITS
+        .iter()
+        .rev()
+        .find(|(_, per)| top >= *per)
+        .copied()
+        .unwrap_or(SIZE_UNITS[0])
+}
+
+/// The steps a size axis may take, in bytes: 1, 2, 5 … 200 of a binary unit, then 256 and 512
+/// of it — a quarter and a half of the next — so that every tick reads round in the unit of its
+/// step (`0 / 0.5 / 1 MiB`, `0 / 200 / 400 KiB`), and none is a fraction of a byte. The page's
+/// script takes the same list.
+pub(super) fn size_steps() -> Vec<f64> {
+    SIZE_UNITS
+        .iter()
+        .flat_map(|(_, per)| {
+            [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 256.0, 512.0].map(|m| m * per)
+        })
+        .collect()
+}
+
+/// The unit an axis of sizes `step` bytes apart reads in: the largest in which the step is a
+/// whole number of quarters, at least one (512 KiB reads `0.5 MiB`; 200 KiB stays in KiB).
+fn step_unit(step: f64) -> (&'static str, f64) {
+    SIZE_UNITS
+        .iter()
+        .rev()
+        .find(|(_, per)| {
+            let quarters = step / per * 4.0;
+            quarters >= 1.0 && (quarters - quarters.round()).abs() < 1e-6
+        })
+        .copied()
+        .unwrap_or(SIZE_UNITS[0])
 }
 
 /// A number with at most two decimals and no trailing zeros: `2`, `2.5`, `0.25`.
@@ -293,6 +355,61 @@ mod tests {
         assert_eq!(Unit::Bytes.label(13_418_496.0, 14.0 * MIB), "12.8 MiB");
         assert_eq!(Unit::Percent.label(50.0, 100.0), "50%");
         assert_eq!(Unit::Celsius.label(71.0, 80.0), "71 °C");
+    }
+
+    /// A memory axis read `0 / 0.49 / 0.98 MiB` (steps of 500 KiB read in MiB) and the
+    /// progress directory's, of a byte or two, had a `0.5 B` tick.
+    #[test]
+    fn size_ticks_read_round_in_their_unit_and_never_as_a_fraction_of_a_byte() {
+        let labels = |unit: Unit, top: f64, room: usize| {
+            let ticks = unit.ticks(top, room);
+            unit.axis_labels(&ticks, *ticks.last().unwrap())
+        };
+        assert_eq!(
+            labels(Unit::Bytes, 1_040_000.0, 4),
+            ["0 MiB", "0.25 MiB", "0.5 MiB", "0.75 MiB", "1 MiB"]
+        );
+        assert_eq!(
+            labels(Unit::Bytes, 1_400_000.0, 4),
+            ["0 MiB", "0.5 MiB", "1 MiB", "1.5 MiB"]
+        );
+        assert_eq!(labels(Unit::Bytes, 1.0, 4), ["0 B", "1 B"]);
+        assert_eq!(labels(Unit::Bytes, 0.0, 4), ["0 B", "1 B"]);
+        assert_eq!(labels(Unit::Bytes, 3.0, 4), ["0 B", "1 B", "2 B", "3 B"]);
+        assert_eq!(
+            labels(Unit::Bytes, 600_000.0, 4),
+            ["0 KiB", "200 KiB", "400 KiB", "600 KiB"]
+        );
+        assert_eq!(
+            labels(Unit::Mebibytes, 3000.0, 4),
+            ["0 GiB", "1 GiB", "2 GiB", "3 GiB"]
+        );
+        // Every top from a byte to a petabyte, in either unit, at any room: the ticks are whole
+        // bytes, cover the top, and read as whole numbers or quarters of the unit shown.
+        for unit in [Unit::Bytes, Unit::Mebibytes] {
+            let per = unit.bytes_per_value().unwrap();
+            let mut top = 1.0;
+            while top < 1e15 {
+                for room in 3..=9 {
+                    let ticks = unit.ticks(top / per, room);
+                    let last = *ticks.last().unwrap();
+                    assert!(last * per >= top * (1.0 - 1e-12), "{top} {room}: {ticks:?}");
+                    assert!(ticks.len() <= 2 * room + 2, "{top} {room}: {ticks:?}");
+                    for tick in &ticks {
+                        assert_eq!((tick * per).fract(), 0.0, "{top} {room}: {ticks:?}");
+                    }
+                    for label in unit.axis_labels(&ticks, last) {
+                        let number = label.split(' ').next().unwrap();
+                        let decimals = number.split_once('.').map_or("", |(_, d)| d);
+                        assert!(
+                            ["", "25", "5", "75"].contains(&decimals),
+                            "{top} {room}: {label}"
+                        );
+                    }
+                }
+                top *= 1.37;
+            }
+        }
     }
 
     #[test]

@@ -206,7 +206,10 @@ font-family=\"system-ui,sans-serif\" font-size=\"11\">",
         );
     }
     // Value axis: grid and labels.
-    for &tick in &axis.ticks {
+    let labels = axis
+        .unit
+        .axis_labels(&axis.ticks, axis.top.max(-axis.bottom));
+    for (&tick, label) in axis.ticks.iter().zip(&labels) {
         let at = axis.y(tick);
         let _ = write!(
             svg,
@@ -215,12 +218,17 @@ font-family=\"system-ui,sans-serif\" font-size=\"11\">",
             r = frame.width - RIGHT,
             lx = LEFT - 6.0,
             ly = at + 4.0,
-            label = escape(&axis.unit.label(tick, axis.top.max(-axis.bottom))),
+            label = escape(label),
         );
     }
     // Time axis: elapsed time, and the clock under it.
     let base = TOP + PLOT_HEIGHT;
-    for tick in time_ticks(frame.end, (frame.width / 110.0) as usize) {
+    let ticks = time_ticks(frame.end, (frame.width / 110.0) as usize);
+    let clocks = frame
+        .started_at
+        .map(|start| clock_labels(start, &ticks))
+        .unwrap_or_default();
+    for (i, &tick) in ticks.iter().enumerate() {
         let at = frame.x(tick);
         let _ = write!(
             svg,
@@ -229,12 +237,11 @@ font-family=\"system-ui,sans-serif\" font-size=\"11\">",
             ty = base + 15.0,
             label = elapsed(tick),
         );
-        if let Some(start) = frame.started_at {
+        if let Some(clock) = clocks.get(i) {
             let _ = write!(
                 svg,
                 "<text x=\"{at:.1}\" y=\"{ty}\" text-anchor=\"middle\" fill=\"#999\" font-size=\"10\">{clock}</text>",
                 ty = base + 15.0 + CLOCK,
-                clock = clock_of(start + tick),
             );
         }
     }
@@ -321,13 +328,36 @@ pub(super) fn line(
 
 /// A time of day in UTC, `14:05` (with seconds when it has them: `14:05:30`).
 pub(super) fn clock_of(unix: f64) -> String {
-    let secs = unix.round().rem_euclid(86_400.0) as u64;
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    let (h, m, s) = hms(unix);
     if s == 0 {
         format!("{h:02}:{m:02}")
     } else {
         format!("{h:02}:{m:02}:{s:02}")
     }
+}
+
+/// The clock under a time axis that started at `start` (Unix seconds), a label a tick: all
+/// with seconds when any has them (`14:02:30`, `14:03:00`), else none (`14:02`, `14:03`). The
+/// page's script labels a zoomed axis the same way.
+pub(super) fn clock_labels(start: f64, ticks: &[f64]) -> Vec<String> {
+    let times: Vec<(u64, u64, u64)> = ticks.iter().map(|t| hms(start + t)).collect();
+    let seconds = times.iter().any(|(_, _, s)| *s != 0);
+    times
+        .into_iter()
+        .map(|(h, m, s)| {
+            if seconds {
+                format!("{h:02}:{m:02}:{s:02}")
+            } else {
+                format!("{h:02}:{m:02}")
+            }
+        })
+        .collect()
+}
+
+/// Hours, minutes and seconds of a Unix time's day in UTC, to the nearest second.
+fn hms(unix: f64) -> (u64, u64, u64) {
+    let secs = unix.round().rem_euclid(86_400.0) as u64;
+    (secs / 3600, secs % 3600 / 60, secs % 60)
 }
 
 #[cfg(test)]
@@ -339,5 +369,26 @@ mod tests {
         // 2026-12-05 14:08:24 UTC
         assert_eq!(clock_of(1_796_479_704.0), "14:08:24");
         assert_eq!(clock_of(1_796_479_680.0), "14:08");
+    }
+
+    /// The clock under the time axis read `14:03` next to `14:02:30`: whole minutes dropped
+    /// their seconds while the ticks between them kept theirs.
+    #[test]
+    fn an_axis_clock_shows_seconds_on_every_label_or_on_none() {
+        // 14:02:00 UTC, then ticks every 30 s.
+        let start = 1_796_479_320.0;
+        assert_eq!(
+            clock_labels(start, &[0.0, 30.0, 60.0, 90.0]),
+            ["14:02:00", "14:02:30", "14:03:00", "14:03:30"]
+        );
+        assert_eq!(
+            clock_labels(start, &[0.0, 60.0, 120.0]),
+            ["14:02", "14:03", "14:04"]
+        );
+        // A start off the minute: every tick has seconds.
+        assert_eq!(
+            clock_labels(start + 12.4, &[0.0, 60.0]),
+            ["14:02:12", "14:03:12"]
+        );
     }
 }

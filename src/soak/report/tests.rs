@@ -70,10 +70,9 @@ fn svgs(html: &str) -> Vec<&str> {
         .collect()
 }
 
-#[test]
-fn a_soak_whose_every_sample_erred_is_one_band_and_its_error_said_once() {
+/// 300 rows a tenth of a second apart, each with `errors` and no GPU.
+fn erring(errors: &[String]) -> Charts {
     let mut charts = Charts::default();
-    let errors = ["`nvidia-smi` was not found".to_owned()];
     for i in 0..300u32 {
         let row = SampleRow {
             elapsed_seconds: f64::from(i) * 0.1,
@@ -84,12 +83,18 @@ fn a_soak_whose_every_sample_erred_is_one_band_and_its_error_said_once() {
             open_fds: 4,
             progress_bytes: u64::from(i),
             progress_files: u64::from(i),
-            errors: &errors,
+            errors,
             ..row(u64::from(i), None)
         };
         charts.take(Piece::Row(&row));
     }
-    let html = render(&view(30.0), charts, &extras());
+    charts
+}
+
+#[test]
+fn a_soak_whose_every_sample_erred_is_one_band_and_its_error_said_once() {
+    let errors = ["nvidia-smi cannot communicate with the NVIDIA driver".to_owned()];
+    let html = render(&view(30.0), erring(&errors), &extras());
     let drawn = svgs(&html);
     assert!(drawn.len() >= 4, "{} charts", drawn.len());
     for svg in drawn {
@@ -97,13 +102,34 @@ fn a_soak_whose_every_sample_erred_is_one_band_and_its_error_said_once() {
         // Progress first seen, its last change, the verdict: nothing a sample.
         assert_eq!(svg.matches("class=\"marker\"").count(), 3, "{svg}");
     }
-    assert_eq!(html.matches("`nvidia-smi` was not found").count(), 1);
+    assert_eq!(html.matches(&errors[0]).count(), 1);
     assert!(html.contains("in 300 of 300 samples"));
     assert!(html.contains("no GPU data"));
     assert!(
         !html.contains("GPU utilisation"),
         "no GPU chart without GPU data"
     );
+}
+
+/// A host without nvidia-smi: every sample says the tool was not found. That is a note of the
+/// page (at a glance and over the charts), not a band of sampler errors over the whole run.
+#[test]
+fn a_gpu_tool_absent_from_the_start_is_a_note_not_an_error_band() {
+    let errors = ["`nvidia-smi` was not found".to_owned()];
+    let mut view = view(30.0);
+    view["summary"]["sampler_errors"] = json!(300);
+    let html = render(&view, erring(&errors), &extras());
+    assert!(!html.contains("class=\"band\""), "no band");
+    assert!(!html.contains("sampler errors"), "not counted as errors");
+    assert!(!html.contains("<ul class=\"errors\">"));
+    assert!(html.contains(
+        "<p class=\"note\">no GPU tool: `nvidia-smi` was not found, so this soak has no GPU \
+data and the GPU charts are left out</p>"
+    ));
+    assert!(html.contains("<dt>GPU</dt><dd>none read: no GPU tool (`nvidia-smi` was not found)"));
+    for svg in svgs(&html) {
+        assert_eq!(svg.matches("class=\"marker\"").count(), 3, "{svg}");
+    }
 }
 
 /// `n` rows a `step` seconds apart, of two GPUs, the memory growing with a spike at `spike`.
@@ -365,4 +391,110 @@ fn a_number_below_zero_gets_an_axis_below_zero() {
     for tick in [">-2</text>", ">-1</text>", ">0</text>", ">1</text>"] {
         assert!(reward.contains(tick), "{tick}: {reward}");
     }
+}
+
+/// `(label, x)` of each marker of a static chart, in the order drawn.
+fn marker_lines(svg: &str) -> Vec<(String, f64)> {
+    svg.split("<line class=\"marker\" x1=\"")
+        .skip(1)
+        .map(|rest| {
+            let x = rest[..rest.find('"').unwrap()].parse().unwrap();
+            let title = &rest[rest.find("<title>").unwrap() + 7..rest.find("</title>").unwrap()];
+            (title.to_owned(), x)
+        })
+        .collect()
+}
+
+/// The text of each `<text>` of a chart whose fill is `fill` (the clock's is `#999`).
+fn texts_filled<'a>(svg: &'a str, fill: &str) -> Vec<&'a str> {
+    let open = format!("fill=\"{fill}\"");
+    svg.split("<text ")
+        .skip(1)
+        .filter(|t| t[..t.find('>').unwrap()].contains(&open))
+        .map(|t| &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()])
+        .collect()
+}
+
+/// A soak of 230 s from 14:02:00 UTC, its last progress change seen by the sample after the
+/// command exited, its tree's memory just under a MiB and its progress a byte.
+fn four_minutes() -> (Value, Charts) {
+    let mut view = view(230.0);
+    view["started_at"] = json!(1_796_479_320.0);
+    view["progress"]["last_change_seconds"] = json!(230.05);
+    let mut charts = Charts::default();
+    for i in 0..=2301u32 {
+        let row = SampleRow {
+            // The last after the exit.
+            elapsed_seconds: f64::from(i).min(2300.5) * 0.1,
+            rss_bytes: 1_040_000,
+            processes: 1,
+            progress_bytes: u64::from(i > 10),
+            ..row(u64::from(i), None)
+        };
+        charts.take(Piece::Row(&row));
+    }
+    (view, charts)
+}
+
+/// The last progress change, seen by the first sample after the exit, was drawn after (to the
+/// right of) the verdict: the verdict's marker is the last, in time and in the drawing.
+#[test]
+fn the_verdict_marker_is_the_last_in_time_and_in_drawing_order() {
+    let (view, charts) = four_minutes();
+    let html = render(&view, charts, &extras());
+    for svg in svgs(&html) {
+        let markers = marker_lines(svg);
+        let (last, verdict_x) = markers.last().unwrap();
+        assert_eq!(last, "verdict", "{markers:?}");
+        assert!(markers.iter().all(|(_, x)| x <= verdict_x), "{markers:?}");
+    }
+}
+
+/// The clock under the time axis read `14:03` next to `14:02:30`.
+#[test]
+fn the_clock_under_the_time_axis_keeps_its_seconds_on_whole_minutes() {
+    let (view, charts) = four_minutes();
+    let html = render(&view, charts, &extras());
+    let clock = texts_filled(svgs(&html)[0], "#999");
+    assert!(clock.len() >= 4, "{clock:?}");
+    assert!(
+        clock.contains(&"14:02:30") && clock.contains(&"14:03:00"),
+        "{clock:?}"
+    );
+    assert!(clock.iter().all(|c| c.len() == 8), "{clock:?}");
+}
+
+/// An axis of memory read `0 / 0.49 / 0.98 MiB`, and the progress directory's `0.5 B`.
+#[test]
+fn byte_axes_tick_on_round_numbers_of_their_unit_and_whole_bytes() {
+    let (view, charts) = four_minutes();
+    let html = render(&view, charts, &extras());
+    let drawn = svgs(&html);
+    let axis = |title: &str| -> Vec<&str> {
+        let svg = drawn
+            .iter()
+            .find(|s| s.contains(&format!("aria-label=\"{title}")))
+            .unwrap();
+        texts_filled(svg, "#555")
+            .into_iter()
+            .filter(|t| t.ends_with('B'))
+            .collect()
+    };
+    assert_eq!(
+        axis("Memory"),
+        ["0 MiB", "0.25 MiB", "0.5 MiB", "0.75 MiB", "1 MiB"]
+    );
+    assert_eq!(axis("Progress directory: size"), ["0 B", "1 B"]);
+}
+
+/// `max_memory_growth_bytes_per_hour` broke mid-word in a page 700 px wide: a parameter's name
+/// may break after its underscores, and only there.
+#[test]
+fn long_parameter_names_break_at_their_underscores() {
+    let mut view = view(10.0);
+    view["parameters"] = json!({"max_memory_growth_bytes_per_hour": null});
+    let html = render(&view, Charts::default(), &extras());
+    assert!(html.contains("<th>max_<wbr>memory_<wbr>growth_<wbr>bytes_<wbr>per_<wbr>hour</th>"));
+    let style = &html[html.find("<style>").unwrap()..html.find("</style>").unwrap()];
+    assert!(style.contains("th{overflow-wrap:break-word}"), "{style}");
 }
