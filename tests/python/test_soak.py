@@ -155,7 +155,7 @@ def test_runtime_snapshot_reads_the_source_and_the_host() -> None:
 
 
 def test_the_readmes_usage_runs_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "python.md").read_text()
     block = readme.split("<!-- python-usage -->\n```python\n", 1)[1].split("```", 1)[0]
     # It runs in a project with the example trainer in its scripts/, as a user's would.
     (tmp_path / "scripts").mkdir()
