@@ -6,7 +6,7 @@
 #   scripts/report-screenshot.sh --example PNG  a soak of the example trainer that hangs in a
 #                                              collective on two fake GPUs and fails on stale
 #                                              progress, in a throw-away root: the README's
-#                                              screenshot
+#                                              screenshot, docs/images/report-failed-soak.png
 #   scripts/report-screenshot.sh --beats PNG    a soak of a trainer that beats its steps (a
 #                                              checkpoint every 40, loss, tokens) on a fake GPU,
 #                                              in a throw-away root: docs/images/heartbeat-*

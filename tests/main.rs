@@ -7,6 +7,7 @@ mod common;
 mod archive_files;
 mod codec_props;
 mod compact;
+mod docs;
 mod evidence;
 mod fakes;
 mod framework;

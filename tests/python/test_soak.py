@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, trainer
+from conftest import FIXTURES, REPO, trainer
 from unilab import UnilabError
 from unilab.training.soak import SoakFailureError, run_soak, runtime_snapshot
 
@@ -154,15 +154,69 @@ def test_runtime_snapshot_reads_the_source_and_the_host() -> None:
     assert {"gpu", "environment"} <= set(snapshot)
 
 
-def test_the_readmes_usage_runs_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (REPO / "README.md").read_text()
-    block = readme.split("<!-- python-usage -->\n```python\n", 1)[1].split("```", 1)[0]
-    # It runs in a project with the example trainer in its scripts/, as a user's would.
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(REPO / "scripts" / "example-trainer.py", tmp_path / "scripts")
-    monkeypatch.chdir(tmp_path)
-    exec(compile(block, "README.md (python-usage)", "exec"), {"__name__": "__main__"})
-    artifact = json.loads((tmp_path / "soak.json").read_text())
+def python_block(page: Path, marker: str = "") -> str:
+    """The first ```python block of ``page`` after the line that starts with ``marker``."""
+    text = page.read_text()
+    if marker:
+        text = text[text.index(marker) :]
+    return text.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def run_in_a_clone(
+    block: str, tmp_path: Path, path: str
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """Run ``block`` as a user runs a file of it: with this interpreter, from a clone with the
+    example trainer in its scripts/, under ``umask 002`` and in a directory that umask leaves
+    group-writable, ``PATH`` as given. The clone and what the run printed are returned."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    clone.chmod(0o775)
+    (clone / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "example-trainer.py", clone / "scripts")
+    (clone / "example.py").write_text(block)
+    done = subprocess.run(
+        [sys.executable, "example.py"],
+        cwd=clone,
+        env={**os.environ, "PATH": path},
+        preexec_fn=lambda: os.umask(0o002),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return clone, done
+
+
+def test_the_readmes_python_block_runs_as_written_without_a_gpu_tool_under_umask_002(
+    tmp_path: Path,
+) -> None:
+    """The README's Python block failed as a new user ran it: it started an MPS daemon, which
+    needs NVIDIA's tools (on a host without them, `CudaMpsError: cannot list this host's
+    GPUs`), and it made `progress` in the current directory, which under umask 002 is a clone's
+    group-writable directory, so unilab refused the progress directory. The block now soaks the
+    example trainer alone (no GPU tool needed) with its progress in a fresh 0700 directory."""
+    block = python_block(REPO / "README.md", "<!-- python-tour")
+    without_fakes = os.pathsep.join(
+        entry
+        for entry in os.environ["PATH"].split(os.pathsep)
+        if entry and Path(entry).resolve() != FIXTURES.resolve()
+    )
+    clone, done = run_in_a_clone(block, tmp_path, without_fakes)
+    assert done.returncode == 0, done.stderr
+    assert "passed:" in done.stdout, done.stdout
+    artifact = json.loads((clone / "soak.json").read_text())
+    assert artifact["outcome"]["status"] == "passed"
+
+
+def test_the_originals_usage_in_docs_runs_as_written_with_the_fakes_under_umask_002(
+    tmp_path: Path,
+) -> None:
+    """docs/python.md's block (the original's usage) made `progress` in the current directory,
+    refused under umask 002 in a clone; as written now, with the bundled fakes on PATH as the
+    page says, it starts a daemon, soaks under it and stops it."""
+    block = python_block(REPO / "docs" / "python.md", "<!-- python-usage -->")
+    clone, done = run_in_a_clone(block, tmp_path, os.environ["PATH"])
+    assert done.returncode == 0, done.stderr
+    artifact = json.loads((clone / "soak.json").read_text())
     assert artifact["outcome"]["status"] == "passed"
     assert artifact["metadata"] == {"daemon": "trainer", "lr": 3e-4}
     assert artifact["parameters"]["environment"]["CUDA_MPS_PIPE_DIRECTORY"]
