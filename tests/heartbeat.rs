@@ -288,7 +288,7 @@ fn a_checkpoint_is_held_to_its_phase_limit_and_its_steps_and_goodput_are_recorde
     assert_eq!(outcome["failure_kind"], "stale_progress", "{outcome}");
     let reason = outcome["reason"].as_str().unwrap();
     assert!(reason.starts_with("no progress for "), "{reason}");
-    assert!(reason.ends_with("(stale after 3 s)"), "{reason}");
+    assert!(reason.ends_with("(stale after 3s)"), "{reason}");
     let steps = &artifact["summary"]["steps"];
     assert_eq!(count_of(&steps["checkpoint"]["count"]), 1, "{steps}");
     assert!(
@@ -322,12 +322,12 @@ fn a_hung_train_step_fails_at_the_limit_learned_from_its_phase() {
         reason.starts_with("step 30 of phase `train` has taken "),
         "{reason}"
     );
-    // "...; its limit is 10.0 s (learned: 5 × p99 0.10 s, at least 10 s)"
+    // "...; its limit is 10.0s (learned: 5 × p99 0.10s, at least 10s)"
     let (taken, limit) = reason
         .strip_prefix("step 30 of phase `train` has taken ")
-        .and_then(|rest| rest.split_once(" s; its limit is "))
+        .and_then(|rest| rest.split_once("s; its limit is "))
         .unwrap_or_else(|| panic!("{reason}"));
-    let (limit, source) = limit.split_once(" s (").unwrap();
+    let (limit, source) = limit.split_once("s (").unwrap();
     let (taken, limit): (f64, f64) = (taken.parse().unwrap(), limit.parse().unwrap());
     assert!(
         source.starts_with("learned: 5 × p99 "),
@@ -341,7 +341,7 @@ fn a_hung_train_step_fails_at_the_limit_learned_from_its_phase() {
         "the rule: the larger of 5 × p99 ({p99} s) and 10 s: {reason}"
     );
     if 5.0 * p99 < 10.0 {
-        assert!(source.ends_with(", at least 10 s)"), "{reason}");
+        assert!(source.ends_with(", at least 10s)"), "{reason}");
     }
     assert!(taken >= limit, "{reason}");
     let duration = artifact["duration_seconds"].as_f64().unwrap();
@@ -389,7 +389,7 @@ fn beats_without_step_limits_are_progress_judged_by_the_stale_period() {
     let outcome = &artifact["outcome"];
     assert_eq!(outcome["failure_kind"], "stale_progress", "{outcome}");
     let reason = outcome["reason"].as_str().unwrap();
-    assert!(reason.ends_with("(stale after 2 s)"), "{reason}");
+    assert!(reason.ends_with("(stale after 2s)"), "{reason}");
     assert_eq!(
         count_of(&artifact["summary"]["steps"]["train"]["count"]),
         20

@@ -119,10 +119,13 @@ impl Capture {
             // stopped, and the soak must not wait on it.
             evidence.unavailable.push(match partial.reading {
                 Some(pid) => format!(
-                    "the capture stopped after {} s: reading /proc/{pid} did not return (a process in uninterruptible sleep holds it)",
-                    self.budget().as_secs()
+                    "the capture stopped after {}: reading /proc/{pid} did not return (a process in uninterruptible sleep holds it)",
+                    crate::text::duration(self.budget().as_secs_f64())
                 ),
-                None => format!("the capture stopped after {} s", self.budget().as_secs()),
+                None => format!(
+                    "the capture stopped after {}",
+                    crate::text::duration(self.budget().as_secs_f64())
+                ),
             });
         }
         evidence

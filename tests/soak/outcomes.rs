@@ -126,7 +126,7 @@ fn no_progress_within_the_startup_timeout_fails() {
         artifact["outcome"]["reason"]
             .as_str()
             .unwrap()
-            .contains("startup timeout of 1 s")
+            .contains("startup timeout of 1s")
     );
     assert!(artifact["duration_seconds"].as_f64().unwrap() < 5.0);
 }

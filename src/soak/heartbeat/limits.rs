@@ -207,8 +207,8 @@ impl StepJudgement {
         self.elapsed_seconds > self.limit.seconds
     }
 
-    /// E.g. "step 31 of phase `train` has taken 12.4 s; its limit is 10.0 s (learned: 5 × p99
-    /// 0.11 s, at least 10 s)".
+    /// E.g. "step 31 of phase `train` has taken 12.4s; its limit is 10.0s (learned: 5 × p99
+    /// 0.11s, at least 10s)": the seconds with the digits that tell the step from its limit.
     pub(crate) fn reason(&self) -> String {
         let step = match self.step {
             Some(step) => format!("step {step}"),
@@ -221,8 +221,9 @@ impl StepJudgement {
                 format!("learned: {AUTO_P99_FACTOR} × p99 {}", seconds(*p99))
             }
             Source::Learned { p99 } => format!(
-                "learned: {AUTO_P99_FACTOR} × p99 {}, at least {AUTO_FLOOR_SECONDS} s",
-                seconds(*p99)
+                "learned: {AUTO_P99_FACTOR} × p99 {}, at least {}",
+                seconds(*p99),
+                crate::text::duration(AUTO_FLOOR_SECONDS)
             ),
         };
         format!(
@@ -253,13 +254,13 @@ pub(crate) fn judge(
 /// Seconds as a reason tells them: one decimal from a second up, two significant digits under.
 fn seconds(s: f64) -> String {
     if !(s.is_finite() && s > 0.0) {
-        return "0 s".to_owned();
+        return "0s".to_owned();
     }
     if s >= 1.0 {
-        return format!("{s:.1} s");
+        return format!("{s:.1}s");
     }
     let decimals = (1 - s.log10().floor() as i32).clamp(2, 6) as usize;
-    format!("{s:.decimals$} s")
+    format!("{s:.decimals$}s")
 }
 
 #[cfg(test)]
@@ -293,7 +294,7 @@ mod tests {
         assert!(judged.is_over());
         assert_eq!(
             judged.reason(),
-            "step 20 of phase `train` has taken 12.4 s; its limit is 10.0 s (learned: 5 × p99 0.11 s, at least 10 s)"
+            "step 20 of phase `train` has taken 12.4s; its limit is 10.0s (learned: 5 × p99 0.11s, at least 10s)"
         );
         assert!(
             !judge(&auto, "train", few.phase("train"), 9.9)
@@ -311,7 +312,7 @@ mod tests {
         assert!(!judged.is_over());
         assert!((judged.limit.seconds - 16.0).abs() < 16.0 * 0.011);
         assert!(
-            judged.reason().ends_with("(learned: 5 × p99 3.2 s)"),
+            judged.reason().ends_with("(learned: 5 × p99 3.2s)"),
             "{}",
             judged.reason()
         );
@@ -325,13 +326,13 @@ mod tests {
         assert!(checkpoint.is_over());
         assert_eq!(
             checkpoint.reason(),
-            "a step of phase `checkpoint` has taken 21.0 s; its limit is 20.0 s (--phase-timeout checkpoint=20s)"
+            "a step of phase `checkpoint` has taken 21.0s; its limit is 20.0s (--phase-timeout checkpoint=20s)"
         );
         let train = judge(&both, "train", steps.phase("train"), 29.0).unwrap();
         assert!(!train.is_over());
         assert_eq!(
             train.reason(),
-            "step 100 of phase `train` has taken 29.0 s; its limit is 30.0 s (--step-timeout 30s)"
+            "step 100 of phase `train` has taken 29.0s; its limit is 30.0s (--step-timeout 30s)"
         );
         assert_eq!(
             judge(&both, "eval", None, 0.0).unwrap().limit.seconds,
@@ -382,11 +383,11 @@ mod tests {
 
     #[test]
     fn seconds_read_with_the_digits_that_matter() {
-        assert_eq!(seconds(0.11), "0.11 s");
-        assert_eq!(seconds(0.0043), "0.0043 s");
-        assert_eq!(seconds(12.44), "12.4 s");
-        assert_eq!(seconds(1840.0), "1840.0 s");
-        assert_eq!(seconds(f64::NAN), "0 s");
+        assert_eq!(seconds(0.11), "0.11s");
+        assert_eq!(seconds(0.0043), "0.0043s");
+        assert_eq!(seconds(12.44), "12.4s");
+        assert_eq!(seconds(1840.0), "1840.0s");
+        assert_eq!(seconds(f64::NAN), "0s");
     }
 
     proptest::proptest! {

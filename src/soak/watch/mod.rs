@@ -17,7 +17,7 @@ use crate::event::soak::{
     SoakParameters,
 };
 use crate::soak::heartbeat::limits::StepJudgement;
-use crate::text::bytes;
+use crate::text::{bytes, duration};
 pub(crate) use verdict::{RunEnd, Unkillable, verdict};
 
 /// What the command's guard has reported so far.
@@ -252,9 +252,9 @@ impl Watch {
             return Next::Fail(Failure::new(
                 FailureKind::StartupTimeout,
                 format!(
-                    "no progress in `{}` within the startup timeout of {} s",
+                    "no progress in `{}` within the startup timeout of {}",
                     self.progress_dir,
-                    self.startup_timeout.as_secs_f64()
+                    duration(self.startup_timeout.as_secs_f64())
                 ),
             ));
         }
@@ -270,9 +270,9 @@ impl Watch {
             return Next::Fail(Failure::new(
                 FailureKind::StaleProgress,
                 format!(
-                    "no progress for {:.1} s (stale after {} s)",
-                    (elapsed - change).as_secs_f64(),
-                    self.stale_progress.as_secs_f64()
+                    "no progress for {} (stale after {})",
+                    duration((elapsed - change).as_secs_f64()),
+                    duration(self.stale_progress.as_secs_f64())
                 ),
             ));
         }
@@ -381,7 +381,7 @@ mod tests {
         };
         assert_eq!(
             failure.reason,
-            "no progress in `/progress` within the startup timeout of 10 s"
+            "no progress in `/progress` within the startup timeout of 10s"
         );
     }
 
@@ -414,7 +414,7 @@ mod tests {
         let Next::Fail(failure) = &answers[3] else {
             unreachable!()
         };
-        assert_eq!(failure.reason, "no progress for 5.0 s (stale after 5 s)");
+        assert_eq!(failure.reason, "no progress for 5s (stale after 5s)");
     }
 
     #[test]
@@ -572,7 +572,7 @@ mod tests {
         assert_eq!(failure.kind, FailureKind::StaleProgress);
         assert_eq!(
             failure.reason,
-            "step 31 of phase `checkpoint` has taken 21.0 s; its limit is 20.0 s (--phase-timeout checkpoint=20s)"
+            "step 31 of phase `checkpoint` has taken 21.0s; its limit is 20.0s (--phase-timeout checkpoint=20s)"
         );
     }
 }

@@ -9,6 +9,7 @@ use crate::event::soak::{
     ExitInfo, FailureKind, LeakedProcess, Outcome, OutcomeStatus, SoakParameters,
 };
 use crate::soak::oom::OomFound;
+use crate::text::duration;
 
 fn secs(millis: u64) -> f64 {
     millis as f64 / 1000.0
@@ -159,16 +160,19 @@ fn judge(end: RunEnd, parameters: &SoakParameters, require_progress: bool) -> Ou
         return failed(
             FailureKind::TooShort,
             format!(
-                "ran {:.1} s, less than the minimum of {} s",
-                run_time.as_secs_f64(),
-                min_duration.as_secs_f64()
+                "ran {}, less than the minimum of {}",
+                duration(run_time.as_secs_f64()),
+                duration(min_duration.as_secs_f64())
             ),
         );
     }
     Outcome {
         status: OutcomeStatus::Passed,
         failure_kind: None,
-        reason: format!("the command exited 0 after {:.1} s", run_time.as_secs_f64()),
+        reason: format!(
+            "the command exited 0 after {}",
+            duration(run_time.as_secs_f64())
+        ),
     }
 }
 
@@ -251,7 +255,7 @@ mod tests {
     fn a_clean_exit_after_the_minimum_passes() {
         let outcome = ended(None, CLEAN, &[], long_enough());
         assert_eq!(outcome.status, OutcomeStatus::Passed);
-        assert_eq!(outcome.reason, "the command exited 0 after 30.0 s");
+        assert_eq!(outcome.reason, "the command exited 0 after 30s");
     }
 
     #[test]
@@ -259,7 +263,7 @@ mod tests {
         let run = long_enough() - Duration::from_millis(1);
         let outcome = ended(None, CLEAN, &[], run);
         assert_eq!(outcome.failure_kind, Some(FailureKind::TooShort));
-        assert_eq!(outcome.reason, "ran 30.0 s, less than the minimum of 30 s");
+        assert_eq!(outcome.reason, "ran 30s, less than the minimum of 30s");
     }
 
     #[test]
