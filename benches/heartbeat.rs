@@ -17,7 +17,9 @@ use std::hint::black_box;
 use std::io::Write;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use unilab::testing::heartbeat::{HeartbeatReader, HeartbeatRun, SampleSummary, StepLimits, parse};
+use unilab::testing::heartbeat::{
+    Beat, HeartbeatReader, HeartbeatRun, SampleSummary, StepLimits, parse,
+};
 
 const BEATS: u64 = 1_000;
 
@@ -72,22 +74,26 @@ impl Trainer {
     }
 }
 
-fn poll_and_summary(c: &mut Criterion) {
+/// The group `name`: a poll of a second's beats, each given to `add`, then `take` the sample.
+fn poll_group<S, R>(
+    c: &mut Criterion,
+    name: &str,
+    mut state: S,
+    mut add: impl FnMut(&mut S, &Beat<'_>),
+    mut take: impl FnMut(&mut S) -> R,
+) {
     let (mut trainer, mut reader) = Trainer::new();
-    let mut summary = SampleSummary::new();
-    let mut group = c.benchmark_group("poll_and_summary");
+    let mut group = c.benchmark_group(name);
     group.throughput(criterion::Throughput::Elements(BEATS));
     group.bench_function("1000_beats", |b| {
         b.iter_batched(
             || trainer.append_a_second(),
             |()| {
                 let polled = reader
-                    .poll_each(2e9, |beat| {
-                        summary.add(beat);
-                    })
+                    .poll_each(2e9, |beat| add(&mut state, beat))
                     .expect("poll the heartbeat file");
                 assert_eq!(polled.beats as u64, BEATS);
-                black_box(summary.take())
+                black_box(take(&mut state))
             },
             BatchSize::PerIteration,
         );
@@ -95,25 +101,26 @@ fn poll_and_summary(c: &mut Criterion) {
     group.finish();
 }
 
+fn poll_and_summary(c: &mut Criterion) {
+    poll_group(
+        c,
+        "poll_and_summary",
+        SampleSummary::new(),
+        |summary, beat| {
+            summary.add(beat);
+        },
+        SampleSummary::take,
+    );
+}
+
 fn poll_and_run(c: &mut Criterion) {
-    let (mut trainer, mut reader) = Trainer::new();
-    let mut run = HeartbeatRun::new(1.754e9, StepLimits::default());
-    let mut group = c.benchmark_group("poll_and_run");
-    group.throughput(criterion::Throughput::Elements(BEATS));
-    group.bench_function("1000_beats", |b| {
-        b.iter_batched(
-            || trainer.append_a_second(),
-            |()| {
-                let polled = reader
-                    .poll_each(2e9, |beat| run.add(beat))
-                    .expect("poll the heartbeat file");
-                assert_eq!(polled.beats as u64, BEATS);
-                black_box(run.take_sample())
-            },
-            BatchSize::PerIteration,
-        );
-    });
-    group.finish();
+    poll_group(
+        c,
+        "poll_and_run",
+        HeartbeatRun::new(1.754e9, StepLimits::default()),
+        |run, beat| run.add(beat),
+        HeartbeatRun::take_sample,
+    );
 }
 
 fn parse_lines(c: &mut Criterion) {
