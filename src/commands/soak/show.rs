@@ -500,7 +500,8 @@ impl Peaks {
 }
 
 /// What `soak show` reads of the rows as they go by: the last one, when the progress last
-/// changed among them, and the latest beats. Nothing here grows with the soak.
+/// changed among them (the directory, or a beat: the supervisor takes either as progress), and
+/// the latest beats. Nothing here grows with the soak.
 #[derive(Debug, Default)]
 struct Latest {
     last: Option<PointShown>,
@@ -515,9 +516,12 @@ impl Latest {
             Piece::Row(row) => {
                 let point = PointShown::of(row);
                 let progress = |p: &PointShown| (p.progress_files, p.progress_bytes);
-                if let Some(last) = &self.last
-                    && progress(last) != progress(&point)
-                {
+                let beaten = matches!(&row.heartbeat, Some(Some(beats)) if beats.beats > 0);
+                let moved = self
+                    .last
+                    .as_ref()
+                    .is_some_and(|last| progress(last) != progress(&point));
+                if beaten || moved {
                     self.progress_changed_at = Some(point.elapsed_seconds);
                 }
                 self.last = Some(point);
@@ -597,5 +601,36 @@ mod tests {
         assert_eq!(seen(&today), seen(&Latest::default()));
         today.take(Piece::Row(&rows[4]));
         assert_eq!(today.progress_changed_at, None, "one row: no change seen");
+    }
+
+    /// A trainer that only beats (its directory never changes) makes progress at every sample
+    /// with beats, as the supervisor judges it: `soak show` of the running soak said "no change
+    /// seen yet".
+    #[test]
+    fn a_beat_is_progress_though_the_directory_does_not_change() {
+        let numbers = std::collections::BTreeMap::new();
+        let beats = |n: u32| crate::soak::artifact::beats::BeatsRow {
+            beats: n,
+            numbers: &numbers,
+            phase: Some("train"),
+            step: Some(u64::from(n)),
+            step_seconds_max: None,
+            step_seconds_median: None,
+            step_seconds_min: None,
+        };
+        let beaten = |elapsed: f64, n: u32| SampleRow {
+            heartbeat: Some(Some(beats(n))),
+            ..row(elapsed, 100, 0)
+        };
+        let mut latest = Latest::default();
+        for r in [
+            beaten(1.0, 3),
+            beaten(2.0, 5),
+            beaten(3.0, 0),
+            row(4.0, 100, 0),
+        ] {
+            latest.take(Piece::Row(&r));
+        }
+        assert_eq!(latest.progress_changed_at, Some(2.0));
     }
 }
