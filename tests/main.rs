@@ -15,6 +15,7 @@ mod gpu_health;
 mod heartbeat;
 mod heartbeat_views;
 mod job;
+mod job_beats;
 mod job_report;
 mod job_straggler;
 mod log_append_path;

@@ -3,6 +3,7 @@
 //! named in a warning and the rest shown), one row a soak of a host.
 
 use crate::error::Error;
+use crate::event::soak::SampleBeats;
 use crate::event::{Event, Subject};
 use crate::log::Snapshot;
 use crate::output::Output;
@@ -154,6 +155,17 @@ fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>,
 /// sample: its peaks and means as they go by, its steps and GPUs' health ([`RankReading`]),
 /// the capture that speaks for it, its verdict — and each sample's progress and memory into `series` when given (bounded: see
 /// [`RankSeries`]).
+/// Whether a sample whose progress directory reads `seen` (files, bytes) made progress since
+/// the sample before it (`before`; for the first, whether it holds files), or beat: a beat is
+/// progress too, as the supervisor judges it.
+fn progressed(before: Option<(u64, u64)>, seen: (u64, u64), beats: Option<&SampleBeats>) -> bool {
+    beats.is_some_and(|beats| beats.beats > 0)
+        || match before {
+            Some(before) => before != seen,
+            None => seen.0 > 0,
+        }
+}
+
 fn read_rank(
     snapshot: &Snapshot,
     soak: &SoakSummary,
@@ -166,7 +178,7 @@ fn read_rank(
     let mut reading = RankReading::default();
     // When the command was spawned (from the samples' times and their ages: the earliest, as a
     // sample is recorded with its batch, up to a second after it was taken), and when the
-    // progress directory last changed among the samples.
+    // progress last changed among the samples (the directory, or a beat).
     let mut spawned_at_us: Option<i64> = None;
     let mut progress = None;
     let mut progress_changed_at_us: Option<i64> = None;
@@ -203,11 +215,8 @@ fn read_rank(
                     utilization_samples += 1;
                 }
                 let seen = (sample.progress.files, sample.progress.bytes);
-                let changed = match progress {
-                    Some(before) => before != seen,
-                    None => seen.0 > 0,
-                };
-                if changed {
+                let beats = measures.as_ref().and_then(|m| m.heartbeat.as_deref());
+                if progressed(progress, seen, beats) {
                     progress_changed_at_us = Some(at_us);
                 }
                 progress = Some(seen);

@@ -1,0 +1,99 @@
+//! A running job whose ranks only beat (their progress directories never change): `job show`
+//! takes a beat as progress, as each rank's supervisor does, so the rank that stopped beating
+//! is the one whose progress stopped first while the job still runs.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::*;
+
+const HUNG: u64 = 1;
+
+/// Beats a step of ~0.1 s to `$UNILAB_HEARTBEAT`, `$1` steps, then waits without a beat.
+const TRAINER: &str = r#"i=0
+while [ "$i" -lt "$1" ]; do
+  sleep 0.1
+  i=$((i + 1))
+  printf '{"step":%d}\n' "$i" >> "$UNILAB_HEARTBEAT"
+done
+sleep 3600"#;
+
+fn rank_soak(root: &TestRoot, dir: &Path, rank: u64, steps: u32) -> Command {
+    let progress = dir.join(format!("progress-{rank}"));
+    private_dir_all(&progress);
+    let mut cmd = Command::new(unilab_bin());
+    cmd.env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", root.root())
+        .env("LANG", "C.UTF-8")
+        .arg("--root")
+        .arg(root.root())
+        .args(["--quiet", "soak", "run", "--job", "B", "--rank"])
+        .arg(rank.to_string())
+        .args(["--sample-interval", "0.2", "--stale-progress", "1h"])
+        .args(["--allow-no-progress", "--py-spy", "off", "--progress-dir"])
+        .arg(&progress)
+        .arg("--output")
+        .arg(dir.join(format!("soak-{rank}.json")))
+        .args(["--", "sh", "-c", TRAINER, "sh"])
+        .arg(steps.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+/// Rank 0 beats for minutes, rank 1 for 20 steps and then hangs: while both still run, `job
+/// show` names rank 1 as the rank whose progress stopped first (it said nothing: a running
+/// rank's last progress was read from its directory alone).
+#[test]
+fn a_running_job_of_beating_ranks_names_the_one_that_stopped_beating() {
+    let root = TestRoot::new();
+    let dir = private_tempdir("unilab-job-beats-");
+    let mut started = Started::default();
+    let pids = [
+        started.spawn(&mut rank_soak(&root, dir.path(), 0, 3000)),
+        started.spawn(&mut rank_soak(&root, dir.path(), HUNG, 20)),
+    ];
+    let mut view = Value::Null;
+    eventually(
+        "job show to see rank 1's progress stop a second before rank 0's",
+        Duration::from_secs(120),
+        || {
+            std::thread::sleep(Duration::from_millis(250));
+            let shown = root
+                .unilab()
+                .args(["--json", "job", "show", "B"])
+                .output()
+                .unwrap();
+            let Ok(shown) = serde_json::from_slice::<Value>(&shown.stdout) else {
+                return false;
+            };
+            view = shown;
+            let last = |rank: usize| view["ranks"][rank]["last_progress_at"].as_f64();
+            matches!((last(0), last(1)), (Some(going), Some(hung)) if going - hung >= 1.0)
+        },
+    );
+    assert_eq!(view["first_stalled"]["rank"], HUNG, "{view:#}");
+    for rank in view["ranks"].as_array().unwrap() {
+        assert_eq!(rank["status"], "running", "{view:#}");
+    }
+    let verdict = view["verdict"].as_str().unwrap_or_default();
+    assert!(
+        verdict.contains(&format!("rank {HUNG} on ")) && verdict.contains("progress stopped first"),
+        "{verdict}"
+    );
+    for pid in pids {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        assert!(
+            started.exit_code(pid, Duration::from_secs(120)).is_some(),
+            "rank soak {pid} ended on SIGTERM"
+        );
+    }
+}
