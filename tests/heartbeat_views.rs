@@ -255,22 +255,7 @@ fn the_report_of_a_beaten_soak_draws_step_time_and_the_numbers_in_a_browser() {
     let shots = screenshot_dir("heartbeat-report-screenshots", soak.root.root());
     for (width, name) in [(1400, "wide"), (700, "narrow")] {
         let shot = shots.join(format!("heartbeat-report-{name}.png"));
-        let log = chromium_run(
-            &browser,
-            soak.root.root(),
-            &page,
-            &[
-                format!("--window-size={width},2600"),
-                format!("--screenshot={}", shot.display()),
-            ],
-        );
-        let errors: Vec<&str> = log
-            .lines()
-            .filter(|l| l.contains("CONSOLE") && (l.contains("Uncaught") || l.contains("ERROR")))
-            .collect();
-        assert!(errors.is_empty(), "at {width} px: {errors:?}");
-        let png = std::fs::read(&shot).expect("a screenshot");
-        assert!(png.starts_with(b"\x89PNG"), "{} bytes", png.len());
+        screenshot(&browser, soak.root.root(), &page, (width, 2600), &shot);
         let dom = chromium_dom(&browser, soak.root.root(), &page, width);
         let widths = chart_widths(&dom);
         assert_eq!(

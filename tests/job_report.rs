@@ -197,22 +197,7 @@ fn browser_check(root: &TestRoot, html: &str, dir: &Path) {
     std::fs::write(&without_script, strip_scripts(html)).unwrap();
     for (width, name) in [(1400, "wide"), (700, "narrow")] {
         let shot = shots.join(format!("job-report-{name}.png"));
-        let log = chromium_run(
-            &browser,
-            root.root(),
-            &page,
-            &[
-                format!("--window-size={width},2600"),
-                format!("--screenshot={}", shot.display()),
-            ],
-        );
-        let errors: Vec<&str> = log
-            .lines()
-            .filter(|l| l.contains("CONSOLE") && (l.contains("Uncaught") || l.contains("ERROR")))
-            .collect();
-        assert!(errors.is_empty(), "at {width} px: {errors:?}");
-        let png = std::fs::read(&shot).expect("a screenshot");
-        assert!(png.starts_with(b"\x89PNG"), "{} bytes", png.len());
+        screenshot(&browser, root.root(), &page, (width, 2600), &shot);
         let dom = chromium_dom(&browser, root.root(), &page, width);
         assert_eq!(dom.matches("<section class=\"chart\"").count(), 2);
         assert_eq!(dom.matches("class=\"uplot").count(), 2, "at {width} px");

@@ -57,6 +57,38 @@ pub fn chromium_run(browser: &Path, home: &Path, page: &Path, args: &[String]) -
     log + &String::from_utf8_lossy(&run.stdout)
 }
 
+/// A screenshot of `page` in a window `width` × `height` pixels, into `shot`, with no error on
+/// the page's console; the PNG's bytes.
+pub fn screenshot(
+    browser: &Path,
+    home: &Path,
+    page: &Path,
+    (width, height): (u32, u32),
+    shot: &Path,
+) -> Vec<u8> {
+    let log = chromium_run(
+        browser,
+        home,
+        page,
+        &[
+            format!("--window-size={width},{height}"),
+            format!("--screenshot={}", shot.display()),
+        ],
+    );
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("CONSOLE") && (l.contains("Uncaught") || l.contains("ERROR")))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{} at {width} px: {errors:?}",
+        page.display()
+    );
+    let png = std::fs::read(shot).expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "{} bytes", png.len());
+    png
+}
+
 /// The page's DOM once its scripts ran, in a window `width` pixels wide.
 pub fn chromium_dom(browser: &Path, home: &Path, page: &Path, width: u32) -> String {
     chromium_run(
