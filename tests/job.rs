@@ -293,22 +293,8 @@ fn two_ranks_failing_at_once_leave_one_alarm_and_the_other_sees_it() {
     let mut started = Started::default();
     let pids: Vec<u32> = (0..2u32)
         .map(|rank| {
-            let progress = dir.path().join(format!("progress-{rank}"));
-            private_dir_all(&progress);
-            let mut cmd = std::process::Command::new(unilab_bin());
-            cmd.env_clear()
-                .env("PATH", path_with_fixtures())
-                .env("HOME", root.root())
-                .env("LANG", "C.UTF-8")
-                .arg("--root")
-                .arg(root.root())
-                .args(["--quiet", "soak", "run", "--job", "race", "--rank"])
-                .arg(rank.to_string())
-                .args(["--allow-no-progress", "--sample-interval", "0.1"])
-                .arg("--progress-dir")
-                .arg(&progress)
-                .arg("--output")
-                .arg(dir.path().join(format!("soak-{rank}.json")))
+            let (mut cmd, _) = job_rank_soak(&root, dir.path(), "race", rank);
+            cmd.args(["--allow-no-progress", "--sample-interval", "0.1"])
                 .args(["--", "sh", "-c"])
                 // Both wait for one file, then fail together.
                 .arg(format!(

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::common::*;
 
-const HUNG: u64 = 1;
+const HUNG: u32 = 1;
 
 /// Beats a step of ~0.1 s to `$UNILAB_HEARTBEAT`, `$1` steps, then waits without a beat.
 const TRAINER: &str = r#"i=0
@@ -21,23 +21,10 @@ while [ "$i" -lt "$1" ]; do
 done
 sleep 3600"#;
 
-fn rank_soak(root: &TestRoot, dir: &Path, rank: u64, steps: u32) -> Command {
-    let progress = dir.join(format!("progress-{rank}"));
-    private_dir_all(&progress);
-    let mut cmd = Command::new(unilab_bin());
-    cmd.env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", root.root())
-        .env("LANG", "C.UTF-8")
-        .arg("--root")
-        .arg(root.root())
-        .args(["--quiet", "soak", "run", "--job", "B", "--rank"])
-        .arg(rank.to_string())
-        .args(["--sample-interval", "0.2", "--stale-progress", "1h"])
-        .args(["--allow-no-progress", "--py-spy", "off", "--progress-dir"])
-        .arg(&progress)
-        .arg("--output")
-        .arg(dir.join(format!("soak-{rank}.json")))
+fn rank_soak(root: &TestRoot, dir: &Path, rank: u32, steps: u32) -> Command {
+    let (mut cmd, _) = job_rank_soak(root, dir, "B", rank);
+    cmd.args(["--sample-interval", "0.2", "--stale-progress", "1h"])
+        .args(["--allow-no-progress", "--py-spy", "off"])
         .args(["--", "sh", "-c", TRAINER, "sh"])
         .arg(steps.to_string())
         .stdout(Stdio::null())

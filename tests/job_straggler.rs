@@ -39,29 +39,15 @@ done"#;
 /// `soak run --job S --rank R` over the trainer of rank `rank`, on GPU `rank`, with `health`
 /// as the fake's GPU health; its artifact and standard error in `dir`.
 fn rank_soak(root: &TestRoot, dir: &Path, rank: u32, health: &str) -> Command {
-    let progress = dir.join(format!("progress-{rank}"));
-    private_dir_all(&progress);
     let gpus: Vec<String> = (0..WORLD)
         .map(|i| format!("{}|NVIDIA H100 80GB HBM3|81559|1024|90", uuid(i)))
         .collect();
-    let mut cmd = Command::new(unilab_bin());
-    cmd.env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", root.root())
-        .env("LANG", "C.UTF-8")
-        .env("TZ", "UTC")
+    let (mut cmd, _) = job_rank_soak(root, dir, "S", rank);
+    cmd.env("TZ", "UTC")
         .env("FAKE_NVIDIA_SMI_GPUS", gpus.join(";"))
         .env("FAKE_NVIDIA_SMI_HEALTH", health)
         .env("FAKE_NVIDIA_SMI_APPS_FILE", dir.join("apps"))
-        .arg("--root")
-        .arg(root.root())
-        .args(["--quiet", "soak", "run", "--job", "S", "--rank"])
-        .arg(rank.to_string())
         .args(["--sample-interval", "0.2", "--allow-no-progress"])
-        .arg("--progress-dir")
-        .arg(&progress)
-        .arg("--output")
-        .arg(dir.join(format!("soak-{rank}.json")))
         .args([
             "--",
             "sh",

@@ -1,7 +1,7 @@
 //! The ring all-reduce fixture (`fixtures/ring_allreduce.py`) and its launcher
 //! (`fixtures/launch_ranks.py`): ranks of a job as real processes, and where each one waits.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use super::*;
@@ -117,6 +117,29 @@ impl Drop for Started {
     }
 }
 
+/// `unilab --quiet soak run --job JOB --rank RANK` in a cleared environment (`PATH` with the
+/// fixtures, `HOME` the state root, `LANG`), its progress in a private directory
+/// `progress-RANK` under `dir` and its artifact `soak-RANK.json` there; flags, more environment
+/// and the command are the caller's to add. With the progress directory's path.
+pub fn job_rank_soak(root: &TestRoot, dir: &Path, job: &str, rank: u32) -> (Command, PathBuf) {
+    let progress = dir.join(format!("progress-{rank}"));
+    private_dir_all(&progress);
+    let mut cmd = Command::new(unilab_bin());
+    cmd.env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", root.root())
+        .env("LANG", "C.UTF-8")
+        .arg("--root")
+        .arg(root.root())
+        .args(["--quiet", "soak", "run", "--job", job, "--rank"])
+        .arg(rank.to_string())
+        .arg("--progress-dir")
+        .arg(&progress)
+        .arg("--output")
+        .arg(dir.join(format!("soak-{rank}.json")));
+    (cmd, progress)
+}
+
 /// `unilab soak run --job J --rank R` over rank `rank` of a ring of `world` ranks in which rank
 /// `hung` hangs in `load_batch` after `hang_after` steps: its progress in its own directory
 /// under `dir` (the ring's port files in `dir`, so that they count as no rank's progress), its
@@ -129,23 +152,9 @@ pub fn ring_rank_soak(
     py_spy: Option<&Path>,
     flags: &[&str],
 ) -> Command {
-    let progress = dir.join(format!("progress-{rank}"));
-    private_dir_all(&progress);
-    let mut cmd = Command::new(unilab_bin());
-    cmd.env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", root.root())
-        .env("LANG", "C.UTF-8")
-        .env("TZ", "UTC")
-        .arg("--root")
-        .arg(root.root())
-        .args(["--quiet", "soak", "run", "--job", "J", "--rank"])
-        .arg(rank.to_string())
+    let (mut cmd, progress) = job_rank_soak(root, dir, "J", rank);
+    cmd.env("TZ", "UTC")
         .args(flags)
-        .arg("--progress-dir")
-        .arg(&progress)
-        .arg("--output")
-        .arg(dir.join(format!("soak-{rank}.json")))
         .arg("--py-spy")
         .arg(py_spy.map_or(std::ffi::OsStr::new("off"), Path::as_os_str))
         .args(["--", "python3"])
