@@ -140,3 +140,289 @@ fn history_tells_a_soaks_settings_as_durations_with_its_startup_timeout() {
         "{history}"
     );
 }
+
+/// A trainer that starts a child whose command line carries credentials written into its
+/// arguments, shows progress twice, then hangs: its soak fails as stale and captures both.
+const SECRET_ARGS_TRAINER: &str = r#"
+import os, subprocess, sys, time
+progress = sys.argv[1]
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)",
+                  "Authorization: Bearer childbearer-77aa", '{"password": "childjson-88bb"}'])
+for step in range(2):
+    with open(os.path.join(progress, f"step-{step}"), "w") as f:
+        f.write("x")
+    time.sleep(0.2)
+time.sleep(600)
+"#;
+
+/// What the soak of [`SECRET_ARGS_TRAINER`] and its child were given and no record or view may
+/// hold.
+const WRITTEN_SECRETS: [&str; 6] = [
+    "s3cr3tbearer-11",
+    "hunter2x",
+    "pairsecret-22",
+    "scriptbearer-33",
+    "childbearer-77aa",
+    "childjson-88bb",
+];
+
+/// Asserts that none of `secrets` is among `bytes` of `view`.
+fn holds_none(view: &str, bytes: &[u8], secrets: &[&str]) {
+    for secret in secrets {
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "`{secret}` reached {view}: {}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+}
+
+/// Credentials written into a command's arguments were recorded raw: `'Authorization: Bearer
+/// …'`, a JSON argument `'{"password": "…"}'`, `password=…` in a script — the soak's own and
+/// a child's read for the evidence — reached the artifact, the log, every view of it and the
+/// metrics file's `command` label (a 0644 file node_exporter serves), as only credential-named
+/// flags, variables' values and URL passwords were masked.
+#[test]
+fn credentials_written_into_a_commands_arguments_reach_no_record_or_view() {
+    let soak = Soak::new();
+    let script = soak.root.root().join("secret_args.py");
+    std::fs::write(&script, SECRET_ARGS_TRAINER).unwrap();
+    let metrics = soak.root.root().join("soak.prom");
+    let run = soak
+        .unilab()
+        .args(["--json", "soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .arg("--metrics-file")
+        .arg(&metrics)
+        .args(["--sample-interval", "0.2", "--stale-progress", "1"])
+        .args([
+            "--shutdown-grace",
+            "0.5",
+            "--py-spy",
+            "off",
+            "--",
+            "python3",
+        ])
+        .arg(&script)
+        .arg(soak.progress())
+        .args([
+            "Authorization: Bearer s3cr3tbearer-11",
+            r#"{"password": "hunter2x", "lr": 0.1}"#,
+            "user=bob password=pairsecret-22",
+            "curl -H \"Authorization: Bearer scriptbearer-33\" https://h",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    let artifact: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+    assert_eq!(artifact["outcome"]["failure_kind"], "stale_progress");
+    let id = artifact["soak_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        artifact["command"].as_array().unwrap()[3..],
+        [
+            "Authorization: Bearer [redacted]",
+            r#"{"password": "[redacted]", "lr": 0.1}"#,
+            "user=bob password=[redacted]",
+            "curl -H \"Authorization: Bearer [redacted]\" https://h",
+        ]
+    );
+    let child = artifact["evidence"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["cmdline"][1] == "-c")
+        .unwrap_or_else(|| panic!("the child is in the evidence: {artifact}"));
+    assert_eq!(
+        child["cmdline"].as_array().unwrap()[3..],
+        [
+            "Authorization: Bearer [redacted]",
+            r#"{"password": "[redacted]"}"#
+        ]
+    );
+
+    let report = soak.root.root().join("report.html");
+    soak.unilab()
+        .args(["soak", "report", &id, "--output"])
+        .arg(&report)
+        .assert()
+        .success();
+    let views = [
+        ("soak run", [run.stdout, run.stderr].concat()),
+        ("the artifact", std::fs::read(soak.artifact_path()).unwrap()),
+        ("the log file", std::fs::read(soak.root.log_path()).unwrap()),
+        ("the metrics file", std::fs::read(&metrics).unwrap()),
+        ("show", shown(soak.unilab(), &["soak", "show", &id]).into()),
+        (
+            "show --json",
+            shown(soak.unilab(), &["--json", "soak", "show", &id]).into(),
+        ),
+        ("list", shown(soak.unilab(), &["soak", "list"]).into()),
+        (
+            "list --json",
+            shown(soak.unilab(), &["--json", "soak", "list"]).into(),
+        ),
+        (
+            "history",
+            shown(soak.unilab(), &["history", "--soak", &id]).into(),
+        ),
+        (
+            "history --json",
+            shown(soak.unilab(), &["--json", "history", "--soak", &id]).into(),
+        ),
+        ("the report", std::fs::read(&report).unwrap()),
+    ];
+    for (view, bytes) in &views {
+        holds_none(view, bytes, &WRITTEN_SECRETS);
+    }
+    let text = |view: &str| {
+        let (_, bytes) = views.iter().find(|(name, _)| *name == view).unwrap();
+        String::from_utf8_lossy(bytes).into_owned()
+    };
+    assert!(
+        text("the metrics file").contains("Authorization: Bearer [redacted]"),
+        "{}",
+        text("the metrics file")
+    );
+    let show = text("show");
+    assert!(
+        show.contains("'Authorization: Bearer [redacted]'")
+            && show
+                .contains(" -c 'import time; time.sleep(600)' 'Authorization: Bearer [redacted]'"),
+        "the command and the child's, masked: {show}"
+    );
+    soak.unilab().args(["log", "verify"]).assert().success();
+}
+
+/// The soak a log recorded with credentials written into its command lines raw, as unilab
+/// recorded them before it masked them: its start's command, its evidence's process and its
+/// leaked process carry `Authorization: Bearer oldbearer-44cc` and `{"token": "oldjson-55dd"}`.
+fn a_soak_recorded_raw(root: &TestRoot, id: &str) {
+    use unilab::{
+        Evidence, FailureKind, LeakedProcess, ProcessEvidence, ProcessIdentity, StoredEvent,
+        Subject,
+    };
+    let raw = || -> Vec<String> {
+        [
+            "python3",
+            "train.py",
+            "Authorization: Bearer oldbearer-44cc",
+        ]
+        .into_iter()
+        .map(Into::into)
+        .chain([r#"{"token": "oldjson-55dd"}"#.to_owned()])
+        .collect()
+    };
+    let supervisor = ProcessIdentity {
+        pid: 5000,
+        start_ticks: 1_000_000,
+    };
+    let mut events = measured_soak(id, 3, |_| 2, supervisor);
+    for (_, event) in &mut events {
+        match event {
+            StoredEvent::SoakStartedV8 { start, .. } => start.command = raw(),
+            StoredEvent::SoakFinishedV9 { end, .. } => {
+                end.leaked_processes = vec![LeakedProcess {
+                    identity: ProcessIdentity {
+                        pid: 5001,
+                        start_ticks: 1_000_001,
+                    },
+                    name: "python3".into(),
+                    cmdline: raw(),
+                }];
+            }
+            _ => {}
+        }
+    }
+    let finished = events.pop().unwrap();
+    events.push((
+        Subject::Soak(id.into()),
+        StoredEvent::SoakEvidenceCaptured(Box::new(Evidence {
+            trigger: FailureKind::StaleProgress,
+            captured_at_us: 1_764_679_316_750_000,
+            processes: vec![ProcessEvidence {
+                pid: 5000,
+                ppid: 4999,
+                start_ticks: 1_000_000,
+                name: "python3".into(),
+                state: 'S',
+                cmdline: raw(),
+                threads: Vec::new(),
+                kernel_stack: None,
+                python_stack: None,
+                holds_gpu_device: false,
+                rank: None,
+            }],
+            cgroup: None,
+            kernel_messages: Vec::new(),
+            unavailable: Vec::new(),
+            mps: Vec::new(),
+        })),
+    ));
+    events.push(finished);
+    root.log().append_all(events).unwrap();
+}
+
+/// A log written before a form of credential was masked kept showing it: `soak show`, `soak
+/// list`, `history` and the report read the command lines as recorded. They are masked when
+/// shown; `soak export` still gives the artifact as it was written, byte for byte.
+#[test]
+fn a_credential_recorded_raw_is_masked_when_shown_and_exported_as_written() {
+    let root = TestRoot::new();
+    let id = "20261205T100000-5ec7";
+    a_soak_recorded_raw(&root, id);
+    let secrets = ["oldbearer-44cc", "oldjson-55dd"];
+    let views = [
+        ("show", &["soak", "show", id][..]),
+        ("show --json", &["--json", "soak", "show", id]),
+        ("list", &["soak", "list"]),
+        ("list --json", &["--json", "soak", "list"]),
+        ("history", &["history", "--soak", id]),
+        ("history --json", &["--json", "history", "--soak", id]),
+        ("history of the log", &["history"]),
+        ("report", &["soak", "report", id]),
+    ];
+    for (view, args) in views {
+        let text = shown(root.unilab(), args);
+        holds_none(view, text.as_bytes(), &secrets);
+        if view != "history of the log" {
+            assert!(text.contains("Bearer [redacted]"), "{view}: {text}");
+        }
+    }
+    let show = shown(root.unilab(), &["soak", "show", id]);
+    assert!(
+        show.contains(r#"'Authorization: Bearer [redacted]' '{"token": "[redacted]"}'"#),
+        "{show}"
+    );
+    let history = shown(root.unilab(), &["--json", "history", "--soak", id]);
+    assert!(
+        history.contains(r#"{\"token\": \"[redacted]\"}"#),
+        "the start, the evidence and the leak, each masked: {history}"
+    );
+
+    let exported = root
+        .unilab()
+        .args(["soak", "export", id])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let log = root.log();
+    let snapshot = log.snapshot().unwrap();
+    let records = unilab::testing::artifact::collect(&snapshot, id)
+        .unwrap()
+        .unwrap();
+    let (whole, _) = unilab::testing::artifact::render(&records);
+    assert_eq!(
+        String::from_utf8_lossy(&exported),
+        String::from_utf8_lossy(&whole),
+        "the artifact as it was recorded"
+    );
+    for secret in secrets {
+        assert!(String::from_utf8_lossy(&exported).contains(secret));
+    }
+    root.unilab().args(["log", "verify"]).assert().success();
+}

@@ -5,6 +5,17 @@
 //! variable unilab hands a command (its own environment and `--env`) wherever they appear in what
 //! unilab records — output tails, command lines, metadata — as well as the password of any URL
 //! with `user:password@`.
+//!
+//! Every command line, wherever it is recorded or shown (the start, a child's in the evidence, a
+//! leaked process's, the metrics file's label, every view of a record), and every value of a
+//! printed runtime snapshot, is masked by one rule, [`mask_argv`] ([`mask_argument`] for one
+//! value): the credentials written into an argument ([`argument`]: an authorization, a JSON
+//! member or a pair whose key names a credential, a URL's password), then the values of the
+//! credential-named flags. A record made before a form of it was masked is masked when it is
+//! shown ([`shown`]); `soak export` gives the artifact as it was written.
+
+mod argument;
+pub(crate) mod shown;
 
 use std::borrow::Cow;
 
@@ -71,8 +82,10 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
-    /// The values of the credential-like variables among `variables` and of the
-    /// credential-named flags of `command`.
+    /// The values of the credential-like variables among `variables`, of the credential-named
+    /// flags of `command` and of the credentials written into its arguments (but the JSON
+    /// members named only by the wider rule of variables, whose values are figures and names as
+    /// often as secrets: `"max_tokens": 4096`).
     pub(crate) fn of<'a>(
         variables: impl IntoIterator<Item = (&'a str, &'a str)>,
         command: &[String],
@@ -84,8 +97,15 @@ impl Secrets {
         let flags = credential_values(command)
             .into_iter()
             .map(|(arg, at)| &command[arg][at..]);
+        let written = command.iter().flat_map(|arg| {
+            argument::found(arg)
+                .into_iter()
+                .filter(|found| found.searched)
+                .map(move |found| found.value(arg))
+        });
         let mut values: Vec<String> = variables
             .chain(flags)
+            .chain(written)
             .filter(|value| worth_searching(value))
             .map(str::to_owned)
             .collect();
@@ -109,14 +129,11 @@ impl Secrets {
         )
     }
 
-    /// `argv` as it is recorded: the value of every credential-named flag replaced by the
-    /// marker, then each argument [masked](Self::mask).
+    /// `argv` as it is recorded: each argument [masked](Self::mask), then by the rule of every
+    /// command line ([`mask_argv`]).
     pub(crate) fn mask_command_line(&self, argv: &[String]) -> Vec<String> {
-        let mut masked: Vec<String> = argv.iter().map(|arg| self.mask(arg).into_owned()).collect();
-        for (arg, at) in credential_values(argv) {
-            masked[arg] = format!("{}{REDACTED}", &argv[arg][..at]);
-        }
-        masked
+        let masked: Vec<Cow<'_, str>> = argv.iter().map(|arg| self.mask(arg)).collect();
+        mask_argv(&masked)
     }
 
     /// `text` with every secret and every URL password replaced by the marker.
@@ -148,6 +165,31 @@ impl Secrets {
         }
         masked.into_bytes()
     }
+}
+
+/// `argv` as every record and every view holds it: each argument [masked](mask_argument), then
+/// the value of every credential-named flag replaced by the marker.
+pub(crate) fn mask_argv<S: AsRef<str>>(argv: &[S]) -> Vec<String> {
+    let mut masked: Vec<String> = argv
+        .iter()
+        .map(|arg| mask_argument(arg.as_ref()).into_owned())
+        .collect();
+    for (arg, at) in credential_values(argv) {
+        masked[arg] = format!("{}{REDACTED}", &argv[arg].as_ref()[..at]);
+    }
+    masked
+}
+
+/// One argument of a command line, or one value of the environment, with every credential
+/// written into it (see [`argument`]) and every URL's password replaced by the marker.
+pub(crate) fn mask_argument(text: &str) -> Cow<'_, str> {
+    let urls = mask_url_passwords(text);
+    let unmasked = urls.as_deref().unwrap_or(text);
+    let found = argument::found(unmasked);
+    if found.is_empty() {
+        return urls.map_or(Cow::Borrowed(text), Cow::Owned);
+    }
+    Cow::Owned(argument::masked(unmasked, &found))
 }
 
 /// The values of `argv`'s credential-named flags, each as the index of the argument that holds
@@ -211,7 +253,8 @@ fn names_credential(name: &str) -> bool {
         || (last == "KEY" && ["API", "ACCESS", "SECRET", "PRIVATE", "SESSION"].contains(&before))
 }
 
-/// `text` with the password of every `scheme://user:password@host` replaced; `None` if it has
+/// `text` with the password of every `scheme://user:password@host` replaced, and every user
+/// that is a token (`https://ghp_…@github.com`: see [`looks_like_a_token`]); `None` if it has
 /// none.
 fn mask_url_passwords(text: &str) -> Option<String> {
     let mut out = String::new();
@@ -224,14 +267,18 @@ fn mask_url_passwords(text: &str) -> Option<String> {
             .unwrap_or(rest.len() - authority_start);
         let authority = &rest[authority_start..authority_start + authority_len];
         out.push_str(&rest[..authority_start]);
-        match authority
-            .rfind('@')
-            .and_then(|userinfo_end| Some((userinfo_end, authority[..userinfo_end].find(':')?)))
-        {
-            Some((userinfo_end, colon)) if colon + 1 < userinfo_end => {
+        let userinfo_end = authority.rfind('@');
+        let colon = userinfo_end.and_then(|end| authority[..end].find(':'));
+        match (userinfo_end, colon) {
+            (Some(end), Some(colon)) if colon + 1 < end => {
                 out.push_str(&authority[..=colon]);
                 out.push_str(REDACTED);
-                out.push_str(&authority[userinfo_end..]);
+                out.push_str(&authority[end..]);
+                changed = true;
+            }
+            (Some(end), None) if looks_like_a_token(&authority[..end]) => {
+                out.push_str(REDACTED);
+                out.push_str(&authority[end..]);
                 changed = true;
             }
             _ => out.push_str(authority),
@@ -242,12 +289,24 @@ fn mask_url_passwords(text: &str) -> Option<String> {
     changed.then_some(out)
 }
 
+/// Whether a URL's user (with no password) is a token rather than a name: 16 characters or
+/// more, letters and digits both among them (`git`, `anon` and `first.last` are names).
+fn looks_like_a_token(user: &str) -> bool {
+    user.len() >= 16
+        && user
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        && user.chars().any(|c| c.is_ascii_digit())
+        && user.chars().any(|c| c.is_ascii_alphabetic())
+}
+
 /// The value to record for a variable.
 pub(crate) fn redact<'a>(name: &str, value: &'a str) -> &'a str {
     if is_credential(name) { REDACTED } else { value }
 }
 
-/// Every value in `value` under a credential-like name replaced by the marker, at any depth.
+/// Every value in `value` under a credential-like name replaced by the marker, at any depth: the
+/// rule a JSON member within a command line is masked by too ([`argument`]).
 pub(crate) fn redact_json(value: &mut serde_json::Value) {
     match value {
         serde_json::Value::Object(map) => {

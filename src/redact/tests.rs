@@ -124,15 +124,24 @@ fn credential_flags_lose_their_values_in_every_form() {
             "--token",
         ])
     );
-    // Not names: a URL's query and free text are not flags.
-    let kept = argv(&[
-        "curl",
-        "https://h/x?token=abc",
-        "say token=x y",
-        "--lr=1",
-        "--",
-    ]);
-    assert_eq!(none.mask_command_line(&kept), kept);
+    // Not flags: a URL's query and free text name none, though a `token=` pair written in them
+    // is masked as a pair (see `credentials_written_into_an_argument_are_masked`).
+    assert_eq!(
+        none.mask_command_line(&argv(&[
+            "curl",
+            "https://h/x?token=abc",
+            "say token=x y",
+            "--lr=1",
+            "--",
+        ])),
+        argv(&[
+            "curl",
+            "https://h/x?token=[redacted]",
+            "say token=[redacted] y",
+            "--lr=1",
+            "--",
+        ])
+    );
 }
 
 /// Flags that merely contain a credential's word were masked as credentials:
@@ -221,4 +230,192 @@ fn a_tail_that_begins_inside_a_secret_is_masked_too() {
     assert_eq!(s.mask_tail(b"f123\n"), b"[redacted]\n");
     // Fewer than four characters of it: too little to tell from ordinary output.
     assert_eq!(s.mask_tail(b"123\n"), b"123\n");
+}
+
+/// The argument's text, masked by the rule of every command line.
+fn masked(text: &str) -> String {
+    mask_argument(text).into_owned()
+}
+
+/// Credentials written into an argument reached the log and every view raw: `curl -H
+/// 'Authorization: Bearer …'`, a JSON argument `'{"password": "…"}'`, `password=…` in a `sh -c`
+/// script and `--conf spark.password=…`, as only credential-named flags, variables' values and
+/// URL passwords were masked.
+#[test]
+fn credentials_written_into_an_argument_are_masked() {
+    for (given, shown) in [
+        // Authorizations: the credentials after the scheme, or the whole value without one.
+        (
+            "Authorization: Bearer s3cr3t-abc.def",
+            "Authorization: Bearer [redacted]",
+        ),
+        (
+            "authorization:Basic dXNlcjpwYXNz",
+            "authorization:Basic [redacted]",
+        ),
+        (
+            "Authorization: token ghp_abc123",
+            "Authorization: token [redacted]",
+        ),
+        (
+            "Proxy-Authorization: abc123",
+            "Proxy-Authorization: [redacted]",
+        ),
+        (
+            "curl -H \"Authorization: Bearer abc\" https://h/v1",
+            "curl -H \"Authorization: Bearer [redacted]\" https://h/v1",
+        ),
+        (
+            "X-Upstream: Bearer eyJhbGciOi.e30.sig",
+            "X-Upstream: Bearer [redacted]",
+        ),
+        // JSON members whose keys look like credentials', at any depth, whatever their type.
+        (
+            r#"{"password": "hunter2x"}"#,
+            r#"{"password": "[redacted]"}"#,
+        ),
+        (
+            r#"{"db": {"user": "bob", "api_token": "t0k"}, "lr": 0.1}"#,
+            r#"{"db": {"user": "bob", "api_token": "[redacted]"}, "lr": 0.1}"#,
+        ),
+        (
+            r#"{"credentials": {"a": [1, "x"]}, "n": 2}"#,
+            r#"{"credentials": "[redacted]", "n": 2}"#,
+        ),
+        (r#"{"secret":123456}"#, r#"{"secret":"[redacted]"}"#),
+        (r#"{"secret": "a\"b"}"#, r#"{"secret": "[redacted]"}"#),
+        (
+            r#"{"pass\u0077ord": "x"}"#,
+            r#"{"pass\u0077ord": "[redacted]"}"#,
+        ),
+        (
+            r#"curl -d '{"password":"p1"}' https://h"#,
+            r#"curl -d '{"password":"[redacted]"}' https://h"#,
+        ),
+        (
+            r#"{"authorization": "Bearer abcdefgh12"}"#,
+            r#"{"authorization": "[redacted]"}"#,
+        ),
+        // JSON cut short, or broken by a shell's quoting.
+        (r#"{"token": "abc"#, r#"{"token": "[redacted]""#),
+        (
+            r#"{"token": x1, "n": 1}"#,
+            r#"{"token": "[redacted]", "n": 1}"#,
+        ),
+        // Pairs whose keys name credentials.
+        ("user=bob password=xyz", "user=bob password=[redacted]"),
+        ("spark.password=abc", "spark.password=[redacted]"),
+        (
+            "--conf=spark.password=abc",
+            "--conf=spark.password=[redacted]",
+        ),
+        (
+            "password: xyz, user: bob",
+            "password: [redacted], user: bob",
+        ),
+        ("{'db_password': 'p4ss'}", "{'db_password': '[redacted]'}"),
+        (
+            "export HF_TOKEN=\"a b\"; run",
+            "export HF_TOKEN=\"[redacted]\"; run",
+        ),
+        ("token = 'x' # python", "token = '[redacted]' # python"),
+        ("X-Api-Key: k3y", "X-Api-Key: [redacted]"),
+        (
+            "https://h/x?token=abc&n=1",
+            "https://h/x?token=[redacted]&n=1",
+        ),
+        // A URL's password, and a user that is a token.
+        (
+            "git clone https://ghp_abcdefghij1234567890@github.com/o/r",
+            "git clone https://[redacted]@github.com/o/r",
+        ),
+        (
+            "HF_ENDPOINT=https://bob:pw12345@host",
+            "HF_ENDPOINT=https://bob:[redacted]@host",
+        ),
+    ] {
+        assert_eq!(masked(given), shown, "{given}");
+        assert_eq!(
+            masked(shown),
+            shown,
+            "masking again changes nothing: {shown}"
+        );
+    }
+}
+
+/// What only looks like a credential is left as written: settings whose names merely contain a
+/// credential's word, comparisons, empty assignments, prose, names in URLs.
+#[test]
+fn text_that_only_looks_like_a_credential_is_kept() {
+    for kept in [
+        "max_tokens=4096 tokenizer=gpt2 num_tokens: 8192",
+        "password_file=/run/secrets/db --password-file=/x",
+        "model.name=llama data.path=/d optimizer.lr=3e-4",
+        r#"[ "$token" == "x" ] && [ "$token" != y ] && a := token"#,
+        "TOKEN= ./run.sh",
+        "the bearer of news",
+        "Authorization header required",
+        "ssh://git@github.com/o/r ftp://anon@host/ https://first.last@h/",
+        r#"{"lr": 3e-4, "name": "token", "batch": 32}"#,
+        "std::env::var(\"X\"); time 12:30",
+        "echo step: 1",
+    ] {
+        assert_eq!(masked(kept), kept);
+    }
+    // JSON members are named as `--meta-json`'s are, by the wider rule of variables: a figure
+    // under `max_tokens` is masked where it stands, but searched for nowhere else.
+    let config = argv(&["train", r#"{"max_tokens": 4096}"#]);
+    assert_eq!(
+        Secrets::default().mask_command_line(&config)[1],
+        r#"{"max_tokens": "[redacted]"}"#
+    );
+    assert_eq!(Secrets::of([], &config).mask("step 4096"), "step 4096");
+}
+
+/// A credential written into the command's arguments is masked wherever else it appears (the
+/// output, a child's command line), as a credential flag's value is.
+#[test]
+fn credentials_written_into_the_command_are_masked_wherever_they_appear() {
+    let command = argv(&[
+        "sh",
+        "-c",
+        "curl -H 'Authorization: Bearer abcdefgh123' -d '{\"password\": \"hunter2x\"}' https://h",
+    ]);
+    let s = Secrets::of([], &command);
+    assert_eq!(
+        s.mask("sent abcdefgh123 and hunter2x"),
+        "sent [redacted] and [redacted]"
+    );
+    assert_eq!(
+        s.mask_command_line(&argv(&["curl", "abcdefgh123"])),
+        argv(&["curl", "[redacted]"])
+    );
+}
+
+/// Every command line of an artifact's head is masked when shown: the command, the evidence's
+/// processes', the leaked processes'; what only looks like one is left alone.
+#[test]
+fn an_artifacts_command_lines_are_masked_when_shown() {
+    let bearer = "Authorization: Bearer abcdefgh123";
+    let serde_json::Value::Object(mut head) = serde_json::json!({
+        "command": ["curl", "-H", bearer],
+        "evidence": {"processes": [{"pid": 1, "cmdline": ["sleep", bearer]}]},
+        "job_evidence": null,
+        "leaked_processes": [{"cmdline": ["--token", "t0k3n"]}],
+        "metadata": {"command": bearer},
+    }) else {
+        unreachable!()
+    };
+    shown::artifact(&mut head);
+    let masked = "Authorization: Bearer [redacted]";
+    assert_eq!(head["command"], serde_json::json!(["curl", "-H", masked]));
+    assert_eq!(
+        head["evidence"]["processes"][0]["cmdline"],
+        serde_json::json!(["sleep", masked])
+    );
+    assert_eq!(
+        head["leaked_processes"][0]["cmdline"],
+        serde_json::json!(["--token", "[redacted]"])
+    );
+    assert_eq!(head["metadata"]["command"], bearer);
 }

@@ -221,13 +221,14 @@ fn all_hosts(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result
 /// One line of the human timeline.
 pub(crate) fn record_line(record: &Record) -> String {
     let envelope = &record.envelope;
+    let event = crate::redact::shown::event(&envelope.event);
     format!(
         "{:>6}  {}  {:<28}  {:<22}  {}",
         envelope.seq,
         human_time(envelope.recorded_at_us),
         envelope.subject.to_string(),
         envelope.event.kind(),
-        timeline::summary(&envelope.event)
+        timeline::summary(&event)
     )
 }
 
@@ -246,7 +247,8 @@ pub(crate) fn record_json(record: &Record) -> serde_json::Value {
     object.insert("host".into(), envelope.scope.host.clone().into());
     object.insert("prev_hash".into(), to_hex(&record.prev_hash).into());
     object.insert("hash".into(), to_hex(&record.hash).into());
-    for (key, value) in crate::event::fields_json(&envelope.event, envelope.schema) {
+    let event = crate::redact::shown::event(&envelope.event);
+    for (key, value) in crate::event::fields_json(&event, envelope.schema) {
         object.entry(key).or_insert(value);
     }
     serde_json::Value::Object(object)

@@ -184,7 +184,7 @@ fn soak_cells(
         human_time(soak.started_at_us).chars().take(19).collect(),
         duration,
         soak.samples.to_string(),
-        output::shell_command(&soak.command),
+        output::shell_command(&crate::redact::mask_argv(&soak.command)),
     ]
 }
 

@@ -92,7 +92,7 @@ fn summary_json(summary: &SoakSummary) -> serde_json::Value {
         "artifact": summary.artifact_digest.as_ref().map(|_| &summary.output),
         "output": summary.output,
         "digest": summary.artifact_digest,
-        "command": summary.command,
+        "command": crate::redact::mask_argv(&summary.command),
         "samples": summary.samples,
         "started_at": unix_seconds(summary.started_at_us),
         "ended_at": summary.ended_at_us.map(unix_seconds),

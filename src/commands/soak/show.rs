@@ -74,7 +74,10 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         explained.is_some() || summary.state == SoakState::Finished(OutcomeStatus::Failed);
     let mut lines = vec![
         ("soak", summary.soak_id.clone()),
-        ("command", output::shell_command(&summary.command)),
+        (
+            "command",
+            output::shell_command(&crate::redact::mask_argv(&summary.command)),
+        ),
         ("status", out.paint.status(&status_text(summary))),
     ];
     if let Some(reason) = &summary.reason {

@@ -67,8 +67,10 @@ pub(crate) struct TailsShown {
 }
 
 impl Shown {
-    /// Reads the fields of an artifact's head (every field but `samples`).
-    pub(crate) fn of(head: Map<String, Value>) -> Result<Self, serde_json::Error> {
+    /// Reads the fields of an artifact's head (every field but `samples`), its command lines
+    /// masked as every view shows them.
+    pub(crate) fn of(mut head: Map<String, Value>) -> Result<Self, serde_json::Error> {
+        crate::redact::shown::artifact(&mut head);
         let head = Value::Object(head);
         let found = Found::of(&head)?;
         let judged = Judged::of(&head)?;

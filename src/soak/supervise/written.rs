@@ -69,6 +69,8 @@ pub(crate) fn report_html(
     let mut gathered = artifact::stream::gather(snapshot, soak_id, |piece| charts.take(piece))
         .map_err(SoakError::streaming(&spool))?;
     let digest = gathered.digest().map_err(SoakError::streaming(&spool))?;
+    // The page shows the command lines masked; the digest is the artifact's as written.
+    crate::redact::shown::artifact(&mut gathered.head);
     let view = Value::Object(std::mem::take(&mut gathered.head));
     let timeline = timeline(snapshot, soak_id, line)?;
     let (_, head) = snapshot.head()?;
