@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 use crate::gpu::smi;
-use crate::redact::redact;
+use crate::redact::{mask_argument, redact};
 use crate::tool::{self, Tool};
 
 /// Variables that describe a training run's setup, by prefix or exact name.
@@ -111,7 +111,8 @@ fn software() -> Value {
     })
 }
 
-/// The environment variables worth keeping, credentials redacted.
+/// The environment variables worth keeping: a credential's value redacted, and in every other
+/// value what a command line's argument would have masked (a URL's password, a pair's secret).
 pub(crate) fn relevant_environment(
     vars: impl Iterator<Item = (String, String)>,
 ) -> Map<String, Value> {
@@ -119,7 +120,7 @@ pub(crate) fn relevant_environment(
         ENV_NAMES.contains(&k.as_str()) || ENV_PREFIXES.iter().any(|p| k.starts_with(p))
     })
     .map(|(k, v)| {
-        let value = redact(&k, &v).to_owned();
+        let value = mask_argument(redact(&k, &v)).into_owned();
         (k, Value::String(value))
     })
     .collect()
@@ -159,5 +160,20 @@ mod tests {
         assert_eq!(env["HF_TOKEN"], "[redacted]");
         assert_eq!(env["VIRTUAL_ENV"], "/venv");
         assert!(!env.contains_key("HOME"));
+    }
+
+    /// `unilab snapshot` printed a URL's password from the environment raw
+    /// (`HF_ENDPOINT=https://bob:…@host`): only credential-named variables lost their values,
+    /// and a soak's snapshot was masked only by the soak's own rule.
+    #[test]
+    fn a_urls_password_in_the_environment_is_masked() {
+        let vars = [
+            ("HF_ENDPOINT", "https://bob:pw12345@hub.example/x"),
+            ("NCCL_SOCKET_IFNAME", "eth0"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let env = relevant_environment(vars.into_iter());
+        assert_eq!(env["HF_ENDPOINT"], "https://bob:[redacted]@hub.example/x");
+        assert_eq!(env["NCCL_SOCKET_IFNAME"], "eth0");
     }
 }

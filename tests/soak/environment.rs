@@ -302,6 +302,35 @@ fn the_runtime_snapshot_describes_source_gpu_software_and_environment() {
     assert!(!String::from_utf8_lossy(&out).contains("sekrit-77"));
 }
 
+/// `unilab snapshot` printed a URL's password from its environment raw
+/// (`HF_ENDPOINT=https://bob:…@host`), though a soak's snapshot masked it and the docs say the
+/// command redacts: only credential-named variables lost their values.
+#[test]
+fn a_printed_snapshot_holds_no_urls_password() {
+    let root = TestRoot::new();
+    for json in [false, true] {
+        let mut cmd = root.unilab();
+        cmd.env("HF_ENDPOINT", "https://bob:pw12345@hub.example/x");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd
+            .arg("snapshot")
+            .arg(root.root())
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8_lossy(&out);
+        assert!(!text.contains("pw12345"), "{text}");
+        assert!(
+            text.contains("https://bob:[redacted]@hub.example/x"),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn python_output_is_unbuffered_unless_the_user_says_otherwise() {
     for (env, expected) in [
