@@ -294,9 +294,10 @@ fn pairs(text: &str) -> Vec<Found> {
                 .rfind('\'')
                 .map(|open| &before[open + 1..])
                 .filter(|key| key.chars().all(key_char)),
+            // The last part of a path names a file, not a credential (`-v /run/token:/token`).
             None => {
-                let start = text[..key_end].rfind(|c| !key_char(c)).map_or(0, |i| i + 1);
-                Some(&text[start..key_end])
+                let start = text[..key_end].trim_end_matches(key_char).len();
+                Some(&text[start..key_end]).filter(|_| !text[..start].ends_with('/'))
             }
         };
         let Some(key) = key.map(|k| k.trim_start_matches(['-', '+'])) else {

@@ -359,6 +359,7 @@ fn text_that_only_looks_like_a_credential_is_kept() {
         r#"{"lr": 3e-4, "name": "token", "batch": 32}"#,
         "std::env::var(\"X\"); time 12:30",
         "echo step: 1",
+        "docker run -v /run/token:/token -e /etc/password=x img",
     ] {
         assert_eq!(masked(kept), kept);
     }
@@ -418,4 +419,27 @@ fn an_artifacts_command_lines_are_masked_when_shown() {
         serde_json::json!(["--token", "[redacted]"])
     );
     assert_eq!(head["metadata"]["command"], bearer);
+}
+
+proptest::proptest! {
+    /// Any text, however its quotes, keys and separators fall, is masked without a panic, and
+    /// masking it again changes nothing: a view masks what the record masked already.
+    #[test]
+    fn masking_any_text_holds_and_masking_again_changes_nothing(
+        parts in proptest::collection::vec(proptest::sample::select(vec![
+            "password", "Authorization", "bearer ", "Basic ", "token", "\"", "'", ":", "=", " ",
+            "{", "}", "[", "]", ",", "\\", "x1", "abcdefgh12", "é", "https://", "u:p@h", "-",
+            "[redacted]", "4096", "/", "&", "?",
+        ]), 0..24)
+    ) {
+        let text: String = parts.concat();
+        let once = mask_argument(&text).into_owned();
+        proptest::prop_assert_eq!(mask_argument(&once).into_owned(), once.clone(), "{}", text);
+    }
+
+    /// Nor does any text at all make it panic.
+    #[test]
+    fn masking_arbitrary_text_holds(text in "\\PC*") {
+        let _ = mask_argv(&[text]);
+    }
 }
