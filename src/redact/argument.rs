@@ -8,7 +8,7 @@
 //!   of `--meta-json`'s [`redact_json`](super::redact_json)), at any depth, whatever its type;
 //! - the value of a `key=value`, `key = value`, `key: value` or `'key': value` pair whose key
 //!   names a credential ([`names_credential`]: the rule of flags, so that `max_tokens=4096` and
-//!   `tokenizer=gpt2` keep their values).
+//!   `tokenizer=gpt2` keep their values; a path's last part, `/run/token:`, is no key).
 //!
 //! Everything else of the text is kept as it was written: a script (`sh -c '…'`) or a JSON
 //! argument still reads as itself, with the marker where each credential stood.
