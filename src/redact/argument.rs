@@ -4,8 +4,10 @@
 //! - an authorization header's credentials (`Authorization: Bearer V`, `Basic V`, `token V`,
 //!   `Proxy-Authorization: V`), and a bearer token anywhere (`Bearer V`, V of 8 characters or
 //!   more);
-//! - the value of a JSON member whose key looks like a credential's ([`is_credential`]: the rule
-//!   of `--meta-json`'s [`redact_json`](super::redact_json)), at any depth, whatever its type;
+//! - the value of a JSON member whose key looks like a credential's, at any depth: a string
+//!   under a key of the wider rule of variables and `--meta-json` ([`is_credential`]), any value
+//!   under a key of the narrow rule of flags ([`names_credential`]) — so that a figure under
+//!   `max_tokens` or `num_tokens` stays a figure, while `{"password": 1234}` loses its value;
 //! - the value of a `key=value`, `key = value`, `key: value` or `'key': value` pair whose key
 //!   names a credential ([`names_credential`]: the rule of flags, so that `max_tokens=4096` and
 //!   `tokenizer=gpt2` keep their values; a path's last part, `/run/token:`, is no key).
@@ -229,16 +231,20 @@ fn json_members(text: &str) -> Vec<Found> {
         let Ok(key) = serde_json::from_str::<String>(&text[start..end]) else {
             continue;
         };
-        if !is_credential(&key) {
+        let named = names_credential(&key);
+        if !named && !is_credential(&key) {
             continue;
         }
         let value_at = skip_whitespace(text, colon + 1);
+        if !named && !text[value_at..].starts_with('"') {
+            continue;
+        }
         if let Some(range) = json_value_at(text, value_at) {
             at = range.end;
             found.push(Found {
                 range,
                 json: true,
-                searched: names_credential(&key),
+                searched: named,
             });
         }
     }

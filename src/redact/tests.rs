@@ -363,14 +363,21 @@ fn text_that_only_looks_like_a_credential_is_kept() {
     ] {
         assert_eq!(masked(kept), kept);
     }
-    // JSON members are named as `--meta-json`'s are, by the wider rule of variables: a figure
-    // under `max_tokens` is masked where it stands, but searched for nowhere else.
-    let config = argv(&["train", r#"{"max_tokens": 4096}"#]);
+    // A JSON member named by the wider rule of variables loses a string, never a figure: a
+    // config's `max_tokens` stays readable; a string under it is masked where it stands, but
+    // searched for nowhere else. One named by the narrow rule of flags loses any value.
+    let config = argv(&[
+        "train",
+        r#"{"max_tokens": 4096, "tokenizer": "gpt2x", "password": 12345678}"#,
+    ]);
     assert_eq!(
         Secrets::default().mask_command_line(&config)[1],
-        r#"{"max_tokens": "[redacted]"}"#
+        r#"{"max_tokens": 4096, "tokenizer": "[redacted]", "password": "[redacted]"}"#
     );
-    assert_eq!(Secrets::of([], &config).mask("step 4096"), "step 4096");
+    assert_eq!(
+        Secrets::of([], &config).mask("step 4096 gpt2x"),
+        "step 4096 gpt2x"
+    );
 }
 
 /// A credential written into the command's arguments is masked wherever else it appears (the
