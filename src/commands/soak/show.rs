@@ -153,7 +153,7 @@ fn json_of(summary: &SoakSummary, details: &Details, shown: &Shown) -> Result<Va
 
 /// When the soak ended and how long its command ran (`duration_seconds`, its verdict's). An
 /// abandoned soak's end is unknown: its supervisor died unseen after its last sample (at
-/// `last_sample` seconds), and it was found abandoned only when someone looked.
+/// `last_sample` seconds, recorded at its `ended_at`: `soak::ended`).
 fn end_lines(
     summary: &SoakSummary,
     duration_seconds: Option<f64>,
@@ -162,7 +162,7 @@ fn end_lines(
     if summary.state == SoakState::Finished(OutcomeStatus::Abandoned) {
         let found = summary
             .ended_at_us
-            .map(|at| format!("; found abandoned {}", human_time(at)))
+            .map(|at| format!(" ({})", human_time(at)))
             .unwrap_or_default();
         return match last_sample {
             Some(last) => vec![
@@ -180,7 +180,7 @@ fn end_lines(
             ],
             None => vec![(
                 "ended",
-                format!("unknown: its supervisor vanished before any sample{found}"),
+                "unknown: its supervisor vanished before any sample".to_owned(),
             )],
         };
     }
