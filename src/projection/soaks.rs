@@ -296,6 +296,7 @@ mod tests {
             supervision: None,
             limits: None,
             job: None,
+            command_lossy: false,
         }
     }
 

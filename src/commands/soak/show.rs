@@ -72,9 +72,13 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     // After a failure, or with anything to tell, why comes before the figures.
     let why_first =
         explained.is_some() || summary.state == SoakState::Finished(OutcomeStatus::Failed);
+    let mut command = output::shell_command(&summary.command);
+    if shown.command_lossy {
+        command.push_str("  (an argument is not UTF-8: shown lossily, run as its bytes)");
+    }
     let mut lines = vec![
         ("soak", summary.soak_id.clone()),
-        ("command", output::shell_command(&summary.command)),
+        ("command", command),
         ("status", out.paint.status(&status_text(summary))),
     ];
     if let Some(reason) = &summary.reason {
@@ -308,6 +312,8 @@ fn artifact_line(summary: &SoakSummary) -> (&'static str, String) {
 /// but `samples`, and from the rows as they went by.
 #[derive(Debug, Serialize)]
 struct Details {
+    /// An argument of the command is not UTF-8: `command` holds it lossily.
+    command_lossy: bool,
     exit: Option<ExitShown>,
     duration_seconds: Option<f64>,
     progress: ProgressShown,
@@ -395,6 +401,7 @@ impl Details {
         });
         let of = &shown.summary;
         Self {
+            command_lossy: shown.command_lossy,
             exit: shown.exit,
             duration_seconds: shown.duration_seconds,
             progress: shown.progress,

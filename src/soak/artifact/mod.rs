@@ -49,6 +49,8 @@ pub struct Soak {
     pub start: soak::SoakStart,
     pub supervision: Option<soak::Supervision>,
     pub limits: Option<soak::Limits>,
+    /// An argument of its command is not UTF-8: `start.command` holds it lossily (schema 11).
+    pub command_lossy: bool,
     /// Every sample, when gathered whole ([`collect`]); the streamed artifact turns them into
     /// rows as they go by instead.
     pub samples: Vec<Measured>,
@@ -132,6 +134,7 @@ impl Folded {
                     start,
                     supervision,
                     limits,
+                    command_lossy,
                     ..
                 },
                 _,
@@ -141,6 +144,7 @@ impl Folded {
                     start: *start,
                     supervision,
                     limits,
+                    command_lossy,
                     samples: Vec::new(),
                     end: None,
                 });
