@@ -158,6 +158,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
             },
             limits: Limits::default(),
             job: None,
+            command_lossy: false,
         },
     )
     .expect("start");

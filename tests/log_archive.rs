@@ -209,6 +209,74 @@ fn interleaved_records_archive_as_runs_and_the_space_comes_back() {
     assert_eq!(archived["soak"]["status"], "failed", "as its verdict said");
 }
 
+/// An abandoned soak's end is its last sample's time in every view, but archiving it kept the
+/// moment it was found abandoned: once archived, `soak list` gave it another `ended_at`. The
+/// archive now keeps the end the views show.
+#[test]
+fn an_abandoned_soak_archived_keeps_the_end_it_was_shown_with() {
+    let root = TestRoot::new();
+    // Recorded in December 2025: a soak started and sampled twice, its supervisor long gone.
+    let (_, started) = every_event_kind()
+        .into_iter()
+        .find(|(_, event)| matches!(event, StoredEvent::SoakStartedV8 { .. }))
+        .unwrap();
+    let StoredEvent::SoakStartedV8 {
+        mut start,
+        supervision,
+        limits,
+    } = started
+    else {
+        unreachable!()
+    };
+    let lost = "20251202T120000-1057";
+    start.soak_id = lost.into();
+    let subject = || Subject::Soak(lost.into());
+    let log = EventLog::open_with_clock(
+        &root.log_path(),
+        root.scope(),
+        PROJECTIONS,
+        SteppingClock::boxed(1_764_676_800_000_000, 1_000_000),
+    )
+    .unwrap();
+    log.append_all(
+        [(
+            subject(),
+            StoredEvent::SoakStartedV8 {
+                start,
+                supervision,
+                limits,
+            },
+        )]
+        .into_iter()
+        .chain((0..2).map(|i| {
+            (
+                subject(),
+                StoredEvent::SoakSampledV5(Box::new(sample(i, 2))),
+            )
+        })),
+    )
+    .unwrap();
+    drop(log);
+    let abandoned = |root: &TestRoot| -> Value {
+        json_of(root, &["soak", "list"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["outcome"]["status"] == "abandoned")
+            .cloned()
+            .unwrap()
+    };
+    // Found abandoned now; its end is its last sample's, the third reading of the clock.
+    let shown = abandoned(&root);
+    assert_eq!(shown["ended"], "unknown", "{shown}");
+    assert_eq!(shown["ended_at"], 1_764_676_802.0, "{shown}");
+    let id = lost;
+    let report = json_of(&root, &["log", "archive", "--soak", id]);
+    assert_eq!(report["archived"][0]["soak_id"], id, "{report}");
+    assert_eq!(abandoned(&root), shown);
+    root.unilab().args(["log", "verify"]).assert().success();
+}
+
 /// The size target, in the small: once a soak of most of the log's bytes is archived,
 /// compaction leaves the file a fraction of what it was.
 #[test]

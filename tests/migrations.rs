@@ -58,6 +58,9 @@ const JOB_SOAK_IN_FIXTURE: &str = "20261207T090000-a1a1";
 /// The soak a frozen fixture (schema 10 on) holds whose trainer beat.
 const HEARTBEAT_SOAK_IN_FIXTURE: &str = "20261208T100000-b10b";
 
+/// The soak a frozen fixture (schema 11 on) holds whose command line is recorded lossily.
+const LOSSY_SOAK_IN_FIXTURE: &str = "20261209T110000-b11b";
+
 /// The soak a frozen fixture (schema 8 on) holds with its samples packed.
 const PACKED_IN_FIXTURE: &str = "20261206T080000-c8c8";
 
@@ -92,6 +95,9 @@ fn freeze_fixture() {
         .unwrap();
     // Schema 10: a soak whose trainer beat, its samples' beats packed.
     log.append_all(heartbeat_soak(HEARTBEAT_SOAK_IN_FIXTURE, supervisor))
+        .unwrap();
+    // Schema 11: a soak whose command was given an argument that is not UTF-8.
+    log.append_all(lossy_soak(LOSSY_SOAK_IN_FIXTURE, supervisor))
         .unwrap();
     drop(log);
     // An archived soak: its records in an archive file beside the log, frozen with it.
@@ -536,4 +542,54 @@ fn the_schema_10_fixture_holds_packed_beats() {
             train(1),
         ]
     );
+}
+
+/// The schema-11 fixture holds a start stored in schema 11's form, its command line recorded
+/// lossily (an argument that was not UTF-8), beside the schema-10 soak's start in its own form;
+/// `soak show` says which is lossy.
+#[test]
+fn the_schema_11_fixture_holds_a_lossy_command_line() {
+    let root = TestRoot::new();
+    install(11, &root);
+    let reader = LogReader::open(&root.log_path(), &root.scope())
+        .unwrap()
+        .unwrap();
+    let mut starts = Vec::new();
+    reader
+        .snapshot()
+        .unwrap()
+        .scan_sized(|record, _| {
+            match &record.envelope.event {
+                StoredEvent::SoakStarted {
+                    start,
+                    command_lossy,
+                    ..
+                } => starts.push((start.soak_id.clone(), Some(*command_lossy))),
+                StoredEvent::SoakStartedV10 { start, .. } => {
+                    starts.push((start.soak_id.clone(), None));
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        starts,
+        [
+            (HEARTBEAT_SOAK_IN_FIXTURE.to_owned(), None),
+            (LOSSY_SOAK_IN_FIXTURE.to_owned(), Some(true)),
+        ]
+    );
+    for (id, lossy) in [
+        (LOSSY_SOAK_IN_FIXTURE, true),
+        (HEARTBEAT_SOAK_IN_FIXTURE, false),
+    ] {
+        let out = root
+            .unilab()
+            .args(["--json", "soak", "show", id])
+            .output()
+            .unwrap();
+        let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(shown["command_lossy"], lossy, "{id}: {shown}");
+    }
 }

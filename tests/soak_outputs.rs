@@ -284,6 +284,124 @@ fn an_abandoned_soaks_duration_is_its_last_sample_not_the_time_it_was_looked_at(
     soak.unilab().args(["log", "verify"]).assert().success();
 }
 
+/// `soak list --json` and `soak show --json` gave an abandoned soak's `ended_at` as the moment
+/// the command that found it abandoned ran (ten seconds for a supervisor killed at two), though
+/// the table gave its duration to its last sample; `job show`, `job list` and the artifact did
+/// the same. Its end is unknown: every view now gives its last sample's recorded time as
+/// `ended_at`, and `ended: "unknown"`.
+#[test]
+fn an_abandoned_soaks_ended_at_is_its_last_samples_time_in_every_view() {
+    let soak = Soak::new();
+    let mut supervisor = soak
+        .command()
+        .args([
+            "soak",
+            "run",
+            "--job",
+            "lost",
+            "--rank",
+            "0",
+            "--progress-dir",
+        ])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args([
+            "--sample-interval",
+            "0.2",
+            "--allow-no-progress",
+            "--",
+            "sleep",
+            "120",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut id = String::new();
+    eventually("a few samples", Duration::from_secs(30), || {
+        listed(&soak).first().is_some_and(|s| {
+            id = s["soak_id"].as_str().unwrap().to_owned();
+            s["samples"].as_u64().unwrap() >= 3
+        })
+    });
+    supervisor.kill().unwrap();
+    supervisor.wait().unwrap();
+    let history = |soak: &Soak| -> Vec<Value> {
+        let out = soak
+            .unilab()
+            .args(["--json", "history", "--soak", &id])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let records = history(&soak);
+    let last_sample = records
+        .iter()
+        .rev()
+        .find(|r| r["kind"] == "soak_sampled")
+        .unwrap()["recorded_at"]
+        .clone();
+    let pids: Vec<u64> = records
+        .iter()
+        .rev()
+        .find(|r| r["kind"] == "soak_sampled")
+        .unwrap()["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap())
+        .collect();
+    for pid in pids {
+        eventually(
+            &format!("pid {pid} to die"),
+            Duration::from_secs(10),
+            || exited(pid),
+        );
+    }
+    // A while after the supervisor died, someone looks: that moment is no part of the soak.
+    std::thread::sleep(Duration::from_secs(2));
+    let row = listed(&soak).remove(0);
+    assert_eq!(row["outcome"]["status"], "abandoned", "{row}");
+    let found = history(&soak)
+        .into_iter()
+        .find(|r| r["kind"] == "soak_abandoned")
+        .unwrap()["recorded_at"]
+        .clone();
+    assert_ne!(found, last_sample, "found abandoned as it was sampled");
+    let ended = |view: &str, value: &Value| {
+        assert_eq!(value["ended_at"], last_sample, "{view}: {value}");
+        assert_eq!(value["ended"], "unknown", "{view}: {value}");
+    };
+    ended("soak list", &row);
+    let json = |args: &[&str]| -> Value {
+        let out = soak.unilab().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    ended("soak show", &json(&["--json", "soak", "show", &id]));
+    ended(
+        "soak list --job",
+        &json(&["--json", "soak", "list", "--job", "lost"])[0],
+    );
+    ended(
+        "job show",
+        &json(&["--json", "job", "show", "lost"])["ranks"][0],
+    );
+    let jobs = json(&["--json", "job", "list"]);
+    assert_eq!(jobs[0]["ended_at"], last_sample, "job list: {jobs}");
+    let artifact = json(&["soak", "export", &id]);
+    assert_eq!(
+        artifact["ended_at"], last_sample,
+        "the artifact: {artifact}"
+    );
+    soak.unilab().args(["log", "verify"]).assert().success();
+}
+
 /// `soak list --job` took a row's host from the name of the directory its log lies in, so a
 /// log copied aside under another name listed the same soak under two hosts; and a rank
 /// recorded as a long text padded every row of

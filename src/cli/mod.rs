@@ -471,9 +471,9 @@ pub(crate) struct SoakRunArgs {
         default_value = "capture"
     )]
     pub on_job_alarm: crate::event::soak::OnJobAlarm,
-    /// The command and its arguments
+    /// The command and its arguments (run as their bytes, recorded as text)
     #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    pub command: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]

@@ -33,6 +33,7 @@ pub(crate) fn fields_json(event: &Event, schema: u32) -> Map<String, Value> {
         StoredEvent::SoakStartedV5 { .. }
         | StoredEvent::SoakStartedV8 { .. }
         | StoredEvent::SoakStartedV9 { .. }
+        | StoredEvent::SoakStartedV10 { .. }
         | StoredEvent::SoakStarted { .. } => "start",
         StoredEvent::SoakSampledV9 { .. } | StoredEvent::SoakSampled { .. } => "sample",
         StoredEvent::SoakFinishedV5 { .. }

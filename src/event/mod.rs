@@ -134,6 +134,10 @@ pub enum Event {
         /// The job it belongs to; `None` outside a job, or where its form did not record it
         /// (before schema 9).
         job: Option<soak::JobMember>,
+        /// An argument of its command is not UTF-8: it was run as its bytes, and
+        /// [`SoakStart::command`] holds it lossily (U+FFFD for what is not UTF-8). Always
+        /// `false` before schema 11, whose forms could not hold such an argument.
+        command_lossy: bool,
     },
     /// One sample of a soak.
     SoakSampled {

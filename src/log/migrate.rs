@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 10;
+pub const SCHEMA_VERSION: u32 = 11;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -115,6 +115,17 @@ pub(crate) const STEPS: &[Step] = &[
         // and hash unchanged and their soaks export as they did, byte for byte; nothing is
         // rewritten, and the version keeps an older unilab, which could not decode the new
         // forms, away.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 10,
+        description: "a command line that is not UTF-8",
+        // Schema 11 adds `soak_started` in a form that says whether its command line is
+        // recorded lossily (an argument that is not UTF-8, run as its bytes): a new variant at
+        // the end of `StoredEvent`, the form it supersedes renamed `SoakStartedV10`. Schema 10
+        // records decode and hash unchanged (no earlier unilab could run such an argument) and
+        // their soaks export as they did, byte for byte; nothing is rewritten, and the version
+        // keeps an older unilab, which could not decode the new form, away.
         apply: |_| Ok(()),
     },
 ];

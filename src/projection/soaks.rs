@@ -26,6 +26,17 @@ impl SoakState {
             SoakState::Finished(status) => status.as_str(),
         }
     }
+
+    /// How its end is known, as every view names it (`ended`): `recorded` by its verdict,
+    /// `unknown` for an abandoned soak (its supervisor died unseen after its last sample, whose
+    /// time stands for its end); `None` while it runs.
+    pub fn end(self) -> Option<&'static str> {
+        match self {
+            SoakState::Running => None,
+            SoakState::Finished(OutcomeStatus::Abandoned) => Some("unknown"),
+            SoakState::Finished(_) => Some("recorded"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -285,6 +296,7 @@ mod tests {
             supervision: None,
             limits: None,
             job: None,
+            command_lossy: false,
         }
     }
 
@@ -335,6 +347,7 @@ mod tests {
         let row = &fold(&Soaks, &events).unwrap()["s"];
         assert_eq!(row.state, SoakState::Running);
         assert_eq!(row.state.as_str(), "running");
+        assert_eq!(row.state.end(), None, "no end yet");
         assert_eq!((row.samples, row.first_seq, row.last_seq), (2, 3, 5));
         assert_eq!(row.started_at_us, 3_000_000);
         assert_eq!(row.supervisor, SUPERVISOR);
@@ -364,6 +377,7 @@ mod tests {
         let row = &fold(&Soaks, &events).unwrap()["s"];
         assert_eq!(row.state, SoakState::Finished(OutcomeStatus::Failed));
         assert_eq!(row.state.as_str(), "failed");
+        assert_eq!(row.state.end(), Some("recorded"));
         assert_eq!(row.failure_kind, Some(FailureKind::StaleProgress));
         assert_eq!(row.reason.as_deref(), Some("because"));
         assert_eq!(row.ended_at_us, Some(3_000_000));
@@ -386,6 +400,7 @@ mod tests {
         ];
         let row = &fold(&Soaks, &events).unwrap()["s"];
         assert_eq!(row.state.as_str(), "abandoned");
+        assert_eq!(row.state.end(), Some("unknown"));
         assert_eq!(row.reason.as_deref(), Some("gone"));
         assert_eq!(row.failure_kind, None);
     }

@@ -15,30 +15,6 @@ use crate::projection::{self, SoakState, SoakSummary, Soaks};
 /// Why an abandoned soak is abandoned, as recorded.
 pub(crate) const REASON: &str = "its supervisor is gone without a verdict";
 
-/// How far into soak `soak` its last sample in the live log was taken, in milliseconds: for an
-/// abandoned soak, as near its end as the log knows — its supervisor died unseen some time after,
-/// and when it was found abandoned says only when someone looked. `None` when no sample is in
-/// the live log (none was taken, or its records are archived). Read from the soak's newest
-/// records back, which for an abandoned soak are a few.
-pub(crate) fn last_sample_ms(
-    snapshot: &Snapshot,
-    soak: &SoakSummary,
-) -> Result<Option<u64>, LogError> {
-    let mut last = None;
-    let subject = Subject::Soak(soak.soak_id.clone());
-    snapshot.scan_subject_back(&subject, soak.last_seq, |record| {
-        Ok(match &record.envelope.event {
-            Event::SoakSampled { sample, .. } => {
-                last = Some(sample.elapsed_ms);
-                false
-            }
-            // Before its start (or the archive that replaced its records) there is none of its.
-            event => !Soaks::starts(event) && !matches!(event, Event::SoakArchived(_)),
-        })
-    })?;
-    Ok(last)
-}
-
 /// How long a finished soak's command ran, as its verdict recorded it (what `soak show` says it
 /// ran): not the time to the verdict's record, which adds the tree's shutdown. An abandoned
 /// soak's, to its last sample: when it was found abandoned is only when someone looked.
@@ -47,7 +23,7 @@ pub(crate) fn ran_seconds(
     soak: &SoakSummary,
 ) -> Result<Option<f64>, LogError> {
     let ran_ms = if soak.state == SoakState::Finished(OutcomeStatus::Abandoned) {
-        last_sample_ms(snapshot, soak)?
+        super::ended::last_sample_ms(snapshot, soak)?
     } else {
         crate::soak::archive::run_ms(snapshot, soak)?
     };

@@ -77,7 +77,8 @@ pub fn archive(log: &EventLog, soak_ids: &[String]) -> Result<Vec<ArchiveDone>, 
         let Kept::Live { run_ms } = kept(&snapshot, soak)? else {
             continue;
         };
-        let kept = soak
+        // An abandoned soak keeps the end every view shows of it: its last sample's time.
+        let kept = super::ended::as_shown(&snapshot, soak.clone())?
             .to_keep(run_ms)
             .ok_or_else(|| SoakError::NotFinished(id.clone()))?;
         plans.push(ToArchive {

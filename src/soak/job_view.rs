@@ -32,7 +32,10 @@ pub(crate) struct RankRow {
     pub status: String,
     pub failure_kind: Option<FailureKind>,
     pub started_at: f64,
+    /// An abandoned soak's is its last sample's time, and its `ended` is `unknown`.
     pub ended_at: Option<f64>,
+    /// `recorded`, `unknown` (abandoned) or `null` while it runs ([`crate::projection::SoakState::end`]).
+    pub ended: Option<&'static str>,
     pub last_progress_at: Option<f64>,
     /// The last step its trainer beat; `null` without heartbeats.
     pub last_step: Option<u64>,
@@ -316,6 +319,7 @@ mod tests {
             failure_kind: Some(FailureKind::StaleProgress),
             started_at: 100.0,
             ended_at: Some(200.0),
+            ended: Some("recorded"),
             last_progress_at: Some(progress),
             last_step: None,
             median_step_seconds: None,

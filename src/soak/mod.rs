@@ -26,6 +26,7 @@ pub(crate) mod archive;
 pub(crate) mod artifact;
 mod capture;
 pub(crate) mod console;
+pub(crate) mod ended;
 pub(crate) mod error;
 pub(crate) mod growth;
 pub(crate) mod guard;

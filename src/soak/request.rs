@@ -7,6 +7,7 @@
 //! before anything is spawned or recorded.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -76,7 +77,13 @@ fn step_limits(args: &SoakRunArgs) -> Result<StepLimits, Invalid> {
 #[derive(Debug, Clone)]
 pub(crate) struct SoakSpec {
     pub soak_id: String,
+    /// The command line as it is run: its arguments' bytes, as given.
+    pub argv: Vec<OsString>,
+    /// The command line as text, what is recorded and shown (masked): an argument that is not
+    /// UTF-8 converted lossily (U+FFFD for each byte that is not).
     pub command: Vec<String>,
+    /// Whether [`Self::command`] differs from [`Self::argv`]: an argument is not UTF-8.
+    pub command_lossy: bool,
     pub progress_dir: PathBuf,
     pub output: PathBuf,
     /// Where the HTML report goes when the soak ends, if asked for.
@@ -167,10 +174,11 @@ impl SoakSpec {
         }
         let cwd = absolute(args.cwd.unwrap_or_else(|| PathBuf::from(".")))?;
         let cwd = match std::fs::canonicalize(&cwd) {
-            Ok(resolved) if resolved.is_dir() => resolved,
+            Ok(resolved) if resolved.is_dir() => utf8(resolved)?,
             _ => return invalid(Invalid::Cwd(cwd)),
         };
-        let progress_dir = trusted_progress_dir(absolute(args.progress_dir)?, paths.uid)?;
+        // Recorded as text, as the command's directory is: only a name that is text.
+        let progress_dir = trusted_progress_dir(utf8(absolute(args.progress_dir)?)?, paths.uid)?;
         let output = absolute(output)?;
         if !output.parent().is_some_and(Path::is_dir) {
             return invalid(Invalid::NoOutputDirectory(output));
@@ -198,6 +206,7 @@ impl SoakSpec {
         // `--meta`, then `--meta-json` (its values held as the start event holds JSON).
         let mut metadata: BTreeMap<String, String> = meta.into_iter().chain(meta_json).collect();
         launch.record_into(&mut metadata);
+        let (argv, (command, command_lossy)) = (command.clone(), as_text(command));
         let secrets = Secrets::handed_to_command(&env, &command);
         let report = report
             .map(|path| checked_output(path, OutputFile::Report, args.force))
@@ -207,7 +216,9 @@ impl SoakSpec {
             .transpose()?;
         Ok(SoakSpec {
             soak_id,
+            argv,
             command,
+            command_lossy,
             progress_dir,
             output,
             report,
@@ -238,6 +249,31 @@ impl SoakSpec {
             job: None,
         })
     }
+}
+
+/// `path`, refused (a usage error) when it is not UTF-8: what is recorded of it as text must be
+/// the name itself.
+fn utf8(path: PathBuf) -> Result<PathBuf, Invalid> {
+    match path.to_str() {
+        Some(_) => Ok(path),
+        None => Err(Invalid::NotUtf8(path)),
+    }
+}
+
+/// The command line as text, and whether that lost anything: an argument that is not UTF-8 is
+/// run as its bytes, but recorded and shown lossily (U+FFFD for each byte that is not).
+fn as_text(argv: Vec<OsString>) -> (Vec<String>, bool) {
+    let mut lossy = false;
+    let text = argv
+        .into_iter()
+        .map(|arg| {
+            arg.into_string().unwrap_or_else(|arg| {
+                lossy = true;
+                arg.to_string_lossy().into_owned()
+            })
+        })
+        .collect();
+    (text, lossy)
 }
 
 /// An artifact or report (`kind`) is written only over a regular file, and over an existing one

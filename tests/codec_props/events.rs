@@ -136,17 +136,26 @@ pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
             soak_start(),
             supervision(),
             limits(),
-            option::of((text(), option::of(any::<u32>()), 0..3u8))
+            option::of((text(), option::of(any::<u32>()), 0..3u8)),
+            option::of(any::<bool>())
         )
-            .prop_map(|(start, supervision, limits, job)| {
+            .prop_map(|(start, supervision, limits, job, command_lossy)| {
                 let job = job.map(|(job, rank, on)| JobMember {
                     job,
                     rank,
                     on_job_alarm: [OnJobAlarm::Capture, OnJobAlarm::Stop, OnJobAlarm::Ignore]
                         [usize::from(on)],
                 });
-                if supervision.heartbeat.is_some() {
+                if let Some(command_lossy) = command_lossy {
                     StoredEvent::SoakStarted {
+                        start: Box::new(start),
+                        supervision,
+                        limits,
+                        job,
+                        command_lossy,
+                    }
+                } else if supervision.heartbeat.is_some() {
+                    StoredEvent::SoakStartedV10 {
                         start: Box::new(start),
                         supervision,
                         limits,

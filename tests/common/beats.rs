@@ -1,4 +1,5 @@
-//! Schema 10's soak for the frozen fixtures: a trainer that beat (train steps, a checkpoint
+//! Schema 10's soak for the frozen fixtures (and schema 11's, the same with a command line
+//! recorded lossily): a trainer that beat (train steps, a checkpoint
 //! beaten as it started, an eval with `accuracy` beside `loss`, a sample without beats), judged
 //! with `--step-timeout auto` and `--phase-timeout checkpoint=30m`, whose verdict holds its
 //! steps, its heartbeat file's errors and its goodput.
@@ -40,6 +41,41 @@ pub fn heartbeat_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, St
         .collect()
 }
 
+/// A soak of schema 11's start: [`heartbeat_soak`]'s, its command given an argument that is not
+/// UTF-8 (`$'\xff\xfe'`), recorded lossily.
+pub fn lossy_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEvent)> {
+    heartbeat_soak(id, supervisor)
+        .into_iter()
+        .map(|(subject, event)| match event {
+            StoredEvent::SoakStartedV10 {
+                mut start,
+                supervision,
+                limits,
+                job,
+            } => {
+                start.command = [
+                    "sh",
+                    "-c",
+                    "printf %s \"$1\" > out",
+                    "sh",
+                    "\u{fffd}\u{fffd}",
+                ]
+                .map(str::to_owned)
+                .to_vec();
+                let event = StoredEvent::SoakStarted {
+                    start,
+                    supervision,
+                    limits,
+                    job,
+                    command_lossy: true,
+                };
+                (subject, event)
+            }
+            event => (subject, event),
+        })
+        .collect()
+}
+
 /// `event`, of a soak of schema 6's forms, in schema 10's with beats.
 fn beating(event: StoredEvent) -> StoredEvent {
     match event {
@@ -47,7 +83,7 @@ fn beating(event: StoredEvent) -> StoredEvent {
             start,
             supervision,
             limits,
-        } => StoredEvent::SoakStarted {
+        } => StoredEvent::SoakStartedV10 {
             start,
             supervision: Supervision {
                 heartbeat: Some(HeartbeatSettings {

@@ -4,6 +4,7 @@
 //! This module holds what the subjects share: a state root with a progress directory ([`Soak`])
 //! and the ways to run, spawn and read back a soak; each subject is a module of its own.
 
+mod argv;
 mod environment;
 mod full_disk;
 mod gpu;

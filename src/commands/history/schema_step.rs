@@ -1,5 +1,5 @@
 //! The proof of what a schema step touches. In test builds the event module holds a made-up
-//! eleventh schema's form of `soak_finished` — `StoredEvent::SoakFinishedWithNote`, with a `note`
+//! twelfth schema's form of `soak_finished` — `StoredEvent::SoakFinishedWithNote`, with a `note`
 //! beside schema 6's fields — and the domain `SoakFinished` a `note`; every line of that step
 //! is under `#[cfg(test)]` in `src/event/` (`stored`, `upcast`, `fields`, the verdict's
 //! constructor in `soak/bounds.rs`) and nowhere else. With only that, the log stores and reads
@@ -64,6 +64,7 @@ fn started(id: &str) -> Event {
         supervision: Some(Default::default()),
         limits: Some(Default::default()),
         job: None,
+        command_lossy: false,
     }
 }
 
@@ -124,7 +125,7 @@ fn a_new_form_is_stored_read_folded_and_shown_with_no_change_outside_the_event_m
     let (read_new, read_old) = (verdict_of(&new), verdict_of(&old));
     assert_eq!(
         (read_new.envelope.schema, read_old.envelope.schema),
-        (11, 6)
+        (12, 6)
     );
     let note = |record: &Record| match &record.envelope.event {
         Event::SoakFinished { note, .. } => note.clone(),

@@ -93,6 +93,7 @@ pub(crate) fn job_soaks(
                 let Some(job) = metadata.get(JOB_KEY).filter(|job| wanted(job)) else {
                     continue;
                 };
+                let summary = crate::soak::ended::as_shown(snapshot, summary)?;
                 let rank = metadata
                     .get(RANK_KEY)
                     .and_then(|r| crate::soak::launch::rank_number(r));
@@ -256,6 +257,7 @@ fn read_rank(
         failure_kind: soak.failure_kind,
         started_at: unix_seconds(soak.started_at_us),
         ended_at: soak.ended_at_us.map(unix_seconds),
+        ended: soak.state.end(),
         last_progress_at: last_progress_at_us.map(unix_seconds),
         last_step: read.last_step,
         median_step_seconds: read.median_step_seconds,

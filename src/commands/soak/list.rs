@@ -18,7 +18,10 @@ pub(super) fn list(paths: &StatePaths, args: &ListArgs, out: &mut Output) -> Res
     }
     let snapshot = settled(paths, out)?;
     let mut soaks = match &snapshot {
-        Some(snapshot) => Soaks::rows(snapshot)?,
+        Some(snapshot) => Soaks::rows(snapshot)?
+            .into_iter()
+            .map(|soak| crate::soak::ended::as_shown(snapshot, soak))
+            .collect::<Result<_, _>>()?,
         None => Vec::new(),
     };
     soaks.sort_by_key(|s| s.first_seq);

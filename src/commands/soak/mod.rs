@@ -20,9 +20,9 @@ use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::process::SystemProc;
 use crate::projection::SoakSummary;
-use crate::soak::abandon;
 use crate::soak::error::SoakError;
 use crate::soak::request::refuse_to_replace;
+use crate::soak::{abandon, ended};
 use crate::time::unix_seconds;
 pub(crate) use naming::named;
 pub(crate) use report::write_report;
@@ -69,6 +69,7 @@ fn settled(paths: &StatePaths, out: &Output) -> Result<Option<Snapshot>, Error> 
 fn resolve(paths: &StatePaths, id: &str, out: &Output) -> Result<(Snapshot, SoakSummary), Error> {
     let snapshot = settled(paths, out)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
     let summary = named(&snapshot, id)?.ok_or_else(|| SoakError::NoSuchSoak(id.to_owned()))?;
+    let summary = ended::as_shown(&snapshot, summary)?;
     Ok((snapshot, summary))
 }
 
@@ -95,7 +96,10 @@ fn summary_json(summary: &SoakSummary) -> serde_json::Value {
         "command": crate::redact::mask_argv(&summary.command),
         "samples": summary.samples,
         "started_at": unix_seconds(summary.started_at_us),
+        // An abandoned soak's is its last sample's, and its end `unknown`
+        // (`soak::ended`).
         "ended_at": summary.ended_at_us.map(unix_seconds),
+        "ended": summary.state.end(),
         "first_seq": summary.first_seq,
         "last_seq": summary.last_seq,
     })

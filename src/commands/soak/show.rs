@@ -72,12 +72,13 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     // After a failure, or with anything to tell, why comes before the figures.
     let why_first =
         explained.is_some() || summary.state == SoakState::Finished(OutcomeStatus::Failed);
+    let mut command = output::shell_command(&crate::redact::mask_argv(&summary.command));
+    if shown.command_lossy {
+        command.push_str("  (an argument is not UTF-8: shown lossily, run as its bytes)");
+    }
     let mut lines = vec![
         ("soak", summary.soak_id.clone()),
-        (
-            "command",
-            output::shell_command(&crate::redact::mask_argv(&summary.command)),
-        ),
+        ("command", command),
         ("status", out.paint.status(&status_text(summary))),
     ];
     if let Some(reason) = &summary.reason {
@@ -156,7 +157,7 @@ fn json_of(summary: &SoakSummary, details: &Details, shown: &Shown) -> Result<Va
 
 /// When the soak ended and how long its command ran (`duration_seconds`, its verdict's). An
 /// abandoned soak's end is unknown: its supervisor died unseen after its last sample (at
-/// `last_sample` seconds), and it was found abandoned only when someone looked.
+/// `last_sample` seconds, recorded at its `ended_at`: `soak::ended`).
 fn end_lines(
     summary: &SoakSummary,
     duration_seconds: Option<f64>,
@@ -165,7 +166,7 @@ fn end_lines(
     if summary.state == SoakState::Finished(OutcomeStatus::Abandoned) {
         let found = summary
             .ended_at_us
-            .map(|at| format!("; found abandoned {}", human_time(at)))
+            .map(|at| format!(" ({})", human_time(at)))
             .unwrap_or_default();
         return match last_sample {
             Some(last) => vec![
@@ -183,7 +184,7 @@ fn end_lines(
             ],
             None => vec![(
                 "ended",
-                format!("unknown: its supervisor vanished before any sample{found}"),
+                "unknown: its supervisor vanished before any sample".to_owned(),
             )],
         };
     }
@@ -311,6 +312,8 @@ fn artifact_line(summary: &SoakSummary) -> (&'static str, String) {
 /// but `samples`, and from the rows as they went by.
 #[derive(Debug, Serialize)]
 struct Details {
+    /// An argument of the command is not UTF-8: `command` holds it lossily.
+    command_lossy: bool,
     exit: Option<ExitShown>,
     duration_seconds: Option<f64>,
     progress: ProgressShown,
@@ -398,6 +401,7 @@ impl Details {
         });
         let of = &shown.summary;
         Self {
+            command_lossy: shown.command_lossy,
             exit: shown.exit,
             duration_seconds: shown.duration_seconds,
             progress: shown.progress,

@@ -187,7 +187,8 @@ pub struct LeakedProcess {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SoakStart {
     pub soak_id: String,
-    /// Credential values masked.
+    /// Credential values masked; an argument that is not UTF-8 held lossily (see the start's
+    /// `command_lossy`, schema 11).
     pub command: Vec<String>,
     pub cwd: String,
     pub progress_dir: String,

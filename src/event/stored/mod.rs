@@ -164,8 +164,8 @@ pub enum StoredEvent {
     SoakEvidenceCaptured(Box<soak::Evidence>),
     /// Schema 9.
     SoakJobAlarmSeen(Box<soak::JobAlarmSeen>),
-    /// `soak_started` since schema 10: its supervision says how its heartbeats are judged.
-    SoakStarted {
+    /// `soak_started` in schema 10's form: its supervision says how its heartbeats are judged.
+    SoakStartedV10 {
         start: Box<SoakStart>,
         supervision: soak::Supervision,
         limits: soak::Limits,
@@ -186,7 +186,18 @@ pub enum StoredEvent {
         findings: Box<soak::Findings>,
         limit: Option<soak::ResourceLimit>,
     },
-    /// A made-up schema step (test builds only): see `commands::history::schema_step`: `soak_finished` with a note, as a eleventh schema would add it.
+    /// `soak_started` since schema 11: whether its command line is recorded lossily (an
+    /// argument that is not UTF-8, run as its bytes).
+    SoakStarted {
+        start: Box<SoakStart>,
+        supervision: soak::Supervision,
+        limits: soak::Limits,
+        job: Option<soak::JobMember>,
+        command_lossy: bool,
+    },
+    /// A made-up schema step (test builds only; the last variant, so that every other one has
+    /// the same index in every build): see `commands::history::schema_step`: `soak_finished`
+    /// with a note, as a twelfth schema would add it.
     #[cfg(test)]
     SoakFinishedWithNote {
         end: Box<SoakEnd>,
@@ -212,6 +223,7 @@ impl StoredEvent {
             | S::SoakStartedV5 { .. }
             | S::SoakStartedV8 { .. }
             | S::SoakStartedV9 { .. }
+            | S::SoakStartedV10 { .. }
             | S::SoakStarted { .. } => 6,
             S::SoakSampledV1(_)
             | S::SoakSampledV5(_)

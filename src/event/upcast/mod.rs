@@ -12,6 +12,8 @@
 //!
 //! Schema 5–8's evidence lacks each process's rank and the MPS clients ended: `None` both.
 //! Schema 5–9's supervision, findings and measures lack the heartbeat ([`v9`]): `None`.
+//! Schema 1–10's starts could not record a command line that is not UTF-8 (the command line
+//! refused one): `command_lossy` is `false`.
 //!
 //! A schema step adds its form here: the schema it introduces it in ([`StoredEvent::schema`]),
 //! its upcast, and its place in [`Event::into_stored`].
@@ -49,12 +51,13 @@ impl StoredEvent {
             S::DaemonStarted { .. } => 7,
             S::SoakSampledCompactV9(_) | S::SoakArchived(_) => 8,
             S::SoakStartedV9 { .. } | S::SoakEvidenceCaptured(_) | S::SoakJobAlarmSeen(_) => 9,
-            S::SoakStarted { .. }
+            S::SoakStartedV10 { .. }
             | S::SoakSampled { .. }
             | S::SoakSampledCompact(_)
             | S::SoakFinished { .. } => 10,
+            S::SoakStarted { .. } => 11,
             #[cfg(test)]
-            S::SoakFinishedWithNote { .. } => 11,
+            S::SoakFinishedWithNote { .. } => 12,
         }
     }
 
@@ -120,18 +123,21 @@ impl StoredEvent {
                 supervision: None,
                 limits: None,
                 job: None,
+                command_lossy: false,
             },
             S::SoakStartedV4(start) => Event::SoakStarted {
                 start,
                 supervision: None,
                 limits: None,
                 job: None,
+                command_lossy: false,
             },
             S::SoakStartedV5 { start, supervision } => Event::SoakStarted {
                 start,
                 supervision: Some(supervision.into()),
                 limits: None,
                 job: None,
+                command_lossy: false,
             },
             S::SoakStartedV8 {
                 start,
@@ -142,6 +148,7 @@ impl StoredEvent {
                 supervision: Some(supervision.into()),
                 limits: Some(limits),
                 job: None,
+                command_lossy: false,
             },
             S::SoakStartedV9 {
                 start,
@@ -153,8 +160,9 @@ impl StoredEvent {
                 supervision: Some(supervision.into()),
                 limits: Some(limits),
                 job,
+                command_lossy: false,
             },
-            S::SoakStarted {
+            S::SoakStartedV10 {
                 start,
                 supervision,
                 limits,
@@ -164,6 +172,20 @@ impl StoredEvent {
                 supervision: Some(supervision),
                 limits: Some(limits),
                 job,
+                command_lossy: false,
+            },
+            S::SoakStarted {
+                start,
+                supervision,
+                limits,
+                job,
+                command_lossy,
+            } => Event::SoakStarted {
+                start,
+                supervision: Some(supervision),
+                limits: Some(limits),
+                job,
+                command_lossy,
             },
             S::SoakSampledV1(sample) => Event::SoakSampled {
                 sample: Box::new(sample_of_v1(*sample)),
@@ -363,6 +385,7 @@ impl Event {
                 supervision,
                 limits,
                 job,
+                command_lossy,
             } => match schema {
                 ..=1 => S::SoakStartedV1(Box::new(start_to_v1(*start))),
                 2..=4 => S::SoakStartedV4(start),
@@ -381,11 +404,18 @@ impl Event {
                     limits: limits.unwrap_or_default(),
                     job,
                 },
+                10 => S::SoakStartedV10 {
+                    start,
+                    supervision: supervision.unwrap_or_default(),
+                    limits: limits.unwrap_or_default(),
+                    job,
+                },
                 _ => S::SoakStarted {
                     start,
                     supervision: supervision.unwrap_or_default(),
                     limits: limits.unwrap_or_default(),
                     job,
+                    command_lossy,
                 },
             },
             Event::SoakSampled { sample, measures } => match schema {
@@ -419,7 +449,7 @@ impl Event {
                     limit,
                 },
                 #[cfg(test)]
-                11.. => S::SoakFinishedWithNote {
+                12.. => S::SoakFinishedWithNote {
                     end,
                     findings: findings.unwrap_or_default(),
                     limit,

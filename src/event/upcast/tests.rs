@@ -226,7 +226,33 @@ fn changed_forms() -> Vec<StoredEvent> {
     .into_iter()
     .chain(schema_9_forms(supervision))
     .chain(schema_10_forms())
+    .chain(schema_11_forms())
     .collect()
+}
+
+/// The form schema 11 adds: a start whose command line is recorded lossily.
+fn schema_11_forms() -> Vec<StoredEvent> {
+    let mut start = start_of_v1(start_v1());
+    start.command = vec!["sh".into(), "\u{fffd}\u{fffd}".into()];
+    vec![StoredEvent::SoakStarted {
+        start: Box::new(start),
+        supervision: Supervision::default(),
+        limits: Limits::default(),
+        job: None,
+        command_lossy: true,
+    }]
+}
+
+/// A start of schema 1–10's forms reads with its command line whole, as recorded: none of them
+/// could hold an argument that is not UTF-8. Schema 11's says what it holds.
+#[test]
+fn a_start_reads_as_lossy_only_where_its_form_says_so() {
+    for stored in changed_forms() {
+        let schema = stored.schema();
+        if let Some((Event::SoakStarted { command_lossy, .. }, _)) = stored.upcast() {
+            assert_eq!(command_lossy, schema >= 11, "schema {schema}");
+        }
+    }
 }
 
 /// The forms schema 9 adds.
@@ -302,7 +328,7 @@ fn schema_10_forms() -> Vec<StoredEvent> {
         }),
     };
     vec![
-        StoredEvent::SoakStarted {
+        StoredEvent::SoakStartedV10 {
             start: start(),
             supervision: Supervision {
                 heartbeat: Some(HeartbeatSettings {
@@ -397,6 +423,7 @@ fn soaks_recorded_in_schema_1s_forms_read_as_the_events_of_any_soak() {
         supervision: None,
         limits: None,
         job: None,
+        command_lossy: false,
     } = started
     else {
         panic!("{started:?}")
@@ -460,8 +487,9 @@ fn an_event_is_written_in_its_kinds_newest_form() {
             "daemon_started" => 7,
             "daemon_starting" => 4,
             // The made-up step of test builds (`commands::history::schema_step`).
-            "soak_finished" => 11,
-            "soak_started" | "soak_sampled" => 10,
+            "soak_finished" => 12,
+            "soak_started" => 11,
+            "soak_sampled" => 10,
             "soak_evidence_captured" | "soak_job_alarm_seen" => 9,
             _ => 6,
         };

@@ -106,6 +106,12 @@ pub(super) fn head(records: &SoakRecords, rows: &Rows) -> Map<String, Value> {
     }
     object.insert("summary".into(), summary);
     object.insert("host".into(), records.host.clone().into());
+    // Schema 11 on: whether `command` is the command line as run, or lossy (an argument that
+    // is not UTF-8); a soak recorded before (which could hold no such argument) exports as it
+    // always did.
+    if soak.schema >= 11 {
+        object.insert("command_lossy".into(), soak.command_lossy.into());
+    }
     // Schema 9 on (a soak's job): each process's rank and the MPS clients ended, the capture
     // made at the job's alarm and the alarm that failed it; a soak recorded before exports as it
     // always did.

@@ -49,6 +49,8 @@ pub struct Soak {
     pub start: soak::SoakStart,
     pub supervision: Option<soak::Supervision>,
     pub limits: Option<soak::Limits>,
+    /// An argument of its command is not UTF-8: `start.command` holds it lossily (schema 11).
+    pub command_lossy: bool,
     /// Every sample, when gathered whole ([`collect`]); the streamed artifact turns them into
     /// rows as they go by instead.
     pub samples: Vec<Measured>,
@@ -132,6 +134,7 @@ impl Folded {
                     start,
                     supervision,
                     limits,
+                    command_lossy,
                     ..
                 },
                 _,
@@ -141,6 +144,7 @@ impl Folded {
                     start: *start,
                     supervision,
                     limits,
+                    command_lossy,
                     samples: Vec::new(),
                     end: None,
                 });
@@ -222,10 +226,12 @@ pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>
 }
 
 /// Calls `visit` with each event of a soak, in order, up to and including its verdict, in one
-/// scan of the log; then returns the `soaks` projection folded over exactly those events, the
-/// hash of the last of them and the log's host (`None` for an unknown soak). Which events belong to the soak is the
-/// projection's rule ([`Soaks::apply`]), applied here too. `visit` is given each event with
-/// the schema of the form it is stored in.
+/// scan of the log; then returns the `soaks` projection folded over exactly those events (an
+/// abandoned soak's end at its last sample, as every view has it:
+/// [`crate::soak::ended::end_at_last_sample`]), the hash of the last of them and the log's
+/// host (`None` for an unknown soak). Which events belong to the soak is the projection's rule
+/// ([`Soaks::apply`]), applied here too. `visit` is given each event with the schema of the form
+/// it is stored in.
 pub(crate) fn walk<E: From<LogError>>(
     snapshot: &Snapshot,
     soak_id: &str,
@@ -234,6 +240,8 @@ pub(crate) fn walk<E: From<LogError>>(
     let mut summary: Option<SoakSummary> = None;
     let mut last_hash = None;
     let mut host = None;
+    // When its last sample was recorded: an abandoned soak's end.
+    let mut last_sample_at_us = None;
     snapshot.scan_records(
         &Subject::Soak(soak_id.to_owned()),
         1,
@@ -252,9 +260,15 @@ pub(crate) fn walk<E: From<LogError>>(
                     }
                 }
                 _ => match Soaks::apply(summary.as_ref(), &record.envelope) {
-                    Update::Put(next) => summary = Some(next),
+                    Update::Put(next) => {
+                        summary = Some(next);
+                        last_sample_at_us = None;
+                    }
                     _ => return Ok(true),
                 },
+            }
+            if let Event::SoakSampled { .. } = record.envelope.event {
+                last_sample_at_us = Some(record.envelope.recorded_at_us);
             }
             last_hash = Some(record.hash);
             if host.is_none() {
@@ -265,8 +279,11 @@ pub(crate) fn walk<E: From<LogError>>(
         },
     )?;
     Ok(match (summary, last_hash, host) {
-        (Some(summary), Some(last_hash), Some(host)) => Some(Walked {
-            summary,
+        (Some(mut summary), Some(last_hash), Some(host)) => Some(Walked {
+            summary: {
+                crate::soak::ended::end_at_last_sample(&mut summary, last_sample_at_us);
+                summary
+            },
             last_hash,
             host,
         }),

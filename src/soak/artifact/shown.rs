@@ -15,6 +15,10 @@ use crate::soak::signature::group::SignatureGroup;
 /// What `soak show` reads of an artifact but its rows.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(crate) struct Shown {
+    /// An argument of the command is not UTF-8, so `command` shows it lossily (schema 11 on;
+    /// `false` where the artifact has no such field: its soak could hold no such argument).
+    #[serde(default)]
+    pub command_lossy: bool,
     /// How the command exited; `None` while it runs, or when it never started.
     pub exit: Option<ExitShown>,
     /// How long the command ran; `None` while it runs.

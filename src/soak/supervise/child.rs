@@ -102,7 +102,7 @@ impl Guard {
             .arg("--status")
             .arg(status_path)
             .arg("--")
-            .args(&spec.command)
+            .args(&spec.argv)
             .current_dir(&spec.cwd)
             .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env(super::beats::VARIABLE, heartbeat)

@@ -104,6 +104,7 @@ impl Recording {
                     rank: run.member.rank,
                     on_job_alarm: run.on_alarm,
                 }),
+                command_lossy: spec.command_lossy,
             },
         )?;
         Ok((recording, heartbeats))

@@ -14,6 +14,7 @@ fn row(rank: u32, host: &str, signature: &str) -> RankRow {
         failure_kind: Some(FailureKind::StaleProgress),
         started_at: START,
         ended_at: Some(START + WEEK),
+        ended: Some("recorded"),
         last_progress_at: Some(START + WEEK - 60.0),
         last_step: None,
         median_step_seconds: None,
