@@ -209,13 +209,9 @@ fn interleaved_records_archive_as_runs_and_the_space_comes_back() {
     assert_eq!(archived["soak"]["status"], "failed", "as its verdict said");
 }
 
-/// An abandoned soak's end is its last sample's time in every view, but archiving it kept the
-/// moment it was found abandoned: once archived, `soak list` gave it another `ended_at`. The
-/// archive now keeps the end the views show.
-#[test]
-fn an_abandoned_soak_archived_keeps_the_end_it_was_shown_with() {
-    let root = TestRoot::new();
-    // Recorded in December 2025: a soak started and sampled twice, its supervisor long gone.
+/// A soak recorded in December 2025, started and sampled twice, its supervisor long gone: its
+/// id.
+fn abandoned_in_december(root: &TestRoot) -> &'static str {
     let (_, started) = every_event_kind()
         .into_iter()
         .find(|(_, event)| matches!(event, StoredEvent::SoakStartedV8 { .. }))
@@ -257,6 +253,16 @@ fn an_abandoned_soak_archived_keeps_the_end_it_was_shown_with() {
     )
     .unwrap();
     drop(log);
+    lost
+}
+
+/// An abandoned soak's end is its last sample's time in every view, but archiving it kept the
+/// moment it was found abandoned: once archived, `soak list` gave it another `ended_at`. The
+/// archive now keeps the end the views show.
+#[test]
+fn an_abandoned_soak_archived_keeps_the_end_it_was_shown_with() {
+    let root = TestRoot::new();
+    let lost = abandoned_in_december(&root);
     let abandoned = |root: &TestRoot| -> Value {
         json_of(root, &["soak", "list"])
             .as_array()
@@ -274,6 +280,22 @@ fn an_abandoned_soak_archived_keeps_the_end_it_was_shown_with() {
     let report = json_of(&root, &["log", "archive", "--soak", id]);
     assert_eq!(report["archived"][0]["soak_id"], id, "{report}");
     assert_eq!(abandoned(&root), shown);
+    root.unilab().args(["log", "verify"]).assert().success();
+}
+
+/// `soak list` showed an abandoned soak of December 2025 as ended then, but `log archive
+/// --finished-before 1d` judged it by when it was found abandoned (today) and kept it: the
+/// views and the archive disagreed on when it ended. It is judged by the end every view shows.
+#[test]
+fn finished_before_judges_an_abandoned_soak_by_the_end_the_views_show() {
+    let root = TestRoot::new();
+    let lost = abandoned_in_december(&root);
+    // Found abandoned now, as `soak list` shows it: ended in December 2025.
+    let listed = json_of(&root, &["soak", "list"]);
+    assert_eq!(listed[0]["outcome"]["status"], "abandoned", "{listed}");
+    assert_eq!(listed[0]["ended_at"], 1_764_676_802.0, "{listed}");
+    let report = json_of(&root, &["log", "archive", "--finished-before", "1d"]);
+    assert_eq!(report["archived"][0]["soak_id"], lost, "{report}");
     root.unilab().args(["log", "verify"]).assert().success();
 }
 

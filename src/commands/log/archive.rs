@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::cli::ArchiveArgs;
 use crate::diagnostic::Exit;
 use crate::error::Error;
+use crate::event::soak::OutcomeStatus;
 use crate::log::{ArchiveDone, EventLog, LogError, Snapshot};
 use crate::output::Output;
 use crate::paths::StatePaths;
@@ -104,10 +105,19 @@ fn select(snapshot: &Snapshot, args: &ArchiveArgs, now_us: i64) -> Result<Select
         }
         (None, Some(before)) => {
             let cutoff = before.at_us(now_us);
-            let mut soaks = Soaks::rows(snapshot)?;
-            soaks.retain(|s| {
-                s.state != SoakState::Running && s.ended_at_us.is_some_and(|end| end < cutoff)
-            });
+            let mut soaks = Vec::new();
+            for row in Soaks::rows(snapshot)? {
+                // Judged by the end every view shows: an abandoned soak ended at its last sample
+                // (or, with none, within a sample of its start), not when it was found.
+                let shown = crate::soak::ended::as_shown(snapshot, row.clone())?;
+                let end = shown.ended_at_us.or(match shown.state {
+                    SoakState::Finished(OutcomeStatus::Abandoned) => Some(shown.started_at_us),
+                    _ => None,
+                });
+                if shown.state != SoakState::Running && end.is_some_and(|end| end < cutoff) {
+                    soaks.push(row);
+                }
+            }
             soaks.sort_by_key(|s| s.first_seq);
             soaks
         }
