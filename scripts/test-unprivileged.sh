@@ -51,10 +51,14 @@ if [ -n "${UNILAB_TEST_FUSE_LIB:-}" ]; then
 fi
 chmod -R a+rX "$work"
 chown "$user" "$work/home"
-echo "test-unprivileged: integration as $user"
+# The tests run under this script's umask (002 under CI), set again after the switch: a PAM
+# session (pam_umask) may have set its own.
+mask=$(umask)
+echo "test-unprivileged: integration as $user, umask $mask"
 runuser -u "$user" -- env -i PATH="$PATH" HOME="$work/home" TMPDIR=/tmp CI=true \
     UNILAB_TEST_BIN="$work/bin/unilab" UNILAB_TEST_FIXTURES="$work/fixtures" \
     UNILAB_TEST_MIGRATIONS="$work/migrations" INSTA_WORKSPACE_ROOT="$work" \
     UNILAB_TEST_TRAINER="$work/example-trainer.py" UNILAB_TEST_PYTHON="$work/python" \
     "${py_spy[@]}" "${fuse_lib[@]}" \
+    sh -c 'umask "$1" && shift && exec "$@"' sh "$mask" \
     "$work/bin/integration" --test-threads=2 "$@"

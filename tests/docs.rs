@@ -78,6 +78,31 @@ fn the_test_command_the_readme_gives_is_the_one_ci_runs() {
     );
 }
 
+/// The README promises the suite passes under umask 002, but CI ran it under its own umask
+/// (022), and a unit test that held only under 022 stopped the README's test command in a clone
+/// made under 002. `.ci/run` sets umask 002 before the test command and the unprivileged run,
+/// and changes it nowhere else.
+#[test]
+fn ci_runs_the_test_command_and_the_unprivileged_run_under_umask_002() {
+    let line_of = |wanted: &str| CI.lines().position(|line| line == wanted);
+    let umasks: Vec<(usize, &str)> = CI
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| line.trim_start().starts_with("umask"))
+        .collect();
+    let [(set, "umask 002")] = umasks[..] else {
+        panic!(".ci/run sets the umask once, to 002: {umasks:?}");
+    };
+    for command in ["scripts/test.sh", "scripts/test-unprivileged.sh"] {
+        let at = line_of(command).unwrap_or_else(|| panic!(".ci/run runs `{command}`"));
+        assert!(set < at, ".ci/run sets umask 002 only after `{command}`");
+    }
+    assert!(
+        README.contains("passes under umask 002"),
+        "the README says what CI holds it to"
+    );
+}
+
 #[test]
 fn the_readme_starts_small() {
     let lines = README.lines().count();

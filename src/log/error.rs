@@ -109,6 +109,10 @@ pub enum LogError {
     /// A soak's records were moved to an archive file that is not there to read.
     #[error("the records of soak `{soak_id}` were moved to the archive `{path}`, which is missing")]
     ArchiveMissing { path: PathBuf, soak_id: String },
+    /// Something other than a file is where the log should be (a named pipe, a directory): it
+    /// is not opened, and no reader waits on it.
+    #[error("the event log `{path}` is not a regular file: it is {what}")]
+    NotAFile { path: PathBuf, what: &'static str },
     /// Something other than a file is where an archive should be (a named pipe, a directory):
     /// it is not read, and no reader waits on it.
     #[error("the archive `{path}` is not a regular file: it is {what}")]
@@ -216,6 +220,10 @@ impl Hint for LogError {
             ),
             LogError::ArchiveMissing { .. } => Some(
                 "put the archive file back beside the log (`unilab log verify` names every archive and whether it is there)"
+                    .into(),
+            ),
+            LogError::NotAFile { .. } => Some(
+                "something else took the log's place: move it aside; unilab starts a new log at that path"
                     .into(),
             ),
             LogError::ArchiveNotAFile { .. } => Some(

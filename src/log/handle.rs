@@ -14,8 +14,8 @@ use super::chain::Hash;
 use super::error::LogError;
 use super::io::{damaged, guarded, unreadable};
 use super::open::{
-    builder, builder_in, create_whole, empty_log, file_at, open_patiently, open_within, prepare,
-    replaced, trusted,
+    builder, builder_in, create_whole, file_at, open_patiently, open_within, prepare, replaced,
+    trusted, unfit_log,
 };
 use super::pack::Stored;
 use super::snapshot::Snapshot;
@@ -83,8 +83,11 @@ impl EventLog {
         trusted(path, me)?;
         create_whole(path, &scope, views)?;
         trusted(path, me)?;
-        if std::fs::metadata(path).is_ok_and(|meta| meta.len() == 0) {
-            return Err(empty_log(path));
+        if let Some(unfit) = std::fs::metadata(path)
+            .ok()
+            .and_then(|meta| unfit_log(path, &meta))
+        {
+            return Err(unfit);
         }
         let before = file_at(path);
         let db = guarded(path, || open_patiently(path, || builder().open(path)))?;
@@ -104,8 +107,11 @@ impl EventLog {
     /// its whole run — after waiting [`ALONE_PATIENCE`] for a short command to finish.
     pub fn open_alone(path: &Path, scope: Scope, views: Views) -> Result<Self, LogError> {
         trusted(path, nix::unistd::geteuid().as_raw())?;
-        if std::fs::metadata(path).is_ok_and(|meta| meta.len() == 0) {
-            return Err(empty_log(path));
+        if let Some(unfit) = std::fs::metadata(path)
+            .ok()
+            .and_then(|meta| unfit_log(path, &meta))
+        {
+            return Err(unfit);
         }
         let before = file_at(path);
         let db = guarded(path, || {

@@ -107,3 +107,21 @@ pub(super) fn open_read_table<K: redb::Key + 'static, V: redb::Value + 'static>(
         Err(e) => Err(unreadable(path)(e)),
     }
 }
+
+/// What a file that is not a regular one is, for a person.
+pub(super) fn what_kind(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a named pipe (FIFO)"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "something other than a file"
+    }
+}

@@ -20,7 +20,7 @@ use redb::{
 };
 
 use super::error::LogError;
-use super::io::{damaged, guarded, unreadable};
+use super::io::{damaged, guarded, unreadable, what_kind};
 use super::meta::{meta_of, read_meta, write_meta};
 use super::migrate::{self, MigrationError, SCHEMA_VERSION};
 use super::tables;
@@ -149,14 +149,24 @@ pub(super) fn trusted(path: &Path, uid: u32) -> Result<(), LogError> {
     }
 }
 
-/// The error for an empty file at a log's path. A log is linked into place whole, so an empty file at its path is not a log being created:
-/// something else truncated or made it. It is never initialised over (that would discard
-/// whatever history it stood for); it is reported as damage.
-pub(super) fn empty_log(path: &Path) -> LogError {
-    damaged(
-        path,
-        "the file is empty; unilab never leaves an empty log, so something else truncated or created it",
-    )
+/// What is wrong with the file at a log's path, told by its metadata before anything opens it.
+/// Something other than a regular file (a named pipe, whose open would wait for a writer; a
+/// directory; a device) is named for what it is. An empty file is not a log being created —
+/// a log is linked into place whole — but something else truncated or made it. Neither is ever
+/// initialised over (that would discard whatever history it stood for).
+pub(super) fn unfit_log(path: &Path, meta: &std::fs::Metadata) -> Option<LogError> {
+    if !meta.is_file() {
+        return Some(LogError::NotAFile {
+            path: path.to_owned(),
+            what: what_kind(meta.file_type()),
+        });
+    }
+    (meta.len() == 0).then(|| {
+        damaged(
+            path,
+            "the file is empty; unilab never leaves an empty log, so something else truncated or created it",
+        )
+    })
 }
 
 /// How the temporary file of a log being created ends: `.<log name>.<pid>.creating`.

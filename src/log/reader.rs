@@ -14,7 +14,7 @@ use super::handle::EventLog;
 use super::io::{damaged, guarded, unreadable};
 use super::meta::read_meta;
 use super::migrate::SCHEMA_VERSION;
-use super::open::{OPEN_PATIENCE, builder, empty_log, open_patiently, repaired_copy, trusted};
+use super::open::{OPEN_PATIENCE, builder, open_patiently, repaired_copy, trusted, unfit_log};
 use super::snapshot::Snapshot;
 use crate::event::Scope;
 
@@ -74,8 +74,10 @@ impl LogReader {
 
     fn open_as(path: &Path, writes: Writes<'_>) -> Result<Option<Self>, LogError> {
         match std::fs::metadata(path) {
-            Ok(meta) if meta.len() == 0 => return Err(empty_log(path)),
-            Ok(_) => trusted(path, nix::unistd::geteuid().as_raw())?,
+            Ok(meta) => match unfit_log(path, &meta) {
+                Some(unfit) => return Err(unfit),
+                None => trusted(path, nix::unistd::geteuid().as_raw())?,
+            },
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(unreadable(path)(redb::Error::Io(source))),
         }

@@ -470,3 +470,56 @@ fn an_empty_log_file_is_damage_not_a_new_log() {
         "left as it was"
     );
 }
+
+/// A named pipe at a log's path — another host's under a shared state root, or this host's —
+/// was reported as "the file is empty … something else truncated or created it": a pipe's size
+/// is 0, and nothing said what it was. It is named for what it is, and never opened (the open
+/// of a pipe waits for a writer).
+#[test]
+fn a_named_pipe_at_a_logs_path_is_named_for_what_it_is_not_called_empty() {
+    let root = TestRoot::new();
+    drop(root.log());
+    let uid = nix::unistd::getuid().as_raw().to_string();
+    let elsewhere = root.root().join("elsewhere").join(uid);
+    private_dir_all(&elsewhere);
+    let fifo = |path: &std::path::Path| {
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    };
+    fifo(&elsewhere.join("events.redb"));
+    let said = "is not a regular file: it is a named pipe (FIFO)";
+    let out = root
+        .unilab()
+        .args(["history", "--all-hosts"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("cannot read the log of host `elsewhere`") && stderr.contains(said),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("empty"), "{stderr}");
+
+    std::fs::remove_file(root.log_path()).unwrap();
+    fifo(&root.log_path());
+    for args in [
+        &["history"][..],
+        &["log", "verify"],
+        &["soak", "list"],
+        &["mps", "list"],
+    ] {
+        let stderr = refused(root.unilab().args(args), 5, &[said]);
+        assert!(!stderr.contains("empty"), "{stderr}");
+    }
+    let refused = EventLog::open(&root.log_path(), root.scope(), PROJECTIONS)
+        .err()
+        .expect("a writer refuses a named pipe");
+    assert!(refused.to_string().contains(said), "{refused}");
+    let kind = std::fs::symlink_metadata(root.log_path())
+        .unwrap()
+        .file_type();
+    assert!(
+        std::os::unix::fs::FileTypeExt::is_fifo(&kind),
+        "left as it was"
+    );
+}

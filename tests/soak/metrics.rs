@@ -509,3 +509,40 @@ fn the_metrics_path_is_checked_before_the_soak_starts() {
     let text = std::fs::read_to_string(&existing).unwrap();
     assert!(text.contains("unilab_soak_passed{"), "{text}");
 }
+
+/// A symbolic link at `--metrics-file` (or `--report`) was refused as "writing the artifact
+/// would replace it": the artifact's own words, for a file that was not the artifact. The
+/// refusal names the file it is about, and the artifact nowhere.
+#[test]
+fn a_link_at_the_metrics_file_is_refused_in_the_metrics_files_name_not_the_artifacts() {
+    let soak = Soak::new();
+    let existing = soak.root.root().join("old.prom");
+    std::fs::write(&existing, "# old\n").unwrap();
+    let link = soak.root.root().join("link.prom");
+    std::os::unix::fs::symlink(&existing, &link).unwrap();
+    for (flag, named) in [("--metrics-file", "metrics file"), ("--report", "report")] {
+        let stderr = refused(
+            soak.unilab()
+                .args([
+                    "soak",
+                    "run",
+                    "--allow-no-progress",
+                    "--force",
+                    "--progress-dir",
+                ])
+                .arg(soak.progress())
+                .arg("--output")
+                .arg(soak.artifact_path())
+                .arg(flag)
+                .arg(&link)
+                .args(["--", "true"]),
+            3,
+            &[
+                &format!("cannot write the {named} `{}`", link.display()),
+                "is not a regular file",
+            ],
+        );
+        assert!(!stderr.contains("artifact"), "{flag}: {stderr}");
+    }
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "# old\n");
+}

@@ -13,6 +13,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::log::codec::MAX_RECORD_BYTES;
+use crate::log::io::what_kind;
 
 /// What every archive starts with, inside the compressed stream.
 const MAGIC: &[u8] = b"unilab soak archive 1\n";
@@ -242,24 +243,6 @@ fn open(path: &Path) -> Result<File, ReadError> {
         .and_then(|flags| nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(flags)));
     flags.map_err(|errno| ReadError::Io(errno.into()))?;
     Ok(file)
-}
-
-/// What a file that is not a regular one is, for a person.
-fn what_kind(kind: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if kind.is_fifo() {
-        "a named pipe (FIFO)"
-    } else if kind.is_dir() {
-        "a directory"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else {
-        "something other than a file"
-    }
 }
 
 /// Fills `buf`: `false` when the stream ended before its first byte, [`ReadError::Truncated`]

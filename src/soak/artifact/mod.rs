@@ -375,11 +375,13 @@ fn check_name(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Whether `path` is absent or a regular file, which a rename may replace.
+/// Whether `path` is absent or a regular file, which a rename may replace. The error says
+/// nothing of what was to be written there: the caller's names it (the artifact, the report, the
+/// metrics file).
 fn check_kind(path: &Path) -> std::io::Result<()> {
     if std::fs::symlink_metadata(path).is_ok_and(|meta| !meta.file_type().is_file()) {
         return Err(std::io::Error::other(
-            "it exists and is not a regular file; writing the artifact would replace it",
+            "it exists and is not a regular file, which the rename that writes the file would replace",
         ));
     }
     Ok(())

@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::beat::MAX_PHASE_CHARS;
+use super::beat::phase_is_well_formed;
 use super::steps::PhaseSteps;
 use crate::duration::parse_timeout;
 use crate::event::soak::{HeartbeatSettings, StepTimeoutSetting};
@@ -78,13 +78,11 @@ pub(crate) struct PhaseTimeout {
     pub(crate) typed: String,
 }
 
+/// Split at the last `=`: a phase may hold one (as a heartbeat's may), a duration never does.
 pub(crate) fn parse_phase_timeout(text: &str) -> Result<PhaseTimeout, LimitError> {
     let err = || LimitError::PhaseTimeout(text.to_owned());
-    let (phase, limit) = text.split_once('=').ok_or_else(err)?;
-    let well_formed = !phase.is_empty()
-        && phase.chars().count() <= MAX_PHASE_CHARS
-        && !phase.chars().any(char::is_control);
-    if !well_formed {
+    let (phase, limit) = text.rsplit_once('=').ok_or_else(err)?;
+    if !phase_is_well_formed(phase) {
         return Err(err());
     }
     Ok(PhaseTimeout {
@@ -369,8 +367,6 @@ mod tests {
                 Err(LimitError::StepTimeout(bad.to_owned()))
             );
         }
-        let eq = parse_phase_timeout("a=b=1s");
-        assert!(eq.is_err(), "a phase ends at the first `=`");
         let twice = StepLimits::new(
             None,
             ["checkpoint=20s", "checkpoint=30m"].map(|p| parse_phase_timeout(p).unwrap()),
@@ -379,6 +375,25 @@ mod tests {
             twice.unwrap_err().to_string(),
             "`--phase-timeout` gives phase `checkpoint` two limits (`checkpoint=20s` and `checkpoint=30m`); keep one"
         );
+    }
+
+    /// `--phase-timeout x=y=5s` was refused: the flag was split at its first `=`, so a phase
+    /// whose name holds one (heartbeats allow it) could never be given a limit. A duration holds
+    /// no `=`, so the phase is everything before the last.
+    #[test]
+    fn a_phase_whose_name_holds_an_equals_sign_gets_its_limit() {
+        let timeout = parse_phase_timeout("x=y=5s").unwrap();
+        assert_eq!(timeout.phase, "x=y");
+        assert_eq!(timeout.limit, Duration::from_secs(5));
+        assert_eq!(timeout.typed, "x=y=5s");
+        let judged = judge(&limits(None, &["x=y=5s"]), "x=y", None, 6.0).unwrap();
+        assert!(judged.is_over());
+        assert!(
+            judged.reason().ends_with("(--phase-timeout x=y=5s)"),
+            "{}",
+            judged.reason()
+        );
+        assert!(parse_phase_timeout("x=y=").is_err());
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! (its name starts with `.` and does not end in `.prom`, so the collector never reads it),
 //! created exclusively and without following a symbolic link (`O_CREAT | O_EXCL | O_NOFOLLOW`:
 //! a link planted at its name fails the open, never redirects the write), then put in the
-//! target's place in one step ([`put_in_place`]). It is not synced to disk: the file tells the
+//! target's place in one step ([`put_in_place`]). The file is mode 0644 whatever the umask:
+//! node_exporter reads it as another user, and no one else may change it. It is not synced to disk: the file tells the
 //! present, and the log is the record (after a crash it may be empty, which the collector reads
 //! as no series). A write that fails (a full disk, its directory gone) never fails the soak: it
 //! is said once on the terminal, and in the errors of the next sample each time the file stops
@@ -165,7 +166,8 @@ fn put_in_place(temp: &Path, path: &Path) -> std::io::Result<()> {
 }
 
 /// A new file in `dir` named after `name` and a `random` part, created exclusively (never a
-/// link followed, never a file already there opened); a name taken is tried again with another.
+/// link followed, never a file already there opened), mode [`MODE`] whatever the umask; a name
+/// taken is tried again with another.
 fn create_beside(
     dir: &Path,
     name: &str,
@@ -177,16 +179,29 @@ fn create_beside(
         let opened = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o666)
+            .mode(MODE)
             .custom_flags(libc_flags::O_NOFOLLOW | libc_flags::O_CLOEXEC)
             .open(&temp);
         match opened {
-            Ok(file) => return Ok((temp, file)),
+            // The umask took what it took from the mode at the open; set it whole (`fchmod`),
+            // before the file has its name.
+            Ok(file) => {
+                let set = file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(MODE));
+                if let Err(e) = set {
+                    let _ = std::fs::remove_file(&temp);
+                    return Err(e);
+                }
+                return Ok((temp, file));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
             Err(e) => return Err(e),
         }
     }
 }
+
+/// The metrics file's mode: read by all (node_exporter runs as its own user), written by its
+/// owner alone.
+const MODE: u32 = 0o644;
 
 /// The open flags, as `nix` names them.
 mod libc_flags {
@@ -225,9 +240,52 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["unilab.prom"]);
-        // Created as any file is: 0666 less the umask (022 or stricter), never executable.
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode & 0o133, 0, "{mode:o}");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o644, "{mode:o}");
+    }
+
+    /// The file was created as any file is, 0666 less the umask: 0664 under umask 002, where
+    /// the group could rewrite what Prometheus reads, and 0600 under umask 077, where
+    /// node_exporter, another user, could not read it at all. It is 0644 whatever the umask. The
+    /// umask is the process's, so the writes are done by a copy of this test binary that runs
+    /// this test alone.
+    #[test]
+    fn the_metrics_file_is_0644_under_umask_002_and_under_umask_077() {
+        const CHILD: &str = "UNILAB_TEST_METRICS_UMASK_DIR";
+        const UMASKS: [u32; 2] = [0o002, 0o077];
+        let name = |umask: u32| format!("umask-{umask:03o}.prom");
+        if let Some(dir) = std::env::var_os(CHILD) {
+            for umask in UMASKS {
+                nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(umask));
+                let path = Path::new(&dir).join(name(umask));
+                write_atomically(&path, b"first\n").unwrap();
+                write_atomically(&path, b"second\n").unwrap();
+            }
+            return;
+        }
+        let dir = crate::testing::files::private_tempdir();
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "soak::supervise::metrics::tests::the_metrics_file_is_0644_under_umask_002_and_under_umask_077",
+                "--test-threads=1",
+                "--quiet",
+            ])
+            .env(CHILD, dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            child.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&child.stdout),
+            String::from_utf8_lossy(&child.stderr)
+        );
+        for umask in UMASKS {
+            let path = dir.path().join(name(umask));
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "second\n");
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o644, "under umask {umask:03o}: {mode:o}");
+        }
     }
 
     #[test]
