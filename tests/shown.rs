@@ -32,8 +32,10 @@ fn soak_show_and_history_of_a_passed_soak() {
     });
 }
 
+/// A run of the example trainer that exits with code 3: `soak show` says the command failed and
+/// how, with its last lines.
 #[test]
-fn soak_show_of_a_failed_soak() {
+fn soak_show_of_a_run_whose_command_exited_3() {
     let soak = Soak::new();
     let (output, _) = soak.run(
         &[],

@@ -82,6 +82,12 @@ impl Clock for SteppingClock {
     }
 }
 
+/// A clock that starts at 2025-12-02 12:00:00 UTC and advances 1.5 s a reading: the times the
+/// snapshots of logs built from [`every_event_kind`] show.
+pub fn fixed_clock() -> Box<dyn Clock> {
+    SteppingClock::boxed(1_764_676_800_000_000, 1_500_000)
+}
+
 /// Whether `done` holds within `timeout`, asking every 20 ms.
 pub fn within(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
     let started = Instant::now();
@@ -153,6 +159,17 @@ impl TestRoot {
             .arg(self.root());
         cmd
     }
+}
+
+/// Opens the log of `root` as a redb file and commits `change` to it, as something other than
+/// unilab would: a test's way to damage or forge what is stored.
+pub fn raw_write(root: &TestRoot, change: impl FnOnce(&redb::WriteTransaction)) {
+    let mut builder = redb::Builder::new();
+    builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    let db = builder.open(root.log_path()).unwrap();
+    let txn = db.begin_write().unwrap();
+    change(&txn);
+    txn.commit().unwrap();
 }
 
 /// `unilab ARGS` on a pseudo-terminal (Python's `pty`) with `TERM=xterm` unless `env` says
