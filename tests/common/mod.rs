@@ -61,6 +61,13 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// Whether the tests run under CI (`CI` set, as CI services and `scripts/test-unprivileged.sh`
+/// set it): there a tool CI installs must be found, and its absence fails a test that would
+/// skip elsewhere.
+pub fn under_ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
 /// A clock whose first reading is `start_us` and which advances `step_us` a reading.
 pub struct SteppingClock {
     next_us: AtomicI64,
