@@ -277,6 +277,11 @@ fn credentials_written_into_a_commands_arguments_reach_no_record_or_view() {
         ("the report", std::fs::read(&report).unwrap()),
     ];
     for (view, bytes) in &views {
+        assert!(
+            bytes.windows(id.len()).any(|w| w == id.as_bytes()),
+            "{view} does not show the soak: {}",
+            String::from_utf8_lossy(bytes)
+        );
         holds_none(view, bytes, &WRITTEN_SECRETS);
     }
     let text = |view: &str| {
