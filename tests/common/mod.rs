@@ -1,12 +1,14 @@
 //! The test harness shared by the integration tests: a temporary state root, the real `unilab`
-//! binary pointed at it, the NVIDIA fakes on `PATH`, a test clock and a bounded wait. Apart, and
-//! all reached through `crate::common::*`: a headless browser for the HTML pages (`browser`),
-//! sample events of every kind (`events`, schema 10's beating soak in `beats`), child processes that append to or read one log, for
-//! the multi-process tests (`children`), `/proc` lookups of real processes (`processes`), private
-//! files and a small disk (`files`), a command refused with an exit code and a reason
-//! (`refused`), the ranks of the ring all-reduce fixture (`ring`), a Slurm cluster of two nodes
-//! (`slurm`), the filters of snapshots of real runs (`snapshot`), and a process whose memory map
-//! is locked (`stuck_map`).
+//! binary pointed at it, the NVIDIA fakes on `PATH`, test clocks, a bounded wait, a raw write to a
+//! log's redb file, and whether the tests run under CI (where a tool CI installs must be found, not
+//! skipped). Apart, and all reached through `crate::common::*`: a headless browser for the HTML
+//! pages (`browser`), sample events of every kind (`events`, schema 10's beating soak in `beats`),
+//! child processes that append to or read one log, for the multi-process tests (`children`),
+//! `/proc` lookups of real processes (`processes`), private files and a small disk (`files`), a
+//! command refused with an exit code and a reason (`refused`), the ranks of the ring all-reduce
+//! fixture and the `py-spy` that reads their stacks (`ring`), a Slurm cluster of two nodes
+//! (`slurm`), the filters of snapshots of real runs (`snapshot`), and a process whose memory map is
+//! locked (`stuck_map`).
 //!
 //! `UNILAB_TEST_BIN` and `UNILAB_TEST_FIXTURES` override where the binary and the fakes are, so
 //! that CI can run the test binary as an unprivileged user from a copy it can read.

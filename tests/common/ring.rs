@@ -1,5 +1,6 @@
 //! The ring all-reduce fixture (`fixtures/ring_allreduce.py`) and its launcher
-//! (`fixtures/launch_ranks.py`): ranks of a job as real processes, and where each one waits.
+//! (`fixtures/launch_ranks.py`): ranks of a job as real processes, where each one waits, and the
+//! `py-spy` that reads their Python stacks (a visible skip where there is none, outside CI).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
