@@ -5,19 +5,23 @@
 //! (`python3 ../shared/tools/module-cycles.py` prints the graph and fails on a circle):
 //! - the entry: `binary` (the process's entry), `commands` (one file a verb), `output`,
 //!   `error`, `usage` (what a misuse of the command line is told);
-//! - `cli`: the command line's definitions, which the soak takes as they are parsed
-//!   (`soak::request` checks `cli::SoakRunArgs` into the spec a soak runs from) and whose
-//!   completions read the record;
+//! - `cli`: the command line's definitions, whose completions read the record;
 //! - the domain: `mps` (daemons), `soak` (supervision, sampling, artifacts, the report), `job`
 //!   (a job's ranks, its directory and its alarm), `snapshot` (runtime provenance), `gpu`
-//!   (nvidia-smi, visibility mask, selectors), `paths`;
+//!   (nvidia-smi, visibility mask, selectors);
 //! - `projection`s over the `log` (store, codec, chain, migrations, the upcast at read) of
-//!   `event`s;
+//!   `event`s, the log kept where `paths` says (where state lives, whose directories can be
+//!   trusted);
 //! - leaves: `process` (identity, and how unilab signals what it did not spawn), `proc_read`
 //!   (bounded reads of what other processes map), `proc_rank` (a process's `RANK`), `tool`
 //!   (external tools under one timeout), `trace` (`-v`), `time`, `env`, `redact`, `duration`,
 //!   `size` and `text` (how sizes, durations and plurals read), `style` (colour), `diagnostic`,
 //!   and `testing` (what the crate's own tests share, such as a fake `/proc`).
+//!
+//! One arrow points up as the code stands: `soak` takes `cli`'s types as they are parsed
+//! (`soak::request` checks `cli::SoakRunArgs` into the spec a soak runs from, and `soak::guard`
+//! takes the internal subcommand's name from `cli::internal`), so `cli` lies below `soak`, and
+//! above `mps` and `job`, which it imports.
 //!
 //! # Public face
 //! Every module is private. What code outside the crate may use is the one `pub use` list

@@ -174,9 +174,11 @@ fn every_relative_link_of_the_readme_and_docs_leads_to_a_file_and_heading_that_e
     pages.push(repo.join("README.md"));
     assert!(pages.len() > 1, "docs/ holds pages");
     let mut broken = Vec::new();
+    let (mut checked, mut to_headings) = (0, 0);
     for page in &pages {
         let text = fs::read_to_string(page).expect("a page of the docs reads as text");
         for link in relative_links(&text) {
+            checked += 1;
             let (file, heading) = link.split_once('#').unwrap_or((link, ""));
             let target = if file.is_empty() {
                 page.clone()
@@ -188,6 +190,7 @@ fn every_relative_link_of_the_readme_and_docs_leads_to_a_file_and_heading_that_e
                 continue;
             }
             if !heading.is_empty() && target.extension().is_some_and(|ext| ext == "md") {
+                to_headings += 1;
                 let target_text = fs::read_to_string(&target).expect("a linked page reads");
                 if !anchors(&target_text).contains(heading) {
                     broken.push(format!("{}: {link}: no such heading", page.display()));
@@ -196,6 +199,10 @@ fn every_relative_link_of_the_readme_and_docs_leads_to_a_file_and_heading_that_e
         }
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    assert!(
+        checked > 0 && to_headings > 0,
+        "links found: {checked}, to a heading: {to_headings}"
+    );
 }
 
 #[test]

@@ -10,11 +10,6 @@ use unilab::*;
 /// The soak of schema 5 in [`every_event_kind`].
 const SOAK: &str = "20261204T090000-e5e5";
 
-/// A clock that starts at 2025-12-02 12:00:00 UTC and advances 1.5 s a reading.
-fn fixed_clock() -> Box<dyn Clock> {
-    SteppingClock::boxed(1_764_676_800_000_000, 1_500_000)
-}
-
 fn thread(tid: u32, name: &str, state: char, syscall: &str, wchan: Option<&str>) -> ThreadEvidence {
     ThreadEvidence {
         tid,

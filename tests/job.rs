@@ -14,13 +14,16 @@ const HUNG: u32 = 2;
 /// Four ranks of a ring all-reduce, each under its own soak of job `J`, rank 2 hung in
 /// `load_batch` and its soak the first to trip (its stale limit is the shortest): every other
 /// rank records evidence with trigger `job_alarm` within two sample intervals of the alarm, and
-/// `job show J` lists the four, names rank 2 the odd one with a signature of its own
-/// (`load_batch` on top with py-spy), and says who tripped first. `job list` lists the job; an
-/// unknown job is refused with exit 3; one rank's log unreadable is a warning, and the rest is
-/// shown.
+/// `job show J` lists the four, names rank 2 the odd one with a signature of its own (py-spy's
+/// `load_batch` on top), and says who tripped first. `job list` lists the job; an unknown job is
+/// refused with exit 3; one rank's log unreadable is a warning, and the rest is shown. Without
+/// py-spy it skips, saying so (under CI it fails).
 #[test]
 fn job_show_names_the_hung_rank_of_a_ring() {
-    ring_job_shown(py_spy().as_deref());
+    let Some(py_spy) = py_spy("the test of `job show` over a ring with py-spy") else {
+        return;
+    };
+    ring_job_shown(Some(&py_spy));
 }
 
 /// [`job_show_names_the_hung_rank_of_a_ring`] without py-spy: the ranks still split by where

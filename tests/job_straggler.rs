@@ -107,7 +107,9 @@ fn straggling_job(root: &TestRoot, health: &str) -> Value {
         .unwrap();
     assert!(shown.status.success(), "{shown:?}");
     let view: Value = serde_json::from_slice(&shown.stdout).unwrap();
-    for rank in view["ranks"].as_array().unwrap() {
+    let ranks = view["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), WORLD as usize, "{view:#}");
+    for rank in ranks {
         assert_eq!(rank["last_step"], STEPS, "{view:#}");
         assert!(
             rank["median_step_seconds"].as_f64().unwrap() > 0.0,

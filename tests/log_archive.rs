@@ -546,16 +546,6 @@ fn a_record_beside_an_archived_gap_resealed_fails_verification() {
     );
 }
 
-/// Opens the log's redb file directly, as something other than unilab would.
-fn raw_write(root: &TestRoot, change: impl FnOnce(&redb::WriteTransaction)) {
-    let mut builder = redb::Builder::new();
-    builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
-    let db = builder.open(root.log_path()).unwrap();
-    let txn = db.begin_write().unwrap();
-    change(&txn);
-    txn.commit().unwrap();
-}
-
 /// The same soak archived in two logs (recorded at other times, so its records differ): one's
 /// archive copied over the other's is caught, by verification and by every reader.
 #[test]

@@ -12,12 +12,6 @@ const WRITERS: u32 = 4;
 const EVENTS_EACH: u64 = 500;
 
 #[test]
-#[ignore = "run as a child process by the tests in this file"]
-fn child() {
-    child_main();
-}
-
-#[test]
 fn four_writers_and_a_reader_share_one_log() {
     let root = TestRoot::new();
     // Create the log first so the reader has something to open from the start.
@@ -25,7 +19,7 @@ fn four_writers_and_a_reader_share_one_log() {
     let stop = root.root().join("stop-reader");
     let mut reader_env = child_env(&root);
     reader_env.push(("UNILAB_TEST_STOP", stop.display().to_string()));
-    let mut reader = spawn_child("log_concurrency::child", "reader", &reader_env);
+    let mut reader = spawn_child("reader", &reader_env);
 
     let writers: Vec<_> = (0..WRITERS)
         .map(|writer| {
@@ -34,7 +28,7 @@ fn four_writers_and_a_reader_share_one_log() {
             let mut env = child_env(&root);
             env.push(("UNILAB_TEST_WRITER", (writer + 1).to_string()));
             env.push(("UNILAB_TEST_COUNT", EVENTS_EACH.to_string()));
-            spawn_child("log_concurrency::child", role, &env)
+            spawn_child(role, &env)
         })
         .collect();
     for mut writer in writers {

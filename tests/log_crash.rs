@@ -13,12 +13,6 @@ use unilab::Subject;
 
 const ROUNDS: u32 = 24;
 
-#[test]
-#[ignore = "run as a child process by the tests in this file"]
-fn child() {
-    child_main();
-}
-
 /// `ACK <writer> <i> <seq>` anywhere in a line (libtest prints its own text before it).
 fn parse_ack(line: &str) -> Option<((u32, u64), u64)> {
     let mut words = line.split("ACK ").nth(1)?.split_whitespace();
@@ -40,7 +34,7 @@ fn a_writer_killed_while_it_creates_the_log_leaves_no_half_made_log() {
         private_dir_all(&dir);
         let mut env = child_env(&root);
         env.push(("UNILAB_TEST_WRITER", "1".to_owned()));
-        let mut child = spawn_child("log_crash::child", "crash", &env);
+        let mut child = spawn_child("crash", &env);
         // Kill within a few milliseconds of the first file appearing: inside the creation,
         // which is that short, so the directory is watched without pausing.
         let started = std::time::Instant::now();
@@ -90,7 +84,7 @@ fn a_writer_killed_at_any_point_loses_no_acknowledged_event() {
         let mut env = child_env(&root);
         env.push(("UNILAB_TEST_WRITER", writer.to_string()));
         env.push(("UNILAB_TEST_BATCH", batch.to_string()));
-        let mut child = spawn_child("log_crash::child", "crash", &env);
+        let mut child = spawn_child("crash", &env);
         let mut lines = BufReader::new(child.stdout.take().expect("child stdout"));
         let mut seen = 0;
         let mut line = String::new();

@@ -306,6 +306,7 @@ fn frozen_soaks_export_as_csv_too() {
         assert_eq!(header[0], "soak_id");
         assert_eq!(header.last().unwrap(), "errors");
         let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        assert!(!rows.is_empty(), "{id}: no row");
         let expected: usize = json["samples"]
             .as_array()
             .unwrap()

@@ -279,16 +279,6 @@ fn append_refuses_a_record_its_reader_could_not_decode() {
     root.unilab().args(["log", "verify"]).assert().success();
 }
 
-/// Opens the log's redb file directly, as something other than unilab would.
-fn raw_write(root: &TestRoot, change: impl FnOnce(&redb::WriteTransaction)) {
-    let mut builder = redb::Builder::new();
-    builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
-    let db = builder.open(root.log_path()).unwrap();
-    let txn = db.begin_write().unwrap();
-    change(&txn);
-    txn.commit().unwrap();
-}
-
 /// A log written by an older unilab that took a record its reader refuses (the 24 MB evidence)
 /// into a soak before its verdict, chained and headed as that append left it. `log archive`
 /// copied such a record into the soak's archive, which `log verify` then said was changed;

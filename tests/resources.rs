@@ -42,6 +42,7 @@ fn forked_workers_sharing_a_buffer_count_once_in_pss_and_many_times_in_rss() {
     );
     assert!(rss > 10 * 400 * MIB, "RSS {} MiB", rss / MIB);
     let rows = artifact["samples"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{artifact}");
     assert!(rows.iter().all(|r| r.get("tree_pss_bytes").is_some()));
     let shown = soak
         .unilab()

@@ -32,8 +32,10 @@ fn soak_show_and_history_of_a_passed_soak() {
     });
 }
 
+/// A run of the example trainer that exits with code 3: `soak show` says the command failed and
+/// how, with its last lines.
 #[test]
-fn soak_show_of_a_failed_soak() {
+fn soak_show_of_a_run_whose_command_exited_3() {
     let soak = Soak::new();
     let (output, _) = soak.run(
         &[],
@@ -275,6 +277,11 @@ fn credentials_written_into_a_commands_arguments_reach_no_record_or_view() {
         ("the report", std::fs::read(&report).unwrap()),
     ];
     for (view, bytes) in &views {
+        assert!(
+            bytes.windows(id.len()).any(|w| w == id.as_bytes()),
+            "{view} does not show the soak: {}",
+            String::from_utf8_lossy(bytes)
+        );
         holds_none(view, bytes, &WRITTEN_SECRETS);
     }
     let text = |view: &str| {

@@ -79,7 +79,7 @@ fn job_show_on_either_node_names_the_hung_rank() {
     let dir = private_tempdir("unilab-slurm-job-");
     let rendezvous = dir.path().join("ring");
     private_dir_all(&rendezvous);
-    let py_spy = py_spy();
+    let py_spy = py_spy("the check of the hung rank's Python stack");
     let mut started = Started::default();
     let (out, err) = (dir.path().join("srun.out"), dir.path().join("srun.err"));
     let srun = started.spawn(

@@ -148,28 +148,11 @@ fn a_stale_soak_keeps_what_each_process_was_doing_and_the_stacks_it_printed() {
     );
 }
 
-/// `py-spy` to use: `UNILAB_TEST_PY_SPY`, else one on `PATH`. CI installs it in a virtual
-/// environment; there its absence fails the test rather than skipping it.
-fn py_spy() -> Option<PathBuf> {
-    if let Some(named) = std::env::var_os("UNILAB_TEST_PY_SPY") {
-        return Some(PathBuf::from(named));
-    }
-    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|dir| dir.join("py-spy"))
-        .find(|path| path.is_file());
-    assert!(
-        found.is_some() || std::env::var_os("CI").is_none(),
-        "CI must install py-spy for the Python stacks test (pip install py-spy)"
-    );
-    found
-}
-
 /// With `py-spy`, each Python process of a stale soak has its stack in the evidence: the
 /// collective's thread is found in `wait_for_allreduce`.
 #[test]
 fn py_spy_puts_each_python_stack_in_the_evidence() {
-    let Some(py_spy) = py_spy() else {
-        eprintln!("skipped: no py-spy (set UNILAB_TEST_PY_SPY or put it on PATH)");
+    let Some(py_spy) = py_spy("the test of Python stacks in the evidence") else {
         return;
     };
     let soak = Soak::new();

@@ -244,6 +244,7 @@ fn an_abandoned_soaks_duration_is_its_last_sample_not_the_time_it_was_looked_at(
         .iter()
         .map(|p| p["pid"].as_u64().unwrap())
         .collect();
+    assert!(!pids.is_empty(), "the last sample saw the tree: {last}");
     for pid in pids {
         eventually(
             &format!("pid {pid} to die"),

@@ -10,13 +10,12 @@ use unilab::Scope;
 
 use super::*;
 
-/// Spawns this test binary again as a child that runs the ignored test `child_test` with
-/// `role` and extra environment. The child's stdout is piped. `child_test` is the test's full
-/// path in this crate (`module::name`), since the child runs only the test of exactly that name.
-pub fn spawn_child(child_test: &str, role: &str, env: &[(&str, String)]) -> Child {
+/// Spawns this test binary again as a child that runs the ignored test [`child`] with `role`
+/// and extra environment. The child's stdout is piped.
+pub fn spawn_child(role: &str, env: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
     cmd.args([
-        child_test,
+        "common::children::child",
         "--exact",
         "--ignored",
         "--nocapture",
@@ -39,9 +38,10 @@ pub fn spawn_child(child_test: &str, role: &str, env: &[(&str, String)]) -> Chil
 /// - `reader`: open, snapshot and verify the log over and over until `UNILAB_TEST_STOP` exists,
 ///   then print `READS <n>`; any failure fails the child.
 ///
-/// Does nothing when not run as a child, so the ignored test that calls it passes when run by
-/// hand.
-pub fn child_main() {
+/// Does nothing when not run as a child, so that it passes when run by hand.
+#[test]
+#[ignore = "run as a child process by spawn_child"]
+fn child() {
     use std::io::Write;
     let Ok(role) = std::env::var("UNILAB_TEST_CHILD") else {
         return;

@@ -1,12 +1,14 @@
 //! The test harness shared by the integration tests: a temporary state root, the real `unilab`
-//! binary pointed at it, the NVIDIA fakes on `PATH`, a test clock and a bounded wait. Apart, and
-//! all reached through `crate::common::*`: a headless browser for the HTML pages (`browser`),
-//! sample events of every kind (`events`, schema 10's beating soak in `beats`), child processes that append to or read one log, for
-//! the multi-process tests (`children`), `/proc` lookups of real processes (`processes`), private
-//! files and a small disk (`files`), a command refused with an exit code and a reason
-//! (`refused`), the ranks of the ring all-reduce fixture (`ring`), a Slurm cluster of two nodes
-//! (`slurm`), the filters of snapshots of real runs (`snapshot`), and a process whose memory map
-//! is locked (`stuck_map`).
+//! binary pointed at it, the NVIDIA fakes on `PATH`, test clocks, a bounded wait, a raw write to a
+//! log's redb file, and whether the tests run under CI (where a tool CI installs must be found, not
+//! skipped). Apart, and all reached through `crate::common::*`: a headless browser for the HTML
+//! pages (`browser`), sample events of every kind (`events`, schema 10's beating soak in `beats`),
+//! child processes that append to or read one log, for the multi-process tests (`children`),
+//! `/proc` lookups of real processes (`processes`), private files and a small disk (`files`), a
+//! command refused with an exit code and a reason (`refused`), the ranks of the ring all-reduce
+//! fixture and the `py-spy` that reads their stacks (`ring`), a Slurm cluster of two nodes
+//! (`slurm`), the filters of snapshots of real runs (`snapshot`), and a process whose memory map is
+//! locked (`stuck_map`).
 //!
 //! `UNILAB_TEST_BIN` and `UNILAB_TEST_FIXTURES` override where the binary and the fakes are, so
 //! that CI can run the test binary as an unprivileged user from a copy it can read.
@@ -61,6 +63,13 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// Whether the tests run under CI (`CI` set, as CI services and `scripts/test-unprivileged.sh`
+/// set it): there a tool CI installs must be found, and its absence fails a test that would
+/// skip elsewhere.
+pub fn under_ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
 /// A clock whose first reading is `start_us` and which advances `step_us` a reading.
 pub struct SteppingClock {
     next_us: AtomicI64,
@@ -80,6 +89,12 @@ impl Clock for SteppingClock {
     fn now_us(&self) -> i64 {
         self.next_us.fetch_add(self.step_us, Ordering::Relaxed)
     }
+}
+
+/// A clock that starts at 2025-12-02 12:00:00 UTC and advances 1.5 s a reading: the times the
+/// snapshots of logs built from [`every_event_kind`] show.
+pub fn fixed_clock() -> Box<dyn Clock> {
+    SteppingClock::boxed(1_764_676_800_000_000, 1_500_000)
 }
 
 /// Whether `done` holds within `timeout`, asking every 20 ms.
@@ -153,6 +168,17 @@ impl TestRoot {
             .arg(self.root());
         cmd
     }
+}
+
+/// Opens the log of `root` as a redb file and commits `change` to it, as something other than
+/// unilab would: a test's way to damage or forge what is stored.
+pub fn raw_write(root: &TestRoot, change: impl FnOnce(&redb::WriteTransaction)) {
+    let mut builder = redb::Builder::new();
+    builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    let db = builder.open(root.log_path()).unwrap();
+    let txn = db.begin_write().unwrap();
+    change(&txn);
+    txn.commit().unwrap();
 }
 
 /// `unilab ARGS` on a pseudo-terminal (Python's `pty`) with `TERM=xterm` unless `env` says

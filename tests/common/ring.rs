@@ -1,5 +1,6 @@
 //! The ring all-reduce fixture (`fixtures/ring_allreduce.py`) and its launcher
-//! (`fixtures/launch_ranks.py`): ranks of a job as real processes, and where each one waits.
+//! (`fixtures/launch_ranks.py`): ranks of a job as real processes, where each one waits, and the
+//! `py-spy` that reads their Python stacks (a visible skip where there is none, outside CI).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,14 +24,30 @@ pub fn ring_allreduce(dir: &Path, world: u32) -> Command {
     cmd
 }
 
-/// `py-spy` to use: `UNILAB_TEST_PY_SPY`, else one on `PATH`.
-pub fn py_spy() -> Option<std::path::PathBuf> {
+/// `py-spy` to use: `UNILAB_TEST_PY_SPY` (which must name a file), else one on `PATH`. Where
+/// there is none, says that `skipped` (what of the test needs it) is skipped and gives `None`;
+/// under CI, which installs it (`.ci/run`), its absence fails the test instead.
+pub fn py_spy(skipped: &str) -> Option<PathBuf> {
     if let Some(named) = std::env::var_os("UNILAB_TEST_PY_SPY") {
-        return Some(std::path::PathBuf::from(named));
+        let named = PathBuf::from(named);
+        assert!(
+            named.is_file(),
+            "UNILAB_TEST_PY_SPY names `{}`, which is no file",
+            named.display()
+        );
+        return Some(named);
     }
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .map(|dir| dir.join("py-spy"))
-        .find(|path| path.is_file())
+        .find(|path| path.is_file());
+    assert!(
+        found.is_some() || !under_ci(),
+        "CI must install py-spy (.ci/run puts it in a venv and sets UNILAB_TEST_PY_SPY)"
+    );
+    if found.is_none() {
+        eprintln!("skipped {skipped}: no py-spy (set UNILAB_TEST_PY_SPY or put it on PATH)");
+    }
+    found
 }
 
 /// `python3 launch_ranks.py --nproc N --`, to be followed by the worker's command.

@@ -357,6 +357,7 @@ fn dynamic_completion_offers_recorded_soak_ids_and_daemon_names() {
         &[],
     );
     assert_eq!((code, stderr.as_str()), (0, ""));
+    assert!(offered.iter().any(|o| o == "latest"), "{offered:?}");
     assert!(
         offered.iter().all(|o| o == "latest" || o.starts_with("--")),
         "{offered:?}"
@@ -644,6 +645,9 @@ fn hidden_subcommands_are_never_suggested_or_completed() {
     }
     for words in [&["unilab", "__"][..], &["unilab", "help", ""]] {
         let (_, offered, _) = shell_asks(&root, words, &[]);
+        if words[1] == "help" {
+            assert!(offered.iter().any(|o| o == "soak"), "{offered:?}");
+        }
         assert!(
             offered
                 .iter()

@@ -118,9 +118,10 @@ fn soak_list_filters_by_status_start_and_count() {
     }
 }
 
-/// `soak show` of a failed soak: its verdict and why, the exit, times, progress, peaks and tails.
+/// `soak show` of the recorded soak that went stale and was ended by SIGTERM: its verdict and
+/// why, the exit, times, progress, peaks and tails.
 #[test]
-fn soak_show_of_a_failed_soak() {
+fn soak_show_of_a_stale_soak_ended_by_sigterm() {
     let root = root_with_every_kind();
     let output = root
         .unilab()

@@ -338,15 +338,20 @@ fn a_dead_daemons_pid_reused_by_another_process_blocks_nothing_and_its_leftovers
     let again = host.start(&["1", "--name", "r2"]);
     assert_eq!(again["name"], "r2");
     let pipes = host.json(&["mps", "status"])["control_pipes"].clone();
-    assert!(
-        pipes
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["path"]
+    let ours: Vec<&serde_json::Value> = pipes
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            p["path"]
                 .as_str()
                 .unwrap()
-                .starts_with(host.runtime().to_str().unwrap()))
+                .starts_with(host.runtime().to_str().unwrap())
+        })
+        .collect();
+    assert!(!ours.is_empty(), "r2's pipe is listed: {pipes}");
+    assert!(
+        ours.iter()
             .all(|p| !p["managed_names"].as_array().unwrap().is_empty()),
         "no pipe of this host is listed as not unilab's: {pipes}"
     );

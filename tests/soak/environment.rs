@@ -216,6 +216,10 @@ fn credentials_given_as_flags_never_reach_the_log_or_any_view_of_it() {
         ("the report", std::fs::read(&report).unwrap()),
     ];
     for (view, bytes) in &views {
+        assert!(
+            bytes.windows(id.len()).any(|w| w == id.as_bytes()),
+            "{view} does not show the soak"
+        );
         for secret in ["tok_abc123", "hunter2", "key-child-5150", "child-sekrit-99"] {
             assert!(
                 !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),

@@ -145,6 +145,7 @@ fn a_full_disk_is_named_as_such_and_a_soak_outlasts_it() {
         .iter()
         .map(|s| s["index"].as_u64().unwrap())
         .collect();
+    assert!(indices.len() >= 2, "samples before and after: {indices:?}");
     assert!(
         indices.windows(2).all(|w| w[1] == w[0] + 1),
         "no sample was lost: {indices:?}"

@@ -130,6 +130,7 @@ fn the_zoomable_charts_read_round_sizes_one_clock_format_and_names_at_rest() {
         }
         let charts = out["charts"].as_array().unwrap();
         assert_eq!(charts.len(), legends.len(), "{out}");
+        let mut sized = 0;
         for chart in charts {
             let axes = chart["axes"].as_array().unwrap();
             // Elapsed time, the clock under it, the values.
@@ -143,7 +144,10 @@ fn the_zoomable_charts_read_round_sizes_one_clock_format_and_names_at_rest() {
             );
             let id = chart["id"].as_str().unwrap();
             if id == "chart-memory" || id == "chart-progress_bytes" {
-                for label in strings(&axes[2]) {
+                sized += 1;
+                let labels = strings(&axes[2]);
+                assert!(!labels.is_empty(), "{id} at {width} px: {chart}");
+                for label in labels {
                     let (number, unit) = label.split_once(' ').unwrap();
                     let decimals = number.split_once('.').map_or("", |(_, d)| d);
                     assert!(
@@ -155,6 +159,7 @@ fn the_zoomable_charts_read_round_sizes_one_clock_format_and_names_at_rest() {
                 }
             }
         }
+        assert_eq!(sized, 2, "the memory and progress size charts: {out}");
         let labels = &out["labels"];
         assert_eq!(
             strings(&labels["mib"]),

@@ -71,6 +71,7 @@ fn cpu_time_counts_reaped_children_and_never_decreases() {
     );
     assert_eq!(total, *cpu.last().unwrap());
     assert_eq!(samples[0]["cpu_percent"], Value::Null);
+    assert!(samples.len() >= 2, "{samples:?}");
     assert!(
         samples[1..]
             .iter()
@@ -93,6 +94,7 @@ fn the_series_starts_with_the_running_command_and_marks_the_sample_after_its_exi
     );
     let (last, running) = samples.split_last().unwrap();
     assert_eq!(last["after_exit"], true, "{last}");
+    assert!(!running.is_empty(), "{samples:?}");
     assert!(running.iter().all(|s| s["after_exit"] == false));
 }
 
