@@ -8,6 +8,7 @@ use crate::event::soak::OutcomeStatus;
 use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
 use crate::projection::{SoakState, SoakSummary, Soaks};
+use crate::text::foreign;
 use crate::time::{Clock, SystemClock, unix_seconds};
 use serde_json::Value;
 
@@ -136,7 +137,8 @@ fn list_job(
         .map(|s| {
             let mut cells = soak_cells(&s.summary, s.ran_seconds, paint);
             // After the id, where it ran.
-            cells.splice(1..1, [s.host.clone(), rank_cell(s.rank_text.as_deref())]);
+            let rank = foreign(&rank_cell(s.rank_text.as_deref())).into_owned();
+            cells.splice(1..1, [foreign(&s.host).into_owned(), rank]);
             cells
         })
         .collect();
