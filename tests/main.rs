@@ -15,6 +15,7 @@ mod gpu_health;
 mod heartbeat;
 mod heartbeat_views;
 mod job;
+mod job_alarm_forged;
 mod job_beats;
 mod job_report;
 mod job_straggler;
