@@ -181,7 +181,7 @@ fn soak_cells(
         (None, None) => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
     };
     vec![
-        soak.soak_id.clone(),
+        foreign(&soak.soak_id).into_owned(),
         paint.status(&status_text(soak)),
         human_time(soak.started_at_us).chars().take(19).collect(),
         duration,

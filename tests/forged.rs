@@ -1,9 +1,10 @@
-//! A job's alarm is a file any rank of the user can write, in a directory on a shared state
-//! root: what it says is shown escaped, an alarm that cannot be the job's is not believed, and
-//! the directory a rank checked at its start is the one it keeps using.
+//! Text a forger controls: a job's alarm is a file any rank of the user can write, in a
+//! directory on a shared state root, and another host's log is a file there too. What they say
+//! is shown escaped, an alarm that cannot be the job's is not believed, and the directory a rank
+//! checked at its start is the one it keeps using.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -14,7 +15,8 @@ use crate::common::*;
 const PATIENCE: Duration = Duration::from_secs(120);
 
 /// `unilab soak run --job JOB --rank 0` sampled every 0.1 s, without progress, over `command`,
-/// its standard error in `<dir>/err`; warnings are shown (no `--quiet`).
+/// its standard output in `<dir>/out` and its standard error in `<dir>/err`; warnings are shown
+/// (no `--quiet`).
 fn rank_soak(root: &TestRoot, dir: &Path, job: &str, flags: &[&str], command: &[&str]) -> Command {
     let progress = dir.join("progress");
     private_dir_all(&progress);
@@ -34,7 +36,7 @@ fn rank_soak(root: &TestRoot, dir: &Path, job: &str, flags: &[&str], command: &[
         .arg(dir.join("soak.json"))
         .arg("--")
         .args(command)
-        .stdout(Stdio::null())
+        .stdout(std::fs::File::create(dir.join("out")).unwrap())
         .stderr(std::fs::File::create(dir.join("err")).unwrap());
     cmd
 }
@@ -125,9 +127,9 @@ fn recorded(root: &TestRoot, soak: &str, kind: &str) -> usize {
 }
 
 /// An alarm's reason (and host, and failure kind) forged with a line break, unilab's own red
-/// and a line of its own (`error: …`) was printed raw by `soak show` and `history`, and its
-/// host and kind by `job show`: the forger's line stood among unilab's, in unilab's colours.
-/// Every one of them shows the text escaped, on the line it belongs to.
+/// and a line of its own (`error: …`) was printed raw by `soak show`, `history` and the rank's
+/// own `soak run`, and its host and kind by `job show`: the forger's line stood among unilab's,
+/// in unilab's colours. Every one of them shows the text escaped, on the line it belongs to.
 #[test]
 fn a_forged_alarms_text_is_shown_escaped_in_soak_show_history_and_job_show() {
     let root = TestRoot::new();
@@ -157,6 +159,12 @@ fn a_forged_alarms_text_is_shown_escaped_in_soak_show_history_and_job_show() {
     let err = std::fs::read_to_string(dir.path().join("err")).unwrap_or_default();
     assert_eq!(code, Some(1), "the alarm stops the rank: {err}");
     assert!(!err.contains('\u{1b}'), "{err}");
+    // The rank's own verdict line tells the alarm's reason too.
+    let said = std::fs::read_to_string(dir.path().join("out")).unwrap();
+    assert!(
+        !said.contains('\u{1b}') && said.lines().count() == 2,
+        "`soak run` printed the forged reason raw:\n{said}"
+    );
     assert_eq!(recorded(&root, &soak, "soak_job_alarm_seen"), 1);
     let escaped = "\\n\\u{1b}[31merror: forged line\\u{1b}[0m";
     let mut raw = Vec::new();
@@ -307,4 +315,71 @@ fn a_job_directory_swapped_for_a_link_during_the_run_is_not_followed() {
     let warned = String::from_utf8_lossy(&shown.stderr);
     assert!(warned.contains("it is a symbolic link"), "{warned}");
     root.unilab().args(["log", "verify"]).assert().success();
+}
+
+/// Another host's log under the shared root is a file: its host (the log's scope) and what its
+/// records hold reached `soak list --job`, `job list`, `job show` and `history --all-hosts` with
+/// their escapes (unilab's own reset among them, which the last guard of a line keeps), and a
+/// soak id of this host's log `soak list`, `history` and `log stats`. Every list shows them
+/// escaped, and no forged line.
+#[test]
+fn text_of_a_forged_log_is_shown_escaped_in_every_list() {
+    let root = TestRoot::new();
+    let forged = "\u{1b}[0m\nerror: forged";
+    let uid = nix::unistd::getuid().as_raw();
+    let other = root.root().join("other-node").join(uid.to_string());
+    private_dir_all(&other);
+    let supervisor = unilab::ProcessIdentity {
+        pid: 5000,
+        start_ticks: 1_000_000,
+    };
+    let log = unilab::EventLog::open(
+        &other.join("events.redb"),
+        unilab::Scope {
+            uid,
+            host: format!("n9{forged}"),
+        },
+        unilab::PROJECTIONS,
+    )
+    .unwrap();
+    log.append_all(forged_job_soak("a", forged, supervisor))
+        .unwrap();
+    drop(log);
+    root.log()
+        .append_all(forged_job_soak("b", forged, supervisor))
+        .unwrap();
+    let mut raw = Vec::new();
+    for args in [
+        &["soak", "list"][..],
+        &["soak", "list", "--job", "ring"],
+        &["job", "list"],
+        &["job", "show", "ring"],
+        &["history"],
+        &["history", "--all-hosts"],
+        &["log", "stats"],
+    ] {
+        let out = root.unilab().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let forged_line = text.lines().any(|line| line.starts_with("error: forged"));
+        if text.contains('\u{1b}') || forged_line || !text.contains("\\u{1b}[0m") {
+            raw.push(format!("{args:?}:\n{text}"));
+        }
+    }
+    assert!(raw.is_empty(), "shown raw by:\n{}", raw.join("\n"));
+}
+
+/// [`job_soak`] of job `ring` under an id that holds `forged`, its rank recorded as `1` and
+/// `forged`.
+fn forged_job_soak(
+    which: &str,
+    forged: &str,
+    supervisor: unilab::ProcessIdentity,
+) -> Vec<(unilab::Subject, unilab::StoredEvent)> {
+    let mut events = job_soak(&format!("20261207T090000-{which}{forged}"), supervisor);
+    if let Some((_, unilab::StoredEvent::SoakStartedV9 { start, .. })) = events.first_mut() {
+        start.metadata.insert("job".into(), "ring".into());
+        start.metadata.insert("rank".into(), format!("1{forged}"));
+    }
+    events
 }
