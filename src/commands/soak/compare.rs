@@ -370,7 +370,7 @@ mod tests {
             commit_text(Some("0123456789abcdef"), Some(true)),
             "0123456789ab (dirty)"
         );
-        assert_eq!(commit_text(Some("ééééééééééééé"), None), "éééééééééééé");
+        assert_eq!(commit_text(Some("aééééééééééééé"), None), "aééééééééééé");
         assert_eq!(
             commit_text(Some("ab\u{1b}[31mx\ny"), Some(false)),
             "ab\\u{1b}[31mx\\ny"
