@@ -169,16 +169,14 @@ pub(crate) fn composed<'a>(text: &'a str, kept: &[String]) -> Cow<'a, str> {
     Cow::Owned(safe)
 }
 
-/// A command line as a POSIX shell would take it back: each argument quoted where it needs it,
-/// its control characters escaped ([`foreign`]: an argument's line break cannot begin a line of
-/// its own). Every view that shows a command line to a person (`soak show`, `soak list`,
-/// `history`, the report, the evidence, `-v`'s tool calls) shows it so.
+/// A command line as a POSIX shell would take it back: each argument quoted where it needs it.
+/// Every view that shows a command line to a person (`soak show`, `soak list`, `history`, the
+/// report, the evidence, `-v`'s tool calls) shows it so — on a terminal through [`foreign`],
+/// since an argument may hold a line break (the metrics file's label keeps it exact).
 pub(crate) fn shell_command<S: AsRef<str>>(args: &[S]) -> String {
     let words = args.iter().map(AsRef::as_ref);
     // Only a word with a NUL byte has no quoting; no argument vector holds one.
-    let joined =
-        shlex::try_join(words.clone()).unwrap_or_else(|_| words.collect::<Vec<_>>().join(" "));
-    foreign(&joined).into_owned()
+    shlex::try_join(words.clone()).unwrap_or_else(|_| words.collect::<Vec<_>>().join(" "))
 }
 
 #[cfg(test)]

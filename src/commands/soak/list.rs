@@ -186,7 +186,7 @@ fn soak_cells(
         human_time(soak.started_at_us).chars().take(19).collect(),
         duration,
         soak.samples.to_string(),
-        output::shell_command(&soak.command),
+        foreign(&output::shell_command(&soak.command)).into_owned(),
     ]
 }
 

@@ -73,8 +73,11 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     let why_first =
         explained.is_some() || summary.state == SoakState::Finished(OutcomeStatus::Failed);
     let mut lines = vec![
-        ("soak", summary.soak_id.clone()),
-        ("command", output::shell_command(&summary.command)),
+        ("soak", foreign(&summary.soak_id).into_owned()),
+        (
+            "command",
+            foreign(&output::shell_command(&summary.command)).into_owned(),
+        ),
         ("status", out.paint.status(&status_text(summary))),
     ];
     if let Some(reason) = &summary.reason {
@@ -112,7 +115,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     lines.push(artifact_line(summary));
     lines.push((
         "history",
-        format!("unilab history --soak {}", summary.soak_id),
+        format!("unilab history --soak {}", foreign(&summary.soak_id)),
     ));
     for (label, value) in lines {
         out.line(&labelled(label, &value))?;
@@ -298,7 +301,7 @@ fn artifact_line(summary: &SoakSummary) -> (&'static str, String) {
         }
         None => format!(
             "not written (`unilab soak export {} --output FILE`)",
-            summary.soak_id
+            foreign(&summary.soak_id)
         ),
     };
     ("artifact", said)
