@@ -320,8 +320,8 @@ fn a_job_directory_swapped_for_a_link_during_the_run_is_not_followed() {
 /// Another host's log under the shared root is a file: its host (the log's scope) and what its
 /// records hold reached `soak list --job`, `job list`, `job show` and `history --all-hosts` with
 /// their escapes (unilab's own reset among them, which the last guard of a line keeps), and a
-/// soak id and command line of this host's log `soak list`, `soak show`, `history` and `log
-/// stats`. Every list shows them escaped, and no forged line.
+/// soak id, command line and commit of this host's log `soak list`, `soak show`, `soak
+/// compare`, `history` and `log stats`. Every list shows them escaped, and no forged line.
 #[test]
 fn text_of_a_forged_log_is_shown_escaped_in_every_list() {
     let root = TestRoot::new();
@@ -352,6 +352,7 @@ fn text_of_a_forged_log_is_shown_escaped_in_every_list() {
     for args in [
         &["soak", "list"][..],
         &["soak", "show", "latest"],
+        &["soak", "compare", "latest", "latest"],
         &["soak", "list", "--job", "ring"],
         &["job", "list"],
         &["job", "show", "ring"],
@@ -371,7 +372,7 @@ fn text_of_a_forged_log_is_shown_escaped_in_every_list() {
 }
 
 /// [`job_soak`] of job `ring` under an id that holds `forged`, its rank recorded as `1` and
-/// `forged`, its command `sh -c` of `train` and `forged`.
+/// `forged`, its command `sh -c` of `train` and `forged`, its commit `c0ffee` and `forged`.
 fn forged_job_soak(
     which: &str,
     forged: &str,
@@ -382,6 +383,9 @@ fn forged_job_soak(
         start.metadata.insert("job".into(), "ring".into());
         start.metadata.insert("rank".into(), format!("1{forged}"));
         start.command = vec!["sh".into(), "-c".into(), format!("train{forged}")];
+        start.runtime_json =
+            json!({"source": {"git": {"commit": format!("c0ffee{forged}"), "dirty": true}}})
+                .to_string();
     }
     events
 }

@@ -51,8 +51,8 @@ pub(super) fn compare(
     let rows: Vec<[String; 4]> = [
         [
             "soak".to_owned(),
-            a.soak_id.clone(),
-            b.soak_id.clone(),
+            crate::text::foreign(&a.soak_id).into_owned(),
+            crate::text::foreign(&b.soak_id).into_owned(),
             String::new(),
         ],
         [
