@@ -15,7 +15,7 @@ use crate::mps::error::MpsError;
 use crate::paths::PathError;
 use crate::soak::error::SoakError;
 use crate::style::{Palette, Tone};
-use crate::text::one_line;
+use crate::text::foreign;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -165,11 +165,11 @@ impl Error {
         let mut out = format!(
             "{} {}\n",
             palette.paint(Tone::Bad, "error:"),
-            one_line(&self.to_string())
+            foreign(&self.to_string())
         );
         let mut source = StdError::source(self);
         while let Some(cause) = source {
-            let _ = writeln!(out, "  caused by: {}", one_line(&cause.to_string()));
+            let _ = writeln!(out, "  caused by: {}", foreign(&cause.to_string()));
             source = cause.source();
         }
         if let Some(hint) = self.hint() {
@@ -177,7 +177,7 @@ impl Error {
                 out,
                 "{} {}",
                 palette.paint(Tone::Aside, "hint:"),
-                one_line(&hint)
+                foreign(&hint)
             );
         }
         out

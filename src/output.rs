@@ -40,10 +40,11 @@ impl Output {
         }
     }
 
-    /// One line of data on standard output, safe for a terminal (see [`for_terminal`]).
+    /// One line of data on standard output, guarded for a terminal (see [`guarded`]): the values
+    /// in it escaped already by [`crate::text::foreign`].
     pub(crate) fn line(&mut self, text: &str) -> Result<(), Error> {
         self.stdout
-            .write_all(for_terminal(text).as_bytes())
+            .write_all(guarded(text).as_bytes())
             .and_then(|()| self.stdout.write_all(b"\n"))
             .map_err(stdout_error)
     }
@@ -78,7 +79,7 @@ impl Output {
     /// Something a person may want to know; silenced by `-q`.
     pub(crate) fn note(&self, text: &str) {
         if !self.quiet {
-            let _ = writeln!(std::io::stderr(), "{}", crate::text::printable(text));
+            let _ = writeln!(std::io::stderr(), "{}", crate::text::composed(text, &[]));
         }
     }
 
@@ -88,7 +89,7 @@ impl Output {
                 std::io::stderr(),
                 "{} {}",
                 self.paint_stderr.paint(Tone::Warn, "warning:"),
-                crate::text::printable(text)
+                crate::text::composed(text, &[])
             );
         }
     }
@@ -121,35 +122,14 @@ pub(crate) fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> Vec<Stri
 /// A cell without the characters that would break its table's layout, its control
 /// characters escaped before the columns are measured.
 fn cell(text: &str) -> std::borrow::Cow<'_, str> {
-    for_terminal(text.split(['\t', '\n']).next().unwrap_or(""))
+    guarded(text.split(['\t', '\n']).next().unwrap_or(""))
 }
 
-/// `text` with every control character escaped (`\u{1b}`) but newline, tab and the palette's
-/// own colour codes: what came from outside unilab — a command line, an output tail, a host
-/// directory's name, a path — cannot clear the screen, set the window title or write the
-/// clipboard when unilab prints it.
-pub(crate) fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
-    let foreign = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.chars().any(foreign) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let codes = crate::style::own_codes();
-    let mut safe = String::with_capacity(text.len() + 16);
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if let Some(code) = codes.iter().find(|code| rest.starts_with(code.as_str())) {
-            safe.push_str(code);
-            rest = &rest[code.len()..];
-            continue;
-        }
-        if foreign(c) {
-            safe.extend(c.escape_debug());
-        } else {
-            safe.push(c);
-        }
-        rest = &rest[c.len_utf8()..];
-    }
-    std::borrow::Cow::Owned(safe)
+/// A line unilab composed, on its way to the terminal: its own colour codes, line breaks and
+/// tabs kept, every other control character escaped (see [`crate::text::composed`]; a value is
+/// escaped where it is put into the line, by [`crate::text::foreign`]).
+fn guarded(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::text::composed(text, crate::style::own_codes())
 }
 
 pub(crate) use crate::text::shell_command;
@@ -161,7 +141,7 @@ pub(crate) fn age(since_unix_seconds: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{for_terminal, shell_command, table};
+    use super::{guarded, shell_command, table};
 
     #[test]
     fn commands_are_shown_as_a_shell_takes_them_back() {
@@ -179,9 +159,9 @@ mod tests {
     #[test]
     fn only_the_palettes_own_codes_reach_the_terminal() {
         let red = crate::style::Palette::colored(true).status("failed");
-        assert_eq!(for_terminal(&red), red, "unilab's colours are kept");
+        assert_eq!(guarded(&red), red, "unilab's colours are kept");
         assert_eq!(
-            for_terminal("a\tb\n\u{1b}[2J\u{1b}]0;title\u{7}\u{1b}]52;c;aGk=\u{7}\r"),
+            guarded("a\tb\n\u{1b}[2J\u{1b}]0;title\u{7}\u{1b}]52;c;aGk=\u{7}\r"),
             "a\tb\n\\u{1b}[2J\\u{1b}]0;title\\u{7}\\u{1b}]52;c;aGk=\\u{7}\\r"
         );
         let cells = table(

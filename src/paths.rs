@@ -150,6 +150,8 @@ pub enum Distrust {
     Uninspectable(std::io::Error),
     #[error("it is a symbolic link")]
     Symlink,
+    #[error("it was replaced while it was being checked")]
+    Replaced,
     #[error("it is not a directory")]
     NotADirectory,
     #[error("it is not under `{}`", .0.display())]
@@ -169,10 +171,14 @@ pub enum Distrust {
 /// Why an existing directory cannot be trusted to be the user's alone, or `None` when it can:
 /// it must be a real directory (not a symlink), owned by `uid`, and closed to writes by others.
 pub(crate) fn distrust_directory(path: &Path, uid: u32) -> Option<Distrust> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) => return Some(Distrust::Uninspectable(e)),
-    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => distrust_directory_meta(&meta, uid),
+        Err(e) => Some(Distrust::Uninspectable(e)),
+    }
+}
+
+/// [`distrust_directory`] of what `lstat` (or `fstat`, of a directory held open) gave `meta`.
+pub(crate) fn distrust_directory_meta(meta: &std::fs::Metadata, uid: u32) -> Option<Distrust> {
     if meta.file_type().is_symlink() {
         return Some(Distrust::Symlink);
     }

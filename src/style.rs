@@ -86,7 +86,7 @@ impl Tone {
 
 /// Every escape sequence the palette writes: each tone's and the reset. Output written for a
 /// terminal keeps these and escapes every other control character (see
-/// `output::for_terminal`).
+/// `text::composed`).
 pub(crate) fn own_codes() -> &'static [String] {
     static CODES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     CODES.get_or_init(|| {

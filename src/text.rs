@@ -1,5 +1,7 @@
 //! Text for people: words for counts (`1 sample`, `2 samples`), times and sizes as people read
-//! them, and what a user typed made safe to repeat on a terminal.
+//! them, and what unilab did not write itself made safe to print on a terminal ([`foreign`]).
+
+use std::borrow::Cow;
 
 /// `n` and `word`, in the plural unless `n` is one: `1 process`, `3 processes`, `0 GPUs`.
 pub(crate) fn count(n: impl Into<u64>, word: &str) -> String {
@@ -105,38 +107,72 @@ pub(crate) fn step_time(seconds: f64) -> String {
     }
 }
 
-/// `text` with every control character but newline and tab escaped (`\u{1b}`), so that what
-/// a user typed — an id, a path, a command — cannot drive the terminal when unilab repeats it
-/// in a message.
-pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    escaped(text, |c| c.is_control() && c != '\n' && c != '\t')
-}
-
-/// `text` with every control character escaped, newline and tab too: for what must stay on one
-/// line (an error message, whose values — a job id from the environment, say — could otherwise
-/// forge a line of their own).
-pub(crate) fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    escaped(text, char::is_control)
-}
-
-fn escaped(text: &str, control: impl Fn(char) -> bool) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(&control) {
-        return std::borrow::Cow::Borrowed(text);
+/// `text` with every control character escaped (`\n`, `\t`, `\u{1b}`): THE way a string unilab
+/// did not write itself reaches the terminal. Whatever was read from a file or another process —
+/// a job's alarm, a process or thread name, a wait channel, a stack line, a kernel line, an
+/// output tail, a beat's phase or number name, a rank's entry, a collective, a host name from
+/// another log, a metadata value — or taken from the environment or the command line goes
+/// through it where it is put into a line, before any colour is added: what comes back cannot
+/// begin a line of its own, move the cursor, clear the screen, set the window title, or pass for
+/// one of unilab's own colour codes. Applied twice it changes nothing more.
+pub(crate) fn foreign(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
     }
     let mut escaped = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if control(c) {
+        if c.is_control() {
             escaped.extend(c.escape_debug());
         } else {
             escaped.push(c);
         }
     }
-    std::borrow::Cow::Owned(escaped)
+    Cow::Owned(escaped)
+}
+
+/// Text unilab composed — its lines, its tabs, the colour codes in `kept` — checked once more on
+/// its way out: everything between those is passed through [`foreign`]. The last guard of
+/// [`crate::output::Output`]'s lines and messages, should a value have been put in unescaped;
+/// not a way to print a value (a forged line break or colour code passes it).
+pub(crate) fn composed<'a>(text: &'a str, kept: &[String]) -> Cow<'a, str> {
+    let ours = |c: char| c == '\n' || c == '\t';
+    if !text.chars().any(|c| c.is_control() && !ours(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut safe = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while !rest.is_empty() {
+        if let Some(code) = kept
+            .iter()
+            .find(|code| !code.is_empty() && rest.starts_with(code.as_str()))
+        {
+            safe.push_str(code);
+            rest = &rest[code.len()..];
+            continue;
+        }
+        // Up to the next line break, tab or escape (where a kept code may begin), escaped.
+        let end = rest
+            .char_indices()
+            .skip(1)
+            .find(|&(_, c)| ours(c) || c == '\u{1b}')
+            .map_or(rest.len(), |(at, _)| at);
+        let (piece, after) = rest.split_at(end);
+        match piece.strip_prefix(ours) {
+            Some(tail) => {
+                safe.push_str(&piece[..piece.len() - tail.len()]);
+                safe.push_str(&foreign(tail));
+            }
+            None => safe.push_str(&foreign(piece)),
+        }
+        rest = after;
+    }
+    Cow::Owned(safe)
 }
 
 /// A command line as a POSIX shell would take it back: each argument quoted where it needs it.
 /// Every view that shows a command line to a person (`soak show`, `soak list`, `history`, the
-/// report, the evidence, `-v`'s tool calls) shows it so.
+/// report, the evidence, `-v`'s tool calls) shows it so — on a terminal through [`foreign`],
+/// since an argument may hold a line break (the metrics file's label keeps it exact).
 pub(crate) fn shell_command<S: AsRef<str>>(args: &[S]) -> String {
     let words = args.iter().map(AsRef::as_ref);
     // Only a word with a NUL byte has no quoting; no argument vector holds one.
@@ -166,9 +202,41 @@ mod tests {
 
     #[test]
     fn what_must_stay_on_one_line_escapes_newlines_too() {
-        assert_eq!(printable("a\nb\u{1b}[2J"), "a\nb\\u{1b}[2J");
-        assert_eq!(one_line("5\nerror: forged\t"), "5\\nerror: forged\\t");
-        assert_eq!(one_line("plain"), "plain");
+        assert_eq!(foreign("5\nerror: forged\t"), "5\\nerror: forged\\t");
+        assert_eq!(foreign("plain"), "plain");
+        assert_eq!(
+            foreign(&foreign("a\u{1b}[2J\r")),
+            "a\\u{1b}[2J\\r",
+            "once is enough"
+        );
+        // C1 controls too: U+009B is a one-character escape sequence on some terminals.
+        assert_eq!(foreign("a\u{9b}2J"), "a\\u{9b}2J");
+    }
+
+    /// An alarm's reason forged as `x\n\x1b[31merror: forged` printed a line of its own, in
+    /// unilab's own red: a value from a file passed through with its line break, and its escape
+    /// taken for one of the palette's codes, which the last guard of a line keeps.
+    #[test]
+    fn a_forged_colour_code_or_line_break_in_a_value_is_escaped_though_the_palettes_are_kept() {
+        let red = crate::style::Palette::colored(true).status("failed");
+        let kept = crate::style::own_codes();
+        let forged = format!("x\n{red}error: forged");
+        let line = format!("{red} reason: {}", foreign(&forged));
+        let shown = composed(&line, kept);
+        assert!(shown.starts_with(&red), "{shown:?}");
+        assert_eq!(
+            shown.matches('\u{1b}').count(),
+            red.matches('\u{1b}').count()
+        );
+        assert!(!shown.contains('\n'), "{shown:?}");
+        let escaped = format!("reason: x\\n{}error: forged", foreign(&red));
+        assert!(shown.ends_with(&escaped), "{shown:?}");
+        // The guard alone keeps a line break and a code of the palette, escapes the rest.
+        assert_eq!(
+            composed("a\tb\n\u{1b}[2J\u{1b}]0;t\u{7}\r", kept),
+            "a\tb\n\\u{1b}[2J\\u{1b}]0;t\\u{7}\\r"
+        );
+        assert_eq!(composed("\u{1b}[31mx", &[]), "\\u{1b}[31mx");
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub(crate) fn enabled(level: u8) -> bool {
 /// One line of detail; callers check [`enabled`] first (the [`detail!`] macro does).
 pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
     let palette = Palette::colored(COLOUR.load(Ordering::Relaxed));
-    let text = crate::text::printable(&args.to_string()).into_owned();
+    let text = crate::text::composed(&args.to_string(), &[]).into_owned();
     let _ = writeln!(std::io::stderr(), "{}", palette.paint(Tone::Aside, &text));
 }
 

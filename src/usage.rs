@@ -8,7 +8,7 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 use crate::diagnostic::Exit;
 use crate::style::{ColorChoice, Palette};
-use crate::text::printable;
+use crate::text::composed;
 
 /// A usage error, with the subcommand it was made in.
 pub(crate) struct UsageError {
@@ -50,11 +50,11 @@ impl UsageError {
     pub(crate) fn render(&self, color: ColorChoice) -> String {
         let styled = self.error.render();
         let plain = styled.to_string();
-        let text = if Palette::stderr(color).is_on() && printable(&plain) == plain {
+        let text = if Palette::stderr(color).is_on() && composed(&plain, &[]) == plain {
             // clap's styles are unilab's (`style::clap_styles`).
             styled.ansi().to_string()
         } else {
-            printable(&plain).into_owned()
+            composed(&plain, &[]).into_owned()
         };
         self.subcommand_help(text)
     }
@@ -102,9 +102,9 @@ impl UsageError {
             .collect();
         hints.push(format!("see `{} --help`", self.command));
         serde_json::json!({
-            "error": printable(&message),
+            "error": composed(&message, &[]),
             "causes": [],
-            "hint": printable(&hints.join("; ")),
+            "hint": composed(&hints.join("; "), &[]),
             "exit_code": Exit::Usage.code(),
         })
     }

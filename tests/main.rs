@@ -10,6 +10,7 @@ mod compact;
 mod docs;
 mod evidence;
 mod fakes;
+mod forged;
 mod framework;
 mod gpu_health;
 mod heartbeat;

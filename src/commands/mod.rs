@@ -108,9 +108,9 @@ pub(crate) fn for_every_host_log_told(
         if let Err(e) = read {
             let warning = format!(
                 "cannot read the log of host `{}` (`{}`): {}; what it holds is not shown",
-                crate::text::one_line(&host),
-                crate::text::one_line(&log.display().to_string()),
-                crate::text::one_line(&e.chain_text())
+                crate::text::foreign(&host),
+                crate::text::foreign(&log.display().to_string()),
+                crate::text::foreign(&e.chain_text())
             );
             out.warn(&warning);
             told.push(warning);

@@ -2,24 +2,30 @@
 //! trips a failure, for every other rank to see at its next sample.
 //!
 //! Written whole and exclusively: the alarm is written to a temporary file in the job's
-//! directory (`.alarm.*`, 0600), synced, and then linked to `alarm` with `link(2)`, which fails
-//! with `EEXIST` when another rank was first. So a reader finds either no alarm or a whole one
-//! (it never looks at the temporary names), and of any number of ranks racing, on one host or on
-//! several over NFS, exactly one wins; the others get the winner's alarm back. (Over NFS a
-//! retransmitted `link` can answer `EEXIST` for a link it made: the writer then counts the
-//! links of its temporary file, as open(2) advises for exclusive creation there.)
+//! directory (`.alarm.*`, 0600, created exclusively under a random name), synced, and then
+//! linked to `alarm` with `link(2)`, which fails with `EEXIST` when another rank was first. So a
+//! reader finds either no alarm or a whole one (it never looks at the temporary names), and of
+//! any number of ranks racing, on one host or on several over NFS, exactly one wins; the others
+//! get the winner's alarm back. (Over NFS a retransmitted `link` can answer `EEXIST` for a link
+//! it made: the writer then counts the links of its temporary file, as open(2) advises for
+//! exclusive creation there.) Every step is taken relative to the job's directory as it was
+//! held when checked ([`JobDir`]), no link followed.
 //!
-//! Looking for it costs one `stat` while there is none ([`JobDir::check`]); only once it is
+//! Looking for it costs one `fstatat` while there is none ([`JobDir::check`]); only once it is
 //! there is it opened, read (at most [`MAX_ALARM_BYTES`]) and parsed. What is not a regular
-//! file, not the user's own, too large or not an alarm is reported as such, never trusted.
+//! file, not the user's own, too large or not an alarm is reported as such, never trusted; an
+//! alarm that names another job or a time it cannot have been raised at is doubted
+//! ([`crate::job::doubt`]).
 
+use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
 
-use nix::fcntl::OFlag;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::JobError;
-use super::dir::JobDir;
+use super::dir::{ALARM, JobDir};
 use crate::paths::Distrust;
 
 /// The most an alarm may hold: a reader reads no more.
@@ -96,65 +102,84 @@ impl JobDir {
                 format!("the alarm is {} bytes, over {MAX_ALARM_BYTES}", bytes.len()),
             )));
         }
-        let mut temporary = tempfile::Builder::new()
-            .prefix(TEMPORARY)
-            .suffix(".tmp")
-            .permissions(std::fs::Permissions::from_mode(0o600))
-            .tempfile_in(&self.path)
-            .map_err(failed)?;
-        temporary.write_all(&bytes).map_err(failed)?;
-        temporary.as_file().sync_all().map_err(failed)?;
-        let won = match std::fs::hard_link(temporary.path(), &self.alarm) {
+        let temporary = Temporary::create(self).map_err(failed)?;
+        let mut file = &temporary.file;
+        file.write_all(&bytes).map_err(failed)?;
+        file.sync_all().map_err(failed)?;
+        let dir = &*self.held;
+        let won = match rustix::fs::linkat(dir, &temporary.name, dir, ALARM, AtFlags::empty()) {
             Ok(()) => true,
             // Over NFS, the reply to a `link` that was made can be lost and the retried call
             // answer EEXIST: then the temporary file has the alarm as its second name.
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                std::fs::metadata(temporary.path()).is_ok_and(|meta| meta.nlink() == 2)
-            }
-            Err(e) => return Err(failed(e)),
+            Err(rustix::io::Errno::EXIST) => file.metadata().is_ok_and(|meta| meta.nlink() == 2),
+            Err(e) => return Err(failed(e.into())),
         };
         // The alarm holds its bytes under its own name now; a temporary name left behind by a
         // failed removal is never read as an alarm.
-        let _ = temporary.close();
+        drop(temporary);
         if !won {
             return self.read_existing().map(Raised::Lost);
         }
         // The new name outlives a crash of this host.
-        std::fs::File::open(&self.path)
-            .and_then(|dir| dir.sync_all())
-            .map_err(failed)?;
+        self.held.sync_all().map_err(failed)?;
         Ok(Raised::Won)
     }
 
-    /// The job's alarm if a rank has raised it: one `stat` while none has.
+    /// The job's alarm if a rank has raised it: one `fstatat` while none has.
     pub(crate) fn check(&self) -> Result<Option<Alarm>, JobError> {
-        match std::fs::symlink_metadata(&self.alarm) {
-            Ok(meta) => self.read(&meta).map(Some),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(JobError::ReadAlarm {
+        match rustix::fs::statat(&*self.held, ALARM, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => self.read(&stat).map(Some),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(JobError::ReadAlarm {
                 path: self.alarm.clone(),
-                source,
+                source: e.into(),
             }),
         }
     }
 
     /// The alarm that is there, as `raise` found it.
     fn read_existing(&self) -> Result<Alarm, JobError> {
-        let meta =
-            std::fs::symlink_metadata(&self.alarm).map_err(|source| JobError::ReadAlarm {
-                path: self.alarm.clone(),
-                source,
+        let stat =
+            rustix::fs::statat(&*self.held, ALARM, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| {
+                JobError::ReadAlarm {
+                    path: self.alarm.clone(),
+                    source: e.into(),
+                }
             })?;
-        self.read(&meta)
+        self.read(&stat)
     }
 
-    /// The alarm whose `lstat` gave `meta`: a regular file of the user's, read to at most
+    /// The alarm whose `fstatat` gave `stat`: a regular file of the user's, read to at most
     /// [`MAX_ALARM_BYTES`].
-    fn read(&self, meta: &std::fs::Metadata) -> Result<Alarm, JobError> {
+    fn read(&self, stat: &rustix::fs::Stat) -> Result<Alarm, JobError> {
         let malformed = |why: String| JobError::MalformedAlarm {
             path: self.alarm.clone(),
             why,
         };
+        let read_failed = |source| JobError::ReadAlarm {
+            path: self.alarm.clone(),
+            source,
+        };
+        // Nothing else is opened: a device or a FIFO is not an alarm.
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(malformed("it is not a regular file".into()));
+        }
+        // Not followed, and not waited on should it have become a FIFO since the `fstatat`.
+        let opened = rustix::fs::openat(
+            &*self.held,
+            ALARM,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+        let file = match opened {
+            Ok(fd) => File::from(fd),
+            Err(rustix::io::Errno::LOOP) => {
+                return Err(malformed("it is not a regular file".into()));
+            }
+            Err(e) => return Err(read_failed(e.into())),
+        };
+        // What was opened, checked: it may have been replaced since the `fstatat`.
+        let meta = file.metadata().map_err(read_failed)?;
         if !meta.file_type().is_file() {
             return Err(malformed("it is not a regular file".into()));
         }
@@ -171,16 +196,6 @@ impl JobDir {
         if meta.len() > MAX_ALARM_BYTES {
             return Err(too_large(meta.len()));
         }
-        let read_failed = |source| JobError::ReadAlarm {
-            path: self.alarm.clone(),
-            source,
-        };
-        // Not followed, and not waited on should it have become a FIFO since the `lstat`.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
-            .open(&self.alarm)
-            .map_err(read_failed)?;
         let mut bytes = Vec::new();
         file.take(MAX_ALARM_BYTES + 1)
             .read_to_end(&mut bytes)
@@ -190,6 +205,66 @@ impl JobDir {
         }
         serde_json::from_slice(&bytes).map_err(|e| malformed(format!("not its JSON object ({e})")))
     }
+}
+
+/// A temporary file of the job's directory (`.alarm.<random>.tmp`, 0600), created exclusively
+/// relative to the held directory; its name is removed when it is dropped.
+struct Temporary<'a> {
+    dir: &'a JobDir,
+    name: String,
+    file: File,
+}
+
+impl<'a> Temporary<'a> {
+    fn create(dir: &'a JobDir) -> std::io::Result<Self> {
+        // A name no other writer picks; should one have all the same, another is drawn.
+        let mut tries = 0;
+        loop {
+            let name = format!("{TEMPORARY}{}.tmp", random_hex());
+            let created: rustix::io::Result<OwnedFd> = rustix::fs::openat(
+                &*dir.held,
+                name.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            );
+            match created {
+                Ok(fd) => {
+                    let temporary = Self {
+                        dir,
+                        name,
+                        file: File::from(fd),
+                    };
+                    // Exactly 0600, whatever the umask took from the mode.
+                    rustix::fs::fchmod(&temporary.file, Mode::from_raw_mode(0o600))?;
+                    return Ok(temporary);
+                }
+                Err(rustix::io::Errno::EXIST) if tries < 8 => tries += 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl Drop for Temporary<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::fs::unlinkat(&*self.dir.held, self.name.as_str(), AtFlags::empty());
+    }
+}
+
+/// Sixteen hex digits no two writers are likely to draw alike: this process, this thread, the
+/// time to the nanosecond and a count, hashed.
+fn random_hex() -> String {
+    static DRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&std::process::id().to_le_bytes());
+    hasher.update(format!("{:?}", std::thread::current().id()).as_bytes());
+    hasher.update(&jiff::Timestamp::now().as_nanosecond().to_le_bytes());
+    hasher.update(
+        &DRAWN
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .to_le_bytes(),
+    );
+    hasher.finalize().to_hex()[..16].to_owned()
 }
 
 #[cfg(test)]
@@ -464,6 +539,27 @@ mod tests {
                 .unwrap()
                 .contains("remove")
         );
+    }
+
+    /// JSON has no number that is not finite: an alarm whose `at` is written out of range
+    /// (`1e400`) or as a word is no alarm at all, never an infinite time.
+    #[test]
+    fn an_alarm_whose_time_is_out_of_range_or_a_word_is_not_read_as_one() {
+        let root = private_root();
+        let dir = job_dir(root.path());
+        for at in ["1e400", "-1e400", r#""NaN""#, r#""inf""#] {
+            std::fs::write(
+                dir.path().join(ALARM),
+                format!(
+                    r#"{{"job":"4242","rank":1,"host":"n0","soak_id":"x","failure_kind":"stale_progress","reason":"r","at":{at}}}"#
+                ),
+            )
+            .unwrap();
+            match dir.check() {
+                Err(JobError::MalformedAlarm { .. }) => {}
+                other => panic!("`at` {at}: {other:?}"),
+            }
+        }
     }
 
     /// Under umask 002 (a group-writable default) the job's directories are still 0700 and

@@ -6,14 +6,22 @@
 //! sticky if others may write to it, as a root shared by several users has it), and the user's
 //! and the job's levels must be the user's alone: real directories, owned by the user, closed to
 //! writes by others. Whatever unilab creates is 0700 whatever the umask.
+//!
+//! Once checked, the job's directory is held open ([`JobDir`]): the alarm is created, linked,
+//! looked for and read relative to the held directory, never through its path again. A path
+//! swapped for a link to another directory during the run leads nowhere: the rank goes on with
+//! the directory it checked (and the ranks that joined before the swap, with it).
 
-use std::fs::DirBuilder;
+use std::fs::{DirBuilder, File};
 use std::io::ErrorKind;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nix::fcntl::OFlag;
 
 use super::{JobError, JobId};
-use crate::paths::{distrust_directory, distrust_path};
+use crate::paths::{Distrust, distrust_directory, distrust_directory_meta, distrust_path};
 
 /// The alarm's name in the job's directory.
 pub(crate) const ALARM: &str = "alarm";
@@ -21,13 +29,16 @@ pub(crate) const ALARM: &str = "alarm";
 /// The directory under the state root that holds every user's jobs.
 pub(crate) const JOBS: &str = "jobs";
 
-/// A job's directory, made and checked: where its alarm is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A job's directory, made, checked and held open: where its alarm is.
+#[derive(Debug, Clone)]
 pub(crate) struct JobDir {
-    pub(super) path: PathBuf,
-    /// `<path>/alarm`, joined once: looking for it is one `stat` a sample.
+    /// `<job dir>/alarm`, for messages: what is done in the directory goes through
+    /// [`held`](Self::held).
     pub(super) alarm: PathBuf,
     pub(super) uid: u32,
+    /// The directory that was checked, opened without following a link: the alarm is reached
+    /// relative to it (`openat`, `linkat`, `fstatat`), one `fstatat` a look.
+    pub(super) held: Arc<File>,
 }
 
 /// `<root>/jobs/<uid>/<job>`
@@ -38,7 +49,7 @@ pub(crate) fn job_dir_path(root: &Path, uid: u32, job: &JobId) -> PathBuf {
 impl JobDir {
     /// Creates the job's directory of user `uid` under `root`, and the levels above it that are
     /// missing, or checks them where they exist: refused when another user owns or can write
-    /// to a level, or could replace one.
+    /// to a level, or could replace one. The job's level is held open from then on.
     pub(crate) fn ensure(root: &Path, uid: u32, job: &JobId) -> Result<Self, JobError> {
         // Nothing is made under a way another user could change.
         trusted_way(root, uid)?;
@@ -64,16 +75,91 @@ impl JobDir {
                 });
             }
         }
-        Ok(Self {
+        let checked = std::fs::symlink_metadata(&path).map_err(|e| JobError::UnsafeDirectory {
+            path: path.clone(),
+            reason: Distrust::Uninspectable(e),
+        })?;
+        let held = hold(&path, uid)?.ok_or_else(|| JobError::UnsafeDirectory {
+            path: path.clone(),
+            reason: Distrust::Replaced,
+        })?;
+        let meta = held.metadata().map_err(|e| JobError::UnsafeDirectory {
+            path: path.clone(),
+            reason: Distrust::Uninspectable(e),
+        })?;
+        // What is held is what was checked: the path was not swapped in between.
+        if (meta.dev(), meta.ino()) != (checked.dev(), checked.ino()) {
+            return Err(JobError::UnsafeDirectory {
+                path,
+                reason: Distrust::Replaced,
+            });
+        }
+        Ok(Self::held(path, uid, held))
+    }
+
+    /// The job's directory of user `uid` under `root` as a reader finds it, held: `None` when
+    /// the job never had one. Nothing is created; a link or a directory that is not the
+    /// user's alone is refused.
+    pub(crate) fn existing(root: &Path, uid: u32, job: &JobId) -> Result<Option<Self>, JobError> {
+        let path = job_dir_path(root, uid, job);
+        Ok(hold(&path, uid)?.map(|held| Self::held(path, uid, held)))
+    }
+
+    fn held(path: PathBuf, uid: u32, held: File) -> Self {
+        Self {
             alarm: path.join(ALARM),
-            path,
             uid,
-        })
+            held: Arc::new(held),
+        }
+    }
+
+    /// Where the alarm is, for messages.
+    pub(crate) fn alarm_path(&self) -> &Path {
+        &self.alarm
     }
 
     #[cfg(test)]
     pub(crate) fn path(&self) -> &Path {
-        &self.path
+        self.alarm.parent().unwrap_or(&self.alarm)
+    }
+}
+
+/// `path` opened as a directory, a link not followed, and checked as held (`fstat`): the
+/// user's own, closed to others. `None` when nothing is there.
+fn hold(path: &Path, uid: u32) -> Result<Option<File>, JobError> {
+    let refused = |reason| JobError::UnsafeDirectory {
+        path: path.to_owned(),
+        reason,
+    };
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits())
+        .open(path);
+    let held = match opened {
+        Ok(held) => held,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        // A link answers ELOOP or, with O_DIRECTORY, ENOTDIR: which it is, is said.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(nix::libc::ELOOP | nix::libc::ENOTDIR)
+            ) =>
+        {
+            let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+            return Err(refused(if link {
+                Distrust::Symlink
+            } else {
+                Distrust::NotADirectory
+            }));
+        }
+        Err(e) => return Err(refused(Distrust::Uninspectable(e))),
+    };
+    let meta = held
+        .metadata()
+        .map_err(|e| refused(Distrust::Uninspectable(e)))?;
+    match distrust_directory_meta(&meta, uid) {
+        Some(reason) => Err(refused(reason)),
+        None => Ok(Some(held)),
     }
 }
 
@@ -103,10 +189,7 @@ fn create_private(path: &Path) -> Result<(), JobError> {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::MetadataExt;
-
     use super::*;
-    use crate::paths::Distrust;
     use crate::testing::files::private_tempdir as private_root;
 
     fn uid() -> u32 {
@@ -136,7 +219,95 @@ mod tests {
         ] {
             assert_eq!(mode(&level), 0o700, "{}", level.display());
         }
-        assert_eq!(JobDir::ensure(&state, uid(), &job).unwrap(), dir);
+        let again = JobDir::ensure(&state, uid(), &job).unwrap();
+        assert_eq!(again.path(), dir.path());
+        let held = |dir: &JobDir| {
+            let meta = dir.held.metadata().unwrap();
+            (meta.dev(), meta.ino())
+        };
+        assert_eq!(held(&again), held(&dir), "the same directory is held");
+    }
+
+    /// The job's directory was trusted after the start: checked when the soak began, then
+    /// swapped for a link to another directory, the alarm was written and read through the
+    /// link. Held open, the directory the rank checked is the one it writes its alarm in and
+    /// looks for one in; the link's target gets nothing and is never read.
+    #[test]
+    fn a_job_directory_swapped_for_a_link_after_the_start_is_not_followed() {
+        use crate::job::alarm::{Alarm, Raised};
+        let root = private_root();
+        let job = JobId::parse("swap").unwrap();
+        let dir = JobDir::ensure(root.path(), uid(), &job).unwrap();
+        let path = dir.path().to_owned();
+        let moved = root.path().join("moved");
+        std::fs::rename(&path, &moved).unwrap();
+        let elsewhere = private_root();
+        std::os::unix::fs::symlink(elsewhere.path(), &path).unwrap();
+        let alarm = |rank: u32, soak_id: &str| {
+            Alarm::new(
+                &job,
+                Some(rank),
+                "n0",
+                soak_id,
+                "stale_progress",
+                "stalled",
+                1_000_000,
+            )
+        };
+        // An alarm put where the link leads is not this job's directory's.
+        let planted = alarm(1, "planted");
+        std::fs::write(
+            elsewhere.path().join(ALARM),
+            serde_json::to_vec(&planted).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(dir.check().unwrap(), None, "the link's target is not read");
+        let own = alarm(0, "own");
+        assert_eq!(dir.raise(&own).unwrap(), Raised::Won);
+        assert_eq!(dir.check().unwrap(), Some(own.clone()));
+        let written = std::fs::read(moved.join(ALARM)).unwrap();
+        assert_eq!(serde_json::from_slice::<Alarm>(&written).unwrap(), own);
+        let there: Vec<_> = std::fs::read_dir(elsewhere.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(there, [ALARM], "nothing written where the link leads");
+        assert_eq!(
+            serde_json::from_slice::<Alarm>(&std::fs::read(elsewhere.path().join(ALARM)).unwrap())
+                .unwrap(),
+            planted
+        );
+        // A reader (`job show`) opening the job's directory afresh refuses the link.
+        let err = JobDir::existing(root.path(), uid(), &job).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                JobError::UnsafeDirectory {
+                    reason: Distrust::Symlink,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        // And a rank starting now refuses it, as before.
+        let err = JobDir::ensure(root.path(), uid(), &job).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+    }
+
+    /// A reader finds no job directory where none was made, and the one made, held.
+    #[test]
+    fn a_reader_finds_the_job_directory_or_none_and_creates_nothing() {
+        let root = private_root();
+        let job = JobId::parse("r").unwrap();
+        assert!(
+            JobDir::existing(root.path(), uid(), &job)
+                .unwrap()
+                .is_none()
+        );
+        assert!(!root.path().join(JOBS).exists());
+        let made = JobDir::ensure(root.path(), uid(), &job).unwrap();
+        let found = JobDir::existing(root.path(), uid(), &job).unwrap().unwrap();
+        assert_eq!(found.path(), made.path());
     }
 
     #[test]

@@ -127,7 +127,7 @@ pub(crate) const RANK_IS: &str = "a rank is a whole number, 0 or more";
 /// may hold kilobytes).
 fn shown(value: &str) -> String {
     const SHOWN: usize = 64;
-    let text = crate::text::one_line(value);
+    let text = crate::text::foreign(value);
     match text.char_indices().nth(SHOWN) {
         Some((at, _)) => format!("{}… ({} bytes)", &text[..at], value.len()),
         None => text.into_owned(),

@@ -10,8 +10,9 @@
 //! launchers' variables are not checked for a soak that does not use them.
 //!
 //! The job's directory is `<root>/jobs/<uid>/<job>/` (0700), checked as the state directories
-//! are ([`dir`]); the first rank to fail writes `alarm` in it whole and exclusively, and the
-//! others look for it at a cost of one `stat` ([`alarm`]).
+//! are ([`dir`]) and held open; the first rank to fail writes `alarm` in it whole and
+//! exclusively, and the others look for it at a cost of one `fstatat` ([`alarm`]), believing
+//! only an alarm of their job raised while they ran ([`doubt`]).
 
 use std::ffi::OsString;
 
@@ -19,6 +20,7 @@ use crate::env::EnvVars;
 
 pub(crate) mod alarm;
 pub(crate) mod dir;
+pub(crate) mod doubt;
 pub(crate) mod error;
 pub(crate) mod id;
 pub(crate) mod written;
@@ -99,6 +101,10 @@ pub(crate) struct JobRun {
     pub member: Membership,
     pub dir: dir::JobDir,
     pub on_alarm: crate::event::soak::OnJobAlarm,
+    /// When the job's directory was found without an alarm (Unix seconds), just before the
+    /// soak started: an alarm that says it was raised earlier is not this run's
+    /// ([`doubt`]).
+    pub joined_at: f64,
 }
 
 impl JobRun {
@@ -112,6 +118,7 @@ impl JobRun {
         on_alarm: crate::event::soak::OnJobAlarm,
     ) -> Result<Self, JobError> {
         let dir = dir::JobDir::ensure(root, uid, &member.job)?;
+        let joined_at = crate::time::unix_seconds(jiff::Timestamp::now().as_microsecond());
         if let Some(alarm) = dir.check()? {
             return Err(JobError::AlarmBefore {
                 path: dir.alarm.clone(),
@@ -122,6 +129,7 @@ impl JobRun {
             member,
             dir,
             on_alarm,
+            joined_at,
         })
     }
 }

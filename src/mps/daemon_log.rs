@@ -102,7 +102,7 @@ pub(crate) fn findings(log_directory: &Path) -> Vec<LogFinding> {
                         kind,
                         file,
                         at: time_of(line),
-                        line: crate::text::printable(line.trim()).into_owned(),
+                        line: crate::text::foreign(line.trim()).into_owned(),
                     })
                 })
                 .collect::<Vec<_>>()

@@ -127,7 +127,7 @@ impl Console {
         if self.quiet {
             return;
         }
-        let line = format!("{prefix}: {}\n", crate::text::one_line(text));
+        let line = format!("{prefix}: {}\n", crate::text::foreign(text));
         if let Ok(mut state) = self.state.lock() {
             clear(&mut state);
             let mut err = std::io::stderr().lock();

@@ -262,7 +262,7 @@ fn tripped_first(ranks: &[RankRow], alarm: Option<&Alarm>) -> Option<String> {
             "{} tripped first: {} ({})",
             who(alarm.rank, &alarm.host),
             alarm.failure_kind,
-            crate::text::one_line(&alarm.reason)
+            crate::text::foreign(&alarm.reason)
         ));
     }
     let first = ranks
@@ -276,7 +276,7 @@ fn tripped_first(ranks: &[RankRow], alarm: Option<&Alarm>) -> Option<String> {
         Some(reason) => format!(
             "{} tripped first: {kind} ({})",
             who(first.rank, &first.host),
-            crate::text::one_line(reason)
+            crate::text::foreign(reason)
         ),
         None => format!("{} tripped first: {kind}", who(first.rank, &first.host)),
     })

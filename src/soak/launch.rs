@@ -190,7 +190,7 @@ impl PlaceholderError {
 /// (a variable may hold kilobytes).
 fn shown(value: &str) -> String {
     const SHOWN: usize = 64;
-    let text = crate::text::one_line(value);
+    let text = crate::text::foreign(value);
     match text.char_indices().nth(SHOWN) {
         Some((at, _)) => format!("{}… ({} bytes)", &text[..at], value.len()),
         None => text.into_owned(),

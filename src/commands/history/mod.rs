@@ -199,7 +199,16 @@ fn all_hosts(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result
         Ok(())
     })?;
     records.sort_by(|a, b| (a.0, &a.1, a.2.envelope.seq).cmp(&(b.0, &b.1, b.2.envelope.seq)));
-    let width = records.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    // A host is a directory's name under the root: anyone's text.
+    let records: Vec<_> = records
+        .into_iter()
+        .map(|(at, host, record)| (at, crate::text::foreign(&host).into_owned(), record))
+        .collect();
+    let width = records
+        .iter()
+        .map(|r| r.1.chars().count())
+        .max()
+        .unwrap_or(0);
     // Phase changes are one soak's: not told in a timeline of several.
     let mut phases = PhaseLines::default();
     for (_, host, record) in &records {
@@ -222,14 +231,17 @@ fn all_hosts(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result
 pub(crate) fn record_line(record: &Record) -> String {
     let envelope = &record.envelope;
     let event = crate::redact::shown::event(&envelope.event);
-    format!(
+    // What a record holds came from files and other processes (an alarm, a reason, a path): the
+    // line is escaped whole, as it has no colour of its own.
+    let line = format!(
         "{:>6}  {}  {:<28}  {:<22}  {}",
         envelope.seq,
         human_time(envelope.recorded_at_us),
         envelope.subject.to_string(),
         envelope.event.kind(),
         timeline::summary(&event)
-    )
+    );
+    crate::text::foreign(&line).into_owned()
 }
 
 /// One object of `history --json`: the envelope's fields, then the event's own.

@@ -6,7 +6,7 @@
 //! lines carry each sample's beats (`history --soak ID --json` every sample's phase).
 
 use crate::event::Event;
-use crate::text::count;
+use crate::text::{count, foreign};
 
 /// The phase changes a soak's timeline shows.
 pub(super) const SHOWN: u64 = 20;
@@ -49,8 +49,8 @@ impl PhaseLines {
         }
         self.shown += 1;
         let changed = match previous {
-            Some(previous) => format!("phase {} → {}", printable(&previous), printable(phase)),
-            None => format!("phase {}", printable(phase)),
+            Some(previous) => format!("phase {} → {}", foreign(&previous), foreign(phase)),
+            None => format!("phase {}", foreign(phase)),
         };
         let step = beats
             .step
@@ -72,11 +72,6 @@ impl PhaseLines {
             )
         })
     }
-}
-
-/// A phase as the trainer named it, safe on a terminal.
-fn printable(phase: &str) -> std::borrow::Cow<'_, str> {
-    crate::text::one_line(phase)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::output::{self, Output};
 use crate::paths::StatePaths;
 use crate::projection::SoakState;
+use crate::text::foreign;
 use crate::time::unix_seconds;
 
 /// One job, as `job list` shows it.
@@ -58,9 +59,9 @@ pub(super) fn list(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> 
         .iter()
         .map(|l| {
             vec![
-                l.job.clone(),
+                foreign(&l.job).into_owned(),
                 ranks_text(&l.ranks, l.soaks),
-                l.hosts.join(","),
+                foreign(&l.hosts.join(",")).into_owned(),
                 l.status
                     .iter()
                     .map(|(state, n)| format!("{n} {state}"))

@@ -13,7 +13,7 @@ use crate::soak::job_view::{JobView, RankRow};
 use crate::soak::report::job::SeriesKey;
 use crate::soak::report::job::series::RankSeries;
 use crate::soak::straggler::{STRAGGLER_RATIO, Straggler};
-use crate::text::step_time;
+use crate::text::{foreign, step_time};
 
 pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<Exit, Error> {
     let view = read_view(paths, job, out, Reading::Rows)?.view;
@@ -49,7 +49,8 @@ pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<
         }
     }
     for line in &view.verdict_lines {
-        out.line(line)?;
+        // The alarm's fields and the ranks' hosts are other processes' text.
+        out.line(&foreign(line))?;
     }
     Ok(Exit::Success)
 }
@@ -111,7 +112,7 @@ fn cells(row: &RankRow, paint: crate::style::Palette) -> Vec<String> {
     };
     vec![
         row.rank.map_or_else(|| "-".into(), |r| r.to_string()),
-        row.host.clone(),
+        foreign(&row.host).into_owned(),
         paint.status(&status),
         row.last_progress_at.map_or_else(
             || "-".into(),
@@ -130,7 +131,7 @@ fn cells(row: &RankRow, paint: crate::style::Palette) -> Vec<String> {
             .map_or_else(|| "-".into(), crate::text::bytes),
         row.gpu_utilization_mean
             .map_or_else(|| "-".into(), |u| format!("{u:.0}%")),
-        output::for_terminal(row.signature.as_deref().unwrap_or("-")).into_owned(),
+        foreign(row.signature.as_deref().unwrap_or("-")).into_owned(),
     ]
 }
 
@@ -144,7 +145,7 @@ fn straggler_line(straggler: &Straggler) -> String {
         || "; no GPU difference explains it".to_owned(),
         |c| format!("; {c}"),
     );
-    output::for_terminal(&format!(
+    foreign(&format!(
         "{who}: {} a step, {:.2}×{cause}",
         step_time(straggler.median_step_seconds),
         straggler.ratio

@@ -234,11 +234,7 @@ fn holders_of(path: &Path) -> Vec<String> {
                     &crate::redact::Secrets::default().mask_command_line(&args),
                 )
             };
-            format!(
-                "pid {} (`{}`)",
-                stat.pid,
-                crate::text::one_line(&crate::text::printable(&command))
-            )
+            format!("pid {} (`{}`)", stat.pid, crate::text::foreign(&command))
         })
         .collect()
 }

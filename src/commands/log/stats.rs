@@ -275,7 +275,7 @@ fn show(stats: &Stats, out: &mut Output) -> Result<(), Error> {
         for soak in &stats.largest_soaks {
             out.line(&format!(
                 "  {}  {}  {}",
-                soak.soak_id,
+                crate::text::foreign(&soak.soak_id),
                 count(soak.events, "event"),
                 bytes(soak.bytes)
             ))?;

@@ -51,8 +51,8 @@ pub(super) fn compare(
     let rows: Vec<[String; 4]> = [
         [
             "soak".to_owned(),
-            a.soak_id.clone(),
-            b.soak_id.clone(),
+            crate::text::foreign(&a.soak_id).into_owned(),
+            crate::text::foreign(&b.soak_id).into_owned(),
             String::new(),
         ],
         [
@@ -143,11 +143,7 @@ impl Side {
     }
 
     fn commit_text(&self) -> String {
-        match (&self.commit, self.dirty) {
-            (Some(commit), Some(true)) => format!("{} (dirty)", &commit[..commit.len().min(12)]),
-            (Some(commit), _) => commit[..commit.len().min(12)].to_owned(),
-            (None, _) => "-".into(),
-        }
+        commit_text(self.commit.as_deref(), self.dirty)
     }
 
     fn head(&self) -> Value {
@@ -205,6 +201,20 @@ impl Side {
     /// `name` a second: what a `train` step processed of it times the steps a second.
     fn throughput(&self, name: &str) -> Option<f64> {
         Some(self.per_step.per_step(name)? * self.stepped()?.steps_per_second()?)
+    }
+}
+
+/// A commit as `soak compare` shows it: its first 12 characters, escaped (`git` printed it into
+/// the snapshot: another process's text), and whether the tree was dirty.
+fn commit_text(commit: Option<&str>, dirty: Option<bool>) -> String {
+    let Some(commit) = commit else {
+        return "-".into();
+    };
+    let short: String = commit.chars().take(12).collect();
+    let short = crate::text::foreign(&short);
+    match dirty {
+        Some(true) => format!("{short} (dirty)"),
+        _ => short.into_owned(),
     }
 }
 
@@ -346,4 +356,25 @@ fn compared(a: &Side, b: &Side) -> Vec<Compared> {
         weight(y).total_cmp(&weight(x))
     });
     figures
+}
+
+#[cfg(test)]
+mod tests {
+    use super::commit_text;
+
+    /// A commit of a snapshot whose twelfth byte fell inside a character panicked `soak
+    /// compare` (it was cut by bytes), and its escapes reached the terminal raw.
+    #[test]
+    fn a_commit_is_cut_by_characters_and_escaped() {
+        assert_eq!(
+            commit_text(Some("0123456789abcdef"), Some(true)),
+            "0123456789ab (dirty)"
+        );
+        assert_eq!(commit_text(Some("aééééééééééééé"), None), "aééééééééééé");
+        assert_eq!(
+            commit_text(Some("ab\u{1b}[31mx\ny"), Some(false)),
+            "ab\\u{1b}[31mx\\ny"
+        );
+        assert_eq!(commit_text(None, Some(true)), "-");
+    }
 }

@@ -8,6 +8,7 @@ use crate::event::soak::OutcomeStatus;
 use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
 use crate::projection::{SoakState, SoakSummary, Soaks};
+use crate::text::foreign;
 use crate::time::{Clock, SystemClock, unix_seconds};
 use serde_json::Value;
 
@@ -139,7 +140,8 @@ fn list_job(
         .map(|s| {
             let mut cells = soak_cells(&s.summary, s.ran_seconds, paint);
             // After the id, where it ran.
-            cells.splice(1..1, [s.host.clone(), rank_cell(s.rank_text.as_deref())]);
+            let rank = foreign(&rank_cell(s.rank_text.as_deref())).into_owned();
+            cells.splice(1..1, [foreign(&s.host).into_owned(), rank]);
             cells
         })
         .collect();
@@ -182,12 +184,15 @@ fn soak_cells(
         (None, None) => format!("{}+", output::age(unix_seconds(soak.started_at_us))),
     };
     vec![
-        soak.soak_id.clone(),
+        foreign(&soak.soak_id).into_owned(),
         paint.status(&status_text(soak)),
         human_time(soak.started_at_us).chars().take(19).collect(),
         duration,
         soak.samples.to_string(),
-        output::shell_command(&crate::redact::mask_argv(&soak.command)),
+        foreign(&output::shell_command(&crate::redact::mask_argv(
+            &soak.command,
+        )))
+        .into_owned(),
     ]
 }
 

@@ -175,7 +175,8 @@ fn tell(verdict: supervise::RunReport, out: &mut Output) -> Result<Exit, Error> 
             "soak {} {}: {}",
             verdict.soak_id,
             out.paint.status(status),
-            verdict.outcome.reason
+            // A job's failure tells the alarm's reason: another rank's text, or a forger's.
+            crate::text::foreign(&verdict.outcome.reason)
         ))?;
         for (label, path) in [("artifact", artifact), ("report", report_written.as_ref())] {
             if let Some(path) = path {

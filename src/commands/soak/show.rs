@@ -30,7 +30,7 @@ use crate::soak::artifact::stepped::text::{SteppedText, latest_line};
 use crate::soak::artifact::stream::Piece;
 use crate::soak::error::SoakError;
 use crate::style::Tone;
-use crate::text::count;
+use crate::text::{count, foreign};
 use crate::time::{Clock, SystemClock};
 
 pub(super) fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
@@ -77,12 +77,12 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
         command.push_str("  (an argument is not UTF-8: shown lossily, run as its bytes)");
     }
     let mut lines = vec![
-        ("soak", summary.soak_id.clone()),
-        ("command", command),
+        ("soak", foreign(&summary.soak_id).into_owned()),
+        ("command", foreign(&command).into_owned()),
         ("status", out.paint.status(&status_text(summary))),
     ];
     if let Some(reason) = &summary.reason {
-        lines.push(("reason", reason.clone()));
+        lines.push(("reason", foreign(reason).into_owned()));
     }
     if let Some(exit) = details.exit {
         lines.push((
@@ -116,7 +116,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     lines.push(artifact_line(summary));
     lines.push((
         "history",
-        format!("unilab history --soak {}", summary.soak_id),
+        format!("unilab history --soak {}", foreign(&summary.soak_id)),
     ));
     for (label, value) in lines {
         out.line(&labelled(label, &value))?;
@@ -208,7 +208,7 @@ fn print_tails(tails: &Tails, out: &mut Output) -> Result<(), Error> {
         if !tail.is_empty() {
             out.line(&format!("last lines of {stream}:"))?;
             for line in tail {
-                out.line(&format!("  {line}"))?;
+                out.line(&format!("  {}", foreign(line)))?;
             }
         }
     }
@@ -296,13 +296,13 @@ fn warning_line(warning: &str, warned: &str) -> String {
 /// Where the artifact is, or will be, or how to write it.
 fn artifact_line(summary: &SoakSummary) -> (&'static str, String) {
     let said = match &summary.artifact_digest {
-        Some(digest) => format!("{} (digest {digest})", summary.output),
+        Some(digest) => format!("{} (digest {digest})", foreign(&summary.output)),
         None if summary.state == SoakState::Running => {
-            format!("written to {} when the soak ends", summary.output)
+            format!("written to {} when the soak ends", foreign(&summary.output))
         }
         None => format!(
             "not written (`unilab soak export {} --output FILE`)",
-            summary.soak_id
+            foreign(&summary.soak_id)
         ),
     };
     ("artifact", said)

@@ -37,7 +37,7 @@ impl Snapshot {
                 path: self.path.clone(),
                 detail: format!(
                     "a `soak_archived` event names `{}`, which is not a file name",
-                    crate::text::one_line(&archived.file)
+                    crate::text::foreign(&archived.file)
                 ),
             });
         }

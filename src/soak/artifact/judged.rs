@@ -4,7 +4,7 @@
 //! `soak show` prints these lines and the report lays them out.
 
 use super::shown::Judged;
-use crate::text::{bytes, duration, one_line};
+use crate::text::{bytes, duration, foreign};
 
 /// A memory trend below this is told as flat (allocator noise, a few pages).
 const FLAT_BYTES_PER_HOUR: f64 = 1024.0 * 1024.0;
@@ -43,7 +43,7 @@ impl JudgedText {
             ) {
                 line.push_str(&format!(
                     "; at this rate the memory limit ({}: {}) is reached in {}",
-                    one_line(source),
+                    foreign(source),
                     bytes(limit),
                     duration(seconds)
                 ));
@@ -62,7 +62,7 @@ impl JudgedText {
                 .seconds_throttled
                 .iter()
                 .filter(|(reason, seconds)| reason.as_str() != "gpu_idle" && **seconds > 0.0)
-                .map(|(reason, seconds)| format!("{} {}", one_line(reason), duration(*seconds)))
+                .map(|(reason, seconds)| format!("{} {}", foreign(reason), duration(*seconds)))
                 .collect();
             if !throttled.is_empty() {
                 said.push(format!("throttled: {}", throttled.join(", ")));
@@ -132,7 +132,7 @@ impl JudgedText {
 
 /// A GPU's UUID, short enough to read: `GPU-0f8e0c2a`.
 fn short(uuid: &str) -> String {
-    one_line(&uuid.chars().take(12).collect::<String>()).into_owned()
+    foreign(&uuid.chars().take(12).collect::<String>()).into_owned()
 }
 
 #[cfg(test)]

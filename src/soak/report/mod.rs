@@ -331,7 +331,7 @@ fn gpu_figures(charts: &Gathered, mut health: Vec<String>) -> Vec<(&'static str,
     }
     figures.extend(health.into_iter().map(|line| ("GPU", line)));
     if let Some(absent) = charts.absent_tool().filter(|_| !charts.has_gpu_data()) {
-        let text = crate::text::one_line(&absent.text);
+        let text = crate::text::foreign(&absent.text);
         figures.push(("GPU", format!("none read: no GPU tool ({text})")));
     }
     figures
@@ -412,12 +412,12 @@ fn key(markers: &[Marker], bands: &[(f64, f64)], charts: &Gathered) -> String {
             format!(
                 "no GPU tool until {}: {} from the start",
                 scale::elapsed(absent.last),
-                crate::text::one_line(&absent.text)
+                crate::text::foreign(&absent.text)
             )
         } else {
             format!(
                 "no GPU tool: {}, so this soak has no GPU data and the GPU charts are left out",
-                crate::text::one_line(&absent.text)
+                crate::text::foreign(&absent.text)
             )
         };
         let _ = write!(html, "<p class=\"note\">{}</p>", escape(&text));
@@ -428,7 +428,7 @@ fn key(markers: &[Marker], bands: &[(f64, f64)], charts: &Gathered) -> String {
         for error in errors {
             let mut text = format!(
                 "{}: in {} of {} samples",
-                crate::text::one_line(&error.text),
+                crate::text::foreign(&error.text),
                 error.rows,
                 charts.rows()
             );

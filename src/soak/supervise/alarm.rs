@@ -1,10 +1,15 @@
 //! A rank's side of its job's alarm (`--job`, or Slurm's job): the first rank whose soak trips
 //! a failure raises the alarm ([`JobWatch::raise`]); every other rank looks for it once a
-//! sample, one `stat` ([`JobWatch::look`]), and on seeing it records `soak_job_alarm_seen`,
+//! sample, one `fstatat` ([`JobWatch::check`]), and on seeing it records `soak_job_alarm_seen`,
 //! then, as `--on-job-alarm` says, captures its evidence at once with trigger `job_alarm` (the
 //! same capture as its own failure, the dump signal included) and keeps supervising
 //! (`capture`), or also fails the soak as `job_failed` (`stop`), or does neither (`ignore`).
 //! So every rank's evidence is of one moment: the one the first rank failed at.
+//!
+//! An alarm that names another job, or a time that is no time, before this rank joined its job
+//! or more than a minute ahead of this host's clock, is not believed ([`crate::job::doubt`]): said
+//! once in a warning, neither recorded nor acted on. Any rank of the user can write the file,
+//! and a damaged one reads as anything.
 
 use std::collections::HashSet;
 
@@ -19,12 +24,15 @@ use crate::soak::capture::Capture;
 use crate::soak::request::SoakSpec;
 use crate::soak::teardown::{SystemHands, Tree};
 use crate::soak::watch::Failure;
+use crate::text::foreign;
 
 /// What a rank knows of its job's alarm.
 pub(super) struct JobWatch<'a> {
     run: &'a JobRun,
     /// The alarm is seen (or this rank's own is the job's): it is looked for no more.
     settled: bool,
+    /// An alarm that is not believed was warned of: said once.
+    doubted: bool,
 }
 
 /// The tree as it runs, for a capture while sampling goes on.
@@ -40,16 +48,18 @@ impl<'a> JobWatch<'a> {
         spec.job.as_ref().map(|run| Self {
             run,
             settled: false,
+            doubted: false,
         })
     }
 
-    /// Once a sample, one `stat`: the alarm another rank raised, the first time it is there.
+    /// Once a sample, one `fstatat`: the alarm another rank raised, the first time it is there
+    /// and believed.
     pub(super) fn check(&mut self, ctx: &SoakContext, spec: &SoakSpec) -> Option<Alarm> {
         if self.settled {
             return None;
         }
         match self.run.dir.check() {
-            Ok(Some(alarm)) if alarm.soak_id != spec.soak_id => Some(alarm),
+            Ok(Some(alarm)) if alarm.soak_id != spec.soak_id => self.believed(ctx, alarm),
             Ok(_) => None,
             Err(e) => {
                 // Said once; the job's alarm is not looked for again.
@@ -60,6 +70,24 @@ impl<'a> JobWatch<'a> {
                 None
             }
         }
+    }
+
+    /// `alarm` if it is to be believed; else `None`, warned of the first time.
+    fn believed(&mut self, ctx: &SoakContext, alarm: Alarm) -> Option<Alarm> {
+        let now = crate::time::unix_seconds(jiff::Timestamp::now().as_microsecond());
+        let Some(doubt) = alarm.doubt(&self.run.member.job, self.run.joined_at, now) else {
+            return Some(alarm);
+        };
+        if !std::mem::replace(&mut self.doubted, true) {
+            ctx.console.warn(&format!(
+                "the job's alarm `{}` (rank {} on {}, {}) is not believed: {doubt}; this rank ignores it",
+                self.run.dir.alarm_path().display(),
+                rank_text(alarm.rank),
+                foreign(&alarm.host),
+                foreign(&alarm.failure_kind),
+            ));
+        }
+        None
     }
 
     /// Another rank raised `alarm`: it is recorded as seen, and the evidence captured (unless
@@ -162,9 +190,15 @@ impl<'a> JobWatch<'a> {
                 alarm.job
             )),
             Ok(Raised::Lost(first)) => {
-                if first.soak_id != spec.soak_id {
-                    record(ctx, spec, seen(first), held);
+                if first.soak_id == spec.soak_id {
+                    return true;
                 }
+                // Lost to an alarm not believed: nothing was told, nothing is recorded.
+                let first = self.believed(ctx, first);
+                let Some(first) = first else {
+                    return false;
+                };
+                record(ctx, spec, seen(first), held);
             }
             Err(e) => {
                 ctx.console.warn(&format!(

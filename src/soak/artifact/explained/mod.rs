@@ -5,7 +5,7 @@
 //! `soak show` prints these lines, the report lays them out, `history` says the evidence in one.
 //!
 //! Two invariants: every piece of text taken from the record is made safe to repeat on one line
-//! ([`one_line`]), so a renderer only lays lines out (and escapes them for HTML); and what is
+//! ([`foreign`]), so a renderer only lays lines out (and escapes them for HTML); and what is
 //! said is bounded whatever the record holds — a tree of 500 processes, 400 threads in one
 //! place, a stack of 10,000 frames or one line of a megabyte say a few lines and how many more
 //! there are (the artifact keeps them all).
@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use super::shown::{EvidenceShown, Found, ProcessShown, ThreadShown};
 use crate::event::soak::{FailureKind, JobAlarm};
 use crate::soak::signature::group::{self, Grouping};
-use crate::text::{bytes, count, human_time, one_line};
+use crate::text::{bytes, count, foreign, human_time};
 
 /// The processes described, at most; those in uninterruptible sleep, stopped or zombie, and
 /// those holding a GPU, are chosen first.
@@ -511,7 +511,7 @@ pub(crate) fn state_name(state: char) -> String {
         'X' | 'x' => "dead".to_owned(),
         'I' => "idle".to_owned(),
         'P' => "parked".to_owned(),
-        other => format!("state {}", one_line(&other.to_string())),
+        other => format!("state {}", foreign(&other.to_string())),
     }
 }
 
@@ -593,7 +593,7 @@ pub(crate) fn last_lines(text: &str) -> Vec<&str> {
 
 /// A state's letter, safe to print.
 fn letter(state: char) -> String {
-    one_line(&state.to_string()).into_owned()
+    foreign(&state.to_string()).into_owned()
 }
 
 /// `pid 5000 python3`.
@@ -616,7 +616,7 @@ fn clip_to(text: &str, chars: usize) -> String {
     if cut.len() < text.len() {
         cut.push('…');
     }
-    one_line(&cut).into_owned()
+    foreign(&cut).into_owned()
 }
 
 /// Unix seconds, as the artifact holds them, in microseconds.

@@ -6,7 +6,7 @@
 use super::rows::LatestBeats;
 use super::{PhaseShown, Stepped};
 use crate::soak::heartbeat::goodput::PRODUCTIVE_PHASE;
-use crate::text::{bytes, count, duration, one_line, step_time};
+use crate::text::{bytes, count, duration, foreign, step_time};
 
 /// The phases besides `train` named one by one; more are counted.
 const PHASES_NAMED: usize = 3;
@@ -45,8 +45,7 @@ impl SteppedText {
                     .iter()
                     .take(PHASES_NAMED)
                     .map(|(name, phase)| {
-                        let mut line =
-                            format!("{}: {}", one_line(name), count(phase.count, "step"));
+                        let mut line = format!("{}: {}", foreign(name), count(phase.count, "step"));
                         if let Some(times) = times(phase) {
                             line.push_str(&format!(", {times}"));
                         }
@@ -117,7 +116,7 @@ const NUMBERS_SHOWN: usize = 4;
 /// loss 0.3125`, and how long before the latest sample the last beat was read.
 pub(crate) fn latest_line(beats: &LatestBeats, last_sample: Option<f64>) -> String {
     let mut line = match (beats.step, &beats.phase) {
-        (Some(step), Some(phase)) => format!("step {step} ({})", one_line(phase)),
+        (Some(step), Some(phase)) => format!("step {step} ({})", foreign(phase)),
         (Some(step), None) => format!("step {step}"),
         _ => "beaten".to_owned(),
     };
@@ -131,7 +130,7 @@ pub(crate) fn latest_line(beats: &LatestBeats, last_sample: Option<f64>) -> Stri
         .numbers
         .iter()
         .take(NUMBERS_SHOWN)
-        .map(|(name, value)| format!("{} {}", one_line(name), number(*value)))
+        .map(|(name, value)| format!("{} {}", foreign(name), number(*value)))
         .collect();
     if !numbers.is_empty() {
         line.push_str(&format!("; {}", numbers.join(", ")));
