@@ -433,3 +433,148 @@ fn a_credential_recorded_raw_is_masked_when_shown_and_exported_as_written() {
     }
     root.unilab().args(["log", "verify"]).assert().success();
 }
+
+/// `tests/fixtures/heartbeat_trainer.py` with `actions`, as a soak's command.
+fn heartbeat_trainer(actions: &[&str]) -> Vec<String> {
+    let mut command = vec![
+        "python3".to_owned(),
+        fixtures_dir()
+            .join("heartbeat_trainer.py")
+            .display()
+            .to_string(),
+    ];
+    command.extend(actions.iter().map(|a| (*a).to_owned()));
+    command
+}
+
+/// The snapshot settings of `root`, and the fixtures' directory and what varies in a trainer's
+/// beats from run to run: its step numbers, its pace, its loss, its goodput's share.
+fn beaten_settings(root: &TestRoot) -> insta::Settings {
+    let mut settings = snapshot_settings(root);
+    let fixtures = fixtures_dir().display().to_string();
+    settings.add_filter(&regex_literal(&fixtures), "[FIXTURES]");
+    settings.add_filter(r"(?m)^(beats: +step )\d+", "${1}[STEP]");
+    settings.add_filter(r"\b\d+(\.\d+)?/s\b", "[RATE]/s");
+    settings.add_filter(r"\bloss -?\d+(\.\d+)?(e-?\d+)?", "loss [LOSS]");
+    settings.add_filter(r"; none in the \[DURATION\] before the latest sample", "");
+    settings.add_filter(r"\b\d+\.\d% productive", "[SHARE] productive");
+    // The two largest badput buckets: which is larger (Python's startup, or the checkpoint)
+    // depends on the machine.
+    settings.add_filter(r"(?m); badput: .*$", "; badput: [BUCKETS]");
+    settings
+}
+
+/// `text` with regular expression syntax escaped, to match itself.
+fn regex_literal(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escape = "\\.+*?()|[]{}^$#&-~".contains(c);
+            escape.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
+/// A soak of a trainer that beats, while it runs: `soak show` says how it is going now — its
+/// latest beats and their pace, its tree now, when its progress last changed.
+#[test]
+fn soak_show_of_a_running_soak_that_beats() {
+    let soak = Soak::new();
+    let mut started = Started::default();
+    let pid = started.spawn(
+        soak.command()
+            .args(["--quiet", "soak", "run", "--allow-no-progress"])
+            .args(["--sample-interval", "0.2", "--shutdown-grace", "0.5"])
+            .arg("--progress-dir")
+            .arg(soak.progress())
+            .arg("--output")
+            .arg(soak.artifact_path())
+            .arg("--")
+            .args(heartbeat_trainer(&["rate:20:600"]))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    );
+    let mut show = String::new();
+    eventually(
+        "the running soak's beats and tree",
+        std::time::Duration::from_secs(60),
+        || {
+            let output = soak
+                .unilab()
+                .args(["--json", "soak", "show", "latest"])
+                .output()
+                .unwrap();
+            let live: serde_json::Value =
+                serde_json::from_slice(&output.stdout).unwrap_or_default();
+            let live = &live["live"];
+            if !(live["heartbeat"]["step"].is_u64() && live["rss_bytes"].is_u64()) {
+                return false;
+            }
+            show = shown(soak.unilab(), &["soak", "show", "latest"]);
+            true
+        },
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(
+        started
+            .exit_code(pid, std::time::Duration::from_secs(60))
+            .is_some(),
+        "the soak ends once stopped"
+    );
+    beaten_settings(&soak.root).bind(|| insta::assert_snapshot!(show));
+}
+
+/// A soak whose trainer beat train steps, a checkpoint and an eval, and passed: its steps, other
+/// phases and goodput lead the figures.
+#[test]
+fn soak_show_of_a_beaten_soak() {
+    let soak = Soak::new();
+    soak.unilab()
+        .args(["--quiet", "soak", "run", "--allow-no-progress"])
+        .args(["--sample-interval", "0.2", "--shutdown-grace", "0.5"])
+        .arg("--progress-dir")
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .arg("--")
+        .args(heartbeat_trainer(&[
+            "train:6:0.1",
+            "phase:checkpoint:0.5",
+            "train:4:0.1",
+            "phase:eval:0.2",
+            "train:2:0.1",
+        ]))
+        .assert()
+        .success();
+    let show = shown(soak.unilab(), &["soak", "show", "latest"]);
+    beaten_settings(&soak.root).bind(|| insta::assert_snapshot!(show));
+}
+
+/// `job show` of a job of two ranks, each its own soak of a trainer that beats: one a row, the
+/// job's verdict under them.
+#[test]
+fn job_show_of_a_job_of_two_ranks() {
+    let root = TestRoot::new();
+    let dir = private_tempdir("unilab-job-shown-");
+    for (rank, steps) in [(0, "train:8:0.1"), (1, "train:5:0.1")] {
+        let (mut cmd, _) = job_rank_soak(&root, dir.path(), "J", rank);
+        let status = cmd
+            .args(["--sample-interval", "0.2", "--shutdown-grace", "0.5"])
+            .args(["--allow-no-progress", "--py-spy", "off", "--"])
+            .args(heartbeat_trainer(&[steps]))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "rank {rank}: {status}");
+    }
+    let show = shown(root.unilab(), &["job", "show", "J"]);
+    let mut settings = snapshot_settings(&root);
+    settings.add_filter(r"\b\d{2}:\d{2}:\d{2}\b", "[CLOCK]");
+    // The columns are as wide as their widest value.
+    settings.add_filter(" {2,}", "  ");
+    settings.bind(|| insta::assert_snapshot!(show));
+}
