@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches the chart library the HTML report embeds (uPlot, MIT) from the npm registry, checks the
 # tarball against the registry's sha512 integrity, and copies its minified build, its CSS and its
-# licence into src/soak/report/vendor/uplot/. The version and the files' sha256 are in VENDORED.md
+# licence into src/view/report/vendor/uplot/. The version and the files' sha256 are in VENDORED.md
 # there, and a unit test checks that the embedded files are those.
 #   scripts/vendor-uplot.sh [VERSION]
 set -euo pipefail
@@ -19,7 +19,7 @@ if [ "$got" != "$integrity" ]; then
     exit 1
 fi
 tar xzf "$work/uplot.tgz" -C "$work"
-dest=src/soak/report/vendor/uplot
+dest=src/view/report/vendor/uplot
 cp "$work/package/dist/uPlot.iife.min.js" "$work/package/dist/uPlot.min.css" "$work/package/LICENSE" "$dest/"
-echo "vendored uPlot $version ($integrity) into $dest; update VENDORED.md and the digests in the test of src/soak/report/mod.rs"
+echo "vendored uPlot $version ($integrity) into $dest; update VENDORED.md and the digests in the test of src/view/report/mod.rs"
 (cd "$dest" && sha256sum uPlot.iife.min.js uPlot.min.css LICENSE)

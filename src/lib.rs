@@ -6,7 +6,11 @@
 //! - the entry: `binary` (the process's entry), `commands` (one file a verb), `output`,
 //!   `error`, `usage` (what a misuse of the command line is told);
 //! - `cli`: the command line's definitions, whose completions read the record;
-//! - the domain: `mps` (daemons), `soak` (supervision, sampling, artifacts, the report), `job`
+//! - `view`: what is read, said to a person (a soak's evidence and steps in words, the HTML
+//!   report, `history`'s lines);
+//! - `read`: a soak's record folded once from its events, and what is rendered from it to keep
+//!   (the artifact, the CSV), a job's ranks side by side;
+//! - the domain: `mps` (daemons), `soak` (supervision, sampling, where the artifact goes), `job`
 //!   (a job's ranks, its directory and its alarm), `snapshot` (runtime provenance), `gpu`
 //!   (nvidia-smi, visibility mask, selectors);
 //! - `projection`s over the `log` (store, codec, chain, migrations, the upcast at read) of
@@ -57,6 +61,7 @@ mod proc_rank;
 mod proc_read;
 mod process;
 mod projection;
+mod read;
 mod redact;
 mod size;
 mod snapshot;
@@ -67,6 +72,7 @@ mod time;
 mod tool;
 mod trace;
 mod usage;
+mod view;
 
 // The binary's entry.
 pub use binary::main;
@@ -148,14 +154,11 @@ pub mod testing {
         pub use crate::log::tables::{EVENTS, META, SCHEMA_VERSION_KEY, SUBJECT_INDEX};
     }
     pub mod artifact {
-        pub use crate::soak::artifact::beats::BeatsRow;
-        pub use crate::soak::artifact::rows::{GpuRow, SampleRow};
-        pub use crate::soak::artifact::stream::{
-            Gathered, Piece, StreamError, Written, gather, write,
-        };
-        pub use crate::soak::artifact::{
-            Abandonment, Measured, Soak, SoakRecords, Verdict, collect, digest_matches, render,
-        };
+        pub use crate::read::artifact::{digest_matches, render};
+        pub use crate::read::beats::BeatsRow;
+        pub use crate::read::fold::{Abandonment, Measured, Soak, SoakRecords, Verdict, collect};
+        pub use crate::read::rows::{GpuRow, SampleRow};
+        pub use crate::read::stream::{Gathered, Piece, StreamError, Written, gather, write};
     }
     pub mod heartbeat {
         pub use crate::soak::heartbeat::beat::{Beat, Line};
@@ -171,7 +174,7 @@ pub mod testing {
         pub use crate::soak::supervise::metrics::write_atomically;
     }
     pub mod report {
-        pub use crate::soak::report::{Charts, Extras, render};
+        pub use crate::view::report::{Charts, Extras, render};
     }
     pub mod sampler {
         pub use crate::soak::sampler::{GpuStream, HeldDir, Sampler, nvidia_smi_at};

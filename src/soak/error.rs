@@ -187,19 +187,6 @@ impl SoakError {
             source,
         }
     }
-
-    /// The error for an artifact that could not be streamed to `path`.
-    pub(crate) fn streaming(
-        path: &std::path::Path,
-    ) -> impl FnOnce(crate::soak::artifact::stream::StreamError) -> Self + '_ {
-        use crate::soak::artifact::stream::StreamError;
-        move |e| match e {
-            StreamError::Log(e) => e.into(),
-            StreamError::Io(source) => SoakError::output(OutputFile::Artifact, path)(source),
-            StreamError::Spool(source) => SoakError::spool(source),
-            StreamError::NoSuchSoak(id) => SoakError::NoSuchSoak(id),
-        }
-    }
 }
 
 impl From<LogError> for SoakError {

@@ -14,15 +14,15 @@
 //!   its GPUs came back), `error` (the soak commands' errors);
 //! - what explains a failure: `capture` (each process's threads, stacks and wait channels
 //!   before the first signal), `signature` (a process's innermost frames as a short signature,
-//!   and ranks grouped by it, the odd ones named), `straggler` (a job's ranks slower than its
-//!   median step, and what their GPUs say of why), [`job_view`] (a job's ranks side by side and
-//!   its verdict, for `job show`), `kernel` (the memory cgroup, kernel stacks), `oom` (the OOM
-//!   killer's victims), `witnesses` (what watches from outside the tree: the kernel's log),
-//!   `teardown` (which processes are the soak's, and how they are stopped);
-//! - what is left: [`artifact`] (the canonical JSON rendered from the log; the frozen forms of
-//!   older soaks apart), `report` (the HTML page), [`metrics`] (the running soak as Prometheus
-//!   text, for `--metrics-file`), `abandon` (soaks whose supervisor vanished) and `archive`
-//!   (finished soaks' records moved out of the live log).
+//!   and ranks grouped by it, the odd ones named), `kernel` (the memory cgroup, kernel stacks),
+//!   `oom` (the OOM killer's victims), `witnesses` (what watches from outside the tree: the
+//!   kernel's log), `teardown` (which processes are the soak's, and how they are stopped);
+//! - what is left: [`artifact`] (where the artifact and the report go, checked before and
+//!   written atomically after; what they hold is rendered by the read layer, `read` and `view`,
+//!   which the supervisor is handed and never imports), [`metrics`] (the running soak as
+//!   Prometheus text, for `--metrics-file`), `abandon` (soaks whose supervisor vanished), `ended`
+//!   (an abandoned soak's end, as every view has it) and `archive` (finished soaks' records
+//!   moved out of the live log).
 
 pub(crate) mod abandon;
 pub(crate) mod archive;
@@ -34,19 +34,16 @@ pub(crate) mod error;
 pub(crate) mod growth;
 pub(crate) mod guard;
 pub(crate) mod heartbeat;
-pub(crate) mod job_view;
 pub(crate) mod kernel;
 pub(crate) mod launch;
 pub(crate) mod metrics;
 mod oom;
 mod progress;
 mod release;
-pub(crate) mod report;
 pub(crate) mod request;
 pub(crate) mod retention;
 pub(crate) mod sampler;
 pub(crate) mod signature;
-pub(crate) mod straggler;
 pub(crate) mod supervise;
 mod teardown;
 pub(crate) mod trend;

@@ -1,5 +1,5 @@
 //! One sample of a soak: the whole process tree from `/proc`, the GPUs from `nvidia-smi`, and the
-//! progress directory.
+//! progress directory; and the CPU clock that reads a sample's ticks as seconds.
 //!
 //! nvidia-smi is polled by its own thread, so a hung or failing nvidia-smi is recorded as a
 //! sampler error and never stalls the process sampling or the schedule.
@@ -237,6 +237,47 @@ impl Sampler {
             heartbeat: None,
         };
         (sample, measures)
+    }
+}
+
+/// CPU seconds of the whole tree, living and reaped, never decreasing: a process whose parent
+/// lets the kernel reap it (SIGCHLD ignored) takes its time with it, and the series then holds
+/// its last value rather than dropping.
+pub(crate) struct CpuClock {
+    ticks_per_second: f64,
+    total_ticks: u64,
+    last: Option<(f64, f64)>,
+}
+
+impl CpuClock {
+    /// A clock of ticks counted at `ticks_per_second`.
+    pub(crate) fn new(ticks_per_second: u64) -> Self {
+        Self {
+            ticks_per_second: (ticks_per_second as f64).max(1.0),
+            total_ticks: 0,
+            last: None,
+        }
+    }
+
+    /// This sample's cumulative CPU seconds and the CPU % since the previous sample.
+    pub(crate) fn advance(&mut self, sample: &Sample) -> (f64, Option<f64>) {
+        let tree: u64 = sample.reaped_cpu_ticks
+            + sample
+                .processes
+                .iter()
+                .map(|p| p.cpu_ticks + p.reaped_children_cpu_ticks)
+                .sum::<u64>();
+        self.total_ticks = self.total_ticks.max(tree);
+        let cpu = self.total_ticks as f64 / self.ticks_per_second;
+        let at = sample.elapsed_ms as f64 / 1000.0;
+        let percent = match self.last {
+            Some((cpu_before, at_before)) if at > at_before => {
+                Some(((cpu - cpu_before) / (at - at_before) * 1000.0).round() / 10.0)
+            }
+            _ => None,
+        };
+        self.last = Some((cpu, at));
+        (cpu, percent)
     }
 }
 

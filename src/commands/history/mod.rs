@@ -5,7 +5,6 @@
 mod phases;
 #[cfg(test)]
 mod schema_step;
-mod timeline;
 
 use std::thread::sleep;
 use std::time::Duration;
@@ -18,10 +17,11 @@ use crate::event::Subject;
 use crate::log::chain::to_hex;
 use crate::log::{LogReader, Record, Snapshot};
 use crate::mps::error::MpsError;
-use crate::output::{Output, human_time};
+use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::soak::error::SoakError;
 use crate::time::unix_seconds;
+use crate::view::timeline::record_line;
 use phases::PhaseLines;
 
 /// The full id of the soak `id` names (a unique prefix, `latest`), or `id` as given when the log
@@ -225,23 +225,6 @@ fn all_hosts(paths: &StatePaths, args: &HistoryArgs, out: &mut Output) -> Result
         out.line(&line)?;
     }
     Ok(Exit::Success)
-}
-
-/// One line of the human timeline.
-pub(crate) fn record_line(record: &Record) -> String {
-    let envelope = &record.envelope;
-    let event = crate::redact::shown::event(&envelope.event);
-    // What a record holds came from files and other processes (an alarm, a reason, a path): the
-    // line is escaped whole, as it has no colour of its own.
-    let line = format!(
-        "{:>6}  {}  {:<28}  {:<22}  {}",
-        envelope.seq,
-        human_time(envelope.recorded_at_us),
-        envelope.subject.to_string(),
-        envelope.event.kind(),
-        timeline::summary(&event)
-    );
-    crate::text::foreign(&line).into_owned()
 }
 
 /// One object of `history --json`: the envelope's fields, then the event's own.

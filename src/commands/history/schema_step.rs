@@ -151,10 +151,10 @@ fn a_new_form_is_stored_read_folded_and_shown_with_no_change_outside_the_event_m
     assert!(super::record_line(read_new).contains("passed after 1s: ran"));
 
     // The artifact of its soak renders as any other (the note is for the code that uses it).
-    let soak = crate::soak::artifact::collect(&snapshot, "new")
+    let soak = crate::read::fold::collect(&snapshot, "new")
         .unwrap()
         .unwrap();
-    let (bytes, _) = crate::soak::artifact::render(&soak);
+    let (bytes, _) = crate::read::artifact::render(&soak);
     let artifact: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(artifact["outcome"]["reason"], "ran");
 }

@@ -10,10 +10,10 @@ use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::process::SystemProc;
 use crate::projection::{SoakSummary, Soaks};
-use crate::soak::job_view::{RankCaptures, RankRow};
+use crate::read::job::series::RankSeries;
+use crate::read::job::straggler::reading::RankReading;
+use crate::read::job::{RankCaptures, RankRow};
 use crate::soak::launch::{JOB_KEY, NODE_KEY, RANK_KEY};
-use crate::soak::report::job::series::RankSeries;
-use crate::soak::straggler::reading::RankReading;
 use crate::time::unix_seconds;
 
 /// One soak of a job, on its host.

@@ -1,4 +1,4 @@
-//! `unilab job report JOB`: the job's page (see [`crate::soak::report::job`]), what `job show`
+//! `unilab job report JOB`: the job's page (see [`crate::view::report::job`]), what `job show`
 //! says with every rank's progress and memory over time, as one self-contained HTML file.
 
 use std::path::Path;
@@ -26,6 +26,6 @@ pub(super) fn report(
         refuse_to_replace(path, OutputFile::Report, force)?;
     }
     let read = read_view(paths, job, out, Reading::RowsAndSeries)?;
-    let html = crate::soak::report::job::render(&read.view, read.series, &read.warnings);
+    let html = crate::view::report::job::render(&read.view, read.series, &read.warnings);
     write_report(output, &html, out)
 }

@@ -9,11 +9,11 @@ use crate::error::Error;
 use crate::job::{JobError, JobId};
 use crate::output::{self, Output};
 use crate::paths::StatePaths;
-use crate::soak::job_view::{JobView, RankRow};
-use crate::soak::report::job::SeriesKey;
-use crate::soak::report::job::series::RankSeries;
-use crate::soak::straggler::{STRAGGLER_RATIO, Straggler};
+use crate::read::job::series::RankSeries;
+use crate::read::job::straggler::{STRAGGLER_RATIO, Straggler};
+use crate::read::job::{JobView, RankRow};
 use crate::text::{foreign, step_time};
+use crate::view::report::job::SeriesKey;
 
 pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<Exit, Error> {
     let view = read_view(paths, job, out, Reading::Rows)?.view;

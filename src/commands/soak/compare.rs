@@ -6,7 +6,7 @@
 //!
 //! When either trainer beat, its steps too: the `train` phase's step time (median, p99), its
 //! steps a second, the throughput of the `samples` and `tokens` it beats (what a step processed
-//! times the steps a second: see `soak::artifact::stepped::rows`; left out where neither soak
+//! times the steps a second: see `read::stepped::rows`; left out where neither soak
 //! beat the number) and the goodput. Soaks without beats compare as they always did.
 
 use serde::Serialize;
@@ -19,14 +19,13 @@ use crate::log::Snapshot;
 use crate::output::{self, Output};
 use crate::paths::StatePaths;
 use crate::projection::SoakSummary;
-use crate::soak::artifact;
-use crate::soak::artifact::shown::Shown;
-use crate::soak::artifact::stepped::rows::PerStep;
-use crate::soak::artifact::stepped::text::per_second;
-use crate::soak::artifact::stepped::{PhaseShown, Stepped};
-use crate::soak::artifact::stream::Piece;
-use crate::soak::error::SoakError;
+use crate::read::shown::Shown;
+use crate::read::stepped::rows::PerStep;
+use crate::read::stepped::{PhaseShown, Stepped};
+use crate::read::stream;
+use crate::read::stream::Piece;
 use crate::text::bytes;
+use crate::view::stepped::per_second;
 
 pub(super) fn compare(
     paths: &StatePaths,
@@ -102,7 +101,7 @@ impl Side {
     fn of(snapshot: &Snapshot, summary: &SoakSummary) -> Result<Self, Error> {
         let (mut sum, mut n) = (0.0, 0u64);
         let mut per_step = PerStep::default();
-        let head = artifact::stream::head(snapshot, &summary.soak_id, |piece| {
+        let head = stream::head(snapshot, &summary.soak_id, |piece| {
             if let Piece::Row(row) = piece {
                 per_step.take(row);
                 for util in row
@@ -116,7 +115,7 @@ impl Side {
                 }
             }
         })
-        .map_err(SoakError::streaming(&std::env::temp_dir()))?;
+        .map_err(stream::streaming(&std::env::temp_dir()))?;
         let git = head
             .get("runtime")
             .and_then(|r| r.get("source"))

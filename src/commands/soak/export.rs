@@ -7,6 +7,8 @@ use crate::error::{Error, stdout_error};
 use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::projection::SoakState;
+use crate::read::csv::Sheet;
+use crate::read::stream;
 use crate::soak::artifact;
 use crate::soak::error::{OutputFile, SoakError};
 use std::path::Path;
@@ -31,10 +33,7 @@ pub(super) fn export(
         let soak_id = summary.soak_id.as_str();
         match output {
             Some(path) => {
-                let written = artifact::write_atomically_with(path, |file| {
-                    artifact::stream::write(&snapshot, soak_id, file)
-                })
-                .map_err(SoakError::streaming(path))?;
+                let written = stream::write_file(&snapshot, soak_id, path)?;
                 out.note(&format!(
                     "wrote `{}` (digest {})",
                     path.display(),
@@ -42,7 +41,7 @@ pub(super) fn export(
                 ));
             }
             None => {
-                out.stream(|stdout| artifact::stream::write(&snapshot, soak_id, stdout))
+                out.stream(|stdout| stream::write(&snapshot, soak_id, stdout))
                     .map_err(streamed_to_stdout)?;
             }
         }
@@ -50,14 +49,13 @@ pub(super) fn export(
     }
     // Written as the rows go by, in memory that does not grow with the soak either.
     let to = output.unwrap_or(Path::new("-"));
-    let mut sheet =
-        artifact::csv::Sheet::new(&summary.soak_id).map_err(SoakError::streaming(to))?;
-    artifact::stream::head(&snapshot, &summary.soak_id, |piece| sheet.take(piece))
-        .map_err(SoakError::streaming(to))?;
+    let mut sheet = Sheet::new(&summary.soak_id).map_err(stream::streaming(to))?;
+    stream::head(&snapshot, &summary.soak_id, |piece| sheet.take(piece))
+        .map_err(stream::streaming(to))?;
     match output {
         Some(path) => {
             let digest = artifact::write_atomically_with(path, |file| sheet.finish(file))
-                .map_err(SoakError::streaming(path))?;
+                .map_err(stream::streaming(path))?;
             out.note(&format!("wrote `{}` (digest {digest})", path.display()));
         }
         None => {
@@ -69,9 +67,9 @@ pub(super) fn export(
 }
 
 /// The error of something streamed to standard output: writing there is `stdout_error`'s.
-fn streamed_to_stdout(e: artifact::stream::StreamError) -> Error {
+fn streamed_to_stdout(e: stream::StreamError) -> Error {
     match e {
-        artifact::stream::StreamError::Io(e) => stdout_error(e),
-        other => SoakError::streaming(Path::new("-"))(other).into(),
+        stream::StreamError::Io(e) => stdout_error(e),
+        other => stream::streaming(Path::new("-"))(other).into(),
     }
 }

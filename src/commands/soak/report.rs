@@ -1,14 +1,12 @@
 //! `unilab soak report`: the self-contained HTML report.
 
 use super::{refuse_to_replace, resolve};
-use crate::commands::history::record_line;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::soak::artifact;
 use crate::soak::error::{OutputFile, SoakError};
-use crate::soak::supervise::report_html;
 use std::path::Path;
 
 pub(super) fn report(
@@ -22,7 +20,7 @@ pub(super) fn report(
     if let Some(path) = output {
         refuse_to_replace(path, OutputFile::Report, force)?;
     }
-    let html = report_html(&snapshot, &summary.soak_id, record_line)?;
+    let html = crate::view::report::of_soak(&snapshot, &summary.soak_id)?;
     write_report(output, &html, out)
 }
 

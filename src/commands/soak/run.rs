@@ -14,7 +14,7 @@ use crate::soak::console::Console;
 use crate::soak::error::{OutputFile, SoakError};
 use crate::soak::launch::Launch;
 use crate::soak::request::SoakSpec;
-use crate::soak::supervise::{self, SoakContext};
+use crate::soak::supervise::{self, Renderers, SoakContext};
 use crate::tool;
 use std::sync::Arc;
 
@@ -74,7 +74,10 @@ pub(super) fn soak_run(
         guard_program,
         runtime_json,
         console: Arc::new(Console::of_this_process(out.is_quiet(), out.json)),
-        record_line: crate::commands::history::record_line,
+        render: Renderers {
+            artifact: crate::read::stream::write_file,
+            report: crate::view::report::of_soak,
+        },
     };
     let verdict = supervise::run(&ctx, &spec, &interrupted)?;
     tell(verdict, out)

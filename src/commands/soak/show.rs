@@ -18,20 +18,19 @@ use crate::log::Snapshot;
 use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
 use crate::projection::{SoakState, SoakSummary};
-use crate::soak::artifact;
-use crate::soak::artifact::explained::{EvidenceExplained, Excerpt, Explained, last_lines};
-use crate::soak::artifact::judged::JudgedText;
-use crate::soak::artifact::shown::{
+use crate::read::shown::{
     EvidenceShown, ExitShown, GpuReleaseShown, Judged, PointShown, ProgressShown, Shown,
 };
-use crate::soak::artifact::stepped::Stepped;
-use crate::soak::artifact::stepped::rows::{BeatsLately, LatestBeats};
-use crate::soak::artifact::stepped::text::{SteppedText, latest_line};
-use crate::soak::artifact::stream::Piece;
-use crate::soak::error::SoakError;
+use crate::read::stepped::Stepped;
+use crate::read::stepped::rows::{BeatsLately, LatestBeats};
+use crate::read::stream;
+use crate::read::stream::Piece;
 use crate::style::Tone;
 use crate::text::{count, foreign};
 use crate::time::{Clock, SystemClock};
+use crate::view::explained::{EvidenceExplained, Excerpt, Explained, last_lines};
+use crate::view::judged::JudgedText;
+use crate::view::stepped::{SteppedText, latest_line};
 
 pub(super) fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
     let (snapshot, summary) = resolve(paths, id, out)?;
@@ -40,8 +39,8 @@ pub(super) fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exi
 
 fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Result<Exit, Error> {
     let mut latest = Latest::default();
-    let head = artifact::stream::head(snapshot, &summary.soak_id, |piece| latest.take(piece))
-        .map_err(SoakError::streaming(&std::env::temp_dir()))?;
+    let head = stream::head(snapshot, &summary.soak_id, |piece| latest.take(piece))
+        .map_err(stream::streaming(&std::env::temp_dir()))?;
     let unreadable = |e: serde_json::Error| {
         Error::Internal(format!(
             "the artifact of soak {} does not read as `soak show` expects: {e}",
@@ -541,7 +540,7 @@ impl Latest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::soak::artifact::rows::SampleRow;
+    use crate::read::rows::SampleRow;
 
     fn row(elapsed_seconds: f64, rss_bytes: u64, progress_files: u64) -> SampleRow<'static> {
         SampleRow {
@@ -616,7 +615,7 @@ mod tests {
     #[test]
     fn a_beat_is_progress_though_the_directory_does_not_change() {
         let numbers = std::collections::BTreeMap::new();
-        let beats = |n: u32| crate::soak::artifact::beats::BeatsRow {
+        let beats = |n: u32| crate::read::beats::BeatsRow {
             beats: n,
             numbers: &numbers,
             phase: Some("train"),

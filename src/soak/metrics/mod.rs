@@ -29,8 +29,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::event::soak::{Measures, Sample, THROTTLE_REASONS};
-use crate::soak::artifact::CpuClock;
 use crate::soak::heartbeat::beat::MAX_NUMBERS;
+use crate::soak::sampler::CpuClock;
 
 /// The most characters of the command line its label keeps.
 pub(crate) const MAX_COMMAND_CHARS: usize = 1024;

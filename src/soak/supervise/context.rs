@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::written::RecordLine;
+use super::written::Renderers;
 use crate::log::EventLog;
 use crate::paths::StatePaths;
 use crate::soak::console::Console;
@@ -24,6 +24,6 @@ pub(crate) struct SoakContext<'a> {
     pub runtime_json: String,
     /// Where the command's output and the live status line go.
     pub console: Arc<Console>,
-    /// How the report's timeline shows a record.
-    pub record_line: RecordLine,
+    /// How the artifact and the report are rendered from the log.
+    pub render: Renderers,
 }

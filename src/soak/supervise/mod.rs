@@ -44,7 +44,7 @@ use self::metrics::MetricsFile;
 use self::phase::{Effects, Ended, Rules, Witnessed};
 use self::record::Recording;
 use self::schedule::Sampling;
-pub(crate) use self::written::report_html;
+pub(crate) use self::written::Renderers;
 use super::error::{ProgressDirProblem, SoakError};
 use super::guard::GuardStatus;
 use super::request::SoakSpec;
@@ -136,11 +136,11 @@ pub(crate) fn run(
     shell.metrics.finish(passed, judged_run, &ctx.console);
     recorded?;
     let _ = std::fs::remove_dir_all(&soak.work_dir);
-    let digest = written::write_artifact(ctx.log, &soak.id, &spec.output, |events| {
+    let digest = written::write_artifact(ctx.log, &soak.id, &spec.output, &ctx.render, |events| {
         record::record_patiently(ctx, events)
     });
     let report = spec.report.clone().map(|path| {
-        let written = written::write_report(ctx.log, &soak.id, &path, ctx.record_line);
+        let written = written::write_report(ctx.log, &soak.id, &path, &ctx.render);
         (path, written)
     });
     Ok(RunReport {

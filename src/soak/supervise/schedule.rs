@@ -21,7 +21,6 @@ use super::status::{StatusLine, warn_of_others};
 use crate::event::soak::{FailureKind, Measures, ProcessSample, Sample};
 use crate::event::{Event, Subject};
 use crate::process::{self, ProcessIdentity};
-use crate::soak::artifact;
 use crate::soak::guard::GuardStatus;
 use crate::soak::heartbeat::limits::StepJudgement;
 use crate::soak::request::SoakSpec;
@@ -105,7 +104,7 @@ pub(super) fn sample_until_done(
     let mut gpus_unread = true;
     let mut samples = GroupCommit::new(ctx.log, &ctx.console, soak.subject(), interval);
     // The tree's CPU % between samples, for the status line.
-    let mut cpu = artifact::CpuClock::new(process::ticks_per_second());
+    let mut cpu = crate::soak::sampler::CpuClock::new(process::ticks_per_second());
     let failure = loop {
         wait_until(t0 + interval.mul_f64(tick as f64), guard, interrupted);
         // Read before sampling: a sample taken after the exit was known says so.

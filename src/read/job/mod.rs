@@ -1,0 +1,506 @@
+//! A job explained: its ranks' soaks side by side, from what each rank's log recorded, and the
+//! verdict — which rank tripped first and why, whose progress stopped first, the ranks grouped
+//! by where they stood, and the ranks slower than the job's steps ([`straggler`]), named
+//! in the verdict when nothing failed (`job show`, DESIGN.md's fourth wave).
+//!
+//! Pure: the rows come in read ([`RankRow`], with the capture that speaks for each rank chosen
+//! by [`RankCaptures`]; each rank's progress and memory over time in [`series`]), and
+//! [`JobView::of`] assembles the rest. It lives in the read layer, not in `job`: it groups by
+//! [`signature`](crate::soak::signature), and `job` is below `soak`.
+//!
+//! A rank's stack is that of its main process ([`main_process`]): the topmost process of its
+//! soak's tree that is neither the soak's guard nor a shell that only runs one child — the
+//! trainer `srun` or a launcher started, not the `sh -c` in front of it.
+
+use serde::Serialize;
+
+pub(crate) mod series;
+pub(crate) mod straggler;
+
+use straggler::gpus::GpuRun;
+use straggler::{StepRank, Straggler, stragglers};
+
+use crate::event::soak::{Evidence, FailureKind, ProcessEvidence};
+use crate::job::alarm::Alarm;
+use crate::soak::signature::group::{self, SignatureGroup};
+use crate::soak::signature::{Frame, StackSignature, of_process};
+
+/// One rank's soak, as `job show` lists it. Times are Unix seconds, as `recorded_at` is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct RankRow {
+    /// `null` for a soak of the job that was given no rank.
+    pub rank: Option<u32>,
+    pub host: String,
+    /// Slurm's name for the host (`SLURMD_NODENAME`), when the soak recorded one.
+    pub node: Option<String>,
+    pub soak_id: String,
+    pub status: String,
+    pub failure_kind: Option<FailureKind>,
+    pub started_at: f64,
+    /// An abandoned soak's is its last sample's time, and its `ended` is `unknown`.
+    pub ended_at: Option<f64>,
+    /// `recorded`, `unknown` (abandoned) or `null` while it runs ([`crate::projection::SoakState::end`]).
+    pub ended: Option<&'static str>,
+    pub last_progress_at: Option<f64>,
+    /// The last step its trainer beat; `null` without heartbeats.
+    pub last_step: Option<u64>,
+    /// Of the `train` phase (see [`straggler::steps`]); `null` before a step was timed.
+    pub median_step_seconds: Option<f64>,
+    pub peak_tree_pss_bytes: Option<u64>,
+    /// The mean, over the samples, of the utilisation (percent) of the GPUs the tree ran on.
+    pub gpu_utilization_mean: Option<f64>,
+    /// `null` without a capture.
+    pub signature: Option<String>,
+    pub top_frames: Vec<Frame>,
+    /// When it tripped: its own capture before its first signal, else its verdict.
+    #[serde(skip)]
+    pub tripped_at: Option<f64>,
+    /// Why it failed, as its verdict says.
+    #[serde(skip)]
+    pub reason: Option<String>,
+    /// Its GPUs' health over the run, what a straggler's cause is told by.
+    #[serde(skip)]
+    pub gpus: Vec<GpuRun>,
+}
+
+/// The captures of one rank's soak, as they are read in order: keeps the one that speaks for the
+/// rank — the alarm's capture when recorded, else its own — and when its own was taken.
+///
+/// A rank that saw another rank's alarm captured its evidence at that moment, before any failure
+/// of its own could be captured (its own capture is taken before its tree's first signal, which
+/// ends its supervision); the rank that tripped first raised the alarm and made no capture for
+/// it. So the first capture recorded is the alarm's when there is one, else the rank's own.
+#[derive(Debug, Default)]
+pub(crate) struct RankCaptures {
+    chosen: Option<StackSignature>,
+    last_at_us: Option<i64>,
+}
+
+impl RankCaptures {
+    pub(crate) fn take(&mut self, evidence: &Evidence) {
+        if self.chosen.is_none() {
+            self.chosen = Some(main_process(&evidence.processes).map_or_else(
+                || StackSignature {
+                    signature: crate::soak::signature::UNKNOWN.to_owned(),
+                    top_frames: Vec::new(),
+                },
+                of_process,
+            ));
+        }
+        self.last_at_us = Some(evidence.captured_at_us);
+    }
+
+    /// The signature that speaks for the rank, and when its last capture was taken.
+    pub(crate) fn done(self) -> (Option<StackSignature>, Option<i64>) {
+        (self.chosen, self.last_at_us)
+    }
+}
+
+/// Shells that stand in front of the command they run (`sh -c 'python train.py'`).
+const SHELLS: [&str; 5] = ["sh", "bash", "dash", "zsh", "ksh"];
+
+/// The process that stands for a soak's command in its evidence: of the processes whose parent
+/// is not in the evidence (the guard's children, or the guard), the earliest started, lowest pid
+/// on a tie; the soak's guard gives way to its child, and so does a shell with one child.
+pub(crate) fn main_process(processes: &[ProcessEvidence]) -> Option<&ProcessEvidence> {
+    let children = |pid: u32| {
+        processes
+            .iter()
+            .filter(move |p| p.ppid == pid && p.pid != pid)
+    };
+    let is_guard = |p: &ProcessEvidence| p.cmdline.iter().any(|a| a == "__soak-guard");
+    let mut chosen = processes
+        .iter()
+        .filter(|p| !processes.iter().any(|q| q.pid == p.ppid && q.pid != p.pid))
+        .min_by_key(|p| (p.start_ticks, p.pid))?;
+    // Bounded by the number of processes: each step goes one level down the tree.
+    for _ in 0..processes.len() {
+        let shell = SHELLS.contains(&chosen.name.as_str());
+        let mut kids = children(chosen.pid);
+        let next = match (kids.next(), kids.next()) {
+            (Some(only), None) if shell || is_guard(chosen) => only,
+            (Some(first), Some(_)) if is_guard(chosen) => children(chosen.pid)
+                .min_by_key(|p| (p.start_ticks, p.pid))
+                .unwrap_or(first),
+            _ => break,
+        };
+        chosen = next;
+    }
+    Some(chosen)
+}
+
+/// The rank whose progress stopped first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct FirstStalled {
+    pub rank: Option<u32>,
+    pub host: String,
+    pub last_progress_at: f64,
+}
+
+/// `job show`'s answer, as its JSON names it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct JobView {
+    pub job: String,
+    /// By rank (a soak without one last), then by start.
+    pub ranks: Vec<RankRow>,
+    /// The job's alarm as written; `null` when none was raised.
+    pub alarm: Option<Alarm>,
+    pub first_stalled: Option<FirstStalled>,
+    pub groups: Vec<SignatureGroup>,
+    pub odd_ranks: Vec<u32>,
+    /// The ranks slower than the job's median step (see [`straggler`]), by rank.
+    pub stragglers: Vec<Straggler>,
+    /// One sentence; `null` when there is nothing to say.
+    pub verdict: Option<String>,
+    /// The verdict's clauses, one a line in the human output.
+    #[serde(skip)]
+    pub verdict_lines: Vec<String>,
+}
+
+impl JobView {
+    pub(crate) fn of(job: &str, mut ranks: Vec<RankRow>, alarm: Option<Alarm>) -> Self {
+        ranks.sort_by(|a, b| {
+            (
+                a.rank.is_none(),
+                a.rank,
+                a.started_at.total_cmp(&b.started_at),
+            )
+                .cmp(&(b.rank.is_none(), b.rank, std::cmp::Ordering::Equal))
+        });
+        let first_stalled = ranks
+            .iter()
+            .filter_map(|r| r.last_progress_at.map(|at| (at, r)))
+            .min_by(|(a, ra), (b, rb)| a.total_cmp(b).then(ra.rank.cmp(&rb.rank)))
+            .map(|(at, r)| FirstStalled {
+                rank: r.rank,
+                host: r.host.clone(),
+                last_progress_at: at,
+            });
+        let signed: Vec<(u32, StackSignature)> = ranks
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r.rank?,
+                    StackSignature {
+                        signature: r.signature.clone()?,
+                        top_frames: r.top_frames.clone(),
+                    },
+                ))
+            })
+            .collect();
+        let grouping = group::group(&signed);
+        let host_of = |rank: u32| {
+            ranks
+                .iter()
+                .find(|r| r.rank == Some(rank))
+                .map(|r| r.host.clone())
+        };
+        let mut verdict_lines = Vec::new();
+        if let Some(tripped) = tripped_first(&ranks, alarm.as_ref()) {
+            verdict_lines.push(tripped);
+        }
+        // Every rank passed: each one's progress stopped as it ended, which says nothing.
+        let all_passed = ranks.iter().all(|r| r.status == "passed");
+        if let Some(stalled) = first_stalled.as_ref().filter(|_| !all_passed) {
+            let later = ranks
+                .iter()
+                .filter(|r| r.rank != stalled.rank || r.host != stalled.host)
+                .filter_map(|r| r.last_progress_at)
+                .min_by(f64::total_cmp);
+            let before = match later {
+                // Less than a tenth of a second apart is at the same time.
+                Some(next) if next - stalled.last_progress_at >= 0.1 => format!(
+                    ", {} before any other's",
+                    crate::text::duration(next - stalled.last_progress_at)
+                ),
+                _ => String::new(),
+            };
+            verdict_lines.push(format!(
+                "{}'s progress stopped first{before}",
+                who(stalled.rank, &stalled.host)
+            ));
+        }
+        if let Some(grouped) = group::verdict(&grouping, &host_of) {
+            verdict_lines.push(grouped);
+        }
+        let stepped: Vec<StepRank> = ranks
+            .iter()
+            .map(|r| StepRank {
+                rank: r.rank,
+                host: &r.host,
+                median_step_seconds: r.median_step_seconds,
+                gpus: &r.gpus,
+            })
+            .collect();
+        let stragglers = stragglers(&stepped);
+        // A failure is the job's story; stragglers are when nothing failed.
+        if alarm.is_none() && ranks.iter().all(|r| r.failure_kind.is_none()) {
+            verdict_lines.extend(stragglers.iter().map(Straggler::sentence));
+        }
+        let verdict = (!verdict_lines.is_empty()).then(|| verdict_lines.join("; "));
+        Self {
+            job: job.to_owned(),
+            ranks,
+            alarm,
+            first_stalled,
+            groups: grouping.groups,
+            odd_ranks: grouping.odd_ranks,
+            stragglers,
+            verdict,
+            verdict_lines,
+        }
+    }
+}
+
+/// `rank 2 on n1`, or the soak's host alone for a soak without a rank.
+fn who(rank: Option<u32>, host: &str) -> String {
+    match rank {
+        Some(rank) => format!("rank {rank} on {host}"),
+        None => format!("a soak on {host} without a rank"),
+    }
+}
+
+/// Which rank tripped first and why: the alarm's, else the failed rank that tripped earliest.
+fn tripped_first(ranks: &[RankRow], alarm: Option<&Alarm>) -> Option<String> {
+    if let Some(alarm) = alarm {
+        return Some(format!(
+            "{} tripped first: {} ({})",
+            who(alarm.rank, &alarm.host),
+            alarm.failure_kind,
+            crate::text::foreign(&alarm.reason)
+        ));
+    }
+    let first = ranks
+        .iter()
+        .filter(|r| r.failure_kind.is_some())
+        .filter_map(|r| r.tripped_at.map(|at| (at, r)))
+        .min_by(|(a, ra), (b, rb)| a.total_cmp(b).then(ra.rank.cmp(&rb.rank)))?
+        .1;
+    let kind = first.failure_kind?.as_str();
+    Some(match &first.reason {
+        Some(reason) => format!(
+            "{} tripped first: {kind} ({})",
+            who(first.rank, &first.host),
+            crate::text::foreign(reason)
+        ),
+        None => format!("{} tripped first: {kind}", who(first.rank, &first.host)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::soak::ThreadEvidence;
+
+    fn process(pid: u32, ppid: u32, name: &str, wchan: &str) -> ProcessEvidence {
+        ProcessEvidence {
+            pid,
+            ppid,
+            start_ticks: u64::from(pid),
+            name: name.into(),
+            state: 'S',
+            cmdline: vec![name.into()],
+            threads: vec![ThreadEvidence {
+                tid: pid,
+                name: name.into(),
+                state: 'S',
+                wchan: Some(wchan.into()),
+                syscall: None,
+            }],
+            kernel_stack: None,
+            python_stack: None,
+            holds_gpu_device: false,
+            rank: None,
+        }
+    }
+
+    fn row(rank: u32, host: &str, signature: &str, progress: f64) -> RankRow {
+        RankRow {
+            rank: Some(rank),
+            host: host.into(),
+            node: None,
+            soak_id: format!("s{rank}"),
+            status: "failed".into(),
+            failure_kind: Some(FailureKind::StaleProgress),
+            started_at: 100.0,
+            ended_at: Some(200.0),
+            ended: Some("recorded"),
+            last_progress_at: Some(progress),
+            last_step: None,
+            median_step_seconds: None,
+            peak_tree_pss_bytes: None,
+            gpu_utilization_mean: None,
+            signature: Some(signature.into()),
+            top_frames: vec![Frame {
+                function: signature.into(),
+                file: None,
+                line: None,
+            }],
+            tripped_at: Some(150.0 + f64::from(rank)),
+            reason: Some("no progress for 3s".into()),
+            gpus: Vec::new(),
+        }
+    }
+
+    /// Rank 2 hangs in `load_batch`, its progress stops first, and rank 1 trips first: the
+    /// verdict says all three, in that order, and names rank 2 odd.
+    #[test]
+    fn the_verdict_names_who_tripped_who_stalled_and_the_odd_rank() {
+        let rows = vec![
+            row(3, "n2", "wait_woken", 120.0),
+            row(1, "n1", "wait_woken", 120.5),
+            row(2, "n2", "hrtimer_nanosleep", 118.0),
+            row(0, "n1", "wait_woken", 121.0),
+        ];
+        let mut rows = rows;
+        rows[0].tripped_at = Some(160.0);
+        rows[1].tripped_at = Some(150.0);
+        rows[3].tripped_at = Some(170.0);
+        let view = JobView::of("J", rows, None);
+        assert_eq!(
+            view.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(),
+            [Some(0), Some(1), Some(2), Some(3)]
+        );
+        assert_eq!(view.odd_ranks, vec![2]);
+        assert_eq!(
+            view.first_stalled,
+            Some(FirstStalled {
+                rank: Some(2),
+                host: "n2".into(),
+                last_progress_at: 118.0
+            })
+        );
+        assert_eq!(
+            view.verdict.as_deref().unwrap(),
+            "rank 1 on n1 tripped first: stale_progress (no progress for 3s); rank 2 on n2's progress stopped first, 2s before any other's; rank 2 on n2 is in `hrtimer_nanosleep`; 3 ranks wait in `wait_woken`"
+        );
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["ranks"][2]["failure_kind"], "stale_progress");
+        assert_eq!(json["stragglers"], serde_json::json!([]));
+        assert!(json["ranks"][0].get("tripped_at").is_none());
+    }
+
+    /// Four ranks that passed, rank 2 three times slower a step: it is the straggler, and the
+    /// verdict names it; once a rank failed, the verdict tells the failure, and the straggler
+    /// is still listed.
+    #[test]
+    fn a_slow_rank_of_a_job_that_passed_is_the_verdict() {
+        let rows: Vec<RankRow> = [0.1, 0.1, 0.3, 0.1]
+            .into_iter()
+            .zip(0..)
+            .map(|(median, rank)| RankRow {
+                status: "passed".into(),
+                failure_kind: None,
+                tripped_at: None,
+                signature: None,
+                top_frames: Vec::new(),
+                last_step: Some(30),
+                median_step_seconds: Some(median),
+                ..row(rank, "n1", "x", 120.0)
+            })
+            .collect();
+        let view = JobView::of("J", rows.clone(), None);
+        assert_eq!(view.stragglers.len(), 1);
+        assert_eq!(view.stragglers[0].rank, Some(2));
+        assert_eq!(
+            view.verdict_lines,
+            ["rank 2 on n1 straggles: its median step 300ms is 3.00× the job's 100ms"],
+            "a job that passed: no rank's progress stopped first"
+        );
+        assert!(view.first_stalled.is_some());
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["stragglers"][0]["ratio"], 3.0);
+        assert_eq!(json["ranks"][2]["median_step_seconds"], 0.3);
+
+        let mut failed = rows;
+        failed[0].failure_kind = Some(FailureKind::StaleProgress);
+        failed[0].tripped_at = Some(150.0);
+        let view = JobView::of("J", failed, None);
+        assert_eq!(view.stragglers.len(), 1);
+        assert!(
+            view.verdict_lines.iter().all(|l| !l.contains("straggles")),
+            "{:?}",
+            view.verdict_lines
+        );
+    }
+
+    /// The alarm says who tripped first; without captures there are no groups, and no verdict
+    /// when nothing is known.
+    #[test]
+    fn the_alarm_names_the_first_and_a_job_without_evidence_has_no_groups() {
+        let alarm = Alarm {
+            job: "J".into(),
+            rank: Some(3),
+            host: "n2".into(),
+            soak_id: "s3".into(),
+            failure_kind: "stale_progress".into(),
+            reason: "no progress\nfor 3s".into(),
+            at: 150.0,
+        };
+        let mut quiet = row(0, "n1", "x", 1.0);
+        quiet.signature = None;
+        quiet.top_frames.clear();
+        quiet.last_progress_at = None;
+        let view = JobView::of("J", vec![quiet.clone()], Some(alarm));
+        assert!(view.groups.is_empty());
+        assert_eq!(
+            view.verdict.as_deref(),
+            Some("rank 3 on n2 tripped first: stale_progress (no progress\\nfor 3s)")
+        );
+        quiet.failure_kind = None;
+        assert_eq!(JobView::of("J", vec![quiet], None).verdict, None);
+    }
+
+    /// The guard and a shell in front of the command give way to the process they run; of two
+    /// children of the guard the first started stands for the soak.
+    #[test]
+    fn the_main_process_is_the_command_not_its_guard_or_shell() {
+        let mut guard = process(10, 1, "unilab", "do_wait");
+        guard.cmdline = vec!["unilab".into(), "__soak-guard".into()];
+        let shell = process(11, 10, "sh", "do_wait");
+        let python = process(12, 11, "python3", "wait_woken");
+        let loader = process(13, 12, "python3", "pipe_read");
+        let tree = vec![loader.clone(), python.clone(), shell.clone(), guard.clone()];
+        assert_eq!(main_process(&tree).map(|p| p.pid), Some(12));
+        let without_guard = vec![python.clone(), loader.clone(), shell];
+        assert_eq!(main_process(&without_guard).map(|p| p.pid), Some(12));
+        let launcher = process(20, 10, "python3", "do_wait");
+        let late = process(30, 10, "python3", "do_wait");
+        assert_eq!(
+            main_process(&[late, guard, launcher]).map(|p| p.pid),
+            Some(20)
+        );
+        assert_eq!(main_process(&[]), None);
+        // A tree that names itself its parent is read, not looped over.
+        let odd = process(40, 40, "sh", "x");
+        assert_eq!(main_process(&[odd]).map(|p| p.pid), Some(40));
+    }
+
+    /// The first capture speaks for the rank (the alarm's, when it saw one); the last says when
+    /// it tripped.
+    #[test]
+    fn the_first_capture_speaks_for_the_rank_and_the_last_says_when_it_tripped() {
+        let capture = |at: i64, wchan: &str| Evidence {
+            trigger: FailureKind::StaleProgress,
+            captured_at_us: at,
+            processes: vec![process(5, 1, "python3", wchan)],
+            cgroup: None,
+            kernel_messages: Vec::new(),
+            unavailable: Vec::new(),
+            mps: Vec::new(),
+        };
+        let mut captures = RankCaptures::default();
+        assert_eq!(RankCaptures::default().done(), (None, None));
+        captures.take(&capture(10, "wait_woken"));
+        captures.take(&capture(20, "do_nanosleep"));
+        let (signature, at) = captures.done();
+        assert_eq!(signature.unwrap().signature, "wait_woken");
+        assert_eq!(at, Some(20));
+        let mut empty = RankCaptures::default();
+        empty.take(&Evidence {
+            processes: Vec::new(),
+            ..capture(1, "x")
+        });
+        assert_eq!(empty.done().0.unwrap().signature, "unknown");
+    }
+}
