@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::log::Snapshot;
 use crate::output::Output;
 use crate::paths::StatePaths;
+use crate::read::job::soaks::{self, JobSoak, Reading};
 
 /// Runs `show`, which prints records read from `snapshot`, after the quick check of the log's
 /// head. A log that fails it still has its records shown — they may be what the user needs —
@@ -117,6 +118,64 @@ pub(crate) fn for_every_host_log_told(
         }
     }
     Ok(())
+}
+
+/// The soaks of jobs read from every host's log, and the warnings about host logs that could
+/// not be read (each also given as a warning).
+pub(crate) struct JobSoaks {
+    pub soaks: Vec<JobSoak>,
+    pub warnings: Vec<String>,
+}
+
+/// The soaks whose job `wanted` takes, from this user's log on every host under the state root
+/// ([`for_every_host_log`]: a log that cannot be read is named in a warning and the rest shown),
+/// each read as far as `reading` says; one row a soak of a host ([`soaks::one_a_host`]). This
+/// host's abandoned soaks are settled first; other hosts' logs are only read. What `job` shows,
+/// and `soak list --job`.
+pub(crate) fn job_soaks(
+    paths: &StatePaths,
+    out: &Output,
+    wanted: &dyn Fn(&str) -> bool,
+    reading: Reading,
+) -> Result<JobSoaks, Error> {
+    let own = match read_own_log(paths, out)? {
+        Some(reader) => Some(crate::soak::abandon::settle(
+            paths,
+            &reader,
+            &crate::process::SystemProc::default(),
+        )?),
+        None => None,
+    };
+    let mut soaks = Vec::new();
+    let mut warnings = Vec::new();
+    for_every_host_log_told(paths, out, own, &mut warnings, |directory, snapshot| {
+        // A host's soaks are taken whole or not at all: its log may fail half-way.
+        soaks.extend(soaks::in_host_log(directory, snapshot, wanted, reading)?);
+        Ok(())
+    })?;
+    Ok(JobSoaks {
+        soaks: soaks::one_a_host(soaks),
+        warnings,
+    })
+}
+
+/// A report's page written to `output` atomically (said on the terminal), else to standard
+/// output: `soak report`'s and `job report`'s.
+pub(crate) fn write_report(
+    output: Option<&std::path::Path>,
+    html: &str,
+    out: &mut Output,
+) -> Result<Exit, Error> {
+    use crate::soak::error::{OutputFile, SoakError};
+    match output {
+        Some(path) => {
+            crate::soak::artifact::write_atomically(path, html.as_bytes())
+                .map_err(SoakError::output(OutputFile::Report, path))?;
+            out.note(&format!("wrote the report `{}`", path.display()));
+        }
+        None => out.raw(html.as_bytes())?,
+    }
+    Ok(Exit::Success)
 }
 
 /// The signals that ask unilab to stop what it runs: Ctrl-C, `kill`, a closed terminal.

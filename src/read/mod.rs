@@ -9,13 +9,15 @@
 //! - [`artifact`]: the canonical JSON of a soak (this unilab's, and the frozen forms of older
 //!   soaks), [`stream`]: written as the log is read, in memory that does not grow with the soak,
 //!   [`csv`]: its rows as a spreadsheet;
-//! - [`job`]: a job's ranks side by side and its verdict, from each rank's record.
+//! - [`job`]: a job's ranks side by side and its verdict, from each rank's record;
+//! - [`naming`]: which soak an id, a prefix or `latest` names.
 
 pub(crate) mod artifact;
 pub(crate) mod beats;
 pub(crate) mod csv;
 pub(crate) mod fold;
 pub(crate) mod job;
+pub(crate) mod naming;
 pub(crate) mod rows;
 pub(crate) mod shown;
 pub(crate) mod stepped;

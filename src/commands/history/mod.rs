@@ -30,7 +30,7 @@ use phases::PhaseLines;
 /// waits for it.
 fn soak_id(reader: Option<&LogReader>, id: &str, follow: bool) -> Result<String, Error> {
     if let Some(reader) = reader
-        && let Some(summary) = super::soak::naming::named(&reader.snapshot()?, id)?
+        && let Some(summary) = crate::read::naming::named(&reader.snapshot()?, id)?
     {
         return Ok(summary.soak_id);
     }

@@ -5,12 +5,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::read::{JobSoak, Reading, job_soaks};
+use crate::commands::job_soaks;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::output::{self, Output};
 use crate::paths::StatePaths;
 use crate::projection::SoakState;
+use crate::read::job::soaks::{JobSoak, Reading};
 use crate::text::foreign;
 use crate::time::unix_seconds;
 

@@ -1,10 +1,8 @@
-//! `unilab job`: one file a verb (`list`, `show`, `report`), and the reading of every host's
-//! log they share (`read`).
+//! `unilab job`: one file a verb (`list`, `show`, `report`); the reading of every host's log
+//! they share is the command layer's ([`crate::commands::job_soaks`]) over the read layer's
+//! ([`crate::read::job::soaks`]).
 
 mod list;
-mod read;
-
-pub(crate) use read::{Reading, job_soaks};
 mod report;
 mod show;
 

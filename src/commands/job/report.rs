@@ -3,14 +3,14 @@
 
 use std::path::Path;
 
-use super::read::Reading;
 use super::show::read_view;
-use crate::commands::soak::write_report;
+use crate::commands::write_report;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::job::JobId;
 use crate::output::Output;
 use crate::paths::StatePaths;
+use crate::read::job::soaks::Reading;
 use crate::soak::error::OutputFile;
 use crate::soak::request::refuse_to_replace;
 

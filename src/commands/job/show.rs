@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use super::read::{Reading, job_soaks};
+use crate::commands::job_soaks;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::job::{JobError, JobId};
 use crate::output::{self, Output};
 use crate::paths::StatePaths;
 use crate::read::job::series::RankSeries;
+use crate::read::job::soaks::Reading;
 use crate::read::job::straggler::{STRAGGLER_RATIO, Straggler};
 use crate::read::job::{JobView, RankRow};
 use crate::text::{foreign, step_time};

@@ -96,7 +96,7 @@ pub(super) fn archive(
 fn select(snapshot: &Snapshot, args: &ArchiveArgs, now_us: i64) -> Result<Selected, Error> {
     let candidates = match (&args.soak, args.finished_before) {
         (Some(id), _) => {
-            let soak = crate::commands::soak::named(snapshot, id)?
+            let soak = crate::read::naming::named(snapshot, id)?
                 .ok_or_else(|| SoakError::NoSuchSoak(id.clone()))?;
             if soak.state == SoakState::Running {
                 return Err(SoakError::NotFinished(soak.soak_id).into());

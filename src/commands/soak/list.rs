@@ -93,7 +93,7 @@ impl Filter {
 }
 
 /// The soaks of Slurm job `job` in every host's log under the root, in the order they started,
-/// as `job show` reads them ([`crate::commands::job::job_soaks`]: this host's abandoned soaks
+/// as `job show` reads them ([`crate::commands::job_soaks`]: this host's abandoned soaks
 /// settled first, a soak under the host its log is scoped to, and once).
 fn list_job(
     paths: &StatePaths,
@@ -101,11 +101,11 @@ fn list_job(
     filter: &Filter,
     out: &mut Output,
 ) -> Result<Exit, Error> {
-    let mut soaks = crate::commands::job::job_soaks(
+    let mut soaks = crate::commands::job_soaks(
         paths,
         out,
         &|name| name == job,
-        crate::commands::job::Reading::Summaries,
+        crate::read::job::soaks::Reading::Summaries,
     )?
     .soaks;
     filter.apply(&mut soaks, |s| &s.summary);

@@ -1,12 +1,10 @@
 //! `unilab soak`: one file a verb (`run`, `list`, `show`, `compare`, `export`, `report`), and
-//! `snapshot`;
-//! here the dispatch and what several verbs share: a soak named (in `naming`, which `history`
-//! reaches too), its summary, the output rule.
+//! `snapshot`; here the dispatch and what several verbs share: a soak named
+//! ([`crate::read::naming`]), its summary, the output rule.
 
 mod compare;
 mod export;
 mod list;
-pub(crate) mod naming;
 mod report;
 mod run;
 mod show;
@@ -20,12 +18,11 @@ use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::process::SystemProc;
 use crate::projection::SoakSummary;
+use crate::read::naming::named;
 use crate::soak::error::SoakError;
 use crate::soak::request::refuse_to_replace;
 use crate::soak::{abandon, ended};
 use crate::time::unix_seconds;
-pub(crate) use naming::named;
-pub(crate) use report::write_report;
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, Error> {
     serde_json::to_value(value).map_err(|e| Error::Internal(e.to_string()))

@@ -15,6 +15,7 @@
 use serde::Serialize;
 
 pub(crate) mod series;
+pub(crate) mod soaks;
 pub(crate) mod straggler;
 
 use straggler::gpus::GpuRun;

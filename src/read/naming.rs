@@ -1,6 +1,5 @@
 //! Naming a soak: a full id, a unique prefix of one or of its random part, or `latest` — as
-//! every verb that takes a soak, and `history --soak`, resolve it. Apart from the verbs so that
-//! `history` reaches it without reaching them.
+//! every verb that takes a soak, `history --soak` and `log archive` resolve it.
 
 use crate::log::Snapshot;
 use crate::projection::{SoakMatch, SoakSummary, Soaks};

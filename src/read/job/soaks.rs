@@ -1,14 +1,11 @@
-//! The soaks of jobs, from this user's log on every host under the state root
-//! ([`for_every_host_log`](crate::commands::for_every_host_log): a log that cannot be read is
-//! named in a warning and the rest shown), one row a soak of a host.
+//! The soaks of jobs in one host's log, each read as far as asked ([`Reading`]): its summary,
+//! its row for `job show` (read in one pass over its records that keeps no sample), its series
+//! for `job report`. One row a soak of a host ([`one_a_host`]) when the logs of every host are
+//! read together (the command layer's loop over them).
 
-use crate::error::Error;
 use crate::event::soak::SampleBeats;
 use crate::event::{Event, Subject};
-use crate::log::Snapshot;
-use crate::output::Output;
-use crate::paths::StatePaths;
-use crate::process::SystemProc;
+use crate::log::{LogError, Snapshot};
 use crate::projection::{SoakSummary, Soaks};
 use crate::read::job::series::RankSeries;
 use crate::read::job::straggler::reading::RankReading;
@@ -22,7 +19,7 @@ pub(crate) struct JobSoak {
     /// The host the log it was found in is scoped to.
     pub host: String,
     /// Whether that log lies in its host's own directory, not a copy under another name.
-    at_home: bool,
+    pub at_home: bool,
     pub rank: Option<u32>,
     /// The rank as recorded, whether or not it is a number (`--meta rank=...`).
     pub rank_text: Option<String>,
@@ -46,83 +43,60 @@ pub(crate) enum Reading {
     RowsAndSeries,
 }
 
-/// The soaks of jobs read, and the warnings about host logs that could not be read (each also
-/// given as a warning).
-pub(crate) struct JobSoaks {
-    pub soaks: Vec<JobSoak>,
-    pub warnings: Vec<String>,
-}
-
-/// The soaks whose job `wanted` takes, from every host's log, each read as far as `reading`
-/// says (its samples, captures and verdict for its row; its series). This host's abandoned soaks are settled first; other
-/// hosts' logs are only read. A soak's host is the one its log is scoped to: a log copied aside
-/// shows its soaks under their own host, and once (the original's row when both are there).
-pub(crate) fn job_soaks(
-    paths: &StatePaths,
-    out: &Output,
+/// The soaks whose job `wanted` takes in the log of one host (`snapshot`, found in the
+/// directory `directory`), each read as far as `reading` says (its samples, captures and
+/// verdict for its row; its series). A soak's host is the one its log is scoped to: a log
+/// copied aside shows its soaks under their own host.
+pub(crate) fn in_host_log(
+    directory: &str,
+    snapshot: &Snapshot,
     wanted: &dyn Fn(&str) -> bool,
     reading: Reading,
-) -> Result<JobSoaks, Error> {
-    let own = match crate::commands::read_own_log(paths, out)? {
-        Some(reader) => Some(crate::soak::abandon::settle(
-            paths,
-            &reader,
-            &SystemProc::default(),
-        )?),
-        None => None,
+) -> Result<Vec<JobSoak>, LogError> {
+    let host = match snapshot.meta()? {
+        Some((_, scope)) => scope.host,
+        None => directory.to_owned(),
     };
-    let mut soaks = Vec::new();
-    let mut warnings = Vec::new();
-    crate::commands::for_every_host_log_told(
-        paths,
-        out,
-        own,
-        &mut warnings,
-        |directory, snapshot| {
-            let host = match snapshot.meta()? {
-                Some((_, scope)) => scope.host,
-                None => directory.to_owned(),
-            };
-            // A host's soaks are taken whole or not at all: its log may fail half-way.
-            let mut found = Vec::new();
-            for summary in Soaks::rows(snapshot)? {
-                let metadata = match first_event(snapshot, &summary)? {
-                    Some(Event::SoakStarted { start, .. }) => start.metadata,
-                    _ => continue,
-                };
-                let Some(job) = metadata.get(JOB_KEY).filter(|job| wanted(job)) else {
-                    continue;
-                };
-                let summary = crate::soak::ended::as_shown(snapshot, summary)?;
-                let rank = metadata
-                    .get(RANK_KEY)
-                    .and_then(|r| crate::soak::launch::rank_number(r));
-                let mut series = (reading == Reading::RowsAndSeries).then(RankSeries::default);
-                let row = if reading == Reading::Summaries {
-                    None
-                } else {
-                    let mut row = read_rank(snapshot, &summary, &host, series.as_mut())?;
-                    row.rank = rank;
-                    row.node = metadata.get(NODE_KEY).cloned();
-                    Some(row)
-                };
-                found.push(JobSoak {
-                    job: job.clone(),
-                    at_home: host == directory,
-                    host: host.clone(),
-                    rank,
-                    rank_text: metadata.get(RANK_KEY).cloned(),
-                    ran_seconds: crate::soak::abandon::ran_seconds(snapshot, &summary)?,
-                    summary,
-                    row,
-                    series,
-                });
-            }
-            soaks.extend(found);
-            Ok(())
-        },
-    )?;
-    // One row a soak of a host: its original's, else the copy that got furthest.
+    let mut found = Vec::new();
+    for summary in Soaks::rows(snapshot)? {
+        let metadata = match first_event(snapshot, &summary)? {
+            Some(Event::SoakStarted { start, .. }) => start.metadata,
+            _ => continue,
+        };
+        let Some(job) = metadata.get(JOB_KEY).filter(|job| wanted(job)) else {
+            continue;
+        };
+        let summary = crate::soak::ended::as_shown(snapshot, summary)?;
+        let rank = metadata
+            .get(RANK_KEY)
+            .and_then(|r| crate::soak::launch::rank_number(r));
+        let mut series = (reading == Reading::RowsAndSeries).then(RankSeries::default);
+        let row = if reading == Reading::Summaries {
+            None
+        } else {
+            let mut row = read_rank(snapshot, &summary, &host, series.as_mut())?;
+            row.rank = rank;
+            row.node = metadata.get(NODE_KEY).cloned();
+            Some(row)
+        };
+        found.push(JobSoak {
+            job: job.clone(),
+            at_home: host == directory,
+            host: host.clone(),
+            rank,
+            rank_text: metadata.get(RANK_KEY).cloned(),
+            ran_seconds: crate::soak::abandon::ran_seconds(snapshot, &summary)?,
+            summary,
+            row,
+            series,
+        });
+    }
+    Ok(found)
+}
+
+/// One row a soak of a host, in the order they started: its original's, else the copy that
+/// got furthest.
+pub(crate) fn one_a_host(mut soaks: Vec<JobSoak>) -> Vec<JobSoak> {
     soaks.sort_by(|a, b| {
         let key = |s: &JobSoak| {
             (
@@ -138,16 +112,16 @@ pub(crate) fn job_soaks(
         later.host == first.host && later.summary.soak_id == first.summary.soak_id
     });
     soaks.sort_by_key(|s| (s.summary.started_at_us, s.host.clone()));
-    Ok(JobSoaks { soaks, warnings })
+    soaks
 }
 
 /// The first event of a soak, its start: in the live log, or in its archive.
-fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>, Error> {
+fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>, LogError> {
     let mut first = None;
     let subject = Subject::Soak(soak.soak_id.clone());
     snapshot.scan_records(&subject, soak.first_seq, |record| {
         first = Some(record.envelope.event);
-        Ok::<_, Error>(false)
+        Ok::<_, LogError>(false)
     })?;
     Ok(first)
 }
@@ -172,7 +146,7 @@ fn read_rank(
     soak: &SoakSummary,
     host: &str,
     mut series: Option<&mut RankSeries>,
-) -> Result<RankRow, Error> {
+) -> Result<RankRow, LogError> {
     let mut peak_pss: Option<u64> = None;
     let (mut utilization_sum, mut utilization_samples) = (0.0_f64, 0_u64);
     let mut captures = RankCaptures::default();
@@ -229,7 +203,7 @@ fn read_rank(
             }
             _ => {}
         }
-        Ok::<_, Error>(true)
+        Ok::<_, LogError>(true)
     })?;
     // The verdict's figure where there is one (it watched every change, not only the sampled
     // ones), else the samples'.
