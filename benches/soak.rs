@@ -377,8 +377,8 @@ fn report(c: &mut Criterion) {
         let mut gathered =
             artifact::gather(&snapshot, "bench", |piece| charts.take(piece)).expect("the soak");
         let digest = gathered.digest().expect("digest");
-        unilab::testing::report::render(
-            &serde_json::Value::Object(std::mem::take(&mut gathered.head)),
+        unilab::testing::report::render_gathered(
+            gathered,
             charts,
             &unilab::testing::report::Extras {
                 timeline: &[],

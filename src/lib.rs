@@ -174,7 +174,9 @@ pub mod testing {
         pub use crate::soak::supervise::metrics::write_atomically;
     }
     pub mod report {
-        pub use crate::view::report::{Charts, Extras, render};
+        pub use crate::read::sketch::Sketch;
+        pub use crate::view::report::testing::{render_gathered, render_sketch};
+        pub use crate::view::report::{Charts, Extras};
     }
     pub mod sampler {
         pub use crate::soak::sampler::{GpuStream, HeldDir, Sampler, nvidia_smi_at};

@@ -30,6 +30,55 @@ pub struct Soak {
     pub end: Option<Box<Verdict>>,
 }
 
+impl Soak {
+    /// What its schema recorded, decided from the schema its start was stored in: the one
+    /// place a reader asks how old a soak's record is.
+    pub(crate) fn recorded(&self) -> Recorded {
+        let form = match self.schema {
+            ..=1 => Form::First,
+            2..=4 => Form::Second,
+            5 => Form::Third,
+            _ => Form::Current,
+        };
+        Recorded {
+            form,
+            job: self.schema >= 9,
+            beats: self.schema >= 10,
+            lossy: self.schema >= 11,
+        }
+    }
+}
+
+/// The artifact a soak renders, by the forms it was recorded in: the one this unilab writes,
+/// `unilab.soak.artifact/4`, or the frozen one its own version wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Form {
+    /// `/1`: schema 1's forms (no CPU share, the host's GPU figures, no teardown time).
+    First,
+    /// `/2`: schema 2–4's (a list of GPUs a row, `require_progress`).
+    Second,
+    /// `/3`: schema 5's (the evidence, the GPUs' release, the verdict's findings, how the tree
+    /// was supervised).
+    Third,
+    /// `/4`: schema 6's on (what the summary judges of the resources, the budgets).
+    Current,
+}
+
+/// What a soak's record holds, by the schema its start was stored in; what it lacks, a reader
+/// reads as unknown — never as zero or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Recorded {
+    pub form: Form,
+    /// Schema 9 on: its job (each process's rank, the MPS clients ended, the capture at the
+    /// job's alarm and the alarm that failed it).
+    pub job: bool,
+    /// Schema 10 on: the trainer's beats (each sample's, the run's steps and goodput, the step
+    /// limits).
+    pub beats: bool,
+    /// Schema 11 on: whether its command line is recorded lossily.
+    pub lossy: bool,
+}
+
 /// A soak's verdict: how it ended, what it found about the tree's end, the budget that failed
 /// it.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +112,30 @@ pub struct SoakRecords {
     pub last_hash: Hash,
     /// The host the log is scoped to.
     pub host: String,
+}
+
+impl SoakRecords {
+    /// These records without their samples (kept, when gathered whole, for the rows alone).
+    pub(crate) fn without_samples(&self) -> Self {
+        Self {
+            summary: self.summary.clone(),
+            soak: Soak {
+                schema: self.soak.schema,
+                start: self.soak.start.clone(),
+                supervision: self.soak.supervision.clone(),
+                limits: self.soak.limits.clone(),
+                command_lossy: self.soak.command_lossy,
+                samples: Vec::new(),
+                end: self.soak.end.clone(),
+            },
+            abandoned: self.abandoned.clone(),
+            evidence: self.evidence.clone(),
+            job_evidence: self.job_evidence.clone(),
+            job_alarm: self.job_alarm.clone(),
+            last_hash: self.last_hash,
+            host: self.host.clone(),
+        }
+    }
 }
 
 /// What [`walk`] found of a soak besides its events.

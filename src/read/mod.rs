@@ -3,9 +3,12 @@
 //! and never reads through here; views (`view`) present what is read here.
 //!
 //! - [`fold`]: a soak's events folded once, upcast, as they go by or gathered whole;
+//! - [`record`]: the soak's typed record, every figure its views present computed once from
+//!   the fold and its rows, what its schema did not record decided there as unknown ([`shown`]:
+//!   its parts; [`parameters`]: what it ran with; [`stepped`]: the steps of the trainer's
+//!   beats);
 //! - [`rows`]: each sample as a typed row, and what the rows tell of the run as they go by
-//!   ([`beats`]: a row's beats); [`stepped`]: the steps of the trainer's beats;
-//!   [`shown`]: the figures of a soak's record that its views present;
+//!   ([`beats`]: a row's beats);
 //! - [`artifact`]: the canonical JSON of a soak (this unilab's, and the frozen forms of older
 //!   soaks), [`stream`]: written as the log is read, in memory that does not grow with the soak,
 //!   [`csv`]: its rows as a spreadsheet;
@@ -18,8 +21,11 @@ pub(crate) mod csv;
 pub(crate) mod fold;
 pub(crate) mod job;
 pub(crate) mod naming;
+pub(crate) mod parameters;
+pub(crate) mod record;
 pub(crate) mod rows;
 pub(crate) mod shown;
+pub(crate) mod sketch;
 pub(crate) mod stepped;
 pub(crate) mod stream;
 

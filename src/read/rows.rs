@@ -2,16 +2,18 @@
 //! tree's totals at one instant, each GPU with its health — that the artifact serialises and
 //! the CSV, the report, `soak show` and `soak compare` read, whatever schema the soak was
 //! recorded in (a frozen artifact's rows are read into this form, what their schema lacks
-//! `None`); the CPU clock that turns ticks into seconds; and what the summary keeps of the rows
-//! as they go by.
+//! `None`); and what the rows tell of the run as they go by ([`Tally`]: the summary's peaks and
+//! totals, and what it judges of the resources).
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::{Map, Value, json};
 
 use super::beats::BeatsRow;
 use super::seconds;
+use super::shown::{
+    ContentionShown, GpuHealthShown, Judged, MemoryTrendShown, ProgressRateShown, SummaryShown,
+};
 use crate::event::soak::{
     GpuHealth, GpuProcessSample, Limits, Measures, ProcessSample, ProgressSignature, Sample,
     throttle_reasons,
@@ -75,6 +77,31 @@ pub struct SampleRow<'a> {
     /// `None` in every later row. Not part of the row this unilab writes.
     #[serde(skip)]
     pub gpu_utilization_percent: Option<u32>,
+}
+
+/// What `soak show` reads of one row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PointShown {
+    pub elapsed_seconds: f64,
+    /// `None` before `/4`, or where no process's could be read.
+    pub tree_pss_bytes: Option<u64>,
+    pub rss_bytes: u64,
+    pub processes: u64,
+    pub progress_files: u64,
+    pub progress_bytes: u64,
+}
+
+impl PointShown {
+    pub(crate) fn of(row: &SampleRow<'_>) -> Self {
+        Self {
+            elapsed_seconds: row.elapsed_seconds,
+            tree_pss_bytes: row.tree_pss_bytes,
+            rss_bytes: row.rss_bytes,
+            processes: row.processes,
+            progress_files: row.progress_files,
+            progress_bytes: row.progress_bytes,
+        }
+    }
 }
 
 /// The sum of the known values; `None` when none is known.
@@ -322,63 +349,47 @@ impl Rows {
         }
     }
 
-    /// The progress directory as the last row saw it.
-    pub(crate) fn last_progress(&self) -> ProgressSignature {
-        self.last_progress
-    }
-
-    /// `summary`: the peaks and totals of the rows, and what it judges of the resources —
-    /// `memory_trend` (a robust slope after the warm-up, projected to the memory ceiling),
-    /// `gpu_health` and `contention` per GPU, and `progress_rate`.
-    pub(crate) fn summary(&self) -> Value {
+    /// What the rows tell of the run, once they have seen every sample: the peaks and totals,
+    /// the progress directory at the last row, and what the summary judges of the resources.
+    pub(crate) fn tally(&self) -> Tally {
         let (cpu, read, write) = self.last.unwrap_or((0.0, 0, 0));
-        let mut summary = Map::new();
-        for (key, value) in [
-            ("samples", json!(self.samples)),
-            ("peak_processes", json!(self.peak_processes)),
-            ("peak_rss_bytes", json!(self.peak_rss_bytes)),
-            ("peak_threads", json!(self.peak_threads)),
-            ("peak_open_fds", json!(self.peak_open_fds)),
-            ("peak_cpu_percent", json!(self.peak_cpu_percent)),
-            (
-                "peak_host_gpu_memory_used_mib",
-                json!(self.peak_host_gpu_memory_used_mib),
-            ),
-            (
-                "peak_tree_gpu_memory_mib",
-                json!(self.peak_tree_gpu_memory_mib),
-            ),
-            ("final_cpu_seconds", json!(cpu)),
-            ("final_read_bytes", json!(read)),
-            ("final_write_bytes", json!(write)),
-            ("sampler_errors", json!(self.sampler_errors)),
-            (
-                "sampler_cost_us_mean",
-                json!(self.cost_total.checked_div(self.samples).unwrap_or(0)),
-            ),
-            ("sampler_cost_us_max", json!(self.cost_max)),
-            ("peak_tree_pss_bytes", json!(self.peak_tree_pss_bytes)),
-            ("memory_trend", self.memory_trend()),
-            ("gpu_health", self.gpu_health()),
-            ("contention", self.contention()),
-            ("progress_rate", self.progress_rate()),
-        ] {
-            summary.insert(key.into(), value);
+        Tally {
+            summary: SummaryShown {
+                samples: self.samples,
+                peak_processes: self.peak_processes,
+                peak_rss_bytes: self.peak_rss_bytes,
+                peak_threads: self.peak_threads,
+                peak_open_fds: self.peak_open_fds,
+                peak_cpu_percent: self.peak_cpu_percent,
+                peak_host_gpu_memory_used_mib: self.peak_host_gpu_memory_used_mib,
+                peak_tree_gpu_memory_mib: self.peak_tree_gpu_memory_mib,
+                final_cpu_seconds: cpu,
+                final_read_bytes: read,
+                final_write_bytes: write,
+                sampler_errors: self.sampler_errors,
+                sampler_cost_us_mean: self.cost_total.checked_div(self.samples).unwrap_or(0),
+                sampler_cost_us_max: self.cost_max,
+            },
+            last_progress: self.last_progress,
+            judged: Some(Judged {
+                peak_tree_pss_bytes: self.peak_tree_pss_bytes,
+                memory_trend: self.memory_trend(),
+                gpu_health: self.gpu_health(),
+                contention: self.contention(),
+                progress_rate: self.progress_rate(),
+                limit: None,
+            }),
         }
-        Value::Object(summary)
     }
 
     /// The trend of the tree's PSS after the warm-up, projected to the memory ceiling.
-    fn memory_trend(&self) -> Value {
+    fn memory_trend(&self) -> Option<MemoryTrendShown> {
         let since = warmup_end(self.limits.warmup_ms, self.last_elapsed_ms);
-        let Some(Slope {
+        let Slope {
             per_hour,
             since_ms,
             at_since,
-        }) = self.memory.slope_since(since)
-        else {
-            return Value::Null;
-        };
+        } = self.memory.slope_since(since)?;
         // Where the fitted line is at the last sample, and how long it takes from there.
         let now =
             at_since + per_hour * (self.last_elapsed_ms.saturating_sub(since_ms)) as f64 / 3.6e6;
@@ -388,63 +399,61 @@ impl Rows {
             }
             _ => None,
         };
-        json!({
-            "bytes_per_hour": per_hour.round(),
-            "bytes_at_since": at_since.round(),
-            "since_seconds": seconds(since_ms),
-            "limit_bytes": self.limits.memory_ceiling_bytes,
-            "limit_source": self.limits.memory_ceiling_source,
-            "projected_seconds_to_limit": projected,
+        Some(MemoryTrendShown {
+            bytes_per_hour: per_hour.round(),
+            bytes_at_since: at_since.round(),
+            since_seconds: seconds(since_ms),
+            limit_bytes: self.limits.memory_ceiling_bytes,
+            limit_source: self.limits.memory_ceiling_source.clone(),
+            projected_seconds_to_limit: projected,
         })
     }
 
-    fn gpu_health(&self) -> Value {
+    fn gpu_health(&self) -> Vec<GpuHealthShown> {
         let since = warmup_end(self.limits.warmup_ms, self.last_elapsed_ms);
-        Value::Array(
-            self.gpus
-                .iter()
-                .map(|(uuid, run)| {
-                    json!({
-                        "uuid": uuid,
-                        "max_temperature_c": run.max_temperature_c,
-                        "energy_joules": run.energy_known.then(|| run.energy_joules.round()),
-                        "seconds_throttled": run.seconds_throttled.iter()
-                            .map(|(k, v)| (k.clone(), json!((v * 10.0).round() / 10.0)))
-                            .collect::<Map<_, _>>(),
-                        "ecc_uncorrected_increase": run.ecc_first.zip(run.ecc_last)
-                            .map(|(first, last)| last.saturating_sub(first)),
-                        "tree_memory_mib_per_hour": run.memory.slope_since(since)
-                            .map(|s| (s.per_hour * 10.0).round() / 10.0),
-                    })
-                })
-                .collect(),
-        )
+        self.gpus
+            .iter()
+            .map(|(uuid, run)| GpuHealthShown {
+                uuid: uuid.clone(),
+                max_temperature_c: run.max_temperature_c,
+                energy_joules: run.energy_known.then(|| run.energy_joules.round()),
+                seconds_throttled: run
+                    .seconds_throttled
+                    .iter()
+                    .map(|(k, v)| (k.clone(), (v * 10.0).round() / 10.0))
+                    .collect(),
+                ecc_uncorrected_increase: run
+                    .ecc_first
+                    .zip(run.ecc_last)
+                    .map(|(first, last)| last.saturating_sub(first)),
+                tree_memory_mib_per_hour: run
+                    .memory
+                    .slope_since(since)
+                    .map(|s| (s.per_hour * 10.0).round() / 10.0),
+            })
+            .collect()
     }
 
-    fn contention(&self) -> Value {
-        Value::Array(
-            self.gpus
-                .iter()
-                .map(|(uuid, run)| {
-                    json!({
-                        "uuid": uuid,
-                        "seconds_shared": (run.seconds_shared * 10.0).round() / 10.0,
-                        "peak_other_memory_mib": run.peak_other_memory_mib,
-                    })
-                })
-                .collect(),
-        )
+    fn contention(&self) -> Vec<ContentionShown> {
+        self.gpus
+            .iter()
+            .map(|(uuid, run)| ContentionShown {
+                uuid: uuid.clone(),
+                seconds_shared: (run.seconds_shared * 10.0).round() / 10.0,
+                peak_other_memory_mib: run.peak_other_memory_mib,
+            })
+            .collect()
     }
 
     /// The progress directory's growth a minute: over the run, after the warm-up and in the last
-    /// tenth of the run (`null` where no sample is that late).
-    fn progress_rate(&self) -> Value {
+    /// tenth of the run (`None` where no sample is that late).
+    fn progress_rate(&self) -> Option<ProgressRateShown> {
         let (Some((t0, b0, f0)), Some((t1, b1, f1))) = (self.progress.first, self.progress.last)
         else {
-            return Value::Null;
+            return None;
         };
         if t1 <= t0 {
-            return Value::Null;
+            return None;
         }
         let minutes = (t1 - t0) as f64 / 60_000.0;
         let per_minute = |from: u64, to: u64| ((to as f64 - from as f64) / minutes).round();
@@ -454,14 +463,27 @@ impl Rows {
                 .change_since(since)
                 .map(|per_hour| (per_hour / 60.0).round())
         };
-        json!({
-            "bytes_per_minute": per_minute(b0, b1),
-            "files_per_minute": (((f1 as f64 - f0 as f64) / minutes) * 10.0).round() / 10.0,
-            "after_warmup_bytes_per_minute":
-                per_minute_since(warmup_end(self.limits.warmup_ms, self.last_elapsed_ms)),
-            "recent_bytes_per_minute": per_minute_since(t1 - (t1 - t0) / 10),
+        Some(ProgressRateShown {
+            bytes_per_minute: per_minute(b0, b1),
+            files_per_minute: (((f1 as f64 - f0 as f64) / minutes) * 10.0).round() / 10.0,
+            after_warmup_bytes_per_minute: per_minute_since(warmup_end(
+                self.limits.warmup_ms,
+                self.last_elapsed_ms,
+            )),
+            recent_bytes_per_minute: per_minute_since(t1 - (t1 - t0) / 10),
         })
     }
+}
+
+/// What the rows tell of a soak once they have seen every sample, whatever its artifact.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Tally {
+    pub summary: SummaryShown,
+    /// The progress directory at the last row.
+    pub last_progress: ProgressSignature,
+    /// What the summary judges of the resources (without the budget that failed the soak,
+    /// which the verdict says); `None` for the frozen artifacts, which judge none.
+    pub judged: Option<Judged>,
 }
 
 #[cfg(test)]

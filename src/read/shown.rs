@@ -1,51 +1,72 @@
-//! The fields of an artifact that `soak show` and the report read, typed. Its head is read from
-//! the artifact's own JSON (any schema's), so that a key renamed or dropped there is an error that
-//! names it, never a figure that silently reads as zero — nor evidence that silently reads as
-//! none: from `/3` on, every field of [`Found`] must be there (`null` where the artifact says
-//! so), and only older schemas read as having none. Its rows come typed ([`SampleRow`]).
+//! The parts of a soak's record that its views present, typed, and built from the soak's events
+//! once ([`super::record::SoakRecord`]): how it exited, its progress, the peaks and totals of its
+//! rows, its output's tails, the evidence and what the verdict found, what the summary judges of
+//! its resources. Serialised, each part is the artifact's own object (the current artifact is
+//! written from them), so that `soak show --json` gives a part as the artifact has it.
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
-use super::rows::SampleRow;
-use super::stepped::Stepped;
-use crate::event::soak::JobAlarm;
-use crate::soak::signature::group::SignatureGroup;
+use serde::Serialize;
 
-/// What `soak show` reads of an artifact but its rows.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub(crate) struct Shown {
-    /// An argument of the command is not UTF-8, so `command` shows it lossily (schema 11 on;
-    /// `false` where the artifact has no such field: its soak could hold no such argument).
-    #[serde(default)]
-    pub command_lossy: bool,
-    /// How the command exited; `None` while it runs, or when it never started.
-    pub exit: Option<ExitShown>,
-    /// How long the command ran; `None` while it runs.
-    pub duration_seconds: Option<f64>,
-    pub progress: ProgressShown,
-    pub summary: SummaryShown,
-    pub output_tail: TailsShown,
-    /// The evidence and what the verdict found, from `/3` on; `None` for older schemas.
-    #[serde(skip)]
-    pub found: Option<Found>,
-    /// What the summary judges of the resources, from `/4` on; `None` for older schemas.
-    #[serde(skip)]
-    pub judged: Option<Judged>,
-    /// The steps of the trainer's beats, of soaks recorded in schema 10 on; `None` before.
-    #[serde(skip)]
-    pub stepped: Option<Stepped>,
-}
+use super::fold::{Abandonment, SoakRecords};
+use crate::event::soak::{
+    CgroupEvidence, Evidence, ExitInfo, FailureKind, Findings, GpuRelease, JobAlarm, KernelMessage,
+    MpsTeardown, ProcessEvidence, ThreadEvidence,
+};
+use crate::soak::signature::group::{SignatureGroup, group, signatures_by_rank};
+use crate::soak::signature::{self, Frame};
+use crate::time::unix_seconds;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub(crate) struct ExitShown {
     pub code: Option<i64>,
     pub signal: Option<i64>,
 }
 
+impl ExitShown {
+    pub(crate) fn of(exit: &ExitInfo) -> Self {
+        Self {
+            code: exit.code.map(i64::from),
+            signal: exit.signal.map(i64::from),
+        }
+    }
+}
+
+/// `status` (`running` until the verdict), `failure_kind` and `reason`, as the artifact has
+/// them: an abandoned soak's reason names its supervisor.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct OutcomeShown {
+    pub status: String,
+    pub failure_kind: Option<FailureKind>,
+    pub reason: String,
+}
+
+impl OutcomeShown {
+    pub(crate) fn of(records: &SoakRecords) -> Self {
+        let verdict = records.soak.end.as_deref().map(|v| &v.end.outcome);
+        match (verdict, &records.abandoned) {
+            (Some(outcome), _) => Self {
+                status: outcome.status.as_str().to_owned(),
+                failure_kind: outcome.failure_kind,
+                reason: outcome.reason.clone(),
+            },
+            (None, Some(Abandonment { supervisor, reason })) => Self {
+                status: records.summary.state.as_str().to_owned(),
+                failure_kind: None,
+                reason: format!("{reason} (supervisor pid {})", supervisor.pid),
+            },
+            (None, None) => Self {
+                status: records.summary.state.as_str().to_owned(),
+                failure_kind: None,
+                reason: String::new(),
+            },
+        }
+    }
+}
+
 /// The progress directory over the run: when it first showed progress, when it last changed,
 /// and its files and bytes at the last sample.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub(crate) struct ProgressShown {
     pub first_seen_seconds: Option<f64>,
     pub last_change_seconds: Option<f64>,
@@ -53,69 +74,90 @@ pub(crate) struct ProgressShown {
     pub bytes: u64,
 }
 
-/// The peaks and totals of the run. Schema 1 has no CPU share.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+/// The peaks and totals of the rows (`summary`, but for what it judges). Schema 1 records no CPU
+/// share (`peak_cpu_percent` is `None`) and one figure for the host's GPU memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub(crate) struct SummaryShown {
-    pub peak_rss_bytes: u64,
+    pub samples: u64,
     pub peak_processes: u64,
+    pub peak_rss_bytes: u64,
     pub peak_threads: u64,
+    pub peak_open_fds: u64,
     pub peak_cpu_percent: Option<f64>,
+    pub peak_host_gpu_memory_used_mib: Option<u64>,
     pub peak_tree_gpu_memory_mib: Option<u64>,
     pub final_cpu_seconds: f64,
+    pub final_read_bytes: u64,
+    pub final_write_bytes: u64,
+    pub sampler_errors: u64,
+    pub sampler_cost_us_mean: u64,
+    pub sampler_cost_us_max: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// Standard output's and error's tails, as text (what is not UTF-8 replaced).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct TailsShown {
     pub stdout: String,
     pub stderr: String,
 }
 
-impl Shown {
-    /// Reads the fields of an artifact's head (every field but `samples`), its command lines
-    /// masked as every view shows them.
-    pub(crate) fn of(mut head: Map<String, Value>) -> Result<Self, serde_json::Error> {
-        crate::redact::shown::artifact(&mut head);
-        let head = Value::Object(head);
-        let found = Found::of(&head)?;
-        let judged = Judged::of(&head)?;
-        let stepped = Stepped::of(&head)?;
-        let mut shown = Self::deserialize(head)?;
-        shown.found = found;
-        shown.judged = judged;
-        shown.stepped = stepped;
-        Ok(shown)
-    }
-}
-
-/// What an artifact of `/3` or later says about the tree's end: the evidence captured before
-/// the first signal, whether the GPUs were given back, and the outcome's findings. Serialised,
-/// each part is the artifact's own object.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// What a soak recorded in `/3`'s forms or later says about the tree's end: the evidence
+/// captured before the first signal, whether the GPUs were given back, and the outcome's
+/// findings.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Found {
-    #[serde(deserialize_with = "Option::deserialize")]
     pub evidence: Option<EvidenceShown>,
-    /// The capture made when another rank of its job raised the alarm; `None` where the
-    /// artifact has none.
-    #[serde(default)]
+    /// The capture made when another rank of its job raised the alarm; `None` where there is
+    /// none (or its schema records none).
     pub job_evidence: Option<EvidenceShown>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub gpu_release: Option<GpuReleaseShown>,
     pub outcome: FindingsShown,
 }
 
 impl Found {
-    /// The evidence and findings of an artifact's head or view (`samples` may be there or not);
-    /// `None` for the schemas before `/3`, which record none.
-    pub(crate) fn of(view: &Value) -> Result<Option<Self>, serde_json::Error> {
-        match view.get("schema").and_then(Value::as_str) {
-            Some("unilab.soak.artifact/1" | "unilab.soak.artifact/2") => Ok(None),
-            _ => Self::deserialize(view).map(Some),
+    /// What `records` say of the tree's end; `job`: with what schema 9 added (each process's
+    /// rank and signature, the ranks grouped, the MPS clients ended, the job's capture and
+    /// alarm).
+    pub(crate) fn of(records: &SoakRecords, job: bool) -> Self {
+        let verdict = records.soak.end.as_deref();
+        // Before the verdict, nothing was found.
+        let findings = verdict.map(|v| v.findings.clone().unwrap_or_default());
+        let job_failed =
+            verdict.and_then(|v| v.end.outcome.failure_kind) == Some(FailureKind::JobFailed);
+        let shown = |e: &Evidence| EvidenceShown::of(e, job);
+        Self {
+            evidence: records.evidence.as_deref().map(shown),
+            job_evidence: records.job_evidence.as_deref().filter(|_| job).map(shown),
+            gpu_release: findings
+                .as_ref()
+                .and_then(|f| f.gpu_release.as_ref())
+                .map(GpuReleaseShown::of),
+            outcome: FindingsShown::of(
+                findings.as_ref(),
+                records
+                    .job_alarm
+                    .as_deref()
+                    .filter(|_| job && job_failed)
+                    .map(|seen| seen.alarm.clone()),
+            ),
+        }
+    }
+
+    /// Every command line in it masked, as the views show them.
+    pub(crate) fn mask(&mut self) {
+        for evidence in [&mut self.evidence, &mut self.job_evidence]
+            .into_iter()
+            .flatten()
+        {
+            for process in &mut evidence.processes {
+                process.cmdline = crate::redact::mask_argv(&process.cmdline);
+            }
         }
     }
 }
 
-/// What an artifact of `/4` or later judges of the resources: the summary's figures, and the
-/// budget that failed the soak. Serialised, each part is the artifact's own.
+/// What the summary of a soak recorded in `/4`'s forms or later judges of the resources, and
+/// the budget that failed the soak. Serialised, each part is the artifact's own.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Judged {
     pub peak_tree_pss_bytes: Option<u64>,
@@ -127,121 +169,98 @@ pub(crate) struct Judged {
     pub limit: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct JudgedSummary {
-    #[serde(deserialize_with = "Option::deserialize")]
-    peak_tree_pss_bytes: Option<u64>,
-    #[serde(deserialize_with = "Option::deserialize")]
-    memory_trend: Option<MemoryTrendShown>,
-    gpu_health: Vec<GpuHealthShown>,
-    contention: Vec<ContentionShown>,
-    #[serde(deserialize_with = "Option::deserialize")]
-    progress_rate: Option<ProgressRateShown>,
-}
-
-#[derive(Deserialize)]
-struct JudgedOutcome {
-    #[serde(deserialize_with = "Option::deserialize")]
-    limit: Option<String>,
-}
-
-impl Judged {
-    /// The judgments of an artifact's head or view; `None` for the schemas before `/4`.
-    pub(crate) fn of(view: &Value) -> Result<Option<Self>, serde_json::Error> {
-        match view.get("schema").and_then(Value::as_str) {
-            Some(
-                "unilab.soak.artifact/1" | "unilab.soak.artifact/2" | "unilab.soak.artifact/3",
-            ) => Ok(None),
-            _ => {
-                let summary = JudgedSummary::deserialize(&view["summary"])?;
-                let outcome = JudgedOutcome::deserialize(&view["outcome"])?;
-                Ok(Some(Self {
-                    peak_tree_pss_bytes: summary.peak_tree_pss_bytes,
-                    memory_trend: summary.memory_trend,
-                    gpu_health: summary.gpu_health,
-                    contention: summary.contention,
-                    progress_rate: summary.progress_rate,
-                    limit: outcome.limit,
-                }))
-            }
-        }
-    }
-}
-
 /// `summary.memory_trend`: the tree's PSS trend after the warm-up.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct MemoryTrendShown {
     pub bytes_per_hour: f64,
     pub bytes_at_since: f64,
     pub since_seconds: f64,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub limit_bytes: Option<u64>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub limit_source: Option<String>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub projected_seconds_to_limit: Option<f64>,
 }
 
 /// One GPU of `summary.gpu_health`.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct GpuHealthShown {
     pub uuid: String,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub max_temperature_c: Option<u32>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub energy_joules: Option<f64>,
-    pub seconds_throttled: std::collections::BTreeMap<String, f64>,
-    #[serde(deserialize_with = "Option::deserialize")]
+    pub seconds_throttled: BTreeMap<String, f64>,
     pub ecc_uncorrected_increase: Option<u64>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub tree_memory_mib_per_hour: Option<f64>,
 }
 
 /// One GPU of `summary.contention`.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ContentionShown {
     pub uuid: String,
     pub seconds_shared: f64,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub peak_other_memory_mib: Option<u64>,
 }
 
 /// `summary.progress_rate`.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub(crate) struct ProgressRateShown {
     pub bytes_per_minute: f64,
     pub files_per_minute: f64,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub after_warmup_bytes_per_minute: Option<f64>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub recent_bytes_per_minute: Option<f64>,
 }
 
 /// `evidence`: what the tree was doing when the supervisor was about to signal it.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct EvidenceShown {
     /// The failure kind the tree was to be stopped for.
     pub trigger: String,
     /// Unix seconds.
     pub captured_at: f64,
     pub processes: Vec<ProcessShown>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub cgroup: Option<CgroupShown>,
     pub kernel_messages: Vec<KernelMessageShown>,
     pub unavailable: Vec<String>,
-    /// The tree's ranks grouped by where their stacks stood; `None` where the artifact has
-    /// none, and left out when shown again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The tree's ranks grouped by where their stacks stood (schema 9 on: `None` before, and
+    /// left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<Vec<SignatureGroup>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub odd_ranks: Option<Vec<u32>>,
-    /// What later schemas add that is only shown again, never read (the MPS clients ended):
-    /// kept as it is, so that `soak show --json` gives the evidence as the artifact has it.
-    #[serde(flatten)]
-    pub rest: Map<String, Value>,
+    /// The MPS clients ended before the first signal (schema 9 on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mps: Option<Vec<MpsShown>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+impl EvidenceShown {
+    /// The evidence; with each process's rank and signature, the tree's ranks grouped by it
+    /// and the MPS clients ended, of a soak recorded in schema 9's forms or later (`job`).
+    pub(crate) fn of(evidence: &Evidence, job: bool) -> Self {
+        // The ranks of its tree (a launcher's holds several) grouped as `job show` groups a
+        // job's: one rank is one group.
+        let grouping = job.then(|| group(&signatures_by_rank(&evidence.processes, &|p| p.rank)));
+        let (groups, odd_ranks) = grouping.map(|g| (g.groups, g.odd_ranks)).unzip();
+        Self {
+            trigger: evidence.trigger.as_str().to_owned(),
+            captured_at: unix_seconds(evidence.captured_at_us),
+            processes: evidence
+                .processes
+                .iter()
+                .map(|p| ProcessShown::of(p, job))
+                .collect(),
+            cgroup: evidence.cgroup.as_ref().map(CgroupShown::of),
+            kernel_messages: evidence
+                .kernel_messages
+                .iter()
+                .map(KernelMessageShown::of)
+                .collect(),
+            unavailable: evidence.unavailable.clone(),
+            groups,
+            odd_ranks,
+            mps: job.then(|| evidence.mps.iter().map(MpsShown::of).collect()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct ProcessShown {
     pub pid: u32,
     pub ppid: u32,
@@ -250,64 +269,163 @@ pub(crate) struct ProcessShown {
     pub state: char,
     pub cmdline: Vec<String>,
     pub threads: Vec<ThreadShown>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub kernel_stack: Option<String>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub python_stack: Option<String>,
     pub holds_gpu_device: bool,
-    /// What later schemas add that is only shown again (its rank, its stack's signature and
-    /// top frames), kept as it is.
+    /// Its rank and where its stack stood (schema 9 on: `None` before, and left out).
     #[serde(flatten)]
-    pub rest: Map<String, Value>,
+    pub ranked: Option<RankedShown>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+impl ProcessShown {
+    fn of(p: &ProcessEvidence, job: bool) -> Self {
+        Self {
+            pid: p.pid,
+            ppid: p.ppid,
+            start_ticks: p.start_ticks,
+            name: p.name.clone(),
+            state: p.state,
+            cmdline: p.cmdline.clone(),
+            threads: p.threads.iter().map(ThreadShown::of).collect(),
+            kernel_stack: p.kernel_stack.clone(),
+            python_stack: p.python_stack.clone(),
+            holds_gpu_device: p.holds_gpu_device,
+            ranked: job.then(|| {
+                let stack = signature::of_process(p);
+                RankedShown {
+                    rank: p.rank,
+                    signature: stack.signature,
+                    top_frames: stack.top_frames,
+                }
+            }),
+        }
+    }
+}
+
+/// A process's rank and its stack's signature and innermost frames.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct RankedShown {
+    pub rank: Option<u32>,
+    pub signature: String,
+    pub top_frames: Vec<Frame>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct ThreadShown {
     pub tid: u32,
     pub name: String,
     pub state: char,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub wchan: Option<String>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub syscall: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+impl ThreadShown {
+    fn of(t: &ThreadEvidence) -> Self {
+        Self {
+            tid: t.tid,
+            name: t.name.clone(),
+            state: t.state,
+            wchan: t.wchan.clone(),
+            syscall: t.syscall.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct CgroupShown {
     pub version: u8,
     pub path: String,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub memory_max_bytes: Option<u64>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub oom_kill_count: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+impl CgroupShown {
+    fn of(c: &CgroupEvidence) -> Self {
+        Self {
+            version: c.version,
+            path: c.path.clone(),
+            memory_max_bytes: c.memory_max_bytes,
+            oom_kill_count: c.oom_kill_count,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct KernelMessageShown {
     /// Unix seconds.
     pub at: f64,
     pub line: String,
 }
 
+impl KernelMessageShown {
+    fn of(m: &KernelMessage) -> Self {
+        Self {
+            at: unix_seconds(m.at_us),
+            line: m.line.clone(),
+        }
+    }
+}
+
+/// The MPS clients of the tree that a daemon was asked to end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct MpsShown {
+    pub daemon: String,
+    pub server_pid: u32,
+    pub terminated: Vec<u32>,
+}
+
+impl MpsShown {
+    fn of(m: &MpsTeardown) -> Self {
+        Self {
+            daemon: m.daemon.clone(),
+            server_pid: m.server_pid,
+            terminated: m.terminated.clone(),
+        }
+    }
+}
+
 /// `gpu_release`: whether each GPU's memory came back, and who still holds a GPU device.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct GpuReleaseShown {
     pub gpus: Vec<GpuReleasedShown>,
     pub holders: Vec<GpuHolderShown>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+impl GpuReleaseShown {
+    fn of(release: &GpuRelease) -> Self {
+        Self {
+            gpus: release
+                .gpus
+                .iter()
+                .map(|g| GpuReleasedShown {
+                    uuid: g.uuid.clone(),
+                    memory_used_before_mib: g.memory_used_before_mib,
+                    memory_used_after_mib: g.memory_used_after_mib,
+                    released: g.released,
+                })
+                .collect(),
+            holders: release
+                .holders
+                .iter()
+                .map(|h| GpuHolderShown {
+                    pid: h.pid,
+                    name: h.name.clone(),
+                    path: h.path.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct GpuReleasedShown {
     pub uuid: String,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub memory_used_before_mib: Option<u64>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub memory_used_after_mib: Option<u64>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub released: Option<bool>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct GpuHolderShown {
     pub pid: u32,
     pub name: String,
@@ -316,25 +434,60 @@ pub(crate) struct GpuHolderShown {
 
 /// The outcome's findings: the child whose failure failed the soak, the OOM kills, and what no
 /// signal ended.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct FindingsShown {
-    #[serde(deserialize_with = "Option::deserialize")]
     pub child: Option<ChildShown>,
     pub oom_kills: Vec<OomKillShown>,
     pub unkillable: Vec<UnkillableShown>,
     /// The alarm of the rank that failed the job, of a soak that failed as `job_failed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub job_alarm: Option<JobAlarm>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+impl FindingsShown {
+    /// `findings` (`None` before the verdict: nothing found), with the alarm that failed the
+    /// job.
+    fn of(findings: Option<&Findings>, job_alarm: Option<JobAlarm>) -> Self {
+        Self {
+            child: findings.and_then(|f| f.child.as_ref()).map(|c| ChildShown {
+                pid: c.pid,
+                name: c.name.clone(),
+                exit: ExitShown::of(&c.exit),
+            }),
+            oom_kills: findings
+                .map(|f| &f.oom_kills[..])
+                .unwrap_or_default()
+                .iter()
+                .map(|k| OomKillShown {
+                    pid: k.pid,
+                    name: k.name.clone(),
+                    source: k.source.as_str().to_owned(),
+                })
+                .collect(),
+            unkillable: findings
+                .map(|f| &f.unkillable[..])
+                .unwrap_or_default()
+                .iter()
+                .map(|p| UnkillableShown {
+                    pid: p.pid,
+                    name: p.name.clone(),
+                    state: p.state,
+                    wchan: p.wchan.clone(),
+                })
+                .collect(),
+            job_alarm,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct ChildShown {
     pub pid: u32,
     pub name: String,
     pub exit: ExitShown,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct OomKillShown {
     pub pid: u32,
     pub name: String,
@@ -342,123 +495,10 @@ pub(crate) struct OomKillShown {
     pub source: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct UnkillableShown {
     pub pid: u32,
     pub name: String,
     pub state: char,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub wchan: Option<String>,
-}
-
-/// What `soak show` reads of one row.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct PointShown {
-    pub elapsed_seconds: f64,
-    /// `None` before `/4`, or where no process's could be read.
-    pub tree_pss_bytes: Option<u64>,
-    pub rss_bytes: u64,
-    pub processes: u64,
-    pub progress_files: u64,
-    pub progress_bytes: u64,
-}
-
-impl PointShown {
-    pub(crate) fn of(row: &SampleRow<'_>) -> Self {
-        Self {
-            elapsed_seconds: row.elapsed_seconds,
-            tree_pss_bytes: row.tree_pss_bytes,
-            rss_bytes: row.rss_bytes,
-            processes: row.processes,
-            progress_files: row.progress_files,
-            progress_bytes: row.progress_bytes,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn head() -> Value {
-        json!({
-            "exit": {"code": 0, "signal": null},
-            "duration_seconds": 12.5,
-            "progress": {"first_seen_seconds": 1.0, "last_change_seconds": 11.0, "files": 3, "bytes": 30},
-            "summary": {
-                "peak_rss_bytes": 1024, "peak_processes": 2, "peak_threads": 5,
-                "peak_open_fds": 9, "final_cpu_seconds": 3.25, "peak_tree_gpu_memory_mib": 0
-            },
-            "output_tail": {"stdout": "done\n", "stderr": ""},
-            "schema": "unilab.soak.artifact/1"
-        })
-    }
-
-    #[test]
-    fn an_artifacts_head_reads_with_what_its_schema_lacks_as_unknown() {
-        let Value::Object(head) = head() else {
-            unreachable!()
-        };
-        let shown = Shown::of(head).unwrap();
-        assert_eq!(shown.summary.peak_rss_bytes, 1024);
-        assert_eq!(
-            shown.summary.peak_cpu_percent, None,
-            "schema 1 has no CPU share"
-        );
-        assert_eq!(
-            shown.exit,
-            Some(ExitShown {
-                code: Some(0),
-                signal: None
-            })
-        );
-    }
-
-    /// From `/3` on a dropped key of the evidence is an error that names it, never "no
-    /// evidence"; before `/3` there is none to read.
-    #[test]
-    fn the_evidence_of_a_third_schema_artifact_must_be_there_to_read_as_none() {
-        let mut third = head();
-        third["schema"] = "unilab.soak.artifact/3".into();
-        third["evidence"] = Value::Null;
-        third["gpu_release"] = Value::Null;
-        third["outcome"] = json!({"child": null, "oom_kills": [], "unkillable": []});
-        let Value::Object(map) = third.clone() else {
-            unreachable!()
-        };
-        let found = Shown::of(map)
-            .unwrap()
-            .found
-            .expect("a /3 artifact has findings");
-        assert_eq!((found.evidence, found.gpu_release), (None, None));
-
-        for (dropped, key) in [("/outcome", "child"), ("", "evidence"), ("", "gpu_release")] {
-            let mut lacking = third.clone();
-            let parent = lacking
-                .pointer_mut(dropped)
-                .unwrap()
-                .as_object_mut()
-                .unwrap();
-            parent.remove(key);
-            let error = Found::of(&lacking).unwrap_err().to_string();
-            assert!(error.contains(&format!("missing field `{key}`")), "{error}");
-        }
-
-        assert_eq!(Found::of(&head()).unwrap(), None, "schema 1 records none");
-    }
-
-    #[test]
-    fn a_renamed_or_dropped_figure_is_an_error_that_names_it_not_a_zero() {
-        let mut renamed = head();
-        let summary = renamed["summary"].as_object_mut().unwrap();
-        let rss = summary.remove("peak_rss_bytes").unwrap();
-        summary.insert("peak_rss".into(), rss);
-        let Value::Object(head) = renamed else {
-            unreachable!()
-        };
-        let error = Shown::of(head).unwrap_err().to_string();
-        assert!(error.contains("peak_rss_bytes"), "{error}");
-    }
 }

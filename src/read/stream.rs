@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use super::artifact::{current, frozen};
 use super::fold::{Fold, Folded, Soak, walk};
+use super::record::SoakRecord;
 use super::rows::{Rows, SampleRow};
 use crate::log::{LogError, Snapshot};
 use crate::soak::error::{OutputFile, SoakError};
@@ -110,8 +111,10 @@ pub enum Piece<'a> {
     Restart,
 }
 
-/// A soak's artifact, gathered: every field but `samples`, and the rows in a spool.
+/// A soak's artifact, gathered: the soak's record, every field of its artifact but `samples`,
+/// and the rows in a spool.
 pub struct Gathered {
+    pub(crate) record: SoakRecord,
     pub head: Head,
     spool: Spool,
 }
@@ -131,25 +134,32 @@ pub fn gather(
     soak_id: &str,
     on_row: impl FnMut(Piece<'_>),
 ) -> Result<Gathered, StreamError> {
-    gather_into(snapshot, soak_id, Spool::new()?, on_row)
+    let (record, head, spool) = gather_into(snapshot, soak_id, Spool::new()?, on_row, true)?;
+    Ok(Gathered {
+        record,
+        head: head.unwrap_or_default(),
+        spool,
+    })
 }
 
-/// Every field of the artifact of `soak_id` but `samples`, in one scan of its events, each row
-/// given to `on_row` and kept nowhere: for those who need the rows only as they go by.
-pub(crate) fn head(
+/// The record of `soak_id`, in one scan of its events, each row given to `on_row` and kept
+/// nowhere: what every view of a soak reads (its rows only as they go by).
+pub(crate) fn read(
     snapshot: &Snapshot,
     soak_id: &str,
     on_row: impl FnMut(Piece<'_>),
-) -> Result<Head, StreamError> {
-    Ok(gather_into(snapshot, soak_id, Spool::discarding(), on_row)?.head)
+) -> Result<SoakRecord, StreamError> {
+    Ok(gather_into(snapshot, soak_id, Spool::discarding(), on_row, false)?.0)
 }
 
+/// The soak's record, its artifact's head (when `heads`) and its rows spooled.
 fn gather_into(
     snapshot: &Snapshot,
     soak_id: &str,
     mut spool: Spool,
     mut on_row: impl FnMut(Piece<'_>),
-) -> Result<Gathered, StreamError> {
+    heads: bool,
+) -> Result<(SoakRecord, Option<Head>, Spool), StreamError> {
     let mut folded = Folded::default();
     let mut rower = Rower::Whole;
     let empty = Default::default();
@@ -177,25 +187,33 @@ fn gather_into(
         }
         Ok::<(), StreamError>(())
     })?;
-    let Some(records) = folded.records(walked) else {
+    let Some(mut records) = folded.records(walked) else {
         return Err(StreamError::NoSuchSoak(soak_id.to_owned()));
     };
-    // The rows of the current artifact and of `/2`–`/3` went to the spool as they came; their
-    // heads need only what the rows kept. Schema 1's soak is rendered from all its samples.
-    let head = match &rower {
-        Rower::Current(rows) => current::head(&records, rows),
-        Rower::Frozen(rows) => rows.head(&records),
+    // The rows of the current artifact and of `/2`–`/3` went to the spool as they came; what
+    // they tell, and the heads of `/2`–`/3`, need only what the rows kept. Schema 1's soak is
+    // rendered from all its samples.
+    let (head, tally) = match &rower {
+        Rower::Current(rows) => (None, rows.tally()),
+        Rower::Frozen(rows) => (heads.then(|| rows.head(&records)), rows.tally()),
         Rower::Whole => {
-            let (head, rows) = frozen::whole(&records);
+            let (head, rows, tally) = frozen::whole(&records);
             for row in &rows {
                 spool.push(row)?;
                 on_row(Piece::Row(&frozen::read_v1(row)));
             }
-            head
+            (heads.then_some(head), tally)
         }
     };
+    records.soak.samples = Vec::new();
+    let record = SoakRecord::of(records, tally);
+    // The current artifact is written from the record.
+    let head = match rower {
+        Rower::Current(_) => heads.then(|| current::head(&record)),
+        Rower::Frozen(_) | Rower::Whole => head,
+    };
     spool.finish()?;
-    Ok(Gathered { head, spool })
+    Ok((record, head, spool))
 }
 
 /// Writes the object `head` with `digest` and `samples` in their sorted places, as serde_json's
@@ -321,7 +339,7 @@ impl serde_json::ser::Formatter for Nested {
 /// The rows of `samples`, serialised at their depth in the artifact, in an unnamed temporary
 /// file: read back as often as needed, never held in memory.
 struct Spool {
-    /// `None` for a spool that keeps nothing ([`head`]).
+    /// `None` for a spool that keeps nothing ([`read`]).
     file: Option<BufWriter<std::fs::File>>,
     rows: u64,
 }

@@ -6,8 +6,6 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Value};
-
 use super::mask_argv;
 use crate::event::Event;
 
@@ -43,42 +41,4 @@ pub(crate) fn event(event: &Event) -> Cow<'_, Event> {
         _ => {}
     }
     Cow::Owned(masked)
-}
-
-/// An artifact's head (or a whole artifact) as its views show it: its `command`, and every
-/// `cmdline` in it (the evidence's processes, the leaked processes), masked.
-pub(crate) fn artifact(head: &mut Map<String, Value>) {
-    if let Some(command) = head.get_mut("command") {
-        mask_words(command);
-    }
-    for value in head.values_mut() {
-        mask_cmdlines(value);
-    }
-}
-
-fn mask_cmdlines(value: &mut Value) {
-    match value {
-        Value::Object(object) => {
-            for (key, inner) in object.iter_mut() {
-                if key == "cmdline" {
-                    mask_words(inner);
-                } else {
-                    mask_cmdlines(inner);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(mask_cmdlines),
-        _ => {}
-    }
-}
-
-/// A list of words (a command line), masked; anything else left as it is.
-fn mask_words(value: &mut Value) {
-    let Value::Array(items) = value else {
-        return;
-    };
-    let words: Option<Vec<&str>> = items.iter().map(Value::as_str).collect();
-    if let Some(words) = words {
-        *items = mask_argv(&words).into_iter().map(Value::String).collect();
-    }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use unilab::testing::artifact::{Piece, SampleRow};
-use unilab::testing::report::{Charts, Extras, render};
+use unilab::testing::report::{Charts, Extras, Sketch, render_sketch};
 
 use crate::common::{chromium, chromium_dom, private_tempdir};
 
@@ -44,16 +44,17 @@ const PROBE: &str = r#"<script>
 /// A soak of 230 s from 14:02:00 UTC whose tree held just under a MiB and whose progress is a
 /// byte: the axes that read `14:03` beside `14:02:30`, `0.49 MiB` and `0.5 B`.
 fn page() -> String {
-    let view = json!({
-        "soak_id": "20261205T140200-ab12",
-        "command": ["python3", "train.py"],
-        "started_at": 1_796_479_320.0,
-        "duration_seconds": 230.0,
-        "outcome": {"status": "passed", "reason": "the command exited 0"},
-        "progress": {"first_seen_seconds": 1.1, "last_change_seconds": 230.05},
-        "summary": {"samples": 2302},
-        "parameters": {"sample_interval_seconds": 0.1},
-    });
+    let soak = Sketch {
+        soak_id: "20261205T140200-ab12".into(),
+        started_at_us: 1_796_479_320_000_000,
+        duration_seconds: Some(230.0),
+        reason: "the command exited 0".into(),
+        first_progress_seconds: Some(1.1),
+        last_progress_seconds: Some(230.05),
+        sample_interval_seconds: 0.1,
+        samples: 2302,
+        ..Sketch::default()
+    };
     let mut charts = Charts::default();
     for i in 0..=2301u32 {
         let row = SampleRow {
@@ -86,7 +87,7 @@ fn page() -> String {
         digest: "d",
         chain_head: "h",
     };
-    render(&view, charts, &extras).replace("</body>", &format!("{PROBE}</body>"))
+    render_sketch(&soak, charts, &extras).replace("</body>", &format!("{PROBE}</body>"))
 }
 
 fn probe(dom: &str) -> Value {

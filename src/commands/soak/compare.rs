@@ -19,7 +19,7 @@ use crate::log::Snapshot;
 use crate::output::{self, Output};
 use crate::paths::StatePaths;
 use crate::projection::SoakSummary;
-use crate::read::shown::Shown;
+use crate::read::record::SoakRecord;
 use crate::read::stepped::rows::PerStep;
 use crate::read::stepped::{PhaseShown, Stepped};
 use crate::read::stream;
@@ -83,14 +83,13 @@ pub(super) fn compare(
     Ok(Exit::Success)
 }
 
-/// One soak as compared: what its artifact (without rows) and its rows say.
+/// One soak as compared: what its record and its rows say.
 struct Side {
     soak_id: String,
     status: String,
     commit: Option<String>,
     dirty: Option<bool>,
-    shown: Shown,
-    summary: Value,
+    record: SoakRecord,
     /// The mean of its GPUs' utilisation over the samples that read them.
     mean_utilization: Option<f64>,
     /// What a `train` step processed of the counts its trainer beat.
@@ -101,7 +100,7 @@ impl Side {
     fn of(snapshot: &Snapshot, summary: &SoakSummary) -> Result<Self, Error> {
         let (mut sum, mut n) = (0.0, 0u64);
         let mut per_step = PerStep::default();
-        let head = stream::head(snapshot, &summary.soak_id, |piece| {
+        let record = stream::read(snapshot, &summary.soak_id, |piece| {
             if let Piece::Row(row) = piece {
                 per_step.take(row);
                 for util in row
@@ -116,26 +115,14 @@ impl Side {
             }
         })
         .map_err(stream::streaming(&std::env::temp_dir()))?;
-        let git = head
-            .get("runtime")
-            .and_then(|r| r.get("source"))
-            .and_then(|s| s.get("git"))
-            .cloned()
-            .unwrap_or(Value::Null);
-        let summary_value = head.get("summary").cloned().unwrap_or(Value::Null);
-        let shown = Shown::of(head).map_err(|e| {
-            Error::Internal(format!(
-                "the artifact of soak {} does not read as `soak compare` expects: {e}",
-                summary.soak_id
-            ))
-        })?;
+        let runtime = record.runtime();
+        let git = &runtime["source"]["git"];
         Ok(Self {
             soak_id: summary.soak_id.clone(),
             status: status_text(summary),
-            commit: git.get("commit").and_then(Value::as_str).map(str::to_owned),
-            dirty: git.get("dirty").and_then(Value::as_bool),
-            shown,
-            summary: summary_value,
+            commit: git["commit"].as_str().map(str::to_owned),
+            dirty: git["dirty"].as_bool(),
+            record,
             mean_utilization: (n > 0).then(|| sum / n as f64),
             per_step,
         })
@@ -156,16 +143,16 @@ impl Side {
 
     /// The figures compared, as numbers (`None` where this soak does not know one).
     fn figure(&self, which: Figure) -> Option<f64> {
-        let judged = self.shown.judged.as_ref();
-        let number = |key: &str| self.summary.get(key).and_then(Value::as_f64);
+        let judged = self.record.judged.as_ref();
+        let summary = &self.record.summary;
         match which {
-            Figure::RunTime => self.shown.duration_seconds,
+            Figure::RunTime => self.record.duration_seconds,
             Figure::PeakPss => judged.and_then(|j| j.peak_tree_pss_bytes).map(|b| b as f64),
-            Figure::PeakRss => number("peak_rss_bytes"),
+            Figure::PeakRss => Some(summary.peak_rss_bytes as f64),
             Figure::MemoryTrend => judged
                 .and_then(|j| j.memory_trend.as_ref())
                 .map(|t| t.bytes_per_hour),
-            Figure::PeakGpuMemory => number("peak_tree_gpu_memory_mib"),
+            Figure::PeakGpuMemory => summary.peak_tree_gpu_memory_mib.map(|m| m as f64),
             Figure::GpuUtilization => self.mean_utilization,
             // A soak without GPU data has no health of any GPU: unknown, not 0 s.
             Figure::Throttled => judged.filter(|j| !j.gpu_health.is_empty()).map(|j| {
@@ -178,7 +165,7 @@ impl Side {
             Figure::ProgressRate => judged
                 .and_then(|j| j.progress_rate)
                 .map(|r| r.bytes_per_minute),
-            Figure::PeakCpu => number("peak_cpu_percent"),
+            Figure::PeakCpu => summary.peak_cpu_percent,
             Figure::StepTime => self.train().and_then(|t| t.median_seconds),
             Figure::StepTimeP99 => self.train().and_then(|t| t.p99_seconds),
             Figure::StepsPerSecond => self.stepped()?.steps_per_second(),
@@ -190,7 +177,7 @@ impl Side {
 
     /// Its steps, when its trainer beat.
     fn stepped(&self) -> Option<&Stepped> {
-        self.shown.stepped.as_ref().filter(|s| s.beaten())
+        self.record.stepped.as_ref().filter(|s| s.beaten())
     }
 
     fn train(&self) -> Option<&PhaseShown> {

@@ -50,7 +50,7 @@ pub(super) fn export(
     // Written as the rows go by, in memory that does not grow with the soak either.
     let to = output.unwrap_or(Path::new("-"));
     let mut sheet = Sheet::new(&summary.soak_id).map_err(stream::streaming(to))?;
-    stream::head(&snapshot, &summary.soak_id, |piece| sheet.take(piece))
+    stream::read(&snapshot, &summary.soak_id, |piece| sheet.take(piece))
         .map_err(stream::streaming(to))?;
     match output {
         Some(path) => {

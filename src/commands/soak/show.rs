@@ -18,9 +18,9 @@ use crate::log::Snapshot;
 use crate::output::{self, Output, human_time};
 use crate::paths::StatePaths;
 use crate::projection::{SoakState, SoakSummary};
-use crate::read::shown::{
-    EvidenceShown, ExitShown, GpuReleaseShown, Judged, PointShown, ProgressShown, Shown,
-};
+use crate::read::record::SoakRecord;
+use crate::read::rows::PointShown;
+use crate::read::shown::{EvidenceShown, ExitShown, GpuReleaseShown, Judged, ProgressShown};
 use crate::read::stepped::Stepped;
 use crate::read::stepped::rows::{BeatsLately, LatestBeats};
 use crate::read::stream;
@@ -39,31 +39,25 @@ pub(super) fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exi
 
 fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Result<Exit, Error> {
     let mut latest = Latest::default();
-    let head = stream::head(snapshot, &summary.soak_id, |piece| latest.take(piece))
-        .map_err(stream::streaming(&std::env::temp_dir()))?;
-    let unreadable = |e: serde_json::Error| {
-        Error::Internal(format!(
-            "the artifact of soak {} does not read as `soak show` expects: {e}",
-            summary.soak_id
-        ))
-    };
-    let shown = Shown::of(head).map_err(unreadable)?;
-    let details = Details::of(&shown, &latest, summary, SystemClock.now_us());
+    let record = stream::read(snapshot, &summary.soak_id, |piece| latest.take(piece))
+        .map_err(stream::streaming(&std::env::temp_dir()))?
+        .masked();
+    let details = Details::of(&record, &latest, summary, SystemClock.now_us());
     if out.json {
-        out.json_line(&json_of(summary, &details, &shown)?)?;
+        out.json_line(&json_of(summary, &details, &record)?)?;
         return Ok(Exit::Success);
     }
-    let explained = shown
+    let explained = record
         .found
         .as_ref()
         .map(Explained::of)
         .filter(|e| !e.is_empty());
-    let judged = shown
+    let judged = record
         .judged
         .as_ref()
-        .map(|j| JudgedText::of(j, shown.duration_seconds))
+        .map(|j| JudgedText::of(j, record.duration_seconds))
         .unwrap_or_default();
-    let stepped = shown
+    let stepped = record
         .stepped
         .as_ref()
         .map(SteppedText::of)
@@ -72,7 +66,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     let why_first =
         explained.is_some() || summary.state == SoakState::Finished(OutcomeStatus::Failed);
     let mut command = output::shell_command(&crate::redact::mask_argv(&summary.command));
-    if shown.command_lossy {
+    if details.command_lossy {
         command.push_str("  (an argument is not UTF-8: shown lossily, run as its bytes)");
     }
     let mut lines = vec![
@@ -133,7 +127,7 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
 }
 
 /// `soak show --json`: the summary, the details, and what the verdict found in the outcome.
-fn json_of(summary: &SoakSummary, details: &Details, shown: &Shown) -> Result<Value, Error> {
+fn json_of(summary: &SoakSummary, details: &Details, record: &SoakRecord) -> Result<Value, Error> {
     let mut object = summary_json(summary);
     let details = serde_json::to_value(details).map_err(|e| Error::Internal(e.to_string()))?;
     if let (Value::Object(object), Value::Object(details)) = (&mut object, details) {
@@ -141,7 +135,7 @@ fn json_of(summary: &SoakSummary, details: &Details, shown: &Shown) -> Result<Va
     }
     // What the verdict found joins the outcome, as in the artifact; `null` where the soak's
     // schema records none.
-    let findings = shown.found.as_ref().map(|f| &f.outcome);
+    let findings = record.found.as_ref().map(|f| &f.outcome);
     if let Some(Value::Object(outcome)) = object.get_mut("outcome") {
         outcome.insert("child".into(), json!(findings.map(|f| &f.child)));
         outcome.insert("oom_kills".into(), json!(findings.map(|f| &f.oom_kills)));
@@ -307,8 +301,8 @@ fn artifact_line(summary: &SoakSummary) -> (&'static str, String) {
     ("artifact", said)
 }
 
-/// What `soak show` adds to the summary (its `--json` fields): read from the artifact's fields
-/// but `samples`, and from the rows as they went by.
+/// What `soak show` adds to the summary (its `--json` fields): read from the soak's record, and
+/// from the rows as they went by.
 #[derive(Debug, Serialize)]
 struct Details {
     /// An argument of the command is not UTF-8: `command` holds it lossily.
@@ -377,7 +371,7 @@ struct Live {
 }
 
 impl Details {
-    fn of(shown: &Shown, latest: &Latest, summary: &SoakSummary, now_us: i64) -> Self {
+    fn of(record: &SoakRecord, latest: &Latest, summary: &SoakSummary, now_us: i64) -> Self {
         let tail = |text: &str| -> Vec<String> {
             last_lines(text).into_iter().map(str::to_owned).collect()
         };
@@ -398,14 +392,14 @@ impl Details {
                 heartbeat: latest.beats.latest(),
             }
         });
-        let of = &shown.summary;
+        let of = &record.summary;
         Self {
-            command_lossy: shown.command_lossy,
-            exit: shown.exit,
-            duration_seconds: shown.duration_seconds,
-            progress: shown.progress,
+            command_lossy: record.command_lossy.unwrap_or(false),
+            exit: record.exit,
+            duration_seconds: record.duration_seconds,
+            progress: record.progress,
             peaks: Peaks {
-                tree_pss_bytes: shown.judged.as_ref().and_then(|j| j.peak_tree_pss_bytes),
+                tree_pss_bytes: record.judged.as_ref().and_then(|j| j.peak_tree_pss_bytes),
                 rss_bytes: of.peak_rss_bytes,
                 processes: of.peak_processes,
                 threads: of.peak_threads,
@@ -414,15 +408,15 @@ impl Details {
             },
             final_cpu_seconds: of.final_cpu_seconds,
             output_tail: Tails {
-                stdout: tail(&shown.output_tail.stdout),
-                stderr: tail(&shown.output_tail.stderr),
+                stdout: tail(&record.output_tail.stdout),
+                stderr: tail(&record.output_tail.stderr),
             },
             live,
-            evidence: shown.found.as_ref().and_then(|f| f.evidence.clone()),
-            job_evidence: shown.found.as_ref().and_then(|f| f.job_evidence.clone()),
-            gpu_release: shown.found.as_ref().and_then(|f| f.gpu_release.clone()),
-            resources: shown.judged.clone(),
-            steps: shown.stepped.clone().map(|stepped| StepsDetails {
+            evidence: record.found.as_ref().and_then(|f| f.evidence.clone()),
+            job_evidence: record.found.as_ref().and_then(|f| f.job_evidence.clone()),
+            gpu_release: record.found.as_ref().and_then(|f| f.gpu_release.clone()),
+            resources: record.judged.clone(),
+            steps: record.stepped.clone().map(|stepped| StepsDetails {
                 steps_per_second: stepped.steps_per_second(),
                 stepped,
             }),

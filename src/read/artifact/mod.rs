@@ -18,7 +18,7 @@ pub(in crate::read) mod frozen;
 
 use serde_json::Value;
 
-use super::fold::SoakRecords;
+use super::fold::{Form, SoakRecords};
 pub(in crate::read) use super::seconds;
 
 pub(super) fn canonical(value: &Value) -> Vec<u8> {
@@ -27,8 +27,16 @@ pub(super) fn canonical(value: &Value) -> Vec<u8> {
     bytes
 }
 
-/// The artifact as a JSON object, without `digest`: also what `soak show` reads a soak from,
-/// running or not.
+/// The name of the artifact of a soak recorded in `form`s (`unilab.soak.artifact/4`), as the
+/// artifact's `schema` and the report's footer say it.
+pub(crate) fn schema(form: Form) -> &'static str {
+    match form {
+        Form::Current => current::SCHEMA,
+        Form::First | Form::Second | Form::Third => frozen::schema(form),
+    }
+}
+
+/// The artifact as a JSON object, without `digest`.
 pub(crate) fn view(records: &SoakRecords) -> Value {
     if frozen::renders(&records.soak) {
         frozen::body(records)

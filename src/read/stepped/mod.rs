@@ -1,13 +1,11 @@
-//! What an artifact says of a soak's steps, from the beats its trainer wrote (soaks recorded in
-//! schema 10 on): the summary's `steps` by phase, `goodput` and `heartbeat_errors`, typed, with
-//! the figures `soak show`, the report and `soak compare` lead with; [`text`] says them in
-//! words, and [`rows`] reads what the rows tell of the beats as they go by (a running soak's
-//! latest beats and pace, the counts a step processed).
+//! A soak's steps, from the beats its trainer wrote (soaks recorded in schema 10 on): the
+//! summary's `steps` by phase, `goodput` and `heartbeat_errors`, typed and rounded as the
+//! artifact shows them, with the figures `soak show`, the report and `soak compare` lead with
+//! (`view::stepped` says them in words); and [`rows`], what the rows tell of the beats as they
+//! go by (a running soak's latest beats and pace, the counts a step processed).
 //!
-//! Read from the artifact's own JSON, as [`super::shown`] reads the rest: a summary that has
-//! `steps` must have the other two (a dropped key is an error that names it, never "no
-//! beats"); one without `steps` (a soak recorded before schema 10) has nothing to show and reads
-//! as `None`, so that such a soak shows as it always did.
+//! Seconds are rounded: step times to the microsecond, goodput to the millisecond (the log keeps
+//! them whole; the artifact is for reading, and rendering the same record gives the same bytes).
 //!
 //! **Steps a second** are the `train` phase's beats over the time its steps took (the goodput's
 //! productive seconds): the pace while training, apart from checkpoints and evaluations, which
@@ -17,35 +15,32 @@ pub(crate) mod rows;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::Serialize;
 
+use crate::event::soak::RunBeats;
 use crate::soak::heartbeat::goodput::PRODUCTIVE_PHASE;
 
 /// The summary's figures of the beats. Serialised, each part is the artifact's own object.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Stepped {
     /// Steps by phase (beats of the phase; step times of the steps that phase's beats began).
     pub steps: BTreeMap<String, PhaseShown>,
     pub heartbeat_errors: HeartbeatErrorsShown,
     /// `None` when no beat arrived.
-    #[serde(deserialize_with = "Option::deserialize")]
     pub goodput: Option<GoodputShown>,
 }
 
 /// One phase of `summary.steps`.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub(crate) struct PhaseShown {
     pub count: u64,
     pub last: u64,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub median_seconds: Option<f64>,
-    #[serde(deserialize_with = "Option::deserialize")]
     pub p99_seconds: Option<f64>,
 }
 
 /// `summary.heartbeat_errors`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct HeartbeatErrorsShown {
     /// Complete lines that were not beats.
     pub malformed: u64,
@@ -64,7 +59,7 @@ impl HeartbeatErrorsShown {
 }
 
 /// `summary.goodput`.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub(crate) struct GoodputShown {
     pub productive_seconds: f64,
     pub badput_seconds: BadputShown,
@@ -73,7 +68,7 @@ pub(crate) struct GoodputShown {
 }
 
 /// `summary.goodput.badput_seconds`.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub(crate) struct BadputShown {
     pub startup: f64,
     pub checkpoint: f64,
@@ -123,14 +118,45 @@ impl GoodputShown {
 }
 
 impl Stepped {
-    /// The figures of an artifact's head or view; `None` where its summary has no `steps` (a
-    /// soak recorded before schema 10, or an artifact of an older schema).
-    pub(crate) fn of(view: &Value) -> Result<Option<Self>, serde_json::Error> {
-        let summary = &view["summary"];
-        if summary.get("steps").is_none() {
-            return Ok(None);
+    /// The figures of the beats a verdict found (`None` before the verdict: no steps, no
+    /// errors, no goodput).
+    pub(crate) fn of(found: Option<&RunBeats>) -> Self {
+        let empty = RunBeats::default();
+        let found = found.unwrap_or(&empty);
+        let micro = |s: Option<f64>| s.map(|s| round(s, 1e6));
+        let milli = |s: f64| round(s, 1e3);
+        Self {
+            steps: found
+                .steps
+                .iter()
+                .map(|(phase, stats)| {
+                    let shown = PhaseShown {
+                        count: stats.count,
+                        last: stats.last,
+                        median_seconds: micro(stats.median_seconds),
+                        p99_seconds: micro(stats.p99_seconds),
+                    };
+                    (phase.clone(), shown)
+                })
+                .collect(),
+            heartbeat_errors: HeartbeatErrorsShown {
+                malformed: found.errors.malformed,
+                oversized: found.errors.oversized,
+                dropped: found.errors.dropped_bytes,
+                truncations: found.errors.truncations,
+            },
+            goodput: found.goodput.map(|g| GoodputShown {
+                productive_seconds: milli(g.productive_seconds),
+                badput_seconds: BadputShown {
+                    startup: milli(g.startup_seconds),
+                    checkpoint: milli(g.checkpoint_seconds),
+                    eval: milli(g.eval_seconds),
+                    stalled: milli(g.stalled_seconds),
+                    other: milli(g.other_seconds),
+                },
+                fraction: round(g.fraction(), 1e4),
+            }),
         }
-        Self::deserialize(summary).map(Some)
     }
 
     /// Whether any beat arrived.
@@ -163,39 +189,54 @@ impl Stepped {
     }
 }
 
+/// `seconds` rounded to the nearest `1 / per_second`.
+pub(crate) fn round(seconds: f64, per_second: f64) -> f64 {
+    (seconds * per_second).round() / per_second
+}
+
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use crate::event::soak::{GoodputSplit, StepStats};
 
     use super::*;
 
-    fn view() -> Value {
-        json!({
-            "schema": "unilab.soak.artifact/4",
-            "summary": {
-                "samples": 12,
-                "steps": {
-                    "train": {"count": 101, "last": 100, "median_seconds": 0.1, "p99_seconds": 0.2},
-                    "checkpoint": {"count": 2, "last": 100, "median_seconds": 8.0, "p99_seconds": 8.0},
-                    "eval": {"count": 5, "last": 4, "median_seconds": null, "p99_seconds": null},
-                },
-                "heartbeat_errors": {"malformed": 0, "oversized": 0, "dropped": 0, "truncations": 0},
-                "goodput": {
-                    "productive_seconds": 10.0,
-                    "badput_seconds": {"startup": 1.5, "checkpoint": 16.0, "eval": 0.0, "stalled": 0.0, "other": 2.5},
-                    "fraction": 0.3333,
-                },
-            },
-        })
+    fn phase(count: u64, last: u64, median: Option<f64>, p99: Option<f64>) -> StepStats {
+        StepStats {
+            count,
+            last,
+            timed: count,
+            median_seconds: median,
+            p99_seconds: p99,
+        }
+    }
+
+    /// A run of 101 train steps, two checkpoints and five evals, with what each took.
+    fn found() -> RunBeats {
+        RunBeats {
+            steps: BTreeMap::from([
+                ("train".to_owned(), phase(101, 100, Some(0.1), Some(0.2))),
+                ("checkpoint".to_owned(), phase(2, 100, Some(8.0), Some(8.0))),
+                ("eval".to_owned(), phase(5, 4, None, None)),
+            ]),
+            goodput: Some(GoodputSplit {
+                productive_seconds: 10.0,
+                startup_seconds: 1.5,
+                checkpoint_seconds: 16.0,
+                other_seconds: 2.5,
+                ..GoodputSplit::default()
+            }),
+            ..RunBeats::default()
+        }
     }
 
     #[test]
     fn steps_a_second_are_the_train_beats_over_their_time() {
-        let stepped = Stepped::of(&view()).unwrap().unwrap();
+        let stepped = Stepped::of(Some(&found()));
         assert!(stepped.beaten());
         assert_eq!(stepped.steps_per_second(), Some(10.1));
         let goodput = stepped.goodput.unwrap();
         assert_eq!(goodput.run_seconds(), 30.0);
+        assert_eq!(goodput.fraction, 0.3333);
         assert_eq!(
             goodput.largest_badput(2),
             [("checkpoint", 16.0), ("other", 2.5)]
@@ -204,26 +245,25 @@ mod tests {
         assert_eq!(others, ["eval", "checkpoint"]);
     }
 
-    /// A soak recorded before schema 10 has no `steps` and nothing to show; one of schema 10
-    /// whose `goodput` or errors went missing is an error that names the key.
+    /// Step times are kept to the microsecond and goodput to the millisecond, as the artifact
+    /// shows them; before the verdict nothing was found: no steps, no errors, no goodput.
     #[test]
-    fn an_artifact_without_steps_has_none_and_one_missing_a_part_is_an_error() {
-        let mut old = view();
-        old["summary"] = json!({"samples": 3});
-        assert_eq!(Stepped::of(&old).unwrap(), None);
-
-        for key in ["goodput", "heartbeat_errors"] {
-            let mut lacking = view();
-            lacking["summary"].as_object_mut().unwrap().remove(key);
-            let error = Stepped::of(&lacking).unwrap_err().to_string();
-            assert!(error.contains(&format!("missing field `{key}`")), "{error}");
+    fn seconds_read_as_the_artifact_rounds_them_and_none_before_the_verdict() {
+        let mut run = found();
+        run.steps.insert(
+            "train".to_owned(),
+            phase(3, 2, Some(0.123_456_7), Some(0.2)),
+        );
+        if let Some(goodput) = &mut run.goodput {
+            goodput.productive_seconds = 10.000_4;
         }
+        let stepped = Stepped::of(Some(&run));
+        assert_eq!(stepped.train().unwrap().median_seconds, Some(0.123_457));
+        assert_eq!(stepped.goodput.unwrap().productive_seconds, 10.0);
 
-        let mut unbeaten = view();
-        unbeaten["summary"]["steps"] = json!({});
-        unbeaten["summary"]["goodput"] = Value::Null;
-        let stepped = Stepped::of(&unbeaten).unwrap().unwrap();
-        assert!(!stepped.beaten());
-        assert_eq!(stepped.steps_per_second(), None);
+        let unbeaten = Stepped::of(None);
+        assert!(!unbeaten.beaten() && unbeaten.steps.is_empty());
+        assert!(!unbeaten.heartbeat_errors.any());
+        assert_eq!(unbeaten.steps_per_second(), None);
     }
 }

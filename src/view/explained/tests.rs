@@ -28,7 +28,7 @@ fn process(pid: u32, state: char, threads: Vec<ThreadShown>) -> ProcessShown {
         kernel_stack: None,
         python_stack: None,
         holds_gpu_device: false,
-        rest: serde_json::Map::new(),
+        ranked: None,
     }
 }
 
@@ -42,7 +42,7 @@ fn evidence(processes: Vec<ProcessShown>) -> EvidenceShown {
         unavailable: Vec::new(),
         groups: None,
         odd_ranks: None,
-        rest: serde_json::Map::new(),
+        mps: None,
     }
 }
 

@@ -4,34 +4,29 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
-
 use super::html::{escape, list_html, pre_html, warnings_html};
-use crate::read::shown::Found;
+use crate::read::record::SoakRecord;
 use crate::view::explained::{EvidenceExplained, Excerpt, Explained, last_lines};
 
 /// What tells why, right after the verdict: the evidence captured before the tree was signalled,
 /// what the verdict found, GPUs not given back, and the last lines of the output — the lines
 /// `soak show` prints first. Nothing for a soak with nothing to tell that did not fail.
-pub(super) fn evidence(view: &Value, status: &str) -> String {
-    let explained = match Found::of(view) {
-        Ok(found) => found.as_ref().map(Explained::of).filter(|e| !e.is_empty()),
-        Err(e) => {
-            return format!(
-                "<p class=\"empty\">the evidence does not read: {}</p>",
-                escape(&e.to_string())
-            );
-        }
-    };
-    if explained.is_none() && status != "failed" {
+pub(super) fn evidence(record: &SoakRecord) -> String {
+    let explained = record
+        .found
+        .as_ref()
+        .map(Explained::of)
+        .filter(|e| !e.is_empty());
+    if explained.is_none() && record.outcome.status != "failed" {
         return String::new();
     }
     let mut html = String::from("<section class=\"evidence\"><h2>Evidence</h2>");
     if let Some(explained) = &explained {
         explained_html(&mut html, explained);
     }
-    for key in ["stdout", "stderr"] {
-        let tail = last_lines(view["output_tail"][key].as_str().unwrap_or(""));
+    let tails = &record.output_tail;
+    for (key, tail) in [("stdout", &tails.stdout), ("stderr", &tails.stderr)] {
+        let tail = last_lines(tail);
         if !tail.is_empty() {
             let title = format!(
                 "last {} of {key}",

@@ -17,10 +17,11 @@ pub(crate) mod job;
 mod scale;
 mod soak;
 mod svg;
+pub(crate) mod testing;
 
 use std::fmt::Write as _;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 pub use data::Charts;
 use data::{BLUE, ChartSpec, Charts as Gathered, GREEN, RED};
@@ -30,8 +31,8 @@ use svg::{ChartFrame, Marker};
 use evidence::evidence;
 use html::{STYLE, escape, pretty, table, warnings_html};
 
-use crate::read::shown::Judged;
-use crate::read::stepped::Stepped;
+use crate::read::record::SoakRecord;
+use crate::time::unix_seconds;
 use crate::view::judged::JudgedText;
 use crate::view::stepped::SteppedText;
 
@@ -42,7 +43,7 @@ const UPLOT_JS: &str = include_str!("vendor/uplot/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("vendor/uplot/uPlot.min.css");
 const CHARTS_JS: &str = include_str!("charts.js");
 
-/// What the page shows besides the artifact's view.
+/// What the page shows besides the soak's record.
 pub struct Extras<'a> {
     /// The soak's events as `history --soak` prints them.
     pub timeline: &'a [String],
@@ -52,30 +53,31 @@ pub struct Extras<'a> {
     pub chain_head: &'a str,
 }
 
-/// The report of a soak: `view` is its artifact without `samples`, `charts` its rows.
-pub fn render(view: &Value, charts: Gathered, extras: &Extras) -> String {
+/// The report of a soak: `record` is its record as every view shows it (its command lines
+/// masked), `charts` its rows.
+pub(crate) fn render(record: &SoakRecord, charts: Gathered, extras: &Extras) -> String {
     let end = charts
         .last_time()
         .into_iter()
-        .chain(view["duration_seconds"].as_f64())
+        .chain(record.duration_seconds)
         .fold(1.0_f64, f64::max);
     // The fitted line of the tree's PSS after the warm-up, a derived column.
-    let trend = trend_column(view, &charts);
+    let trend = trend_column(record, &charts);
     let extra: Vec<Vec<f64>> = trend.into_iter().collect();
     let specs = charts.specs((!extra.is_empty()).then(|| charts.next_column()));
     let bands = charts.error_bands(end / 400.0);
-    let markers = markers(view);
+    let markers = markers(record);
     let frame = ChartFrame {
         end,
         bands: &bands,
         markers: &markers,
-        started_at: view["started_at"].as_f64(),
+        started_at: Some(unix_seconds(record.records.summary.started_at_us)),
         width: svg::WIDTH,
     };
     let mut html = String::with_capacity(256 * 1024);
-    head(&mut html, view);
-    html.push_str(&glance(view, &charts));
-    html.push_str(&evidence(view, status_of(view)));
+    head(&mut html, record);
+    html.push_str(&glance(record, &charts));
+    html.push_str(&evidence(record));
     let _ = write!(
         html,
         "<h2>Over time</h2><p class=\"hint\">Time since the start{clock}. \
@@ -94,7 +96,7 @@ double-click to see the whole run.</span></p>",
     if specs.is_empty() {
         html.push_str("<p class=\"empty\">no samples to draw</p>");
     }
-    details(&mut html, view, extras);
+    details(&mut html, record, extras);
     scripts(&mut html, &charts, &extra, &specs, &frame);
     html.push_str("</body></html>\n");
     html
@@ -151,14 +153,10 @@ fn sections(
     }
 }
 
-fn status_of(view: &Value) -> &str {
-    view["outcome"]["status"].as_str().unwrap_or("unknown")
-}
-
 /// The page's head and title, the command, and the verdict.
-fn head(html: &mut String, view: &Value) {
-    let soak_id = view["soak_id"].as_str().unwrap_or("?");
-    let status = status_of(view);
+fn head(html: &mut String, record: &SoakRecord) {
+    let soak_id = &record.records.soak.start.soak_id;
+    let status = record.outcome.status.as_str();
     let _ = write!(
         html,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -167,42 +165,30 @@ fn head(html: &mut String, view: &Value) {
 <h1>soak {id}</h1><p class=\"command\"><code>{command}</code></p>",
         id = escape(soak_id),
         status = escape(status),
-        command = escape(&command_line(&view["command"])),
+        command = escape(&crate::text::shell_command(
+            &record.records.soak.start.command
+        )),
     );
-    html.push_str(&banner(view, status));
+    html.push_str(&banner(record));
 }
 
-/// An artifact's command line (a list of words) as a shell takes it back, as every view quotes
-/// it.
-fn command_line(words: &Value) -> String {
-    let words: Vec<String> = words
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
-    crate::text::shell_command(&words)
-}
-
-/// The verdict: status, failure kind, reason, exit code or signal, run time.
-fn banner(view: &Value, status: &str) -> String {
+/// The verdict: status, failure kind, reason.
+fn banner(record: &SoakRecord) -> String {
+    let outcome = &record.outcome;
+    let status = outcome.status.as_str();
     let class = match status {
         "passed" => "passed",
         "failed" => "failed",
         _ => "other",
     };
-    let outcome = &view["outcome"];
     format!(
         "<div class=\"banner {class}\"><span class=\"kind\">{status}{kind}</span> {reason}</div>",
         status = escape(status),
-        kind = outcome["failure_kind"]
-            .as_str()
-            .map(|k| format!(" · {}", escape(k)))
+        kind = outcome
+            .failure_kind
+            .map(|k| format!(" · {}", escape(k.as_str())))
             .unwrap_or_default(),
-        reason = escape(outcome["reason"].as_str().unwrap_or("")),
+        reason = escape(&outcome.reason),
     )
 }
 
@@ -210,40 +196,28 @@ fn banner(view: &Value, status: &str) -> String {
 /// times, the other phases, the goodput) when it beat, the tree's memory (peak and trend),
 /// CPU, each GPU's utilisation, memory and health, the rate of progress, the samples — then the
 /// warnings.
-fn glance(view: &Value, charts: &Gathered) -> String {
+fn glance(record: &SoakRecord, charts: &Gathered) -> String {
     let mut figures: Vec<(&str, String)> = Vec::new();
-    let exit = match (
-        view["exit"]["code"].as_i64(),
-        view["exit"]["signal"].as_i64(),
-    ) {
-        (Some(code), _) => format!("exit code {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
+    let exit = match record.exit.map(|e| (e.code, e.signal)) {
+        Some((Some(code), _)) => format!("exit code {code}"),
+        Some((None, Some(signal))) => format!("killed by signal {signal}"),
         _ => "no exit status".to_owned(),
     };
-    let ran = view["duration_seconds"]
-        .as_f64()
+    let ran = record
+        .duration_seconds
         .map_or("?".into(), crate::text::duration);
     figures.push(("ran", format!("{ran}, {exit}")));
     // The trainer's steps lead, when it beat.
-    let stepped = match Stepped::of(view) {
-        Ok(stepped) => stepped.as_ref().map(SteppedText::of).unwrap_or_default(),
-        Err(e) => {
-            figures.push(("steps", format!("do not read: {e}")));
-            SteppedText::default()
-        }
-    };
-    figures.extend(stepped.lines);
-    let summary = &view["summary"];
-    let judged = match Judged::of(view) {
-        Ok(judged) => judged,
-        Err(e) => {
-            figures.push(("resources", format!("do not read: {e}")));
-            None
-        }
-    };
-    let text = judged
+    let stepped = record
+        .stepped
         .as_ref()
-        .map(|j| JudgedText::of(j, view["duration_seconds"].as_f64()))
+        .map(SteppedText::of)
+        .unwrap_or_default();
+    figures.extend(stepped.lines);
+    let summary = &record.summary;
+    let judged = record.judged.as_ref();
+    let text = judged
+        .map(|j| JudgedText::of(j, record.duration_seconds))
         .unwrap_or_default();
     let said = |label: &'static str| {
         text.lines
@@ -251,15 +225,11 @@ fn glance(view: &Value, charts: &Gathered) -> String {
             .filter(move |(l, _)| *l == label)
             .map(|(_, line)| line.clone())
     };
-    let peak = summary["peak_tree_pss_bytes"]
-        .as_u64()
-        .map(|b| format!("peak PSS {}", crate::text::bytes(b)))
-        .or_else(|| {
-            summary["peak_rss_bytes"]
-                .as_u64()
-                .map(|b| format!("peak RSS {}", crate::text::bytes(b)))
-        });
-    let memory: Vec<String> = peak.into_iter().chain(said("memory")).collect();
+    let peak = match judged.and_then(|j| j.peak_tree_pss_bytes) {
+        Some(pss) => format!("peak PSS {}", crate::text::bytes(pss)),
+        None => format!("peak RSS {}", crate::text::bytes(summary.peak_rss_bytes)),
+    };
+    let memory: Vec<String> = std::iter::once(peak).chain(said("memory")).collect();
     if !memory.is_empty() {
         figures.push(("memory", memory.join("; ")));
     }
@@ -274,17 +244,14 @@ fn glance(view: &Value, charts: &Gathered) -> String {
         let rate = line.strip_prefix("progress ").map(str::to_owned);
         ("progress", rate.unwrap_or(line))
     }));
-    let samples = summary["samples"].as_u64().unwrap_or(charts.rows() as u64);
-    let mut sampled = crate::text::count(samples, "sample");
-    if let Some(every) = view["parameters"]["sample_interval_seconds"].as_f64() {
-        sampled.push_str(&format!(", every {}", crate::text::duration(every)));
-    }
+    let mut sampled = crate::text::count(summary.samples, "sample");
+    sampled.push_str(&format!(
+        ", every {}",
+        crate::text::duration(record.parameters.sample_interval_seconds)
+    ));
     // Samples whose only message is a GPU tool absent from the start did not err: it is noted.
-    if let Some(erred) = summary["sampler_errors"]
-        .as_u64()
-        .map(|n| n.saturating_sub(charts.noted_only()))
-        .filter(|n| *n > 0)
-    {
+    let erred = summary.sampler_errors.saturating_sub(charts.noted_only());
+    if erred > 0 {
         sampled.push_str(&format!(", {erred} with sampler errors"));
     }
     figures.push(("samples", sampled));
@@ -340,13 +307,13 @@ fn gpu_figures(charts: &Gathered, mut health: Vec<String>) -> Vec<(&'static str,
 }
 
 /// The fitted line of the tree's PSS after the warm-up, a value a row from where it was taken;
-/// `None` when the artifact has none.
-fn trend_column(view: &Value, charts: &Gathered) -> Option<Vec<f64>> {
-    let trend = &view["summary"]["memory_trend"];
+/// `None` when the summary judges none.
+fn trend_column(record: &SoakRecord, charts: &Gathered) -> Option<Vec<f64>> {
+    let trend = record.judged.as_ref()?.memory_trend.as_ref()?;
     let (per_hour, at_since, since) = (
-        trend["bytes_per_hour"].as_f64()?,
-        trend["bytes_at_since"].as_f64()?,
-        trend["since_seconds"].as_f64()?,
+        trend.bytes_per_hour,
+        trend.bytes_at_since,
+        trend.since_seconds,
     );
     Some(
         charts
@@ -367,18 +334,16 @@ fn trend_column(view: &Value, charts: &Gathered) -> Option<Vec<f64>> {
 ///
 /// A change the first sample after the command's exit saw was made before the exit (the sample
 /// only looked later): it is drawn at the verdict, not after it.
-fn markers(view: &Value) -> Vec<Marker> {
+fn markers(record: &SoakRecord) -> Vec<Marker> {
     let mut markers = Vec::new();
-    let progress = &view["progress"];
-    let verdict = view["duration_seconds"].as_f64();
-    let interval = view["parameters"]["sample_interval_seconds"]
-        .as_f64()
-        .unwrap_or(0.0);
-    for (key, label, color) in [
-        ("first_seen_seconds", "progress first seen", GREEN),
-        ("last_change_seconds", "last progress change", BLUE),
+    let progress = &record.progress;
+    let verdict = record.duration_seconds;
+    let interval = record.parameters.sample_interval_seconds;
+    for (seen, label, color) in [
+        (progress.first_seen_seconds, "progress first seen", GREEN),
+        (progress.last_change_seconds, "last progress change", BLUE),
     ] {
-        if let Some(seen) = progress[key].as_f64() {
+        if let Some(seen) = seen {
             let at = match verdict {
                 Some(end) if seen > end && seen <= end + interval => end,
                 _ => seen,
@@ -478,41 +443,39 @@ fn legend(spec: &ChartSpec) -> String {
 
 /// Parameters, metadata, leaked processes, output tails, the timeline, the runtime snapshot and
 /// what ties the page to the record.
-fn details(html: &mut String, view: &Value, extras: &Extras) {
+fn details(html: &mut String, record: &SoakRecord, extras: &Extras) {
     let _ = write!(
         html,
         "<h2>Parameters</h2>{}<h2>Metadata</h2>{}",
-        table(&view["parameters"]),
-        table(&view["metadata"]),
+        table(&serde_json::to_value(&record.parameters).unwrap_or_default()),
+        table(&record.metadata()),
     );
-    if let Some(leaked) = view["leaked_processes"]
-        .as_array()
-        .filter(|l| !l.is_empty())
-    {
+    let leaked = record
+        .records
+        .soak
+        .end
+        .as_deref()
+        .map(|v| &v.end.leaked_processes[..])
+        .unwrap_or_default();
+    if !leaked.is_empty() {
         html.push_str(
             "<h2>Leaked processes</h2><table><tr><th>pid</th><th>name</th><th>command</th></tr>",
         );
         for process in leaked {
-            let pid = process["pid"]
-                .as_u64()
-                .or_else(|| process["identity"]["pid"].as_u64())
-                .map_or("?".into(), |p| p.to_string());
-            let command = command_line(&process["cmdline"]);
             let _ = write!(
                 html,
                 "<tr><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
-                escape(&pid),
-                escape(process["name"].as_str().unwrap_or("")),
-                escape(&command)
+                process.identity.pid,
+                escape(&process.name),
+                escape(&crate::text::shell_command(&process.cmdline))
             );
         }
         html.push_str("</table>");
     }
-    for (title, key) in [
-        ("Standard output (tail)", "stdout"),
-        ("Standard error (tail)", "stderr"),
+    for (title, tail) in [
+        ("Standard output (tail)", &record.output_tail.stdout),
+        ("Standard error (tail)", &record.output_tail.stderr),
     ] {
-        let tail = view["output_tail"][key].as_str().unwrap_or("");
         if !tail.is_empty() {
             // Reversed flex: the box opens at its last lines, the ones that matter.
             let _ = write!(
@@ -529,10 +492,10 @@ fn details(html: &mut String, view: &Value, extras: &Extras) {
 <footer>artifact digest (blake3) <code>{}</code><br>event log chain head <code>{}</code><br>\
 schema <code>{}</code></footer>",
         escape(&extras.timeline.join("\n")),
-        pretty(&view["runtime"]),
+        pretty(&record.runtime()),
         escape(extras.digest),
         escape(extras.chain_head),
-        escape(view["schema"].as_str().unwrap_or("")),
+        escape(crate::read::artifact::schema(record.recorded.form)),
     );
 }
 

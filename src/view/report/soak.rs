@@ -1,8 +1,6 @@
-//! The report of a soak as the log holds it: its artifact's view, its rows as charts, its
-//! events as a timeline, its digest and the log's chain head — what `soak report` writes, and
+//! The report of a soak as the log holds it: its record, its rows as charts, its events as a
+//! timeline, its artifact's digest and the log's chain head — what `soak report` writes, and
 //! what a soak run with `--report` writes when it ends.
-
-use serde_json::Value;
 
 use crate::event::Subject;
 use crate::log::Snapshot;
@@ -11,7 +9,7 @@ use crate::soak::error::SoakError;
 use crate::text::count;
 use crate::view::timeline::record_line;
 
-/// The HTML report of a soak, from the log: its artifact's view, its events, the chain head.
+/// The HTML report of a soak, from the log: its record, its events, the chain head.
 pub(crate) fn of_soak(snapshot: &Snapshot, soak_id: &str) -> Result<String, SoakError> {
     let mut charts = super::Charts::default();
     // The rows are spooled in the temporary directory.
@@ -20,12 +18,11 @@ pub(crate) fn of_soak(snapshot: &Snapshot, soak_id: &str) -> Result<String, Soak
         gather(snapshot, soak_id, |piece| charts.take(piece)).map_err(streaming(&spool))?;
     let digest = gathered.digest().map_err(streaming(&spool))?;
     // The page shows the command lines masked; the digest is the artifact's as written.
-    crate::redact::shown::artifact(&mut gathered.head);
-    let view = Value::Object(std::mem::take(&mut gathered.head));
+    let record = gathered.record.masked();
     let timeline = timeline(snapshot, soak_id)?;
     let (_, head) = snapshot.head()?;
     Ok(super::render(
-        &view,
+        &record,
         charts,
         &super::Extras {
             timeline: &timeline,

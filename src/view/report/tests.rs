@@ -4,8 +4,13 @@ use std::collections::BTreeMap;
 
 use super::html::escape;
 use super::*;
+use crate::event::soak::{
+    FailureKind, GoodputSplit, HeartbeatErrors, LeakedProcess, RunBeats, StepStats,
+};
 use crate::read::beats::BeatsRow;
 use crate::read::rows::{GpuRow, SampleRow};
+use crate::read::sketch::Sketch;
+use crate::read::stepped::Stepped;
 use crate::read::stream::Piece;
 
 #[test]
@@ -49,18 +54,18 @@ fn extras() -> Extras<'static> {
     }
 }
 
-/// A soak's view (its artifact without samples) that ran `seconds`.
-fn view(seconds: f64) -> Value {
-    json!({
-        "soak_id": "20261205T120000-ab12",
-        "command": ["python3", "train.py"],
-        "started_at": 1_796_479_200.0,
-        "duration_seconds": seconds,
-        "outcome": {"status": "failed", "failure_kind": "stale_progress", "reason": "no progress"},
-        "progress": {"first_seen_seconds": seconds * 0.1, "last_change_seconds": seconds * 0.5},
-        "summary": {"samples": 0},
-        "parameters": {"sample_interval_seconds": 0.1},
-    })
+/// The record of a soak that ran `seconds`, failed for no progress, its progress first seen at
+/// a tenth of that and last changed at half.
+fn view(seconds: f64) -> SoakRecord {
+    Sketch {
+        duration_seconds: Some(seconds),
+        failure_kind: Some(FailureKind::StaleProgress),
+        reason: "no progress".into(),
+        first_progress_seconds: Some(seconds * 0.1),
+        last_progress_seconds: Some(seconds * 0.5),
+        ..Sketch::default()
+    }
+    .record()
 }
 
 /// The static charts of a page: each `<svg …>…</svg>`.
@@ -117,7 +122,7 @@ fn a_soak_whose_every_sample_erred_is_one_band_and_its_error_said_once() {
 fn a_gpu_tool_absent_from_the_start_is_a_note_not_an_error_band() {
     let errors = ["`nvidia-smi` was not found".to_owned()];
     let mut view = view(30.0);
-    view["summary"]["sampler_errors"] = json!(300);
+    view.summary.sampler_errors = 300;
     let html = render(&view, erring(&errors), &extras());
     assert!(!html.contains("class=\"band\""), "no band");
     assert!(!html.contains("sampler errors"), "not counted as errors");
@@ -221,9 +226,16 @@ fn a_two_day_soak_reads_in_hours_with_the_clock_under_it() {
 #[test]
 fn leaked_processes_are_a_table_not_json() {
     let mut leaked = view(10.0);
-    leaked["leaked_processes"] = json!([
-        {"pid": 4242, "start_ticks": 1, "name": "sleep", "cmdline": ["sleep", "600"]}
-    ]);
+    if let Some(verdict) = leaked.records.soak.end.as_deref_mut() {
+        verdict.end.leaked_processes.push(LeakedProcess {
+            identity: crate::process::ProcessIdentity {
+                pid: 4242,
+                start_ticks: 1,
+            },
+            name: "sleep".into(),
+            cmdline: vec!["sleep".into(), "600".into()],
+        });
+    }
     let html = render(&leaked, Charts::default(), &extras());
     assert!(html.contains("<tr><td>4242</td><td>sleep</td><td><code>sleep 600</code></td></tr>"));
     assert!(!html.contains("\"cmdline\""));
@@ -272,20 +284,35 @@ fn beats(n: u32, fastest: f32, slowest: f32, numbers: &BTreeMap<String, f64>) ->
     }
 }
 
-/// The view of a soak whose trainer beat: its summary's steps and goodput.
-fn beaten_view() -> Value {
+/// The record of a soak whose trainer beat: its steps and goodput.
+fn beaten_view() -> SoakRecord {
     let mut view = view(40.0);
-    view["summary"] = json!({
-        "samples": 40,
-        "peak_rss_bytes": 1_048_576,
-        "steps": {"train": {"count": 300, "last": 299, "median_seconds": 0.1, "p99_seconds": 0.3}},
-        "heartbeat_errors": {"malformed": 2, "oversized": 0, "dropped": 0, "truncations": 0},
-        "goodput": {
-            "productive_seconds": 30.0,
-            "badput_seconds": {"startup": 2.0, "checkpoint": 8.0, "eval": 0.0, "stalled": 0.0, "other": 0.0},
-            "fraction": 0.75,
+    view.summary.samples = 40;
+    view.summary.peak_rss_bytes = 1_048_576;
+    let run = RunBeats {
+        steps: BTreeMap::from([(
+            "train".to_owned(),
+            StepStats {
+                count: 300,
+                last: 299,
+                timed: 300,
+                median_seconds: Some(0.1),
+                p99_seconds: Some(0.3),
+            },
+        )]),
+        untracked: 0,
+        errors: HeartbeatErrors {
+            malformed: 2,
+            ..HeartbeatErrors::default()
         },
-    });
+        goodput: Some(GoodputSplit {
+            productive_seconds: 30.0,
+            startup_seconds: 2.0,
+            checkpoint_seconds: 8.0,
+            ..GoodputSplit::default()
+        }),
+    };
+    view.stepped = Some(Stepped::of(Some(&run)));
     view
 }
 
@@ -417,10 +444,17 @@ fn texts_filled<'a>(svg: &'a str, fill: &str) -> Vec<&'a str> {
 
 /// A soak of 230 s from 14:02:00 UTC, its last progress change seen by the sample after the
 /// command exited, its tree's memory just under a MiB and its progress a byte.
-fn four_minutes() -> (Value, Charts) {
-    let mut view = view(230.0);
-    view["started_at"] = json!(1_796_479_320.0);
-    view["progress"]["last_change_seconds"] = json!(230.05);
+fn four_minutes() -> (SoakRecord, Charts) {
+    let view = Sketch {
+        started_at_us: 1_796_479_320_000_000,
+        duration_seconds: Some(230.0),
+        failure_kind: Some(FailureKind::StaleProgress),
+        reason: "no progress".into(),
+        first_progress_seconds: Some(23.0),
+        last_progress_seconds: Some(230.05),
+        ..Sketch::default()
+    }
+    .record();
     let mut charts = Charts::default();
     for i in 0..=2301u32 {
         let row = SampleRow {
@@ -491,9 +525,7 @@ fn byte_axes_tick_on_round_numbers_of_their_unit_and_whole_bytes() {
 /// may break after its underscores, and only there.
 #[test]
 fn long_parameter_names_break_at_their_underscores() {
-    let mut view = view(10.0);
-    view["parameters"] = json!({"max_memory_growth_bytes_per_hour": null});
-    let html = render(&view, Charts::default(), &extras());
+    let html = render(&view(10.0), Charts::default(), &extras());
     assert!(html.contains("<th>max_<wbr>memory_<wbr>growth_<wbr>bytes_<wbr>per_<wbr>hour</th>"));
     let style = &html[html.find("<style>").unwrap()..html.find("</style>").unwrap()];
     assert!(style.contains("th{overflow-wrap:break-word}"), "{style}");

@@ -4,8 +4,10 @@
 //! schema 2–4's, `/3` ([`v3`]) for schema 5's. Each is independent of the others and of the
 //! current artifact: what they share is frozen here (the frame every one of them shows alike)
 //! and in [`rows`] (the rows of `/2` and `/3`). Nothing in this folder may change but how their
-//! rows read today ([`read`], [`read_v1`]): the CSV, the report and `soak show` read every
-//! soak's rows alike.
+//! rows and figures read today ([`read`], [`read_v1`], and the tallies of [`Rows::tally`] and
+//! [`whole`], from which a soak's typed record is made): the CSV, the report and `soak show`
+//! read every soak alike. They render from the raw fold, not from the typed record: the record
+//! is today's reading of a soak, and a frozen artifact must stay what its own version wrote.
 
 mod rows;
 mod v1;
@@ -19,21 +21,30 @@ use serde_json::{Map, Value, json};
 use crate::event::soak::{self, Outcome, Sample, SoakParameters};
 use crate::log::chain::to_hex;
 use crate::process::ProcessIdentity;
-use crate::read::fold::{Abandonment, Soak, SoakRecords};
-use crate::read::rows::{GpuRow, SampleRow};
+use crate::read::fold::{Abandonment, Form, Soak, SoakRecords};
+use crate::read::rows::{GpuRow, SampleRow, Tally};
 use crate::time::unix_seconds;
 
 /// Whether `soak` renders a frozen artifact: whether its start was recorded before schema 6.
 pub(in crate::read) fn renders(soak: &Soak) -> bool {
-    soak.schema < 6
+    soak.recorded().form < Form::Current
 }
 
 /// The frozen artifact of `records` as a JSON object, without `digest`.
 pub(in crate::read) fn body(records: &SoakRecords) -> Value {
-    match records.soak.schema {
-        ..=1 => v1::body(records),
-        2..=4 => v2::body(records),
-        _ => v3::body(records),
+    match records.soak.recorded().form {
+        Form::First => v1::body(records),
+        Form::Second => v2::body(records),
+        Form::Third | Form::Current => v3::body(records),
+    }
+}
+
+/// The name of the frozen artifact of `form`.
+pub(in crate::read) fn schema(form: Form) -> &'static str {
+    match form {
+        Form::First => v1::SCHEMA,
+        Form::Second => v2::SCHEMA,
+        Form::Third | Form::Current => v3::SCHEMA,
     }
 }
 
@@ -46,7 +57,7 @@ pub(in crate::read) struct Rows(rows::Rows);
 
 impl Rows {
     pub(in crate::read) fn of(soak: &Soak) -> Option<Self> {
-        (soak.schema > 1).then(|| Self(rows::Rows::new(&soak.start)))
+        (soak.recorded().form > Form::First).then(|| Self(rows::Rows::new(&soak.start)))
     }
 
     pub(in crate::read) fn row<'s>(&mut self, sample: &'s Sample) -> Row<'s> {
@@ -55,20 +66,29 @@ impl Rows {
 
     /// The artifact without `samples` and `digest`, once every sample has been rowed.
     pub(in crate::read) fn head(&self, records: &SoakRecords) -> Map<String, Value> {
-        match records.soak.schema {
-            ..=4 => v2::head(records, &self.0),
-            _ => v3::head(records, &self.0),
+        match records.soak.recorded().form {
+            Form::First | Form::Second => v2::head(records, &self.0),
+            Form::Third | Form::Current => v3::head(records, &self.0),
         }
+    }
+
+    /// What the rows tell of the run, once every sample has been rowed.
+    pub(in crate::read) fn tally(&self) -> Tally {
+        self.0.tally()
     }
 }
 
 /// A row of `/1`, as the artifact holds it.
 pub(in crate::read) type RowV1<'a> = v1::Row<'a>;
 
-/// The artifact of a soak of `/1` without `samples` and `digest`, and its rows.
-pub(in crate::read) fn whole(records: &SoakRecords) -> (Map<String, Value>, Vec<RowV1<'_>>) {
-    let rows = v1::rows(&records.soak.samples);
-    (v1::head(records, &rows), rows)
+/// The artifact of a soak of `/1` without `samples` and `digest`, its rows, and what they tell
+/// of the run.
+pub(in crate::read) fn whole(records: &SoakRecords) -> (Map<String, Value>, Vec<RowV1<'_>>, Tally) {
+    let samples = &records.soak.samples;
+    let rows = v1::rows(samples);
+    let last_progress = samples.last().map(|(s, _)| s.progress).unwrap_or_default();
+    let tally = v1::tally(&rows, last_progress);
+    (v1::head(records, &rows), rows, tally)
 }
 
 /// A row of `/2` or `/3` as the rows of today read: no proportional set size, no GPU health.

@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 use super::seconds;
 use crate::event::soak::{ProcessSample, ProgressSignature, Sample, SoakStart};
 use crate::read::fold::Measured;
+use crate::read::rows::Tally;
+use crate::read::shown::SummaryShown;
 
 /// The sum of the known values; `None` when none is known.
 fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
@@ -187,6 +189,31 @@ impl Rows {
         self.cost_max = self.cost_max.max(sample.sampler_cost_us);
         self.last_progress = sample.progress;
         row
+    }
+
+    /// What the rows tell of the run, as today's views read it (no judgment of resources).
+    pub(super) fn tally(&self) -> Tally {
+        let (cpu, read, write) = self.last.unwrap_or((0.0, 0, 0));
+        Tally {
+            summary: SummaryShown {
+                samples: self.samples,
+                peak_processes: self.peak_processes,
+                peak_rss_bytes: self.peak_rss_bytes,
+                peak_threads: self.peak_threads,
+                peak_open_fds: self.peak_open_fds,
+                peak_cpu_percent: self.peak_cpu_percent,
+                peak_host_gpu_memory_used_mib: self.peak_host_gpu_memory_used_mib,
+                peak_tree_gpu_memory_mib: self.peak_tree_gpu_memory_mib,
+                final_cpu_seconds: cpu,
+                final_read_bytes: read,
+                final_write_bytes: write,
+                sampler_errors: self.sampler_errors,
+                sampler_cost_us_mean: self.cost_total.checked_div(self.samples).unwrap_or(0),
+                sampler_cost_us_max: self.cost_max,
+            },
+            last_progress: self.last_progress,
+            judged: None,
+        }
     }
 
     pub(super) fn summary(&self) -> Value {

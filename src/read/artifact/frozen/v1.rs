@@ -7,10 +7,13 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::{Frame, frame, parameters, seconds};
+use crate::event::soak::ProgressSignature;
 use crate::event::soak::{ProcessSample, Sample};
 use crate::read::fold::{Measured, SoakRecords};
+use crate::read::rows::Tally;
+use crate::read::shown::SummaryShown;
 
-const SCHEMA: &str = "unilab.soak.artifact/1";
+pub(super) const SCHEMA: &str = "unilab.soak.artifact/1";
 
 /// The exporting host's rate: schema 1 did not record the sampling host's.
 fn ticks_per_second() -> f64 {
@@ -85,6 +88,38 @@ fn summary(rows: &[Row]) -> Value {
         "sampler_cost_us_mean": if costs.is_empty() { 0 } else { costs.iter().sum::<u64>() / costs.len() as u64 },
         "sampler_cost_us_max": costs.iter().copied().max().unwrap_or(0),
     })
+}
+
+/// What the rows tell of the run, as today's views read it: no CPU share, the host's GPU
+/// memory as one figure, no judgment of resources.
+pub(super) fn tally(rows: &[Row], last_progress: ProgressSignature) -> Tally {
+    let peak = |f: fn(&Row) -> u64| rows.iter().map(f).max().unwrap_or(0);
+    let costs: Vec<u64> = rows.iter().map(|r| r.sampler_cost_us).collect();
+    let last = rows.last();
+    Tally {
+        summary: SummaryShown {
+            samples: rows.len() as u64,
+            peak_processes: peak(|r| r.processes),
+            peak_rss_bytes: peak(|r| r.rss_bytes),
+            peak_threads: peak(|r| r.threads),
+            peak_open_fds: peak(|r| r.open_fds),
+            peak_cpu_percent: None,
+            peak_host_gpu_memory_used_mib: Some(peak(|r| r.gpu_memory_used_mib)),
+            peak_tree_gpu_memory_mib: Some(peak(|r| r.tree_gpu_memory_mib)),
+            final_cpu_seconds: last.map_or(0.0, |r| r.cpu_seconds),
+            final_read_bytes: last.map_or(0, |r| r.read_bytes),
+            final_write_bytes: last.map_or(0, |r| r.write_bytes),
+            sampler_errors: rows.iter().map(|r| r.errors.len() as u64).sum(),
+            sampler_cost_us_mean: costs
+                .iter()
+                .sum::<u64>()
+                .checked_div(costs.len() as u64)
+                .unwrap_or(0),
+            sampler_cost_us_max: costs.iter().copied().max().unwrap_or(0),
+        },
+        last_progress,
+        judged: None,
+    }
 }
 
 /// The rows of every sample, rendered from all of them at once.

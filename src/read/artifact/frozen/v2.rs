@@ -15,7 +15,7 @@ use super::{Frame, frame, parameters, seconds};
 use crate::event::soak::{SoakEnd, SoakStart};
 use crate::read::fold::SoakRecords;
 
-const SCHEMA: &str = "unilab.soak.artifact/2";
+pub(super) const SCHEMA: &str = "unilab.soak.artifact/2";
 
 /// The artifact as a JSON object, without `digest` and without `samples`, once `rows` has seen
 /// every sample.

@@ -16,7 +16,7 @@ use crate::event::soak::{Evidence, ExitInfo, Findings, GpuRelease, ProcessEviden
 use crate::read::fold::SoakRecords;
 use crate::time::unix_seconds;
 
-const SCHEMA: &str = "unilab.soak.artifact/3";
+pub(super) const SCHEMA: &str = "unilab.soak.artifact/3";
 
 fn exit(exit: &ExitInfo) -> Value {
     json!({ "code": exit.code, "signal": exit.signal })
