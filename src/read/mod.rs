@@ -12,6 +12,8 @@
 //! - [`artifact`]: the canonical JSON of a soak (this unilab's, and the frozen forms of older
 //!   soaks), [`stream`]: written as the log is read, in memory that does not grow with the soak,
 //!   [`csv`]: its rows as a spreadsheet;
+//! - [`signature`]: where a captured process stood, as a short signature, and ranks grouped by
+//!   it;
 //! - [`job`]: a job's ranks side by side and its verdict, from each rank's record;
 //! - [`naming`]: which soak an id, a prefix or `latest` names.
 
@@ -25,6 +27,7 @@ pub(crate) mod parameters;
 pub(crate) mod record;
 pub(crate) mod rows;
 pub(crate) mod shown;
+pub(crate) mod signature;
 pub(crate) mod sketch;
 pub(crate) mod stepped;
 pub(crate) mod stream;

@@ -13,8 +13,8 @@ use crate::event::soak::{
     CgroupEvidence, Evidence, ExitInfo, FailureKind, Findings, GpuRelease, JobAlarm, KernelMessage,
     MpsTeardown, ProcessEvidence, ThreadEvidence,
 };
-use crate::soak::signature::group::{SignatureGroup, group, signatures_by_rank};
-use crate::soak::signature::{self, Frame};
+use crate::read::signature::group::{SignatureGroup, group, signatures_by_rank};
+use crate::read::signature::{self, Frame};
 use crate::time::unix_seconds;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

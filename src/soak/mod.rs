@@ -13,8 +13,7 @@
 //! - judging it: `growth` and `trend` (memory growth by a robust slope), `release` (whether
 //!   its GPUs came back), `error` (the soak commands' errors);
 //! - what explains a failure: `capture` (each process's threads, stacks and wait channels
-//!   before the first signal), `signature` (a process's innermost frames as a short signature,
-//!   and ranks grouped by it, the odd ones named), `kernel` (the memory cgroup, kernel stacks),
+//!   before the first signal), `kernel` (the memory cgroup, kernel stacks),
 //!   `oom` (the OOM killer's victims), `witnesses` (what watches from outside the tree: the
 //!   kernel's log), `teardown` (which processes are the soak's, and how they are stopped);
 //! - what is left: [`artifact`] (where the artifact and the report go, checked before and
@@ -43,7 +42,6 @@ mod release;
 pub(crate) mod request;
 pub(crate) mod retention;
 pub(crate) mod sampler;
-pub(crate) mod signature;
 pub(crate) mod supervise;
 mod teardown;
 pub(crate) mod trend;

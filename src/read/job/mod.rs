@@ -6,7 +6,7 @@
 //! Pure: the rows come in read ([`RankRow`], with the capture that speaks for each rank chosen
 //! by [`RankCaptures`]; each rank's progress and memory over time in [`series`]), and
 //! [`JobView::of`] assembles the rest. It lives in the read layer, not in `job`: it groups by
-//! [`signature`](crate::soak::signature), and `job` is below `soak`.
+//! [`signature`](crate::read::signature), and `job` is below `read`.
 //!
 //! A rank's stack is that of its main process ([`main_process`]): the topmost process of its
 //! soak's tree that is neither the soak's guard nor a shell that only runs one child — the
@@ -23,8 +23,8 @@ use straggler::{StepRank, Straggler, stragglers};
 
 use crate::event::soak::{Evidence, FailureKind, ProcessEvidence};
 use crate::job::alarm::Alarm;
-use crate::soak::signature::group::{self, SignatureGroup};
-use crate::soak::signature::{Frame, StackSignature, of_process};
+use crate::read::signature::group::{self, SignatureGroup};
+use crate::read::signature::{Frame, StackSignature, of_process};
 
 /// One rank's soak, as `job show` lists it. Times are Unix seconds, as `recorded_at` is.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -82,7 +82,7 @@ impl RankCaptures {
         if self.chosen.is_none() {
             self.chosen = Some(main_process(&evidence.processes).map_or_else(
                 || StackSignature {
-                    signature: crate::soak::signature::UNKNOWN.to_owned(),
+                    signature: crate::read::signature::UNKNOWN.to_owned(),
                     top_frames: Vec::new(),
                 },
                 of_process,

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use crate::event::soak::{FailureKind, JobAlarm};
 use crate::read::shown::{EvidenceShown, Found, ProcessShown, ThreadShown};
-use crate::soak::signature::group::{self, Grouping};
+use crate::read::signature::group::{self, Grouping};
 use crate::text::{bytes, count, foreign, human_time};
 
 /// The processes described, at most; those in uninterruptible sleep, stopped or zombie, and

@@ -362,8 +362,8 @@ fn the_last_lines_of_a_tail_are_its_most_recent() {
 #[test]
 fn the_ranks_of_one_tree_and_the_jobs_alarm_are_told() {
     use crate::event::soak::JobAlarm;
-    use crate::soak::signature::Frame;
-    use crate::soak::signature::group::SignatureGroup;
+    use crate::read::signature::Frame;
+    use crate::read::signature::group::SignatureGroup;
     let at = |function: &str, line: u32, ranks: Vec<u32>| SignatureGroup {
         signature: function.into(),
         top_frames: vec![Frame {

@@ -25,8 +25,8 @@ use super::scale::Unit;
 use super::svg::{ChartFrame, Marker, WIDTH, clock_of};
 use crate::read::job::straggler::STRAGGLER_RATIO;
 use crate::read::job::{JobView, RankRow};
-use crate::soak::signature::Frame;
-use crate::soak::signature::group::rank_list;
+use crate::read::signature::Frame;
+use crate::read::signature::group::rank_list;
 use crate::text::step_time;
 
 /// A rank's colour on the page: the table's swatch and its line on every chart.
