@@ -262,7 +262,7 @@ impl Folded {
 /// Gathers a soak's events, up to and including its verdict; `None` for an unknown soak.
 pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>, LogError> {
     let mut folded = Folded::default();
-    let walked = walk(snapshot, soak_id, |event, schema| {
+    let walked = walk(snapshot, soak_id, |event, schema, _| {
         if let Fold::Sample(sample, measures) = folded.fold(event, schema) {
             folded.keep(*sample, measures.map(|m| *m));
         }
@@ -277,11 +277,11 @@ pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>
 /// [`crate::soak::ended::end_at_last_sample`]), the hash of the last of them and the log's
 /// host (`None` for an unknown soak). Which events belong to the soak is the projection's rule
 /// ([`Soaks::apply`]), applied here too. `visit` is given each event with the schema of the form
-/// it is stored in.
+/// it is stored in and when it was recorded (Unix microseconds).
 pub(crate) fn walk<E: From<LogError>>(
     snapshot: &Snapshot,
     soak_id: &str,
-    mut visit: impl FnMut(Event, u32) -> Result<(), E>,
+    mut visit: impl FnMut(Event, u32, i64) -> Result<(), E>,
 ) -> Result<Option<Walked>, E> {
     let mut summary: Option<SoakSummary> = None;
     let mut last_hash = None;
@@ -320,7 +320,8 @@ pub(crate) fn walk<E: From<LogError>>(
             if host.is_none() {
                 host = Some(record.envelope.scope.host.clone());
             }
-            visit(record.envelope.event, record.envelope.schema)?;
+            let envelope = record.envelope;
+            visit(envelope.event, envelope.schema, envelope.recorded_at_us)?;
             Ok(true)
         },
     )?;

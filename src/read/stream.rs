@@ -163,7 +163,7 @@ fn gather_into(
     let mut folded = Folded::default();
     let mut rower = Rower::Whole;
     let empty = Default::default();
-    let walked = walk(snapshot, soak_id, |event, schema| {
+    let walked = walk(snapshot, soak_id, |event, schema, _| {
         match folded.fold(event, schema) {
             Fold::Restarted => {
                 rower = folded.soak.as_ref().map_or(Rower::Whole, Rower::of);

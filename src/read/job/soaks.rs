@@ -3,10 +3,11 @@
 //! for `job report`. One row a soak of a host ([`one_a_host`]) when the logs of every host are
 //! read together (the command layer's loop over them).
 
-use crate::event::soak::SampleBeats;
+use crate::event::soak::{Measures, Sample, SampleBeats};
 use crate::event::{Event, Subject};
 use crate::log::{LogError, Snapshot};
 use crate::projection::{SoakSummary, Soaks};
+use crate::read::fold::{Fold, Folded, walk};
 use crate::read::job::series::RankSeries;
 use crate::read::job::straggler::reading::RankReading;
 use crate::read::job::{RankCaptures, RankRow};
@@ -126,10 +127,6 @@ fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>,
     Ok(first)
 }
 
-/// One rank's soak as `job show` lists it, read in one pass over its records that keeps no
-/// sample: its peaks and means as they go by, its steps and GPUs' health ([`RankReading`]),
-/// the capture that speaks for it, its verdict — and each sample's progress and memory into `series` when given (bounded: see
-/// [`RankSeries`]).
 /// Whether a sample whose progress directory reads `seen` (files, bytes) made progress since
 /// the sample before it (`before`; for the first, whether it holds files), or beat: a beat is
 /// progress too, as the supervisor judges it.
@@ -141,70 +138,113 @@ fn progressed(before: Option<(u64, u64)>, seen: (u64, u64), beats: Option<&Sampl
         }
 }
 
+/// What one run of a rank's soak tells as its samples go by: its peaks and means, its steps
+/// and GPUs' health ([`RankReading`]), the capture that speaks for it, when its command was
+/// spawned (from the samples' times and their ages: the earliest, as a sample is recorded with
+/// its batch, up to a second after it was taken), and when its progress last changed among the
+/// samples (the directory, or a beat). Keeps no sample.
+#[derive(Default)]
+struct RankRun {
+    peak_pss: Option<u64>,
+    utilization_sum: f64,
+    utilization_samples: u64,
+    captures: RankCaptures,
+    reading: RankReading,
+    spawned_at_us: Option<i64>,
+    progress: Option<(u64, u64)>,
+    progress_changed_at_us: Option<i64>,
+}
+
+impl RankRun {
+    /// A sample recorded at `at_us`, and its progress and memory into `series` when given.
+    fn sample(
+        &mut self,
+        at_us: i64,
+        sample: &Sample,
+        measures: Option<&Measures>,
+        series: Option<&mut RankSeries>,
+    ) {
+        self.reading.sample(sample, measures);
+        let elapsed_us = i64::try_from(sample.elapsed_ms)
+            .unwrap_or(i64::MAX / 1000)
+            .saturating_mul(1000);
+        let spawned = at_us.saturating_sub(elapsed_us);
+        self.spawned_at_us = Some(self.spawned_at_us.map_or(spawned, |s| s.min(spawned)));
+        let pss = measures.and_then(Measures::tree_pss_bytes);
+        if let Some(pss) = pss {
+            self.peak_pss = Some(self.peak_pss.map_or(pss, |peak| peak.max(pss)));
+        }
+        if let Some(series) = series {
+            series.add(elapsed_us, sample.progress.bytes, pss);
+        }
+        let used: Vec<u32> = sample
+            .gpus
+            .iter()
+            .flatten()
+            .filter(|g| !g.processes.is_empty())
+            .filter_map(|g| g.utilization_percent)
+            .collect();
+        if !used.is_empty() {
+            self.utilization_sum +=
+                used.iter().map(|u| f64::from(*u)).sum::<f64>() / used.len() as f64;
+            self.utilization_samples += 1;
+        }
+        let seen = (sample.progress.files, sample.progress.bytes);
+        let beats = measures.and_then(|m| m.heartbeat.as_deref());
+        if progressed(self.progress, seen, beats) {
+            self.progress_changed_at_us = Some(at_us);
+        }
+        self.progress = Some(seen);
+    }
+}
+
+/// One rank's soak as `job show` lists it, read in one pass over its records through the
+/// soak's fold (the events that belong to it, by the rule every reader of a soak takes; its
+/// verdict as folded) that keeps no sample ([`RankRun`]) — and each sample's progress and
+/// memory into `series` when given (bounded: see [`RankSeries`]).
 fn read_rank(
     snapshot: &Snapshot,
     soak: &SoakSummary,
     host: &str,
     mut series: Option<&mut RankSeries>,
 ) -> Result<RankRow, LogError> {
-    let mut peak_pss: Option<u64> = None;
-    let (mut utilization_sum, mut utilization_samples) = (0.0_f64, 0_u64);
-    let mut captures = RankCaptures::default();
-    let mut reading = RankReading::default();
-    // When the command was spawned (from the samples' times and their ages: the earliest, as a
-    // sample is recorded with its batch, up to a second after it was taken), and when the
-    // progress last changed among the samples (the directory, or a beat).
-    let mut spawned_at_us: Option<i64> = None;
-    let mut progress = None;
-    let mut progress_changed_at_us: Option<i64> = None;
-    let mut last_progress_ms: Option<u64> = None;
-    let subject = Subject::Soak(soak.soak_id.clone());
-    snapshot.scan_records(&subject, soak.first_seq, |record| {
-        let at_us = record.envelope.recorded_at_us;
-        match &record.envelope.event {
-            Event::SoakStarted { start, .. } => reading.start(start),
-            Event::SoakSampled { sample, measures } => {
-                reading.sample(sample, measures.as_deref());
-                let elapsed_us = i64::try_from(sample.elapsed_ms)
-                    .unwrap_or(i64::MAX / 1000)
-                    .saturating_mul(1000);
-                let spawned = at_us.saturating_sub(elapsed_us);
-                spawned_at_us = Some(spawned_at_us.map_or(spawned, |s| s.min(spawned)));
-                let pss = measures.as_ref().and_then(|m| m.tree_pss_bytes());
-                if let Some(pss) = pss {
-                    peak_pss = Some(peak_pss.map_or(pss, |peak| peak.max(pss)));
-                }
-                if let Some(series) = series.as_deref_mut() {
-                    series.add(elapsed_us, sample.progress.bytes, pss);
-                }
-                let used: Vec<u32> = sample
-                    .gpus
-                    .iter()
-                    .flatten()
-                    .filter(|g| !g.processes.is_empty())
-                    .filter_map(|g| g.utilization_percent)
-                    .collect();
-                if !used.is_empty() {
-                    utilization_sum +=
-                        used.iter().map(|u| f64::from(*u)).sum::<f64>() / used.len() as f64;
-                    utilization_samples += 1;
-                }
-                let seen = (sample.progress.files, sample.progress.bytes);
-                let beats = measures.as_ref().and_then(|m| m.heartbeat.as_deref());
-                if progressed(progress, seen, beats) {
-                    progress_changed_at_us = Some(at_us);
-                }
-                progress = Some(seen);
-            }
-            Event::SoakEvidenceCaptured(evidence) => captures.take(evidence),
-            Event::SoakFinished { end, findings, .. } => {
-                last_progress_ms = end.last_progress_ms;
-                reading.verdict(findings.as_deref());
-            }
-            _ => {}
+    let mut folded = Folded::default();
+    let mut run = RankRun::default();
+    walk(snapshot, &soak.soak_id, |event, schema, at_us| {
+        if let Event::SoakEvidenceCaptured(evidence) = &event {
+            run.captures.take(evidence);
         }
-        Ok::<_, LogError>(true)
+        match folded.fold(event, schema) {
+            // What was read of an earlier start under the same id is not part of this soak.
+            Fold::Restarted => {
+                run = RankRun::default();
+                if let Some(series) = series.as_deref_mut() {
+                    *series = RankSeries::default();
+                }
+                if let Some(started) = &folded.soak {
+                    run.reading.start(&started.start);
+                }
+            }
+            Fold::Sample(sample, measures) => {
+                run.sample(at_us, &sample, measures.as_deref(), series.as_deref_mut());
+            }
+            Fold::Folded => {}
+        }
+        Ok::<_, LogError>(())
     })?;
+    let RankRun {
+        peak_pss,
+        utilization_sum,
+        utilization_samples,
+        captures,
+        mut reading,
+        spawned_at_us,
+        progress_changed_at_us,
+        ..
+    } = run;
+    let verdict = folded.soak.as_ref().and_then(|s| s.end.as_deref());
+    let last_progress_ms = verdict.and_then(|v| v.end.last_progress_ms);
+    reading.verdict(verdict.and_then(|v| v.findings.as_ref()));
     // The verdict's figure where there is one (it watched every change, not only the sampled
     // ones), else the samples'.
     let last_progress_at_us = match (last_progress_ms, spawned_at_us) {
