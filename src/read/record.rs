@@ -202,4 +202,49 @@ mod tests {
         assert_eq!(leaked[0].cmdline, ["--token", "[redacted]"]);
         assert_eq!(record.metadata()["command"], bearer);
     }
+
+    /// What each schema did not record reads as unknown, decided once here: no evidence nor
+    /// findings before `/3` (schema 5), no judgment of resources before `/4` (schema 6), no
+    /// steps before schema 10, no word on a lossy command line before schema 11; what was
+    /// recorded reads as recorded, nothing found as nothing (not as unknown).
+    #[test]
+    fn what_a_schema_did_not_record_reads_as_unknown() {
+        let of_schema = |schema: u32| {
+            let sketched = Sketch {
+                duration_seconds: Some(1.0),
+                ..Sketch::default()
+            }
+            .record();
+            let mut records = sketched.records;
+            records.soak.schema = schema;
+            let tally = Tally {
+                summary: sketched.summary,
+                last_progress: Default::default(),
+                judged: sketched.judged,
+            };
+            SoakRecord::of(records, tally)
+        };
+        let known = |r: &SoakRecord| {
+            (
+                r.found.is_some(),
+                r.judged.is_some(),
+                r.stepped.is_some(),
+                r.command_lossy,
+            )
+        };
+        assert_eq!(known(&of_schema(1)), (false, false, false, None));
+        assert_eq!(known(&of_schema(4)), (false, false, false, None));
+        assert_eq!(known(&of_schema(5)), (true, false, false, None));
+        assert_eq!(known(&of_schema(9)), (true, true, false, None));
+        assert_eq!(known(&of_schema(10)), (true, true, true, None));
+        assert_eq!(known(&of_schema(11)), (true, true, true, Some(false)));
+        let found = of_schema(11).found.unwrap();
+        assert_eq!((found.evidence, found.job_evidence), (None, None));
+        assert!(found.outcome.oom_kills.is_empty() && found.outcome.child.is_none());
+        assert_eq!(of_schema(1).parameters.require_progress, None);
+        assert_eq!(of_schema(2).parameters.require_progress, Some(true));
+        assert!(of_schema(5).parameters.supervision.is_some());
+        assert!(of_schema(5).parameters.budgets.is_none());
+        assert!(of_schema(10).parameters.steps.is_some());
+    }
 }
