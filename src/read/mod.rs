@@ -1,6 +1,7 @@
-//! The read layer: a soak as its events tell it, folded once, and what is rendered from it for
-//! others to keep. Between the commands and the log: the supervisor (`soak`) writes the record
-//! and never reads through here; views (`view`) present what is read here.
+//! The read layer: a soak as its events tell it, folded once into a typed record, and what is
+//! rendered from it for others to keep. Between the commands and the log: the supervisor
+//! (`soak`) writes the record and never reads through here (it is handed how its artifact and
+//! report are rendered); views (`view`) present what is read here, and parse nothing back.
 //!
 //! - [`fold`]: a soak's events folded once, upcast, as they go by or gathered whole;
 //! - [`record`]: the soak's typed record, every figure its views present computed once from
@@ -15,7 +16,8 @@
 //! - [`signature`]: where a captured process stood, as a short signature, and ranks grouped by
 //!   it;
 //! - [`job`]: a job's ranks side by side and its verdict, from each rank's record;
-//! - [`naming`]: which soak an id, a prefix or `latest` names.
+//! - [`naming`]: which soak an id, a prefix or `latest` names;
+//! - [`sketch`]: a record made up from a few figures, for the tests of the views.
 
 pub(crate) mod artifact;
 pub(crate) mod beats;
