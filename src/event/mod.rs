@@ -154,9 +154,6 @@ pub enum Event {
         findings: Option<Box<soak::Findings>>,
         /// The budget that failed it, if one did (budgets are recorded since schema 6).
         limit: Option<soak::ResourceLimit>,
-        /// A made-up schema step (test builds only): see `commands::history::schema_step`.
-        #[cfg(test)]
-        note: Option<String>,
     },
     /// The soak's supervisor vanished before it recorded a verdict.
     SoakAbandoned {

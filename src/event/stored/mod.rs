@@ -195,16 +195,6 @@ pub enum StoredEvent {
         job: Option<soak::JobMember>,
         command_lossy: bool,
     },
-    /// A made-up schema step (test builds only; the last variant, so that every other one has
-    /// the same index in every build): see `commands::history::schema_step`: `soak_finished`
-    /// with a note, as a twelfth schema would add it.
-    #[cfg(test)]
-    SoakFinishedWithNote {
-        end: Box<SoakEnd>,
-        findings: Box<soak::Findings>,
-        limit: Option<soak::ResourceLimit>,
-        note: Option<String>,
-    },
 }
 
 impl StoredEvent {
@@ -244,8 +234,6 @@ impl StoredEvent {
             S::SoakEvidenceCapturedV8(_) | S::SoakEvidenceCaptured(_) => 14,
             S::SoakArchived(_) => 15,
             S::SoakJobAlarmSeen(_) => 16,
-            #[cfg(test)]
-            S::SoakFinishedWithNote { .. } => 8,
         };
         super::EVENT_KINDS[index]
     }

@@ -56,8 +56,6 @@ impl StoredEvent {
             | S::SoakSampledCompact(_)
             | S::SoakFinished { .. } => 10,
             S::SoakStarted { .. } => 11,
-            #[cfg(test)]
-            S::SoakFinishedWithNote { .. } => 12,
         }
     }
 
@@ -207,22 +205,16 @@ impl StoredEvent {
                 end: Box::new(end_of_v1(*end)),
                 findings: None,
                 limit: None,
-                #[cfg(test)]
-                note: None,
             },
             S::SoakFinishedV4(end) => Event::SoakFinished {
                 end,
                 findings: None,
                 limit: None,
-                #[cfg(test)]
-                note: None,
             },
             S::SoakFinishedV5 { end, findings } => Event::SoakFinished {
                 end,
                 findings: Some(Box::new((*findings).into())),
                 limit: None,
-                #[cfg(test)]
-                note: None,
             },
             S::SoakFinishedV9 {
                 end,
@@ -232,8 +224,6 @@ impl StoredEvent {
                 end,
                 findings: Some(Box::new((*findings).into())),
                 limit,
-                #[cfg(test)]
-                note: None,
             },
             S::SoakFinished {
                 end,
@@ -243,20 +233,6 @@ impl StoredEvent {
                 end,
                 findings: Some(findings),
                 limit,
-                #[cfg(test)]
-                note: None,
-            },
-            #[cfg(test)]
-            S::SoakFinishedWithNote {
-                end,
-                findings,
-                limit,
-                note,
-            } => Event::SoakFinished {
-                end,
-                findings: Some(findings),
-                limit,
-                note,
             },
             S::SoakAbandoned { supervisor, reason } => Event::SoakAbandoned { supervisor, reason },
             S::ArtifactWritten {
@@ -434,8 +410,6 @@ impl Event {
                 end,
                 findings,
                 limit,
-                #[cfg(test)]
-                note,
             } => match schema {
                 ..=1 => S::SoakFinishedV1(Box::new(end_to_v1(*end))),
                 2..=4 => S::SoakFinishedV4(end),
@@ -447,13 +421,6 @@ impl Event {
                     end,
                     findings: Box::new((*findings.unwrap_or_default()).into()),
                     limit,
-                },
-                #[cfg(test)]
-                12.. => S::SoakFinishedWithNote {
-                    end,
-                    findings: findings.unwrap_or_default(),
-                    limit,
-                    note,
                 },
                 _ => S::SoakFinished {
                     end,
