@@ -2,7 +2,12 @@
 
 use std::collections::BTreeMap;
 
+use super::soak_evidence_captured::evidence_to_v8;
+use super::soak_finished::end_of_v1;
+use super::soak_sampled::sample_of_v1;
+use super::soak_started::start_of_v1;
 use super::*;
+use crate::event::soak::{Evidence, ProcessEvidence};
 use crate::event::soak::{
     ExitInfo, Findings, GoodputSplit, GpuSample, HeartbeatErrors, HeartbeatSettings, Limits,
     Measures, Outcome, OutcomeStatus, ProgressSignature, ResourceLimit, RunBeats, SampleBeats,
@@ -11,6 +16,7 @@ use crate::event::soak::{
 use crate::event::soak::{
     JobAlarm, JobAlarmSeen, JobMember, MpsTeardown, OnJobAlarm, ThreadEvidence,
 };
+use crate::event::stored::v1;
 use crate::event::stored::v9;
 use crate::event::{DaemonLimits, StartedDaemon, TopologyMode};
 use crate::process::ProcessIdentity;
