@@ -118,50 +118,50 @@ impl StoredEvent {
             }
             S::DaemonStopped { process, method } => Event::DaemonStopped { process, method },
             S::SoakStartedV1(start) => soak_started::v1(*start),
-            S::SoakStartedV4(start) => soak_started::v4(start),
-            S::SoakStartedV5 { start, supervision } => soak_started::v5(start, supervision),
+            S::SoakStartedV4(start) => soak_started::v4(*start),
+            S::SoakStartedV5 { start, supervision } => soak_started::v5(*start, supervision),
             S::SoakStartedV8 {
                 start,
                 supervision,
                 limits,
-            } => soak_started::v8(start, supervision, limits),
+            } => soak_started::v8(*start, supervision, limits),
             S::SoakStartedV9 {
                 start,
                 supervision,
                 limits,
                 job,
-            } => soak_started::v9(start, supervision, limits, job),
+            } => soak_started::v9(*start, supervision, limits, job),
             S::SoakStartedV10 {
                 start,
                 supervision,
                 limits,
                 job,
-            } => soak_started::v10(start, supervision, limits, job),
+            } => soak_started::v10(*start, supervision, limits, job),
             S::SoakStarted {
                 start,
                 supervision,
                 limits,
                 job,
                 command_lossy,
-            } => soak_started::current(start, supervision, limits, job, command_lossy),
+            } => soak_started::current(*start, supervision, limits, job, command_lossy),
             S::SoakSampledV1(sample) => soak_sampled::v1(*sample),
             S::SoakSampledV5(sample) => soak_sampled::v5(sample),
             S::SoakSampledV9 { sample, measures } => soak_sampled::v9(sample, *measures),
             S::SoakSampled { sample, measures } => soak_sampled::current(sample, measures),
             S::SoakSampledCompactV9(_) | S::SoakSampledCompact(_) => return None,
             S::SoakFinishedV1(end) => soak_finished::v1(*end),
-            S::SoakFinishedV4(end) => soak_finished::v4(end),
-            S::SoakFinishedV5 { end, findings } => soak_finished::v5(end, *findings),
+            S::SoakFinishedV4(end) => soak_finished::v4(*end),
+            S::SoakFinishedV5 { end, findings } => soak_finished::v5(*end, *findings),
             S::SoakFinishedV9 {
                 end,
                 findings,
                 limit,
-            } => soak_finished::v9(end, *findings, limit),
+            } => soak_finished::v9(*end, *findings, limit),
             S::SoakFinished {
                 end,
                 findings,
                 limit,
-            } => soak_finished::current(end, findings, limit),
+            } => soak_finished::current(*end, findings, limit),
             S::SoakEvidenceCapturedV8(evidence) => Event::SoakEvidenceCaptured(Box::new(
                 soak_evidence_captured::evidence_of_v8(*evidence),
             )),
@@ -261,7 +261,7 @@ impl Event {
                 limits,
                 job,
                 command_lossy,
-            } => soak_started::into_stored(start, supervision, limits, job, command_lossy, schema),
+            } => soak_started::into_stored(*start, supervision, limits, job, command_lossy, schema),
             Event::SoakSampled { sample, measures } => {
                 soak_sampled::into_stored(sample, measures, schema)
             }
@@ -269,7 +269,7 @@ impl Event {
                 end,
                 findings,
                 limit,
-            } => soak_finished::into_stored(end, findings, limit, schema),
+            } => soak_finished::into_stored(*end, findings, limit, schema),
             Event::SoakEvidenceCaptured(evidence) => {
                 soak_evidence_captured::into_stored(evidence, schema)
             }

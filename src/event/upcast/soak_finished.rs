@@ -7,7 +7,7 @@
 
 use crate::event::Event;
 use crate::event::soak::{Findings, ResourceLimit, SoakEnd};
-use crate::event::stored::{StoredEvent, v1, v9};
+use crate::event::stored::{StoredEvent, v1, v2, v9};
 
 pub(super) fn v1(end: v1::SoakEnd) -> Event {
     Event::SoakFinished {
@@ -17,37 +17,37 @@ pub(super) fn v1(end: v1::SoakEnd) -> Event {
     }
 }
 
-pub(super) fn v4(end: Box<SoakEnd>) -> Event {
+pub(super) fn v4(end: v2::SoakEnd) -> Event {
     Event::SoakFinished {
-        end,
+        end: Box::new(end.into()),
         findings: None,
         limit: None,
     }
 }
 
-pub(super) fn v5(end: Box<SoakEnd>, findings: v9::Findings) -> Event {
+pub(super) fn v5(end: v2::SoakEnd, findings: v9::Findings) -> Event {
     Event::SoakFinished {
-        end,
+        end: Box::new(end.into()),
         findings: Some(Box::new(findings.into())),
         limit: None,
     }
 }
 
-pub(super) fn v9(end: Box<SoakEnd>, findings: v9::Findings, limit: Option<ResourceLimit>) -> Event {
+pub(super) fn v9(end: v2::SoakEnd, findings: v9::Findings, limit: Option<ResourceLimit>) -> Event {
     Event::SoakFinished {
-        end,
+        end: Box::new(end.into()),
         findings: Some(Box::new(findings.into())),
         limit,
     }
 }
 
 pub(super) fn current(
-    end: Box<SoakEnd>,
+    end: v2::SoakEnd,
     findings: Box<Findings>,
     limit: Option<ResourceLimit>,
 ) -> Event {
     Event::SoakFinished {
-        end,
+        end: Box::new(end.into()),
         findings: Some(findings),
         limit,
     }
@@ -55,15 +55,19 @@ pub(super) fn current(
 
 /// The verdict in the form of `schema` (see [`Event::into_stored`]).
 pub(super) fn into_stored(
-    end: Box<SoakEnd>,
+    end: SoakEnd,
     findings: Option<Box<Findings>>,
     limit: Option<ResourceLimit>,
     schema: u32,
 ) -> StoredEvent {
     use StoredEvent as S;
+    if schema <= 1 {
+        return S::SoakFinishedV1(Box::new(end_to_v1(end)));
+    }
+    // Every form since schema 2 holds schema 2's verdict.
+    let end = Box::new(v2::SoakEnd::from(end));
     match schema {
-        ..=1 => S::SoakFinishedV1(Box::new(end_to_v1(*end))),
-        2..=4 => S::SoakFinishedV4(end),
+        ..=4 => S::SoakFinishedV4(end),
         5 => S::SoakFinishedV5 {
             end,
             findings: Box::new((*findings.unwrap_or_default()).into()),
@@ -105,5 +109,37 @@ fn end_to_v1(end: SoakEnd) -> v1::SoakEnd {
         leaked_processes: end.leaked_processes,
         stdout_tail: end.stdout_tail,
         stderr_tail: end.stderr_tail,
+    }
+}
+
+impl From<v2::SoakEnd> for SoakEnd {
+    fn from(end: v2::SoakEnd) -> Self {
+        SoakEnd {
+            outcome: end.outcome,
+            exit: end.exit,
+            run_ms: end.run_ms,
+            teardown_ms: end.teardown_ms,
+            first_progress_ms: end.first_progress_ms,
+            last_progress_ms: end.last_progress_ms,
+            leaked_processes: end.leaked_processes,
+            stdout_tail: end.stdout_tail,
+            stderr_tail: end.stderr_tail,
+        }
+    }
+}
+
+impl From<SoakEnd> for v2::SoakEnd {
+    fn from(end: SoakEnd) -> Self {
+        v2::SoakEnd {
+            outcome: end.outcome,
+            exit: end.exit,
+            run_ms: end.run_ms,
+            teardown_ms: end.teardown_ms,
+            first_progress_ms: end.first_progress_ms,
+            last_progress_ms: end.last_progress_ms,
+            leaked_processes: end.leaked_processes,
+            stdout_tail: end.stdout_tail,
+            stderr_tail: end.stderr_tail,
+        }
     }
 }

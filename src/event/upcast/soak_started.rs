@@ -9,7 +9,7 @@
 
 use crate::event::Event;
 use crate::event::soak::{JobMember, Limits, SoakStart, Supervision};
-use crate::event::stored::{StoredEvent, v1, v9};
+use crate::event::stored::{StoredEvent, v1, v2, v9};
 
 pub(super) fn v1(start: v1::SoakStart) -> Event {
     Event::SoakStarted {
@@ -21,9 +21,9 @@ pub(super) fn v1(start: v1::SoakStart) -> Event {
     }
 }
 
-pub(super) fn v4(start: Box<SoakStart>) -> Event {
+pub(super) fn v4(start: v2::SoakStart) -> Event {
     Event::SoakStarted {
-        start,
+        start: Box::new(start.into()),
         supervision: None,
         limits: None,
         job: None,
@@ -31,9 +31,9 @@ pub(super) fn v4(start: Box<SoakStart>) -> Event {
     }
 }
 
-pub(super) fn v5(start: Box<SoakStart>, supervision: v9::Supervision) -> Event {
+pub(super) fn v5(start: v2::SoakStart, supervision: v9::Supervision) -> Event {
     Event::SoakStarted {
-        start,
+        start: Box::new(start.into()),
         supervision: Some(supervision.into()),
         limits: None,
         job: None,
@@ -41,9 +41,9 @@ pub(super) fn v5(start: Box<SoakStart>, supervision: v9::Supervision) -> Event {
     }
 }
 
-pub(super) fn v8(start: Box<SoakStart>, supervision: v9::Supervision, limits: Limits) -> Event {
+pub(super) fn v8(start: v2::SoakStart, supervision: v9::Supervision, limits: Limits) -> Event {
     Event::SoakStarted {
-        start,
+        start: Box::new(start.into()),
         supervision: Some(supervision.into()),
         limits: Some(limits),
         job: None,
@@ -52,13 +52,13 @@ pub(super) fn v8(start: Box<SoakStart>, supervision: v9::Supervision, limits: Li
 }
 
 pub(super) fn v9(
-    start: Box<SoakStart>,
+    start: v2::SoakStart,
     supervision: v9::Supervision,
     limits: Limits,
     job: Option<JobMember>,
 ) -> Event {
     Event::SoakStarted {
-        start,
+        start: Box::new(start.into()),
         supervision: Some(supervision.into()),
         limits: Some(limits),
         job,
@@ -67,13 +67,13 @@ pub(super) fn v9(
 }
 
 pub(super) fn v10(
-    start: Box<SoakStart>,
+    start: v2::SoakStart,
     supervision: Supervision,
     limits: Limits,
     job: Option<JobMember>,
 ) -> Event {
     Event::SoakStarted {
-        start,
+        start: Box::new(start.into()),
         supervision: Some(supervision),
         limits: Some(limits),
         job,
@@ -82,14 +82,14 @@ pub(super) fn v10(
 }
 
 pub(super) fn current(
-    start: Box<SoakStart>,
+    start: v2::SoakStart,
     supervision: Supervision,
     limits: Limits,
     job: Option<JobMember>,
     command_lossy: bool,
 ) -> Event {
     Event::SoakStarted {
-        start,
+        start: Box::new(start.into()),
         supervision: Some(supervision),
         limits: Some(limits),
         job,
@@ -99,7 +99,7 @@ pub(super) fn current(
 
 /// The start in the form of `schema` (see [`Event::into_stored`]).
 pub(super) fn into_stored(
-    start: Box<SoakStart>,
+    start: SoakStart,
     supervision: Option<Supervision>,
     limits: Option<Limits>,
     job: Option<JobMember>,
@@ -107,9 +107,13 @@ pub(super) fn into_stored(
     schema: u32,
 ) -> StoredEvent {
     use StoredEvent as S;
+    if schema <= 1 {
+        return S::SoakStartedV1(Box::new(start_to_v1(start)));
+    }
+    // Every form since schema 2 holds schema 2's start.
+    let start = Box::new(v2::SoakStart::from(start));
     match schema {
-        ..=1 => S::SoakStartedV1(Box::new(start_to_v1(*start))),
-        2..=4 => S::SoakStartedV4(start),
+        ..=4 => S::SoakStartedV4(start),
         5 => S::SoakStartedV5 {
             start,
             supervision: supervision.unwrap_or_default().into(),
@@ -170,5 +174,43 @@ fn start_to_v1(start: SoakStart) -> v1::SoakStart {
         environment: start.environment,
         supervisor: start.supervisor,
         runtime_json: start.runtime_json,
+    }
+}
+
+impl From<v2::SoakStart> for SoakStart {
+    fn from(start: v2::SoakStart) -> Self {
+        SoakStart {
+            soak_id: start.soak_id,
+            command: start.command,
+            cwd: start.cwd,
+            progress_dir: start.progress_dir,
+            output: start.output,
+            parameters: start.parameters,
+            require_progress: start.require_progress,
+            metadata: start.metadata,
+            environment: start.environment,
+            supervisor: start.supervisor,
+            runtime_json: start.runtime_json,
+            ticks_per_second: start.ticks_per_second,
+        }
+    }
+}
+
+impl From<SoakStart> for v2::SoakStart {
+    fn from(start: SoakStart) -> Self {
+        v2::SoakStart {
+            soak_id: start.soak_id,
+            command: start.command,
+            cwd: start.cwd,
+            progress_dir: start.progress_dir,
+            output: start.output,
+            parameters: start.parameters,
+            require_progress: start.require_progress,
+            metadata: start.metadata,
+            environment: start.environment,
+            supervisor: start.supervisor,
+            runtime_json: start.runtime_json,
+            ticks_per_second: start.ticks_per_second,
+        }
     }
 }

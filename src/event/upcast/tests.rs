@@ -16,8 +16,8 @@ use crate::event::soak::{
 use crate::event::soak::{
     JobAlarm, JobAlarmSeen, JobMember, MpsTeardown, OnJobAlarm, ThreadEvidence,
 };
-use crate::event::stored::v1;
 use crate::event::stored::v9;
+use crate::event::stored::{v1, v2};
 use crate::event::{DaemonLimits, StartedDaemon, TopologyMode};
 use crate::process::ProcessIdentity;
 
@@ -150,9 +150,9 @@ fn daemon() -> StartedDaemon {
 
 /// One of each form of the kinds whose payload changed, in schema order.
 fn changed_forms() -> Vec<StoredEvent> {
-    let start = || Box::new(start_of_v1(start_v1()));
+    let start = || Box::new(v2::SoakStart::from(start_of_v1(start_v1())));
     let sample = || Box::new(sample_of_v1(sample_v1()));
-    let end = || Box::new(end_of_v1(end_v1()));
+    let end = || Box::new(v2::SoakEnd::from(end_of_v1(end_v1())));
     let supervision = v9::Supervision {
         fail_fast: true,
         py_spy: Some("/usr/bin/py-spy".into()),
@@ -238,7 +238,7 @@ fn changed_forms() -> Vec<StoredEvent> {
 
 /// The form schema 11 adds: a start whose command line is recorded lossily.
 fn schema_11_forms() -> Vec<StoredEvent> {
-    let mut start = start_of_v1(start_v1());
+    let mut start = v2::SoakStart::from(start_of_v1(start_v1()));
     start.command = vec!["sh".into(), "\u{fffd}\u{fffd}".into()];
     vec![StoredEvent::SoakStarted {
         start: Box::new(start),
@@ -263,7 +263,7 @@ fn a_start_reads_as_lossy_only_where_its_form_says_so() {
 
 /// The forms schema 9 adds.
 fn schema_9_forms(supervision: v9::Supervision) -> Vec<StoredEvent> {
-    let start = || Box::new(start_of_v1(start_v1()));
+    let start = || Box::new(v2::SoakStart::from(start_of_v1(start_v1())));
     vec![
         StoredEvent::SoakStartedV9 {
             start: start(),
@@ -301,7 +301,7 @@ fn schema_9_forms(supervision: v9::Supervision) -> Vec<StoredEvent> {
 
 /// The forms schema 10 adds, with heartbeats.
 fn schema_10_forms() -> Vec<StoredEvent> {
-    let start = || Box::new(start_of_v1(start_v1()));
+    let start = || Box::new(v2::SoakStart::from(start_of_v1(start_v1())));
     let beats = SampleBeats {
         beats: 40,
         step: Some(120),
@@ -354,7 +354,7 @@ fn schema_10_forms() -> Vec<StoredEvent> {
             }),
         },
         StoredEvent::SoakFinished {
-            end: Box::new(end_of_v1(end_v1())),
+            end: Box::new(end_of_v1(end_v1()).into()),
             findings: Box::new(Findings {
                 heartbeat: Some(Box::new(run)),
                 ..Findings::default()

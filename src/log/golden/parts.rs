@@ -14,10 +14,10 @@ use crate::event::soak::{
     GpuRelease, GpuReleased, GpuSample, HeartbeatErrors, HeartbeatSettings, JobAlarm, JobAlarmSeen,
     JobMember, KernelMessage, LeakedProcess, Limits, Measures, MpsTeardown, OnJobAlarm, OomKill,
     OomSource, Outcome, OutcomeStatus, PackedBeats, ProcessEvidence, ProcessSample,
-    ProgressSignature, ResourceLimit, RunBeats, Sample, SampleBeats, SoakEnd, SoakParameters,
-    SoakStart, StepStats, StepTimeoutSetting, Supervision, ThreadEvidence, UnkillableProcess,
+    ProgressSignature, ResourceLimit, RunBeats, Sample, SampleBeats, SoakParameters, StepStats,
+    StepTimeoutSetting, Supervision, ThreadEvidence, UnkillableProcess,
 };
-use crate::event::stored::{v1, v8, v9};
+use crate::event::stored::{v1, v2, v8, v9};
 use crate::event::topology::{GpuIdentity, TopologyMode};
 use crate::process::ProcessIdentity;
 
@@ -160,8 +160,8 @@ pub(super) fn start_v1(n: &mut Fresh) -> v1::SoakStart {
     }
 }
 
-pub(super) fn start(n: &mut Fresh) -> SoakStart {
-    SoakStart {
+pub(super) fn start(n: &mut Fresh) -> v2::SoakStart {
+    v2::SoakStart {
         soak_id: n.text(),
         command: vec![n.text()],
         cwd: n.text(),
@@ -294,8 +294,8 @@ pub(super) fn end_v1(n: &mut Fresh) -> v1::SoakEnd {
     }
 }
 
-pub(super) fn end(n: &mut Fresh) -> SoakEnd {
-    SoakEnd {
+pub(super) fn end(n: &mut Fresh) -> v2::SoakEnd {
+    v2::SoakEnd {
         outcome: outcome(n),
         exit: Some(exit(n)),
         run_ms: n.u64(),
