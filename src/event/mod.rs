@@ -5,8 +5,9 @@
 //! any reader or writer above the log sees. [`upcast`] turns a stored event into its domain
 //! event and the schema of its form — once, where the log reads it — and a domain event into
 //! its newest stored form where the log appends it. A schema step touches this module (a new
-//! stored form, the domain's new field, the upcast between them) and the code that uses the new
-//! field.
+//! stored form, the domain's new field, the upcast between them), the bytes `log::golden` pins,
+//! and the code that uses the new field (the files of schema 11's are listed in
+//! `migrations/README.md`).
 //!
 //! The JSON views of the commands (`mps list`, the soak artifact) have their own types in their
 //! domain, so that a change of a view never touches the stored format.
