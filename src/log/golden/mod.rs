@@ -9,8 +9,18 @@
 //! A new form (a schema step's new variant at the end of `StoredEvent`) gets a fixed value at
 //! the end of [`every_form`] and its line at the end of `forms.hex`: the test prints the line.
 //! No other line ever changes.
+//!
+//! The fixed values are built of parts ([`parts`], [`samples`], [`evidence`]) that reach every
+//! type a stored form holds: each field given a value no other field of its form holds
+//! ([`Fresh`]), every `Option` a `Some` and every list and map one entry at least (checked),
+//! each enum its last variant (a variant inserted before it, or one removed, moves its index).
+//! No `..Default::default()`: a field added to a type must be given a value there, and then
+//! changes the bytes of every form that holds it.
 
+mod evidence;
+mod fresh;
 mod parts;
+mod samples;
 
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -18,7 +28,10 @@ use serde_json::Value;
 
 use super::codec;
 use crate::event::StoredEvent;
+use evidence::*;
+use fresh::Fresh;
 use parts::*;
+use samples::*;
 
 /// The committed bytes: a line a form, `<variant> <hex>`, in the order of `StoredEvent`.
 const FORMS: &str = include_str!("forms.hex");
