@@ -128,7 +128,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
     log.append(
         subject(),
         StoredEvent::SoakStarted {
-            start: Box::new(SoakStart {
+            start: Box::new(soak_v2::SoakStart {
                 soak_id: "bench".into(),
                 command: vec!["python3".into(), "train.py".into()],
                 cwd: "/work".into(),
@@ -186,7 +186,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
     log.append(
         subject(),
         StoredEvent::SoakFinished {
-            end: Box::new(SoakEnd {
+            end: Box::new(soak_v2::SoakEnd {
                 outcome: Outcome {
                     status: OutcomeStatus::Passed,
                     failure_kind: None,

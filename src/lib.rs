@@ -83,6 +83,8 @@ pub use event::soak::{
 };
 // (the soak events' first forms, which logs written before schema 2 hold)
 pub use event::stored::v1 as soak_v1;
+// (the soak's start and verdict as every form since schema 2 holds them)
+pub use event::stored::v2 as soak_v2;
 // (the evidence's form of schemas 5 to 8)
 pub use event::stored::v8 as evidence_v8;
 // (the soak payloads schema 5–9 wrote, before the heartbeat)

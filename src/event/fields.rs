@@ -39,8 +39,6 @@ pub(crate) fn fields_json(event: &Event, schema: u32) -> Map<String, Value> {
         StoredEvent::SoakFinishedV5 { .. }
         | StoredEvent::SoakFinishedV9 { .. }
         | StoredEvent::SoakFinished { .. } => "end",
-        #[cfg(test)]
-        StoredEvent::SoakFinishedWithNote { .. } => "end",
         _ => return runtime_as_object(fields),
     };
     if let Some(Value::Object(inner)) = fields.remove(lifted) {

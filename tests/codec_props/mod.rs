@@ -210,7 +210,7 @@ proptest! {
             StoredEvent::SoakSampled { sample, measures } => Event::sampled(*sample, *measures).into(),
             StoredEvent::SoakEvidenceCaptured(evidence) => Event::evidence_captured(*evidence).into(),
             StoredEvent::SoakFinished { end, findings, limit } => {
-                Event::finished(*end, *findings, limit).into()
+                Event::finished((*end).into(), *findings, limit).into()
             }
             other => other,
         };

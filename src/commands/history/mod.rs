@@ -2,9 +2,9 @@
 //! or, with `--json`, an object a record with the fields of the form it is stored in. One
 //! soak's timeline (`--soak`) also says where the trainer's beats changed phase ([`phases`]).
 
-mod phases;
 #[cfg(test)]
-mod schema_step;
+mod old_and_new_forms;
+mod phases;
 mod timeline;
 
 use std::thread::sleep;

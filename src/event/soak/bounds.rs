@@ -92,8 +92,6 @@ impl Event {
             end: Box::new(end),
             findings: Some(Box::new(findings)),
             limit,
-            #[cfg(test)]
-            note: None,
         }
     }
 }

@@ -6,7 +6,10 @@
 //! event holds what is needed to read it on any host (the clock tick rate of the host that
 //! sampled), so that `soak export` anywhere gives the same bytes.
 //!
-//! The forms schema 1 wrote are frozen in `event::stored::v1`; the types here are schema 2's.
+//! The forms schema 1 wrote are frozen in `event::stored::v1`, and the start and the verdict as
+//! every form since schema 2 holds them in `event::stored::v2`; the types here are the domain's,
+//! and those a stored form still holds are pinned by their bytes (`log::golden`): changing one
+//! is a schema step (`migrations/README.md`).
 //! Types used by both (parameters, GPU samples, the outcome) are unchanged since schema 1. Schema 5 records
 //! the start and the verdict with what [`evidence`] adds beside them, and the evidence itself;
 //! schema 6 adds [`resources`]: limits with the start, measures with each sample, the limit that

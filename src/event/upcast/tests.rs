@@ -2,7 +2,12 @@
 
 use std::collections::BTreeMap;
 
+use super::soak_evidence_captured::evidence_to_v8;
+use super::soak_finished::end_of_v1;
+use super::soak_sampled::sample_of_v1;
+use super::soak_started::start_of_v1;
 use super::*;
+use crate::event::soak::{Evidence, ProcessEvidence};
 use crate::event::soak::{
     ExitInfo, Findings, GoodputSplit, GpuSample, HeartbeatErrors, HeartbeatSettings, Limits,
     Measures, Outcome, OutcomeStatus, ProgressSignature, ResourceLimit, RunBeats, SampleBeats,
@@ -12,6 +17,7 @@ use crate::event::soak::{
     JobAlarm, JobAlarmSeen, JobMember, MpsTeardown, OnJobAlarm, ThreadEvidence,
 };
 use crate::event::stored::v9;
+use crate::event::stored::{v1, v2};
 use crate::event::{DaemonLimits, StartedDaemon, TopologyMode};
 use crate::process::ProcessIdentity;
 
@@ -144,9 +150,9 @@ fn daemon() -> StartedDaemon {
 
 /// One of each form of the kinds whose payload changed, in schema order.
 fn changed_forms() -> Vec<StoredEvent> {
-    let start = || Box::new(start_of_v1(start_v1()));
+    let start = || Box::new(v2::SoakStart::from(start_of_v1(start_v1())));
     let sample = || Box::new(sample_of_v1(sample_v1()));
-    let end = || Box::new(end_of_v1(end_v1()));
+    let end = || Box::new(v2::SoakEnd::from(end_of_v1(end_v1())));
     let supervision = v9::Supervision {
         fail_fast: true,
         py_spy: Some("/usr/bin/py-spy".into()),
@@ -232,7 +238,7 @@ fn changed_forms() -> Vec<StoredEvent> {
 
 /// The form schema 11 adds: a start whose command line is recorded lossily.
 fn schema_11_forms() -> Vec<StoredEvent> {
-    let mut start = start_of_v1(start_v1());
+    let mut start = v2::SoakStart::from(start_of_v1(start_v1()));
     start.command = vec!["sh".into(), "\u{fffd}\u{fffd}".into()];
     vec![StoredEvent::SoakStarted {
         start: Box::new(start),
@@ -257,7 +263,7 @@ fn a_start_reads_as_lossy_only_where_its_form_says_so() {
 
 /// The forms schema 9 adds.
 fn schema_9_forms(supervision: v9::Supervision) -> Vec<StoredEvent> {
-    let start = || Box::new(start_of_v1(start_v1()));
+    let start = || Box::new(v2::SoakStart::from(start_of_v1(start_v1())));
     vec![
         StoredEvent::SoakStartedV9 {
             start: start(),
@@ -295,7 +301,7 @@ fn schema_9_forms(supervision: v9::Supervision) -> Vec<StoredEvent> {
 
 /// The forms schema 10 adds, with heartbeats.
 fn schema_10_forms() -> Vec<StoredEvent> {
-    let start = || Box::new(start_of_v1(start_v1()));
+    let start = || Box::new(v2::SoakStart::from(start_of_v1(start_v1())));
     let beats = SampleBeats {
         beats: 40,
         step: Some(120),
@@ -348,7 +354,7 @@ fn schema_10_forms() -> Vec<StoredEvent> {
             }),
         },
         StoredEvent::SoakFinished {
-            end: Box::new(end_of_v1(end_v1())),
+            end: Box::new(end_of_v1(end_v1()).into()),
             findings: Box::new(Findings {
                 heartbeat: Some(Box::new(run)),
                 ..Findings::default()
@@ -486,10 +492,8 @@ fn an_event_is_written_in_its_kinds_newest_form() {
         let newest = match written.kind() {
             "daemon_started" => 7,
             "daemon_starting" => 4,
-            // The made-up step of test builds (`commands::history::schema_step`).
-            "soak_finished" => 12,
             "soak_started" => 11,
-            "soak_sampled" => 10,
+            "soak_finished" | "soak_sampled" => 10,
             "soak_evidence_captured" | "soak_job_alarm_seen" => 9,
             _ => 6,
         };
