@@ -3,9 +3,15 @@
 //!
 //! The binary is a thin shell over [`main`]. The layers, each depending only on those below it
 //! (`python3 ../shared/tools/module-cycles.py` prints the graph and fails on a circle):
-//! - the entry: `binary` (the process's entry), `commands` (one file a verb), `output`,
-//!   `error`, `usage` (what a misuse of the command line is told);
-//! - `cli`: the command line's definitions, whose completions read the record;
+//! - the entry: `binary` (the process's entry), `commands` (one file a verb, which maps its
+//!   parsed arguments into the domain's own request: `soak::SoakRequest`,
+//!   `mps::spec::StartRequest`), `output`, `error`, `usage` (what a misuse of the command line
+//!   is told);
+//! - `cli`: the command line's definitions (clap), one file a verb group as in `commands`,
+//!   which no module below takes; a flag's value that carries a rule is parsed beside its
+//!   type in the domain (`job::id::job_flag`, `duration`, `size`,
+//!   `process::parse_dump_signal`), and the names of the internal subcommands are their
+//!   owners' (`soak::guard::SUBCOMMAND`, `tool::LEASH`); its completions read the record;
 //! - the domain: `mps` (daemons), `soak` (supervision, sampling, artifacts, the report), `job`
 //!   (a job's ranks, its directory and its alarm), `snapshot` (runtime provenance), `gpu`
 //!   (nvidia-smi, visibility mask, selectors);

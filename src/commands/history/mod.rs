@@ -10,7 +10,7 @@ mod timeline;
 use std::thread::sleep;
 use std::time::Duration;
 
-use crate::cli::HistoryArgs;
+use crate::cli::history::HistoryArgs;
 use crate::diagnostic::Exit;
 use crate::env::FOLLOW_POLL_MS;
 use crate::error::Error;

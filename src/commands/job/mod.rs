@@ -8,7 +8,7 @@ pub(crate) use read::{Reading, job_soaks};
 mod report;
 mod show;
 
-use crate::cli::JobCommand;
+use crate::cli::job::JobCommand;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::output::Output;
