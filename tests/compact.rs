@@ -184,6 +184,7 @@ fn a_log_opened_again_goes_on_packing_and_reads_back_whole() {
 #[test]
 fn a_packed_sample_that_does_not_unpack_is_damage_not_a_panic() {
     let root = TestRoot::new();
+    root.damaged_on_purpose();
     let log = root.log();
     let soak = || Subject::Soak("a".into());
     log.append(soak(), sampled(changing(1))).unwrap();

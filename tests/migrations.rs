@@ -239,6 +239,7 @@ fn a_frozen_fixture_opens_for_appending_with_the_current_code() {
 #[test]
 fn a_log_of_a_newer_schema_is_refused() {
     let root = TestRoot::new();
+    root.damaged_on_purpose();
     install(1, &root);
     {
         let mut builder = redb::Builder::new();
