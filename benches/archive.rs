@@ -68,6 +68,7 @@ fn soak_log(processes: u32) -> PathBuf {
                 StoredEvent::SoakSampled {
                     sample: Box::new(sample),
                     measures: Box::new(measures),
+                    noted: None,
                 },
             )
         }))

@@ -177,6 +177,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
                 StoredEvent::SoakSampled {
                     sample: Box::new(sample),
                     measures: Box::new(measures),
+                    noted: None,
                 },
             )
         }))

@@ -83,9 +83,10 @@ pub use event::soak::{
     ExitInfo, FailureKind, Findings, GoodputSplit, GpuHealth, GpuHolder, GpuProcessSample,
     GpuRelease, GpuReleased, GpuSample, HeartbeatErrors, HeartbeatSettings, JobAlarm, JobAlarmSeen,
     JobMember, KernelMessage, LeakedProcess, Limits, Measures, MpsTeardown, OnJobAlarm, OomKill,
-    OomSource, Outcome, OutcomeStatus, PackedBeats, ProcessEvidence, ProcessSample,
-    ProgressSignature, ResourceLimit, RunBeats, Sample, SampleBeats, SoakEnd, SoakParameters,
-    SoakStart, StepStats, StepTimeoutSetting, Supervision, ThreadEvidence, UnkillableProcess,
+    OomSource, Outcome, OutcomeStatus, PackedBeats, ProcessEvidence, ProcessSample, ProgressNoted,
+    ProgressSeen, ProgressSignature, ResourceLimit, RunBeats, Sample, SampleBeats, SoakEnd,
+    SoakParameters, SoakStart, StepStats, StepTimeoutSetting, Supervision, ThreadEvidence,
+    UnkillableProcess,
 };
 // (the soak events' first forms, which logs written before schema 2 hold)
 pub use event::stored::v1 as soak_v1;

@@ -146,6 +146,9 @@ pub enum Event {
         /// Each process's proportional set size and each GPU's health; `None` where its form
         /// did not measure them (before schema 6).
         measures: Option<Box<soak::Measures>>,
+        /// The progress the supervisor decided at it; `None` where its form did not record it
+        /// (before schema 12), or for a sample no supervisor took.
+        progress: Option<soak::ProgressNoted>,
     },
     /// A soak's verdict, written once the last child is gone.
     SoakFinished {

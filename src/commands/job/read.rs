@@ -3,7 +3,6 @@
 //! named in a warning and the rest shown), one row a soak of a host.
 
 use crate::error::Error;
-use crate::event::soak::SampleBeats;
 use crate::event::{Event, Subject};
 use crate::log::Snapshot;
 use crate::output::Output;
@@ -14,6 +13,7 @@ use crate::soak::job_view::{RankCaptures, RankRow};
 use crate::soak::launch::{JOB_KEY, NODE_KEY, RANK_KEY};
 use crate::soak::report::job::series::RankSeries;
 use crate::soak::straggler::reading::RankReading;
+use crate::soak::watch::progress::{ProgressReading, SampleSeen};
 use crate::time::unix_seconds;
 
 /// One soak of a job, on its host.
@@ -156,15 +156,23 @@ fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>,
 /// sample: its peaks and means as they go by, its steps and GPUs' health ([`RankReading`]),
 /// the capture that speaks for it, its verdict — and each sample's progress and memory into `series` when given (bounded: see
 /// [`RankSeries`]).
-/// Whether a sample whose progress directory reads `seen` (files, bytes) made progress since
-/// the sample before it (`before`; for the first, whether it holds files), or beat: a beat is
-/// progress too, as the supervisor judges it.
-fn progressed(before: Option<(u64, u64)>, seen: (u64, u64), beats: Option<&SampleBeats>) -> bool {
-    beats.is_some_and(|beats| beats.beats > 0)
-        || match before {
-            Some(before) => before != seen,
-            None => seen.0 > 0,
+/// When a rank's progress last happened, Unix microseconds: as its supervisor recorded it with
+/// the samples; for a soak recorded before schema 12, the verdict's figure where there is one
+/// (`verdict_ms` after the spawn: its supervisor watched every change, not only the sampled
+/// ones), else the samples'.
+fn last_progress_at(
+    progress: &ProgressReading,
+    verdict_ms: Option<u64>,
+    spawned_at_us: Option<i64>,
+) -> Option<i64> {
+    let sampled_at_us = progress.latest().and_then(|p| p.last_progress_at_us);
+    match (progress.recorded(), verdict_ms, spawned_at_us) {
+        (true, ..) => sampled_at_us,
+        (false, Some(ms), Some(spawned)) => {
+            Some(spawned.saturating_add(i64::try_from(ms).unwrap_or(0).saturating_mul(1000)))
         }
+        _ => sampled_at_us,
+    }
 }
 
 fn read_rank(
@@ -178,18 +186,21 @@ fn read_rank(
     let mut captures = RankCaptures::default();
     let mut reading = RankReading::default();
     // When the command was spawned (from the samples' times and their ages: the earliest, as a
-    // sample is recorded with its batch, up to a second after it was taken), and when the
-    // progress last changed among the samples (the directory, or a beat).
+    // sample is recorded with its batch, up to a second after it was taken), and when
+    // progress last happened, as each sample's supervisor decided it.
     let mut spawned_at_us: Option<i64> = None;
-    let mut progress = None;
-    let mut progress_changed_at_us: Option<i64> = None;
+    let mut progress = ProgressReading::default();
     let mut last_progress_ms: Option<u64> = None;
     let subject = Subject::Soak(soak.soak_id.clone());
     snapshot.scan_records(&subject, soak.first_seq, |record| {
         let at_us = record.envelope.recorded_at_us;
         match &record.envelope.event {
             Event::SoakStarted { start, .. } => reading.start(start),
-            Event::SoakSampled { sample, measures } => {
+            Event::SoakSampled {
+                sample,
+                measures,
+                progress: noted,
+            } => {
                 reading.sample(sample, measures.as_deref());
                 let elapsed_us = i64::try_from(sample.elapsed_ms)
                     .unwrap_or(i64::MAX / 1000)
@@ -215,12 +226,15 @@ fn read_rank(
                         used.iter().map(|u| f64::from(*u)).sum::<f64>() / used.len() as f64;
                     utilization_samples += 1;
                 }
-                let seen = (sample.progress.files, sample.progress.bytes);
                 let beats = measures.as_ref().and_then(|m| m.heartbeat.as_deref());
-                if progressed(progress, seen, beats) {
-                    progress_changed_at_us = Some(at_us);
-                }
-                progress = Some(seen);
+                progress.sample(SampleSeen {
+                    noted: noted.as_ref(),
+                    files: sample.progress.files,
+                    bytes: sample.progress.bytes,
+                    beats: beats.map_or(0, |b| b.beats),
+                    elapsed_ms: sample.elapsed_ms,
+                    at_us: Some(at_us),
+                });
             }
             Event::SoakEvidenceCaptured(evidence) => captures.take(evidence),
             Event::SoakFinished { end, findings, .. } => {
@@ -231,14 +245,7 @@ fn read_rank(
         }
         Ok::<_, Error>(true)
     })?;
-    // The verdict's figure where there is one (it watched every change, not only the sampled
-    // ones), else the samples'.
-    let last_progress_at_us = match (last_progress_ms, spawned_at_us) {
-        (Some(ms), Some(spawned)) => {
-            Some(spawned.saturating_add(i64::try_from(ms).unwrap_or(0).saturating_mul(1000)))
-        }
-        _ => progress_changed_at_us,
-    };
+    let last_progress_at_us = last_progress_at(&progress, last_progress_ms, spawned_at_us);
     if let (Some(series), Some(spawned)) = (series, spawned_at_us) {
         series.spawned_at(spawned);
     }

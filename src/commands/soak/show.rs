@@ -29,6 +29,7 @@ use crate::soak::artifact::stepped::rows::{BeatsLately, LatestBeats};
 use crate::soak::artifact::stepped::text::{SteppedText, latest_line};
 use crate::soak::artifact::stream::Piece;
 use crate::soak::error::SoakError;
+use crate::soak::watch::progress::{ProgressReading, SampleSeen};
 use crate::style::Tone;
 use crate::text::{count, foreign};
 use crate::time::{Clock, SystemClock};
@@ -317,6 +318,9 @@ struct Details {
     exit: Option<ExitShown>,
     duration_seconds: Option<f64>,
     progress: ProgressShown,
+    /// When progress last happened (Unix seconds), as the supervisor recorded it with the
+    /// samples; `null` before any, and for a soak recorded before schema 12.
+    last_progress_at: Option<f64>,
     peaks: Peaks,
     final_cpu_seconds: f64,
     output_tail: Tails,
@@ -383,9 +387,8 @@ impl Details {
             last_lines(text).into_iter().map(str::to_owned).collect()
         };
         let live = (summary.state == SoakState::Running).then(|| {
-            // The samples show the progress directory's files and bytes: its last change among
-            // them.
-            let changed_at = latest.progress_changed_at;
+            // When progress last happened, as the samples say.
+            let changed_at = latest.progress_changed_at();
             let last = latest.last.as_ref();
             let sampled_at = last.map(|p| p.elapsed_seconds);
             Live {
@@ -405,6 +408,11 @@ impl Details {
             exit: shown.exit,
             duration_seconds: shown.duration_seconds,
             progress: shown.progress,
+            last_progress_at: latest
+                .progress
+                .latest()
+                .and_then(|p| p.last_progress_at_us)
+                .map(crate::time::unix_seconds),
             peaks: Peaks {
                 tree_pss_bytes: shown.judged.as_ref().and_then(|j| j.peak_tree_pss_bytes),
                 rss_bytes: of.peak_rss_bytes,
@@ -506,13 +514,13 @@ impl Peaks {
     }
 }
 
-/// What `soak show` reads of the rows as they go by: the last one, when the progress last
-/// changed among them (the directory, or a beat: the supervisor takes either as progress), and
-/// the latest beats. Nothing here grows with the soak.
+/// What `soak show` reads of the rows as they go by: the last one, the progress as the
+/// supervisor recorded it with each (for a soak recorded before schema 12, as
+/// [`ProgressReading`] decides it), and the latest beats. Nothing here grows with the soak.
 #[derive(Debug, Default)]
 struct Latest {
     last: Option<PointShown>,
-    progress_changed_at: Option<f64>,
+    progress: ProgressReading,
     beats: BeatsLately,
 }
 
@@ -521,20 +529,27 @@ impl Latest {
         match piece {
             Piece::Restart => *self = Self::default(),
             Piece::Row(row) => {
-                let point = PointShown::of(row);
-                let progress = |p: &PointShown| (p.progress_files, p.progress_bytes);
-                let beaten = matches!(&row.heartbeat, Some(Some(beats)) if beats.beats > 0);
-                let moved = self
-                    .last
-                    .as_ref()
-                    .is_some_and(|last| progress(last) != progress(&point));
-                if beaten || moved {
-                    self.progress_changed_at = Some(point.elapsed_seconds);
-                }
-                self.last = Some(point);
+                self.progress.sample(SampleSeen {
+                    noted: row.progress.as_ref(),
+                    files: row.progress_files,
+                    bytes: row.progress_bytes,
+                    beats: match &row.heartbeat {
+                        Some(Some(beats)) => beats.beats,
+                        _ => 0,
+                    },
+                    elapsed_ms: (row.elapsed_seconds * 1000.0).round() as u64,
+                    at_us: None,
+                });
+                self.last = Some(PointShown::of(row));
                 self.beats.take(row);
             }
         }
+    }
+
+    /// When progress last happened, seconds after the spawn.
+    fn progress_changed_at(&self) -> Option<f64> {
+        let ms = self.progress.latest()?.last_progress_ms?;
+        Some(ms as f64 / 1000.0)
     }
 }
 
@@ -566,6 +581,9 @@ mod tests {
             tree_pss_bytes: None,
             write_bytes: 0,
             gpu_utilization_percent: None,
+            last_progress_at: None,
+            progress_seen: None,
+            progress: None,
         }
     }
 
@@ -595,9 +613,9 @@ mod tests {
             today.take(Piece::Row(row));
             first.take(Piece::Row(old));
         }
-        let seen = |l: &Latest| (l.last, l.progress_changed_at);
+        let seen = |l: &Latest| (l.last, l.progress_changed_at());
         assert_eq!(seen(&today), seen(&first));
-        assert_eq!(today.progress_changed_at, Some(4.0));
+        assert_eq!(today.progress_changed_at(), Some(4.0));
         let last = today.last.unwrap();
         assert_eq!(
             (last.elapsed_seconds, last.rss_bytes, last.processes),
@@ -607,7 +625,7 @@ mod tests {
         today.take(Piece::Restart);
         assert_eq!(seen(&today), seen(&Latest::default()));
         today.take(Piece::Row(&rows[4]));
-        assert_eq!(today.progress_changed_at, None, "one row: no change seen");
+        assert_eq!(today.progress_changed_at(), None, "one row: no change seen");
     }
 
     /// A trainer that only beats (its directory never changes) makes progress at every sample
@@ -638,6 +656,6 @@ mod tests {
         ] {
             latest.take(Piece::Row(&r));
         }
-        assert_eq!(latest.progress_changed_at, Some(2.0));
+        assert_eq!(latest.progress_changed_at(), Some(2.0));
     }
 }

@@ -17,6 +17,7 @@
 //! another rank raised, and each evidence process's rank. Schema 8 stores samples in a [`compact`] form and records
 //! the [`archive`] of a soak moved out of the live log. Schema 10 adds the soak's heartbeats
 //! ([`beats`]): how its steps are judged, each sample's beats, the run's steps and goodput.
+//! Schema 12 adds to each sample the [`progress`] the supervisor decided at it.
 
 mod archive;
 mod beats;
@@ -24,6 +25,7 @@ mod bounds;
 mod compact;
 mod evidence;
 mod job;
+mod progress;
 mod resources;
 
 use std::collections::BTreeMap;
@@ -45,6 +47,7 @@ pub use evidence::{
     UnkillableProcess,
 };
 pub use job::{JobAlarm, JobAlarmSeen, JobMember, MpsTeardown, OnJobAlarm};
+pub use progress::{ProgressNoted, ProgressSeen};
 pub use resources::{GpuHealth, Limits, Measures, ResourceLimit};
 pub(crate) use resources::{THROTTLE_REASONS, throttle_reasons};
 

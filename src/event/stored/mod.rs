@@ -178,15 +178,16 @@ pub enum StoredEvent {
         limits: soak::Limits,
         job: Option<soak::JobMember>,
     },
-    /// `soak_sampled` since schema 10, its measures with the beats since the previous sample.
-    SoakSampled {
+    /// `soak_sampled` in schema 10–11's form, its measures with the beats since the previous
+    /// sample.
+    SoakSampledV11 {
         sample: Box<Sample>,
         measures: Box<soak::Measures>,
     },
-    /// `soak_sampled` since schema 10 as the log stores it: its processes and beats packed
-    /// against the soak's previous sample (the log unpacks it into [`StoredEvent::SoakSampled`]
-    /// as it reads).
-    SoakSampledCompact(Box<soak::CompactSample>),
+    /// `soak_sampled` in schema 10–11's form as the log stores it: its processes and beats
+    /// packed against the soak's previous sample (the log unpacks it into
+    /// [`StoredEvent::SoakSampledV11`] as it reads).
+    SoakSampledCompactV11(Box<soak::CompactSample>),
     /// `soak_finished` since schema 10: its findings with the run's steps and goodput.
     SoakFinished {
         end: Box<v2::SoakEnd>,
@@ -201,6 +202,19 @@ pub enum StoredEvent {
         limits: soak::Limits,
         job: Option<soak::JobMember>,
         command_lossy: bool,
+    },
+    /// `soak_sampled` since schema 12: with the progress the supervisor decided at it (`None`
+    /// for a sample built by other means than a supervisor: a test, a benchmark).
+    SoakSampled {
+        sample: Box<Sample>,
+        measures: Box<soak::Measures>,
+        noted: Option<soak::ProgressNoted>,
+    },
+    /// `soak_sampled` since schema 12 as the log stores it: packed as schema 10's (the log
+    /// unpacks it into [`StoredEvent::SoakSampled`] as it reads), with its progress.
+    SoakSampledCompact {
+        packed: Box<soak::CompactSample>,
+        noted: Option<soak::ProgressNoted>,
     },
 }
 
@@ -226,8 +240,10 @@ impl StoredEvent {
             | S::SoakSampledV5(_)
             | S::SoakSampledV9 { .. }
             | S::SoakSampledCompactV9(_)
+            | S::SoakSampledV11 { .. }
+            | S::SoakSampledCompactV11(_)
             | S::SoakSampled { .. }
-            | S::SoakSampledCompact(_) => 7,
+            | S::SoakSampledCompact { .. } => 7,
             S::SoakFinishedV1(_)
             | S::SoakFinishedV4(_)
             | S::SoakFinishedV5 { .. }

@@ -55,10 +55,11 @@ impl StoredEvent {
             S::SoakSampledCompactV9(_) | S::SoakArchived(_) => 8,
             S::SoakStartedV9 { .. } | S::SoakEvidenceCaptured(_) | S::SoakJobAlarmSeen(_) => 9,
             S::SoakStartedV10 { .. }
-            | S::SoakSampled { .. }
-            | S::SoakSampledCompact(_)
+            | S::SoakSampledV11 { .. }
+            | S::SoakSampledCompactV11(_)
             | S::SoakFinished { .. } => 10,
             S::SoakStarted { .. } => 11,
+            S::SoakSampled { .. } | S::SoakSampledCompact { .. } => 12,
         }
     }
 
@@ -147,8 +148,15 @@ impl StoredEvent {
             S::SoakSampledV1(sample) => soak_sampled::v1(*sample),
             S::SoakSampledV5(sample) => soak_sampled::v5(sample),
             S::SoakSampledV9 { sample, measures } => soak_sampled::v9(sample, *measures),
-            S::SoakSampled { sample, measures } => soak_sampled::current(sample, measures),
-            S::SoakSampledCompactV9(_) | S::SoakSampledCompact(_) => return None,
+            S::SoakSampledV11 { sample, measures } => soak_sampled::v11(sample, measures),
+            S::SoakSampled {
+                sample,
+                measures,
+                noted,
+            } => soak_sampled::current(sample, measures, noted),
+            S::SoakSampledCompactV9(_)
+            | S::SoakSampledCompactV11(_)
+            | S::SoakSampledCompact { .. } => return None,
             S::SoakFinishedV1(end) => soak_finished::v1(*end),
             S::SoakFinishedV4(end) => soak_finished::v4(*end),
             S::SoakFinishedV5 { end, findings } => soak_finished::v5(*end, *findings),
@@ -262,9 +270,11 @@ impl Event {
                 job,
                 command_lossy,
             } => soak_started::into_stored(*start, supervision, limits, job, command_lossy, schema),
-            Event::SoakSampled { sample, measures } => {
-                soak_sampled::into_stored(sample, measures, schema)
-            }
+            Event::SoakSampled {
+                sample,
+                measures,
+                progress,
+            } => soak_sampled::into_stored(sample, measures, progress, schema),
             Event::SoakFinished {
                 end,
                 findings,

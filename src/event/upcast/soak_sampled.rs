@@ -4,16 +4,19 @@
 //!
 //! Schema 1's sample lacks what schema 2 added: no sample after the exit and no reaped CPU time;
 //! its GPU list is known. The measures (schema 6) are `None` where a form did not record them;
-//! schema 6–9's have no heartbeat ([`super::v9`]).
+//! schema 6–9's have no heartbeat ([`super::v9`]). The progress the supervisor decided
+//! (schema 12) is `None` before: readers decide it for such a sample
+//! (`soak::watch::progress::ProgressReading`).
 
 use crate::event::Event;
-use crate::event::soak::{Measures, ProcessSample, Sample};
+use crate::event::soak::{Measures, ProcessSample, ProgressNoted, Sample};
 use crate::event::stored::{StoredEvent, v1, v9};
 
 pub(super) fn v1(sample: v1::Sample) -> Event {
     Event::SoakSampled {
         sample: Box::new(sample_of_v1(sample)),
         measures: None,
+        progress: None,
     }
 }
 
@@ -21,6 +24,7 @@ pub(super) fn v5(sample: Box<Sample>) -> Event {
     Event::SoakSampled {
         sample,
         measures: None,
+        progress: None,
     }
 }
 
@@ -28,13 +32,27 @@ pub(super) fn v9(sample: Box<Sample>, measures: v9::Measures) -> Event {
     Event::SoakSampled {
         sample,
         measures: Some(Box::new(measures.into())),
+        progress: None,
     }
 }
 
-pub(super) fn current(sample: Box<Sample>, measures: Box<Measures>) -> Event {
+pub(super) fn v11(sample: Box<Sample>, measures: Box<Measures>) -> Event {
     Event::SoakSampled {
         sample,
         measures: Some(measures),
+        progress: None,
+    }
+}
+
+pub(super) fn current(
+    sample: Box<Sample>,
+    measures: Box<Measures>,
+    progress: Option<ProgressNoted>,
+) -> Event {
+    Event::SoakSampled {
+        sample,
+        measures: Some(measures),
+        progress,
     }
 }
 
@@ -42,6 +60,7 @@ pub(super) fn current(sample: Box<Sample>, measures: Box<Measures>) -> Event {
 pub(super) fn into_stored(
     sample: Box<Sample>,
     measures: Option<Box<Measures>>,
+    progress: Option<ProgressNoted>,
     schema: u32,
 ) -> StoredEvent {
     use StoredEvent as S;
@@ -52,9 +71,14 @@ pub(super) fn into_stored(
             sample,
             measures: Box::new((*measures.unwrap_or_default()).into()),
         },
+        10..=11 => S::SoakSampledV11 {
+            sample,
+            measures: measures.unwrap_or_default(),
+        },
         _ => S::SoakSampled {
             sample,
             measures: measures.unwrap_or_default(),
+            noted: progress,
         },
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! A new form (a schema step's new variant at the end of `StoredEvent`) gets a fixed value at
 //! the end of [`every_form`] and its line at the end of `forms.hex`: the test prints the line.
-//! No other line ever changes.
+//! No other line's bytes ever change; the form a step supersedes is renamed (`…V11`), and its
+//! line's name with it.
 //!
 //! The fixed values are built of parts ([`parts`], [`samples`], [`evidence`]) that reach every
 //! type a stored form holds: each field given a value no other field of its form holds
@@ -157,11 +158,11 @@ fn every_form() -> Vec<StoredEvent> {
             limits: limits(n),
             job: Some(job_member(n)),
         },
-        |n| S::SoakSampled {
+        |n| S::SoakSampledV11 {
             sample: Box::new(sample(n)),
             measures: Box::new(measures(n)),
         },
-        |n| S::SoakSampledCompact(Box::new(compact(n))),
+        |n| S::SoakSampledCompactV11(Box::new(compact(n))),
         |n| S::SoakFinished {
             end: Box::new(end(n)),
             findings: Box::new(findings(n)),
@@ -173,6 +174,15 @@ fn every_form() -> Vec<StoredEvent> {
             limits: limits(n),
             job: Some(job_member(n)),
             command_lossy: n.bool(),
+        },
+        |n| S::SoakSampled {
+            sample: Box::new(sample(n)),
+            measures: Box::new(measures(n)),
+            noted: Some(progress_noted(n)),
+        },
+        |n| S::SoakSampledCompact {
+            packed: Box::new(compact(n)),
+            noted: Some(progress_noted(n)),
         },
     ];
     forms

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::fresh::Fresh;
 use crate::event::soak::{
     CompactSample, GpuHealth, GpuProcessSample, GpuSample, Measures, PackedBeats, ProcessSample,
-    ProgressSignature, Sample, SampleBeats,
+    ProgressNoted, ProgressSeen, ProgressSignature, Sample, SampleBeats,
 };
 use crate::event::stored::{v1, v9};
 
@@ -148,5 +148,14 @@ pub(super) fn compact(n: &mut Fresh) -> CompactSample {
             keys: Some(vec![n.text()]),
             values: vec![n.f64()],
         }),
+    }
+}
+
+/// The progress a supervisor decided at a sample (schema 12).
+pub(super) fn progress_noted(n: &mut Fresh) -> ProgressNoted {
+    ProgressNoted {
+        progress_seen: Some(ProgressSeen::Beat),
+        last_progress_at_us: Some(n.i64()),
+        last_progress_ms: Some(n.u64()),
     }
 }

@@ -46,8 +46,12 @@ pub(super) fn body(records: &SoakRecords) -> Value {
     let samples: Vec<Value> = soak
         .samples
         .iter()
-        .map(|(sample, measures)| {
-            let row = rows.row(sample, measures.as_ref().unwrap_or(&empty));
+        .map(|(sample, measures, progress)| {
+            let row = rows.row(
+                sample,
+                measures.as_ref().unwrap_or(&empty),
+                progress.as_ref(),
+            );
             serde_json::to_value(row).unwrap_or(Value::Null)
         })
         .collect();

@@ -141,9 +141,10 @@ fn gather_into(
                 spool = spool.fresh()?;
                 on_row(Piece::Restart);
             }
-            Fold::Sample(sample, measures) => match &mut rower {
+            Fold::Sample(sample, measures, progress) => match &mut rower {
                 Rower::Current(rows) => {
-                    let row = rows.row(&sample, measures.as_deref().unwrap_or(&empty));
+                    let measures = measures.as_deref().unwrap_or(&empty);
+                    let row = rows.row(&sample, measures, progress.as_ref());
                     spool.push(&row)?;
                     on_row(Piece::Row(&row));
                 }
@@ -152,7 +153,7 @@ fn gather_into(
                     spool.push(&row)?;
                     on_row(Piece::Row(&frozen::read(&row)));
                 }
-                Rower::Whole => folded.keep(*sample, measures.map(|m| *m)),
+                Rower::Whole => folded.keep((*sample, measures.map(|m| *m), progress)),
             },
             Fold::Folded => {}
         }

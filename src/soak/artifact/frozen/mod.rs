@@ -113,6 +113,9 @@ pub(super) fn read<'a>(row: &'a Row<'a>) -> SampleRow<'a> {
         tree_pss_bytes: None,
         write_bytes: row.write_bytes,
         gpu_utilization_percent: None,
+        last_progress_at: None,
+        progress_seen: None,
+        progress: None,
     }
 }
 
@@ -141,6 +144,9 @@ pub(super) fn read_v1<'a>(row: &'a RowV1<'a>) -> SampleRow<'a> {
         tree_pss_bytes: None,
         write_bytes: row.write_bytes,
         gpu_utilization_percent: row.gpu_utilization_percent,
+        last_progress_at: None,
+        progress_seen: None,
+        progress: None,
     }
 }
 
