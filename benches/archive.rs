@@ -68,6 +68,7 @@ fn soak_log(processes: u32) -> PathBuf {
                 StoredEvent::SoakSampled {
                     sample: Box::new(sample),
                     measures: Box::new(measures),
+                    noted: None,
                 },
             )
         }))
@@ -80,7 +81,7 @@ fn soak_log(processes: u32) -> PathBuf {
 }
 
 fn started() -> StoredEvent {
-    StoredEvent::SoakStartedV4(Box::new(SoakStart {
+    StoredEvent::SoakStartedV4(Box::new(soak_v2::SoakStart {
         soak_id: "bench".into(),
         command: vec!["python3".into(), "train.py".into()],
         cwd: "/work".into(),
@@ -106,7 +107,7 @@ fn started() -> StoredEvent {
 }
 
 fn finished() -> StoredEvent {
-    StoredEvent::SoakFinishedV4(Box::new(SoakEnd {
+    StoredEvent::SoakFinishedV4(Box::new(soak_v2::SoakEnd {
         outcome: Outcome {
             status: OutcomeStatus::Passed,
             failure_kind: None,

@@ -97,6 +97,7 @@ fn sample_100p(i: u64) -> (Subject, StoredEvent) {
         StoredEvent::SoakSampled {
             sample: Box::new(sample),
             measures: Box::new(measures),
+            noted: None,
         },
     )
 }

@@ -259,6 +259,7 @@ fn sample(i: u64, heartbeat: Option<SampleBeats>) -> StoredEvent {
             gpus: Vec::new(),
             heartbeat: heartbeat.map(Box::new),
         }),
+        noted: None,
     }
 }
 

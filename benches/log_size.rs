@@ -50,6 +50,12 @@ fn sample(i: u64, processes: Vec<ProcessSample>, pss: Vec<Option<u64>>) -> Store
             gpus: Vec::new(),
             heartbeat: None,
         }),
+        // The directory grows a file a minute: the progress the supervisor records with each.
+        noted: Some(ProgressNoted {
+            progress_seen: i.is_multiple_of(60).then_some(ProgressSeen::Files),
+            last_progress_at_us: Some(1_764_676_800_000_000 + (i / 60 * 60) as i64 * 1_000_000),
+            last_progress_ms: Some(i / 60 * 60_000),
+        }),
     }
 }
 

@@ -128,7 +128,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
     log.append(
         subject(),
         StoredEvent::SoakStarted {
-            start: Box::new(SoakStart {
+            start: Box::new(soak_v2::SoakStart {
                 soak_id: "bench".into(),
                 command: vec!["python3".into(), "train.py".into()],
                 cwd: "/work".into(),
@@ -177,6 +177,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
                 StoredEvent::SoakSampled {
                     sample: Box::new(sample),
                     measures: Box::new(measures),
+                    noted: None,
                 },
             )
         }))
@@ -186,7 +187,7 @@ fn soak_log(processes: u32, whole: bool) -> PathBuf {
     log.append(
         subject(),
         StoredEvent::SoakFinished {
-            end: Box::new(SoakEnd {
+            end: Box::new(soak_v2::SoakEnd {
                 outcome: Outcome {
                     status: OutcomeStatus::Passed,
                     failure_kind: None,

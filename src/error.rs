@@ -66,6 +66,7 @@ impl From<SoakError> for Error {
     fn from(e: SoakError) -> Self {
         match e {
             SoakError::Log(log) => Error::Log(*log),
+            SoakError::Job(job) => Error::Job(job),
             other => Error::Soak(other),
         }
     }

@@ -3,9 +3,15 @@
 //!
 //! The binary is a thin shell over [`main`]. The layers, each depending only on those below it
 //! (`python3 ../shared/tools/module-cycles.py` prints the graph and fails on a circle):
-//! - the entry: `binary` (the process's entry), `commands` (one file a verb), `output`,
-//!   `error`, `usage` (what a misuse of the command line is told);
-//! - `cli`: the command line's definitions, whose completions read the record;
+//! - the entry: `binary` (the process's entry), `commands` (one file a verb, which maps its
+//!   parsed arguments into the domain's own request: `soak::SoakRequest`,
+//!   `mps::spec::StartRequest`), `output`, `error`, `usage` (what a misuse of the command line
+//!   is told);
+//! - `cli`: the command line's definitions (clap), one file a verb group as in `commands`,
+//!   which no module below takes; a flag's value that carries a rule is parsed beside its
+//!   type in the domain (`job::id::job_flag`, `duration`, `size`,
+//!   `process::parse_dump_signal`), and the names of the internal subcommands are their
+//!   owners' (`soak::guard::SUBCOMMAND`, `tool::LEASH`); its completions read the record;
 //! - `view`: what is read, said to a person (a soak's evidence and steps in words, the HTML
 //!   report, `history`'s lines);
 //! - `read`: a soak's record folded once from its events, and what is rendered from it to keep
@@ -83,12 +89,15 @@ pub use event::soak::{
     ExitInfo, FailureKind, Findings, GoodputSplit, GpuHealth, GpuHolder, GpuProcessSample,
     GpuRelease, GpuReleased, GpuSample, HeartbeatErrors, HeartbeatSettings, JobAlarm, JobAlarmSeen,
     JobMember, KernelMessage, LeakedProcess, Limits, Measures, MpsTeardown, OnJobAlarm, OomKill,
-    OomSource, Outcome, OutcomeStatus, PackedBeats, ProcessEvidence, ProcessSample,
-    ProgressSignature, ResourceLimit, RunBeats, Sample, SampleBeats, SoakEnd, SoakParameters,
-    SoakStart, StepStats, StepTimeoutSetting, Supervision, ThreadEvidence, UnkillableProcess,
+    OomSource, Outcome, OutcomeStatus, PackedBeats, ProcessEvidence, ProcessSample, ProgressNoted,
+    ProgressSeen, ProgressSignature, ResourceLimit, RunBeats, Sample, SampleBeats, SoakEnd,
+    SoakParameters, SoakStart, StepStats, StepTimeoutSetting, Supervision, ThreadEvidence,
+    UnkillableProcess,
 };
 // (the soak events' first forms, which logs written before schema 2 hold)
 pub use event::stored::v1 as soak_v1;
+// (the soak's start and verdict as every form since schema 2 holds them)
+pub use event::stored::v2 as soak_v2;
 // (the evidence's form of schemas 5 to 8)
 pub use event::stored::v8 as evidence_v8;
 // (the soak payloads schema 5–9 wrote, before the heartbeat)

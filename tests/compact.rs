@@ -43,6 +43,7 @@ fn sampled((sample, measures): (Sample, Measures)) -> Event {
     Event::SoakSampled {
         sample: Box::new(sample),
         measures: Some(Box::new(measures)),
+        progress: None,
     }
 }
 
@@ -99,7 +100,7 @@ fn every_way_of_reading_gives_back_the_samples_appended() {
     snapshot
         .scan_sized(|r, bytes| {
             if r.envelope.subject == soak()
-                && matches!(r.envelope.event, StoredEvent::SoakSampledCompact(_))
+                && matches!(r.envelope.event, StoredEvent::SoakSampledCompact { .. })
             {
                 sizes.push(bytes);
             }
@@ -184,6 +185,7 @@ fn a_log_opened_again_goes_on_packing_and_reads_back_whole() {
 #[test]
 fn a_packed_sample_that_does_not_unpack_is_damage_not_a_panic() {
     let root = TestRoot::new();
+    root.damaged_on_purpose();
     let log = root.log();
     let soak = || Subject::Soak("a".into());
     log.append(soak(), sampled(changing(1))).unwrap();
@@ -191,6 +193,7 @@ fn a_packed_sample_that_does_not_unpack_is_damage_not_a_panic() {
     let Event::SoakSampled {
         sample,
         measures: Some(measures),
+        ..
     } = sampled(changing(2))
     else {
         unreachable!()
@@ -206,8 +209,11 @@ fn a_packed_sample_that_does_not_unpack_is_damage_not_a_panic() {
         processes: vec![3, 0],
         beats: None,
     };
-    log.append(soak(), StoredEvent::SoakSampledCompact(Box::new(forged)))
-        .unwrap();
+    let forged = StoredEvent::SoakSampledCompact {
+        packed: Box::new(forged),
+        noted: None,
+    };
+    log.append(soak(), forged).unwrap();
     let snapshot = log.snapshot().unwrap();
     let error = snapshot
         .scan(1, |_| Ok(true))

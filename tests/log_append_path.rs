@@ -31,6 +31,7 @@ fn cut_the_last_record(root: &TestRoot) -> String {
 #[test]
 fn archive_over_a_log_cut_at_its_end_is_refused_as_an_append_is() {
     let root = root_with_every_kind(1_000_000);
+    root.damaged_on_purpose();
     let missing = cut_the_last_record(&root);
     let appended = root.log().append(Subject::Host, live(1));
     let refused = appended

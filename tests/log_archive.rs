@@ -447,6 +447,7 @@ fn unpacked_from(compressed: &[u8]) -> Vec<u8> {
 #[test]
 fn a_truncated_archive_fails_verification() {
     let root = root_with_v1_archived();
+    root.damaged_on_purpose();
     let file = archive_of(&root, V1_SOAK);
     let bytes = unpacked(&file);
     repack(&file, &bytes[..bytes.len() - 10]);
@@ -552,6 +553,7 @@ fn a_record_beside_an_archived_gap_resealed_fails_verification() {
 fn another_logs_archive_of_the_same_soak_fails_verification() {
     let ours = root_with_every_kind(1_000_000);
     let theirs = root_with_every_kind(2_000_000);
+    ours.damaged_on_purpose();
     for root in [&ours, &theirs] {
         root.unilab()
             .args(["log", "archive", "--soak", V4_SOAK])

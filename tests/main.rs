@@ -27,6 +27,7 @@ mod log_crash;
 mod migrations;
 mod mps;
 mod parser_props;
+mod progress;
 mod record_bounds;
 mod record_size;
 mod resources;

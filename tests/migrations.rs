@@ -61,6 +61,9 @@ const HEARTBEAT_SOAK_IN_FIXTURE: &str = "20261208T100000-b10b";
 /// The soak a frozen fixture (schema 11 on) holds whose command line is recorded lossily.
 const LOSSY_SOAK_IN_FIXTURE: &str = "20261209T110000-b11b";
 
+/// The soak a frozen fixture (schema 12 on) holds whose samples carry their progress.
+const NOTED_SOAK_IN_FIXTURE: &str = "20261210T120000-b12b";
+
 /// The soak a frozen fixture (schema 8 on) holds with its samples packed.
 const PACKED_IN_FIXTURE: &str = "20261206T080000-c8c8";
 
@@ -98,6 +101,9 @@ fn freeze_fixture() {
         .unwrap();
     // Schema 11: a soak whose command was given an argument that is not UTF-8.
     log.append_all(lossy_soak(LOSSY_SOAK_IN_FIXTURE, supervisor))
+        .unwrap();
+    // Schema 12: a soak whose samples carry the progress their supervisor decided.
+    log.append_all(noted_soak(NOTED_SOAK_IN_FIXTURE, supervisor))
         .unwrap();
     drop(log);
     // An archived soak: its records in an archive file beside the log, frozen with it.
@@ -239,6 +245,7 @@ fn a_frozen_fixture_opens_for_appending_with_the_current_code() {
 #[test]
 fn a_log_of_a_newer_schema_is_refused() {
     let root = TestRoot::new();
+    root.damaged_on_purpose();
     install(1, &root);
     {
         let mut builder = redb::Builder::new();
@@ -503,7 +510,7 @@ fn the_schema_10_fixture_holds_packed_beats() {
     snapshot
         .scan_sized(|record, _| {
             if record.envelope.subject == soak
-                && let StoredEvent::SoakSampledCompact(sample) = &record.envelope.event
+                && let StoredEvent::SoakSampledCompactV11(sample) = &record.envelope.event
             {
                 packed.push((sample.base, sample.beats.clone()));
             }
@@ -593,4 +600,102 @@ fn the_schema_11_fixture_holds_a_lossy_command_line() {
         let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(shown["command_lossy"], lossy, "{id}: {shown}");
     }
+}
+
+/// The schema-12 fixture holds a soak whose samples carry the progress their supervisor
+/// decided, stored packed with it; every reader shows it as recorded: `history --json`, the
+/// artifact's rows, `soak show --json`. The older soaks beside it show none.
+#[test]
+fn the_schema_12_fixture_holds_samples_with_their_progress() {
+    let root = TestRoot::new();
+    install(12, &root);
+    let reader = LogReader::open(&root.log_path(), &root.scope())
+        .unwrap()
+        .unwrap();
+    let mut noted = Vec::new();
+    reader
+        .snapshot()
+        .unwrap()
+        .scan_sized(|record, _| {
+            if record.envelope.subject == Subject::Soak(NOTED_SOAK_IN_FIXTURE.into()) {
+                match &record.envelope.event {
+                    StoredEvent::SoakSampledCompact { noted: n, .. } => noted.push(*n),
+                    StoredEvent::SoakSampled { .. } => panic!("stored whole"),
+                    _ => {}
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(noted.len(), 6);
+    let last = noted.last().copied().flatten().unwrap();
+    assert_eq!(last.progress_seen, Some(unilab::ProgressSeen::Files));
+
+    let history = root
+        .unilab()
+        .args(["history", "--soak", NOTED_SOAK_IN_FIXTURE, "--json"])
+        .output()
+        .unwrap();
+    let lines: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&history.stdout)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let sampled: Vec<_> = lines
+        .iter()
+        .filter(|l| l["kind"] == "soak_sampled")
+        .collect();
+    assert_eq!(sampled.len(), 6);
+    assert_eq!(sampled[5]["progress_seen"], "files");
+    assert_eq!(
+        sampled[5]["last_progress_at_us"],
+        last.last_progress_at_us.unwrap()
+    );
+    assert_eq!(sampled[3]["progress_seen"], serde_json::Value::Null);
+
+    let export = |id: &str| -> serde_json::Value {
+        let out = root.unilab().args(["soak", "export", id]).output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let rows = export(NOTED_SOAK_IN_FIXTURE)["samples"].clone();
+    let seen: Vec<_> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["progress_seen"].clone())
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "null",
+            "\"beat\"",
+            "\"beat\"",
+            "null",
+            "\"beat\"",
+            "\"files\""
+        ]
+        .map(|v| serde_json::from_str::<serde_json::Value>(v).unwrap())
+    );
+    let at = last.last_progress_at_us.unwrap() as f64 / 1e6;
+    assert_eq!(rows[5]["last_progress_at"], at);
+    for row in export(HEARTBEAT_SOAK_IN_FIXTURE)["samples"]
+        .as_array()
+        .unwrap()
+    {
+        let row = row.as_object().unwrap();
+        assert!(!row.contains_key("progress_seen") && !row.contains_key("last_progress_at"));
+    }
+
+    let shown = |id: &str| -> serde_json::Value {
+        let out = root
+            .unilab()
+            .args(["--json", "soak", "show", id])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(shown(NOTED_SOAK_IN_FIXTURE)["last_progress_at"], at);
+    assert_eq!(
+        shown(HEARTBEAT_SOAK_IN_FIXTURE)["last_progress_at"],
+        serde_json::Value::Null
+    );
 }

@@ -312,7 +312,7 @@ proptest! {
     /// Whatever the tree and the host hand the sampler, its sample is recorded and read back.
     #[test]
     fn any_sample_appends_and_reads_back((sample, measures) in sample()) {
-        appends_and_reads_back(Event::sampled(sample, measures))?;
+        appends_and_reads_back(Event::sampled(sample, measures, None))?;
     }
 
     /// Whatever the tree's command lines, threads and stacks, its evidence is recorded and read
@@ -411,6 +411,7 @@ fn append_refuses_a_sample_whose_whole_form_could_not_be_read() {
     let raw = Event::SoakSampled {
         sample: Box::new(sample),
         measures: Some(Box::new(Measures::default())),
+        progress: None,
     };
     assert!(claimed(&envelope(&root, &subject, raw.clone())) > MAX_RECORD_BYTES);
     let refused = log.append(subject.clone(), raw.clone());
@@ -427,11 +428,12 @@ fn append_refuses_a_sample_whose_whole_form_could_not_be_read() {
     let Event::SoakSampled {
         sample,
         measures: Some(measures),
+        ..
     } = raw
     else {
         unreachable!()
     };
-    let bounded = Event::sampled(*sample, *measures);
+    let bounded = Event::sampled(*sample, *measures, None);
     let Event::SoakSampled { sample, .. } = &bounded else {
         unreachable!()
     };
@@ -550,7 +552,7 @@ fn the_budgets_keep_each_record_within_half_the_limit_whatever_the_tree() {
             })
             .collect(),
     };
-    let sampled = Event::sampled(sample, measures);
+    let sampled = Event::sampled(sample, measures, None);
     let claims = claimed(&envelope(&root, &subject, sampled));
     assert!(claims <= half, "a sample: {claims} bytes");
 

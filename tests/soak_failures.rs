@@ -482,7 +482,7 @@ fn a_process_still_holding_a_gpu_device_after_the_soak_is_listed() {
     std::fs::create_dir(&devices).unwrap();
     let device = devices.join("nvidia0");
     std::fs::write(&device, "").unwrap();
-    let child = soak
+    let mut child = soak
         .command()
         .env("UNILAB_GPU_DEVICE_PREFIX", devices.join("nvidia"))
         .args(["--json", "soak", "run"])
@@ -491,10 +491,16 @@ fn a_process_still_holding_a_gpu_device_after_the_soak_is_listed() {
             &["--steps", "12"],
         ))
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // A soak that ends before its first checkpoint fails the test at once, saying why.
     eventually("a first checkpoint", Duration::from_secs(60), || {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            let _ = std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr);
+            panic!("the soak ended before its first checkpoint: {status:?}: {stderr}");
+        }
         std::fs::read_dir(soak.progress()).is_ok_and(|mut d| d.next().is_some())
     });
     // A daemon the trainer would have had started elsewhere: in its own session, not a child of

@@ -5,15 +5,15 @@
 //! They are a command line of their own, apart from [`super::Cli`]: nothing made from that —
 //! `--help`, clap's "did you mean", the completion scripts, the shell's dynamic completion, the
 //! manual pages — can offer them, since it does not know them. unilab starts them with their
-//! name as the first argument, and only there are they recognised.
+//! name as the first argument, and only there are they recognised. Each name is its owner's
+//! (`soak::guard::SUBCOMMAND`, `tool::LEASH`): this file only recognises them.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::Parser;
 
-/// The soak guard's subcommand (`soak::guard` runs it).
-pub(crate) const SOAK_GUARD: &str = "__soak-guard";
+use crate::soak::guard::SUBCOMMAND as SOAK_GUARD;
 
 #[derive(Debug, Parser)]
 #[command(name = "unilab")]

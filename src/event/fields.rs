@@ -8,7 +8,7 @@ use super::{Event, StoredEvent};
 /// The event's own fields as a JSON object (without `kind`), in the stored form of `schema`.
 /// The soak start, sample and verdict of schema 5 and later show schema 2's fields as they
 /// were, with what the later forms add beside them (`supervision`, `limits`, `measures`,
-/// `findings`, `limit`).
+/// `findings`, `limit`, and schema 12's sample its progress's fields).
 ///
 /// A soak start's runtime snapshot, which the event holds as JSON text (so that the artifact
 /// embeds it byte for byte), is shown as the object it is, under the artifact's name `runtime`;
@@ -35,15 +35,23 @@ pub(crate) fn fields_json(event: &Event, schema: u32) -> Map<String, Value> {
         | StoredEvent::SoakStartedV9 { .. }
         | StoredEvent::SoakStartedV10 { .. }
         | StoredEvent::SoakStarted { .. } => "start",
-        StoredEvent::SoakSampledV9 { .. } | StoredEvent::SoakSampled { .. } => "sample",
+        StoredEvent::SoakSampledV9 { .. }
+        | StoredEvent::SoakSampledV11 { .. }
+        | StoredEvent::SoakSampled { .. } => "sample",
         StoredEvent::SoakFinishedV5 { .. }
         | StoredEvent::SoakFinishedV9 { .. }
         | StoredEvent::SoakFinished { .. } => "end",
-        #[cfg(test)]
-        StoredEvent::SoakFinishedWithNote { .. } => "end",
         _ => return runtime_as_object(fields),
     };
     if let Some(Value::Object(inner)) = fields.remove(lifted) {
+        fields.extend(inner);
+    }
+    // Schema 12's sample: the progress the supervisor decided, under the design's names
+    // (`progress_seen`, `last_progress_at_us`, `last_progress_ms`); nothing when it noted none.
+    if let StoredEvent::SoakSampled { .. } = &stored
+        && let Some(noted) = fields.remove("noted")
+        && let Value::Object(inner) = noted
+    {
         fields.extend(inner);
     }
     if let Some(Value::Object(metadata)) = fields.get_mut("metadata") {

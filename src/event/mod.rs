@@ -5,8 +5,9 @@
 //! any reader or writer above the log sees. [`upcast`] turns a stored event into its domain
 //! event and the schema of its form — once, where the log reads it — and a domain event into
 //! its newest stored form where the log appends it. A schema step touches this module (a new
-//! stored form, the domain's new field, the upcast between them) and the code that uses the new
-//! field.
+//! stored form, the domain's new field, the upcast between them), the bytes `log::golden` pins,
+//! and the code that uses the new field (the files of schema 11's are listed in
+//! `migrations/README.md`).
 //!
 //! The JSON views of the commands (`mps list`, the soak artifact) have their own types in their
 //! domain, so that a change of a view never touches the stored format.
@@ -145,6 +146,9 @@ pub enum Event {
         /// Each process's proportional set size and each GPU's health; `None` where its form
         /// did not measure them (before schema 6).
         measures: Option<Box<soak::Measures>>,
+        /// The progress the supervisor decided at it; `None` where its form did not record it
+        /// (before schema 12), or for a sample no supervisor took.
+        progress: Option<soak::ProgressNoted>,
     },
     /// A soak's verdict, written once the last child is gone.
     SoakFinished {
@@ -154,9 +158,6 @@ pub enum Event {
         findings: Option<Box<soak::Findings>>,
         /// The budget that failed it, if one did (budgets are recorded since schema 6).
         limit: Option<soak::ResourceLimit>,
-        /// A made-up schema step (test builds only): see `commands::history::schema_step`.
-        #[cfg(test)]
-        note: Option<String>,
     },
     /// The soak's supervisor vanished before it recorded a verdict.
     SoakAbandoned {

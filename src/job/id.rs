@@ -69,6 +69,17 @@ impl JobId {
     }
 }
 
+/// A job's name as the command line gives it (`soak run --job`, `job show JOB`): a bad one is a
+/// usage error (exit 2) that says what a name may hold.
+pub(crate) fn job_flag(text: &str) -> Result<JobId, String> {
+    JobId::parse(text).map_err(|why| {
+        format!(
+            "it {}; name the job with up to {MAX_JOB_BYTES} letters, digits and punctuation other than `/`: `--job llama-run3`",
+            why.why()
+        )
+    })
+}
+
 impl fmt::Display for JobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

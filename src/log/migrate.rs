@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 11;
+pub const SCHEMA_VERSION: u32 = 12;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -126,6 +126,17 @@ pub(crate) const STEPS: &[Step] = &[
         // records decode and hash unchanged (no earlier unilab could run such an argument) and
         // their soaks export as they did, byte for byte; nothing is rewritten, and the version
         // keeps an older unilab, which could not decode the new form, away.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 11,
+        description: "progress in the record",
+        // Schema 12 adds `soak_sampled` (whole and packed) in forms that hold the progress the
+        // supervisor decided at the sample (`progress_seen`, `last_progress_at_us`,
+        // `last_progress_ms`): new variants at the end of `StoredEvent`, the forms they
+        // supersede renamed `SoakSampledV11` and `SoakSampledCompactV11`. Schema 11 records
+        // decode and hash unchanged, and their soaks export as they did, byte for byte (their
+        // samples carry no progress: readers decide it as before); nothing is rewritten.
         apply: |_| Ok(()),
     },
 ];

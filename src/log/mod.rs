@@ -25,6 +25,8 @@ pub(crate) mod codec;
 mod error;
 #[cfg(test)]
 mod faults;
+#[cfg(test)]
+mod golden;
 mod handle;
 mod io;
 mod meta;

@@ -22,7 +22,7 @@ use super::codec::{self, MAX_RECORD_BYTES};
 use super::error::LogError;
 use super::io::{damaged, refused, unreadable};
 use super::snapshot::{Record, Snapshot, StoredRecord};
-use crate::event::soak::{CompactSample, Measures, ProcessSample, STANDALONE_EVERY};
+use crate::event::soak::{CompactSample, Measures, ProcessSample, ProgressNoted, STANDALONE_EVERY};
 use crate::event::{Envelope, Event, Sample, StoredEnvelope, StoredEvent, Subject};
 
 /// Whether this process stores samples whole, as schema 7 did: for benchmarks that measure
@@ -32,6 +32,48 @@ static STORE_WHOLE: AtomicBool = AtomicBool::new(false);
 /// Stores this process's samples whole (`true`) or packed (`false`, the default) from now on.
 pub fn store_samples_whole(whole: bool) {
     STORE_WHOLE.store(whole, Ordering::Relaxed);
+}
+
+/// The form a whole sample is stored in, and so the packed form it goes into and comes back
+/// from: schema 6–9's, schema 10–11's, or schema 12's with the progress its supervisor decided.
+#[derive(Debug, Clone, Copy)]
+enum Form {
+    V9,
+    V11,
+    Noted(Option<ProgressNoted>),
+}
+
+impl Form {
+    /// `packed` in this form's packed variant.
+    fn packed(self, packed: CompactSample) -> StoredEvent {
+        match self {
+            Form::V9 => StoredEvent::SoakSampledCompactV9(Box::new(packed.into())),
+            Form::V11 => StoredEvent::SoakSampledCompactV11(Box::new(packed)),
+            Form::Noted(noted) => StoredEvent::SoakSampledCompact {
+                packed: Box::new(packed),
+                noted,
+            },
+        }
+    }
+
+    /// A whole sample in this form's whole variant.
+    fn whole(self, sample: Box<Sample>, measures: Measures) -> StoredEvent {
+        match self {
+            Form::V9 => StoredEvent::SoakSampledV9 {
+                sample,
+                measures: Box::new(measures.into()),
+            },
+            Form::V11 => StoredEvent::SoakSampledV11 {
+                sample,
+                measures: Box::new(measures),
+            },
+            Form::Noted(noted) => StoredEvent::SoakSampled {
+                sample,
+                measures: Box::new(measures),
+                noted,
+            },
+        }
+    }
 }
 
 /// A sample as the packer keeps it: its soak's subject key and its sequence.
@@ -69,16 +111,21 @@ impl Packer {
         envelope: &mut StoredEnvelope,
         store: impl FnOnce(&StoredEnvelope) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
-        // A sample of schema 6–9's form (appended again from an older log) is packed into that
+        // A sample of an older form (appended again from an older log) is packed into that
         // schema's packed form, as the unilab that wrote it would have.
-        let (sample, measures, v9) = match &envelope.event {
-            StoredEvent::SoakSampled { sample, measures } => {
-                (sample, Cow::Borrowed(&**measures), false)
+        let (sample, measures, form) = match &envelope.event {
+            StoredEvent::SoakSampled {
+                sample,
+                measures,
+                noted,
+            } => (sample, Cow::Borrowed(&**measures), Form::Noted(*noted)),
+            StoredEvent::SoakSampledV11 { sample, measures } => {
+                (sample, Cow::Borrowed(&**measures), Form::V11)
             }
             StoredEvent::SoakSampledV9 { sample, measures } => (
                 sample,
                 Cow::Owned(Measures::from((**measures).clone())),
-                true,
+                Form::V9,
             ),
             _ => return store(envelope),
         };
@@ -98,11 +145,7 @@ impl Packer {
         let Some(packed) = CompactSample::pack(base, sample, &measures) else {
             return store(envelope);
         };
-        let packed = if v9 {
-            StoredEvent::SoakSampledCompactV9(Box::new(packed.into()))
-        } else {
-            StoredEvent::SoakSampledCompact(Box::new(packed))
-        };
+        let packed = form.packed(packed);
         let whole = std::mem::replace(&mut envelope.event, packed);
         let stored = store(envelope);
         envelope.event = whole;
@@ -115,7 +158,10 @@ impl Packer {
     /// Keeps `event`, just stored under `key` at `seq`, if it is a sample: the next one of its
     /// soak is packed against it.
     pub(super) fn stored(&mut self, key: String, seq: u64, event: Event) {
-        if let Event::SoakSampled { sample, measures } = event {
+        if let Event::SoakSampled {
+            sample, measures, ..
+        } = event
+        {
             self.last = Some(Stored {
                 key,
                 seq,
@@ -131,8 +177,9 @@ impl Packer {
 /// [`MOST_CLAIMED_PER_BYTE`] a stored byte) and its processes and their PSS beside: when that
 /// bound is within the limit, as it is for every ordinary sample, nothing is counted.
 fn whole_readable(path: &Path, envelope: &StoredEnvelope, stored: usize) -> Result<(), LogError> {
-    let (StoredEvent::SoakSampled { sample, .. } | StoredEvent::SoakSampledV9 { sample, .. }) =
-        &envelope.event
+    let (StoredEvent::SoakSampled { sample, .. }
+    | StoredEvent::SoakSampledV11 { sample, .. }
+    | StoredEvent::SoakSampledV9 { sample, .. }) = &envelope.event
     else {
         return Ok(());
     };
@@ -223,8 +270,10 @@ impl Unpacker {
         !matches!(
             envelope.event,
             StoredEvent::SoakSampled { .. }
+                | StoredEvent::SoakSampledV11 { .. }
                 | StoredEvent::SoakSampledV9 { .. }
-                | StoredEvent::SoakSampledCompact(_)
+                | StoredEvent::SoakSampledCompact { .. }
+                | StoredEvent::SoakSampledCompactV11(_)
                 | StoredEvent::SoakSampledCompactV9(_)
         ) && (self.last.is_empty() || !matches!(envelope.subject, Subject::Soak(_)))
     }
@@ -247,7 +296,9 @@ impl Unpacker {
         envelope.subject.key_into(&mut self.key);
         let packed = matches!(
             envelope.event,
-            StoredEvent::SoakSampledCompact(_) | StoredEvent::SoakSampledCompactV9(_)
+            StoredEvent::SoakSampledCompact { .. }
+                | StoredEvent::SoakSampledCompactV11(_)
+                | StoredEvent::SoakSampledCompactV9(_)
         );
         let envelope = match (&envelope.event, self.last.get(self.key.as_str())) {
             (_, Some(seen)) if packed => {
@@ -255,7 +306,12 @@ impl Unpacker {
                 unpacked(path, envelope, base)?
             }
             (_, None) if packed => whole_alone(snapshot, envelope)?,
-            (StoredEvent::SoakSampled { .. } | StoredEvent::SoakSampledV9 { .. }, _) => envelope,
+            (
+                StoredEvent::SoakSampled { .. }
+                | StoredEvent::SoakSampledV11 { .. }
+                | StoredEvent::SoakSampledV9 { .. },
+                _,
+            ) => envelope,
             (_, seen) => {
                 // Only a subject with samples is worth remembering.
                 if seen.is_some() {
@@ -301,7 +357,8 @@ pub(super) fn unpack_alone(
 /// [`unpack_alone`] before the upcast.
 fn whole_alone(snapshot: &Snapshot, envelope: StoredEnvelope) -> Result<StoredEnvelope, LogError> {
     let wanted = match &envelope.event {
-        StoredEvent::SoakSampledCompact(packed) => packed.base,
+        StoredEvent::SoakSampledCompact { packed, .. } => packed.base,
+        StoredEvent::SoakSampledCompactV11(packed) => packed.base,
         StoredEvent::SoakSampledCompactV9(packed) => packed.base,
         _ => return Ok(envelope),
     };
@@ -344,35 +401,25 @@ fn unpacked(
     base: Option<(&Sample, &Measures)>,
 ) -> Result<StoredEnvelope, LogError> {
     let event = match packed_of(envelope.event) {
-        Ok((packed, v9)) => {
+        Ok((packed, form)) => {
             let index = packed.sample.index;
             let (sample, measures) = packed
                 .unpack(base)
                 .map_err(|e| unpack_failed(path, envelope.seq, index, &e))?;
-            let sample = Box::new(sample);
-            if v9 {
-                StoredEvent::SoakSampledV9 {
-                    sample,
-                    measures: Box::new(measures.into()),
-                }
-            } else {
-                StoredEvent::SoakSampled {
-                    sample,
-                    measures: Box::new(measures),
-                }
-            }
+            form.whole(Box::new(sample), measures)
         }
         Err(other) => *other,
     };
     Ok(StoredEnvelope { event, ..envelope })
 }
 
-/// A packed sample in the current form, and whether it was stored in schema 8–9's; any other
-/// event handed back.
-fn packed_of(event: StoredEvent) -> Result<(Box<CompactSample>, bool), Box<StoredEvent>> {
+/// A packed sample in the current packing, and the form it was stored in; any other event
+/// handed back.
+fn packed_of(event: StoredEvent) -> Result<(Box<CompactSample>, Form), Box<StoredEvent>> {
     match event {
-        StoredEvent::SoakSampledCompact(packed) => Ok((packed, false)),
-        StoredEvent::SoakSampledCompactV9(packed) => Ok((Box::new((*packed).into()), true)),
+        StoredEvent::SoakSampledCompact { packed, noted } => Ok((packed, Form::Noted(noted))),
+        StoredEvent::SoakSampledCompactV11(packed) => Ok((packed, Form::V11)),
+        StoredEvent::SoakSampledCompactV9(packed) => Ok((Box::new((*packed).into()), Form::V9)),
         other => Err(Box::new(other)),
     }
 }
@@ -381,7 +428,10 @@ fn packed_of(event: StoredEvent) -> Result<(Box<CompactSample>, bool), Box<Store
 /// what the next packed sample of its soak is packed against.
 fn whole_of(event: &StoredEvent) -> Option<(Sample, Measures)> {
     match event {
-        StoredEvent::SoakSampled { sample, measures } => {
+        StoredEvent::SoakSampled {
+            sample, measures, ..
+        }
+        | StoredEvent::SoakSampledV11 { sample, measures } => {
             Some((sample.as_ref().clone(), measures.as_ref().clone()))
         }
         StoredEvent::SoakSampledV9 { sample, measures } => {
@@ -452,13 +502,10 @@ mod tests {
                     host: "h".into(),
                 },
                 subject: Subject::Soak("s".into()),
-                event: StoredEvent::SoakSampledCompact(Box::new(packed)),
+                event: Form::Noted(None).packed(packed),
             };
             let stored = codec::encode(&envelope).unwrap().len();
-            envelope.event = StoredEvent::SoakSampled {
-                sample: Box::new(sample),
-                measures: Box::new(measures),
-            };
+            envelope.event = Form::Noted(None).whole(Box::new(sample), measures);
             let StoredEvent::SoakSampled { sample, .. } = &envelope.event else {
                 unreachable!()
             };

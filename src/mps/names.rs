@@ -55,6 +55,15 @@ pub(crate) fn validate_name(name: &str) -> Result<(), MpsError> {
     }
 }
 
+/// A daemon's name as `mps start --name` gives it: a bad one is a usage error (exit 2), with
+/// what a name may be.
+pub(crate) fn name_flag(text: &str) -> Result<String, String> {
+    validate_name(text).map(|()| text.to_owned()).map_err(|e| {
+        use crate::diagnostic::Hint;
+        format!("{e}; {}", e.hint().unwrap_or_default())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,7 @@ use crate::proc_read::{Blocked, ProcDir};
 use serde::{Deserialize, Serialize};
 
 pub use signal::{Liveness, SignalError};
-pub(crate) use signal::{Signal, liveness, reap, signal, wait_for_exit};
+pub(crate) use signal::{Signal, liveness, parse_dump_signal, reap, signal, wait_for_exit};
 pub use walk::{all_processes, descendants};
 pub(crate) use walk::{read_proc_file, tree};
 

@@ -44,6 +44,32 @@ pub(crate) enum Signal {
     Dump(i32),
 }
 
+/// A signal a process can catch, by name (`USR1`, `SIGUSR1`) or number, as `soak run
+/// --dump-signal` gives it for [`Signal::Dump`]: SIGKILL and SIGSTOP, which no process can
+/// catch, are refused (a usage error).
+pub(crate) fn parse_dump_signal(text: &str) -> Result<i32, String> {
+    use nix::sys::signal::Signal;
+    let upper = text.trim().to_ascii_uppercase();
+    let signal = match upper.parse::<i32>() {
+        Ok(number) => Signal::try_from(number).ok(),
+        Err(_) => {
+            let name = if upper.starts_with("SIG") {
+                upper
+            } else {
+                format!("SIG{upper}")
+            };
+            name.parse::<Signal>().ok()
+        }
+    };
+    match signal {
+        Some(Signal::SIGKILL | Signal::SIGSTOP) => Err(format!(
+            "`{text}` cannot be caught, so nothing could print stacks on it (try USR1)"
+        )),
+        Some(signal) => Ok(signal as i32),
+        None => Err(format!("`{text}` is not a signal (try USR1)")),
+    }
+}
+
 impl Signal {
     fn to_rustix(self) -> Option<rustix::process::Signal> {
         match self {

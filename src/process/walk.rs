@@ -122,10 +122,19 @@ pub fn descendants(root: u32, processes: &[ProcStat]) -> Vec<ProcStat> {
 mod tests {
     use super::*;
 
+    /// The orphan the subshell leaves (`(sleep 30 &)`) is outside the tree by design, and was
+    /// left running after the test: under `.ci/run`'s subreaper it outlived the suite. It notes
+    /// its pid, and is ended with the rest.
     #[test]
     fn both_ways_of_walking_a_tree_agree() {
+        let dir = crate::testing::files::private_tempdir();
+        let orphan_pid = dir.path().join("orphan");
         let mut child = std::process::Command::new("sh")
-            .args(["-c", "sleep 30 & sleep 30 & (sleep 30 &) ; wait"])
+            .args([
+                "-c",
+                "sleep 30 & sleep 30 & (sleep 30 & echo $! >\"$0\") ; wait",
+            ])
+            .arg(&orphan_pid)
             .spawn()
             .unwrap();
         let root = child.id();
@@ -152,6 +161,16 @@ mod tests {
         }
         let _ = child.kill();
         let _ = child.wait();
+        let orphan = std::fs::read_to_string(&orphan_pid)
+            .ok()
+            .and_then(|pid| pid.trim().parse::<i32>().ok());
+        if let Some(orphan) = orphan {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(orphan),
+                nix::sys::signal::SIGKILL,
+            );
+        }
+        assert!(orphan.is_some(), "the orphan noted its pid");
         assert_eq!(by_children.len(), 2, "{by_children:?}");
         assert_eq!(by_children, by_scan);
     }

@@ -315,6 +315,7 @@ mod tests {
         Event::SoakSampled {
             sample,
             measures: None,
+            progress: None,
         }
     }
 

@@ -13,8 +13,8 @@ use super::rows::SampleRow;
 use super::stream::{Piece, StreamError};
 
 /// The columns, in order. What a soak's schema does not record (PSS and GPU health before
-/// schema 6) is empty.
-pub(crate) const HEADER: [&str; 32] = [
+/// schema 6, the progress the supervisor decided before schema 12) is empty.
+pub(crate) const HEADER: [&str; 34] = [
     "soak_id",
     "index",
     "elapsed_seconds",
@@ -30,6 +30,8 @@ pub(crate) const HEADER: [&str; 32] = [
     "write_bytes",
     "progress_files",
     "progress_bytes",
+    "progress_seen",
+    "last_progress_at",
     "host_gpu_memory_used_mib",
     "tree_gpu_memory_mib",
     "gpu_index",
@@ -176,6 +178,8 @@ fn write_sample<W: Write>(
         cell(sample.write_bytes),
         cell(sample.progress_files),
         cell(sample.progress_bytes),
+        cell(sample.progress_seen),
+        cell(sample.last_progress_at),
         cell(sample.host_gpu_memory_used_mib),
         cell(sample.tree_gpu_memory_mib),
     ];
@@ -258,6 +262,9 @@ mod tests {
             tree_pss_bytes: None,
             write_bytes: 0,
             gpu_utilization_percent: None,
+            last_progress_at: None,
+            progress_seen: None,
+            progress: None,
         }
     }
 
@@ -329,6 +336,39 @@ mod tests {
         );
         assert_eq!(&rows[1][col("gpu_temperature_c")], "");
         assert_eq!(&rows[1][col("gpu_other_processes")], "", "not measured");
+    }
+
+    /// The progress its supervisor decided at each sample (schema 12 on): what made it and
+    /// when it last happened, empty for a sample that recorded none.
+    #[test]
+    fn the_progress_decided_has_its_columns() {
+        let decided = crate::event::soak::ProgressNoted {
+            progress_seen: Some(crate::event::soak::ProgressSeen::Beat),
+            last_progress_at_us: Some(1_764_676_800_250_000),
+            last_progress_ms: Some(250),
+        };
+        let noted = SampleRow {
+            progress_seen: Some(decided.progress_seen),
+            last_progress_at: Some(Some(1_764_676_800.25)),
+            progress: Some(decided),
+            ..row(1, None)
+        };
+        let nothing_yet = SampleRow {
+            progress_seen: Some(None),
+            last_progress_at: Some(None),
+            ..row(0, None)
+        };
+        let rows = records(&render("s", &[nothing_yet, noted, row(2, None)]).unwrap());
+        let cells = |r: usize| {
+            let row = &rows[r];
+            (
+                row[col("progress_seen")].to_owned(),
+                row[col("last_progress_at")].to_owned(),
+            )
+        };
+        assert_eq!(cells(0), (String::new(), String::new()));
+        assert_eq!(cells(1), ("beat".into(), "1764676800.25".into()));
+        assert_eq!(cells(2), (String::new(), String::new()), "before schema 12");
     }
 
     #[test]

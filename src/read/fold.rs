@@ -3,15 +3,16 @@
 //! a soak starts from ([`collect`] gathers them whole; the streamed artifact, `soak show`, the
 //! report and the CSV take them as they go by, through [`walk`] and [`Folded`]).
 
-use crate::event::soak::{self, Measures, Sample};
+use crate::event::soak::{self, Measures, ProgressNoted, Sample};
 use crate::event::{Event, Subject};
 use crate::log::chain::Hash;
 use crate::log::{LogError, Projection, Snapshot, Update};
 use crate::process::ProcessIdentity;
 use crate::projection::{SoakState, SoakSummary, Soaks};
 
-/// A sample with what was measured beside it, where its form measured it.
-pub type Measured = (Sample, Option<Measures>);
+/// A sample with what was measured beside it, where its form measured it, and the progress its
+/// supervisor decided at it, where its form recorded that (schema 12 on).
+pub type Measured = (Sample, Option<Measures>, Option<ProgressNoted>);
 
 /// A soak as its events tell it, upcast: its start, samples and verdict in today's shape, and
 /// the schema of the form its start was recorded in, which decides the artifact it renders.
@@ -165,8 +166,8 @@ pub(crate) struct Folded {
 pub(crate) enum Fold {
     /// A start began the soak afresh: what came before is not part of it.
     Restarted,
-    /// A sample, with what was measured beside it.
-    Sample(Box<Sample>, Option<Box<Measures>>),
+    /// A sample, with what was measured beside it and the progress decided at it.
+    Sample(Box<Sample>, Option<Box<Measures>>, Option<ProgressNoted>),
     /// Anything else.
     Folded,
 }
@@ -199,8 +200,15 @@ impl Folded {
                 self.job_alarm = None;
                 return Fold::Restarted;
             }
-            (Event::SoakSampled { sample, measures }, Some(_)) => {
-                return Fold::Sample(sample, measures);
+            (
+                Event::SoakSampled {
+                    sample,
+                    measures,
+                    progress,
+                },
+                Some(_),
+            ) => {
+                return Fold::Sample(sample, measures, progress);
             }
             (
                 Event::SoakFinished {
@@ -237,9 +245,9 @@ impl Folded {
     }
 
     /// Keeps a sample [`fold`](Self::fold) handed back.
-    pub(crate) fn keep(&mut self, sample: Sample, measures: Option<Measures>) {
+    pub(crate) fn keep(&mut self, measured: Measured) {
         if let Some(soak) = &mut self.soak {
-            soak.samples.push((sample, measures));
+            soak.samples.push(measured);
         }
     }
 
@@ -263,8 +271,8 @@ impl Folded {
 pub fn collect(snapshot: &Snapshot, soak_id: &str) -> Result<Option<SoakRecords>, LogError> {
     let mut folded = Folded::default();
     let walked = walk(snapshot, soak_id, |event, schema, _| {
-        if let Fold::Sample(sample, measures) = folded.fold(event, schema) {
-            folded.keep(*sample, measures.map(|m| *m));
+        if let Fold::Sample(sample, measures, progress) = folded.fold(event, schema) {
+            folded.keep((*sample, measures.map(|m| *m), progress));
         }
         Ok::<(), LogError>(())
     })?;

@@ -7,7 +7,8 @@
 //! - [`record`]: the soak's typed record, every figure its views present computed once from
 //!   the fold and its rows, what its schema did not record decided there as unknown ([`shown`]:
 //!   its parts; [`parameters`]: what it ran with; [`stepped`]: the steps of the trainer's
-//!   beats);
+//!   beats; [`progress`]: the progress as of its latest sample, as its supervisor recorded
+//!   it);
 //! - [`rows`]: each sample as a typed row, and what the rows tell of the run as they go by
 //!   ([`beats`]: a row's beats);
 //! - [`artifact`]: the canonical JSON of a soak (this unilab's, and the frozen forms of older
@@ -26,6 +27,7 @@ pub(crate) mod fold;
 pub(crate) mod job;
 pub(crate) mod naming;
 pub(crate) mod parameters;
+pub(crate) mod progress;
 pub(crate) mod record;
 pub(crate) mod rows;
 pub(crate) mod shown;

@@ -5,7 +5,8 @@
 //! record is decided here too, as `None` ([`Recorded`]: `found` before `/3`, `judged` before
 //! `/4`, `stepped` before schema 10, `command_lossy` before schema 11), so that no view asks how
 //! old a record is, and none reads another view's JSON. The current artifact is written from it
-//! (`artifact::current`).
+//! (`artifact::current`). The progress as of its latest sample is taken as its supervisor
+//! recorded it ([`super::progress`]): no view decides progress again.
 
 use super::fold::{Form, Recorded, SoakRecords};
 use super::parameters::Parameters;
@@ -15,6 +16,7 @@ use super::shown::{
     ExitShown, Found, Judged, OutcomeShown, ProgressShown, SummaryShown, TailsShown,
 };
 use super::stepped::Stepped;
+use crate::event::soak::ProgressNoted;
 
 /// A soak as the read side knows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +35,11 @@ pub(crate) struct SoakRecord {
     /// How long the command ran; `None` while it runs.
     pub duration_seconds: Option<f64>,
     pub progress: ProgressShown,
+    /// The progress as of its latest sample: what made it there and when progress last
+    /// happened, as its supervisor recorded it with the sample (schema 12 on), or as the rule
+    /// of its time reads a sample recorded before, which says when only after the spawn;
+    /// `None` before a sample.
+    pub sampled_progress: Option<ProgressNoted>,
     pub summary: SummaryShown,
     pub output_tail: TailsShown,
     pub parameters: Parameters,
@@ -45,8 +52,13 @@ pub(crate) struct SoakRecord {
 }
 
 impl SoakRecord {
-    /// The record of the soak `records` tell, whose rows told `tally`.
-    pub(crate) fn of(records: SoakRecords, tally: Tally) -> Self {
+    /// The record of the soak `records` tell, whose rows told `tally`, and, as of the latest
+    /// of them, `sampled_progress`.
+    pub(crate) fn of(
+        records: SoakRecords,
+        tally: Tally,
+        sampled_progress: Option<ProgressNoted>,
+    ) -> Self {
         let recorded = records.soak.recorded();
         let verdict = records.soak.end.as_deref();
         let end = verdict.map(|v| &v.end);
@@ -68,6 +80,7 @@ impl SoakRecord {
                 files: tally.last_progress.files,
                 bytes: tally.last_progress.bytes,
             },
+            sampled_progress,
             summary: tally.summary,
             output_tail: TailsShown {
                 stdout: end.map(|e| text(&e.stdout_tail)).unwrap_or_default(),
@@ -183,6 +196,7 @@ mod tests {
                 last_progress: Default::default(),
                 judged: record.judged,
             },
+            None,
         )
         .masked();
         assert_eq!(record.records.soak.start.command, ["curl", "-H", masked]);
@@ -222,7 +236,7 @@ mod tests {
                 last_progress: Default::default(),
                 judged: sketched.judged,
             };
-            SoakRecord::of(records, tally)
+            SoakRecord::of(records, tally, None)
         };
         let known = |r: &SoakRecord| {
             (

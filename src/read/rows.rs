@@ -15,8 +15,8 @@ use super::shown::{
     ContentionShown, GpuHealthShown, Judged, MemoryTrendShown, ProgressRateShown, SummaryShown,
 };
 use crate::event::soak::{
-    GpuHealth, GpuProcessSample, Limits, Measures, ProcessSample, ProgressSignature, Sample,
-    throttle_reasons,
+    GpuHealth, GpuProcessSample, Limits, Measures, ProcessSample, ProgressNoted, ProgressSeen,
+    ProgressSignature, Sample, throttle_reasons,
 };
 use crate::soak::sampler::CpuClock;
 use crate::soak::trend::{Slope, Trend, warmup_end};
@@ -61,10 +61,18 @@ pub struct SampleRow<'a> {
     /// The memory used on every GPU, the tree's and others'.
     pub host_gpu_memory_used_mib: Option<u64>,
     pub index: u64,
+    /// When progress last happened, as the supervisor decided it (Unix seconds; `null` before
+    /// any); left out for a sample that recorded none (before schema 12).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_progress_at: Option<Option<f64>>,
     pub open_fds: u64,
     pub processes: u64,
     pub progress_bytes: u64,
     pub progress_files: u64,
+    /// What made progress at this sample (`files`, `beat`; `null` when nothing did); left out
+    /// for a sample that recorded none (before schema 12).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress_seen: Option<Option<ProgressSeen>>,
     pub read_bytes: u64,
     pub rss_bytes: u64,
     pub sampler_cost_us: u64,
@@ -77,6 +85,10 @@ pub struct SampleRow<'a> {
     /// `None` in every later row. Not part of the row this unilab writes.
     #[serde(skip)]
     pub gpu_utilization_percent: Option<u32>,
+    /// The progress the supervisor recorded at this sample, whole (schema 12 on; `None`
+    /// before): what the views read it from. Written as `progress_seen` and `last_progress_at`.
+    #[serde(skip)]
+    pub progress: Option<ProgressNoted>,
 }
 
 /// What `soak show` reads of one row.
@@ -243,9 +255,15 @@ impl Rows {
         self
     }
 
-    /// The row of `sample`, measured by `measures`.
-    pub(crate) fn row<'s>(&mut self, sample: &'s Sample, measures: &'s Measures) -> SampleRow<'s> {
-        let row = self.read(sample, measures);
+    /// The row of `sample`, measured by `measures`, with the `progress` its supervisor decided
+    /// at it where its form recorded that (schema 12 on: the samples, not the start, say so).
+    pub(crate) fn row<'s>(
+        &mut self,
+        sample: &'s Sample,
+        measures: &'s Measures,
+        progress: Option<&ProgressNoted>,
+    ) -> SampleRow<'s> {
+        let row = self.read(sample, measures, progress);
         self.samples += 1;
         self.peak_processes = self.peak_processes.max(row.processes);
         self.peak_rss_bytes = self.peak_rss_bytes.max(row.rss_bytes);
@@ -292,7 +310,12 @@ impl Rows {
     }
 
     /// The row itself, the CPU clock advanced.
-    fn read<'s>(&mut self, sample: &'s Sample, measures: &'s Measures) -> SampleRow<'s> {
+    fn read<'s>(
+        &mut self,
+        sample: &'s Sample,
+        measures: &'s Measures,
+        progress: Option<&ProgressNoted>,
+    ) -> SampleRow<'s> {
         let sum = |f: fn(&ProcessSample) -> u64| -> u64 { sample.processes.iter().map(f).sum() };
         let (cpu_seconds, cpu_percent) = self.cpu.advance(sample);
         let gpus = sample.gpus.as_ref();
@@ -346,6 +369,10 @@ impl Rows {
                 .beats
                 .then(|| measures.heartbeat.as_deref().map(BeatsRow::of)),
             gpu_utilization_percent: None,
+            last_progress_at: progress
+                .map(|p| p.last_progress_at_us.map(crate::time::unix_seconds)),
+            progress_seen: progress.map(|p| p.progress_seen),
+            progress: progress.copied(),
         }
     }
 

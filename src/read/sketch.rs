@@ -137,7 +137,7 @@ impl Sketch {
                 limit: None,
             }),
         };
-        SoakRecord::of(records, tally)
+        SoakRecord::of(records, tally, None)
     }
 
     /// The verdict of the soak sketched, when it has one.

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use super::artifact::{current, frozen};
 use super::fold::{Fold, Folded, Soak, walk};
+use super::progress::RowsProgress;
 use super::record::SoakRecord;
 use super::rows::{Rows, SampleRow};
 use crate::log::{LogError, Snapshot};
@@ -160,6 +161,16 @@ fn gather_into(
     mut on_row: impl FnMut(Piece<'_>),
     heads: bool,
 ) -> Result<(SoakRecord, Option<Head>, Spool), StreamError> {
+    // The progress as of the latest row, for the record: read from every row, whatever its
+    // artifact.
+    let mut progress = RowsProgress::default();
+    let mut on_row = |piece: Piece<'_>| {
+        match piece {
+            Piece::Row(row) => progress.row(row),
+            Piece::Restart => progress.restart(),
+        }
+        on_row(piece);
+    };
     let mut folded = Folded::default();
     let mut rower = Rower::Whole;
     let empty = Default::default();
@@ -170,9 +181,10 @@ fn gather_into(
                 spool = spool.fresh()?;
                 on_row(Piece::Restart);
             }
-            Fold::Sample(sample, measures) => match &mut rower {
+            Fold::Sample(sample, measures, progress) => match &mut rower {
                 Rower::Current(rows) => {
-                    let row = rows.row(&sample, measures.as_deref().unwrap_or(&empty));
+                    let measures = measures.as_deref().unwrap_or(&empty);
+                    let row = rows.row(&sample, measures, progress.as_ref());
                     spool.push(&row)?;
                     on_row(Piece::Row(&row));
                 }
@@ -181,7 +193,7 @@ fn gather_into(
                     spool.push(&row)?;
                     on_row(Piece::Row(&frozen::read(&row)));
                 }
-                Rower::Whole => folded.keep(*sample, measures.map(|m| *m)),
+                Rower::Whole => folded.keep((*sample, measures.map(|m| *m), progress)),
             },
             Fold::Folded => {}
         }
@@ -206,7 +218,7 @@ fn gather_into(
         }
     };
     records.soak.samples = Vec::new();
-    let record = SoakRecord::of(records, tally);
+    let record = SoakRecord::of(records, tally, progress.latest());
     // The current artifact is written from the record.
     let head = match rower {
         Rower::Current(_) => heads.then(|| current::head(&record)),

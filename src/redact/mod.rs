@@ -182,7 +182,24 @@ pub(crate) fn mask_argv<S: AsRef<str>>(argv: &[S]) -> Vec<String> {
 
 /// One argument of a command line, or one value of the environment, with every credential
 /// written into it (see [`argument`]) and every URL's password replaced by the marker.
+///
+/// Masked again until nothing changes (a few passes at most): a marker put in place of a value
+/// can join what was apart (a pair's value that held a URL's `/` no longer ends the URL's
+/// authority), and a view masks what the record masked already, so the second look must find
+/// nothing the first did not.
 pub(crate) fn mask_argument(text: &str) -> Cow<'_, str> {
+    const MAX_PASSES: usize = 8;
+    let mut masked = mask_argument_once(text);
+    for _ in 1..MAX_PASSES {
+        match mask_argument_once(&masked) {
+            Cow::Owned(again) if again != *masked => masked = Cow::Owned(again),
+            _ => break,
+        }
+    }
+    masked
+}
+
+fn mask_argument_once(text: &str) -> Cow<'_, str> {
     let urls = mask_url_passwords(text);
     let unmasked = urls.as_deref().unwrap_or(text);
     let found = argument::found(unmasked);

@@ -11,6 +11,9 @@ use crate::soak::launch::PlaceholderError;
 pub enum SoakError {
     #[error(transparent)]
     Invalid(#[from] Invalid),
+    /// The soak's job or rank, as the request and the launcher give them, or joining the job.
+    #[error(transparent)]
+    Job(#[from] crate::job::JobError),
     #[error("refusing the progress directory `{}`: {problem}", .path.display())]
     ProgressDir {
         path: PathBuf,
@@ -202,6 +205,7 @@ impl Boundary for SoakError {
             SoakError::Invalid(Invalid::Placeholder(e)) if e.is_refusal() => Exit::Refused,
             SoakError::Invalid(_) => Exit::Usage,
             SoakError::Log(e) => e.exit(),
+            SoakError::Job(e) => e.exit(),
             SoakError::NotWritten { source, .. } => source.exit(),
             _ => Exit::Refused,
         }
@@ -254,6 +258,7 @@ impl Hint for SoakError {
                 Some("choose another file, or add `--force` to replace it".into())
             }
             SoakError::Log(e) => e.hint(),
+            SoakError::Job(e) => e.hint(),
             SoakError::NotADirectory { .. } => {
                 Some("name an existing directory, or run it inside one".into())
             }

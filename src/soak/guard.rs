@@ -41,8 +41,8 @@ use crate::event::soak::ExitInfo;
 use crate::process::{self, ProcSource, ProcessIdentity, Signal, SystemProc};
 use crate::time::monotonic_ns;
 
-/// The hidden subcommand the supervisor runs the guard as.
-pub(crate) const SUBCOMMAND: &str = crate::cli::internal::SOAK_GUARD;
+/// The hidden subcommand the supervisor runs the guard as (`cli::internal` recognises it).
+pub(crate) const SUBCOMMAND: &str = "__soak-guard";
 
 /// What the guard reported in its status file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

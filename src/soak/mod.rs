@@ -2,7 +2,8 @@
 //!
 //! The rules that decide a soak — liveness by progress, the startup and stale limits, the
 //! verdict — are a pure core in `watch`. Around it:
-//! - running one: `request` (`soak run`'s arguments checked into the spec a soak runs from),
+//! - running one: `request` (a [`SoakRequest`], in the soak's own types, checked into the spec
+//!   a soak runs from: its job and rank decided, its job joined),
 //!   `supervise` (the I/O shell: its phases, schedule, recording, the child, the status line),
 //!   `guard` (the process between supervisor and command), `launch` (where the soak sits in a
 //!   launcher's job: Slurm's or torchrun's ranks), `console` (the terminal it shares with the
@@ -47,3 +48,5 @@ mod teardown;
 pub(crate) mod trend;
 pub(crate) mod watch;
 mod witnesses;
+
+pub(crate) use request::SoakRequest;

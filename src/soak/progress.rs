@@ -1,7 +1,10 @@
 //! The progress directory's signature.
 //!
 //! Growth of the directory is the backend-independent liveness signal: any change of file count,
-//! total size or newest modification time is progress.
+//! total size or newest modification time is progress (`soak::watch::progress` decides it).
+//! The newest modification time is taken among the directory itself and every file and
+//! directory under it: an in-place append changes only its file's, an entry removed or renamed
+//! only its directory's.
 
 use std::cell::RefCell;
 use std::os::fd::AsRawFd;
@@ -130,13 +133,17 @@ const CLOCK_EVERY: u64 = 256;
 
 impl Walk {
     fn new(dir: &Path) -> Self {
-        Self {
+        let mut walk = Self {
             stack: vec![dir.to_owned()],
             listing: None,
             signature: ProgressSignature::default(),
             unreadable: Vec::new(),
             entries: 0,
+        };
+        if let Ok(meta) = std::fs::metadata(dir) {
+            walk.newest(&meta);
         }
+        walk
     }
 
     /// Walks on until done (`true`) or past `deadline` (`false`: call again to resume). An entry
@@ -183,6 +190,11 @@ impl Walk {
         } else {
             return;
         }
+        self.newest(&meta);
+    }
+
+    /// Takes `meta`'s modification time into the newest.
+    fn newest(&mut self, meta: &std::fs::Metadata) {
         let mtime_ns = meta
             .mtime()
             .saturating_mul(1_000_000_000)
@@ -207,7 +219,7 @@ mod tests {
     fn the_signature_changes_with_files_sizes_and_times() {
         let dir = tempfile::tempdir().unwrap();
         let (empty, unreadable) = signature(dir.path());
-        assert_eq!(empty, ProgressSignature::default());
+        assert_eq!((empty.files, empty.bytes), (0, 0));
         assert!(unreadable.is_empty());
         std::fs::write(dir.path().join("a"), b"12345").unwrap();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
@@ -217,6 +229,66 @@ mod tests {
         assert!(two.newest_mtime_ns.is_some());
         std::fs::write(dir.path().join("a"), b"123456").unwrap();
         assert_ne!(signature(dir.path()).0, two);
+    }
+
+    /// Sets the modification time of `path` (a file or a directory) to `at`.
+    fn stamp(path: &Path, at: std::time::SystemTime) {
+        std::fs::File::open(path).unwrap().set_modified(at).unwrap();
+    }
+
+    fn mtime_ns(path: &Path) -> i64 {
+        let meta = std::fs::metadata(path).unwrap();
+        meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
+    }
+
+    /// The newest time is the newest among the directory, its files and its directories at any
+    /// depth: an append in place moves only its file's, an entry added or removed deep down
+    /// only its directory's, and a removal in the directory itself only the directory's.
+    #[test]
+    fn the_newest_time_is_what_changed_last_however_deep_and_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("run/ckpt");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("log"), b"step 1\n").unwrap();
+        std::fs::write(dir.path().join("old"), b"x").unwrap();
+        let long_ago = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        for path in [deep.join("log"), dir.path().join("old"), deep.clone()] {
+            stamp(&path, long_ago);
+        }
+        stamp(&dir.path().join("run"), long_ago);
+        stamp(dir.path(), long_ago);
+        let (before, _) = signature(dir.path());
+        assert_eq!(before.newest_mtime_ns, Some(1_000_000_000 * 1_000_000_000));
+
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(deep.join("log"))
+            .unwrap();
+        std::io::Write::write_all(&mut log, b"step 2\n").unwrap();
+        let (appended, _) = signature(dir.path());
+        assert_eq!(appended.files, before.files, "no new file");
+        assert_eq!(
+            mtime_ns(&deep),
+            1_000_000_000 * 1_000_000_000,
+            "nor a new entry"
+        );
+        assert_eq!(appended.newest_mtime_ns, Some(mtime_ns(&deep.join("log"))));
+
+        stamp(&deep.join("log"), long_ago);
+        std::fs::write(deep.join("tmp"), b"").unwrap();
+        std::fs::remove_file(deep.join("tmp")).unwrap();
+        let (nested, _) = signature(dir.path());
+        assert_eq!(
+            (nested.files, nested.bytes),
+            (appended.files, appended.bytes)
+        );
+        assert_eq!(nested.newest_mtime_ns, Some(mtime_ns(&deep)));
+        assert_ne!(nested, appended);
+
+        stamp(&deep, long_ago);
+        std::fs::remove_file(dir.path().join("old")).unwrap();
+        let (removed, _) = signature(dir.path());
+        assert_eq!(removed.newest_mtime_ns, Some(mtime_ns(dir.path())));
     }
 
     #[test]

@@ -1,10 +1,14 @@
-//! `soak run`'s arguments, as parsed, to the checked specification a soak runs from.
+//! `soak run`'s request, checked into the specification a soak runs from.
 //!
-//! Validate, then act: [`SoakSpec::from_args`] takes [`SoakRunArgs`] as clap gave them (what
-//! ripgrep calls the low-level arguments) and gives the spec (its high-level ones) or the first
-//! thing wrong with them: the placeholders of the file names filled, the limits checked against
-//! each other, the directories against the user and the files to write against what is there —
-//! before anything is spawned or recorded.
+//! Validate, then act: [`SoakSpec::check`] takes a [`SoakRequest`] — what `soak run` asks for,
+//! in the soak's own types, as `commands::soak::run` maps it from the command line (what
+//! ripgrep calls the low-level arguments) — and gives the spec (its high-level ones) or the
+//! first thing wrong with it: the job and rank decided from the request and the launcher's
+//! variables, the placeholders of the file names filled, the limits checked against each
+//! other, the directories against the user and the files to write against what is there —
+//! before anything is spawned or recorded. Its last step joins the job (the one thing it
+//! makes: the job's directory), once everything else has passed; nothing is set on the spec
+//! after it.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -14,21 +18,83 @@ use std::time::Duration;
 use super::error::{Invalid, OutputFile, ProgressDirProblem, SoakError};
 use super::heartbeat::limits::{StepLimits, parse_phase_timeout, parse_step_timeout};
 use super::launch::{Launch, Placeholders};
-use crate::cli::SoakRunArgs;
-use crate::event::soak::{Limits, SoakParameters, Supervision};
+use crate::event::soak::{Limits, OnJobAlarm, SoakParameters, Supervision};
+use crate::job::{JobId, JobRun};
 use crate::paths::{Distrust, StatePaths};
 use crate::redact::Secrets;
+
+/// What `soak run` asks for, before anything is checked: the command line's values in the
+/// soak's own types (`commands::soak::run` maps clap's arguments into it; a test builds one as
+/// it needs). What is given as text here (the step limits, `--py-spy`) is checked by
+/// [`SoakSpec::check`], which names the flag that was wrong.
+#[derive(Debug, Clone)]
+pub(crate) struct SoakRequest {
+    /// The command line, run as its arguments' bytes.
+    pub command: Vec<OsString>,
+    pub progress_dir: PathBuf,
+    /// Where the artifact goes; its placeholders (`{rank}`, `{job}`, ...) are filled by the
+    /// check, as those of `report` and `metrics_file` are.
+    pub output: PathBuf,
+    pub report: Option<PathBuf>,
+    pub metrics_file: Option<PathBuf>,
+    /// Replace `output`, `report` and `metrics_file` if they exist.
+    pub force: bool,
+    pub sample_interval: Duration,
+    pub startup_timeout: Duration,
+    pub stale_progress: Duration,
+    pub shutdown_grace: Duration,
+    pub min_duration: Duration,
+    /// `--step-timeout` as typed: `auto` or a duration.
+    pub step_timeout: Option<String>,
+    /// Each `--phase-timeout` as typed: `PHASE=DURATION`.
+    pub phase_timeouts: Vec<String>,
+    /// The command's working directory (default: the current one).
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+    /// The command's environment is `env` alone.
+    pub env_clear: bool,
+    /// Metadata recorded as given.
+    pub meta: Vec<(String, String)>,
+    /// Metadata whose values are JSON; what credential-like names hold inside them is masked
+    /// before anything is recorded.
+    pub meta_json: Vec<(String, serde_json::Value)>,
+    /// A clean exit passes without progress ever seen.
+    pub allow_no_progress: bool,
+    /// The `py-spy` to run: a path, a program on `PATH`, or `off`; `None`: `py-spy` on `PATH`
+    /// if there is one.
+    pub py_spy: Option<String>,
+    /// The signal (one a process can catch) the tree is sent before it is stopped.
+    pub dump_signal: Option<i32>,
+    pub dump_wait: Duration,
+    pub fail_fast: bool,
+    /// The budgets, each above zero: bytes, bytes, bytes an hour.
+    pub max_memory: Option<u64>,
+    pub max_gpu_memory: Option<u64>,
+    pub max_memory_growth: Option<u64>,
+    pub warmup: Option<Duration>,
+    /// The job named; without one, the launcher's (`SLURM_JOB_ID`) if there is one.
+    pub job: Option<JobId>,
+    /// The rank given; without one, the launcher's (`SLURM_PROCID`, else `RANK`) — read only
+    /// for a soak that belongs to a job.
+    pub rank: Option<u32>,
+    pub on_job_alarm: OnJobAlarm,
+}
+
+/// The environment a request is checked in, by variable's name: `std::env::var_os` for
+/// `soak run`, a fake one in tests. The check reads the launcher's variables (the job, the
+/// rank, the placeholders), `PYTHONUNBUFFERED` and `PATH` (for `py-spy`) through it alone.
+pub(crate) type Vars<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
 /// The limits to record: the budgets `soak run` was given — `--max-memory`, `--max-gpu-memory`
 /// (bytes), `--max-memory-growth` (bytes an hour), each above zero as their parsers take them,
 /// and `--warmup` — with the memory ceiling of this host and cgroup as they are now.
-fn limits(args: &SoakRunArgs) -> Limits {
+fn limits(request: &SoakRequest) -> Limits {
     let (memory_ceiling_bytes, memory_ceiling_source) = memory_ceiling().unzip();
     Limits {
-        max_memory_bytes: args.max_memory,
-        max_gpu_memory_bytes: args.max_gpu_memory,
-        max_memory_growth_bytes_per_hour: args.max_memory_growth,
-        warmup_ms: args.warmup.map(ms),
+        max_memory_bytes: request.max_memory,
+        max_gpu_memory_bytes: request.max_gpu_memory,
+        max_memory_growth_bytes_per_hour: request.max_memory_growth,
+        warmup_ms: request.warmup.map(ms),
         memory_ceiling_bytes,
         memory_ceiling_source,
     }
@@ -59,14 +125,14 @@ fn memory_ceiling() -> Option<(u64, String)> {
 }
 
 /// `--step-timeout` and every `--phase-timeout`, checked.
-fn step_limits(args: &SoakRunArgs) -> Result<StepLimits, Invalid> {
-    let step_timeout = args
+fn step_limits(request: &SoakRequest) -> Result<StepLimits, Invalid> {
+    let step_timeout = request
         .step_timeout
         .as_deref()
         .map(parse_step_timeout)
         .transpose()?;
-    let phases = args
-        .phase_timeout
+    let phases = request
+        .phase_timeouts
         .iter()
         .map(|text| parse_phase_timeout(text))
         .collect::<Result<Vec<_>, _>>()?;
@@ -106,9 +172,9 @@ pub(crate) struct SoakSpec {
     pub step_limits: StepLimits,
     /// The budgets it fails closed on.
     pub limits: Limits,
-    /// Its part in its job, if it is a rank of one: set once it joined the job
-    /// ([`JobRun::join`](crate::job::JobRun::join)).
-    pub job: Option<crate::job::JobRun>,
+    /// Its part in its job, if it is a rank of one: the job joined ([`JobRun::join`]) as the
+    /// check's last step.
+    pub job: Option<JobRun>,
 }
 
 /// Set for the command unless the user set it: unbuffered Python output.
@@ -132,17 +198,23 @@ fn absolute(path: PathBuf) -> Result<PathBuf, SoakError> {
 }
 
 impl SoakSpec {
-    /// The spec of the soak `soak_id`, run where `launch` says, from `args`: the first thing
-    /// wrong with them is refused. The limits are checked against each other, the directories
-    /// against the user of `paths` (the progress directory must exist: a typo must not become
-    /// a soak that watches nothing), and `--output`, `--report` and `--metrics-file` against
-    /// what is there.
-    pub(crate) fn from_args(
-        args: SoakRunArgs,
+    /// The spec of the soak `soak_id` that `request` asks for, checked in the environment
+    /// `var` gives: the first thing wrong with it is refused. Its job and rank are decided
+    /// first (the request's, else the launcher's variables: [`crate::job::resolve`]), since the
+    /// file names' placeholders and the metadata name them. The limits are checked against each
+    /// other, the directories against the user of `paths` (the progress directory must exist:
+    /// a typo must not become a soak that watches nothing), and `--output`, `--report` and
+    /// `--metrics-file` against what is there. Last, a soak of a job joins it under the state
+    /// root ([`JobRun::join`]: refused when the job has raised its alarm already).
+    pub(crate) fn check(
+        request: SoakRequest,
         soak_id: String,
-        launch: Launch,
         paths: &StatePaths,
+        var: Vars<'_>,
     ) -> Result<Self, SoakError> {
+        let membership = crate::job::resolve(request.job.as_ref(), request.rank, var)?;
+        let launch =
+            Launch::from_env(|name| var(name)?.into_string().ok()).joined(membership.as_ref());
         // `--output 'soak-{rank}.json'`: each rank of a job its own files.
         let placeholders = Placeholders {
             launch: &launch,
@@ -155,64 +227,50 @@ impl SoakSpec {
                 .ok_or_else(|| Invalid::NotUtf8(path.to_owned()))?;
             Ok(PathBuf::from(placeholders.fill(text)?))
         };
-        let output = fill(&args.output)?;
-        let report = args.report.as_deref().map(fill).transpose()?;
-        let metrics_file = args.metrics_file.as_deref().map(fill).transpose()?;
-        let limits = limits(&args);
-        let step_limits = step_limits(&args)?;
-        if args.command.is_empty() {
+        let output = fill(&request.output)?;
+        let report = request.report.as_deref().map(fill).transpose()?;
+        let metrics_file = request.metrics_file.as_deref().map(fill).transpose()?;
+        let limits = limits(&request);
+        let step_limits = step_limits(&request)?;
+        if request.command.is_empty() {
             return invalid(Invalid::NoCommand);
         }
-        if args.sample_interval < Duration::from_millis(10) {
+        if request.sample_interval < Duration::from_millis(10) {
             return invalid(Invalid::IntervalTooShort);
         }
-        if args.startup_timeout < args.sample_interval {
+        if request.startup_timeout < request.sample_interval {
             return invalid(Invalid::ShorterThanInterval("--startup-timeout"));
         }
-        if args.stale_progress < args.sample_interval {
+        if request.stale_progress < request.sample_interval {
             return invalid(Invalid::ShorterThanInterval("--stale-progress"));
         }
-        let cwd = absolute(args.cwd.unwrap_or_else(|| PathBuf::from(".")))?;
+        let cwd = absolute(request.cwd.unwrap_or_else(|| PathBuf::from(".")))?;
         let cwd = match std::fs::canonicalize(&cwd) {
             Ok(resolved) if resolved.is_dir() => utf8(resolved)?,
             _ => return invalid(Invalid::Cwd(cwd)),
         };
         // Recorded as text, as the command's directory is: only a name that is text.
-        let progress_dir = trusted_progress_dir(utf8(absolute(args.progress_dir)?)?, paths.uid)?;
+        let progress_dir = trusted_progress_dir(utf8(absolute(request.progress_dir)?)?, paths.uid)?;
         let output = absolute(output)?;
         if !output.parent().is_some_and(Path::is_dir) {
             return invalid(Invalid::NoOutputDirectory(output));
         }
         // Found now, not when the verdict is to be written after days of running.
-        refuse_to_replace(&output, OutputFile::Artifact, args.force)?;
-        let (py_spy, evidence_unavailable) = py_spy(args.py_spy.as_deref())?;
-        let SoakRunArgs {
-            command,
-            mut env,
-            env_clear,
-            meta,
-            meta_json,
-            ..
-        } = args;
-        // Python buffers a pipe 8 KiB at a time: without this a trainer's `print()` lines would
-        // reach the terminal and the tail late, in bursts. Unless the user decided otherwise,
-        // or gave the whole environment.
-        if !env_clear
-            && std::env::var_os(UNBUFFERED).is_none()
-            && !env.iter().any(|(k, _)| k == UNBUFFERED)
-        {
-            env.push((UNBUFFERED.to_owned(), "1".to_owned()));
-        }
-        // `--meta`, then `--meta-json` (its values held as the start event holds JSON).
-        let mut metadata: BTreeMap<String, String> = meta.into_iter().chain(meta_json).collect();
+        refuse_to_replace(&output, OutputFile::Artifact, request.force)?;
+        let (py_spy, evidence_unavailable) = py_spy(request.py_spy.as_deref(), var)?;
+        let env = with_unbuffered(request.env, request.env_clear, var);
+        let mut metadata = metadata(request.meta, request.meta_json);
         launch.record_into(&mut metadata);
-        let (argv, (command, command_lossy)) = (command.clone(), as_text(command));
+        let (argv, (command, command_lossy)) = (request.command.clone(), as_text(request.command));
         let secrets = Secrets::handed_to_command(&env, &command);
         let report = report
-            .map(|path| checked_output(path, OutputFile::Report, args.force))
+            .map(|path| checked_output(path, OutputFile::Report, request.force))
             .transpose()?;
         let metrics_file = metrics_file
-            .map(|path| checked_output(path, OutputFile::Metrics, args.force))
+            .map(|path| checked_output(path, OutputFile::Metrics, request.force))
+            .transpose()?;
+        let job = membership
+            .map(|member| JobRun::join(&paths.root, paths.uid, member, request.on_job_alarm))
             .transpose()?;
         Ok(SoakSpec {
             soak_id,
@@ -224,31 +282,59 @@ impl SoakSpec {
             report,
             metrics_file,
             parameters: SoakParameters {
-                sample_interval_ms: ms(args.sample_interval),
-                startup_timeout_ms: ms(args.startup_timeout),
-                stale_progress_ms: ms(args.stale_progress),
-                shutdown_grace_ms: ms(args.shutdown_grace),
-                min_duration_ms: ms(args.min_duration),
+                sample_interval_ms: ms(request.sample_interval),
+                startup_timeout_ms: ms(request.startup_timeout),
+                stale_progress_ms: ms(request.stale_progress),
+                shutdown_grace_ms: ms(request.shutdown_grace),
+                min_duration_ms: ms(request.min_duration),
             },
             cwd,
             metadata,
-            require_progress: !args.allow_no_progress,
+            require_progress: !request.allow_no_progress,
             secrets,
             env,
-            env_clear,
+            env_clear: request.env_clear,
             supervision: Supervision {
-                fail_fast: args.fail_fast,
+                fail_fast: request.fail_fast,
                 py_spy,
-                dump_signal: args.dump_signal,
-                dump_wait_ms: ms(args.dump_wait),
+                dump_signal: request.dump_signal,
+                dump_wait_ms: ms(request.dump_wait),
                 evidence_unavailable,
                 heartbeat: Some(step_limits.settings()),
             },
             step_limits,
             limits,
-            job: None,
+            job,
         })
     }
+}
+
+/// The command's variables, with unbuffered Python output added. Python buffers a pipe 8 KiB
+/// at a time: without it a trainer's `print()` lines would reach the terminal and the tail
+/// late, in bursts. Unless the user decided otherwise (in unilab's environment or the
+/// command's), or gave the whole environment.
+fn with_unbuffered(
+    mut env: Vec<(String, String)>,
+    env_clear: bool,
+    var: Vars<'_>,
+) -> Vec<(String, String)> {
+    if !env_clear && var(UNBUFFERED).is_none() && !env.iter().any(|(k, _)| k == UNBUFFERED) {
+        env.push((UNBUFFERED.to_owned(), "1".to_owned()));
+    }
+    env
+}
+
+/// `--meta`, then `--meta-json`: the JSON values with what credential-like names hold inside
+/// them masked, held as the start event holds JSON.
+fn metadata(
+    meta: Vec<(String, String)>,
+    meta_json: Vec<(String, serde_json::Value)>,
+) -> BTreeMap<String, String> {
+    let meta_json = meta_json.into_iter().map(|(key, mut value)| {
+        crate::redact::redact_json(&mut value);
+        (key, crate::event::soak::metadata_json_value(&value))
+    });
+    meta.into_iter().chain(meta_json).collect()
 }
 
 /// `path`, refused (a usage error) when it is not UTF-8: what is recorded of it as text must be
@@ -306,13 +392,13 @@ fn checked_output(path: PathBuf, kind: OutputFile, force: bool) -> Result<PathBu
 /// The `py-spy` to dump Python stacks with, and why there is none: `--py-spy` names one (a path,
 /// or a program on `PATH`) or `off`; without it, `py-spy` on `PATH` if there is one. A `py-spy`
 /// named but not found is refused now, not found missing when a soak fails days later.
-fn py_spy(given: Option<&str>) -> Result<(Option<String>, Vec<String>), SoakError> {
+fn py_spy(given: Option<&str>, var: Vars<'_>) -> Result<(Option<String>, Vec<String>), SoakError> {
     let found = |name: &str| {
         if name.contains('/') {
             let path = absolute(PathBuf::from(name)).ok()?;
             is_executable(&path).then_some(path)
         } else {
-            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            std::env::split_paths(&var("PATH").unwrap_or_default())
                 .map(|dir| dir.join(name))
                 .find(|path| is_executable(path))
         }
@@ -360,5 +446,157 @@ fn trusted_progress_dir(progress_dir: PathBuf, uid: u32) -> Result<PathBuf, Soak
     match crate::paths::distrust_path(&progress_dir, uid) {
         None => Ok(progress_dir),
         Some((at, reason)) => refused(progress_dir, ProgressDirProblem::OnTheWay { at, reason }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::DirBuilderExt;
+
+    use super::*;
+    use crate::diagnostic::Boundary;
+    use crate::job::{JobError, Membership};
+    use crate::testing::files::{fake_env, private_tempdir};
+
+    /// A request as a test writes it, without clap: `true` watched through `<dir>/progress`,
+    /// its artifact named after its job and rank, no `py-spy` looked for.
+    fn request(dir: &Path) -> SoakRequest {
+        let progress_dir = dir.join("progress");
+        if !progress_dir.exists() {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&progress_dir)
+                .unwrap();
+        }
+        SoakRequest {
+            command: vec!["true".into()],
+            progress_dir,
+            output: dir.join("soak-{job}-{rank}.json"),
+            report: None,
+            metrics_file: None,
+            force: false,
+            sample_interval: Duration::from_secs(5),
+            startup_timeout: Duration::from_secs(600),
+            stale_progress: Duration::from_secs(120),
+            shutdown_grace: Duration::from_secs(5),
+            min_duration: Duration::ZERO,
+            step_timeout: None,
+            phase_timeouts: Vec::new(),
+            cwd: Some(dir.to_owned()),
+            env: Vec::new(),
+            env_clear: false,
+            meta: Vec::new(),
+            meta_json: Vec::new(),
+            allow_no_progress: false,
+            py_spy: Some("off".into()),
+            dump_signal: None,
+            dump_wait: Duration::from_secs(2),
+            fail_fast: false,
+            max_memory: None,
+            max_gpu_memory: None,
+            max_memory_growth: None,
+            warmup: None,
+            job: None,
+            rank: None,
+            on_job_alarm: OnJobAlarm::Capture,
+        }
+    }
+
+    fn paths(root: &Path) -> StatePaths {
+        StatePaths {
+            root: root.to_owned(),
+            host: "node".into(),
+            uid: nix::unistd::getuid().as_raw(),
+        }
+    }
+
+    fn job_dir(root: &Path, job: &str) -> PathBuf {
+        crate::job::dir::job_dir_path(root, paths(root).uid, &JobId::parse(job).unwrap())
+    }
+
+    /// Under Slurm the job and rank are the launcher's; named in the request, they are the
+    /// request's. Either way the spec comes out of the check whole: the job joined (its
+    /// directory made), the artifact's name and the metadata filled with the same job and rank.
+    #[test]
+    fn the_job_and_rank_are_the_requests_else_the_launchers() {
+        let dir = private_tempdir();
+        let slurm = fake_env(&[
+            ("SLURM_JOB_ID", "4242"),
+            ("SLURM_PROCID", "3"),
+            ("RANK", "9"),
+        ]);
+        let paths = paths(dir.path());
+        let cases = [
+            (None, None, ("4242", Some(3)), "soak-4242-3.json"),
+            (Some("llama"), None, ("llama", Some(3)), "soak-llama-3.json"),
+            (
+                Some("llama"),
+                Some(5),
+                ("llama", Some(5)),
+                "soak-llama-5.json",
+            ),
+        ];
+        for (job, rank, (want_job, want_rank), artifact) in cases {
+            let mut request = request(dir.path());
+            request.job = job.map(|name| JobId::parse(name).unwrap());
+            request.rank = rank;
+            request.on_job_alarm = OnJobAlarm::Stop;
+            let spec = SoakSpec::check(request, "soak-1".into(), &paths, &slurm).unwrap();
+            let run = spec.job.as_ref().expect("a rank of a job");
+            assert_eq!(
+                run.member,
+                Membership {
+                    job: JobId::parse(want_job).unwrap(),
+                    rank: want_rank,
+                }
+            );
+            assert_eq!(run.on_alarm, OnJobAlarm::Stop);
+            assert!(job_dir(dir.path(), want_job).is_dir(), "{want_job} joined");
+            assert_eq!(spec.output.file_name().unwrap(), artifact);
+            let rank = want_rank.map(|rank| rank.to_string());
+            assert_eq!(spec.metadata.get("job").map(String::as_str), Some(want_job));
+            assert_eq!(spec.metadata.get("rank"), rank.as_ref());
+        }
+    }
+
+    /// Outside a job there is no job to join, and a rank alone is refused as the usage error it
+    /// is (exit 2) before anything is made; a launcher's rank that is no number is refused
+    /// (exit 3) the same way. `{rank}` outside a job is still torchrun's.
+    #[test]
+    fn a_rank_without_a_job_or_a_launchers_bad_rank_is_refused_before_anything_is_made() {
+        let dir = private_tempdir();
+        let paths = paths(dir.path());
+        let mut torchrun = request(dir.path());
+        torchrun.output = dir.path().join("soak-{rank}.json");
+        let spec = SoakSpec::check(
+            torchrun,
+            "soak-1".into(),
+            &paths,
+            &fake_env(&[("RANK", "2")]),
+        )
+        .unwrap();
+        assert!(spec.job.is_none());
+        assert_eq!(spec.output.file_name().unwrap(), "soak-2.json");
+
+        let mut alone = request(dir.path());
+        alone.rank = Some(1);
+        let err = SoakSpec::check(alone, "soak-2".into(), &paths, &fake_env(&[])).unwrap_err();
+        assert!(
+            matches!(err, SoakError::Job(JobError::RankWithoutJob)),
+            "{err:?}"
+        );
+        assert_eq!(err.exit().code(), 2);
+
+        let bad = fake_env(&[("SLURM_JOB_ID", "4242"), ("SLURM_PROCID", "two")]);
+        let err = SoakSpec::check(request(dir.path()), "soak-3".into(), &paths, &bad).unwrap_err();
+        assert!(
+            matches!(err, SoakError::Job(JobError::BadRank { .. })),
+            "{err:?}"
+        );
+        assert_eq!(err.exit().code(), 3);
+        assert!(
+            !dir.path().join(crate::job::dir::JOBS).exists(),
+            "no job directory is made for a refused soak"
+        );
     }
 }

@@ -62,7 +62,9 @@ fn summary(event: &Event) -> String {
             format!("pid {} stopped ({})", process.pid, method.as_str())
         }
         Event::SoakStarted { start, .. } => started(&start.command, &start.parameters),
-        Event::SoakSampled { sample, measures } => sampled(sample, measures.as_deref()),
+        Event::SoakSampled {
+            sample, measures, ..
+        } => sampled(sample, measures.as_deref()),
         Event::SoakArchived(archived) => format!(
             "{} moved to `{}`",
             count(archived.records, "record"),

@@ -190,20 +190,26 @@ pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
                     }))
                 }
             ),
-        (sample(), measures(), any::<bool>()).prop_map(|(sample, measures, v9)| {
-            let sample = Box::new(sample);
-            if v9 {
-                StoredEvent::SoakSampledV9 {
-                    sample,
-                    measures: Box::new(measures.into()),
-                }
-            } else {
-                StoredEvent::SoakSampled {
-                    sample,
-                    measures: Box::new(measures),
+        (sample(), measures(), 0..3u8, option::of(progress_noted())).prop_map(
+            |(sample, measures, form, noted)| {
+                let sample = Box::new(sample);
+                match form {
+                    0 => StoredEvent::SoakSampledV9 {
+                        sample,
+                        measures: Box::new(measures.into()),
+                    },
+                    1 => StoredEvent::SoakSampledV11 {
+                        sample,
+                        measures: Box::new(measures),
+                    },
+                    _ => StoredEvent::SoakSampled {
+                        sample,
+                        measures: Box::new(measures),
+                        noted,
+                    },
                 }
             }
-        }),
+        ),
         (
             soak_end(),
             findings(),
@@ -259,18 +265,42 @@ pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
             any::<bool>(),
             vec(any::<u8>(), 0..64),
             option::of(packed_beats()),
+            option::of(option::of(progress_noted())),
         )
-            .prop_map(|(base, sample, measures, pss, processes, beats)| {
-                StoredEvent::SoakSampledCompact(Box::new(CompactSample {
+            .prop_map(|(base, sample, measures, pss, processes, beats, noted)| {
+                let packed = Box::new(CompactSample {
                     base,
                     sample,
                     measures,
                     pss,
                     processes,
                     beats,
-                }))
+                });
+                match noted {
+                    None => StoredEvent::SoakSampledCompactV11(packed),
+                    Some(noted) => StoredEvent::SoakSampledCompact { packed, noted },
+                }
             }),
     ]
+}
+
+/// The progress a supervisor decided at a sample (schema 12).
+fn progress_noted() -> impl Strategy<Value = ProgressNoted> {
+    (
+        option::of(prop_oneof![
+            Just(ProgressSeen::Files),
+            Just(ProgressSeen::Beat)
+        ]),
+        option::of(any::<i64>()),
+        option::of(any::<u64>()),
+    )
+        .prop_map(
+            |(progress_seen, last_progress_at_us, last_progress_ms)| ProgressNoted {
+                progress_seen,
+                last_progress_at_us,
+                last_progress_ms,
+            },
+        )
 }
 
 /// What the live log keeps of an archived soak: its row, and what the event commits to.

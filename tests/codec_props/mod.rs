@@ -26,7 +26,9 @@ fn chained_event() -> impl Strategy<Value = StoredEvent> {
     event().prop_filter("archives and packed samples are the log's to make", |e| {
         !matches!(
             e,
-            StoredEvent::SoakArchived(_) | StoredEvent::SoakSampledCompact(_)
+            StoredEvent::SoakArchived(_)
+                | StoredEvent::SoakSampledCompactV11(_)
+                | StoredEvent::SoakSampledCompact { .. }
         )
     })
 }
@@ -207,10 +209,12 @@ proptest! {
     #[test]
     fn a_record_within_its_budgets_is_built_as_it_was(event in event()) {
         let built = match event.clone() {
-            StoredEvent::SoakSampled { sample, measures } => Event::sampled(*sample, *measures).into(),
+            StoredEvent::SoakSampled { sample, measures, noted } => {
+                Event::sampled(*sample, *measures, noted).into()
+            }
             StoredEvent::SoakEvidenceCaptured(evidence) => Event::evidence_captured(*evidence).into(),
             StoredEvent::SoakFinished { end, findings, limit } => {
-                Event::finished(*end, *findings, limit).into()
+                Event::finished((*end).into(), *findings, limit).into()
             }
             other => other,
         };

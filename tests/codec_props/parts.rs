@@ -455,25 +455,27 @@ pub(super) fn sample() -> impl Strategy<Value = Sample> {
         )
 }
 
-pub(super) fn soak_start() -> impl Strategy<Value = SoakStart> {
-    (soak_start_v1(), any::<(bool, u64)>()).prop_map(|(old, (require_progress, ticks))| SoakStart {
-        soak_id: old.soak_id,
-        command: old.command,
-        cwd: old.cwd,
-        progress_dir: old.progress_dir,
-        output: old.output,
-        parameters: old.parameters,
-        require_progress,
-        metadata: old.metadata,
-        environment: old.environment,
-        supervisor: old.supervisor,
-        runtime_json: old.runtime_json,
-        ticks_per_second: ticks,
+pub(super) fn soak_start() -> impl Strategy<Value = soak_v2::SoakStart> {
+    (soak_start_v1(), any::<(bool, u64)>()).prop_map(|(old, (require_progress, ticks))| {
+        soak_v2::SoakStart {
+            soak_id: old.soak_id,
+            command: old.command,
+            cwd: old.cwd,
+            progress_dir: old.progress_dir,
+            output: old.output,
+            parameters: old.parameters,
+            require_progress,
+            metadata: old.metadata,
+            environment: old.environment,
+            supervisor: old.supervisor,
+            runtime_json: old.runtime_json,
+            ticks_per_second: ticks,
+        }
     })
 }
 
-pub(super) fn soak_end() -> impl Strategy<Value = SoakEnd> {
-    (soak_end_v1(), any::<u64>()).prop_map(|(old, teardown_ms)| SoakEnd {
+pub(super) fn soak_end() -> impl Strategy<Value = soak_v2::SoakEnd> {
+    (soak_end_v1(), any::<u64>()).prop_map(|(old, teardown_ms)| soak_v2::SoakEnd {
         outcome: old.outcome,
         exit: old.exit,
         run_ms: old.duration_ms,

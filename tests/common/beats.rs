@@ -1,5 +1,6 @@
 //! Schema 10's soak for the frozen fixtures (and schema 11's, the same with a command line
-//! recorded lossily): a trainer that beat (train steps, a checkpoint
+//! recorded lossily, and schema 12's, the same with the progress its supervisor decided at each
+//! sample): a trainer that beat (train steps, a checkpoint
 //! beaten as it started, an eval with `accuracy` beside `loss`, a sample without beats), judged
 //! with `--step-timeout auto` and `--phase-timeout checkpoint=30m`, whose verdict holds its
 //! steps, its heartbeat file's errors and its goodput.
@@ -76,6 +77,63 @@ pub fn lossy_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, Stored
         .collect()
 }
 
+/// When the soak of [`noted_soak`] was spawned, Unix microseconds.
+const NOTED_SPAWN_US: i64 = 1_764_676_900_000_000;
+
+/// The progress decided at sample `index` of [`noted_soak`] (samples every 5 s): none at the
+/// first; a beat at each sample with beats, a quarter of a second before it; at the sample
+/// without beats (the checkpoint's) none, the last progress kept; at the last a file written
+/// 1.5 s before it.
+fn noted(index: u64) -> ProgressNoted {
+    let at = |ms: u64| (Some(NOTED_SPAWN_US + ms as i64 * 1000), Some(ms));
+    let (progress_seen, (last_progress_at_us, last_progress_ms)) = match index {
+        0 => (None, (None, None)),
+        3 => (None, at(2 * 5_000 - 250)),
+        5 => (Some(ProgressSeen::Files), at(5 * 5_000 - 1_500)),
+        _ => (Some(ProgressSeen::Beat), at(index * 5_000 - 250)),
+    };
+    ProgressNoted {
+        progress_seen,
+        last_progress_at_us,
+        last_progress_ms,
+    }
+}
+
+/// A soak of schema 12's samples: [`heartbeat_soak`]'s, started in schema 11's form, each
+/// sample with the progress its supervisor decided ([`noted`]).
+pub fn noted_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEvent)> {
+    heartbeat_soak(id, supervisor)
+        .into_iter()
+        .map(|(subject, event)| match event {
+            StoredEvent::SoakStartedV10 {
+                start,
+                supervision,
+                limits,
+                job,
+            } => {
+                let event = StoredEvent::SoakStarted {
+                    start,
+                    supervision,
+                    limits,
+                    job,
+                    command_lossy: false,
+                };
+                (subject, event)
+            }
+            StoredEvent::SoakSampledV11 { sample, measures } => {
+                let noted = Some(noted(sample.index));
+                let event = StoredEvent::SoakSampled {
+                    sample,
+                    measures,
+                    noted,
+                };
+                (subject, event)
+            }
+            event => (subject, event),
+        })
+        .collect()
+}
+
 /// `event`, of a soak of schema 6's forms, in schema 10's with beats.
 fn beating(event: StoredEvent) -> StoredEvent {
     match event {
@@ -98,7 +156,7 @@ fn beating(event: StoredEvent) -> StoredEvent {
         StoredEvent::SoakSampledV9 { sample, measures } => {
             let mut measures: Measures = (*measures).into();
             measures.heartbeat = beats(sample.index).map(Box::new);
-            StoredEvent::SoakSampled {
+            StoredEvent::SoakSampledV11 {
                 sample,
                 measures: Box::new(measures),
             }

@@ -166,7 +166,7 @@ pub fn every_event_kind() -> Vec<(Subject, StoredEvent)> {
     events.extend([
         (
             s2(),
-            StoredEvent::SoakStartedV4(Box::new(SoakStart {
+            StoredEvent::SoakStartedV4(Box::new(soak_v2::SoakStart {
                 soak_id: "20261202T130000-5b7c".into(),
                 command: vec!["python3".into(), "train.py".into()],
                 cwd: "/home/u/project".into(),
@@ -191,7 +191,7 @@ pub fn every_event_kind() -> Vec<(Subject, StoredEvent)> {
         (s2(), StoredEvent::SoakSampledV5(Box::new(sample(1, 2)))),
         (
             s2(),
-            StoredEvent::SoakFinishedV4(Box::new(SoakEnd {
+            StoredEvent::SoakFinishedV4(Box::new(soak_v2::SoakEnd {
                 outcome: Outcome {
                     status: OutcomeStatus::Failed,
                     failure_kind: Some(FailureKind::NoProgress),
@@ -226,7 +226,7 @@ pub fn every_event_kind() -> Vec<(Subject, StoredEvent)> {
         (
             s5(),
             StoredEvent::SoakStartedV5 {
-                start: Box::new(SoakStart {
+                start: Box::new(soak_v2::SoakStart {
                     soak_id: "20261204T090000-e5e5".into(),
                     command: vec!["python3".into(), "train.py".into()],
                     cwd: "/home/u/project".into(),
@@ -295,7 +295,7 @@ pub fn every_event_kind() -> Vec<(Subject, StoredEvent)> {
         (
             s5(),
             StoredEvent::SoakFinishedV5 {
-                end: Box::new(SoakEnd {
+                end: Box::new(soak_v2::SoakEnd {
                     outcome: Outcome {
                         status: OutcomeStatus::Failed,
                         failure_kind: Some(FailureKind::ChildFailed),
@@ -463,7 +463,7 @@ pub fn measured_soak(
         (
             s6(),
             StoredEvent::SoakStartedV8 {
-                start: Box::new(SoakStart {
+                start: Box::new(soak_v2::SoakStart {
                     soak_id: id.into(),
                     command: vec!["python3".into(), "train.py".into()],
                     cwd: "/home/u/project".into(),
@@ -506,7 +506,7 @@ pub fn measured_soak(
     .chain([(
             s6(),
             StoredEvent::SoakFinishedV9 {
-                end: Box::new(SoakEnd {
+                end: Box::new(soak_v2::SoakEnd {
                     outcome: Outcome {
                         status: OutcomeStatus::Failed,
                         failure_kind: Some(FailureKind::ResourceLimit),

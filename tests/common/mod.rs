@@ -116,9 +116,33 @@ pub fn eventually(what: &str, timeout: Duration, done: impl FnMut() -> bool) {
     assert!(within(timeout, done), "timed out waiting for {what}");
 }
 
-/// A fresh state root in a temporary directory, removed at the end of the test.
+/// A fresh state root in a temporary directory, removed at the end of the test. When a test
+/// that passed lets it go, the log of this user on this host (if one was made) must verify:
+/// `unilab log verify` is clean after every test, unless the test damaged, forged or distrusted
+/// the log on purpose and said so ([`TestRoot::damaged_on_purpose`]).
 pub struct TestRoot {
     dir: tempfile::TempDir,
+    damaged: std::cell::Cell<bool>,
+}
+
+impl Drop for TestRoot {
+    fn drop(&mut self) {
+        if std::thread::panicking() || self.damaged.get() || !self.log_path().exists() {
+            return;
+        }
+        let verified = self
+            .unilab()
+            .args(["log", "verify"])
+            .output()
+            .expect("run unilab log verify");
+        assert!(
+            verified.status.success(),
+            "`unilab log verify` failed at the end of the test (call `damaged_on_purpose` if the \
+             test damages the log): {}{}",
+            String::from_utf8_lossy(&verified.stdout),
+            String::from_utf8_lossy(&verified.stderr)
+        );
+    }
 }
 
 impl Default for TestRoot {
@@ -131,7 +155,14 @@ impl TestRoot {
     pub fn new() -> Self {
         Self {
             dir: private_tempdir("unilab-test-"),
+            damaged: std::cell::Cell::new(false),
         }
+    }
+
+    /// This test damages, forges or distrusts the log on purpose (a record rewritten, a file cut
+    /// short, a directory others may write to): the log is not verified when the test ends.
+    pub fn damaged_on_purpose(&self) {
+        self.damaged.set(true);
     }
 
     pub fn root(&self) -> &Path {
@@ -173,6 +204,7 @@ impl TestRoot {
 /// Opens the log of `root` as a redb file and commits `change` to it, as something other than
 /// unilab would: a test's way to damage or forge what is stored.
 pub fn raw_write(root: &TestRoot, change: impl FnOnce(&redb::WriteTransaction)) {
+    root.damaged_on_purpose();
     let mut builder = redb::Builder::new();
     builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
     let db = builder.open(root.log_path()).unwrap();

@@ -348,6 +348,7 @@ fn dynamic_completion_offers_recorded_soak_ids_and_daemon_names() {
 
     // A log that cannot be read: nothing recorded is offered, and nothing is said.
     let broken = TestRoot::new();
+    broken.damaged_on_purpose();
     std::fs::create_dir_all(broken.log_path().parent().unwrap()).unwrap();
     write_private(&broken.log_path(), b"not a log at all");
     let broken_dir = broken.root().to_str().unwrap();

@@ -64,6 +64,7 @@ fn flip_in_file(path: &std::path::Path, needle: &[u8]) -> usize {
 #[test]
 fn a_flipped_byte_inside_an_event_fails_verification_naming_its_sequence() {
     let root = root_with_every_kind();
+    root.damaged_on_purpose();
     // Sequence 7 is the soak start; its progress directory appears in no other event.
     assert!(flip_in_file(&root.log_path(), b"/home/u/project/progress") > 0);
     root.unilab()
@@ -97,6 +98,7 @@ fn a_flipped_byte_inside_an_event_fails_verification_naming_its_sequence() {
 #[test]
 fn a_file_that_is_not_a_log_is_refused_with_exit_5() {
     let root = TestRoot::new();
+    root.damaged_on_purpose();
     private_dir_all(root.log_path().parent().unwrap());
     write_private(
         &root.log_path(),
@@ -128,6 +130,7 @@ fn a_truncated_log_is_refused_with_exit_5() {
     let len = std::fs::metadata(root.log_path()).unwrap().len();
     for keep in [len / 2, len / 3, 4096, 100] {
         let copy = TestRoot::new();
+        copy.damaged_on_purpose();
         private_dir_all(copy.log_path().parent().unwrap());
         let bytes = std::fs::read(root.log_path()).unwrap();
         write_private(&copy.log_path(), &bytes[..keep as usize]);
@@ -447,6 +450,7 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
 #[test]
 fn an_empty_log_file_is_damage_not_a_new_log() {
     let root = TestRoot::new();
+    root.damaged_on_purpose();
     private_dir_all(root.log_path().parent().unwrap());
     write_private(&root.log_path(), b"");
     for args in [
@@ -478,6 +482,7 @@ fn an_empty_log_file_is_damage_not_a_new_log() {
 #[test]
 fn a_named_pipe_at_a_logs_path_is_named_for_what_it_is_not_called_empty() {
     let root = TestRoot::new();
+    root.damaged_on_purpose();
     drop(root.log());
     let uid = nix::unistd::getuid().as_raw().to_string();
     let elsewhere = root.root().join("elsewhere").join(uid);

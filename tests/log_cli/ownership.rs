@@ -195,6 +195,7 @@ fn a_log_others_could_have_written_is_refused() {
     };
     // A shared state root that is not sticky.
     let root = root_with_every_kind();
+    root.damaged_on_purpose();
     let host_dir = root
         .log_path()
         .parent()

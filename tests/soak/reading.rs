@@ -75,7 +75,7 @@ fn list_show_and_history_tell_the_same_run_time() {
 
 /// Three rounds of reads were to overlap a soak of three seconds: on a loaded machine a round
 /// can take longer than a second, and the test failed with nothing wrong. The trainer now runs
-/// until the reads are done, whatever they take.
+/// from its first progress until the reads are done, whatever they take.
 #[test]
 fn status_and_history_work_while_a_soak_appends() {
     let soak = Soak::new();
@@ -93,6 +93,12 @@ fn status_and_history_work_while_a_soak_appends() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn unilab soak run");
+    // The command runs (and writes progress) before the reads begin.
+    eventually(
+        "the command writes progress",
+        Duration::from_secs(60),
+        || std::fs::read_dir(soak.progress()).is_ok_and(|d| d.count() >= 2),
+    );
     for _ in 0..3 {
         assert!(
             supervisor.try_wait().unwrap().is_none(),
@@ -103,7 +109,9 @@ fn status_and_history_work_while_a_soak_appends() {
         soak.unilab().args(["log", "verify"]).assert().success();
     }
     std::fs::write(&stop, b"").unwrap();
-    assert!(supervisor.wait().unwrap().success());
+    let status = supervisor.wait().unwrap();
+    let artifact = std::fs::read_to_string(soak.artifact_path()).unwrap_or_default();
+    assert!(status.success(), "{status:?}: {artifact}");
 }
 
 /// `soak show 19` was expected to name no soak, but a soak whose random part begins `19`

@@ -79,6 +79,9 @@ fn page() -> String {
             tree_pss_bytes: Some(1_000_000),
             write_bytes: 0,
             gpu_utilization_percent: None,
+            last_progress_at: None,
+            progress_seen: None,
+            progress: None,
         };
         charts.take(Piece::Row(&row));
     }

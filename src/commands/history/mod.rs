@@ -2,14 +2,14 @@
 //! or, with `--json`, an object a record with the fields of the form it is stored in. One
 //! soak's timeline (`--soak`) also says where the trainer's beats changed phase ([`phases`]).
 
-mod phases;
 #[cfg(test)]
-mod schema_step;
+mod old_and_new_forms;
+mod phases;
 
 use std::thread::sleep;
 use std::time::Duration;
 
-use crate::cli::HistoryArgs;
+use crate::cli::history::HistoryArgs;
 use crate::diagnostic::Exit;
 use crate::env::FOLLOW_POLL_MS;
 use crate::error::Error;

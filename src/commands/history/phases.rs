@@ -34,7 +34,10 @@ impl PhaseLines {
 
     /// The line to print after `event`'s own: the phase it changed to, if it is a sample.
     pub(super) fn after(&mut self, event: &Event) -> Option<String> {
-        let Event::SoakSampled { sample, measures } = event else {
+        let Event::SoakSampled {
+            sample, measures, ..
+        } = event
+        else {
             return None;
         };
         let beats = measures.as_deref()?.heartbeat.as_deref()?;
@@ -105,6 +108,7 @@ mod tests {
                 errors: Vec::new(),
             }),
             measures: Some(Box::new(measures)),
+            progress: None,
         }
     }
 

@@ -6,7 +6,7 @@ mod list;
 mod report;
 mod show;
 
-use crate::cli::JobCommand;
+use crate::cli::job::JobCommand;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::output::Output;

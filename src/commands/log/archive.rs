@@ -4,7 +4,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use crate::cli::ArchiveArgs;
+use crate::cli::log::ArchiveArgs;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::event::soak::OutcomeStatus;

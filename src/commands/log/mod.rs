@@ -4,7 +4,7 @@ mod archive;
 mod stats;
 mod verify;
 
-use crate::cli::LogCommand;
+use crate::cli::log::LogCommand;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::output::Output;

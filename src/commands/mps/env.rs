@@ -1,7 +1,7 @@
 //! `unilab mps env`: the environment that points a client at a live daemon, as shell exports.
 
 use super::target;
-use crate::cli::TargetArgs;
+use crate::cli::mps::TargetArgs;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::mps::{Mps, records};

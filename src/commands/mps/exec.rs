@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::{say_cleared, settle, target};
-use crate::cli::{ClientLimitArgs, TargetArgs};
+use crate::cli::mps::{ClientLimitArgs, TargetArgs};
 use crate::diagnostic::Exit;
 use crate::env::STOP_GRACE_SECS;
 use crate::error::Error;

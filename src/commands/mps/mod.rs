@@ -11,7 +11,7 @@ mod start;
 mod status;
 mod stop;
 
-use crate::cli::{MpsCommand, TargetArgs};
+use crate::cli::mps::{MpsCommand, TargetArgs};
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::log::{EventLog, Snapshot};

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{say_cleared, settle, to_json};
-use crate::cli::StartArgs;
+use crate::cli::mps::StartArgs;
 use crate::diagnostic::Exit;
 use crate::env::STOP_GRACE_SECS;
 use crate::error::Error;

@@ -5,7 +5,7 @@
 use std::io::Write as _;
 
 use super::{settle, to_json};
-use crate::cli::StopArgs;
+use crate::cli::mps::StopArgs;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::log::EventLog;

@@ -1,7 +1,7 @@
 //! `unilab soak export`: the artifact as JSON (byte for byte what was written) or CSV.
 
 use super::{refuse_to_replace, resolve};
-use crate::cli::ExportFormat;
+use crate::cli::soak::ExportFormat;
 use crate::diagnostic::Exit;
 use crate::error::{Error, stdout_error};
 use crate::output::Output;

@@ -1,7 +1,7 @@
 //! `unilab soak list`: this host's soaks, or a Slurm job's on every host.
 
 use super::{settled, status_text, summary_json};
-use crate::cli::{ListArgs, StatusFilter};
+use crate::cli::soak::{ListArgs, StatusFilter};
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::event::soak::OutcomeStatus;

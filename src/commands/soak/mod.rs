@@ -10,7 +10,7 @@ mod run;
 mod show;
 mod snapshot;
 
-use crate::cli::SoakCommand;
+use crate::cli::soak::SoakCommand;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::log::Snapshot;

@@ -1,7 +1,7 @@
 //! `unilab soak run`: a soak from the command line to its verdict.
 
 use super::to_json;
-use crate::cli::SoakRunArgs;
+use crate::cli::soak::SoakRunArgs;
 use crate::diagnostic::Exit;
 use crate::error::Error;
 use crate::event::soak::OutcomeStatus;
@@ -10,9 +10,9 @@ use crate::output::Output;
 use crate::paths::StatePaths;
 use crate::projection::{self};
 use crate::snapshot::runtime_snapshot;
+use crate::soak::SoakRequest;
 use crate::soak::console::Console;
 use crate::soak::error::{OutputFile, SoakError};
-use crate::soak::launch::Launch;
 use crate::soak::request::SoakSpec;
 use crate::soak::supervise::{self, Renderers, SoakContext};
 use crate::tool;
@@ -28,16 +28,10 @@ pub(super) fn soak_run(
     out: &mut Output,
 ) -> Result<Exit, Error> {
     let soak_id = supervise::new_soak_id();
-    // The job and rank as `job::resolve` reads them, the flags first: what the soak records
-    // and what `{job}` and `{rank}` stand for.
-    let membership =
-        crate::job::resolve(args.job.as_ref(), args.rank, |name| std::env::var_os(name))?;
-    let launch = Launch::from_env(|name| std::env::var(name).ok()).joined(membership.as_ref());
-    let on_alarm = args.on_job_alarm;
-    let mut spec = SoakSpec::from_args(args, soak_id, launch, paths)?;
-    spec.job = membership
-        .map(|member| crate::job::JobRun::join(&paths.root, paths.uid, member, on_alarm))
-        .transpose()?;
+    // Its job and rank are decided by the check, from the request and the launchers' variables.
+    let spec = SoakSpec::check(request_of(args), soak_id, paths, &|name| {
+        std::env::var_os(name)
+    })?;
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     room_warnings(
         paths,
@@ -81,6 +75,75 @@ pub(super) fn soak_run(
     };
     let verdict = supervise::run(&ctx, &spec, &interrupted)?;
     tell(verdict, out)
+}
+
+/// What `soak run` asks for, in the soak's own types: clap's arguments, every one of them
+/// (a flag added and not mapped does not compile), nothing decided yet.
+fn request_of(args: SoakRunArgs) -> SoakRequest {
+    let SoakRunArgs {
+        command,
+        progress_dir,
+        output,
+        report,
+        metrics_file,
+        force,
+        sample_interval,
+        startup_timeout,
+        stale_progress,
+        shutdown_grace,
+        min_duration,
+        step_timeout,
+        phase_timeout,
+        cwd,
+        env,
+        env_clear,
+        meta,
+        meta_json,
+        allow_no_progress,
+        py_spy,
+        dump_signal,
+        dump_wait,
+        fail_fast,
+        max_memory,
+        max_gpu_memory,
+        max_memory_growth,
+        warmup,
+        job,
+        rank,
+        on_job_alarm,
+    } = args;
+    SoakRequest {
+        command,
+        progress_dir,
+        output,
+        report,
+        metrics_file,
+        force,
+        sample_interval,
+        startup_timeout,
+        stale_progress,
+        shutdown_grace,
+        min_duration,
+        step_timeout,
+        phase_timeouts: phase_timeout,
+        cwd,
+        env,
+        env_clear,
+        meta,
+        meta_json,
+        allow_no_progress,
+        py_spy,
+        dump_signal,
+        dump_wait,
+        fail_fast,
+        max_memory,
+        max_gpu_memory,
+        max_memory_growth,
+        warmup,
+        job,
+        rank,
+        on_job_alarm,
+    }
 }
 
 /// What `soak run` says once, before the soak starts, when there is no nvidia-smi to run: the

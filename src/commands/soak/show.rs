@@ -310,6 +310,9 @@ struct Details {
     exit: Option<ExitShown>,
     duration_seconds: Option<f64>,
     progress: ProgressShown,
+    /// When progress last happened (Unix seconds), as the supervisor recorded it with the
+    /// samples; `null` before any, and for a soak recorded before schema 12.
+    last_progress_at: Option<f64>,
     peaks: Peaks,
     final_cpu_seconds: f64,
     output_tail: Tails,
@@ -376,9 +379,11 @@ impl Details {
             last_lines(text).into_iter().map(str::to_owned).collect()
         };
         let live = (summary.state == SoakState::Running).then(|| {
-            // The samples show the progress directory's files and bytes: its last change among
-            // them.
-            let changed_at = latest.progress_changed_at;
+            // When progress last happened, as the samples say.
+            let changed_at = record
+                .sampled_progress
+                .and_then(|p| p.last_progress_ms)
+                .map(|ms| ms as f64 / 1000.0);
             let last = latest.last.as_ref();
             let sampled_at = last.map(|p| p.elapsed_seconds);
             Live {
@@ -398,6 +403,10 @@ impl Details {
             exit: record.exit,
             duration_seconds: record.duration_seconds,
             progress: record.progress,
+            last_progress_at: record
+                .sampled_progress
+                .and_then(|p| p.last_progress_at_us)
+                .map(crate::time::unix_seconds),
             peaks: Peaks {
                 tree_pss_bytes: record.judged.as_ref().and_then(|j| j.peak_tree_pss_bytes),
                 rss_bytes: of.peak_rss_bytes,
@@ -499,13 +508,11 @@ impl Peaks {
     }
 }
 
-/// What `soak show` reads of the rows as they go by: the last one, when the progress last
-/// changed among them (the directory, or a beat: the supervisor takes either as progress), and
-/// the latest beats. Nothing here grows with the soak.
+/// What `soak show` reads of the rows as they go by: the last one and the latest beats.
+/// Nothing here grows with the soak.
 #[derive(Debug, Default)]
 struct Latest {
     last: Option<PointShown>,
-    progress_changed_at: Option<f64>,
     beats: BeatsLately,
 }
 
@@ -514,17 +521,7 @@ impl Latest {
         match piece {
             Piece::Restart => *self = Self::default(),
             Piece::Row(row) => {
-                let point = PointShown::of(row);
-                let progress = |p: &PointShown| (p.progress_files, p.progress_bytes);
-                let beaten = matches!(&row.heartbeat, Some(Some(beats)) if beats.beats > 0);
-                let moved = self
-                    .last
-                    .as_ref()
-                    .is_some_and(|last| progress(last) != progress(&point));
-                if beaten || moved {
-                    self.progress_changed_at = Some(point.elapsed_seconds);
-                }
-                self.last = Some(point);
+                self.last = Some(PointShown::of(row));
                 self.beats.take(row);
             }
         }
@@ -559,14 +556,17 @@ mod tests {
             tree_pss_bytes: None,
             write_bytes: 0,
             gpu_utilization_percent: None,
+            last_progress_at: None,
+            progress_seen: None,
+            progress: None,
         }
     }
 
     /// `soak show` reads the same of a row whether its soak renders today's artifact or schema
     /// 1's (whose rows say nothing of the exit, and hold one GPU figure), and a restart forgets
-    /// the rows before it.
+    /// the rows before it. (When progress last happened is the record's: `read::progress`.)
     #[test]
-    fn the_latest_row_and_progress_change_read_alike_whatever_the_schema() {
+    fn the_latest_row_reads_alike_whatever_the_schema() {
         let rows = [
             row(1.0, 100, 0),
             row(2.0, 200, 1),
@@ -588,9 +588,7 @@ mod tests {
             today.take(Piece::Row(row));
             first.take(Piece::Row(old));
         }
-        let seen = |l: &Latest| (l.last, l.progress_changed_at);
-        assert_eq!(seen(&today), seen(&first));
-        assert_eq!(today.progress_changed_at, Some(4.0));
+        assert_eq!(today.last, first.last);
         let last = today.last.unwrap();
         assert_eq!(
             (last.elapsed_seconds, last.rss_bytes, last.processes),
@@ -598,39 +596,8 @@ mod tests {
         );
 
         today.take(Piece::Restart);
-        assert_eq!(seen(&today), seen(&Latest::default()));
+        assert_eq!(today.last, None);
         today.take(Piece::Row(&rows[4]));
-        assert_eq!(today.progress_changed_at, None, "one row: no change seen");
-    }
-
-    /// A trainer that only beats (its directory never changes) makes progress at every sample
-    /// with beats, as the supervisor judges it: `soak show` of the running soak said "no change
-    /// seen yet".
-    #[test]
-    fn a_beat_is_progress_though_the_directory_does_not_change() {
-        let numbers = std::collections::BTreeMap::new();
-        let beats = |n: u32| crate::read::beats::BeatsRow {
-            beats: n,
-            numbers: &numbers,
-            phase: Some("train"),
-            step: Some(u64::from(n)),
-            step_seconds_max: None,
-            step_seconds_median: None,
-            step_seconds_min: None,
-        };
-        let beaten = |elapsed: f64, n: u32| SampleRow {
-            heartbeat: Some(Some(beats(n))),
-            ..row(elapsed, 100, 0)
-        };
-        let mut latest = Latest::default();
-        for r in [
-            beaten(1.0, 3),
-            beaten(2.0, 5),
-            beaten(3.0, 0),
-            row(4.0, 100, 0),
-        ] {
-            latest.take(Piece::Row(&r));
-        }
-        assert_eq!(latest.progress_changed_at, Some(2.0));
+        assert_eq!(today.last.map(|p| p.elapsed_seconds), Some(5.0));
     }
 }

@@ -66,12 +66,18 @@ pub(crate) const TAIL_BYTES: usize = 256 << 10;
 const ARG_OVERHEAD: usize = 8;
 
 impl Event {
-    /// One sample of a soak, within its budgets (see `event::soak::bounds`).
-    pub fn sampled(mut sample: Sample, mut measures: Measures) -> Event {
+    /// One sample of a soak with the progress its supervisor decided at it (`None`: no
+    /// supervisor took it), within its budgets (see `event::soak::bounds`).
+    pub fn sampled(
+        mut sample: Sample,
+        mut measures: Measures,
+        progress: Option<super::ProgressNoted>,
+    ) -> Event {
         bound_sample(&mut sample, &mut measures);
         Event::SoakSampled {
             sample: Box::new(sample),
             measures: Some(Box::new(measures)),
+            progress,
         }
     }
 
@@ -92,8 +98,6 @@ impl Event {
             end: Box::new(end),
             findings: Some(Box::new(findings)),
             limit,
-            #[cfg(test)]
-            note: None,
         }
     }
 }
@@ -468,6 +472,7 @@ mod tests {
         let Event::SoakSampled {
             sample,
             measures: Some(measures),
+            ..
         } = Event::sampled(
             Sample {
                 index: 0,
@@ -484,6 +489,7 @@ mod tests {
                 pss_bytes: vec![Some(1); SAMPLE_PROCESSES + 5],
                 ..Measures::default()
             },
+            None,
         )
         else {
             unreachable!()

@@ -6,7 +6,10 @@
 //! event holds what is needed to read it on any host (the clock tick rate of the host that
 //! sampled), so that `soak export` anywhere gives the same bytes.
 //!
-//! The forms schema 1 wrote are frozen in `event::stored::v1`; the types here are schema 2's.
+//! The forms schema 1 wrote are frozen in `event::stored::v1`, and the start and the verdict as
+//! every form since schema 2 holds them in `event::stored::v2`; the types here are the domain's,
+//! and those a stored form still holds are pinned by their bytes (`log::golden`): changing one
+//! is a schema step (`migrations/README.md`).
 //! Types used by both (parameters, GPU samples, the outcome) are unchanged since schema 1. Schema 5 records
 //! the start and the verdict with what [`evidence`] adds beside them, and the evidence itself;
 //! schema 6 adds [`resources`]: limits with the start, measures with each sample, the limit that
@@ -14,6 +17,7 @@
 //! another rank raised, and each evidence process's rank. Schema 8 stores samples in a [`compact`] form and records
 //! the [`archive`] of a soak moved out of the live log. Schema 10 adds the soak's heartbeats
 //! ([`beats`]): how its steps are judged, each sample's beats, the run's steps and goodput.
+//! Schema 12 adds to each sample the [`progress`] the supervisor decided at it.
 
 mod archive;
 mod beats;
@@ -21,6 +25,7 @@ mod bounds;
 mod compact;
 mod evidence;
 mod job;
+mod progress;
 mod resources;
 
 use std::collections::BTreeMap;
@@ -42,6 +47,7 @@ pub use evidence::{
     UnkillableProcess,
 };
 pub use job::{JobAlarm, JobAlarmSeen, JobMember, MpsTeardown, OnJobAlarm};
+pub use progress::{ProgressNoted, ProgressSeen};
 pub use resources::{GpuHealth, Limits, Measures, ResourceLimit};
 pub(crate) use resources::{THROTTLE_REASONS, throttle_reasons};
 

@@ -9,6 +9,12 @@
 //! - renaming, reordering, adding or removing a field of a stored type, or reordering variants,
 //!   changes what old records mean.
 //!
+//! Where `migrations/README.md` says so, a form's payloads are frozen copies here, converted to
+//! and from the domain's types in `event::upcast`: [`v1`] and [`v2`] named after the schema
+//! that introduced them, [`v8`] and [`v9`] after the last that wrote them. The other types a
+//! form holds are the domain's, and `log::golden` pins the bytes of every form: a change to any
+//! type a form reaches fails it, naming the forms it changes.
+//!
 //! A schema step also bumps `log::migrate::SCHEMA_VERSION`, adds a step to `log::migrate::STEPS`
 //! and freezes a fixture log of the old version in `migrations/fixtures/` (see
 //! `migrations/README.md`). Nothing above the log sees these forms: the log upcasts each record
@@ -17,13 +23,14 @@
 //! Field *names* are not stored, but they are an old record's fields in `history --json`.
 
 pub mod v1;
+pub mod v2;
 pub mod v8;
 pub mod v9;
 
 use serde::{Deserialize, Serialize};
 
 use super::daemon::{DaemonLimits, StaleReason, StartedDaemon, StopMethod};
-use super::soak::{self, Sample, SoakEnd, SoakStart};
+use super::soak::{self, Sample};
 use super::topology::{GpuIdentity, TopologyMode};
 use super::{LeaseEnd, Scope, Subject};
 use crate::process::ProcessIdentity;
@@ -74,11 +81,11 @@ pub enum StoredEvent {
         bytes: u64,
     },
     /// `soak_started` in schema 2–4's form.
-    SoakStartedV4(Box<SoakStart>),
+    SoakStartedV4(Box<v2::SoakStart>),
     /// `soak_sampled` in schema 2–5's form.
     SoakSampledV5(Box<Sample>),
     /// `soak_finished` in schema 2–4's form.
-    SoakFinishedV4(Box<SoakEnd>),
+    SoakFinishedV4(Box<v2::SoakEnd>),
     /// `daemon_starting` in schema 2–3's form, without the job.
     DaemonStartingV3 {
         gpu: String,
@@ -115,17 +122,17 @@ pub enum StoredEvent {
     SoakEvidenceCapturedV8(Box<v8::Evidence>),
     /// `soak_started` in schema 5's form, with the supervision.
     SoakStartedV5 {
-        start: Box<SoakStart>,
+        start: Box<v2::SoakStart>,
         supervision: v9::Supervision,
     },
     /// `soak_finished` in schema 5's form, with the findings.
     SoakFinishedV5 {
-        end: Box<SoakEnd>,
+        end: Box<v2::SoakEnd>,
         findings: Box<v9::Findings>,
     },
     /// `soak_started` in schema 6–8's form, with the limits.
     SoakStartedV8 {
-        start: Box<SoakStart>,
+        start: Box<v2::SoakStart>,
         supervision: v9::Supervision,
         limits: soak::Limits,
     },
@@ -136,7 +143,7 @@ pub enum StoredEvent {
     },
     /// `soak_finished` in schema 6–9's form, with the limit that failed it.
     SoakFinishedV9 {
-        end: Box<SoakEnd>,
+        end: Box<v2::SoakEnd>,
         findings: Box<v9::Findings>,
         limit: Option<soak::ResourceLimit>,
     },
@@ -155,7 +162,7 @@ pub enum StoredEvent {
     SoakArchived(Box<soak::Archived>),
     /// `soak_started` in schema 9's form, with the job it belongs to.
     SoakStartedV9 {
-        start: Box<SoakStart>,
+        start: Box<v2::SoakStart>,
         supervision: v9::Supervision,
         limits: soak::Limits,
         job: Option<soak::JobMember>,
@@ -166,44 +173,48 @@ pub enum StoredEvent {
     SoakJobAlarmSeen(Box<soak::JobAlarmSeen>),
     /// `soak_started` in schema 10's form: its supervision says how its heartbeats are judged.
     SoakStartedV10 {
-        start: Box<SoakStart>,
+        start: Box<v2::SoakStart>,
         supervision: soak::Supervision,
         limits: soak::Limits,
         job: Option<soak::JobMember>,
     },
-    /// `soak_sampled` since schema 10, its measures with the beats since the previous sample.
-    SoakSampled {
+    /// `soak_sampled` in schema 10–11's form, its measures with the beats since the previous
+    /// sample.
+    SoakSampledV11 {
         sample: Box<Sample>,
         measures: Box<soak::Measures>,
     },
-    /// `soak_sampled` since schema 10 as the log stores it: its processes and beats packed
-    /// against the soak's previous sample (the log unpacks it into [`StoredEvent::SoakSampled`]
-    /// as it reads).
-    SoakSampledCompact(Box<soak::CompactSample>),
+    /// `soak_sampled` in schema 10–11's form as the log stores it: its processes and beats
+    /// packed against the soak's previous sample (the log unpacks it into
+    /// [`StoredEvent::SoakSampledV11`] as it reads).
+    SoakSampledCompactV11(Box<soak::CompactSample>),
     /// `soak_finished` since schema 10: its findings with the run's steps and goodput.
     SoakFinished {
-        end: Box<SoakEnd>,
+        end: Box<v2::SoakEnd>,
         findings: Box<soak::Findings>,
         limit: Option<soak::ResourceLimit>,
     },
     /// `soak_started` since schema 11: whether its command line is recorded lossily (an
     /// argument that is not UTF-8, run as its bytes).
     SoakStarted {
-        start: Box<SoakStart>,
+        start: Box<v2::SoakStart>,
         supervision: soak::Supervision,
         limits: soak::Limits,
         job: Option<soak::JobMember>,
         command_lossy: bool,
     },
-    /// A made-up schema step (test builds only; the last variant, so that every other one has
-    /// the same index in every build): see `commands::history::schema_step`: `soak_finished`
-    /// with a note, as a twelfth schema would add it.
-    #[cfg(test)]
-    SoakFinishedWithNote {
-        end: Box<SoakEnd>,
-        findings: Box<soak::Findings>,
-        limit: Option<soak::ResourceLimit>,
-        note: Option<String>,
+    /// `soak_sampled` since schema 12: with the progress the supervisor decided at it (`None`
+    /// for a sample built by other means than a supervisor: a test, a benchmark).
+    SoakSampled {
+        sample: Box<Sample>,
+        measures: Box<soak::Measures>,
+        noted: Option<soak::ProgressNoted>,
+    },
+    /// `soak_sampled` since schema 12 as the log stores it: packed as schema 10's (the log
+    /// unpacks it into [`StoredEvent::SoakSampled`] as it reads), with its progress.
+    SoakSampledCompact {
+        packed: Box<soak::CompactSample>,
+        noted: Option<soak::ProgressNoted>,
     },
 }
 
@@ -229,8 +240,10 @@ impl StoredEvent {
             | S::SoakSampledV5(_)
             | S::SoakSampledV9 { .. }
             | S::SoakSampledCompactV9(_)
+            | S::SoakSampledV11 { .. }
+            | S::SoakSampledCompactV11(_)
             | S::SoakSampled { .. }
-            | S::SoakSampledCompact(_) => 7,
+            | S::SoakSampledCompact { .. } => 7,
             S::SoakFinishedV1(_)
             | S::SoakFinishedV4(_)
             | S::SoakFinishedV5 { .. }
@@ -244,8 +257,6 @@ impl StoredEvent {
             S::SoakEvidenceCapturedV8(_) | S::SoakEvidenceCaptured(_) => 14,
             S::SoakArchived(_) => 15,
             S::SoakJobAlarmSeen(_) => 16,
-            #[cfg(test)]
-            S::SoakFinishedWithNote { .. } => 8,
         };
         super::EVENT_KINDS[index]
     }

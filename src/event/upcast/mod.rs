@@ -4,24 +4,27 @@
 //!
 //! The upcast keeps every value an old form holds, so that an event goes back into the form it
 //! was read from ([`Event::into_stored`]) exactly — what `history --json` shows of an old record
-//! and what a frozen artifact is rendered from. Where schema 1's soak payloads lack a field the
-//! newest ones have, the upcast gives the value schema 1 meant: no progress required (it had no
-//! such failure), no tick rate recorded (`0`: its artifact reads ticks at the exporting host's
-//! rate), no teardown apart from the run, no sample after the exit and no reaped CPU time; its
-//! GPU list is known.
+//! and what a frozen artifact is rendered from. What an old form lacks is `None`, or the value
+//! its schema meant where the newest form's field is no `Option`.
 //!
-//! Schema 5–8's evidence lacks each process's rank and the MPS clients ended: `None` both.
-//! Schema 5–9's supervision, findings and measures lack the heartbeat ([`v9`]): `None`.
-//! Schema 1–10's starts could not record a command line that is not UTF-8 (the command line
-//! refused one): `command_lossy` is `false`.
+//! This file holds the table of which schema introduced each form ([`StoredEvent::schema`])
+//! and the two dispatches: a stored form to its upcast, an event to its kind's way back. A kind
+//! with more than one form has its file, which says what each of its old forms lacks:
+//! [`daemon`] (`daemon_started`, `daemon_starting`), [`soak_started`], [`soak_sampled`],
+//! [`soak_finished`], [`soak_evidence_captured`], and [`v9`] for the payloads schema 5–9
+//! shared. A kind of one form moves its fields across here.
 //!
-//! A schema step adds its form here: the schema it introduces it in ([`StoredEvent::schema`]),
-//! its upcast, and its place in [`Event::into_stored`].
+//! A schema step adds its form to the table and to the upcast's dispatch here, and its upcast
+//! and its place in the way back to its kind's file (see `migrations/README.md`).
 
-use super::soak::{Evidence, ProcessEvidence, ProcessSample, Sample, SoakEnd, SoakStart};
-use super::stored::{StoredEnvelope, StoredEvent, v1, v8};
-
+mod daemon;
+mod soak_evidence_captured;
+mod soak_finished;
+mod soak_sampled;
+mod soak_started;
 mod v9;
+
+use super::stored::{StoredEnvelope, StoredEvent};
 use super::{Envelope, Event};
 
 impl StoredEvent {
@@ -52,12 +55,11 @@ impl StoredEvent {
             S::SoakSampledCompactV9(_) | S::SoakArchived(_) => 8,
             S::SoakStartedV9 { .. } | S::SoakEvidenceCaptured(_) | S::SoakJobAlarmSeen(_) => 9,
             S::SoakStartedV10 { .. }
-            | S::SoakSampled { .. }
-            | S::SoakSampledCompact(_)
+            | S::SoakSampledV11 { .. }
+            | S::SoakSampledCompactV11(_)
             | S::SoakFinished { .. } => 10,
             S::SoakStarted { .. } => 11,
-            #[cfg(test)]
-            S::SoakFinishedWithNote { .. } => 12,
+            S::SoakSampled { .. } | S::SoakSampledCompact { .. } => 12,
         }
     }
 
@@ -83,33 +85,31 @@ impl StoredEvent {
                 gpus,
                 cuda_visible_devices,
             },
-            S::DaemonStartedV3 { record, foreground } => Event::DaemonStarted {
-                record,
-                foreground,
-                job: None,
-                limits: None,
-            },
+            S::DaemonStartedV3 { record, foreground } => daemon::started_v3(record, foreground),
             S::DaemonStartedV6 {
                 record,
                 foreground,
                 job,
-            } => Event::DaemonStarted {
-                record,
-                foreground,
-                job: Some(job),
-                limits: None,
-            },
+            } => daemon::started_v6(record, foreground, job),
             S::DaemonStarted {
                 record,
                 foreground,
                 job,
                 limits,
-            } => Event::DaemonStarted {
-                record,
-                foreground,
-                job: Some(job),
-                limits: Some(limits),
-            },
+            } => daemon::started(record, foreground, job, limits),
+            S::DaemonStartingV3 {
+                gpu,
+                pipe_directory,
+                log_directory,
+                starter,
+            } => daemon::starting(gpu, pipe_directory, log_directory, starter, None),
+            S::DaemonStarting {
+                gpu,
+                pipe_directory,
+                log_directory,
+                starter,
+                job,
+            } => daemon::starting(gpu, pipe_directory, log_directory, starter, Some(job)),
             S::DaemonVerifiedLive { process } => Event::DaemonVerifiedLive { process },
             S::DaemonStartFailed { reason, process } => {
                 Event::DaemonStartFailed { reason, process }
@@ -118,146 +118,62 @@ impl StoredEvent {
                 Event::DaemonStaleCleaned { process, reason }
             }
             S::DaemonStopped { process, method } => Event::DaemonStopped { process, method },
-            S::SoakStartedV1(start) => Event::SoakStarted {
-                start: Box::new(start_of_v1(*start)),
-                supervision: None,
-                limits: None,
-                job: None,
-                command_lossy: false,
-            },
-            S::SoakStartedV4(start) => Event::SoakStarted {
-                start,
-                supervision: None,
-                limits: None,
-                job: None,
-                command_lossy: false,
-            },
-            S::SoakStartedV5 { start, supervision } => Event::SoakStarted {
-                start,
-                supervision: Some(supervision.into()),
-                limits: None,
-                job: None,
-                command_lossy: false,
-            },
+            S::SoakStartedV1(start) => soak_started::v1(*start),
+            S::SoakStartedV4(start) => soak_started::v4(*start),
+            S::SoakStartedV5 { start, supervision } => soak_started::v5(*start, supervision),
             S::SoakStartedV8 {
                 start,
                 supervision,
                 limits,
-            } => Event::SoakStarted {
-                start,
-                supervision: Some(supervision.into()),
-                limits: Some(limits),
-                job: None,
-                command_lossy: false,
-            },
+            } => soak_started::v8(*start, supervision, limits),
             S::SoakStartedV9 {
                 start,
                 supervision,
                 limits,
                 job,
-            } => Event::SoakStarted {
-                start,
-                supervision: Some(supervision.into()),
-                limits: Some(limits),
-                job,
-                command_lossy: false,
-            },
+            } => soak_started::v9(*start, supervision, limits, job),
             S::SoakStartedV10 {
                 start,
                 supervision,
                 limits,
                 job,
-            } => Event::SoakStarted {
-                start,
-                supervision: Some(supervision),
-                limits: Some(limits),
-                job,
-                command_lossy: false,
-            },
+            } => soak_started::v10(*start, supervision, limits, job),
             S::SoakStarted {
                 start,
                 supervision,
                 limits,
                 job,
                 command_lossy,
-            } => Event::SoakStarted {
-                start,
-                supervision: Some(supervision),
-                limits: Some(limits),
-                job,
-                command_lossy,
-            },
-            S::SoakSampledV1(sample) => Event::SoakSampled {
-                sample: Box::new(sample_of_v1(*sample)),
-                measures: None,
-            },
-            S::SoakSampledV5(sample) => Event::SoakSampled {
+            } => soak_started::current(*start, supervision, limits, job, command_lossy),
+            S::SoakSampledV1(sample) => soak_sampled::v1(*sample),
+            S::SoakSampledV5(sample) => soak_sampled::v5(sample),
+            S::SoakSampledV9 { sample, measures } => soak_sampled::v9(sample, *measures),
+            S::SoakSampledV11 { sample, measures } => soak_sampled::v11(sample, measures),
+            S::SoakSampled {
                 sample,
-                measures: None,
-            },
-            S::SoakSampledV9 { sample, measures } => Event::SoakSampled {
-                sample,
-                measures: Some(Box::new((*measures).into())),
-            },
-            S::SoakSampled { sample, measures } => Event::SoakSampled {
-                sample,
-                measures: Some(measures),
-            },
-            S::SoakFinishedV1(end) => Event::SoakFinished {
-                end: Box::new(end_of_v1(*end)),
-                findings: None,
-                limit: None,
-                #[cfg(test)]
-                note: None,
-            },
-            S::SoakFinishedV4(end) => Event::SoakFinished {
-                end,
-                findings: None,
-                limit: None,
-                #[cfg(test)]
-                note: None,
-            },
-            S::SoakFinishedV5 { end, findings } => Event::SoakFinished {
-                end,
-                findings: Some(Box::new((*findings).into())),
-                limit: None,
-                #[cfg(test)]
-                note: None,
-            },
+                measures,
+                noted,
+            } => soak_sampled::current(sample, measures, noted),
+            S::SoakSampledCompactV9(_)
+            | S::SoakSampledCompactV11(_)
+            | S::SoakSampledCompact { .. } => return None,
+            S::SoakFinishedV1(end) => soak_finished::v1(*end),
+            S::SoakFinishedV4(end) => soak_finished::v4(*end),
+            S::SoakFinishedV5 { end, findings } => soak_finished::v5(*end, *findings),
             S::SoakFinishedV9 {
                 end,
                 findings,
                 limit,
-            } => Event::SoakFinished {
-                end,
-                findings: Some(Box::new((*findings).into())),
-                limit,
-                #[cfg(test)]
-                note: None,
-            },
+            } => soak_finished::v9(*end, *findings, limit),
             S::SoakFinished {
                 end,
                 findings,
                 limit,
-            } => Event::SoakFinished {
-                end,
-                findings: Some(findings),
-                limit,
-                #[cfg(test)]
-                note: None,
-            },
-            #[cfg(test)]
-            S::SoakFinishedWithNote {
-                end,
-                findings,
-                limit,
-                note,
-            } => Event::SoakFinished {
-                end,
-                findings: Some(findings),
-                limit,
-                note,
-            },
+            } => soak_finished::current(*end, findings, limit),
+            S::SoakEvidenceCapturedV8(evidence) => Event::SoakEvidenceCaptured(Box::new(
+                soak_evidence_captured::evidence_of_v8(*evidence),
+            )),
+            S::SoakEvidenceCaptured(evidence) => Event::SoakEvidenceCaptured(evidence),
             S::SoakAbandoned { supervisor, reason } => Event::SoakAbandoned { supervisor, reason },
             S::ArtifactWritten {
                 path,
@@ -267,31 +183,6 @@ impl StoredEvent {
                 path,
                 digest,
                 bytes,
-            },
-            S::DaemonStartingV3 {
-                gpu,
-                pipe_directory,
-                log_directory,
-                starter,
-            } => Event::DaemonStarting {
-                gpu,
-                pipe_directory,
-                log_directory,
-                starter,
-                job: None,
-            },
-            S::DaemonStarting {
-                gpu,
-                pipe_directory,
-                log_directory,
-                starter,
-                job,
-            } => Event::DaemonStarting {
-                gpu,
-                pipe_directory,
-                log_directory,
-                starter,
-                job: Some(job),
             },
             S::LeaseAcquired {
                 holder,
@@ -303,13 +194,8 @@ impl StoredEvent {
                 started,
             },
             S::LeaseReleased { holder, reason } => Event::LeaseReleased { holder, reason },
-            S::SoakEvidenceCapturedV8(evidence) => {
-                Event::SoakEvidenceCaptured(Box::new(evidence_of_v8(*evidence)))
-            }
-            S::SoakEvidenceCaptured(evidence) => Event::SoakEvidenceCaptured(evidence),
             S::SoakArchived(archived) => Event::SoakArchived(archived),
             S::SoakJobAlarmSeen(seen) => Event::SoakJobAlarmSeen(seen),
-            S::SoakSampledCompactV9(_) | S::SoakSampledCompact(_) => return None,
         };
         Some((event, schema))
     }
@@ -335,10 +221,6 @@ impl Event {
     /// This event in the stored form of `schema` (the newest of its kind's forms introduced by
     /// then): for an event read from the log with the schema its envelope names, exactly what
     /// the record holds. Samples go whole: packing them is the log's.
-    #[expect(
-        clippy::too_many_lines,
-        reason = "one arm a kind, each choosing its form: the whole table in one match"
-    )]
     pub(crate) fn into_stored(self, schema: u32) -> StoredEvent {
         use StoredEvent as S;
         match self {
@@ -358,20 +240,21 @@ impl Event {
                 foreground,
                 job,
                 limits,
-            } => match schema {
-                ..=3 => S::DaemonStartedV3 { record, foreground },
-                4..=6 => S::DaemonStartedV6 {
-                    record,
-                    foreground,
-                    job: job.flatten(),
-                },
-                _ => S::DaemonStarted {
-                    record,
-                    foreground,
-                    job: job.flatten(),
-                    limits: limits.unwrap_or_default(),
-                },
-            },
+            } => daemon::started_into_stored(record, foreground, job, limits, schema),
+            Event::DaemonStarting {
+                gpu,
+                pipe_directory,
+                log_directory,
+                starter,
+                job,
+            } => daemon::starting_into_stored(
+                gpu,
+                pipe_directory,
+                log_directory,
+                starter,
+                job,
+                schema,
+            ),
             Event::DaemonVerifiedLive { process } => S::DaemonVerifiedLive { process },
             Event::DaemonStartFailed { reason, process } => {
                 S::DaemonStartFailed { reason, process }
@@ -386,81 +269,20 @@ impl Event {
                 limits,
                 job,
                 command_lossy,
-            } => match schema {
-                ..=1 => S::SoakStartedV1(Box::new(start_to_v1(*start))),
-                2..=4 => S::SoakStartedV4(start),
-                5 => S::SoakStartedV5 {
-                    start,
-                    supervision: supervision.unwrap_or_default().into(),
-                },
-                6..=8 => S::SoakStartedV8 {
-                    start,
-                    supervision: supervision.unwrap_or_default().into(),
-                    limits: limits.unwrap_or_default(),
-                },
-                9 => S::SoakStartedV9 {
-                    start,
-                    supervision: supervision.unwrap_or_default().into(),
-                    limits: limits.unwrap_or_default(),
-                    job,
-                },
-                10 => S::SoakStartedV10 {
-                    start,
-                    supervision: supervision.unwrap_or_default(),
-                    limits: limits.unwrap_or_default(),
-                    job,
-                },
-                _ => S::SoakStarted {
-                    start,
-                    supervision: supervision.unwrap_or_default(),
-                    limits: limits.unwrap_or_default(),
-                    job,
-                    command_lossy,
-                },
-            },
-            Event::SoakSampled { sample, measures } => match schema {
-                ..=1 => S::SoakSampledV1(Box::new(sample_to_v1(*sample))),
-                2..=5 => S::SoakSampledV5(sample),
-                6..=9 => S::SoakSampledV9 {
-                    sample,
-                    measures: Box::new((*measures.unwrap_or_default()).into()),
-                },
-                _ => S::SoakSampled {
-                    sample,
-                    measures: measures.unwrap_or_default(),
-                },
-            },
+            } => soak_started::into_stored(*start, supervision, limits, job, command_lossy, schema),
+            Event::SoakSampled {
+                sample,
+                measures,
+                progress,
+            } => soak_sampled::into_stored(sample, measures, progress, schema),
             Event::SoakFinished {
                 end,
                 findings,
                 limit,
-                #[cfg(test)]
-                note,
-            } => match schema {
-                ..=1 => S::SoakFinishedV1(Box::new(end_to_v1(*end))),
-                2..=4 => S::SoakFinishedV4(end),
-                5 => S::SoakFinishedV5 {
-                    end,
-                    findings: Box::new((*findings.unwrap_or_default()).into()),
-                },
-                6..=9 => S::SoakFinishedV9 {
-                    end,
-                    findings: Box::new((*findings.unwrap_or_default()).into()),
-                    limit,
-                },
-                #[cfg(test)]
-                12.. => S::SoakFinishedWithNote {
-                    end,
-                    findings: findings.unwrap_or_default(),
-                    limit,
-                    note,
-                },
-                _ => S::SoakFinished {
-                    end,
-                    findings: findings.unwrap_or_default(),
-                    limit,
-                },
-            },
+            } => soak_finished::into_stored(*end, findings, limit, schema),
+            Event::SoakEvidenceCaptured(evidence) => {
+                soak_evidence_captured::into_stored(evidence, schema)
+            }
             Event::SoakAbandoned { supervisor, reason } => S::SoakAbandoned { supervisor, reason },
             Event::ArtifactWritten {
                 path,
@@ -470,27 +292,6 @@ impl Event {
                 path,
                 digest,
                 bytes,
-            },
-            Event::DaemonStarting {
-                gpu,
-                pipe_directory,
-                log_directory,
-                starter,
-                job,
-            } => match schema {
-                ..=3 => S::DaemonStartingV3 {
-                    gpu,
-                    pipe_directory,
-                    log_directory,
-                    starter,
-                },
-                _ => S::DaemonStarting {
-                    gpu,
-                    pipe_directory,
-                    log_directory,
-                    starter,
-                    job: job.flatten(),
-                },
             },
             Event::LeaseAcquired {
                 holder,
@@ -502,10 +303,6 @@ impl Event {
                 started,
             },
             Event::LeaseReleased { holder, reason } => S::LeaseReleased { holder, reason },
-            Event::SoakEvidenceCaptured(evidence) => match schema {
-                ..=8 => S::SoakEvidenceCapturedV8(Box::new(evidence_to_v8(*evidence))),
-                _ => S::SoakEvidenceCaptured(evidence),
-            },
             Event::SoakArchived(archived) => S::SoakArchived(archived),
             Event::SoakJobAlarmSeen(seen) => S::SoakJobAlarmSeen(seen),
         }
@@ -517,178 +314,6 @@ impl Event {
 impl From<Event> for StoredEvent {
     fn from(event: Event) -> Self {
         event.into_stored(u32::MAX)
-    }
-}
-
-fn start_of_v1(start: v1::SoakStart) -> SoakStart {
-    SoakStart {
-        soak_id: start.soak_id,
-        command: start.command,
-        cwd: start.cwd,
-        progress_dir: start.progress_dir,
-        output: start.output,
-        parameters: start.parameters,
-        require_progress: false,
-        metadata: start.metadata,
-        environment: start.environment,
-        supervisor: start.supervisor,
-        runtime_json: start.runtime_json,
-        ticks_per_second: 0,
-    }
-}
-
-fn start_to_v1(start: SoakStart) -> v1::SoakStart {
-    v1::SoakStart {
-        soak_id: start.soak_id,
-        command: start.command,
-        cwd: start.cwd,
-        progress_dir: start.progress_dir,
-        output: start.output,
-        parameters: start.parameters,
-        metadata: start.metadata,
-        environment: start.environment,
-        supervisor: start.supervisor,
-        runtime_json: start.runtime_json,
-    }
-}
-
-fn sample_of_v1(sample: v1::Sample) -> Sample {
-    Sample {
-        index: sample.index,
-        elapsed_ms: sample.elapsed_ms,
-        after_exit: false,
-        processes: sample
-            .processes
-            .into_iter()
-            .map(|p| ProcessSample {
-                pid: p.pid,
-                ppid: p.ppid,
-                start_ticks: p.start_ticks,
-                name: p.name,
-                state: p.state,
-                rss_bytes: p.rss_bytes,
-                cpu_ticks: p.cpu_ticks,
-                reaped_children_cpu_ticks: 0,
-                threads: p.threads,
-                open_fds: p.open_fds,
-                read_bytes: p.read_bytes,
-                write_bytes: p.write_bytes,
-            })
-            .collect(),
-        reaped_cpu_ticks: 0,
-        gpus: Some(sample.gpus),
-        progress: sample.progress,
-        sampler_cost_us: sample.sampler_cost_us,
-        errors: sample.errors,
-    }
-}
-
-fn sample_to_v1(sample: Sample) -> v1::Sample {
-    v1::Sample {
-        index: sample.index,
-        elapsed_ms: sample.elapsed_ms,
-        processes: sample
-            .processes
-            .into_iter()
-            .map(|p| v1::ProcessSample {
-                pid: p.pid,
-                ppid: p.ppid,
-                start_ticks: p.start_ticks,
-                name: p.name,
-                state: p.state,
-                rss_bytes: p.rss_bytes,
-                cpu_ticks: p.cpu_ticks,
-                threads: p.threads,
-                open_fds: p.open_fds,
-                read_bytes: p.read_bytes,
-                write_bytes: p.write_bytes,
-            })
-            .collect(),
-        gpus: sample.gpus.unwrap_or_default(),
-        progress: sample.progress,
-        sampler_cost_us: sample.sampler_cost_us,
-        errors: sample.errors,
-    }
-}
-
-fn end_of_v1(end: v1::SoakEnd) -> SoakEnd {
-    SoakEnd {
-        outcome: end.outcome,
-        exit: end.exit,
-        run_ms: end.duration_ms,
-        teardown_ms: 0,
-        first_progress_ms: end.first_progress_ms,
-        last_progress_ms: end.last_progress_ms,
-        leaked_processes: end.leaked_processes,
-        stdout_tail: end.stdout_tail,
-        stderr_tail: end.stderr_tail,
-    }
-}
-
-fn end_to_v1(end: SoakEnd) -> v1::SoakEnd {
-    v1::SoakEnd {
-        outcome: end.outcome,
-        exit: end.exit,
-        duration_ms: end.run_ms,
-        first_progress_ms: end.first_progress_ms,
-        last_progress_ms: end.last_progress_ms,
-        leaked_processes: end.leaked_processes,
-        stdout_tail: end.stdout_tail,
-        stderr_tail: end.stderr_tail,
-    }
-}
-
-fn evidence_of_v8(evidence: v8::Evidence) -> Evidence {
-    Evidence {
-        trigger: evidence.trigger,
-        captured_at_us: evidence.captured_at_us,
-        processes: evidence
-            .processes
-            .into_iter()
-            .map(|p| ProcessEvidence {
-                pid: p.pid,
-                ppid: p.ppid,
-                start_ticks: p.start_ticks,
-                name: p.name,
-                state: p.state,
-                cmdline: p.cmdline,
-                threads: p.threads,
-                kernel_stack: p.kernel_stack,
-                python_stack: p.python_stack,
-                holds_gpu_device: p.holds_gpu_device,
-                rank: None,
-            })
-            .collect(),
-        cgroup: evidence.cgroup,
-        kernel_messages: evidence.kernel_messages,
-        unavailable: evidence.unavailable,
-        mps: Vec::new(),
-    }
-}
-
-fn evidence_to_v8(evidence: Evidence) -> v8::Evidence {
-    v8::Evidence {
-        trigger: evidence.trigger,
-        captured_at_us: evidence.captured_at_us,
-        processes: evidence
-            .processes
-            .into_iter()
-            .map(|p| v8::ProcessEvidence {
-                pid: p.pid,
-                ppid: p.ppid,
-                start_ticks: p.start_ticks,
-                name: p.name,
-                state: p.state,
-                cmdline: p.cmdline,
-                threads: p.threads,
-                kernel_stack: p.kernel_stack,
-                python_stack: p.python_stack,
-                holds_gpu_device: p.holds_gpu_device,
-            })
-            .collect(),
-        cgroup: evidence.cgroup,
-        kernel_messages: evidence.kernel_messages,
-        unavailable: evidence.unavailable,
     }
 }
 

@@ -2,16 +2,23 @@
 
 use std::collections::BTreeMap;
 
+use super::soak_evidence_captured::evidence_to_v8;
+use super::soak_finished::end_of_v1;
+use super::soak_sampled::sample_of_v1;
+use super::soak_started::start_of_v1;
 use super::*;
+use crate::event::soak::{Evidence, ProcessEvidence};
 use crate::event::soak::{
     ExitInfo, Findings, GoodputSplit, GpuSample, HeartbeatErrors, HeartbeatSettings, Limits,
-    Measures, Outcome, OutcomeStatus, ProgressSignature, ResourceLimit, RunBeats, SampleBeats,
-    SoakParameters, StepStats, StepTimeoutSetting, Supervision,
+    Measures, Outcome, OutcomeStatus, ProgressNoted, ProgressSeen, ProgressSignature,
+    ResourceLimit, RunBeats, SampleBeats, SoakParameters, StepStats, StepTimeoutSetting,
+    Supervision,
 };
 use crate::event::soak::{
     JobAlarm, JobAlarmSeen, JobMember, MpsTeardown, OnJobAlarm, ThreadEvidence,
 };
 use crate::event::stored::v9;
+use crate::event::stored::{v1, v2};
 use crate::event::{DaemonLimits, StartedDaemon, TopologyMode};
 use crate::process::ProcessIdentity;
 
@@ -144,9 +151,9 @@ fn daemon() -> StartedDaemon {
 
 /// One of each form of the kinds whose payload changed, in schema order.
 fn changed_forms() -> Vec<StoredEvent> {
-    let start = || Box::new(start_of_v1(start_v1()));
+    let start = || Box::new(v2::SoakStart::from(start_of_v1(start_v1())));
     let sample = || Box::new(sample_of_v1(sample_v1()));
-    let end = || Box::new(end_of_v1(end_v1()));
+    let end = || Box::new(v2::SoakEnd::from(end_of_v1(end_v1())));
     let supervision = v9::Supervision {
         fail_fast: true,
         py_spy: Some("/usr/bin/py-spy".into()),
@@ -227,12 +234,51 @@ fn changed_forms() -> Vec<StoredEvent> {
     .chain(schema_9_forms(supervision))
     .chain(schema_10_forms())
     .chain(schema_11_forms())
+    .chain(schema_12_forms())
     .collect()
+}
+
+/// The forms schema 12 adds: a sample with the progress its supervisor decided, and one a
+/// test built (no supervisor's progress).
+fn schema_12_forms() -> Vec<StoredEvent> {
+    let noted = ProgressNoted {
+        progress_seen: Some(ProgressSeen::Files),
+        last_progress_at_us: Some(1_764_676_800_250_000),
+        last_progress_ms: Some(2_250),
+    };
+    [Some(noted), None]
+        .into_iter()
+        .map(|noted| StoredEvent::SoakSampled {
+            sample: Box::new(sample_of_v1(sample_v1())),
+            measures: Box::new(Measures::default()),
+            noted,
+        })
+        .collect()
+}
+
+/// A sample of schema 1–11's forms reads with no progress decided (readers decide it, by the
+/// rule its supervisor followed); schema 12's with what its supervisor recorded.
+#[test]
+fn a_sample_carries_its_progress_only_where_its_form_records_it() {
+    let mut recorded = 0;
+    for stored in changed_forms() {
+        let schema = stored.schema();
+        let noted = match &stored {
+            StoredEvent::SoakSampled { noted, .. } => *noted,
+            _ => None,
+        };
+        if let Some((Event::SoakSampled { progress, .. }, _)) = stored.upcast() {
+            assert_eq!(progress, noted, "schema {schema}");
+            assert!(schema >= 12 || progress.is_none(), "schema {schema}");
+            recorded += usize::from(progress.is_some());
+        }
+    }
+    assert_eq!(recorded, 1);
 }
 
 /// The form schema 11 adds: a start whose command line is recorded lossily.
 fn schema_11_forms() -> Vec<StoredEvent> {
-    let mut start = start_of_v1(start_v1());
+    let mut start = v2::SoakStart::from(start_of_v1(start_v1()));
     start.command = vec!["sh".into(), "\u{fffd}\u{fffd}".into()];
     vec![StoredEvent::SoakStarted {
         start: Box::new(start),
@@ -257,7 +303,7 @@ fn a_start_reads_as_lossy_only_where_its_form_says_so() {
 
 /// The forms schema 9 adds.
 fn schema_9_forms(supervision: v9::Supervision) -> Vec<StoredEvent> {
-    let start = || Box::new(start_of_v1(start_v1()));
+    let start = || Box::new(v2::SoakStart::from(start_of_v1(start_v1())));
     vec![
         StoredEvent::SoakStartedV9 {
             start: start(),
@@ -295,7 +341,7 @@ fn schema_9_forms(supervision: v9::Supervision) -> Vec<StoredEvent> {
 
 /// The forms schema 10 adds, with heartbeats.
 fn schema_10_forms() -> Vec<StoredEvent> {
-    let start = || Box::new(start_of_v1(start_v1()));
+    let start = || Box::new(v2::SoakStart::from(start_of_v1(start_v1())));
     let beats = SampleBeats {
         beats: 40,
         step: Some(120),
@@ -340,7 +386,7 @@ fn schema_10_forms() -> Vec<StoredEvent> {
             limits: Limits::default(),
             job: None,
         },
-        StoredEvent::SoakSampled {
+        StoredEvent::SoakSampledV11 {
             sample: Box::new(sample_of_v1(sample_v1())),
             measures: Box::new(Measures {
                 heartbeat: Some(Box::new(beats)),
@@ -348,7 +394,7 @@ fn schema_10_forms() -> Vec<StoredEvent> {
             }),
         },
         StoredEvent::SoakFinished {
-            end: Box::new(end_of_v1(end_v1())),
+            end: Box::new(end_of_v1(end_v1()).into()),
             findings: Box::new(Findings {
                 heartbeat: Some(Box::new(run)),
                 ..Findings::default()
@@ -436,6 +482,7 @@ fn soaks_recorded_in_schema_1s_forms_read_as_the_events_of_any_soak() {
     let Event::SoakSampled {
         sample,
         measures: None,
+        progress: None,
     } = sampled
     else {
         panic!("{sampled:?}")
@@ -486,10 +533,9 @@ fn an_event_is_written_in_its_kinds_newest_form() {
         let newest = match written.kind() {
             "daemon_started" => 7,
             "daemon_starting" => 4,
-            // The made-up step of test builds (`commands::history::schema_step`).
-            "soak_finished" => 12,
+            "soak_sampled" => 12,
             "soak_started" => 11,
-            "soak_sampled" => 10,
+            "soak_finished" => 10,
             "soak_evidence_captured" | "soak_job_alarm_seen" => 9,
             _ => 6,
         };

@@ -20,6 +20,7 @@ use super::seconds;
 use crate::event::soak::JobAlarm;
 use crate::log::chain::to_hex;
 use crate::read::fold::{Soak, SoakRecords};
+use crate::read::progress::RowsProgress;
 use crate::read::record::SoakRecord;
 use crate::read::rows::Rows;
 use crate::read::shown::Found;
@@ -41,15 +42,18 @@ pub(in crate::read) fn body(records: &SoakRecords) -> Value {
     let soak = &records.soak;
     let mut rows = rows(soak);
     let empty = Default::default();
+    let mut progress = RowsProgress::default();
     let samples: Vec<Value> = soak
         .samples
         .iter()
-        .map(|(sample, measures)| {
-            let row = rows.row(sample, measures.as_ref().unwrap_or(&empty));
+        .map(|(sample, measures, noted)| {
+            let measures = measures.as_ref().unwrap_or(&empty);
+            let row = rows.row(sample, measures, noted.as_ref());
+            progress.row(&row);
             serde_json::to_value(row).unwrap_or(Value::Null)
         })
         .collect();
-    let record = SoakRecord::of(records.without_samples(), rows.tally());
+    let record = SoakRecord::of(records.without_samples(), rows.tally(), progress.latest());
     let mut object = head(&record);
     object.insert("samples".into(), Value::Array(samples));
     Value::Object(object)

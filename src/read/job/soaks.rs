@@ -3,7 +3,7 @@
 //! for `job report`. One row a soak of a host ([`one_a_host`]) when the logs of every host are
 //! read together (the command layer's loop over them).
 
-use crate::event::soak::{Measures, Sample, SampleBeats};
+use crate::event::soak::{Measures, ProgressNoted, Sample};
 use crate::event::{Event, Subject};
 use crate::log::{LogError, Snapshot};
 use crate::projection::{SoakSummary, Soaks};
@@ -12,6 +12,7 @@ use crate::read::job::series::RankSeries;
 use crate::read::job::straggler::reading::RankReading;
 use crate::read::job::{RankCaptures, RankRow};
 use crate::soak::launch::{JOB_KEY, NODE_KEY, RANK_KEY};
+use crate::soak::watch::progress::{ProgressReading, SampleSeen};
 use crate::time::unix_seconds;
 
 /// One soak of a job, on its host.
@@ -127,22 +128,30 @@ fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>,
     Ok(first)
 }
 
-/// Whether a sample whose progress directory reads `seen` (files, bytes) made progress since
-/// the sample before it (`before`; for the first, whether it holds files), or beat: a beat is
-/// progress too, as the supervisor judges it.
-fn progressed(before: Option<(u64, u64)>, seen: (u64, u64), beats: Option<&SampleBeats>) -> bool {
-    beats.is_some_and(|beats| beats.beats > 0)
-        || match before {
-            Some(before) => before != seen,
-            None => seen.0 > 0,
+/// When a rank's progress last happened, Unix microseconds: as its supervisor recorded it with
+/// the samples; for a soak recorded before schema 12, the verdict's figure where there is one
+/// (`verdict_ms` after the spawn: its supervisor watched every change, not only the sampled
+/// ones), else the samples'.
+fn last_progress_at(
+    progress: &ProgressReading,
+    verdict_ms: Option<u64>,
+    spawned_at_us: Option<i64>,
+) -> Option<i64> {
+    let sampled_at_us = progress.latest().and_then(|p| p.last_progress_at_us);
+    match (progress.recorded(), verdict_ms, spawned_at_us) {
+        (true, ..) => sampled_at_us,
+        (false, Some(ms), Some(spawned)) => {
+            Some(spawned.saturating_add(i64::try_from(ms).unwrap_or(0).saturating_mul(1000)))
         }
+        _ => sampled_at_us,
+    }
 }
 
 /// What one run of a rank's soak tells as its samples go by: its peaks and means, its steps
 /// and GPUs' health ([`RankReading`]), the capture that speaks for it, when its command was
 /// spawned (from the samples' times and their ages: the earliest, as a sample is recorded with
-/// its batch, up to a second after it was taken), and when its progress last changed among the
-/// samples (the directory, or a beat). Keeps no sample.
+/// its batch, up to a second after it was taken), and its progress as each sample's supervisor
+/// decided it ([`ProgressReading`]). Keeps no sample.
 #[derive(Default)]
 struct RankRun {
     peak_pss: Option<u64>,
@@ -151,17 +160,16 @@ struct RankRun {
     captures: RankCaptures,
     reading: RankReading,
     spawned_at_us: Option<i64>,
-    progress: Option<(u64, u64)>,
-    progress_changed_at_us: Option<i64>,
+    progress: ProgressReading,
 }
 
 impl RankRun {
-    /// A sample recorded at `at_us`, and its progress and memory into `series` when given.
+    /// A sample recorded at `at_us` with the progress its supervisor `noted` at it (schema 12
+    /// on), and its progress and memory into `series` when given.
     fn sample(
         &mut self,
         at_us: i64,
-        sample: &Sample,
-        measures: Option<&Measures>,
+        (sample, measures, noted): (&Sample, Option<&Measures>, Option<&ProgressNoted>),
         series: Option<&mut RankSeries>,
     ) {
         self.reading.sample(sample, measures);
@@ -189,12 +197,15 @@ impl RankRun {
                 used.iter().map(|u| f64::from(*u)).sum::<f64>() / used.len() as f64;
             self.utilization_samples += 1;
         }
-        let seen = (sample.progress.files, sample.progress.bytes);
         let beats = measures.and_then(|m| m.heartbeat.as_deref());
-        if progressed(self.progress, seen, beats) {
-            self.progress_changed_at_us = Some(at_us);
-        }
-        self.progress = Some(seen);
+        self.progress.sample(SampleSeen {
+            noted,
+            files: sample.progress.files,
+            bytes: sample.progress.bytes,
+            beats: beats.map_or(0, |b| b.beats),
+            elapsed_ms: sample.elapsed_ms,
+            at_us: Some(at_us),
+        });
     }
 }
 
@@ -225,8 +236,9 @@ fn read_rank(
                     run.reading.start(&started.start);
                 }
             }
-            Fold::Sample(sample, measures) => {
-                run.sample(at_us, &sample, measures.as_deref(), series.as_deref_mut());
+            Fold::Sample(sample, measures, noted) => {
+                let measured = (&*sample, measures.as_deref(), noted.as_ref());
+                run.sample(at_us, measured, series.as_deref_mut());
             }
             Fold::Folded => {}
         }
@@ -239,20 +251,13 @@ fn read_rank(
         captures,
         mut reading,
         spawned_at_us,
-        progress_changed_at_us,
+        progress,
         ..
     } = run;
     let verdict = folded.soak.as_ref().and_then(|s| s.end.as_deref());
     let last_progress_ms = verdict.and_then(|v| v.end.last_progress_ms);
     reading.verdict(verdict.and_then(|v| v.findings.as_ref()));
-    // The verdict's figure where there is one (it watched every change, not only the sampled
-    // ones), else the samples'.
-    let last_progress_at_us = match (last_progress_ms, spawned_at_us) {
-        (Some(ms), Some(spawned)) => {
-            Some(spawned.saturating_add(i64::try_from(ms).unwrap_or(0).saturating_mul(1000)))
-        }
-        _ => progress_changed_at_us,
-    };
+    let last_progress_at_us = last_progress_at(&progress, last_progress_ms, spawned_at_us);
     if let (Some(series), Some(spawned)) = (series, spawned_at_us) {
         series.spawned_at(spawned);
     }

@@ -146,6 +146,9 @@ mod tests {
             tree_pss_bytes: None,
             write_bytes: 0,
             gpu_utilization_percent: None,
+            last_progress_at: None,
+            progress_seen: None,
+            progress: None,
         }
     }
 

@@ -1,6 +1,8 @@
 //! A run's beats, as the supervisor takes them in: each beat fed once, in the file's order, to
 //! the sample's summary, the run's steps and its goodput; at each sample what the sample
-//! records and the judgement of the step running now; at the end what the verdict records.
+//! records, how many of its beats were progress (a beat whose `(step, phase)` is the beat's
+//! before it is none: a thread that repeats the last beat while the loop is hung keeps no soak
+//! alive) and the judgement of the step running now; at the end what the verdict records.
 //! Pure: the file is read by the supervisor, the clock given.
 
 use super::beat::{Beat, keep_phase};
@@ -20,6 +22,10 @@ pub struct HeartbeatRun {
     /// The latest beat time so far and the phase of the last beat read: the step running now
     /// is of that phase, begun then.
     last: Option<(f64, String)>,
+    /// The step of the last beat read (its phase is `last`'s).
+    step: Option<u64>,
+    /// The beats since the last sample whose `(step, phase)` differs from the beat's before.
+    progressed: u32,
     beats: u64,
     /// Every step timed so far, of any phase: how many, and their seconds together.
     timed: (u64, f64),
@@ -34,6 +40,8 @@ impl HeartbeatRun {
             steps: RunSteps::default(),
             goodput: GoodputClock::new(start),
             last: None,
+            step: None,
+            progressed: 0,
             beats: 0,
             timed: (0, 0.0),
         }
@@ -42,6 +50,15 @@ impl HeartbeatRun {
     /// Takes in one beat (beats in the file's order).
     pub fn add(&mut self, beat: &Beat<'_>) {
         self.beats += 1;
+        let repeated = self.step == Some(beat.step)
+            && self
+                .last
+                .as_ref()
+                .is_some_and(|(_, phase)| *phase == *beat.phase);
+        if !repeated {
+            self.progressed = self.progressed.saturating_add(1);
+        }
+        self.step = Some(beat.step);
         let ended = self.summary.add(beat);
         if let Some((seconds, _)) = ended {
             self.timed = (self.timed.0 + 1, self.timed.1 + seconds);
@@ -61,6 +78,12 @@ impl HeartbeatRun {
     /// The beats since the previous sample; `None` when none arrived.
     pub fn take_sample(&mut self) -> Option<SampleBeats> {
         Some(self.summary.take()).filter(|sample| sample.beats > 0)
+    }
+
+    /// How many beats since the previous call were progress: their `(step, phase)` differs
+    /// from the beat's before them.
+    pub(crate) fn take_progressed(&mut self) -> u32 {
+        std::mem::take(&mut self.progressed)
     }
 
     /// Every step timed so far, of any phase: how many, and their seconds together.
@@ -164,6 +187,24 @@ mod tests {
         run.add(&Beat::clocked_at(30, "checkpoint", t));
         assert!(!run.judge(t + 15.0).unwrap().is_over());
         assert!(run.judge(t + 21.0).unwrap().is_over());
+    }
+
+    /// Any beat was progress: a thread that kept beating the last `(step, phase)` while the
+    /// training loop hung kept the soak alive for ever.
+    #[test]
+    fn a_beat_that_repeats_the_last_step_and_phase_is_no_progress() {
+        let mut run = HeartbeatRun::new(0.0, StepLimits::default());
+        run.add(&Beat::clocked_at(7, "train", 1.0));
+        assert_eq!(run.take_progressed(), 1, "the first beat is progress");
+        for t in 2..10 {
+            run.add(&Beat::clocked_at(7, "train", f64::from(t)));
+        }
+        assert_eq!(run.take_progressed(), 0, "the same step and phase again");
+        run.add(&Beat::clocked_at(7, "checkpoint", 10.0));
+        run.add(&Beat::clocked_at(7, "checkpoint", 11.0));
+        run.add(&Beat::clocked_at(8, "checkpoint", 12.0));
+        assert_eq!(run.take_progressed(), 2, "a new phase, then a new step");
+        assert_eq!(run.take_progressed(), 0, "counted once");
     }
 
     #[test]

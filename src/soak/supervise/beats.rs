@@ -45,6 +45,9 @@ pub(super) struct Heartbeats {
 /// What one sample read of the beats.
 pub(super) struct Polled {
     pub beats: Option<SampleBeats>,
+    /// When the last beat that was progress (its `(step, phase)` not the beat's before it)
+    /// arrived, Unix microseconds; `None` when none did. A beat arrives when the poll reads it.
+    pub progress_at_us: Option<i64>,
     /// The step running now against its phase's limit, if it has one.
     pub step: Option<StepJudgement>,
     /// Why the file could not be read this time (once, until it can be again).
@@ -71,9 +74,10 @@ impl Heartbeats {
         })
     }
 
-    /// Reads what was appended since the last poll, at `now` (Unix seconds), `elapsed` after
-    /// the command's spawn.
-    pub(super) fn poll(&mut self, now: f64, elapsed: f64) -> Polled {
+    /// Reads what was appended since the last poll, at `now_us` (Unix microseconds), `elapsed`
+    /// seconds after the command's spawn.
+    pub(super) fn poll(&mut self, now_us: i64, elapsed: f64) -> Polled {
+        let now = crate::time::unix_seconds(now_us);
         let limits = &self.limits;
         let (_, run) = self.run.get_or_insert_with(|| {
             let spawned = now - elapsed;
@@ -89,9 +93,15 @@ impl Heartbeats {
             Err(_) => {}
         }
         let beats = run.take_sample();
+        let progress_at_us = (run.take_progressed() > 0).then_some(now_us);
         let step = run.judge(now);
         self.give_back();
-        Polled { beats, step, error }
+        Polled {
+            beats,
+            progress_at_us,
+            step,
+            error,
+        }
     }
 
     /// Every step timed so far, of any phase: how many, and their seconds together.
@@ -153,8 +163,9 @@ mod tests {
         for step in 0..2_000 {
             writeln!(writer, r#"{{"step": {step}, "loss": 0.5}}"#).unwrap();
         }
-        let polled = beats.poll(2e9, 1.0);
+        let polled = beats.poll(2_000_000_000_000_000, 1.0);
         assert_eq!(polled.beats.unwrap().beats, 2_000);
+        assert_eq!(polled.progress_at_us, Some(2_000_000_000_000_000));
         assert!(polled.error.is_none());
         let meta = std::fs::metadata(&path).unwrap();
         assert!(meta.len() > 40_000, "the size stays: {}", meta.len());
@@ -164,7 +175,7 @@ mod tests {
         }
         // And beats appended after the holes are read as before.
         writeln!(writer, r#"{{"step": 2000, "phase": "eval"}}"#).unwrap();
-        let polled = beats.poll(2e9 + 1.0, 2.0);
+        let polled = beats.poll(2_000_000_001_000_000, 2.0);
         let sample = polled.beats.unwrap();
         assert_eq!((sample.beats, sample.phase.as_deref()), (1, Some("eval")));
         // The last read, at the end: a beat since the last sample is the run's, and a line

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::event::soak::{FailureKind, Measures, Sample};
+use crate::event::soak::{FailureKind, Measures, ProgressNoted, Sample};
 use crate::event::{Event, Subject};
 use crate::log::{EventLog, LogError};
 use crate::soak::console::Console;
@@ -80,8 +80,14 @@ impl<'a> GroupCommit<'a> {
         }
     }
 
-    pub(super) fn push(&mut self, sample: Sample, measures: Measures) -> Result<(), Failure> {
-        let sampled = Event::sampled(sample, measures);
+    /// Records `sample`, `measures` and the progress the watch decided at it (`progress`).
+    pub(super) fn push(
+        &mut self,
+        sample: Sample,
+        measures: Measures,
+        progress: ProgressNoted,
+    ) -> Result<(), Failure> {
+        let sampled = Event::sampled(sample, measures, Some(progress));
         self.pending.push((self.subject.clone(), sampled));
         if self.last.elapsed() >= self.every {
             self.commit()?;
@@ -229,7 +235,13 @@ mod tests {
         let subject = Subject::Soak("s".into());
         let mut samples = GroupCommit::new(&log, &console, subject, Duration::from_millis(50));
         for index in 0..3 {
-            samples.push(sample(index, 1), Measures::default()).unwrap();
+            samples
+                .push(
+                    sample(index, 1),
+                    Measures::default(),
+                    ProgressNoted::default(),
+                )
+                .unwrap();
         }
         assert_eq!(recorded_samples(&log), 0, "held for the group's commit");
         samples.commit().unwrap();
@@ -247,7 +259,11 @@ mod tests {
         samples.last = Instant::now();
         for index in 0..40 {
             samples
-                .push(sample(index, 4_000), Measures::default())
+                .push(
+                    sample(index, 4_000),
+                    Measures::default(),
+                    ProgressNoted::default(),
+                )
                 .unwrap();
         }
         let held: usize = samples.pending.iter().map(|(_, e)| held_size(e)).sum();

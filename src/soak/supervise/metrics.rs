@@ -34,8 +34,6 @@ struct Written {
     metrics: SoakMetrics,
     /// The text, kept between writes for its capacity.
     text: String,
-    /// When the command was spawned, Unix seconds: known at the first sample.
-    spawned: Option<f64>,
     /// The last write failed.
     failing: bool,
     /// A failure was said on the terminal.
@@ -59,7 +57,6 @@ impl MetricsFile {
                 path: path.clone(),
                 metrics: SoakMetrics::new(&labels, crate::process::ticks_per_second()),
                 text: String::new(),
-                spawned: None,
                 failing: false,
                 warned: false,
                 unsaid: None,
@@ -73,20 +70,14 @@ impl MetricsFile {
     pub(super) fn observe(&mut self, sample: &mut Sample, measures: &Measures, timed: (u64, f64)) {
         let Some(file) = &mut self.file else { return };
         sample.errors.extend(file.unsaid.take());
-        file.spawned.get_or_insert_with(|| {
-            crate::time::unix_seconds(jiff::Timestamp::now().as_microsecond())
-                - sample.elapsed_ms as f64 / 1000.0
-        });
         file.metrics.observe(sample, measures, timed);
     }
 
-    /// Writes the file, the progress last seen `last_change` after the spawn.
-    pub(super) fn write(&mut self, last_change: Option<Duration>, console: &Console) {
+    /// Writes the file, progress last seen at `last_progress_at_us` (Unix microseconds, as the
+    /// watch decided it).
+    pub(super) fn write(&mut self, last_progress_at_us: Option<i64>, console: &Console) {
         let Some(file) = &mut self.file else { return };
-        let at = file
-            .spawned
-            .zip(last_change)
-            .map(|(spawned, change)| ((spawned + change.as_secs_f64()) * 1e3).round() / 1e3);
+        let at = last_progress_at_us.map(|us| (crate::time::unix_seconds(us) * 1e3).round() / 1e3);
         file.metrics.progressed_at(at);
         file.write(console);
     }

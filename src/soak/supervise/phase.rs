@@ -344,6 +344,7 @@ mod tests {
                 self.now_ns = n as u64 * SECOND;
                 let next = watch.observe(&Observation {
                     elapsed: Duration::from_secs(n as u64),
+                    now_us: n as i64 * 1_000_000,
                     progress: ProgressSignature {
                         files,
                         bytes: files,
@@ -357,7 +358,7 @@ mod tests {
                     interrupted: false,
                     failed_child: None,
                     resources: Resources::default(),
-                    beats: 0,
+                    beat_at_us: None,
                     step: None,
                 });
                 match next {

@@ -2,8 +2,8 @@
 //! spawn, so it does not drift with the sampler's own cost; ticks missed (a slow sample, a
 //! supervisor that did not run) are skipped and said, never caught up. Between samples it
 //! watches for the command's exit and for signals, so a verdict never waits a whole interval.
-//! Each sample goes to the [`GroupCommit`] and is fed to the [`Watch`], whose answer ends the
-//! sampling or not.
+//! Each sample is fed to the [`Watch`], whose answer ends the sampling or not, then goes to the
+//! [`GroupCommit`] with the progress the watch decided at it.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -28,11 +28,6 @@ use crate::soak::sampler::{GpuStream, HeldDir, Sampler};
 use crate::soak::watch::{CommandState, Failure, Next, Observation, Resources, Watch};
 use crate::soak::witnesses::Witnesses;
 use crate::time::poll_until;
-
-/// Now, in Unix seconds (as heartbeats tell their times).
-fn unix_now() -> f64 {
-    crate::time::unix_seconds(jiff::Timestamp::now().as_microsecond())
-}
 
 /// The longest a rank that raised its job's alarm holds its tree for the others to capture.
 const ALARM_HOLD_MAX: Duration = Duration::from_secs(10);
@@ -113,26 +108,36 @@ pub(super) fn sample_until_done(
             break Some(died(failure, interrupted));
         }
         let command = status.command_state();
-        let (elapsed, now) = (t0.elapsed(), unix_now());
+        let (elapsed, now_us) = (t0.elapsed(), jiff::Timestamp::now().as_microsecond());
         let running = command == CommandState::Running;
         let (mut sample, mut measures) = sampler.sample(index, elapsed, guard.pid, !running);
         sample.errors.extend(behind.take());
-        let (beats, step) = read_beats(heartbeats, (now, elapsed), &mut sample, &mut measures);
+        let (beat_at, step) = read_beats(heartbeats, (now_us, elapsed), &mut sample, &mut measures);
         if gpus_unread && sample.gpus.is_some() {
             gpus_unread = false;
             warn_of_others(&ctx.console, &sample, &measures);
         }
         seen.extend(sample.processes.iter().map(ProcessSample::identity));
         let failed_child = witnesses.saw(&mut sample, &status);
-        let (progress, sample_cost) = (sample.progress, sample.sampler_cost_us);
+        let sample_cost = sample.sampler_cost_us;
         let status_line = ctx
             .console
             .shows_status()
             .then(|| StatusLine::of(&sample, &measures, cpu.advance(&sample).1));
-        let resources = Resources::of(&sample, &measures);
         metrics.observe(&mut sample, &measures, heartbeats.timed());
+        let next = watch.observe(&Observation {
+            elapsed,
+            now_us,
+            progress: sample.progress,
+            command,
+            interrupted: interrupted.load(Ordering::Relaxed),
+            failed_child,
+            resources: Resources::of(&sample, &measures),
+            beat_at_us: beat_at,
+            step,
+        });
         let committing = Instant::now();
-        if let Err(failure) = samples.push(sample, measures) {
+        if let Err(failure) = samples.push(sample, measures, watch.progress_noted()) {
             break Some(failure);
         }
         index += 1;
@@ -141,16 +146,6 @@ pub(super) fn sample_until_done(
         let (next_tick, missed) = next_tick(tick, t0.elapsed(), interval);
         tick = next_tick;
         behind = missed.map(|missed| fell_behind(missed, interval, cost));
-        let next = watch.observe(&Observation {
-            elapsed,
-            progress,
-            command,
-            interrupted: interrupted.load(Ordering::Relaxed),
-            failed_child,
-            resources,
-            beats,
-            step,
-        });
         show(ctx, soak, (metrics, status_line), (elapsed, index), watch);
         let tree = Running {
             guard: guard.pid,
@@ -193,19 +188,18 @@ pub(super) fn sample_until_done(
 }
 
 /// The beats since the last sample, into `measures` (why they could not be read into the
-/// sample's errors), at `now` (Unix seconds), `elapsed` after the spawn: how many arrived, and
-/// the step running now against its phase's limit.
+/// sample's errors), at `now_us` (Unix microseconds), `elapsed` after the spawn: when the last
+/// that was progress arrived, and the step running now against its phase's limit.
 fn read_beats(
     heartbeats: &mut Heartbeats,
-    (now, elapsed): (f64, Duration),
+    (now_us, elapsed): (i64, Duration),
     sample: &mut Sample,
     measures: &mut Measures,
-) -> (u32, Option<StepJudgement>) {
-    let polled = heartbeats.poll(now, elapsed.as_secs_f64());
+) -> (Option<i64>, Option<StepJudgement>) {
+    let polled = heartbeats.poll(now_us, elapsed.as_secs_f64());
     sample.errors.extend(polled.error);
-    let arrived = polled.beats.as_ref().map_or(0, |b| b.beats);
     measures.heartbeat = polled.beats.map(Box::new);
-    (arrived, polled.step)
+    (polled.progress_at_us, polled.step)
 }
 
 /// What a sample shows outside the record once the watch judged it: the metrics file, rewritten,
@@ -217,7 +211,7 @@ fn show(
     (elapsed, index): (Duration, u64),
     watch: &Watch,
 ) {
-    metrics.write(watch.last_change(), &ctx.console);
+    metrics.write(watch.progress_noted().last_progress_at_us, &ctx.console);
     let Some(line) = line else { return };
     ctx.console.status(line.text(
         &soak.id,

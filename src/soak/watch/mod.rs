@@ -1,11 +1,14 @@
 //! The soak's rules as a pure core: no processes, no clock, no I/O.
 //!
 //! [`Watch`] is fed one [`Observation`] per sample — how long the command has run, the progress
-//! directory's signature, what its guard reported, whether unilab was interrupted — and says
-//! whether the soak goes on, the command has exited, or the soak must fail and why. [`verdict()`]
-//! turns what the run ended with into the recorded outcome. The supervisor (`supervise`) is a
-//! thin I/O shell over these two: its phases are driven by the watch's answers.
+//! directory's signature and the beats that were progress, what its guard reported, whether
+//! unilab was interrupted — and says whether the soak goes on, the command has exited, or the
+//! soak must fail and why; what made progress, and when, is [`progress`]'s to decide, and the
+//! watch keeps what it decided at each sample for the sample's record. [`verdict()`] turns
+//! what the run ended with into the recorded outcome. The supervisor (`supervise`) is a thin
+//! I/O shell over these: its phases are driven by the watch's answers.
 
+pub(crate) mod progress;
 mod verdict;
 
 use std::time::Duration;
@@ -13,11 +16,12 @@ use std::time::Duration;
 use super::growth;
 use super::trend::Trend;
 use crate::event::soak::{
-    ChildExit, FailureKind, Limits, Measures, ProgressSignature, ResourceLimit, Sample,
-    SoakParameters,
+    ChildExit, FailureKind, Limits, Measures, ProgressNoted, ProgressSignature, ResourceLimit,
+    Sample, SoakParameters,
 };
 use crate::soak::heartbeat::limits::StepJudgement;
 use crate::text::{bytes, duration};
+use progress::{ProgressWatch, Sighting};
 pub(crate) use verdict::{RunEnd, Unkillable, verdict};
 
 /// What the command's guard has reported so far.
@@ -33,6 +37,8 @@ pub(crate) enum CommandState {
 pub(crate) struct Observation {
     /// Time since the command was spawned.
     pub elapsed: Duration,
+    /// When the sample was taken, Unix microseconds.
+    pub now_us: i64,
     pub progress: ProgressSignature,
     pub command: CommandState,
     pub interrupted: bool,
@@ -41,8 +47,9 @@ pub(crate) struct Observation {
     pub failed_child: Option<ChildExit>,
     /// What the tree uses, for its budgets.
     pub resources: Resources,
-    /// The heartbeats that arrived since the last observation: each is progress.
-    pub beats: u32,
+    /// When the last beat that was progress (its `(step, phase)` not the beat's before it)
+    /// arrived since the last observation, Unix microseconds; `None` when none did.
+    pub beat_at_us: Option<i64>,
     /// The step running now against its phase's limit, when its phase has one: it judges the
     /// soak's staleness in place of `--stale-progress`.
     pub step: Option<StepJudgement>,
@@ -152,9 +159,7 @@ pub(crate) struct Watch {
     /// The tree's PSS over the run, for `--max-memory-growth`.
     memory: Trend,
     progress_dir: String,
-    last_signature: ProgressSignature,
-    first_progress: Option<Duration>,
-    last_change: Option<Duration>,
+    progress: ProgressWatch,
 }
 
 fn ms(millis: u64) -> Duration {
@@ -175,9 +180,7 @@ impl Watch {
             limits: Limits::default(),
             memory: Trend::default(),
             progress_dir: progress_dir.to_owned(),
-            last_signature: baseline,
-            first_progress: None,
-            last_change: None,
+            progress: ProgressWatch::new(baseline),
         }
     }
 
@@ -193,40 +196,47 @@ impl Watch {
         self
     }
 
-    /// When progress was first seen, after spawn.
+    /// When progress first happened, after spawn.
     pub(crate) fn first_progress(&self) -> Option<Duration> {
-        self.first_progress
+        self.progress.first()
     }
 
-    /// When the progress directory last changed, after spawn.
+    /// When progress last happened, after spawn.
     pub(crate) fn last_change(&self) -> Option<Duration> {
-        self.last_change
+        self.progress.last()
+    }
+
+    /// What the last observation's sample records of its progress.
+    pub(crate) fn progress_noted(&self) -> ProgressNoted {
+        self.progress.noted()
     }
 
     /// Once progress was seen: how long, at `elapsed` after spawn, until no change fails the soak
     /// as stale.
     pub(crate) fn stale_in(&self, elapsed: Duration) -> Option<Duration> {
-        let change = self.last_change?;
+        let change = self.last_change()?;
         Some(
             self.stale_progress
                 .saturating_sub(elapsed.saturating_sub(change)),
         )
     }
 
-    /// Takes in one observation. Any change of the signature, and any heartbeat, is progress.
-    /// Then, in this order:
+    /// Takes in one observation: first its progress, as [`progress`] decides it. Then, in this
+    /// order:
     /// a command that could not be spawned fails the soak; one that exited ends the watch; an
     /// interruption fails it; under `--fail-fast`, a child that failed fails it; a budget the tree
     /// went over fails it; no progress by the startup timeout fails it; and once progress was
-    /// seen, no change for the stale period fails it — unless the heartbeats say a step of a
-    /// phase with a limit runs: then that step over its limit fails it, and nothing else.
+    /// seen, no progress for the stale period since it last happened fails it — unless the
+    /// heartbeats say a step of a phase with a limit runs: then that step over its limit fails
+    /// it, and nothing else.
     pub(crate) fn observe(&mut self, observation: &Observation) -> Next {
         let elapsed = observation.elapsed;
-        if observation.progress != self.last_signature || observation.beats > 0 {
-            self.last_signature = observation.progress;
-            self.first_progress.get_or_insert(elapsed);
-            self.last_change = Some(elapsed);
-        }
+        self.progress.see(&Sighting {
+            elapsed,
+            now_us: observation.now_us,
+            signature: observation.progress,
+            beat_at_us: observation.beat_at_us,
+        });
         match &observation.command {
             CommandState::SpawnFailed(reason) => {
                 return Next::Fail(Failure::new(FailureKind::SpawnFailed, reason.clone()));
@@ -248,7 +258,7 @@ impl Watch {
         if let Some(failure) = self.over_budget(elapsed, &observation.resources) {
             return Next::Fail(failure);
         }
-        if self.first_progress.is_none() && elapsed >= self.startup_timeout {
+        if self.first_progress().is_none() && elapsed >= self.startup_timeout {
             return Next::Fail(Failure::new(
                 FailureKind::StartupTimeout,
                 format!(
@@ -264,7 +274,7 @@ impl Watch {
             }
             return Next::Continue;
         }
-        if let Some(change) = self.last_change
+        if let Some(change) = self.last_change()
             && elapsed.saturating_sub(change) >= self.stale_progress
         {
             return Next::Fail(Failure::new(
@@ -335,23 +345,29 @@ mod tests {
         min_duration_ms: 30_000,
     };
 
+    /// The spawn of the soaks below, Unix microseconds.
+    const SPAWN_US: i64 = 1_767_225_600_000_000;
+
+    /// A directory of `files` files whose newest is stamped far ahead: its progress is held to
+    /// the time it was seen.
     fn signature(files: u64) -> ProgressSignature {
         ProgressSignature {
             files,
             bytes: files * 10,
-            newest_mtime_ns: Some(files as i64),
+            newest_mtime_ns: Some(i64::MAX),
         }
     }
 
     fn at(seconds: u64, files: u64) -> Observation {
         Observation {
             elapsed: Duration::from_secs(seconds),
+            now_us: SPAWN_US + seconds as i64 * 1_000_000,
             progress: signature(files),
             command: CommandState::Running,
             interrupted: false,
             failed_child: None,
             resources: Resources::default(),
-            beats: 0,
+            beat_at_us: None,
             step: None,
         }
     }
@@ -439,6 +455,32 @@ mod tests {
         let (watch, answers) = given(&[at(1, 5), at(5, 2), at(9, 2)]);
         assert!(answers.iter().all(|a| *a == Next::Continue), "{answers:?}");
         assert_eq!(watch.last_change(), Some(Duration::from_secs(5)));
+    }
+
+    /// The stale period ran from the sample that saw a change, not from the change: a file
+    /// written just after one sample and seen at the next gave the trainer up to a sample
+    /// interval more than `--stale-progress`, and `last_progress_ms` said the sample's time.
+    #[test]
+    fn the_stale_period_runs_from_the_newest_files_time_not_from_the_sample_that_saw_it() {
+        let written = |seconds, files, mtime_ms: i64| Observation {
+            progress: ProgressSignature {
+                newest_mtime_ns: Some((SPAWN_US + mtime_ms * 1000) * 1000),
+                ..signature(files)
+            },
+            ..at(seconds, files)
+        };
+        // Written at 0.5 s, seen at 2 s; nothing after. Stale after 5 s: at 5.5 s.
+        let (watch, answers) = given(&[written(2, 1, 500), written(5, 1, 500), written(6, 1, 500)]);
+        assert_eq!(answers[..2], [Next::Continue, Next::Continue]);
+        assert_eq!(watch.last_change(), Some(Duration::from_millis(500)));
+        let Next::Fail(failure) = &answers[2] else {
+            panic!("{answers:?}")
+        };
+        assert_eq!(failure.reason, "no progress for 5.5s (stale after 5s)");
+        assert_eq!(
+            watch.progress_noted().last_progress_at_us,
+            Some(SPAWN_US + 500_000)
+        );
     }
 
     #[test]
@@ -535,11 +577,19 @@ mod tests {
 
     #[test]
     fn a_heartbeat_is_progress_though_the_directory_does_not_change() {
-        let beat = |seconds, beats| Observation {
-            beats,
-            ..at(seconds, 0)
+        let beat = |seconds, beaten: bool| {
+            let observation = at(seconds, 0);
+            Observation {
+                beat_at_us: beaten.then_some(observation.now_us),
+                ..observation
+            }
         };
-        let (watch, answers) = given(&[beat(1, 3), beat(5, 1), beat(9, 0), beat(10, 0)]);
+        let (watch, answers) = given(&[
+            beat(1, true),
+            beat(5, true),
+            beat(9, false),
+            beat(10, false),
+        ]);
         assert_eq!(watch.first_progress(), Some(Duration::from_secs(1)));
         assert_eq!(watch.last_change(), Some(Duration::from_secs(5)));
         assert_eq!(kind(&answers[2]), None);

@@ -43,6 +43,9 @@ fn row<'a>(index: u64, gpus: Option<Vec<GpuRow<'a>>>) -> SampleRow<'a> {
         tree_pss_bytes: None,
         write_bytes: 0,
         gpu_utilization_percent: None,
+        last_progress_at: None,
+        progress_seen: None,
+        progress: None,
     }
 }
 
@@ -180,6 +183,9 @@ fn long_soak(n: u32, step: f64, spike: u32) -> Charts {
             tree_pss_bytes: None,
             write_bytes: 0,
             gpu_utilization_percent: None,
+            last_progress_at: None,
+            progress_seen: None,
+            progress: None,
         };
         charts.take(Piece::Row(&row));
     }

@@ -86,7 +86,7 @@ pub(in crate::read) type RowV1<'a> = v1::Row<'a>;
 pub(in crate::read) fn whole(records: &SoakRecords) -> (Map<String, Value>, Vec<RowV1<'_>>, Tally) {
     let samples = &records.soak.samples;
     let rows = v1::rows(samples);
-    let last_progress = samples.last().map(|(s, _)| s.progress).unwrap_or_default();
+    let last_progress = samples.last().map(|(s, ..)| s.progress).unwrap_or_default();
     let tally = v1::tally(&rows, last_progress);
     (v1::head(records, &rows), rows, tally)
 }
@@ -133,6 +133,9 @@ pub(in crate::read) fn read<'a>(row: &'a Row<'a>) -> SampleRow<'a> {
         tree_pss_bytes: None,
         write_bytes: row.write_bytes,
         gpu_utilization_percent: None,
+        last_progress_at: None,
+        progress_seen: None,
+        progress: None,
     }
 }
 
@@ -161,6 +164,9 @@ pub(in crate::read) fn read_v1<'a>(row: &'a RowV1<'a>) -> SampleRow<'a> {
         tree_pss_bytes: None,
         write_bytes: row.write_bytes,
         gpu_utilization_percent: row.gpu_utilization_percent,
+        last_progress_at: None,
+        progress_seen: None,
+        progress: None,
     }
 }
 

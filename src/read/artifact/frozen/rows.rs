@@ -250,7 +250,7 @@ pub(super) fn all(start: &SoakStart, samples: &[Measured]) -> (Rows, Vec<Value>)
     let mut rows = Rows::new(start);
     let values = samples
         .iter()
-        .map(|(s, _)| serde_json::to_value(rows.row(s)).unwrap_or(Value::Null))
+        .map(|(s, ..)| serde_json::to_value(rows.row(s)).unwrap_or(Value::Null))
         .collect();
     (rows, values)
 }

@@ -125,7 +125,7 @@ pub(super) fn tally(rows: &[Row], last_progress: ProgressSignature) -> Tally {
 /// The rows of every sample, rendered from all of them at once.
 pub(super) fn rows(samples: &[Measured]) -> Vec<Row<'_>> {
     let ticks = ticks_per_second();
-    samples.iter().map(|(s, _)| sample_row(s, ticks)).collect()
+    samples.iter().map(|(s, ..)| sample_row(s, ticks)).collect()
 }
 
 /// The artifact as a JSON object, without `digest` and without `samples`.
@@ -136,7 +136,7 @@ pub(super) fn head(records: &SoakRecords, rows: &[Row]) -> Map<String, Value> {
     let last_progress = soak
         .samples
         .last()
-        .map(|(s, _)| s.progress)
+        .map(|(s, ..)| s.progress)
         .unwrap_or_default();
     let mut object = frame(
         records,
