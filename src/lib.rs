@@ -28,11 +28,6 @@
 //!   `size` and `text` (how sizes, durations and plurals read), `style` (colour), `diagnostic`,
 //!   and `testing` (what the crate's own tests share, such as a fake `/proc`).
 //!
-//! One arrow points up as the code stands: `soak` takes `cli`'s types as they are parsed
-//! (`soak::request` checks `cli::SoakRunArgs` into the spec a soak runs from, and `soak::guard`
-//! takes the internal subcommand's name from `cli::internal`), so `cli` lies below `soak`, and
-//! above `mps` and `job`, which it imports.
-//!
 //! # Public face
 //! Every module is private. What code outside the crate may use is the one `pub use` list
 //! below: the record (the events, the log, the views over it), process identity, state paths,
