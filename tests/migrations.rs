@@ -34,7 +34,7 @@ fn fixture_dir(version: u32) -> PathBuf {
 
 /// Copies a frozen log, and the archive files frozen beside it (schema 8 on), to where
 /// `root`'s binary looks for the caller's log.
-fn install(version: u32, root: &TestRoot) {
+pub(crate) fn install(version: u32, root: &TestRoot) {
     let log = root.log_path();
     let dir = log.parent().unwrap();
     private_dir_all(dir);

@@ -61,6 +61,44 @@ fn mps_list_and_history_of_a_daemon() {
     settings.bind(|| insta::assert_snapshot!("mps_list", list));
 }
 
+/// `mps status` and `mps doctor` of a host of two GPUs with a daemon of this user on GPU 0: what
+/// a person reads of the host, pinned so that a change of either is made on purpose.
+#[test]
+fn mps_status_and_doctor_of_a_host_with_a_daemon() {
+    let host = Host::two_gpus();
+    host.start(&["0"]);
+    let status = shown(host.unilab(), &["mps", "status"]);
+    let doctor = shown(host.unilab(), &["mps", "doctor", "0"]);
+    shown(host.unilab(), &["mps", "stop"]);
+    let mut settings = snapshot_settings(&host.root);
+    settings.add_filter(
+        &regex_escape(&fixtures_dir().display().to_string()),
+        "[FIXTURES]",
+    );
+    settings.add_filter(r"\(\d+-byte socket path\)", "([N]-byte socket path)");
+    settings.add_filter(r"/tmp/unilab-\d+/", "/tmp/unilab-[UID]/");
+    settings.add_filter(r"\bpid \d+", "pid [PID]");
+    settings.add_filter(r"(?m)(gpu-1111aaaa +)\d+", "${1}[PID]");
+    settings.add_filter(" {2,}", "  ");
+    settings.bind(|| {
+        insta::assert_snapshot!("mps_status_of_a_host_with_a_daemon", status);
+        insta::assert_snapshot!("mps_doctor_of_a_host_with_a_daemon", doctor);
+    });
+}
+
+/// The CSV export of the frozen soaks that beat (schema 10) and that record their progress
+/// (schema 12): the columns and rows a spreadsheet reads, pinned so that a change of either is
+/// made on purpose.
+#[test]
+fn csv_of_the_frozen_beaten_and_progress_soaks() {
+    let root = TestRoot::new();
+    crate::migrations::install(12, &root);
+    for id in ["20261208T100000-b10b", "20261210T120000-b12b"] {
+        let csv = shown(root.unilab(), &["soak", "export", id, "--format", "csv"]);
+        insta::assert_snapshot!(format!("csv_of_{id}"), csv);
+    }
+}
+
 #[test]
 fn log_stats_of_a_soak_under_a_quota() {
     let soak = Soak::new();

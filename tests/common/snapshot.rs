@@ -64,7 +64,7 @@ pub fn collapsed_timeline(text: &str) -> String {
 }
 
 /// `text` with regular expression syntax escaped, to match itself.
-fn regex_escape(text: &str) -> String {
+pub fn regex_escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         if "\\.+*?()|[]{}^$#&-~".contains(c) {
