@@ -149,6 +149,12 @@ pub(super) fn head(records: &SoakRecords, rows: &Rows) -> Map<String, Value> {
         if job {
             let job_failed =
                 end.and_then(|e| e.outcome.failure_kind) == Some(FailureKind::JobFailed);
+            // Schema 13 on, the alarm's run: the soak's own, which the alarm it saw was raised in.
+            let run = soak
+                .job
+                .as_ref()
+                .filter(|_| soak.schema >= 13)
+                .map(|job| job.run.clone());
             outcome.insert(
                 "job_alarm".into(),
                 json!(
@@ -156,7 +162,7 @@ pub(super) fn head(records: &SoakRecords, rows: &Rows) -> Map<String, Value> {
                         .job_alarm
                         .as_deref()
                         .filter(|_| job_failed)
-                        .map(job_alarm)
+                        .map(|seen| job_alarm(seen, run))
                 ),
             );
         }
@@ -164,18 +170,26 @@ pub(super) fn head(records: &SoakRecords, rows: &Rows) -> Map<String, Value> {
     object
 }
 
-/// The job's alarm as the rank that tripped wrote it.
-fn job_alarm(seen: &JobAlarmSeen) -> Value {
+/// The job's alarm as the rank that tripped wrote it; with its run (`Some`: the soak's run, of
+/// schema 13 on; `null` for a soak recorded before runs) after the job.
+fn job_alarm(seen: &JobAlarmSeen, run: Option<Option<String>>) -> Value {
     let seen = &seen.alarm;
-    json!({
-        "job": seen.job,
-        "rank": seen.rank,
-        "host": seen.host,
-        "soak_id": seen.soak_id,
-        "failure_kind": seen.failure_kind,
-        "reason": seen.reason,
-        "at": seen.at,
-    })
+    let mut alarm = Map::new();
+    alarm.insert("job".into(), json!(seen.job));
+    if let Some(run) = run {
+        alarm.insert("run".into(), json!(run));
+    }
+    for (key, value) in [
+        ("rank", json!(seen.rank)),
+        ("host", json!(seen.host)),
+        ("soak_id", json!(seen.soak_id)),
+        ("failure_kind", json!(seen.failure_kind)),
+        ("reason", json!(seen.reason)),
+        ("at", json!(seen.at)),
+    ] {
+        alarm.insert(key.into(), value);
+    }
+    Value::Object(alarm)
 }
 
 /// Identity, times, outcome, exit, leaks, output, and the place in the log.

@@ -52,6 +52,8 @@ pub struct Soak {
     pub limits: Option<soak::Limits>,
     /// An argument of its command is not UTF-8: `start.command` holds it lossily (schema 11).
     pub command_lossy: bool,
+    /// The job it is a rank of (schema 9), and the run it joined (schema 13).
+    pub job: Option<soak::JobMember>,
     /// Every sample, when gathered whole ([`collect`]); the streamed artifact turns them into
     /// rows as they go by instead.
     pub samples: Vec<Measured>,
@@ -136,7 +138,7 @@ impl Folded {
                     supervision,
                     limits,
                     command_lossy,
-                    ..
+                    job,
                 },
                 _,
             ) => {
@@ -146,6 +148,7 @@ impl Folded {
                     supervision,
                     limits,
                     command_lossy,
+                    job,
                     samples: Vec::new(),
                     end: None,
                 });
