@@ -18,6 +18,7 @@ mod heartbeat_views;
 mod job;
 mod job_beats;
 mod job_report;
+mod job_runs;
 mod job_straggler;
 mod log_append_path;
 mod log_archive;
