@@ -16,6 +16,7 @@ mod gpu_health;
 mod heartbeat;
 mod heartbeat_views;
 mod job;
+mod job_barrier;
 mod job_beats;
 mod job_report;
 mod job_runs;

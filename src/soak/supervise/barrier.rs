@@ -75,20 +75,22 @@ pub(super) fn hold(ctx: &SoakContext, job: &JobRun, bound: Duration, hurry: &dyn
         }
         if !std::mem::replace(&mut said, true) {
             ctx.console.note(&format!(
-                "run `{}` of job `{}`: waiting up to {} for {} to capture their evidence before this rank's tree is stopped",
+                "run `{}` of job `{}`: waiting up to {} for {} to capture {} evidence before this rank's tree is stopped",
                 job.run.id,
                 job.member.job,
                 duration(bound.as_secs_f64()),
-                ranks(&missing)
+                ranks(&missing),
+                their(&missing)
             ));
         }
         std::thread::sleep(LOOK_EVERY.min(bound.saturating_sub(started.elapsed())));
     };
     if !missing.is_empty() {
         ctx.console.warn(&format!(
-            "{} of run `{}` had not captured their evidence after {}: this rank's tree is stopped anyway",
+            "{} of run `{}` had not captured {} evidence after {}: this rank's tree is stopped anyway",
             ranks(&missing),
             job.run.id,
+            their(&missing),
             duration(started.elapsed().as_secs_f64())
         ));
     }
@@ -122,6 +124,11 @@ fn missing(ctx: &SoakContext, job: &JobRun) -> BTreeSet<u32> {
         })
         .map(|entry| entry.rank)
         .collect()
+}
+
+/// `its` for one rank, `their` for more.
+fn their(ranks: &BTreeSet<u32>) -> &'static str {
+    if ranks.len() == 1 { "its" } else { "their" }
 }
 
 /// `rank 3`, `ranks 1, 3`.
