@@ -39,9 +39,9 @@ fn ring_job_shown(py_spy: Option<&Path>) {
     // A second between samples: "within two intervals of the alarm" leaves a loaded machine
     // one interval of slack past the next sample.
     let interval = 1.0;
-    // The hung rank trips first; the others see its alarm and capture at once. Its tree is
-    // kept, untouched, a while after its own capture, so that no rank's end closes the ring
-    // before the others captured theirs.
+    // The hung rank trips first; the others see its alarm and capture at once. No rank's tree
+    // is stopped before every rank of the run has captured (the capture barrier), so no rank's
+    // end closes the ring before the others captured theirs.
     failed_ring(&root, dir.path(), (WORLD, HUNG, 3), py_spy, |rank| {
         vec![
             "--stale-progress",

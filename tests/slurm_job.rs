@@ -18,8 +18,9 @@ const HUNG: u32 = 2;
 
 /// The shell line of each task: its own progress directory, then `unilab soak run` over its rank
 /// of the ring (the rank from `SLURM_PROCID`, ports met through `rendezvous`), its artifact
-/// `soak-{job}-{rank}.json` in the state root. Each soak keeps its tree, untouched, a while after
-/// its capture, so that the other ranks capture theirs before any rank's end closes the ring.
+/// `soak-{job}-{rank}.json` in the state root. No soak stops its tree before every rank of the
+/// run has captured (the capture barrier), so no rank's end closes the ring before the others
+/// captured theirs.
 fn ring_line(state: &Path, rendezvous: &Path, py_spy: Option<&Path>) -> String {
     let progress = format!("{}/$SLURM_PROCID", state.join("progress").display());
     let py_spy = py_spy.map_or_else(String::new, |p| format!("--py-spy {} ", p.display()));
