@@ -53,6 +53,8 @@ impl EnvVars {
 impl EnvVars {
     pub(crate) const SLURM_JOB_ID: &'static str = "SLURM_JOB_ID";
     pub(crate) const SLURM_STEP_ID: &'static str = "SLURM_STEP_ID";
+    /// How many times the job was requeued (0 or unset the first time): a job's run.
+    pub(crate) const SLURM_RESTART_COUNT: &'static str = "SLURM_RESTART_COUNT";
     /// The task's rank in the step.
     pub(crate) const SLURM_PROCID: &'static str = "SLURM_PROCID";
     /// The task's rank on its node.
@@ -63,6 +65,10 @@ impl EnvVars {
     pub(crate) const RANK: &'static str = "RANK";
     /// torchrun's rank on the node.
     pub(crate) const LOCAL_RANK: &'static str = "LOCAL_RANK";
+    /// torchrun's run (`--rdzv-id`; `none` when not given): with the restart count, a job's run.
+    pub(crate) const TORCHELASTIC_RUN_ID: &'static str = "TORCHELASTIC_RUN_ID";
+    /// How many times torchrun restarted its workers.
+    pub(crate) const TORCHELASTIC_RESTART_COUNT: &'static str = "TORCHELASTIC_RESTART_COUNT";
 }
 
 /// Default seconds an external tool may run.

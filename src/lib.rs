@@ -97,6 +97,8 @@ pub use event::stored::v2 as soak_v2;
 pub use event::stored::v8 as evidence_v8;
 // (the soak payloads schema 5–9 wrote, before the heartbeat)
 pub use event::stored::v9 as soak_v9;
+// (the job schema 9–12's starts hold, before runs)
+pub use event::stored::v12 as job_v12;
 pub use event::{
     DaemonLimits, EVENT_KINDS, Envelope, Event, GpuIdentity, LeaseEnd, Scope, StaleReason,
     StartedDaemon, StopMethod, StoredEnvelope, StoredEvent, Subject, TopologyMode,

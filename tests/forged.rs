@@ -93,10 +93,10 @@ fn samples_pass(root: &TestRoot, more: u64) {
     });
 }
 
-/// `<root>/jobs/<uid>/<job>`
+/// `<root>/jobs/<uid>/<job>/runs/1`: the first run of a job whose runs are counted, where its
+/// one rank is.
 fn job_dir(root: &TestRoot, job: &str) -> PathBuf {
-    let uid = nix::unistd::getuid().as_raw().to_string();
-    root.root().join("jobs").join(uid).join(job)
+    run_dir(root, job, "1")
 }
 
 /// Puts `alarm` (raw JSON) in `dir` as its alarm, whole: written aside, then renamed.
@@ -265,10 +265,10 @@ fn alarm_json(job: &str, at: &str) -> String {
 }
 
 /// The job's directory, trusted after the start: swapped during the run for a link to another
-/// directory (which holds an alarm of the job), it was read through — the rank took the alarm
-/// it found there as its job's — and written through: the rank's own failure went where the link
-/// led. The rank keeps the directory it checked at its start, held open: the alarm where the
-/// link leads is neither seen nor added to, the rank's alarm is written in the directory it
+/// directory (which holds an alarm of the job's run), it was read through — the rank took the
+/// alarm it found there as its job's — and written through: the rank's own failure went where
+/// the link led. The rank keeps the directories it checked at its start, held open: the alarm
+/// where the link leads is neither seen nor added to, the rank's alarm is written in the run it
 /// joined (now under another name), and a reader opening the path afresh (`job show`) refuses
 /// the link.
 #[test]
@@ -280,13 +280,19 @@ fn a_job_directory_swapped_for_a_link_during_the_run_is_not_followed() {
     let command: Vec<&str> = command.iter().map(String::as_str).collect();
     let pid = started.spawn(&mut rank_soak(&root, dir.path(), "S", &[], &command));
     let soak = running_soak(&root);
-    let joined = job_dir(&root, "S");
+    let joined = job_dir(&root, "S")
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .to_owned();
     let moved = joined.with_file_name("S.joined");
     std::fs::rename(&joined, &moved).unwrap();
     let elsewhere = private_tempdir("unilab-elsewhere-");
     std::os::unix::fs::symlink(elsewhere.path(), &joined).unwrap();
+    let planted_run = elsewhere.path().join("runs").join("1");
+    private_dir_all(&planted_run);
     let planted = alarm_json("S", &now().to_string());
-    forge(elsewhere.path(), &planted);
+    forge(&planted_run, &planted);
     samples_pass(&root, 5);
     std::fs::write(dir.path().join("go"), b"").unwrap();
     let code = started.exit_code(pid, PATIENCE);
@@ -297,17 +303,19 @@ fn a_job_directory_swapped_for_a_link_during_the_run_is_not_followed() {
         0,
         "the alarm where the link leads is not the job's: {err}"
     );
-    let own: Value = serde_json::from_slice(&std::fs::read(moved.join("alarm")).unwrap()).unwrap();
+    let own: Value =
+        serde_json::from_slice(&std::fs::read(moved.join("runs").join("1").join("alarm")).unwrap())
+            .unwrap();
     assert_eq!(own["soak_id"], soak.as_str(), "{own:#}");
     assert_eq!(own["failure_kind"], "command_failed", "{own:#}");
-    let mut there: Vec<String> = std::fs::read_dir(elsewhere.path())
+    let mut there: Vec<String> = std::fs::read_dir(&planted_run)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     there.sort();
     assert_eq!(there, ["alarm"], "nothing written where the link leads");
     assert_eq!(
-        std::fs::read_to_string(elsewhere.path().join("alarm")).unwrap(),
+        std::fs::read_to_string(planted_run.join("alarm")).unwrap(),
         planted
     );
     let shown = root.unilab().args(["job", "show", "S"]).output().unwrap();

@@ -39,9 +39,9 @@ fn ring_job_shown(py_spy: Option<&Path>) {
     // A second between samples: "within two intervals of the alarm" leaves a loaded machine
     // one interval of slack past the next sample.
     let interval = 1.0;
-    // The hung rank trips first; the others see its alarm and capture at once. Its tree is
-    // kept, untouched, a while after its own capture, so that no rank's end closes the ring
-    // before the others captured theirs.
+    // The hung rank trips first; the others see its alarm and capture at once. No rank's tree
+    // is stopped before every rank of the run has captured (the capture barrier), so no rank's
+    // end closes the ring before the others captured theirs.
     failed_ring(&root, dir.path(), (WORLD, HUNG, 3), py_spy, |rank| {
         vec![
             "--stale-progress",
@@ -166,11 +166,9 @@ fn ring_job_shown(py_spy: Option<&Path>) {
     root.unilab().args(["log", "verify"]).assert().success();
 }
 
-/// The job's alarm, as the rank that failed first wrote it.
+/// The alarm of the job's first run (counted: `1`), as the rank that failed first wrote it.
 fn job_alarm(root: &TestRoot, job: &str) -> Value {
-    let uid = nix::unistd::getuid().as_raw().to_string();
-    let path = root.root().join("jobs").join(uid).join(job).join("alarm");
-    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+    run_alarm(root, job, "1")
 }
 
 /// The artifact a rank's soak wrote.
@@ -268,7 +266,11 @@ fn one_ranks_failure_stops_every_rank_at_its_moment() {
             shown["job_evidence"], artifact["job_evidence"],
             "rank {rank}"
         );
-        assert_eq!(shown["outcome"]["job_alarm"], alarm, "rank {rank}");
+        // (`soak show` gives the alarm as the record holds it: without the run, which the
+        // soak's start holds.)
+        let mut recorded = alarm.clone();
+        recorded.as_object_mut().unwrap().remove("run");
+        assert_eq!(shown["outcome"]["job_alarm"], recorded, "rank {rank}");
     }
     // Every rank's tree was stopped: no process of the ring is left.
     let ring = fixtures_dir().join("ring_allreduce.py");
@@ -316,13 +318,18 @@ fn two_ranks_failing_at_once_leave_one_alarm_and_the_other_sees_it() {
     }
     let alarm = job_alarm(&root, "race");
     assert_eq!(alarm["failure_kind"], "command_failed", "{alarm:#}");
-    let uid = nix::unistd::getuid().as_raw().to_string();
-    let job_dir = root.root().join("jobs").join(uid).join("race");
-    let names: Vec<String> = std::fs::read_dir(&job_dir)
+    let mut names: Vec<String> = std::fs::read_dir(run_dir(&root, "race", "1"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, ["alarm"], "one alarm, no temporary file left");
+    names.sort();
+    assert!(
+        names
+            .iter()
+            .all(|n| ["alarm", "ranks", "captured"].contains(&n.as_str())),
+        "one alarm, no temporary file left: {names:?}"
+    );
+    assert_eq!(names[0], "alarm");
     let winner = alarm["soak_id"].as_str().unwrap();
     let loser = (0..2)
         .map(|rank| artifact_of(dir.path(), rank))

@@ -64,6 +64,9 @@ const LOSSY_SOAK_IN_FIXTURE: &str = "20261209T110000-b11b";
 /// The soak a frozen fixture (schema 12 on) holds whose samples carry their progress.
 const NOTED_SOAK_IN_FIXTURE: &str = "20261210T120000-b12b";
 
+/// The soak a frozen fixture (schema 13 on) holds whose start holds the run it joined.
+const RUN_SOAK_IN_FIXTURE: &str = "20261211T130000-b13b";
+
 /// The soak a frozen fixture (schema 8 on) holds with its samples packed.
 const PACKED_IN_FIXTURE: &str = "20261206T080000-c8c8";
 
@@ -104,6 +107,9 @@ fn freeze_fixture() {
         .unwrap();
     // Schema 12: a soak whose samples carry the progress their supervisor decided.
     log.append_all(noted_soak(NOTED_SOAK_IN_FIXTURE, supervisor))
+        .unwrap();
+    // Schema 13: a rank of a job's run, stopped by another rank's alarm.
+    log.append_all(run_soak(RUN_SOAK_IN_FIXTURE, supervisor))
         .unwrap();
     drop(log);
     // An archived soak: its records in an archive file beside the log, frozen with it.
@@ -568,7 +574,7 @@ fn the_schema_11_fixture_holds_a_lossy_command_line() {
         .unwrap()
         .scan_sized(|record, _| {
             match &record.envelope.event {
-                StoredEvent::SoakStarted {
+                StoredEvent::SoakStartedV12 {
                     start,
                     command_lossy,
                     ..
@@ -697,5 +703,69 @@ fn the_schema_12_fixture_holds_samples_with_their_progress() {
     assert_eq!(
         shown(HEARTBEAT_SOAK_IN_FIXTURE)["last_progress_at"],
         serde_json::Value::Null
+    );
+}
+
+/// The schema-13 fixture holds a job's soak whose start, in schema 13's form, holds the run its
+/// rank joined: `history --json` shows the run with the job, and the artifact's alarm (the one
+/// that stopped the rank) gains it. The schema-9 job soak beside it, recorded before runs,
+/// holds none and exports as it did (its frozen artifact is checked with every other).
+#[test]
+fn the_schema_13_fixture_holds_a_job_soaks_run() {
+    let root = TestRoot::new();
+    install(13, &root);
+    let reader = LogReader::open(&root.log_path(), &root.scope())
+        .unwrap()
+        .unwrap();
+    let mut jobs = Vec::new();
+    reader
+        .snapshot()
+        .unwrap()
+        .scan_sized(|record, _| {
+            match &record.envelope.event {
+                StoredEvent::SoakStarted { start, job, .. } => {
+                    jobs.push((start.soak_id.clone(), job.as_ref().map(|j| j.run.clone())));
+                }
+                StoredEvent::SoakStartedV9 { start, job, .. } => {
+                    jobs.push((start.soak_id.clone(), job.as_ref().map(|_| None)));
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        jobs,
+        [
+            (JOB_SOAK_IN_FIXTURE.to_owned(), Some(None)),
+            (
+                RUN_SOAK_IN_FIXTURE.to_owned(),
+                Some(Some("s0.r0".to_owned()))
+            ),
+        ]
+    );
+    let history = root
+        .unilab()
+        .args(["history", "--soak", RUN_SOAK_IN_FIXTURE, "--json"])
+        .output()
+        .unwrap();
+    let first: serde_json::Value = serde_json::Deserializer::from_slice(&history.stdout)
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first["kind"], "soak_started", "{first}");
+    assert_eq!(first["job"]["run"], "s0.r0", "{first}");
+    let export = |id: &str| -> serde_json::Value {
+        let out = root.unilab().args(["soak", "export", id]).output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let alarm = &export(RUN_SOAK_IN_FIXTURE)["outcome"]["job_alarm"];
+    assert_eq!(alarm["run"], "s0.r0", "{alarm}");
+    assert_eq!(alarm["rank"], 2, "{alarm}");
+    let older = &export(JOB_SOAK_IN_FIXTURE)["outcome"]["job_alarm"];
+    assert!(
+        older.as_object().is_some_and(|o| !o.contains_key("run")),
+        "{older}"
     );
 }

@@ -18,8 +18,9 @@ const HUNG: u32 = 2;
 
 /// The shell line of each task: its own progress directory, then `unilab soak run` over its rank
 /// of the ring (the rank from `SLURM_PROCID`, ports met through `rendezvous`), its artifact
-/// `soak-{job}-{rank}.json` in the state root. Each soak keeps its tree, untouched, a while after
-/// its capture, so that the other ranks capture theirs before any rank's end closes the ring.
+/// `soak-{job}-{rank}.json` in the state root. No soak stops its tree before every rank of the
+/// run has captured (the capture barrier), so no rank's end closes the ring before the others
+/// captured theirs.
 fn ring_line(state: &Path, rendezvous: &Path, py_spy: Option<&Path>) -> String {
     let progress = format!("{}/$SLURM_PROCID", state.join("progress").display());
     let py_spy = py_spy.map_or_else(String::new, |p| format!("--py-spy {} ", p.display()));
@@ -225,5 +226,205 @@ fn job_show_on_either_node_names_the_hung_rank() {
             })
             .is_empty()
         },
+    );
+}
+
+/// The shell line of a task that runs `script` under `unilab soak run` as its rank of the Slurm
+/// job (job, rank and run from Slurm's variables), its progress its own directory, its
+/// artifact `soak-<job>-<rank>-s<step>-r<restarts>.json` in the state root.
+fn step_line(state: &Path, script: &str) -> String {
+    let progress = format!(
+        "{}/$SLURM_STEP_ID-${{SLURM_RESTART_COUNT:-0}}-$SLURM_PROCID",
+        state.join("progress").display()
+    );
+    format!(
+        "(umask 077 && mkdir -p {progress}) && exec {unilab} --root {root} --quiet soak run \
+         --allow-no-progress --sample-interval 0.2 --progress-dir {progress} \
+         --output \"{root}/soak-{{job}}-{{rank}}-s$SLURM_STEP_ID-r${{SLURM_RESTART_COUNT:-0}}.json\" \
+         -- sh -c {script}",
+        unilab = unilab_bin().display(),
+        root = state.display(),
+        script = quoted(script),
+    )
+}
+
+/// `text` as one word for the shell.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// Every artifact of a step's rank under `state`, by (rank, step, restarts), and the job they
+/// name.
+fn step_artifacts(state: &Path) -> (String, BTreeMap<(u32, u32, u32), Value>) {
+    let mut job = String::new();
+    let mut found = BTreeMap::new();
+    for entry in std::fs::read_dir(state).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let Some(stem) = name
+            .strip_prefix("soak-")
+            .and_then(|n| n.strip_suffix(".json"))
+        else {
+            continue;
+        };
+        let parts: Vec<&str> = stem.split('-').collect();
+        let [id, rank, step, restarts] = parts[..] else {
+            continue;
+        };
+        let number = |text: &str, prefix: &str| -> u32 {
+            text.strip_prefix(prefix).unwrap().parse().unwrap()
+        };
+        job = id.to_owned();
+        let artifact = serde_json::from_slice(&std::fs::read(state.join(&name)).unwrap()).unwrap();
+        found.insert(
+            (number(rank, ""), number(step, "s"), number(restarts, "r")),
+            artifact,
+        );
+    }
+    (job, found)
+}
+
+/// Each rank's artifact of `runs` (step and restarts) under `state`: its outcome and the run
+/// its soak records, and the run's directory holds exactly the ranks `0..ranks`, each ended.
+fn check_runs(root: &TestRoot, ranks: u32, runs: &[((u32, u32), &str, &str)], said: &str) {
+    let (job, artifacts) = step_artifacts(root.root());
+    assert_eq!(
+        artifacts.len(),
+        runs.len() * ranks as usize,
+        "{:?}: {said}",
+        artifacts.keys()
+    );
+    for ((step, restarts), run, status) in runs {
+        for rank in 0..ranks {
+            let artifact = &artifacts[&(rank, *step, *restarts)];
+            assert_eq!(artifact["outcome"]["status"], *status, "{run} rank {rank}");
+            assert_eq!(artifact["metadata"]["job"], job.as_str());
+            assert_eq!(artifact["metadata"]["run"], *run, "{artifact:#}");
+        }
+        let entries = run_dir(root, &job, run).join("ranks");
+        assert_eq!(
+            marked_ranks(&entries),
+            (0..ranks).collect::<Vec<_>>(),
+            "{run}"
+        );
+        for rank in 0..ranks {
+            let entry: Value =
+                serde_json::from_slice(&std::fs::read(entries.join(rank.to_string())).unwrap())
+                    .unwrap();
+            assert!(entry["ended_at"].is_f64(), "{run}: {entry}");
+        }
+    }
+}
+
+/// After one failed `srun` step of an allocation, every later step of it was refused with exit
+/// 3 before its command ran: the job was `SLURM_JOB_ID` alone, and its alarm was raised. Each
+/// step is a run of the job (`s<step>.r0`): the second step runs, its ranks registered in a run
+/// of their own, and each soak records its run.
+#[test]
+fn a_later_step_of_an_allocation_whose_first_step_failed_runs() {
+    let Some(cluster) = Cluster::up() else {
+        return;
+    };
+    let root = TestRoot::new();
+    let state = root.root();
+    let script = format!(
+        "srun -N2 -n2 bash -c {} && exit 9; srun -N2 -n2 bash -c {}",
+        quoted(&step_line(state, "exit 3")),
+        quoted(&step_line(state, "true")),
+    );
+    let out = cluster
+        .client("salloc")
+        .args(["-N2", "-n2", "bash", "-c", &script])
+        .output()
+        .unwrap();
+    let said = format!("{out:?}");
+    assert_eq!(out.status.code(), Some(0), "the second step ran: {said}");
+    check_runs(
+        &root,
+        2,
+        &[((0, 0), "s0.r0", "failed"), ((1, 0), "s1.r0", "passed")],
+        &said,
+    );
+    let (job, _) = step_artifacts(state);
+    assert_eq!(
+        run_alarm(&root, &job, "s0.r0")["failure_kind"],
+        "command_failed"
+    );
+    assert!(!run_dir(&root, &job, "s1.r0").join("alarm").exists());
+}
+
+/// A failed job requeued (`sbatch --requeue`, `scontrol requeue`: the same job id, its steps
+/// counted from 0 again, `SLURM_RESTART_COUNT` 1) was refused with exit 3. Its first step now
+/// joins run `s0.r1`, and runs.
+#[test]
+fn a_requeued_job_runs() {
+    let Some(cluster) = Cluster::up() else {
+        return;
+    };
+    let root = TestRoot::new();
+    let state = root.root();
+    let dir = private_tempdir("unilab-slurm-requeue-");
+    let batch = dir.path().join("batch.sh");
+    // Failing the first time it runs, passing once requeued.
+    std::fs::write(
+        &batch,
+        format!(
+            "#!/bin/bash\nsrun -N2 -n2 bash -c {}\n",
+            quoted(&step_line(state, "test \"${SLURM_RESTART_COUNT:-0}\" = 1"))
+        ),
+    )
+    .unwrap();
+    let submitted = cluster
+        .client("sbatch")
+        .args(["--requeue", "--parsable", "-N2", "-n2", "-o"])
+        .arg(dir.path().join("slurm-%j.out"))
+        .arg(&batch)
+        .output()
+        .unwrap();
+    assert!(submitted.status.success(), "{submitted:?}");
+    let id = String::from_utf8_lossy(&submitted.stdout).trim().to_owned();
+    let state_of = || {
+        let out = cluster
+            .client("scontrol")
+            .args(["show", "job", &id])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let state = text
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("JobState="))
+            .unwrap_or("")
+            .to_owned();
+        (state, text)
+    };
+    let ended = |wanted: &str| {
+        let mut last = String::new();
+        let done = within(Duration::from_secs(300), || {
+            let (state, text) = state_of();
+            last = text;
+            state == wanted
+        });
+        assert!(done, "job {id} never {wanted}: {last}");
+    };
+    ended("FAILED");
+    for args in [
+        vec!["requeue".to_owned(), id.clone()],
+        // A requeued job waits a while before it may start again: now.
+        vec![
+            "update".into(),
+            format!("jobid={id}"),
+            "starttime=now".into(),
+        ],
+    ] {
+        let out = cluster.client("scontrol").args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    ended("COMPLETED");
+    let said =
+        std::fs::read_to_string(dir.path().join(format!("slurm-{id}.out"))).unwrap_or_default();
+    check_runs(
+        &root,
+        2,
+        &[((0, 0), "s0.r0", "failed"), ((0, 1), "s0.r1", "passed")],
+        &said,
     );
 }

@@ -407,8 +407,9 @@ fn an_abandoned_soaks_ended_at_is_its_last_samples_time_in_every_view() {
 /// log copied aside under another name listed the same soak under two hosts; and a rank
 /// recorded as a long text padded every row of
 /// the table to its width. The host is now the one the log is scoped to, a soak found twice is
-/// listed once, and a rank that is not a number (the user's `--meta rank=…`; a launcher's is
-/// refused) is shortened in the table.
+/// listed once, and a rank that is not a number (the user's `--meta rank=…` on a soak outside
+/// a job; a launcher's, or one contradicting a job's rank, is refused) is shortened in the
+/// table.
 #[test]
 fn a_jobs_table_names_the_logs_own_host_and_is_not_padded_by_a_long_rank() {
     let soak = Soak::new();
@@ -421,20 +422,28 @@ fn a_jobs_table_names_the_logs_own_host_and_is_not_padded_by_a_long_rank() {
         &ran,
     )
     .success();
-    // A launcher's rank that is no number is refused before anything runs; the user's own
-    // metadata may still record one.
+    // A launcher's rank that is no number is refused before anything runs, and so is metadata
+    // that contradicts the rank of a job's soak; a soak outside a job may still be labelled so.
     let long_rank = "r".repeat(300);
-    soak.unilab()
-        .current_dir(soak.root.root())
-        .envs([("SLURM_JOB_ID", "77"), ("SLURM_PROCID", "1")])
-        .args(["soak", "run", "--progress-dir"])
-        .arg(soak.progress())
-        .args(["--output", "b.json", "--meta", &format!("rank={long_rank}")])
-        .args(["--allow-no-progress", "--sample-interval", "0.1", "--"])
-        .arg("touch")
-        .arg(&ran)
+    let labelled = |env: &[(&str, &str)]| {
+        let mut cmd = soak.unilab();
+        cmd.current_dir(soak.root.root())
+            .env_remove("SLURM_JOB_ID")
+            .env_remove("SLURM_PROCID")
+            .envs(env.iter().copied())
+            .args(["soak", "run", "--progress-dir"])
+            .arg(soak.progress())
+            .args(["--output", "b.json", "--meta", "job=77"])
+            .args(["--meta", &format!("rank={long_rank}")])
+            .args(["--allow-no-progress", "--sample-interval", "0.1", "--"])
+            .arg("touch")
+            .arg(&ran);
+        cmd
+    };
+    labelled(&[("SLURM_JOB_ID", "77"), ("SLURM_PROCID", "1")])
         .assert()
-        .success();
+        .code(2);
+    labelled(&[]).assert().success();
     // The log copied aside, as someone keeps it for forensics.
     let copied = soak
         .root

@@ -10,6 +10,7 @@ use clap_complete::ArgValueCompleter;
 use super::complete;
 use crate::duration::parse_duration;
 use crate::job::id::job_flag;
+use crate::job::run::run_flag;
 use crate::process::parse_dump_signal;
 
 #[derive(Debug, Subcommand)]
@@ -222,6 +223,11 @@ pub(crate) struct SoakRunArgs {
     /// This soak's rank in its job, a whole number (default: `SLURM_PROCID`, else `RANK`)
     #[arg(long, value_name = "N", value_parser = rank)]
     pub rank: Option<u32>,
+    /// This run of the job, for a job run more than once (default: Slurm's step and restart
+    /// count, else torchrun's run and restart count, else counted: a job whose run has ended
+    /// starts the next)
+    #[arg(long, value_name = "ID", value_parser = run_flag)]
+    pub run: Option<crate::job::run::RunId>,
     /// What this soak does when another rank of its job fails first and raises the job's alarm
     #[arg(
         long = "on-job-alarm",

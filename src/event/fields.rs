@@ -34,6 +34,7 @@ pub(crate) fn fields_json(event: &Event, schema: u32) -> Map<String, Value> {
         | StoredEvent::SoakStartedV8 { .. }
         | StoredEvent::SoakStartedV9 { .. }
         | StoredEvent::SoakStartedV10 { .. }
+        | StoredEvent::SoakStartedV12 { .. }
         | StoredEvent::SoakStarted { .. } => "start",
         StoredEvent::SoakSampledV9 { .. }
         | StoredEvent::SoakSampledV11 { .. }

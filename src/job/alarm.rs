@@ -1,50 +1,64 @@
-//! The job's alarm: `<job dir>/alarm`, one JSON object written by the first rank whose soak
-//! trips a failure, for every other rank to see at its next sample.
+//! A run's alarm: `<run dir>/alarm`, one JSON object written by the first rank whose soak
+//! trips a failure, for every other rank of the run to see at its next sample.
 //!
-//! Written whole and exclusively: the alarm is written to a temporary file in the job's
-//! directory (`.alarm.*`, 0600, created exclusively under a random name), synced, and then
-//! linked to `alarm` with `link(2)`, which fails with `EEXIST` when another rank was first. So a
-//! reader finds either no alarm or a whole one (it never looks at the temporary names), and of
-//! any number of ranks racing, on one host or on several over NFS, exactly one wins; the others
-//! get the winner's alarm back. (Over NFS a retransmitted `link` can answer `EEXIST` for a link
-//! it made: the writer then counts the links of its temporary file, as open(2) advises for
-//! exclusive creation there.) Every step is taken relative to the job's directory as it was
-//! held when checked ([`JobDir`]), no link followed.
+//! Written whole and exclusively ([`Held::create`]): of any number of ranks racing, on one host
+//! or on several over NFS, exactly one wins; the others get the winner's alarm back. A reader
+//! finds either no alarm or a whole one.
 //!
-//! Looking for it costs one `fstatat` while there is none ([`JobDir::check`]); only once it is
-//! there is it opened, read (at most [`MAX_ALARM_BYTES`]) and parsed. What is not a regular
-//! file, not the user's own, too large or not an alarm is reported as such, never trusted; an
-//! alarm that names another job or a time it cannot have been raised at is doubted
+//! Looking for it costs one `fstatat` while there is none ([`check`]); only once it is there is
+//! it opened, read (at most [`MAX_ALARM_BYTES`]) and parsed. What is not a regular file, not
+//! the user's own, too large or not an alarm is reported as such, never trusted; an alarm that
+//! names another job or run, or a time it cannot have been raised at, is doubted
 //! ([`crate::job::doubt`]).
 
-use std::fs::File;
-use std::io::{ErrorKind, Read, Write};
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::MetadataExt;
-
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use serde::{Deserialize, Serialize};
 
 use super::JobError;
-use super::dir::{ALARM, JobDir};
+use super::dir::JobDir;
+use super::held::{Held, Unread};
+use crate::event::soak::JobAlarm;
 use crate::paths::Distrust;
+
+/// The alarm's name in a run's directory (and, before runs, in the job's).
+pub(crate) const ALARM: &str = "alarm";
 
 /// The most an alarm may hold: a reader reads no more.
 pub(crate) const MAX_ALARM_BYTES: u64 = 16 * 1024;
 /// The most of a reason an alarm keeps: the rest is cut, so that the alarm stays well within
 /// [`MAX_ALARM_BYTES`].
 pub(crate) const MAX_REASON_BYTES: usize = 4 * 1024;
-/// How the temporary files an alarm is written in start: never read as an alarm.
-const TEMPORARY: &str = ".alarm.";
 
-/// The alarm as written: which rank of which job tripped, where, why and when (the record's
-/// own type: a rank that sees it records it whole).
-pub(crate) use crate::event::soak::JobAlarm as Alarm;
+/// The alarm as written: which rank of which run of which job tripped, where, why and when. A
+/// rank that sees it records it ([`Alarm::recorded`]) without the run, which its own start
+/// records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Alarm {
+    pub job: String,
+    /// The run it was raised in; `None` in an alarm that does not say (one an older unilab
+    /// wrote in the job's directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    pub rank: Option<u32>,
+    pub host: String,
+    /// The soak of the rank that tripped.
+    pub soak_id: String,
+    /// As the alarm names it (a newer unilab may name a kind this one does not know).
+    pub failure_kind: String,
+    pub reason: String,
+    /// When that rank tripped, Unix seconds, exactly as the alarm holds it.
+    pub at: f64,
+}
 
 impl Alarm {
-    /// The alarm of a rank that tripped at `at_us` (Unix microseconds), its reason cut to
-    /// [`MAX_REASON_BYTES`].
+    /// The alarm of a rank of run `run` that tripped at `at_us` (Unix microseconds), its reason
+    /// cut to [`MAX_REASON_BYTES`].
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one argument a field of the alarm, named where it is raised"
+    )]
     pub(crate) fn new(
         job: &super::JobId,
+        run: Option<&super::run::RunId>,
         rank: Option<u32>,
         host: &str,
         soak_id: &str,
@@ -54,12 +68,26 @@ impl Alarm {
     ) -> Self {
         Self {
             job: job.as_str().to_owned(),
+            run: run.map(|run| run.as_str().to_owned()),
             rank,
             host: host.to_owned(),
             soak_id: soak_id.to_owned(),
             failure_kind: failure_kind.to_owned(),
             reason: cut(reason, MAX_REASON_BYTES),
             at: crate::time::unix_seconds(at_us),
+        }
+    }
+
+    /// The alarm as a rank's record holds it (`soak_job_alarm_seen`, `outcome.job_alarm`).
+    pub(crate) fn recorded(&self) -> JobAlarm {
+        JobAlarm {
+            job: self.job.clone(),
+            rank: self.rank,
+            host: self.host.clone(),
+            soak_id: self.soak_id.clone(),
+            failure_kind: self.failure_kind.clone(),
+            reason: self.reason.clone(),
+            at: self.at,
         }
     }
 }
@@ -77,194 +105,74 @@ fn cut(text: &str, max: usize) -> String {
     format!("{}{ellipsis}", &text[..end])
 }
 
-/// Who wrote the job's alarm.
+impl JobDir {
+    /// The alarm an older unilab wrote in the job's directory itself, before runs: a job's
+    /// soaks recorded then form no run.
+    pub(crate) fn alarm_before_runs(&self) -> Result<Option<Alarm>, JobError> {
+        check(&self.held)
+    }
+}
+
+/// Who wrote the run's alarm.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Raised {
-    /// This rank's alarm is the job's.
+    /// This rank's alarm is the run's.
     Won,
     /// Another rank was first: its alarm, as it is written.
     Lost(Alarm),
 }
 
-impl JobDir {
-    /// Writes `alarm` as the job's alarm unless a rank has already written one, and says which
-    /// happened.
-    pub(crate) fn raise(&self, alarm: &Alarm) -> Result<Raised, JobError> {
-        let failed = |source| JobError::WriteAlarm {
-            path: self.alarm.clone(),
-            source,
-        };
-        let mut bytes = serde_json::to_vec(alarm).map_err(|e| failed(e.into()))?;
-        bytes.push(b'\n');
-        if bytes.len() as u64 > MAX_ALARM_BYTES {
-            return Err(failed(std::io::Error::new(
-                ErrorKind::InvalidInput,
-                format!("the alarm is {} bytes, over {MAX_ALARM_BYTES}", bytes.len()),
-            )));
-        }
-        let temporary = Temporary::create(self).map_err(failed)?;
-        let mut file = &temporary.file;
-        file.write_all(&bytes).map_err(failed)?;
-        file.sync_all().map_err(failed)?;
-        let dir = &*self.held;
-        let won = match rustix::fs::linkat(dir, &temporary.name, dir, ALARM, AtFlags::empty()) {
-            Ok(()) => true,
-            // Over NFS, the reply to a `link` that was made can be lost and the retried call
-            // answer EEXIST: then the temporary file has the alarm as its second name.
-            Err(rustix::io::Errno::EXIST) => file.metadata().is_ok_and(|meta| meta.nlink() == 2),
-            Err(e) => return Err(failed(e.into())),
-        };
-        // The alarm holds its bytes under its own name now; a temporary name left behind by a
-        // failed removal is never read as an alarm.
-        drop(temporary);
-        if !won {
-            return self.read_existing().map(Raised::Lost);
-        }
-        // The new name outlives a crash of this host.
-        self.held.sync_all().map_err(failed)?;
-        Ok(Raised::Won)
+/// Writes `alarm` as the alarm of the directory `dir` unless a rank has already written one,
+/// and says which happened.
+pub(crate) fn raise(dir: &Held, alarm: &Alarm) -> Result<Raised, JobError> {
+    let failed = |source| JobError::WriteAlarm {
+        path: dir.join(ALARM),
+        source,
+    };
+    let mut bytes = serde_json::to_vec(alarm).map_err(|e| failed(e.into()))?;
+    bytes.push(b'\n');
+    if bytes.len() as u64 > MAX_ALARM_BYTES {
+        return Err(failed(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("the alarm is {} bytes, over {MAX_ALARM_BYTES}", bytes.len()),
+        )));
     }
-
-    /// The job's alarm if a rank has raised it: one `fstatat` while none has.
-    pub(crate) fn check(&self) -> Result<Option<Alarm>, JobError> {
-        match rustix::fs::statat(&*self.held, ALARM, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat) => self.read(&stat).map(Some),
-            Err(rustix::io::Errno::NOENT) => Ok(None),
-            Err(e) => Err(JobError::ReadAlarm {
-                path: self.alarm.clone(),
-                source: e.into(),
-            }),
-        }
+    if dir.create(ALARM, &bytes).map_err(failed)? {
+        return Ok(Raised::Won);
     }
-
-    /// The alarm that is there, as `raise` found it.
-    fn read_existing(&self) -> Result<Alarm, JobError> {
-        let stat =
-            rustix::fs::statat(&*self.held, ALARM, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| {
-                JobError::ReadAlarm {
-                    path: self.alarm.clone(),
-                    source: e.into(),
-                }
-            })?;
-        self.read(&stat)
+    match check(dir)? {
+        Some(first) => Ok(Raised::Lost(first)),
+        None => Err(failed(std::io::Error::other(
+            "another rank's alarm was there, then gone",
+        ))),
     }
+}
 
-    /// The alarm whose `fstatat` gave `stat`: a regular file of the user's, read to at most
-    /// [`MAX_ALARM_BYTES`].
-    fn read(&self, stat: &rustix::fs::Stat) -> Result<Alarm, JobError> {
-        let malformed = |why: String| JobError::MalformedAlarm {
-            path: self.alarm.clone(),
-            why,
-        };
-        let read_failed = |source| JobError::ReadAlarm {
-            path: self.alarm.clone(),
-            source,
-        };
-        // Nothing else is opened: a device or a FIFO is not an alarm.
-        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-            return Err(malformed("it is not a regular file".into()));
-        }
-        // Not followed, and not waited on should it have become a FIFO since the `fstatat`.
-        let opened = rustix::fs::openat(
-            &*self.held,
-            ALARM,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            Mode::empty(),
-        );
-        let file = match opened {
-            Ok(fd) => File::from(fd),
-            Err(rustix::io::Errno::LOOP) => {
-                return Err(malformed("it is not a regular file".into()));
-            }
-            Err(e) => return Err(read_failed(e.into())),
-        };
-        // What was opened, checked: it may have been replaced since the `fstatat`.
-        let meta = file.metadata().map_err(read_failed)?;
-        if !meta.file_type().is_file() {
-            return Err(malformed("it is not a regular file".into()));
-        }
-        if meta.uid() != self.uid {
+/// The alarm of the directory `dir` if a rank has raised it: one `fstatat` while none has.
+pub(crate) fn check(dir: &Held) -> Result<Option<Alarm>, JobError> {
+    let path = dir.join(ALARM);
+    let malformed = |why: String| JobError::MalformedAlarm {
+        path: path.clone(),
+        why,
+    };
+    let bytes = match dir.read(ALARM, MAX_ALARM_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        Err(Unread::NotYours { owner }) => {
             return Err(JobError::UntrustedAlarm {
-                path: self.alarm.clone(),
+                path: path.clone(),
                 reason: Distrust::NotYours {
-                    owner: meta.uid(),
-                    uid: self.uid,
+                    owner,
+                    uid: dir.uid,
                 },
             });
         }
-        let too_large = |len: u64| malformed(format!("it is {len} bytes, over {MAX_ALARM_BYTES}"));
-        if meta.len() > MAX_ALARM_BYTES {
-            return Err(too_large(meta.len()));
-        }
-        let mut bytes = Vec::new();
-        file.take(MAX_ALARM_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(read_failed)?;
-        if bytes.len() as u64 > MAX_ALARM_BYTES {
-            return Err(too_large(bytes.len() as u64));
-        }
-        serde_json::from_slice(&bytes).map_err(|e| malformed(format!("not its JSON object ({e})")))
-    }
-}
-
-/// A temporary file of the job's directory (`.alarm.<random>.tmp`, 0600), created exclusively
-/// relative to the held directory; its name is removed when it is dropped.
-struct Temporary<'a> {
-    dir: &'a JobDir,
-    name: String,
-    file: File,
-}
-
-impl<'a> Temporary<'a> {
-    fn create(dir: &'a JobDir) -> std::io::Result<Self> {
-        // A name no other writer picks; should one have all the same, another is drawn.
-        let mut tries = 0;
-        loop {
-            let name = format!("{TEMPORARY}{}.tmp", random_hex());
-            let created: rustix::io::Result<OwnedFd> = rustix::fs::openat(
-                &*dir.held,
-                name.as_str(),
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(0o600),
-            );
-            match created {
-                Ok(fd) => {
-                    let temporary = Self {
-                        dir,
-                        name,
-                        file: File::from(fd),
-                    };
-                    // Exactly 0600, whatever the umask took from the mode.
-                    rustix::fs::fchmod(&temporary.file, Mode::from_raw_mode(0o600))?;
-                    return Ok(temporary);
-                }
-                Err(rustix::io::Errno::EXIST) if tries < 8 => tries += 1,
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
-}
-
-impl Drop for Temporary<'_> {
-    fn drop(&mut self) {
-        let _ = rustix::fs::unlinkat(&*self.dir.held, self.name.as_str(), AtFlags::empty());
-    }
-}
-
-/// Sixteen hex digits no two writers are likely to draw alike: this process, this thread, the
-/// time to the nanosecond and a count, hashed.
-fn random_hex() -> String {
-    static DRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(&std::process::id().to_le_bytes());
-    hasher.update(format!("{:?}", std::thread::current().id()).as_bytes());
-    hasher.update(&jiff::Timestamp::now().as_nanosecond().to_le_bytes());
-    hasher.update(
-        &DRAWN
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            .to_le_bytes(),
-    );
-    hasher.finalize().to_hex()[..16].to_owned()
+        Err(Unread::Io(source)) => return Err(JobError::ReadAlarm { path, source }),
+        Err(why) => return Err(malformed(why.to_string())),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| malformed(format!("not its JSON object ({e})")))
 }
 
 #[cfg(test)]
@@ -275,20 +183,27 @@ mod tests {
 
     use super::*;
     use crate::job::JobId;
-    use crate::job::dir::ALARM;
+    use crate::job::dir::JobDir;
+    use crate::job::run::RunId;
+    use crate::job::runs::RunDir;
     use crate::testing::files::private_tempdir as private_root;
 
     fn uid() -> u32 {
         nix::unistd::getuid().as_raw()
     }
 
-    fn job_dir(root: &Path) -> JobDir {
-        JobDir::ensure(root, uid(), &JobId::parse("4242").unwrap()).unwrap()
+    /// Run `r1` of job `4242` under `root`, made or found.
+    fn job_dir(root: &Path) -> RunDir {
+        JobDir::ensure(root, uid(), &JobId::parse("4242").unwrap())
+            .unwrap()
+            .made_run(&RunId::parse("r1").unwrap())
+            .unwrap()
     }
 
     fn alarm_of(rank: u32) -> Alarm {
         Alarm::new(
             &JobId::parse("4242").unwrap(),
+            Some(&RunId::parse("r1").unwrap()),
             Some(rank),
             &format!("n{}", rank / 4),
             &format!("20261201T100000-{rank:04x}"),
@@ -298,8 +213,8 @@ mod tests {
         )
     }
 
-    /// The names in the job's directory, in order.
-    fn names(dir: &JobDir) -> Vec<String> {
+    /// The names in the run's directory, in order.
+    fn names(dir: &RunDir) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
@@ -321,7 +236,7 @@ mod tests {
         assert_eq!(
             text,
             concat!(
-                r#"{"job":"4242","rank":5,"host":"n1","soak_id":"20261201T100000-0005","#,
+                r#"{"job":"4242","run":"r1","rank":5,"host":"n1","soak_id":"20261201T100000-0005","#,
                 r#""failure_kind":"stale_progress","reason":"rank 5: no progress for 2m00s","#,
                 r#""at":1796479200.250005}"#,
                 "\n"
@@ -343,6 +258,7 @@ mod tests {
         let long = "é".repeat(MAX_REASON_BYTES);
         let cut_alarm = Alarm::new(
             &JobId::parse("4242").unwrap(),
+            None,
             None,
             "n0",
             "x",
@@ -502,7 +418,7 @@ mod tests {
         let root = private_root();
         let dir = job_dir(root.path());
         let path = dir.path().join(ALARM);
-        let reported = |dir: &JobDir| dir.check().unwrap_err().to_string();
+        let reported = |dir: &RunDir| dir.check().unwrap_err().to_string();
         std::fs::write(&path, br#"{"job":"4242","rank":3,"ho"#).unwrap();
         let err = reported(&dir);
         assert!(
@@ -528,8 +444,11 @@ mod tests {
         std::fs::write(&path, b"{}").unwrap();
         let err = reported(&dir);
         assert!(err.contains("missing field"), "{err}");
-        let other = JobDir {
-            uid: uid() + 1,
+        let other = RunDir {
+            held: Held {
+                uid: uid() + 1,
+                ..dir.held.clone()
+            },
             ..dir.clone()
         };
         let err = other.check().unwrap_err();
@@ -600,6 +519,12 @@ mod tests {
             state.clone(),
             state.join("jobs"),
             state.join("jobs").join(uid().to_string()),
+            state.join("jobs").join(uid().to_string()).join("4242"),
+            state
+                .join("jobs")
+                .join(uid().to_string())
+                .join("4242")
+                .join("runs"),
             dir.path().to_owned(),
         ] {
             assert_eq!(mode(&level), 0o700, "{}", level.display());

@@ -7,38 +7,33 @@
 //! and the job's levels must be the user's alone: real directories, owned by the user, closed to
 //! writes by others. Whatever unilab creates is 0700 whatever the umask.
 //!
-//! Once checked, the job's directory is held open ([`JobDir`]): the alarm is created, linked,
-//! looked for and read relative to the held directory, never through its path again. A path
-//! swapped for a link to another directory during the run leads nowhere: the rank goes on with
-//! the directory it checked (and the ranks that joined before the swap, with it).
+//! Once checked, the job's directory is held open ([`JobDir`]): its runs ([`super::runs`]) are
+//! made, looked for and read relative to the held directory, never through its path again. A
+//! path swapped for a link to another directory during the run leads nowhere: the rank goes on
+//! with the directories it checked (and the ranks that joined before the swap, with them).
 
 use std::fs::{DirBuilder, File};
 use std::io::ErrorKind;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use nix::fcntl::OFlag;
 
+#[cfg(test)]
+use super::alarm::ALARM;
+use super::held::Held;
 use super::{JobError, JobId};
 use crate::paths::{Distrust, distrust_directory, distrust_directory_meta, distrust_path};
-
-/// The alarm's name in the job's directory.
-pub(crate) const ALARM: &str = "alarm";
 
 /// The directory under the state root that holds every user's jobs.
 pub(crate) const JOBS: &str = "jobs";
 
-/// A job's directory, made, checked and held open: where its alarm is.
+/// A job's directory, made, checked and held open: where its runs are.
 #[derive(Debug, Clone)]
 pub(crate) struct JobDir {
-    /// `<job dir>/alarm`, for messages: what is done in the directory goes through
-    /// [`held`](Self::held).
-    pub(super) alarm: PathBuf,
-    pub(super) uid: u32,
-    /// The directory that was checked, opened without following a link: the alarm is reached
-    /// relative to it (`openat`, `linkat`, `fstatat`), one `fstatat` a look.
-    pub(super) held: Arc<File>,
+    /// The directory that was checked, opened without following a link: its runs are reached
+    /// relative to it.
+    pub(super) held: Held,
 }
 
 /// `<root>/jobs/<uid>/<job>`
@@ -94,7 +89,9 @@ impl JobDir {
                 reason: Distrust::Replaced,
             });
         }
-        Ok(Self::held(path, uid, held))
+        Ok(Self {
+            held: Held::new(path, uid, held),
+        })
     }
 
     /// The job's directory of user `uid` under `root` as a reader finds it, held: `None` when
@@ -102,25 +99,15 @@ impl JobDir {
     /// user's alone is refused.
     pub(crate) fn existing(root: &Path, uid: u32, job: &JobId) -> Result<Option<Self>, JobError> {
         let path = job_dir_path(root, uid, job);
-        Ok(hold(&path, uid)?.map(|held| Self::held(path, uid, held)))
+        Ok(hold(&path, uid)?.map(|held| Self {
+            held: Held::new(path, uid, held),
+        }))
     }
 
-    fn held(path: PathBuf, uid: u32, held: File) -> Self {
-        Self {
-            alarm: path.join(ALARM),
-            uid,
-            held: Arc::new(held),
-        }
-    }
-
-    /// Where the alarm is, for messages.
-    pub(crate) fn alarm_path(&self) -> &Path {
-        &self.alarm
-    }
-
+    /// Where the job's directory was when it was checked.
     #[cfg(test)]
     pub(crate) fn path(&self) -> &Path {
-        self.alarm.parent().unwrap_or(&self.alarm)
+        self.held.path()
     }
 }
 
@@ -222,7 +209,7 @@ mod tests {
         let again = JobDir::ensure(&state, uid(), &job).unwrap();
         assert_eq!(again.path(), dir.path());
         let held = |dir: &JobDir| {
-            let meta = dir.held.metadata().unwrap();
+            let meta = dir.held.fd.metadata().unwrap();
             (meta.dev(), meta.ino())
         };
         assert_eq!(held(&again), held(&dir), "the same directory is held");
@@ -230,14 +217,17 @@ mod tests {
 
     /// The job's directory was trusted after the start: checked when the soak began, then
     /// swapped for a link to another directory, the alarm was written and read through the
-    /// link. Held open, the directory the rank checked is the one it writes its alarm in and
-    /// looks for one in; the link's target gets nothing and is never read.
+    /// link. Held open, the run the rank joined is the one it writes its alarm in and looks for
+    /// one in; the link's target gets nothing and is never read.
     #[test]
     fn a_job_directory_swapped_for_a_link_after_the_start_is_not_followed() {
         use crate::job::alarm::{Alarm, Raised};
+        use crate::job::run::RunId;
         let root = private_root();
         let job = JobId::parse("swap").unwrap();
         let dir = JobDir::ensure(root.path(), uid(), &job).unwrap();
+        let id = RunId::parse("1").unwrap();
+        let run = dir.made_run(&id).unwrap();
         let path = dir.path().to_owned();
         let moved = root.path().join("moved");
         std::fs::rename(&path, &moved).unwrap();
@@ -246,6 +236,7 @@ mod tests {
         let alarm = |rank: u32, soak_id: &str| {
             Alarm::new(
                 &job,
+                Some(&id),
                 Some(rank),
                 "n0",
                 soak_id,
@@ -254,26 +245,28 @@ mod tests {
                 1_000_000,
             )
         };
-        // An alarm put where the link leads is not this job's directory's.
+        // An alarm put where the link leads is not this run's.
         let planted = alarm(1, "planted");
+        let planted_run = elsewhere.path().join("runs").join("1");
+        std::fs::create_dir_all(&planted_run).unwrap();
         std::fs::write(
-            elsewhere.path().join(ALARM),
+            planted_run.join(ALARM),
             serde_json::to_vec(&planted).unwrap(),
         )
         .unwrap();
-        assert_eq!(dir.check().unwrap(), None, "the link's target is not read");
+        assert_eq!(run.check().unwrap(), None, "the link's target is not read");
         let own = alarm(0, "own");
-        assert_eq!(dir.raise(&own).unwrap(), Raised::Won);
-        assert_eq!(dir.check().unwrap(), Some(own.clone()));
-        let written = std::fs::read(moved.join(ALARM)).unwrap();
+        assert_eq!(run.raise(&own).unwrap(), Raised::Won);
+        assert_eq!(run.check().unwrap(), Some(own.clone()));
+        let written = std::fs::read(moved.join("runs").join("1").join(ALARM)).unwrap();
         assert_eq!(serde_json::from_slice::<Alarm>(&written).unwrap(), own);
-        let there: Vec<_> = std::fs::read_dir(elsewhere.path())
+        let there: Vec<_> = std::fs::read_dir(&planted_run)
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(there, [ALARM], "nothing written where the link leads");
         assert_eq!(
-            serde_json::from_slice::<Alarm>(&std::fs::read(elsewhere.path().join(ALARM)).unwrap())
+            serde_json::from_slice::<Alarm>(&std::fs::read(planted_run.join(ALARM)).unwrap())
                 .unwrap(),
             planted
         );

@@ -49,24 +49,50 @@ pub enum JobError {
     MalformedAlarm { path: PathBuf, why: String },
     #[error("refusing the job's alarm `{}`: {reason}", .path.display())]
     UntrustedAlarm { path: PathBuf, reason: Distrust },
+    /// What a launcher's variable holds cannot make a run's id.
+    #[error("`{}` (from `{variable}`) cannot name a run: it {why}", shown(.value))]
+    BadRun {
+        value: String,
+        variable: &'static str,
+        why: String,
+    },
+    #[error("this soak of job `{job}` has no rank")]
+    NoRank { job: String },
     #[error(
-        "job `{}` has failed already: rank {} on {} raised its alarm ({}: {})",
-        .alarm.job,
-        .alarm.rank.map_or_else(|| "?".to_owned(), |rank| rank.to_string()),
-        .alarm.host,
-        .alarm.failure_kind,
-        .alarm.reason
+        "rank {rank} of run `{run}` is taken already{}",
+        .holder.as_ref().map_or_else(String::new, |h| format!(", by {h}"))
     )]
-    AlarmBefore {
+    DuplicateRank {
+        rank: u32,
+        run: String,
         path: PathBuf,
-        alarm: Box<super::alarm::Alarm>,
+        /// The soak whose entry holds the rank, as its entry says (escaped).
+        holder: Option<String>,
+    },
+    #[error("cannot write `{}`", .path.display())]
+    WriteEntry {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "`--meta {key}={}` contradicts the {key} this soak records ({})",
+        shown(.given),
+        .recorded.as_deref().map_or_else(|| "none".to_owned(), |r| format!("`{}`", shown(r)))
+    )]
+    MetaContradicts {
+        key: &'static str,
+        given: String,
+        recorded: Option<String>,
     },
 }
 
 impl Boundary for JobError {
     fn exit(&self) -> Exit {
         match self {
-            JobError::RankWithoutJob => Exit::Usage,
+            JobError::RankWithoutJob
+            | JobError::NoRank { .. }
+            | JobError::MetaContradicts { .. } => Exit::Usage,
             // The command line is right; what a launcher set is refused, as `{rank}` in
             // `--output` refuses it. (A bad `--job` or `--rank` is clap's usage error.)
             JobError::BadJob { .. }
@@ -78,7 +104,9 @@ impl Boundary for JobError {
             | JobError::ReadAlarm { .. }
             | JobError::MalformedAlarm { .. }
             | JobError::UntrustedAlarm { .. }
-            | JobError::AlarmBefore { .. } => Exit::Refused,
+            | JobError::BadRun { .. }
+            | JobError::DuplicateRank { .. }
+            | JobError::WriteEntry { .. } => Exit::Refused,
         }
     }
 }
@@ -105,17 +133,28 @@ impl Hint for JobError {
             ),
             JobError::MalformedAlarm { path, .. } | JobError::UntrustedAlarm { path, .. } => {
                 Some(format!(
-                    "no rank of unilab wrote it; remove `{}` if the job's ranks are to raise their alarm there",
+                    "no rank of unilab wrote it; remove `{}` if the run's ranks are to raise their alarm there",
                     path.display()
                 ))
             }
-            JobError::AlarmBefore { path, .. } => Some(format!(
-                "a job's alarm is for one run of it: if that run is over, remove `{}`, or name this run anew with `--job NAME`",
+            JobError::BadRun { variable, .. } => Some(format!(
+                "`{variable}` should be the launcher's own; `--run ID` names the run instead"
+            )),
+            JobError::NoRank { .. } => Some(
+                "give it with `--rank N`, or start it where the launcher sets `SLURM_PROCID` or `RANK`: the ranks of a job are told apart by it"
+                    .into(),
+            ),
+            JobError::DuplicateRank { path, .. } => Some(format!(
+                "each rank of a run is one soak: give this one its own `--rank`, or start the next run once that soak has ended (`--run ID` names a run); its entry is `{}`",
                 path.display()
             )),
-            JobError::Directory { .. } | JobError::WriteAlarm { .. } | JobError::ReadAlarm { .. } => {
-                None
-            }
+            JobError::MetaContradicts { key, .. } => Some(format!(
+                "unilab records the {key} itself: leave `--meta {key}=` out, or give the value with the flag that sets it (`--job`, `--run`, `--rank`)"
+            )),
+            JobError::Directory { .. }
+            | JobError::WriteAlarm { .. }
+            | JobError::ReadAlarm { .. }
+            | JobError::WriteEntry { .. } => None,
         }
     }
 }

@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 12;
+pub const SCHEMA_VERSION: u32 = 13;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -137,6 +137,17 @@ pub(crate) const STEPS: &[Step] = &[
         // supersede renamed `SoakSampledV11` and `SoakSampledCompactV11`. Schema 11 records
         // decode and hash unchanged, and their soaks export as they did, byte for byte (their
         // samples carry no progress: readers decide it as before); nothing is rewritten.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 12,
+        description: "a job's runs",
+        // Schema 13 adds `soak_started` in a form whose job holds the run the rank joined
+        // (`run`: Slurm's step and restart count, torchrun's run, `--run`, or counted): a new
+        // variant at the end of `StoredEvent`, the form it supersedes renamed
+        // `SoakStartedV12`, the job of schema 9–12's forms frozen in `event::stored::v12`.
+        // Schema 12 records decode and hash unchanged; their soaks form run `null` and export
+        // as they did, byte for byte. Nothing is rewritten.
         apply: |_| Ok(()),
     },
 ];

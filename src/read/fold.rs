@@ -25,6 +25,8 @@ pub struct Soak {
     pub limits: Option<soak::Limits>,
     /// An argument of its command is not UTF-8: `start.command` holds it lossily (schema 11).
     pub command_lossy: bool,
+    /// The job it is a rank of (schema 9), and the run it joined (schema 13).
+    pub job: Option<soak::JobMember>,
     /// Every sample, when gathered whole ([`collect`]); the streamed artifact turns them into
     /// rows as they go by instead.
     pub samples: Vec<Measured>,
@@ -46,6 +48,7 @@ impl Soak {
             job: self.schema >= 9,
             beats: self.schema >= 10,
             lossy: self.schema >= 11,
+            runs: self.schema >= 13,
         }
     }
 }
@@ -78,6 +81,8 @@ pub(crate) struct Recorded {
     pub beats: bool,
     /// Schema 11 on: whether its command line is recorded lossily.
     pub lossy: bool,
+    /// Schema 13 on: the run of its job it joined.
+    pub runs: bool,
 }
 
 /// A soak's verdict: how it ended, what it found about the tree's end, the budget that failed
@@ -126,6 +131,7 @@ impl SoakRecords {
                 supervision: self.soak.supervision.clone(),
                 limits: self.soak.limits.clone(),
                 command_lossy: self.soak.command_lossy,
+                job: self.soak.job.clone(),
                 samples: Vec::new(),
                 end: self.soak.end.clone(),
             },
@@ -182,7 +188,7 @@ impl Folded {
                     supervision,
                     limits,
                     command_lossy,
-                    ..
+                    job,
                 },
                 _,
             ) => {
@@ -192,6 +198,7 @@ impl Folded {
                     supervision,
                     limits,
                     command_lossy,
+                    job,
                     samples: Vec::new(),
                     end: None,
                 });

@@ -111,6 +111,7 @@ impl Sketch {
                 supervision: None,
                 limits: None,
                 command_lossy: false,
+                job: None,
                 samples: Vec::new(),
                 end,
             },

@@ -23,6 +23,8 @@ pub(crate) const STEP_KEY: &str = "job_step";
 pub(crate) const RANK_KEY: &str = "rank";
 pub(crate) const LOCAL_RANK_KEY: &str = "local_rank";
 pub(crate) const NODE_KEY: &str = "node";
+/// The run of its job a soak joined.
+pub(crate) const RUN_KEY: &str = "run";
 
 impl Launch {
     /// Slurm's variables, else torchrun's; a variable that is empty counts as unset.
@@ -45,10 +47,67 @@ impl Launch {
         match membership {
             Some(membership) => Self {
                 job: Some(membership.job.as_str().to_owned()),
-                rank: membership.rank.map(|rank| rank.to_string()),
+                rank: Some(membership.rank.to_string()),
                 ..self
             },
             None => self,
+        }
+    }
+
+    /// The user's metadata `given` (`--meta`, `--meta-json`) refused where it names a key of
+    /// the soak's place that the soak records — its job, run, rank, step or local rank — with
+    /// another value: the views key on what is recorded, and a soak must not pass for another
+    /// job's rank. An equal value is taken; a key the soak records nothing under is the user's
+    /// (`--meta run=nightly` outside a job). `run` is the run of a soak of a job: the one asked
+    /// for, or `None` for one counted when the rank joins (which no value can be known to
+    /// equal before).
+    pub(crate) fn check_given<'a>(
+        &self,
+        run: Option<Option<&str>>,
+        given: impl IntoIterator<Item = (&'a str, String)>,
+    ) -> Result<(), crate::job::JobError> {
+        for (key, value) in given {
+            let (key, recorded) = match key {
+                JOB_KEY => (JOB_KEY, self.job.as_deref()),
+                RANK_KEY => (RANK_KEY, self.rank.as_deref()),
+                STEP_KEY => (STEP_KEY, self.step.as_deref()),
+                LOCAL_RANK_KEY => (LOCAL_RANK_KEY, self.local_rank.as_deref()),
+                RUN_KEY => match run {
+                    Some(run) => {
+                        if run != Some(value.as_str()) {
+                            return Err(crate::job::JobError::MetaContradicts {
+                                key: RUN_KEY,
+                                given: value,
+                                recorded: run.map(str::to_owned),
+                            });
+                        }
+                        continue;
+                    }
+                    None => continue,
+                },
+                _ => continue,
+            };
+            if recorded.is_some_and(|recorded| recorded != value) {
+                return Err(crate::job::JobError::MetaContradicts {
+                    key,
+                    given: value,
+                    recorded: recorded.map(str::to_owned),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the soak records `key` itself: the user's metadata under it is then dropped for
+    /// the soak's own (the same, [`Self::check_given`] has made sure).
+    pub(crate) fn records(&self, key: &str, in_job: bool) -> bool {
+        match key {
+            JOB_KEY => self.job.is_some(),
+            RANK_KEY => self.rank.is_some(),
+            STEP_KEY => self.step.is_some(),
+            LOCAL_RANK_KEY => self.local_rank.is_some(),
+            RUN_KEY => in_job,
+            _ => false,
         }
     }
 

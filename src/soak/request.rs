@@ -17,8 +17,9 @@ use std::time::Duration;
 
 use super::error::{Invalid, OutputFile, ProgressDirProblem, SoakError};
 use super::heartbeat::limits::{StepLimits, parse_phase_timeout, parse_step_timeout};
-use super::launch::{Launch, Placeholders};
+use super::launch::{Launch, Placeholders, RUN_KEY};
 use crate::event::soak::{Limits, OnJobAlarm, SoakParameters, Supervision};
+use crate::job::run::{RunChoice, RunId};
 use crate::job::{JobId, JobRun};
 use crate::paths::{Distrust, StatePaths};
 use crate::redact::Secrets;
@@ -77,6 +78,8 @@ pub(crate) struct SoakRequest {
     /// The rank given; without one, the launcher's (`SLURM_PROCID`, else `RANK`) — read only
     /// for a soak that belongs to a job.
     pub rank: Option<u32>,
+    /// The job's run given; without one, the launcher's, else counted ([`crate::job::run`]).
+    pub run: Option<RunId>,
     pub on_job_alarm: OnJobAlarm,
 }
 
@@ -197,6 +200,35 @@ fn absolute(path: PathBuf) -> Result<PathBuf, SoakError> {
         .map_err(|source| SoakError::Io { path, source })
 }
 
+impl SoakRequest {
+    /// A command is given, and the times are in order: the interval at least 10 ms, the
+    /// startup timeout and the stale limit each at least an interval.
+    fn check_command_and_times(&self) -> Result<(), SoakError> {
+        if self.command.is_empty() {
+            return invalid(Invalid::NoCommand);
+        }
+        if self.sample_interval < Duration::from_millis(10) {
+            return invalid(Invalid::IntervalTooShort);
+        }
+        if self.startup_timeout < self.sample_interval {
+            return invalid(Invalid::ShorterThanInterval("--startup-timeout"));
+        }
+        if self.stale_progress < self.sample_interval {
+            return invalid(Invalid::ShorterThanInterval("--stale-progress"));
+        }
+        Ok(())
+    }
+
+    /// What the request says of its job: `--job`, `--rank`, `--run`.
+    fn job_flags(&self) -> crate::job::Flags<'_> {
+        crate::job::Flags {
+            job: self.job.as_ref(),
+            rank: self.rank,
+            run: self.run.as_ref(),
+        }
+    }
+}
+
 impl SoakSpec {
     /// The spec of the soak `soak_id` that `request` asks for, checked in the environment
     /// `var` gives: the first thing wrong with it is refused. Its job and rank are decided
@@ -212,7 +244,7 @@ impl SoakSpec {
         paths: &StatePaths,
         var: Vars<'_>,
     ) -> Result<Self, SoakError> {
-        let membership = crate::job::resolve(request.job.as_ref(), request.rank, var)?;
+        let membership = crate::job::resolve(request.job_flags(), var)?;
         let launch =
             Launch::from_env(|name| var(name)?.into_string().ok()).joined(membership.as_ref());
         // `--output 'soak-{rank}.json'`: each rank of a job its own files.
@@ -232,18 +264,7 @@ impl SoakSpec {
         let metrics_file = request.metrics_file.as_deref().map(fill).transpose()?;
         let limits = limits(&request);
         let step_limits = step_limits(&request)?;
-        if request.command.is_empty() {
-            return invalid(Invalid::NoCommand);
-        }
-        if request.sample_interval < Duration::from_millis(10) {
-            return invalid(Invalid::IntervalTooShort);
-        }
-        if request.startup_timeout < request.sample_interval {
-            return invalid(Invalid::ShorterThanInterval("--startup-timeout"));
-        }
-        if request.stale_progress < request.sample_interval {
-            return invalid(Invalid::ShorterThanInterval("--stale-progress"));
-        }
+        request.check_command_and_times()?;
         let cwd = absolute(request.cwd.unwrap_or_else(|| PathBuf::from(".")))?;
         let cwd = match std::fs::canonicalize(&cwd) {
             Ok(resolved) if resolved.is_dir() => utf8(resolved)?,
@@ -259,8 +280,12 @@ impl SoakSpec {
         refuse_to_replace(&output, OutputFile::Artifact, request.force)?;
         let (py_spy, evidence_unavailable) = py_spy(request.py_spy.as_deref(), var)?;
         let env = with_unbuffered(request.env, request.env_clear, var);
-        let mut metadata = metadata(request.meta, request.meta_json);
-        launch.record_into(&mut metadata);
+        let mut metadata = metadata(
+            request.meta,
+            request.meta_json,
+            &launch,
+            membership.as_ref(),
+        )?;
         let (argv, (command, command_lossy)) = (request.command.clone(), as_text(request.command));
         let secrets = Secrets::handed_to_command(&env, &command);
         let report = report
@@ -270,7 +295,14 @@ impl SoakSpec {
             .map(|path| checked_output(path, OutputFile::Metrics, request.force))
             .transpose()?;
         let job = membership
-            .map(|member| JobRun::join(&paths.root, paths.uid, member, request.on_job_alarm))
+            .map(|member| {
+                join(
+                    member,
+                    request.on_job_alarm,
+                    (paths, &soak_id),
+                    &mut metadata,
+                )
+            })
             .transpose()?;
         Ok(SoakSpec {
             soak_id,
@@ -324,17 +356,73 @@ fn with_unbuffered(
     env
 }
 
-/// `--meta`, then `--meta-json`: the JSON values with what credential-like names hold inside
-/// them masked, held as the start event holds JSON.
+/// `--meta`, then `--meta-json` — the JSON values with what credential-like names hold inside
+/// them masked, held as the start event holds JSON — then the soak's place in its launcher's
+/// job (`launch`) and in its job (`membership`). What the user's metadata says of the soak's
+/// place must be what it records ([`Launch::check_given`]); the soak records its own (a rank
+/// as text).
 fn metadata(
     meta: Vec<(String, String)>,
     meta_json: Vec<(String, serde_json::Value)>,
-) -> BTreeMap<String, String> {
-    let meta_json = meta_json.into_iter().map(|(key, mut value)| {
-        crate::redact::redact_json(&mut value);
-        (key, crate::event::soak::metadata_json_value(&value))
+    launch: &Launch,
+    membership: Option<&crate::job::Membership>,
+) -> Result<BTreeMap<String, String>, crate::job::JobError> {
+    let asked_run = membership.map(|m| match &m.run {
+        RunChoice::Named(run) => Some(run.as_str()),
+        RunChoice::Counted => None,
     });
-    meta.into_iter().chain(meta_json).collect()
+    launch.check_given(asked_run, given_place(&meta, &meta_json))?;
+    let mine = |key: &String| !launch.records(key, membership.is_some());
+    let meta_json = meta_json
+        .into_iter()
+        .filter(|(key, _)| mine(key))
+        .map(|(key, mut value)| {
+            crate::redact::redact_json(&mut value);
+            (key, crate::event::soak::metadata_json_value(&value))
+        });
+    let mut metadata: BTreeMap<String, String> = meta
+        .into_iter()
+        .filter(|(key, _)| mine(key))
+        .chain(meta_json)
+        .collect();
+    launch.record_into(&mut metadata);
+    Ok(metadata)
+}
+
+/// Joins the job `member` names as soak `soak_id` of this host, under the state root of
+/// `paths` ([`JobRun::join`]), and records the run it joined in `metadata`.
+fn join(
+    member: crate::job::Membership,
+    on_alarm: OnJobAlarm,
+    (paths, soak_id): (&StatePaths, &str),
+    metadata: &mut BTreeMap<String, String>,
+) -> Result<JobRun, crate::job::JobError> {
+    let job = JobRun::join(
+        &paths.root,
+        paths.uid,
+        member,
+        on_alarm,
+        (soak_id, &paths.host),
+    )?;
+    metadata.insert(RUN_KEY.to_owned(), job.run.id.to_string());
+    Ok(job)
+}
+
+/// The user's metadata (`--meta`, then `--meta-json`) as text: a JSON string as its content,
+/// any other JSON value as it is written.
+fn given_place<'a>(
+    meta: &'a [(String, String)],
+    meta_json: &'a [(String, serde_json::Value)],
+) -> impl Iterator<Item = (&'a str, String)> {
+    let json = meta_json.iter().map(|(key, value)| {
+        let text = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_owned);
+        (key.as_str(), text)
+    });
+    meta.iter()
+        .map(|(key, value)| (key.as_str(), value.clone()))
+        .chain(json)
 }
 
 /// `path`, refused (a usage error) when it is not UTF-8: what is recorded of it as text must be
@@ -450,153 +538,4 @@ fn trusted_progress_dir(progress_dir: PathBuf, uid: u32) -> Result<PathBuf, Soak
 }
 
 #[cfg(test)]
-mod tests {
-    use std::os::unix::fs::DirBuilderExt;
-
-    use super::*;
-    use crate::diagnostic::Boundary;
-    use crate::job::{JobError, Membership};
-    use crate::testing::files::{fake_env, private_tempdir};
-
-    /// A request as a test writes it, without clap: `true` watched through `<dir>/progress`,
-    /// its artifact named after its job and rank, no `py-spy` looked for.
-    fn request(dir: &Path) -> SoakRequest {
-        let progress_dir = dir.join("progress");
-        if !progress_dir.exists() {
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&progress_dir)
-                .unwrap();
-        }
-        SoakRequest {
-            command: vec!["true".into()],
-            progress_dir,
-            output: dir.join("soak-{job}-{rank}.json"),
-            report: None,
-            metrics_file: None,
-            force: false,
-            sample_interval: Duration::from_secs(5),
-            startup_timeout: Duration::from_secs(600),
-            stale_progress: Duration::from_secs(120),
-            shutdown_grace: Duration::from_secs(5),
-            min_duration: Duration::ZERO,
-            step_timeout: None,
-            phase_timeouts: Vec::new(),
-            cwd: Some(dir.to_owned()),
-            env: Vec::new(),
-            env_clear: false,
-            meta: Vec::new(),
-            meta_json: Vec::new(),
-            allow_no_progress: false,
-            py_spy: Some("off".into()),
-            dump_signal: None,
-            dump_wait: Duration::from_secs(2),
-            fail_fast: false,
-            max_memory: None,
-            max_gpu_memory: None,
-            max_memory_growth: None,
-            warmup: None,
-            job: None,
-            rank: None,
-            on_job_alarm: OnJobAlarm::Capture,
-        }
-    }
-
-    fn paths(root: &Path) -> StatePaths {
-        StatePaths {
-            root: root.to_owned(),
-            host: "node".into(),
-            uid: nix::unistd::getuid().as_raw(),
-        }
-    }
-
-    fn job_dir(root: &Path, job: &str) -> PathBuf {
-        crate::job::dir::job_dir_path(root, paths(root).uid, &JobId::parse(job).unwrap())
-    }
-
-    /// Under Slurm the job and rank are the launcher's; named in the request, they are the
-    /// request's. Either way the spec comes out of the check whole: the job joined (its
-    /// directory made), the artifact's name and the metadata filled with the same job and rank.
-    #[test]
-    fn the_job_and_rank_are_the_requests_else_the_launchers() {
-        let dir = private_tempdir();
-        let slurm = fake_env(&[
-            ("SLURM_JOB_ID", "4242"),
-            ("SLURM_PROCID", "3"),
-            ("RANK", "9"),
-        ]);
-        let paths = paths(dir.path());
-        let cases = [
-            (None, None, ("4242", Some(3)), "soak-4242-3.json"),
-            (Some("llama"), None, ("llama", Some(3)), "soak-llama-3.json"),
-            (
-                Some("llama"),
-                Some(5),
-                ("llama", Some(5)),
-                "soak-llama-5.json",
-            ),
-        ];
-        for (job, rank, (want_job, want_rank), artifact) in cases {
-            let mut request = request(dir.path());
-            request.job = job.map(|name| JobId::parse(name).unwrap());
-            request.rank = rank;
-            request.on_job_alarm = OnJobAlarm::Stop;
-            let spec = SoakSpec::check(request, "soak-1".into(), &paths, &slurm).unwrap();
-            let run = spec.job.as_ref().expect("a rank of a job");
-            assert_eq!(
-                run.member,
-                Membership {
-                    job: JobId::parse(want_job).unwrap(),
-                    rank: want_rank,
-                }
-            );
-            assert_eq!(run.on_alarm, OnJobAlarm::Stop);
-            assert!(job_dir(dir.path(), want_job).is_dir(), "{want_job} joined");
-            assert_eq!(spec.output.file_name().unwrap(), artifact);
-            let rank = want_rank.map(|rank| rank.to_string());
-            assert_eq!(spec.metadata.get("job").map(String::as_str), Some(want_job));
-            assert_eq!(spec.metadata.get("rank"), rank.as_ref());
-        }
-    }
-
-    /// Outside a job there is no job to join, and a rank alone is refused as the usage error it
-    /// is (exit 2) before anything is made; a launcher's rank that is no number is refused
-    /// (exit 3) the same way. `{rank}` outside a job is still torchrun's.
-    #[test]
-    fn a_rank_without_a_job_or_a_launchers_bad_rank_is_refused_before_anything_is_made() {
-        let dir = private_tempdir();
-        let paths = paths(dir.path());
-        let mut torchrun = request(dir.path());
-        torchrun.output = dir.path().join("soak-{rank}.json");
-        let spec = SoakSpec::check(
-            torchrun,
-            "soak-1".into(),
-            &paths,
-            &fake_env(&[("RANK", "2")]),
-        )
-        .unwrap();
-        assert!(spec.job.is_none());
-        assert_eq!(spec.output.file_name().unwrap(), "soak-2.json");
-
-        let mut alone = request(dir.path());
-        alone.rank = Some(1);
-        let err = SoakSpec::check(alone, "soak-2".into(), &paths, &fake_env(&[])).unwrap_err();
-        assert!(
-            matches!(err, SoakError::Job(JobError::RankWithoutJob)),
-            "{err:?}"
-        );
-        assert_eq!(err.exit().code(), 2);
-
-        let bad = fake_env(&[("SLURM_JOB_ID", "4242"), ("SLURM_PROCID", "two")]);
-        let err = SoakSpec::check(request(dir.path()), "soak-3".into(), &paths, &bad).unwrap_err();
-        assert!(
-            matches!(err, SoakError::Job(JobError::BadRank { .. })),
-            "{err:?}"
-        );
-        assert_eq!(err.exit().code(), 3);
-        assert!(
-            !dir.path().join(crate::job::dir::JOBS).exists(),
-            "no job directory is made for a refused soak"
-        );
-    }
-}
+mod tests;

@@ -137,17 +137,34 @@ pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
             supervision(),
             limits(),
             option::of((text(), option::of(any::<u32>()), 0..3u8)),
-            option::of(any::<bool>())
+            (option::of(any::<bool>()), option::of(option::of(text())))
         )
-            .prop_map(|(start, supervision, limits, job, command_lossy)| {
-                let job = job.map(|(job, rank, on)| JobMember {
+            .prop_map(|(start, supervision, limits, job, (command_lossy, run))| {
+                let on = |on: u8| {
+                    [OnJobAlarm::Capture, OnJobAlarm::Stop, OnJobAlarm::Ignore][usize::from(on)]
+                };
+                if let (Some(command_lossy), Some(run)) = (command_lossy, run) {
+                    let job = job.map(|(job, rank, on_job_alarm)| JobMember {
+                        job,
+                        rank,
+                        on_job_alarm: on(on_job_alarm),
+                        run,
+                    });
+                    return StoredEvent::SoakStarted {
+                        start: Box::new(start),
+                        supervision,
+                        limits,
+                        job,
+                        command_lossy,
+                    };
+                }
+                let job = job.map(|(job, rank, on_job_alarm)| unilab::job_v12::JobMember {
                     job,
                     rank,
-                    on_job_alarm: [OnJobAlarm::Capture, OnJobAlarm::Stop, OnJobAlarm::Ignore]
-                        [usize::from(on)],
+                    on_job_alarm: on(on_job_alarm),
                 });
                 if let Some(command_lossy) = command_lossy {
-                    StoredEvent::SoakStarted {
+                    StoredEvent::SoakStartedV12 {
                         start: Box::new(start),
                         supervision,
                         limits,

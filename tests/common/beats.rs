@@ -3,14 +3,15 @@
 //! sample): a trainer that beat (train steps, a checkpoint
 //! beaten as it started, an eval with `accuracy` beside `loss`, a sample without beats), judged
 //! with `--step-timeout auto` and `--phase-timeout checkpoint=30m`, whose verdict holds its
-//! steps, its heartbeat file's errors and its goodput.
+//! steps, its heartbeat file's errors and its goodput. And schema 13's: a job's soak whose
+//! start holds the run it joined.
 
 use std::collections::BTreeMap;
 
 use unilab::ProcessIdentity;
 use unilab::*;
 
-use super::events::measured_soak;
+use super::events::{job_soak, measured_soak};
 
 /// The beats of sample `index`: `None` for the one during the checkpoint.
 fn beats(index: u64) -> Option<SampleBeats> {
@@ -63,7 +64,7 @@ pub fn lossy_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, Stored
                 ]
                 .map(str::to_owned)
                 .to_vec();
-                let event = StoredEvent::SoakStarted {
+                let event = StoredEvent::SoakStartedV12 {
                     start,
                     supervision,
                     limits,
@@ -111,7 +112,7 @@ pub fn noted_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, Stored
                 limits,
                 job,
             } => {
-                let event = StoredEvent::SoakStarted {
+                let event = StoredEvent::SoakStartedV12 {
                     start,
                     supervision,
                     limits,
@@ -208,4 +209,35 @@ fn stats(count: u64, last: u64, timed: u64, median: f64, p99: f64) -> StepStats 
         median_seconds: Some(median),
         p99_seconds: Some(p99),
     }
+}
+
+/// A soak of schema 13's start: [`job_soak`]'s — rank 1 of job `ring`, stopped by rank 2's
+/// alarm — its start holding the run it joined, `s0.r0`.
+pub fn run_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEvent)> {
+    job_soak(id, supervisor)
+        .into_iter()
+        .map(|(subject, event)| match event {
+            StoredEvent::SoakStartedV9 {
+                start,
+                supervision,
+                limits,
+                job,
+            } => {
+                let event = StoredEvent::SoakStarted {
+                    start,
+                    supervision: supervision.into(),
+                    limits,
+                    job: job.map(|job| unilab::JobMember {
+                        job: job.job,
+                        rank: job.rank,
+                        on_job_alarm: job.on_job_alarm,
+                        run: Some("s0.r0".into()),
+                    }),
+                    command_lossy: false,
+                };
+                (subject, event)
+            }
+            event => (subject, event),
+        })
+        .collect()
 }

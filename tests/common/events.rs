@@ -665,7 +665,7 @@ pub fn job_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEv
             start,
             supervision,
             limits,
-            job: Some(JobMember {
+            job: Some(unilab::job_v12::JobMember {
                 job: "ring".into(),
                 rank: Some(1),
                 on_job_alarm: OnJobAlarm::Stop,

@@ -134,6 +134,38 @@ impl Drop for Started {
     }
 }
 
+/// `<root>/jobs/<uid>/<job>/runs/<run>`: the directory of run `run` of job `job`.
+pub fn run_dir(root: &TestRoot, job: &str, run: &str) -> PathBuf {
+    let uid = nix::unistd::getuid().as_raw().to_string();
+    root.root()
+        .join("jobs")
+        .join(uid)
+        .join(job)
+        .join("runs")
+        .join(run)
+}
+
+/// The alarm of run `run` of job `job`, as the rank that failed first wrote it.
+pub fn run_alarm(root: &TestRoot, job: &str, run: &str) -> serde_json::Value {
+    let path = run_dir(root, job, run).join("alarm");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// The names in `dir` that a rank of each of `ranks` wrote there, sorted: its `ranks/`,
+/// `captured/` or `torn/` (or none, when the directory is not there).
+pub fn marked_ranks(dir: &Path) -> Vec<u32> {
+    let mut ranks: Vec<u32> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ranks.sort_unstable();
+    ranks
+}
+
 /// `unilab --quiet soak run --job JOB --rank RANK` in a cleared environment (`PATH` with the
 /// fixtures, `HOME` the state root, `LANG`), its progress in a private directory
 /// `progress-RANK` under `dir` and its artifact `soak-RANK.json` there; flags, more environment

@@ -572,7 +572,7 @@ fn a_jobs_soaks_are_listed_across_hosts_with_their_ranks() {
 fn one_bad_log_of_another_host_does_not_hide_the_others() {
     let soak = Soak::new();
     soak.unilab()
-        .env("SLURM_JOB_ID", "77")
+        .envs([("SLURM_JOB_ID", "77"), ("SLURM_PROCID", "0")])
         .args(["soak", "run", "--sample-interval", "0.1"])
         .args(soak.trainer_soak(&[], &["--steps", "3", "--step-seconds", "0.05"]))
         .assert()

@@ -128,7 +128,7 @@ fn control_sequences_from_outside_never_reach_the_terminal() {
     let evil = "\u{1b}[2J\u{1b}]0;pwned\u{7}\u{1b}]52;c;aGk=\u{7}";
     let soak = Soak::new();
     let mut cmd = soak.unilab();
-    cmd.env("SLURM_JOB_ID", "77")
+    cmd.envs([("SLURM_JOB_ID", "77"), ("SLURM_PROCID", "0")])
         .args(["soak", "run", "--sample-interval", "0.1", "--progress-dir"])
         .arg(soak.progress())
         .arg("--output")

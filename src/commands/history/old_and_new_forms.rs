@@ -10,7 +10,7 @@
 use crate::event::soak::{
     ExitInfo, Findings, Outcome, OutcomeStatus, SoakEnd, SoakParameters, SoakStart,
 };
-use crate::event::{Event, Scope, StoredEvent, Subject};
+use crate::event::{Event, Scope, Subject};
 use crate::log::{EventLog, Record};
 use crate::projection::{self, SoakState, Soaks};
 
@@ -80,10 +80,10 @@ fn starts_of_schema_10s_and_11s_forms_in_one_log_read_fold_verify_and_show_their
     };
     let log = EventLog::open(&dir.path().join("events.redb"), scope, projection::ALL).unwrap();
     let (new, old) = (Subject::Soak("new".into()), Subject::Soak("old".into()));
-    // The writer stores the newest form; the older soak's start goes in schema 10's, as a
-    // schema 10 unilab wrote it.
+    // The lossy soak's start goes in schema 11's form, the older soak's in schema 10's, as the
+    // unilab of each wrote them.
     log.append_all([
-        (new.clone(), StoredEvent::from(started("new", true))),
+        (new.clone(), started("new", true).into_stored(11)),
         (new.clone(), verdict().into()),
         (old.clone(), started("old", false).into_stored(10)),
         (old.clone(), verdict().into()),

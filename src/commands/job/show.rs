@@ -79,10 +79,17 @@ pub(super) fn read_view(
         }
         .into());
     }
-    // The alarm is the view's to show, not its to need: one that cannot be read is said.
+    // The alarm (the latest run's) is the view's to show, not its to need: one that cannot be
+    // read is said, and so is what in the job's runs is not a run's.
     let mut warnings = read.warnings;
     let alarm = match crate::job::written::written_alarm(&paths.root, paths.uid, job) {
-        Ok(alarm) => alarm,
+        Ok((alarm, ignored)) => {
+            for warning in ignored {
+                out.warn(&warning);
+                warnings.push(warning);
+            }
+            alarm
+        }
         Err(e) => {
             let warning = crate::error::Error::from(e).chain_text();
             out.warn(&warning);

@@ -32,6 +32,31 @@ pub(super) fn soak_run(
     let spec = SoakSpec::check(request_of(args), soak_id, paths, &|name| {
         std::env::var_os(name)
     })?;
+    if let Some(job) = &spec.job {
+        for warning in &job.warnings {
+            out.warn(warning);
+        }
+    }
+    let verdict = supervised(paths, &spec, out);
+    // However it ended, the rank has: its run is over for the ranks that arrive later.
+    if let Some(job) = &spec.job
+        && let Err(e) = job.end()
+    {
+        out.warn(&format!(
+            "{}: ranks that start later may join this run",
+            Error::from(e).chain_text()
+        ));
+    }
+    tell(verdict?, out)
+}
+
+/// The soak `spec` describes, supervised to its verdict: the log opened, the runtime snapshot
+/// taken, the command run.
+fn supervised(
+    paths: &StatePaths,
+    spec: &SoakSpec,
+    out: &mut Output,
+) -> Result<supervise::RunReport, Error> {
     let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
     room_warnings(
         paths,
@@ -73,8 +98,7 @@ pub(super) fn soak_run(
             report: crate::view::report::of_soak,
         },
     };
-    let verdict = supervise::run(&ctx, &spec, &interrupted)?;
-    tell(verdict, out)
+    Ok(supervise::run(&ctx, spec, &interrupted)?)
 }
 
 /// What `soak run` asks for, in the soak's own types: clap's arguments, every one of them
@@ -110,6 +134,7 @@ fn request_of(args: SoakRunArgs) -> SoakRequest {
         warmup,
         job,
         rank,
+        run,
         on_job_alarm,
     } = args;
     SoakRequest {
@@ -142,6 +167,7 @@ fn request_of(args: SoakRunArgs) -> SoakRequest {
         warmup,
         job,
         rank,
+        run,
         on_job_alarm,
     }
 }

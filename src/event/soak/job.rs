@@ -35,9 +35,11 @@ impl OnJobAlarm {
 pub struct JobMember {
     /// `SLURM_JOB_ID` or `--job`.
     pub job: String,
-    /// `SLURM_PROCID`, `RANK` or `--rank`; `None` where none was given.
+    /// `SLURM_PROCID`, `RANK` or `--rank`; `None` where none was given (before schema 13).
     pub rank: Option<u32>,
     pub on_job_alarm: OnJobAlarm,
+    /// The run of the job it joined (schema 13); `None` for a soak recorded before runs.
+    pub run: Option<String>,
 }
 
 /// The job's alarm as the rank that tripped first wrote it (`<job dir>/alarm`).

@@ -11,7 +11,7 @@
 //!
 //! Where `migrations/README.md` says so, a form's payloads are frozen copies here, converted to
 //! and from the domain's types in `event::upcast`: [`v1`] and [`v2`] named after the schema
-//! that introduced them, [`v8`] and [`v9`] after the last that wrote them. The other types a
+//! that introduced them, [`v8`], [`v9`] and [`v12`] after the last that wrote them. The other types a
 //! form holds are the domain's, and `log::golden` pins the bytes of every form: a change to any
 //! type a form reaches fails it, naming the forms it changes.
 //!
@@ -23,6 +23,7 @@
 //! Field *names* are not stored, but they are an old record's fields in `history --json`.
 
 pub mod v1;
+pub mod v12;
 pub mod v2;
 pub mod v8;
 pub mod v9;
@@ -165,7 +166,7 @@ pub enum StoredEvent {
         start: Box<v2::SoakStart>,
         supervision: v9::Supervision,
         limits: soak::Limits,
-        job: Option<soak::JobMember>,
+        job: Option<v12::JobMember>,
     },
     /// `soak_evidence_captured` since schema 9: each process's rank, the MPS clients ended.
     SoakEvidenceCaptured(Box<soak::Evidence>),
@@ -176,7 +177,7 @@ pub enum StoredEvent {
         start: Box<v2::SoakStart>,
         supervision: soak::Supervision,
         limits: soak::Limits,
-        job: Option<soak::JobMember>,
+        job: Option<v12::JobMember>,
     },
     /// `soak_sampled` in schema 10–11's form, its measures with the beats since the previous
     /// sample.
@@ -194,13 +195,13 @@ pub enum StoredEvent {
         findings: Box<soak::Findings>,
         limit: Option<soak::ResourceLimit>,
     },
-    /// `soak_started` since schema 11: whether its command line is recorded lossily (an
+    /// `soak_started` in schema 11–12's form: whether its command line is recorded lossily (an
     /// argument that is not UTF-8, run as its bytes).
-    SoakStarted {
+    SoakStartedV12 {
         start: Box<v2::SoakStart>,
         supervision: soak::Supervision,
         limits: soak::Limits,
-        job: Option<soak::JobMember>,
+        job: Option<v12::JobMember>,
         command_lossy: bool,
     },
     /// `soak_sampled` since schema 12: with the progress the supervisor decided at it (`None`
@@ -215,6 +216,14 @@ pub enum StoredEvent {
     SoakSampledCompact {
         packed: Box<soak::CompactSample>,
         noted: Option<soak::ProgressNoted>,
+    },
+    /// `soak_started` since schema 13: its job with the run it joined.
+    SoakStarted {
+        start: Box<v2::SoakStart>,
+        supervision: soak::Supervision,
+        limits: soak::Limits,
+        job: Option<soak::JobMember>,
+        command_lossy: bool,
     },
 }
 
@@ -235,6 +244,7 @@ impl StoredEvent {
             | S::SoakStartedV8 { .. }
             | S::SoakStartedV9 { .. }
             | S::SoakStartedV10 { .. }
+            | S::SoakStartedV12 { .. }
             | S::SoakStarted { .. } => 6,
             S::SoakSampledV1(_)
             | S::SoakSampledV5(_)

@@ -58,8 +58,9 @@ impl StoredEvent {
             | S::SoakSampledV11 { .. }
             | S::SoakSampledCompactV11(_)
             | S::SoakFinished { .. } => 10,
-            S::SoakStarted { .. } => 11,
+            S::SoakStartedV12 { .. } => 11,
             S::SoakSampled { .. } | S::SoakSampledCompact { .. } => 12,
+            S::SoakStarted { .. } => 13,
         }
     }
 
@@ -138,6 +139,13 @@ impl StoredEvent {
                 limits,
                 job,
             } => soak_started::v10(*start, supervision, limits, job),
+            S::SoakStartedV12 {
+                start,
+                supervision,
+                limits,
+                job,
+                command_lossy,
+            } => soak_started::v12(*start, supervision, limits, job, command_lossy),
             S::SoakStarted {
                 start,
                 supervision,

@@ -5,11 +5,12 @@
 //! The supervision (schema 5), the limits (6) and the job (9) are `None` where a form did not
 //! record them; schema 5–9's supervision has no heartbeat ([`super::v9`]). Schema 1–10's starts
 //! could not record a command line that is not UTF-8 (the command line refused one):
-//! `command_lossy` is `false`.
+//! `command_lossy` is `false`. Schema 9–12's job has no run ([`v12::JobMember`]): its soaks
+//! were recorded before runs, and form run `None`.
 
 use crate::event::Event;
 use crate::event::soak::{JobMember, Limits, SoakStart, Supervision};
-use crate::event::stored::{StoredEvent, v1, v2, v9};
+use crate::event::stored::{StoredEvent, v1, v2, v9, v12};
 
 pub(super) fn v1(start: v1::SoakStart) -> Event {
     Event::SoakStarted {
@@ -55,13 +56,13 @@ pub(super) fn v9(
     start: v2::SoakStart,
     supervision: v9::Supervision,
     limits: Limits,
-    job: Option<JobMember>,
+    job: Option<v12::JobMember>,
 ) -> Event {
     Event::SoakStarted {
         start: Box::new(start.into()),
         supervision: Some(supervision.into()),
         limits: Some(limits),
-        job,
+        job: job.map(JobMember::from),
         command_lossy: false,
     }
 }
@@ -70,14 +71,30 @@ pub(super) fn v10(
     start: v2::SoakStart,
     supervision: Supervision,
     limits: Limits,
-    job: Option<JobMember>,
+    job: Option<v12::JobMember>,
 ) -> Event {
     Event::SoakStarted {
         start: Box::new(start.into()),
         supervision: Some(supervision),
         limits: Some(limits),
-        job,
+        job: job.map(JobMember::from),
         command_lossy: false,
+    }
+}
+
+pub(super) fn v12(
+    start: v2::SoakStart,
+    supervision: Supervision,
+    limits: Limits,
+    job: Option<v12::JobMember>,
+    command_lossy: bool,
+) -> Event {
+    Event::SoakStarted {
+        start: Box::new(start.into()),
+        supervision: Some(supervision),
+        limits: Some(limits),
+        job: job.map(JobMember::from),
+        command_lossy,
     }
 }
 
@@ -127,13 +144,20 @@ pub(super) fn into_stored(
             start,
             supervision: supervision.unwrap_or_default().into(),
             limits: limits.unwrap_or_default(),
-            job,
+            job: job.map(v12::JobMember::from),
         },
         10 => S::SoakStartedV10 {
             start,
             supervision: supervision.unwrap_or_default(),
             limits: limits.unwrap_or_default(),
-            job,
+            job: job.map(v12::JobMember::from),
+        },
+        11..=12 => S::SoakStartedV12 {
+            start,
+            supervision: supervision.unwrap_or_default(),
+            limits: limits.unwrap_or_default(),
+            job: job.map(v12::JobMember::from),
+            command_lossy,
         },
         _ => S::SoakStarted {
             start,
@@ -174,6 +198,29 @@ fn start_to_v1(start: SoakStart) -> v1::SoakStart {
         environment: start.environment,
         supervisor: start.supervisor,
         runtime_json: start.runtime_json,
+    }
+}
+
+/// Schema 9–12's job: recorded before runs, it forms run `None`.
+impl From<v12::JobMember> for JobMember {
+    fn from(job: v12::JobMember) -> Self {
+        JobMember {
+            job: job.job,
+            rank: job.rank,
+            on_job_alarm: job.on_job_alarm,
+            run: None,
+        }
+    }
+}
+
+/// The job as schema 9–12 stored it: without the run, which no start of theirs had.
+impl From<JobMember> for v12::JobMember {
+    fn from(job: JobMember) -> Self {
+        v12::JobMember {
+            job: job.job,
+            rank: job.rank,
+            on_job_alarm: job.on_job_alarm,
+        }
     }
 }
 

@@ -17,8 +17,7 @@ use crate::event::soak::{
 use crate::event::soak::{
     JobAlarm, JobAlarmSeen, JobMember, MpsTeardown, OnJobAlarm, ThreadEvidence,
 };
-use crate::event::stored::v9;
-use crate::event::stored::{v1, v2};
+use crate::event::stored::{v1, v2, v9, v12};
 use crate::event::{DaemonLimits, StartedDaemon, TopologyMode};
 use crate::process::ProcessIdentity;
 
@@ -235,6 +234,7 @@ fn changed_forms() -> Vec<StoredEvent> {
     .chain(schema_10_forms())
     .chain(schema_11_forms())
     .chain(schema_12_forms())
+    .chain(schema_13_forms())
     .collect()
 }
 
@@ -280,7 +280,7 @@ fn a_sample_carries_its_progress_only_where_its_form_records_it() {
 fn schema_11_forms() -> Vec<StoredEvent> {
     let mut start = v2::SoakStart::from(start_of_v1(start_v1()));
     start.command = vec!["sh".into(), "\u{fffd}\u{fffd}".into()];
-    vec![StoredEvent::SoakStarted {
+    vec![StoredEvent::SoakStartedV12 {
         start: Box::new(start),
         supervision: Supervision::default(),
         limits: Limits::default(),
@@ -289,16 +289,51 @@ fn schema_11_forms() -> Vec<StoredEvent> {
     }]
 }
 
+/// The form schema 13 adds: a start whose job holds the run its rank joined.
+fn schema_13_forms() -> Vec<StoredEvent> {
+    vec![StoredEvent::SoakStarted {
+        start: Box::new(v2::SoakStart::from(start_of_v1(start_v1()))),
+        supervision: Supervision::default(),
+        limits: Limits::default(),
+        job: Some(JobMember {
+            job: "ring".into(),
+            rank: Some(2),
+            on_job_alarm: OnJobAlarm::Capture,
+            run: Some("s0.r1".into()),
+        }),
+        command_lossy: false,
+    }]
+}
+
+/// A start of schema 9–12's forms reads as its job's soak recorded before runs (run `None`);
+/// schema 13's with the run its rank joined.
+#[test]
+fn a_starts_job_has_a_run_only_where_its_form_records_one() {
+    let mut runs = Vec::new();
+    for stored in changed_forms() {
+        let schema = stored.schema();
+        if let Some((Event::SoakStarted { job: Some(job), .. }, _)) = stored.upcast() {
+            assert_eq!(job.job, "ring", "schema {schema}");
+            assert_eq!(job.run.is_some(), schema >= 13, "schema {schema}");
+            runs.push((schema, job.run));
+        }
+    }
+    assert_eq!(runs, [(9, None), (13, Some("s0.r1".into()))]);
+}
+
 /// A start of schema 1–10's forms reads with its command line whole, as recorded: none of them
-/// could hold an argument that is not UTF-8. Schema 11's says what it holds.
+/// could hold an argument that is not UTF-8. Schema 11's on say what they hold.
 #[test]
 fn a_start_reads_as_lossy_only_where_its_form_says_so() {
+    let mut lossy = 0;
     for stored in changed_forms() {
         let schema = stored.schema();
         if let Some((Event::SoakStarted { command_lossy, .. }, _)) = stored.upcast() {
-            assert_eq!(command_lossy, schema >= 11, "schema {schema}");
+            assert!(!command_lossy || schema >= 11, "schema {schema}");
+            lossy += usize::from(command_lossy);
         }
     }
+    assert_eq!(lossy, 1, "the one lossy start of the forms");
 }
 
 /// The forms schema 9 adds.
@@ -309,7 +344,7 @@ fn schema_9_forms(supervision: v9::Supervision) -> Vec<StoredEvent> {
             start: start(),
             supervision,
             limits: Limits::default(),
-            job: Some(JobMember {
+            job: Some(v12::JobMember {
                 job: "ring".into(),
                 rank: Some(2),
                 on_job_alarm: OnJobAlarm::Stop,
@@ -534,7 +569,7 @@ fn an_event_is_written_in_its_kinds_newest_form() {
             "daemon_started" => 7,
             "daemon_starting" => 4,
             "soak_sampled" => 12,
-            "soak_started" => 11,
+            "soak_started" => 13,
             "soak_finished" => 10,
             "soak_evidence_captured" | "soak_job_alarm_seen" => 9,
             _ => 6,

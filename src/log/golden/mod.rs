@@ -148,7 +148,7 @@ fn every_form() -> Vec<StoredEvent> {
             start: Box::new(start(n)),
             supervision: supervision_v9(n),
             limits: limits(n),
-            job: Some(job_member(n)),
+            job: Some(job_member_v12(n)),
         },
         |n| S::SoakEvidenceCaptured(Box::new(evidence(n))),
         |n| S::SoakJobAlarmSeen(Box::new(alarm_seen(n))),
@@ -156,7 +156,7 @@ fn every_form() -> Vec<StoredEvent> {
             start: Box::new(start(n)),
             supervision: supervision(n),
             limits: limits(n),
-            job: Some(job_member(n)),
+            job: Some(job_member_v12(n)),
         },
         |n| S::SoakSampledV11 {
             sample: Box::new(sample(n)),
@@ -168,11 +168,11 @@ fn every_form() -> Vec<StoredEvent> {
             findings: Box::new(findings(n)),
             limit: Some(resource_limit()),
         },
-        |n| S::SoakStarted {
+        |n| S::SoakStartedV12 {
             start: Box::new(start(n)),
             supervision: supervision(n),
             limits: limits(n),
-            job: Some(job_member(n)),
+            job: Some(job_member_v12(n)),
             command_lossy: n.bool(),
         },
         |n| S::SoakSampled {
@@ -183,6 +183,13 @@ fn every_form() -> Vec<StoredEvent> {
         |n| S::SoakSampledCompact {
             packed: Box::new(compact(n)),
             noted: Some(progress_noted(n)),
+        },
+        |n| S::SoakStarted {
+            start: Box::new(start(n)),
+            supervision: supervision(n),
+            limits: limits(n),
+            job: Some(job_member(n)),
+            command_lossy: n.bool(),
         },
     ];
     forms

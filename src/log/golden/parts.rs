@@ -199,6 +199,16 @@ pub(super) fn job_member(n: &mut Fresh) -> JobMember {
         job: n.text(),
         rank: Some(n.u32()),
         on_job_alarm: OnJobAlarm::Ignore,
+        run: Some(n.text()),
+    }
+}
+
+/// The job as schema 9–12's starts hold it.
+pub(super) fn job_member_v12(n: &mut Fresh) -> crate::event::stored::v12::JobMember {
+    crate::event::stored::v12::JobMember {
+        job: n.text(),
+        rank: Some(n.u32()),
+        on_job_alarm: OnJobAlarm::Ignore,
     }
 }
 

@@ -108,9 +108,23 @@ pub(in crate::read) fn head(record: &SoakRecord) -> Map<String, Value> {
             json!(record.judged.as_ref().and_then(|j| j.limit.as_deref())),
         );
         if recorded.job {
+            // Schema 13 on, the alarm's run: the soak's own, which the alarm it saw was raised in.
+            let run = recorded.runs.then(|| {
+                record
+                    .records
+                    .soak
+                    .job
+                    .as_ref()
+                    .and_then(|job| job.run.clone())
+            });
             outcome.insert(
                 "job_alarm".into(),
-                json!(findings.job_alarm.as_ref().map(job_alarm)),
+                json!(
+                    findings
+                        .job_alarm
+                        .as_ref()
+                        .map(|alarm| job_alarm(alarm, run.clone()))
+                ),
             );
         }
     }
@@ -151,17 +165,25 @@ fn summary(record: &SoakRecord) -> Value {
     summary
 }
 
-/// The job's alarm as the rank that tripped wrote it.
-fn job_alarm(alarm: &JobAlarm) -> Value {
-    json!({
-        "job": alarm.job,
-        "rank": alarm.rank,
-        "host": alarm.host,
-        "soak_id": alarm.soak_id,
-        "failure_kind": alarm.failure_kind,
-        "reason": alarm.reason,
-        "at": alarm.at,
-    })
+/// The job's alarm as the rank that tripped wrote it; with its run (`Some`: the soak's run, of
+/// schema 13 on; `null` for a soak recorded before runs) after the job.
+fn job_alarm(alarm: &JobAlarm, run: Option<Option<String>>) -> Value {
+    let mut object = Map::new();
+    object.insert("job".into(), json!(alarm.job));
+    if let Some(run) = run {
+        object.insert("run".into(), json!(run));
+    }
+    for (key, value) in [
+        ("rank", json!(alarm.rank)),
+        ("host", json!(alarm.host)),
+        ("soak_id", json!(alarm.soak_id)),
+        ("failure_kind", json!(alarm.failure_kind)),
+        ("reason", json!(alarm.reason)),
+        ("at", json!(alarm.at)),
+    ] {
+        object.insert(key.into(), value);
+    }
+    Value::Object(object)
 }
 
 /// Identity, times, outcome, exit, leaks, output, and the place in the log.

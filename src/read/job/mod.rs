@@ -431,6 +431,7 @@ mod tests {
     fn the_alarm_names_the_first_and_a_job_without_evidence_has_no_groups() {
         let alarm = Alarm {
             job: "J".into(),
+            run: None,
             rank: Some(3),
             host: "n2".into(),
             soak_id: "s3".into(),

@@ -50,7 +50,7 @@ impl MetricsFile {
                 soak: spec.soak_id.clone(),
                 host: ctx.paths.host.clone(),
                 job: spec.job.as_ref().map(|j| j.member.job.as_str().to_owned()),
-                rank: spec.job.as_ref().and_then(|j| j.member.rank),
+                rank: spec.job.as_ref().map(|j| j.member.rank),
                 command: crate::text::shell_command(&spec.secrets.mask_command_line(&spec.command)),
             };
             Written {

@@ -15,12 +15,14 @@
 //! - [`record`]: the start and the verdict; [`written`]: the artifact and the report;
 //! - [`child`]: the guard and the command's output tails; [`stop`]: the teardown;
 //! - [`beats`]: the heartbeat file; [`metrics`]: the metrics file (`--metrics-file`);
-//! - [`alarm`]: a rank's side of its job's alarm;
+//! - [`alarm`]: a rank's side of its job's alarm; [`barrier`]: no rank of a failing run stops
+//!   its tree before the run's ranks have captured;
 //! - [`status`]: the live status line.
 //!
 //! [`verdict`]: crate::soak::watch::verdict
 
 mod alarm;
+mod barrier;
 mod beats;
 mod child;
 mod commit;
@@ -220,12 +222,19 @@ impl Effects for Shell<'_> {
     }
 
     fn stop(&mut self, guard: &Guard, trigger: Option<FailureKind>) -> Stopped {
+        // A rank of a failing run, or of one being cancelled, stops its tree behind the run's
+        // capture barrier.
+        let failing = self.job.as_ref().and_then(|job| {
+            job.alarmed()
+                .or_else(|| (trigger == Some(FailureKind::Interrupted)).then(|| job.job()))
+        });
         let (stopped, evidence) = stop::teardown(
             self.ctx,
             self.spec,
             (guard, &self.witnesses.capture),
             &self.seen,
             (trigger, self.interrupted),
+            failing,
         );
         self.unrecorded
             .extend(evidence.map(|event| (self.soak.subject(), event)));

@@ -101,8 +101,9 @@ impl Recording {
                 limits: Some(spec.limits.clone()),
                 job: spec.job.as_ref().map(|run| JobMember {
                     job: run.member.job.as_str().to_owned(),
-                    rank: run.member.rank,
+                    rank: Some(run.member.rank),
                     on_job_alarm: run.on_alarm,
+                    run: Some(run.run.id.to_string()),
                 }),
                 command_lossy: spec.command_lossy,
             },

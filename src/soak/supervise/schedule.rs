@@ -29,9 +29,6 @@ use crate::soak::watch::{CommandState, Failure, Next, Observation, Resources, Wa
 use crate::soak::witnesses::Witnesses;
 use crate::time::poll_until;
 
-/// The longest a rank that raised its job's alarm holds its tree for the others to capture.
-const ALARM_HOLD_MAX: Duration = Duration::from_secs(10);
-
 /// How long after the guard's death an interruption still counts as its cause.
 const INTERRUPT_SKEW: Duration = Duration::from_millis(500);
 
@@ -155,26 +152,20 @@ pub(super) fn sample_until_done(
         let job = job.as_deref_mut();
         match next {
             Next::Continue => {
-                let failure = alarm_seen(
-                    (ctx, spec),
-                    job,
-                    &mut samples,
-                    &tree,
-                    &mut held,
-                    interrupted,
-                );
+                let failure = alarm_seen((ctx, spec), job, &mut samples, &tree, &mut held);
                 if let Some(failure) = failure {
                     break Some(failure);
                 }
             }
             Next::Exited => {
-                break exited_in_job(ctx, spec, job, &mut samples, &status, &mut held);
+                break exited_in_job((ctx, spec), job, &mut samples, (&status, &tree), &mut held);
             }
             Next::Fail(failure) => break Some(failure),
         }
     };
     if let (Some(failure), Some(job)) = (&failure, job) {
-        tell_the_job(ctx, spec, job, failure, interrupted, &mut held);
+        // The others are told at once; this rank's tree is stopped only once they captured.
+        job.raise(ctx, spec, (failure.kind, &failure.reason), &mut held);
     }
     ctx.console.finish();
     // Whatever ended the sampling, the samples taken are recorded before the verdict; those a
@@ -247,14 +238,14 @@ fn died(failure: Failure, interrupted: &AtomicBool) -> Failure {
 }
 
 /// A command that ended once its job had failed may have ended of it (a collective whose peer
-/// is gone): the alarm is recorded, and under `stop` a command that failed fails the soak as
-/// the job's. `None` (the verdict is the command's) otherwise.
+/// is gone): the alarm is recorded and what is left of the tree captured, and under `stop` a
+/// command that failed fails the soak as the job's. `None` (the verdict is the command's)
+/// otherwise.
 fn exited_in_job(
-    ctx: &SoakContext,
-    spec: &SoakSpec,
+    (ctx, spec): (&SoakContext, &SoakSpec),
     job: Option<&mut JobWatch<'_>>,
     samples: &mut GroupCommit<'_>,
-    status: &GuardStatus,
+    (status, tree): (&GuardStatus, &Running<'_>),
     held: &mut Vec<(Subject, Event)>,
 ) -> Option<Failure> {
     let job = job?;
@@ -262,61 +253,26 @@ fn exited_in_job(
     if let Err(failure) = samples.commit() {
         return Some(failure);
     }
-    let failure = job.seen_after_exit(ctx, spec, alarm, held);
+    let failure = job.seen_after_exit(ctx, spec, alarm, tree, held);
     failure.filter(|_| status.exit_code != Some(0))
-}
-
-/// This rank's `failure` is told to the job's other ranks at once, and its tree left as it is
-/// for two of its sample intervals ([`ALARM_HOLD_MAX`] at most, less when interrupted): the
-/// others, looking once a sample, capture their evidence while the job is as it hung, not after
-/// this rank's end has broken their collectives.
-fn tell_the_job(
-    ctx: &SoakContext,
-    spec: &SoakSpec,
-    job: &mut JobWatch<'_>,
-    failure: &Failure,
-    interrupted: &AtomicBool,
-    held: &mut Vec<(Subject, Event)>,
-) {
-    if job.raise(ctx, spec, (failure.kind, &failure.reason), held) {
-        poll_until(alarm_hold(spec), LOOK_EVERY, || {
-            interrupted.load(Ordering::Relaxed)
-        });
-    }
-}
-
-/// How long after a job's alarm its ranks' trees are left as they are, for every rank to
-/// capture its evidence: two sample intervals, [`ALARM_HOLD_MAX`] at most.
-fn alarm_hold(spec: &SoakSpec) -> Duration {
-    (Duration::from_millis(spec.parameters.sample_interval_ms) * 2).min(ALARM_HOLD_MAX)
 }
 
 /// One look for the job's alarm, a sample the soak goes on from; once seen, the samples taken
 /// are committed before what it brings (the record of it, the evidence), and under `stop` the
-/// soak's failure comes back.
+/// soak's failure comes back (its tree is stopped behind the run's capture barrier).
 fn alarm_seen(
     (ctx, spec): (&SoakContext, &SoakSpec),
     job: Option<&mut JobWatch<'_>>,
     samples: &mut GroupCommit<'_>,
     tree: &Running<'_>,
     held: &mut Vec<(Subject, Event)>,
-    interrupted: &AtomicBool,
 ) -> Option<Failure> {
     let job = job?;
     let alarm = job.check(ctx, spec)?;
     if let Err(failure) = samples.commit() {
         return Some(failure);
     }
-    // Stopped, this rank's tree is left as it is until the alarm's hold is over, as the first
-    // rank's is: a rank stopped at once would break the collectives of those yet to capture.
-    let hold = alarm_hold(spec);
-    let now = crate::time::unix_seconds(jiff::Timestamp::now().as_microsecond());
-    let left = Duration::try_from_secs_f64(alarm.at + hold.as_secs_f64() - now)
-        .unwrap_or_default()
-        .min(hold);
-    let failure = job.seen(ctx, spec, alarm, tree, held)?;
-    poll_until(left, LOOK_EVERY, || interrupted.load(Ordering::Relaxed));
-    Some(failure)
+    job.seen(ctx, spec, alarm, tree, held)
 }
 
 /// The sampler of a soak sampled every `interval`, its GPUs read by a stream of its own.

@@ -1,16 +1,19 @@
 //! The teardown, once the soak is decided: evidence of the tree captured, its MPS clients ended
 //! through their daemons, the evidence committed before the first signal, the dump signal and
-//! its wait, then the tree stopped (see [`stop_tree`]), what it leaked named with its credentials
-//! masked.
+//! its wait, then — for a rank of a failing run — the other ranks' captures waited for
+//! ([`barrier`]), then the tree stopped (see [`stop_tree`]), what it leaked named with its
+//! credentials masked.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use super::barrier;
 use super::child::Guard;
 use super::context::{LOOK_EVERY, SoakContext};
 use crate::event::soak::{FailureKind, MpsTeardown};
 use crate::event::{Event, Subject};
+use crate::job::JobRun;
 use crate::process::{ProcStat, ProcessIdentity, Signal, SystemProc};
 use crate::soak::capture::Capture;
 use crate::soak::request::SoakSpec;
@@ -20,14 +23,16 @@ use crate::time::poll_until;
 /// Stops the soak's tree (see [`stop_tree`]) once the soak is decided; the leaks, their
 /// credentials masked, and what no signal could end. Before the first signal the evidence is
 /// captured, the tree's MPS clients ended, the evidence recorded, then the dump signal sent and
-/// its wait kept; the evidence comes back when it could not be recorded (a full disk), to go in
-/// with the verdict.
+/// its wait kept; then, for a rank of `failing` (its run, failing or being interrupted), its
+/// capture is marked and the other ranks' waited for ([`barrier::hold`]). The evidence comes
+/// back when it could not be recorded (a full disk), to go in with the verdict.
 pub(super) fn teardown(
     ctx: &SoakContext,
     spec: &SoakSpec,
     (guard, capture): (&Guard, &Capture),
     seen: &HashSet<ProcessIdentity>,
     (failure, interrupted): (Option<FailureKind>, &AtomicBool),
+    failing: Option<&JobRun>,
 ) -> (Stopped, Option<Event>) {
     let proc = SystemProc::default();
     // From here on an interruption (a second Ctrl-C) means: kill now.
@@ -47,8 +52,22 @@ pub(super) fn teardown(
     let mut unrecorded = None;
     let grace = Duration::from_millis(spec.parameters.shutdown_grace_ms);
     let before_first = |live: &[ProcStat], trigger| {
-        unrecorded = capture_evidence(ctx, spec, capture, (&tree, &hands), live, trigger, true)
-            .map(|(_, event)| event);
+        unrecorded = capture_evidence(
+            ctx,
+            spec,
+            capture,
+            (&tree, &hands),
+            live,
+            (trigger, true),
+            None,
+        )
+        .map(|(_, event)| event);
+        if let Some(job) = failing {
+            barrier::mark_captured(ctx, job, true);
+            let interrupted = failure == Some(FailureKind::Interrupted);
+            let bound = barrier::bound(spec, capture.budget(), interrupted);
+            barrier::hold(ctx, job, bound, &hurry);
+        }
         if trigger != FailureKind::LeakedProcesses {
             ctx.console.note(&format!(
                 "stopping the tree ({}): SIGTERM now, SIGKILL in {}{}",
@@ -82,19 +101,21 @@ pub(super) fn teardown(
 /// and the record, which says so: no signal of the teardown, the dump signal included, reaches
 /// a client its server still serves. The capture at a job's alarm is no teardown's: its tree
 /// runs on, served, and gets the dump signal as asked (one a trainer handles, as
-/// `faulthandler` does). The evidence comes back when the log could not take it (a full disk),
-/// to go in with the verdict.
+/// `faulthandler` does). `note` is what the capture could not see, said among what was
+/// unavailable. The evidence comes back when the log could not take it (a full disk), to go in
+/// with the verdict.
 pub(super) fn capture_evidence(
     ctx: &SoakContext,
     spec: &SoakSpec,
     capture: &Capture,
     (tree, hands): (&Tree<'_>, &SystemHands<'_>),
     live: &[ProcStat],
-    trigger: FailureKind,
-    stopping: bool,
+    (trigger, stopping): (FailureKind, bool),
+    note: Option<&str>,
 ) -> Option<(Subject, Event)> {
     let subject = Subject::Soak(spec.soak_id.clone());
     let mut evidence = capture.take(live, trigger, jiff::Timestamp::now().as_microsecond());
+    evidence.unavailable.extend(note.map(str::to_owned));
     if stopping {
         evidence.mps = end_mps_clients(ctx, live);
     }
