@@ -1,6 +1,6 @@
 //! A job's runs, on a real directory: which run a rank joins, what it refuses, what it ignores.
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::Path;
 
 use super::*;
@@ -182,7 +182,11 @@ fn malformed_or_foreign_entries_are_named_and_ignored() {
     assert_eq!(again.run.id.as_str(), "1");
     assert_eq!(again.warnings.len(), 7, "said to the rank that joins");
     let captured = ranks.with_file_name("captured");
-    std::fs::create_dir(&captured).unwrap();
+    // As unilab makes it, whatever the umask: a group-writable one is refused (as it says).
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(&captured)
+        .unwrap();
     std::fs::write(captured.join("x"), b"{}").unwrap();
     let (marks, warnings) = run.captures();
     assert!(marks.is_empty());
