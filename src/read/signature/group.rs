@@ -198,8 +198,28 @@ pub(crate) fn rank_list(ranks: &[u32]) -> String {
     }
 }
 
+/// What the ranks of `grouping` other than the one that stands out were doing (`grouping` is
+/// of them alone): "the other 3 ranks are in `all_reduce` (dist.py:41)", or, where they stood
+/// apart, "of the other ranks, " and [`verdict`]'s sentence; `None` when there are none.
+pub(crate) fn others(
+    grouping: &Grouping,
+    host_of: &dyn Fn(u32) -> Option<String>,
+) -> Option<String> {
+    match grouping.groups.as_slice() {
+        [] => None,
+        [one] => Some(match one.ranks.len() {
+            1 => format!("the other rank is in {}", place(one)),
+            n => format!("the other {n} ranks are in {}", place(one)),
+        }),
+        _ => Some(format!(
+            "of the other ranks, {}",
+            verdict(grouping, host_of)?
+        )),
+    }
+}
+
 /// `` `load_batch` (data.py:88) ``: the group's innermost frame, its file by name alone.
-fn place(group: &SignatureGroup) -> String {
+pub(crate) fn place(group: &SignatureGroup) -> String {
     let Some(frame) = group.top_frames.first() else {
         return format!("`{}`", group.signature);
     };
