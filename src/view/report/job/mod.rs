@@ -46,7 +46,17 @@ tr.odd td,tr.slow td{background:#fff3e0}.verdict{margin:8px 0;padding-left:20px;
 .group h3{font-family:ui-monospace,monospace;font-size:13px;margin:4px 0;overflow-wrap:anywhere}.group p{margin:2px 0;font-size:13px}\
 .group pre{margin:4px 0}.ranks{overflow-x:auto}.ranks table{width:100%}.ranks td code{font-size:12px}\
 .ranks td{overflow-wrap:normal}.ranks td:last-child{overflow-wrap:anywhere}\
-.ranks th,.ranks td:nth-child(-n+2){white-space:nowrap}tr.suspect td{background:#ffebee}.tag{font-size:11px;font-weight:600;color:#fff;background:#c62828;border-radius:3px;padding:0 4px;margin-left:4px}@media (max-width:760px){.ranks thead{display:none}.ranks table,.ranks tbody,.ranks tr,.ranks td{display:block;width:100%}.ranks tr{border:1px solid #ddd;border-radius:4px;margin:0 0 8px;padding:4px 8px}.ranks td{display:flex;gap:8px;border:0;padding:2px 0;white-space:normal}.ranks td::before{content:attr(data-label);flex:0 0 7.5em;color:#666;font-size:12px}.ranks td:last-child{overflow-wrap:anywhere;min-width:0}.ranks td:first-child{font-weight:600}}";
+.ranks th,.ranks td:nth-child(-n+2){white-space:nowrap}\
+tr.suspect td{background:#ffebee}.tag{font-size:11px;font-weight:600;color:#fff;background:#c62828;\
+border-radius:3px;padding:0 4px;margin-left:4px}\
+@media (max-width:760px){.ranks thead{display:none}.ranks table,.ranks tbody{display:block;width:100%}\
+.ranks tr{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));column-gap:12px;border:1px solid #ddd;\
+border-radius:4px;margin:0 0 8px;padding:4px 8px}.ranks tr.odd,.ranks tr.slow{background:#fff8ef}\
+.ranks tr.suspect{background:#ffebee;border-color:#c62828}\
+.ranks td{display:flex;gap:8px;border:0;padding:1px 0;white-space:normal;min-width:0;background:none!important}\
+.ranks td::before{content:attr(data-label);flex:0 0 6.5em;color:#666;font-size:12px}\
+.ranks td:first-child,.ranks td:last-child{grid-column:1/-1}.ranks td:first-child{font-weight:600}\
+.ranks td:last-child{overflow-wrap:anywhere}}";
 
 /// Where a rank's series is found: its host and its soak.
 pub(crate) type SeriesKey = (String, String);
@@ -563,7 +573,7 @@ fn charts(
         ),
         (
             "step",
-            "Step time: each rank's median step between two samples, where it beats",
+            "Step time: each rank's median time between two beats, a sample, where it beats",
             Quantity::StepSeconds,
         ),
     ]
