@@ -168,6 +168,7 @@ fn straggler_line(straggler: &Straggler) -> String {
 mod tests {
     use super::*;
     use crate::read::job::straggler::cause::{CLOCK_LOWER, THROTTLE_POINTS, THROTTLE_TIMES};
+    use crate::read::job::suspect::{STALL_SAMPLES, STALL_STEPS};
 
     /// `job show --help` states the rule with the figures the code uses.
     #[test]
@@ -181,6 +182,14 @@ mod tests {
         let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
         for figure in [
             format!("over {STRAGGLER_RATIO}× the job's"),
+            format!(
+                "max({STALL_STEPS} × its median step or progress interval, {STALL_SAMPLES} sample \
+intervals)"
+            ),
+            "(odd_stack)".into(),
+            "(other_phase)".into(),
+            "(behind_step)".into(),
+            "(first_stalled)".into(),
             format!("at least {} points more", THROTTLE_POINTS),
             format!("twice as often ({}×)", THROTTLE_TIMES),
             format!("at least {} % lower", 100.0 * CLOCK_LOWER),

@@ -149,6 +149,11 @@ pub(crate) fn judge(ranks: &[RankRow], grouping: &Grouping) -> Judged {
     }
 }
 
+/// How many of its median steps (or progress intervals) a rank may go without progress.
+pub(crate) const STALL_STEPS: f64 = 3.0;
+/// How many of its sample intervals a rank may go without progress, at least.
+pub(crate) const STALL_SAMPLES: f64 = 2.0;
+
 /// How long a rank may go without progress before it has stalled, seconds (see the rules).
 pub(crate) fn margin(row: &RankRow) -> f64 {
     let interval = row
@@ -156,7 +161,7 @@ pub(crate) fn margin(row: &RankRow) -> f64 {
         .or(row.pace.progress_interval_seconds)
         .unwrap_or(0.0);
     let sample = row.pace.sample_interval_seconds.unwrap_or(0.0);
-    (3.0 * interval).max(2.0 * sample)
+    (STALL_STEPS * interval).max(STALL_SAMPLES * sample)
 }
 
 /// Whether `row` has stalled: gone longer than its margin without progress, as far as known.
