@@ -10,6 +10,7 @@ use crate::projection::{SoakSummary, Soaks};
 use crate::read::fold::{Fold, Folded, walk};
 use crate::read::job::series::RankSeries;
 use crate::read::job::straggler::reading::RankReading;
+use crate::read::job::suspect::RankPace;
 use crate::read::job::{RankCaptures, RankRow};
 use crate::soak::launch::{JOB_KEY, NODE_KEY, RANK_KEY};
 use crate::soak::watch::progress::{ProgressReading, SampleSeen};
@@ -161,6 +162,7 @@ struct RankRun {
     reading: RankReading,
     spawned_at_us: Option<i64>,
     progress: ProgressReading,
+    pace: RankPace,
 }
 
 impl RankRun {
@@ -183,7 +185,8 @@ impl RankRun {
             self.peak_pss = Some(self.peak_pss.map_or(pss, |peak| peak.max(pss)));
         }
         if let Some(series) = series {
-            series.add(elapsed_us, sample.progress.bytes, pss);
+            let step = measures.and_then(|m| m.heartbeat.as_deref()?.step_seconds_median);
+            series.add(elapsed_us, sample.progress.bytes, pss, step.map(f64::from));
         }
         let used: Vec<u32> = sample
             .gpus
@@ -198,6 +201,7 @@ impl RankRun {
             self.utilization_samples += 1;
         }
         let beats = measures.and_then(|m| m.heartbeat.as_deref());
+        self.pace.sample(at_us, beats, noted);
         self.progress.sample(SampleSeen {
             noted,
             files: sample.progress.files,
@@ -252,6 +256,7 @@ fn read_rank(
         mut reading,
         spawned_at_us,
         progress,
+        pace,
         ..
     } = run;
     let verdict = folded.soak.as_ref().and_then(|s| s.end.as_deref());
@@ -261,6 +266,8 @@ fn read_rank(
     if let (Some(series), Some(spawned)) = (series, spawned_at_us) {
         series.spawned_at(spawned);
     }
+    let soak_started = folded.soak.as_ref();
+    let pace = pace.done(soak_started.map(|s| s.start.parameters.sample_interval_ms));
     let (signature, last_capture_us) = captures.done();
     let read = reading.done();
     let (signature, top_frames) = match signature {
@@ -272,6 +279,7 @@ fn read_rank(
         host: host.to_owned(),
         node: None,
         soak_id: soak.soak_id.clone(),
+        run: soak_started.and_then(|s| s.job.as_ref()?.run.clone()),
         status: soak.state.as_str().to_owned(),
         failure_kind: soak.failure_kind,
         started_at: unix_seconds(soak.started_at_us),
@@ -279,6 +287,7 @@ fn read_rank(
         ended: soak.state.end(),
         last_progress_at: last_progress_at_us.map(unix_seconds),
         last_step: read.last_step,
+        last_phase: pace.last_phase.clone(),
         median_step_seconds: read.median_step_seconds,
         peak_tree_pss_bytes: peak_pss,
         gpu_utilization_mean: (utilization_samples > 0)
@@ -291,5 +300,6 @@ fn read_rank(
             .map(unix_seconds),
         reason: soak.reason.clone(),
         gpus: read.gpus,
+        pace,
     })
 }
