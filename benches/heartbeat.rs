@@ -18,7 +18,7 @@ use std::io::Write;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use unilab::testing::heartbeat::{
-    Beat, HeartbeatReader, HeartbeatRun, SampleSummary, StepLimits, parse,
+    Beat, HeartbeatReader, HeartbeatRun, SampleSummary, StepLimits, Timed, parse,
 };
 
 const BEATS: u64 = 1_000;
@@ -65,12 +65,14 @@ impl Trainer {
         (trainer, reader)
     }
 
-    /// Appending the next second's beats is the trainer's work, not timed.
-    fn append_a_second(&mut self) {
+    /// Appending the next second's beats is the trainer's work, not timed; when they arrive,
+    /// as the last one's `t` says (so every `t` agrees with it, as a trainer's own does).
+    fn append_a_second(&mut self) -> f64 {
         self.writer
             .write_all(&second_of_beats(self.step))
             .expect("append beats");
         self.step += BEATS;
+        1.754e9 + (self.step - 1) as f64 * 0.001
     }
 }
 
@@ -88,9 +90,9 @@ fn poll_group<S, R>(
     group.bench_function("1000_beats", |b| {
         b.iter_batched(
             || trainer.append_a_second(),
-            |()| {
+            |arrived| {
                 let polled = reader
-                    .poll_each(2e9, |beat| add(&mut state, beat))
+                    .poll_each(arrived, |beat| add(&mut state, beat))
                     .expect("poll the heartbeat file");
                 assert_eq!(polled.beats as u64, BEATS);
                 black_box(take(&mut state))
@@ -107,7 +109,11 @@ fn poll_and_summary(c: &mut Criterion) {
         "poll_and_summary",
         SampleSummary::new(),
         |summary, beat| {
-            summary.add(beat);
+            let at = Timed {
+                at: beat.t,
+                stamped: false,
+            };
+            summary.add(beat, at);
         },
         SampleSummary::take,
     );

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use unilab::testing::heartbeat::{Beat, SampleSummary};
+use unilab::testing::heartbeat::{Beat, SampleSummary, Timed};
 use unilab::*;
 
 fn main() {
@@ -284,6 +284,7 @@ impl Trainer {
                 phase: "train".into(),
                 t: 1.754e9,
                 clocked: true,
+                arrived: 1.754e9,
                 numbers: keys.iter().map(|&k| (k, 0.0)).collect(),
             },
             keys,
@@ -311,7 +312,11 @@ impl Trainer {
                 _ => step * 4096.0,
             };
             beat.numbers = self.keys.iter().map(|&k| (k, value(k))).collect();
-            self.summary.add(&self.beat);
+            let at = Timed {
+                at: self.beat.t,
+                stamped: false,
+            };
+            self.summary.add(&self.beat, at);
         }
         self.summary.take()
     }

@@ -168,6 +168,7 @@ pub mod testing {
     }
     pub mod heartbeat {
         pub use crate::soak::heartbeat::beat::{Beat, Line};
+        pub use crate::soak::heartbeat::clock::Timed;
         pub use crate::soak::heartbeat::limits::StepLimits;
         pub use crate::soak::heartbeat::numbers::Numbers;
         pub use crate::soak::heartbeat::parse::parse;

@@ -225,9 +225,10 @@ fn a_checkpoint_is_held_to_its_phase_limit_and_its_steps_and_goodput_are_recorde
     assert_eq!(count_of(&steps["train"]["count"]), 40, "{steps}");
     assert_eq!(count_of(&steps["train"]["last"]), 39, "{steps}");
     assert_eq!(count_of(&steps["checkpoint"]["count"]), 1, "{steps}");
-    assert_eq!(count_of(&steps["checkpoint"]["last"]), 30, "{steps}");
-    // The checkpoint's one step: from its beat to the train beat that ended it, 8 s and more
-    // (the median within 1 %); the train steps slept 0.1 s each.
+    assert_eq!(count_of(&steps["checkpoint"]["last"]), 29, "{steps}");
+    // The checkpoint's one step: from its beat, at the last train step's number, to the next
+    // step's beat, 8 s and more (the median within 1 %); the train steps slept 0.1 s each, and
+    // none is of zero length (from the last train beat to the checkpoint's, at one step).
     let checkpoint = steps["checkpoint"]["median_seconds"].as_f64().unwrap();
     assert!(checkpoint >= 8.0 * 0.99, "{steps}");
     let train = steps["train"]["median_seconds"].as_f64().unwrap();
@@ -261,7 +262,7 @@ fn a_checkpoint_is_held_to_its_phase_limit_and_its_steps_and_goodput_are_recorde
     assert_eq!(total, 41, "every beat in one row: {rows:?}");
     assert!(
         rows.iter()
-            .any(|b| b["phase"] == "checkpoint" && b["step"] == 30),
+            .any(|b| b["phase"] == "checkpoint" && b["step"] == 29),
         "the checkpoint's beat is the last of a row: {rows:?}"
     );
     assert!(
@@ -302,8 +303,8 @@ fn a_checkpoint_is_held_to_its_phase_limit_and_its_steps_and_goodput_are_recorde
 
 /// 30 train steps of 0.1 s, then a step that never ends: with `--step-timeout auto` the phase's
 /// limit is learned from its steps (5 × p99, at least 10 s), and the hung step fails the soak as
-/// `stale_progress` long before the stale period of an hour, naming the step, how long it took
-/// and the limit with where it came from. The time it hung is the goodput's `stalled`.
+/// `stale_progress` long before the stale period of an hour, naming the last step beaten, how
+/// long since and the limit with where it came from. The time it hung is the goodput's `stalled`.
 #[test]
 fn a_hung_train_step_fails_at_the_limit_learned_from_its_phase() {
     let soak = Soak::new();
@@ -318,14 +319,11 @@ fn a_hung_train_step_fails_at_the_limit_learned_from_its_phase() {
     assert_eq!(outcome["failure_kind"], "stale_progress", "{outcome}");
     assert_eq!(verdict(&output)["outcome"]["reason"], outcome["reason"]);
     let reason = outcome["reason"].as_str().unwrap();
-    assert!(
-        reason.starts_with("step 30 of phase `train` has taken "),
-        "{reason}"
-    );
-    // "...; its limit is 10.0s (learned: 5 × p99 0.10s, at least 10s)"
+    // "no beat for 10.1s since step 29 of phase `train`; its limit is 10.0s (learned: 5 × p99
+    // 0.10s, at least 10s)": the step as it was beaten.
     let (taken, limit) = reason
-        .strip_prefix("step 30 of phase `train` has taken ")
-        .and_then(|rest| rest.split_once("s; its limit is "))
+        .strip_prefix("no beat for ")
+        .and_then(|rest| rest.split_once("s since step 29 of phase `train`; its limit is "))
         .unwrap_or_else(|| panic!("{reason}"));
     let (limit, source) = limit.split_once("s (").unwrap();
     let (taken, limit): (f64, f64) = (taken.parse().unwrap(), limit.parse().unwrap());
@@ -421,7 +419,7 @@ fn the_python_helper_beats_a_real_trainer_under_soak_run() {
     let steps = &summary["steps"];
     assert_eq!(count_of(&steps["train"]["count"]), 30, "{steps}");
     assert_eq!(count_of(&steps["eval"]["count"]), 1, "{steps}");
-    assert_eq!(count_of(&steps["eval"]["last"]), 25, "{steps}");
+    assert_eq!(count_of(&steps["eval"]["last"]), 24, "{steps}");
     assert!(steps["eval"]["median_seconds"].as_f64().unwrap() >= 0.5 * 0.99);
     assert!(
         summary["goodput"]["badput_seconds"]["eval"]

@@ -7,7 +7,8 @@
 //!   `supervise` (the I/O shell: its phases, schedule, recording, the child, the status line),
 //!   `guard` (the process between supervisor and command), `launch` (where the soak sits in a
 //!   launcher's job: Slurm's or torchrun's ranks), `console` (the terminal it shares with the
-//!   command), `retention` (warnings about the room its record needs);
+//!   command), `retention` (warnings about the room its record needs), `runtime` (its
+//!   node-local directory, where the heartbeat file goes);
 //! - what a sample reads: [`sampler`] (the tree from `/proc`, the GPUs), `progress` (the
 //!   progress directory's signature) and [`heartbeat`] (the trainer's own beats: its steps,
 //!   phases and goodput, from the file `UNILAB_HEARTBEAT` names);
@@ -42,6 +43,7 @@ mod progress;
 mod release;
 pub(crate) mod request;
 pub(crate) mod retention;
+mod runtime;
 pub(crate) mod sampler;
 pub(crate) mod supervise;
 mod teardown;

@@ -173,6 +173,9 @@ pub(crate) struct SoakSpec {
     pub supervision: Supervision,
     /// How long a step its heartbeats tell may take, by phase (recorded in the supervision).
     pub step_limits: StepLimits,
+    /// `$XDG_RUNTIME_DIR`, where set: the soak's runtime directory goes under it when it is the
+    /// user's (`soak::runtime`).
+    pub xdg_runtime_dir: Option<PathBuf>,
     /// The budgets it fails closed on.
     pub limits: Limits,
     /// Its part in its job, if it is a rank of one: the job joined ([`JobRun::join`]) as the
@@ -335,6 +338,9 @@ impl SoakSpec {
                 heartbeat: Some(step_limits.settings()),
             },
             step_limits,
+            xdg_runtime_dir: var(crate::env::EnvVars::XDG_RUNTIME_DIR)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
             limits,
             job,
         })

@@ -4,9 +4,9 @@
 //! - `step`: an integer `>= 0`, required (`3.0` is not an integer);
 //! - `phase`: a string of 1 to [`MAX_PHASE_CHARS`] characters and no control character,
 //!   optional, [`DEFAULT_PHASE`] without it;
-//! - `t`: a finite number, optional: the Unix seconds at which the step ended. Without it the
-//!   beat is stamped with the time its line was read, so its step time is only as fine as the
-//!   polls; a `t` later than that time is taken as it (a step does not end after it was told);
+//! - `t`: a finite number, optional: the Unix seconds at which the step ended. Every beat is
+//!   also stamped with the time its line arrived (was read, within about 10 ms of its write);
+//!   whether `t` is used in its place is the run's to decide ([`super::clock`]);
 //! - any other key whose value is a number is a user number (`loss`, `samples`, `tokens`): at
 //!   most [`MAX_NUMBERS`] are kept, the first in the keys' byte order, and a key longer than
 //!   [`MAX_KEY_CHARS`] characters is ignored; keys whose values are not numbers are ignored.
@@ -37,10 +37,12 @@ pub(crate) const MAX_KEY_CHARS: usize = 64;
 pub struct Beat<'a> {
     pub step: u64,
     pub phase: Cow<'a, str>,
-    /// Unix seconds: the line's `t`, or the time the line was read.
+    /// Unix seconds: the line's `t`, or the time the line arrived.
     pub t: f64,
-    /// Whether `t` came from the line (rather than from the time it was read).
+    /// Whether `t` came from the line (rather than from the time it arrived).
     pub clocked: bool,
+    /// Unix seconds: when the line arrived (was read).
+    pub arrived: f64,
     pub numbers: Numbers<'a>,
 }
 
@@ -52,6 +54,7 @@ impl<'a> Beat<'a> {
             phase: Cow::Borrowed(DEFAULT_PHASE),
             t: 0.0,
             clocked: false,
+            arrived: 0.0,
             numbers: Numbers::new(),
         }
     }
@@ -63,6 +66,7 @@ impl<'a> Beat<'a> {
             phase: Cow::Owned(self.phase.into_owned()),
             t: self.t,
             clocked: self.clocked,
+            arrived: self.arrived,
             numbers: self.numbers.into_owned(),
         }
     }
@@ -70,14 +74,24 @@ impl<'a> Beat<'a> {
 
 #[cfg(test)]
 impl Beat<'static> {
-    /// Step `step` of `phase`, its `t` from its line, with no numbers: for the tests.
+    /// Step `step` of `phase`, its `t` from its line and arrived then, with no numbers: for
+    /// the tests.
     pub(crate) fn clocked_at(step: u64, phase: &str, t: f64) -> Self {
         Self {
             step,
             phase: Cow::Owned(phase.to_owned()),
             t,
             clocked: true,
+            arrived: t,
             numbers: Numbers::new(),
+        }
+    }
+
+    /// Step `step` of `phase` without a `t`, arrived at `arrived`: for the tests.
+    pub(crate) fn arrived_at(step: u64, phase: &str, arrived: f64) -> Self {
+        Self {
+            clocked: false,
+            ..Self::clocked_at(step, phase, arrived)
         }
     }
 }
@@ -104,7 +118,8 @@ pub(super) struct Fields<'de> {
 }
 
 impl<'de> Fields<'de> {
-    /// Judges these fields by the rules of a line, into `beat` (its numbers already there).
+    /// Judges these fields by the rules of a line, into `beat` (its numbers already there),
+    /// which arrived at `read_at`.
     pub(super) fn judge(self, read_at: f64, beat: &mut Beat<'de>) -> Result<(), Line> {
         let step = match self.step {
             Some(Scalar::Integer(step)) => step,
@@ -117,17 +132,13 @@ impl<'de> Fields<'de> {
         };
         let (t, clocked) = match self.t.as_ref().map(Scalar::as_f64) {
             None => (read_at, false),
-            Some(t) => (
-                t.filter(|t| t.is_finite())
-                    .ok_or(Line::Malformed)?
-                    .min(read_at),
-                true,
-            ),
+            Some(t) => (t.filter(|t| t.is_finite()).ok_or(Line::Malformed)?, true),
         };
         beat.step = step;
         beat.phase = phase;
         beat.t = t;
         beat.clocked = clocked;
+        beat.arrived = read_at;
         Ok(())
     }
 }

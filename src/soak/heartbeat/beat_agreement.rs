@@ -29,8 +29,7 @@ fn parse_through_value(line: &[u8], read_at: f64) -> Result<Beat<'static>, Line>
         Some(v) => (
             v.as_f64()
                 .filter(|t| t.is_finite())
-                .ok_or(Line::Malformed)?
-                .min(read_at),
+                .ok_or(Line::Malformed)?,
             true,
         ),
     };
@@ -45,6 +44,7 @@ fn parse_through_value(line: &[u8], read_at: f64) -> Result<Beat<'static>, Line>
         phase: Cow::Owned(phase),
         t,
         clocked,
+        arrived: read_at,
         numbers,
     })
 }

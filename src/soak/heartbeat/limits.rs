@@ -2,7 +2,7 @@
 //! `--step-timeout auto|D`, and the judgement of the step running now.
 //!
 //! The step running now is taken to be of the phase of the last beat, and it has taken the
-//! time since that beat (of any phase). So a trainer that enters a phase of long steps (a
+//! time since that beat (of any phase); a reason names that beat's step and phase as beaten. So a trainer that enters a phase of long steps (a
 //! checkpoint) after steps of another beats once with the new phase as it enters it: the wait
 //! is then judged by the new phase's limit (and the beat's short interval is the new phase's,
 //! as [`super::goodput`] counts it).
@@ -191,10 +191,11 @@ pub(crate) enum Source {
 /// The step running now, against its phase's limit.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct StepJudgement {
+    /// The phase of the last beat: the step running now is of it.
     pub(crate) phase: String,
-    /// The step running: the one after the phase's last (unknown for a phase past the bound
-    /// [`super::steps::MAX_PHASES`]).
-    pub(crate) step: Option<u64>,
+    /// The last beat's step, as beaten.
+    pub(crate) step: u64,
+    /// Since the last beat.
     pub(crate) elapsed_seconds: f64,
     pub(crate) limit: Limit,
 }
@@ -205,13 +206,10 @@ impl StepJudgement {
         self.elapsed_seconds > self.limit.seconds
     }
 
-    /// E.g. "step 31 of phase `train` has taken 12.4s; its limit is 10.0s (learned: 5 × p99
-    /// 0.11s, at least 10s)": the seconds with the digits that tell the step from its limit.
+    /// E.g. "no beat for 12.4s since step 30 of phase `train`; its limit is 10.0s (learned:
+    /// 5 × p99 0.11s, at least 10s)": the step and phase as the last beat gave them, the seconds
+    /// with the digits that tell the wait from its limit.
     pub(crate) fn reason(&self) -> String {
-        let step = match self.step {
-            Some(step) => format!("step {step}"),
-            None => "a step".to_owned(),
-        };
         let source = match &self.limit.source {
             Source::PhaseTimeout(typed) => format!("--phase-timeout {typed}"),
             Source::StepTimeout(typed) => format!("--step-timeout {typed}"),
@@ -225,25 +223,27 @@ impl StepJudgement {
             ),
         };
         format!(
-            "{step} of phase `{}` has taken {}; its limit is {} ({source})",
-            self.phase,
+            "no beat for {} since step {} of phase `{}`; its limit is {} ({source})",
             seconds(self.elapsed_seconds),
+            self.step,
+            self.phase,
             seconds(self.limit.seconds),
         )
     }
 }
 
-/// The step running now — of `phase`, the last beat's, whose steps so far are `steps`, begun
-/// `since_last_beat` seconds ago — against its limit; `None` where the phase has none.
+/// The step running now — of `phase`, the last beat's (at `step`), whose steps so far are
+/// `steps`, begun `since_last_beat` seconds ago — against its limit; `None` where the phase has
+/// none.
 pub(crate) fn judge(
     limits: &StepLimits,
-    phase: &str,
+    (phase, step): (&str, u64),
     steps: Option<&PhaseSteps>,
     since_last_beat: f64,
 ) -> Option<StepJudgement> {
     Some(StepJudgement {
         phase: phase.to_owned(),
-        step: steps.map(|s| s.last.saturating_add(1)),
+        step,
         elapsed_seconds: since_last_beat,
         limit: limits.limit(phase, steps)?,
     })
@@ -288,25 +288,25 @@ mod tests {
         let auto = limits(Some("auto"), &[]);
         let few = trained(20, 0.11);
         // 20 beats, 20 timed steps here (the test times every beat).
-        let judged = judge(&auto, "train", few.phase("train"), 12.4).unwrap();
+        let judged = judge(&auto, ("train", 19), few.phase("train"), 12.4).unwrap();
         assert!(judged.is_over());
         assert_eq!(
             judged.reason(),
-            "step 20 of phase `train` has taken 12.4s; its limit is 10.0s (learned: 5 × p99 0.11s, at least 10s)"
+            "no beat for 12.4s since step 19 of phase `train`; its limit is 10.0s (learned: 5 × p99 0.11s, at least 10s)"
         );
         assert!(
-            !judge(&auto, "train", few.phase("train"), 9.9)
+            !judge(&auto, ("train", 19), few.phase("train"), 9.9)
                 .unwrap()
                 .is_over()
         );
         assert_eq!(
-            judge(&auto, "train", trained(19, 0.11).phase("train"), 1e6),
+            judge(&auto, ("train", 18), trained(19, 0.11).phase("train"), 1e6),
             None
         );
-        assert_eq!(judge(&auto, "eval", few.phase("eval"), 1e6), None);
+        assert_eq!(judge(&auto, ("eval", 19), few.phase("eval"), 1e6), None);
 
         let slow = trained(30, 3.2);
-        let judged = judge(&auto, "train", slow.phase("train"), 15.0).unwrap();
+        let judged = judge(&auto, ("train", 29), slow.phase("train"), 15.0).unwrap();
         assert!(!judged.is_over());
         assert!((judged.limit.seconds - 16.0).abs() < 16.0 * 0.011);
         assert!(
@@ -320,24 +320,27 @@ mod tests {
     fn a_phase_timeout_comes_first_then_a_fixed_step_timeout() {
         let both = limits(Some("30s"), &["checkpoint=20s", "eval=1h30m"]);
         let steps = trained(100, 0.1);
-        let checkpoint = judge(&both, "checkpoint", None, 21.0).unwrap();
+        let checkpoint = judge(&both, ("checkpoint", 99), None, 21.0).unwrap();
         assert!(checkpoint.is_over());
         assert_eq!(
             checkpoint.reason(),
-            "a step of phase `checkpoint` has taken 21.0s; its limit is 20.0s (--phase-timeout checkpoint=20s)"
+            "no beat for 21.0s since step 99 of phase `checkpoint`; its limit is 20.0s (--phase-timeout checkpoint=20s)"
         );
-        let train = judge(&both, "train", steps.phase("train"), 29.0).unwrap();
+        let train = judge(&both, ("train", 99), steps.phase("train"), 29.0).unwrap();
         assert!(!train.is_over());
         assert_eq!(
             train.reason(),
-            "step 100 of phase `train` has taken 29.0s; its limit is 30.0s (--step-timeout 30s)"
+            "no beat for 29.0s since step 99 of phase `train`; its limit is 30.0s (--step-timeout 30s)"
         );
         assert_eq!(
-            judge(&both, "eval", None, 0.0).unwrap().limit.seconds,
+            judge(&both, ("eval", 0), None, 0.0).unwrap().limit.seconds,
             5400.0
         );
         let only_phase = limits(None, &["checkpoint=20s"]);
-        assert_eq!(judge(&only_phase, "train", steps.phase("train"), 1e9), None);
+        assert_eq!(
+            judge(&only_phase, ("train", 99), steps.phase("train"), 1e9),
+            None
+        );
     }
 
     #[test]
@@ -386,7 +389,7 @@ mod tests {
         assert_eq!(timeout.phase, "x=y");
         assert_eq!(timeout.limit, Duration::from_secs(5));
         assert_eq!(timeout.typed, "x=y=5s");
-        let judged = judge(&limits(None, &["x=y=5s"]), "x=y", None, 6.0).unwrap();
+        let judged = judge(&limits(None, &["x=y=5s"]), ("x=y", 0), None, 6.0).unwrap();
         assert!(judged.is_over());
         assert!(
             judged.reason().ends_with("(--phase-timeout x=y=5s)"),

@@ -22,6 +22,7 @@
 //! [`goodput::GoodputClock::beat`].
 
 pub(crate) mod beat;
+pub(crate) mod clock;
 mod flat;
 pub(crate) mod goodput;
 pub(crate) mod limits;

@@ -13,7 +13,8 @@ use super::beat::{DEFAULT_PHASE, phase_is_well_formed};
 use super::flat;
 use super::numbers::Numbers;
 
-/// The beat `line` holds (without its `\n`), stamped `read_at` when it carries no `t`.
+/// The beat `line` holds (without its `\n`), arrived at `read_at` (its `t` too when it carries
+/// none).
 ///
 /// The common line — a flat object of numbers and plain strings — is read by [`flat`] without
 /// an allocation; any other is read by `serde_json` straight from the bytes, its keys borrowed
@@ -326,10 +327,14 @@ mod tests {
         assert_eq!(beat(&longest).unwrap().phase.chars().count(), 64);
     }
 
+    /// The line's `t` is kept as written, beside when it arrived: whether it is believed is
+    /// the run's to say (a `t` clamped to the arrival here hid a clock 30 s ahead).
     #[test]
-    fn a_step_does_not_end_after_its_line_was_read() {
+    fn a_beat_keeps_its_t_as_written_and_when_it_arrived() {
         let b = parse(br#"{"step":1,"t":2000.5}"#, 1000.0).unwrap();
-        assert_eq!((b.t, b.clocked), (1000.0, true));
+        assert_eq!((b.t, b.clocked, b.arrived), (2000.5, true, 1000.0));
+        let b = parse(br#"{"step":1}"#, 1000.0).unwrap();
+        assert_eq!((b.t, b.clocked, b.arrived), (1000.0, false, 1000.0));
     }
 
     #[test]

@@ -9,10 +9,12 @@
 //!   end of the line it lands in — is counted as dropped;
 //! - only the start of a line whose newline has not come yet, at most [`MAX_LINE`] bytes: a
 //!   longer line is counted oversized once and skipped up to its newline without being kept;
-//! - a file cut shorter than what was read (or rewritten so that the byte before the reader's
-//!   offset is no longer the one it read there, whether it stopped at a line's start, inside
-//!   a line it holds or inside one it skips) is read again from its start, and the poll says
-//!   so.
+//! - a file cut shorter than what was read, or rewritten so that the last [`TAIL`] bytes before
+//!   the reader's offset are no longer the ones it read there (a trainer that opens the file
+//!   with `open(path, "w")` at each beat: its lines are often of one length, so the size alone
+//!   would not tell), whether it stopped at a line's start, inside a line it holds or inside one
+//!   it skips, is read again from its start, and the poll says so; so is another file put in
+//!   its place ([`HeartbeatReader::replace`]).
 //!
 //! So the reader holds at most two buffers of [`MAX_LINE`] bytes, whatever the file holds: a
 //! flood, one line of 100 MB, binary garbage. [`HeartbeatReader::poll_each`] hands each beat
@@ -34,6 +36,8 @@ pub(crate) const POLL_BUDGET: u64 = 4 * 1024 * 1024;
 pub(crate) const MAX_BEATS_A_POLL: usize = 16_384;
 /// The most bytes left waiting before the reader skips ahead.
 pub(crate) const MAX_BACKLOG: u64 = 16 * POLL_BUDGET;
+/// How many of the last bytes read are kept to tell a file rewritten in place.
+pub(crate) const TAIL: usize = 256;
 
 /// A poll's errors, added to the whole file's.
 fn add(totals: &mut HeartbeatErrors, other: &HeartbeatErrors) {
@@ -71,8 +75,8 @@ pub struct HeartbeatReader {
     file: File,
     /// The next byte to read.
     offset: u64,
-    /// The byte before `offset`, as it was read (None at the start).
-    last_byte: Option<u8>,
+    /// The last bytes before `offset` (at most [`TAIL`]), as they were read: empty at the start.
+    tail: Vec<u8>,
     /// The start of a line whose newline has not been read; empty unless `skipping` is `No`.
     partial: Vec<u8>,
     skipping: Skipping,
@@ -86,7 +90,7 @@ impl HeartbeatReader {
         HeartbeatReader {
             file,
             offset: 0,
-            last_byte: None,
+            tail: Vec::with_capacity(TAIL),
             partial: Vec::new(),
             skipping: Skipping::No,
             chunk: vec![0; MAX_LINE],
@@ -102,6 +106,22 @@ impl HeartbeatReader {
     /// The errors of every poll so far.
     pub fn errors(&self) -> HeartbeatErrors {
         self.totals
+    }
+
+    /// Reads `file` from its start from now on: another file was put in place of the one read
+    /// (renamed over it, or removed and created again). Counted as a truncation.
+    pub fn replace(&mut self, file: File) {
+        self.file = file;
+        self.restart();
+        self.totals.truncations += 1;
+    }
+
+    /// The file, read from its start again.
+    fn restart(&mut self) {
+        self.offset = 0;
+        self.tail.clear();
+        self.partial.clear();
+        self.skipping = Skipping::No;
     }
 
     /// Reads what was appended since the last poll (within the budget); beats without `t` are
@@ -120,11 +140,8 @@ impl HeartbeatReader {
     ) -> std::io::Result<Polled<usize>> {
         let mut polled = Polled::default();
         let size = self.file.metadata()?.len();
-        if size < self.offset || !self.last_byte_still_there()? {
-            self.offset = 0;
-            self.last_byte = None;
-            self.partial.clear();
-            self.skipping = Skipping::No;
+        if size < self.offset || !self.tail_still_there()? {
+            self.restart();
             polled.truncated = true;
             polled.errors.truncations += 1;
         }
@@ -145,7 +162,7 @@ impl HeartbeatReader {
                 0 => break,
                 n => {
                     self.offset += n as u64;
-                    self.last_byte = Some(self.chunk[n - 1]);
+                    keep_tail(&mut self.tail, &self.chunk[..n]);
                 }
             }
         }
@@ -183,29 +200,38 @@ impl HeartbeatReader {
         Ok(polled)
     }
 
-    /// Whether the byte before the offset is still the one the reader read there (a newline
-    /// when it stopped at a line's start, else a byte of a line it holds or skips): a file
-    /// truncated and written again past the offset between two polls is caught here, unless
-    /// it happens to hold the same byte there too.
-    fn last_byte_still_there(&self) -> std::io::Result<bool> {
-        let Some(last) = self.last_byte else {
+    /// Whether the bytes before the offset are still the ones the reader read there (the end of
+    /// a line when it stopped at a line's start, else of a line it holds or skips): a file
+    /// truncated and written again between two polls is caught here, unless it happens to hold
+    /// the same bytes there too (then it holds what was read, so far).
+    fn tail_still_there(&self) -> std::io::Result<bool> {
+        if self.tail.is_empty() {
             return Ok(self.offset == 0); // (a skip that found the file cut: read it again)
-        };
-        let mut byte = [0u8];
-        let n = self.file.read_at(&mut byte, self.offset - 1)?;
-        Ok(n == 1 && byte[0] == last)
+        }
+        let mut there = [0u8; TAIL];
+        let there = &mut there[..self.tail.len()];
+        let n = self
+            .file
+            .read_at(there, self.offset - self.tail.len() as u64)?;
+        Ok(n == there.len() && *there == *self.tail)
     }
 
     /// Skips unread to `to`, counting what is skipped as dropped, up to the end of the line
     /// `to` lands in.
     fn skip_to(&mut self, to: u64, errors: &mut HeartbeatErrors) -> std::io::Result<()> {
-        let mut byte = [0u8];
-        let n = self.file.read_at(&mut byte, to - 1)?;
+        let mut before = [0u8; TAIL];
+        let want = usize::try_from(to).map_or(TAIL, |to| to.min(TAIL));
+        let from = to - want as u64;
+        let n = self.file.read_at(&mut before[..want], from)?;
         errors.dropped_bytes += to - self.offset + self.partial.len() as u64;
         self.partial.clear();
         self.offset = to;
-        self.last_byte = (n == 1).then_some(byte[0]);
-        self.skipping = if n == 1 && byte[0] == b'\n' {
+        self.tail.clear();
+        let whole = n == want;
+        if whole {
+            self.tail.extend_from_slice(&before[..n]);
+        }
+        self.skipping = if whole && before[..n].last() == Some(&b'\n') {
             Skipping::No
         } else {
             Skipping::Dropped
@@ -277,6 +303,20 @@ fn line(
         Err(Line::Malformed) => polled.errors.malformed += 1,
         Err(Line::Blank) => {}
     }
+}
+
+/// `tail` followed by `read`, cut to its last [`TAIL`] bytes.
+fn keep_tail(tail: &mut Vec<u8>, read: &[u8]) {
+    if read.len() >= TAIL {
+        tail.clear();
+        tail.extend_from_slice(&read[read.len() - TAIL..]);
+        return;
+    }
+    let keep = TAIL - read.len();
+    if tail.len() > keep {
+        tail.drain(..tail.len() - keep);
+    }
+    tail.extend_from_slice(read);
 }
 
 /// `polled`, with the beats it handed over.
@@ -480,6 +520,32 @@ mod tests {
         assert!(polled.truncated);
         assert_eq!(steps(&polled), [10]);
         assert_eq!(f.reader.errors().truncations, 2);
+    }
+
+    /// A trainer that rewrites the file at each beat (`open(path, "w")`) with lines of one
+    /// length: the size and the last byte read were the same, so the first beat was read and
+    /// no other, and the soak was failed stale while it beat ten times a second.
+    #[test]
+    fn a_file_rewritten_with_a_line_of_the_same_length_is_read_again() {
+        let mut f = fixture();
+        f.write(b"{\"step\": 10}\n");
+        assert_eq!(steps(&f.poll()), [10]);
+        for step in 11..14 {
+            f.writer.set_len(0).unwrap();
+            f.grow_to(0);
+            f.write(format!("{{\"step\": {step}}}\n").as_bytes());
+            let polled = f.poll();
+            assert!(polled.truncated, "step {step}");
+            assert_eq!(steps(&polled), [step]);
+        }
+        assert_eq!(f.reader.errors().truncations, 3);
+        // Another file in its place: read from its start.
+        let dir = tempfile::tempdir().unwrap();
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"{\"step\": 20}\n").unwrap();
+        f.reader.replace(File::open(&other).unwrap());
+        assert_eq!(steps(&f.poll()), [20]);
+        assert_eq!(f.reader.errors().truncations, 4);
     }
 
     #[test]

@@ -1,32 +1,42 @@
 //! A run's beats, as the supervisor takes them in: each beat fed once, in the file's order, to
-//! the sample's summary, the run's steps and its goodput; at each sample what the sample
-//! records, how many of its beats were progress (a beat whose `(step, phase)` is the beat's
-//! before it is none: a thread that repeats the last beat while the loop is hung keeps no soak
-//! alive) and the judgement of the step running now; at the end what the verdict records.
-//! Pure: the file is read by the supervisor, the clock given.
+//! the run's clock ([`super::clock`]: when it happened), then to the sample's summary, the
+//! run's steps and its goodput; at each sample what the sample records, when the last beat
+//! that was progress arrived and the judgement of the step running now; at the end what the
+//! verdict records. A beat whose `(step, phase)` is the beat's before it is counted
+//! (`repeats`) and goes no further: it is no step, no progress, no time — a thread that
+//! repeats the last beat while the loop is hung keeps no soak alive, nor makes its hang
+//! productive. Pure: the file is read by the supervisor, the clock given.
 
 use super::beat::{Beat, keep_phase};
+use super::clock::BeatClock;
 use super::goodput::GoodputClock;
 use super::limits::{StepJudgement, StepLimits, judge};
 use super::steps::RunSteps;
 use super::summary::SampleSummary;
 use crate::event::soak::{GoodputSplit, HeartbeatErrors, RunBeats, SampleBeats, StepStats};
 
+/// The last beat taken in: the step running now is of its phase, begun at its time.
+#[derive(Debug, Clone)]
+struct Last {
+    at: f64,
+    step: u64,
+    phase: String,
+}
+
 /// Everything a run's beats have said so far, in memory that does not grow with them.
 #[derive(Debug, Clone)]
 pub struct HeartbeatRun {
     limits: StepLimits,
+    clock: BeatClock,
     summary: SampleSummary,
     steps: RunSteps,
     goodput: GoodputClock,
-    /// The latest beat time so far and the phase of the last beat read: the step running now
-    /// is of that phase, begun then.
-    last: Option<(f64, String)>,
-    /// The step of the last beat read (its phase is `last`'s).
-    step: Option<u64>,
-    /// The beats since the last sample whose `(step, phase)` differs from the beat's before.
-    progressed: u32,
+    last: Option<Last>,
+    /// When the last beat that was progress arrived, since the previous call to
+    /// [`Self::take_progress_at`].
+    progress_at: Option<f64>,
     beats: u64,
+    repeats: u64,
     /// Every step timed so far, of any phase: how many, and their seconds together.
     timed: (u64, f64),
 }
@@ -36,42 +46,49 @@ impl HeartbeatRun {
     pub fn new(start: f64, limits: StepLimits) -> Self {
         HeartbeatRun {
             limits,
+            clock: BeatClock::new(start),
             summary: SampleSummary::new(),
             steps: RunSteps::default(),
             goodput: GoodputClock::new(start),
             last: None,
-            step: None,
-            progressed: 0,
+            progress_at: None,
             beats: 0,
+            repeats: 0,
             timed: (0, 0.0),
         }
     }
 
     /// Takes in one beat (beats in the file's order).
     pub fn add(&mut self, beat: &Beat<'_>) {
-        self.beats += 1;
-        let repeated = self.step == Some(beat.step)
-            && self
-                .last
-                .as_ref()
-                .is_some_and(|(_, phase)| *phase == *beat.phase);
-        if !repeated {
-            self.progressed = self.progressed.saturating_add(1);
+        if let Some(last) = &self.last
+            && last.step == beat.step
+            && *last.phase == *beat.phase
+        {
+            self.repeats += 1;
+            return;
         }
-        self.step = Some(beat.step);
-        let ended = self.summary.add(beat);
+        let at = self.clock.time(beat);
+        self.beats += 1;
+        self.progress_at = Some(beat.arrived);
+        let ended = self.summary.add(beat, at);
         if let Some((seconds, _)) = ended {
             self.timed = (self.timed.0 + 1, self.timed.1 + seconds);
         }
         self.steps.add(beat, ended);
-        self.goodput.beat(beat.t, &beat.phase);
-        let latest = self.last.as_ref().map_or(beat.t, |(t, _)| t.max(beat.t));
+        self.goodput.beat(at.at, &beat.phase);
         match &mut self.last {
-            Some((t, phase)) => {
-                *t = latest;
-                keep_phase(phase, &beat.phase);
+            Some(last) => {
+                last.at = at.at;
+                last.step = beat.step;
+                keep_phase(&mut last.phase, &beat.phase);
             }
-            None => self.last = Some((latest, beat.phase.clone().into_owned())),
+            None => {
+                self.last = Some(Last {
+                    at: at.at,
+                    step: beat.step,
+                    phase: beat.phase.clone().into_owned(),
+                });
+            }
         }
     }
 
@@ -80,10 +97,15 @@ impl HeartbeatRun {
         Some(self.summary.take()).filter(|sample| sample.beats > 0)
     }
 
-    /// How many beats since the previous call were progress: their `(step, phase)` differs
-    /// from the beat's before them.
-    pub(crate) fn take_progressed(&mut self) -> u32 {
-        std::mem::take(&mut self.progressed)
+    /// When the last beat that was progress (its `(step, phase)` not the beat's before it)
+    /// arrived since the previous call, Unix seconds; `None` when none did.
+    pub(crate) fn take_progress_at(&mut self) -> Option<f64> {
+        self.progress_at.take()
+    }
+
+    /// The first beat whose `t` was not used, in words, once.
+    pub(crate) fn take_clock_news(&mut self) -> Option<String> {
+        self.clock.take_news()
     }
 
     /// Every step timed so far, of any phase: how many, and their seconds together.
@@ -91,15 +113,24 @@ impl HeartbeatRun {
         self.timed
     }
 
+    /// Beats whose `t` was not used, and beats that repeated the one before.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "recorded with the verdict by the schema step that follows")
+    )]
+    pub(crate) fn discarded(&self) -> (u64, u64) {
+        (self.clock.disagreements(), self.repeats)
+    }
+
     /// The step running at `now` (Unix seconds) against its phase's limit; `None` before the
     /// first beat, or when its phase has no limit (then `--stale-progress` judges it).
     pub(crate) fn judge(&self, now: f64) -> Option<StepJudgement> {
-        let (t, phase) = self.last.as_ref()?;
+        let last = self.last.as_ref()?;
         judge(
             &self.limits,
-            phase,
-            self.steps.phase(phase),
-            (now - t).max(0.0),
+            (&last.phase, last.step),
+            self.steps.phase(&last.phase),
+            (now - last.at).max(0.0),
         )
     }
 
@@ -179,7 +210,7 @@ mod tests {
         let late = run.judge(t + 11.0).unwrap();
         assert!(late.is_over());
         assert!(
-            late.reason().contains("step 30 of phase `train`"),
+            late.reason().contains("since step 29 of phase `train`"),
             "{}",
             late.reason()
         );
@@ -190,21 +221,49 @@ mod tests {
     }
 
     /// Any beat was progress: a thread that kept beating the last `(step, phase)` while the
-    /// training loop hung kept the soak alive for ever.
+    /// training loop hung kept the soak alive for ever, counted its beats as steps ("50 train
+    /// steps (last 9)" where 10 happened) and reset the step's limit.
     #[test]
-    fn a_beat_that_repeats_the_last_step_and_phase_is_no_progress() {
-        let mut run = HeartbeatRun::new(0.0, StepLimits::default());
+    fn a_beat_that_repeats_the_last_step_and_phase_is_nothing_but_counted() {
+        let limits = limits(
+            Some(StepTimeout::Fixed(
+                std::time::Duration::from_secs(5),
+                "5s".into(),
+            )),
+            &[],
+        );
+        let mut run = HeartbeatRun::new(0.0, limits);
         run.add(&Beat::clocked_at(7, "train", 1.0));
-        assert_eq!(run.take_progressed(), 1, "the first beat is progress");
+        assert_eq!(
+            run.take_progress_at(),
+            Some(1.0),
+            "the first beat is progress"
+        );
         for t in 2..10 {
             run.add(&Beat::clocked_at(7, "train", f64::from(t)));
         }
-        assert_eq!(run.take_progressed(), 0, "the same step and phase again");
+        assert_eq!(
+            run.take_progress_at(),
+            None,
+            "the same step and phase again"
+        );
+        assert!(run.judge(9.5).unwrap().is_over(), "the step runs from 1 s");
         run.add(&Beat::clocked_at(7, "checkpoint", 10.0));
         run.add(&Beat::clocked_at(7, "checkpoint", 11.0));
         run.add(&Beat::clocked_at(8, "checkpoint", 12.0));
-        assert_eq!(run.take_progressed(), 2, "a new phase, then a new step");
-        assert_eq!(run.take_progressed(), 0, "counted once");
+        assert_eq!(
+            run.take_progress_at(),
+            Some(12.0),
+            "a new phase, then a new step"
+        );
+        assert_eq!(run.take_progress_at(), None, "taken once");
+        assert_eq!(run.discarded(), (0, 9));
+        let sample = run.take_sample().unwrap();
+        assert_eq!((sample.beats, sample.step), (3, Some(8)));
+        let found = run.finish(13.0, false, HeartbeatErrors::default());
+        assert_eq!(found.steps["train"].count, 1);
+        // The repeats split nothing: train from 1 s to the checkpoint's beat at 10 s.
+        assert_eq!(found.goodput.unwrap().productive_seconds, 9.0);
     }
 
     #[test]

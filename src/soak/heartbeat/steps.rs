@@ -104,11 +104,21 @@ impl RunSteps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::soak::heartbeat::clock::Timed;
     use crate::soak::heartbeat::sketch::RELATIVE_ERROR;
     use crate::soak::heartbeat::summary::StepClock;
 
     fn beat(step: u64, phase: &str, t: f64) -> Beat<'static> {
         Beat::clocked_at(step, phase, t)
+    }
+
+    /// The step `b` ends, at its `t`.
+    fn ended<'c>(clock: &'c mut StepClock, b: &Beat<'_>) -> Option<(f64, &'c str)> {
+        let at = Timed {
+            at: b.t,
+            stamped: false,
+        };
+        clock.step(b, at)
     }
 
     #[test]
@@ -118,21 +128,22 @@ mod tests {
         for step in 0..100u64 {
             t += if step % 10 == 9 { 0.2 } else { 0.1 };
             let b = beat(step, "train", t);
-            steps.add(&b, clock.step(&b));
+            steps.add(&b, ended(&mut clock, &b));
             if step % 50 == 49 {
-                // A checkpoint of 5 s, beaten as it starts; the next train beat ends it.
+                // A checkpoint of 5 s, beaten as it starts and once it is saved (the docs'
+                // pattern): its time is no step, of either phase.
                 let b = beat(step, "checkpoint", t);
-                steps.add(&b, clock.step(&b));
+                steps.add(&b, ended(&mut clock, &b));
                 t += 5.0;
                 let b = beat(step, "train", t);
-                steps.add(&b, clock.step(&b));
+                steps.add(&b, ended(&mut clock, &b));
             }
         }
         let stats: BTreeMap<_, _> = steps.stats().collect();
         let train = stats["train"];
-        // 102 train beats; timed: 99 steps between them and the one after each checkpoint beat
-        // (timed 0 s, as the train step before it ended at the same time).
-        assert_eq!((train.count, train.last, train.timed), (102, 99, 101));
+        // 102 train beats; timed: the 99 steps between them, none of zero length (from a train
+        // beat to the checkpoint's at the same step).
+        assert_eq!((train.count, train.last, train.timed), (102, 99, 99));
         let within = |read: Option<f64>, truth: f64| {
             (read.unwrap() - truth).abs() <= truth * (RELATIVE_ERROR + 1e-9)
         };
@@ -141,9 +152,9 @@ mod tests {
         let checkpoint = stats["checkpoint"];
         assert_eq!(
             (checkpoint.count, checkpoint.last, checkpoint.timed),
-            (2, 99, 2)
+            (2, 99, 0)
         );
-        assert!(within(checkpoint.p99_seconds, 5.0), "{checkpoint:?}");
+        assert_eq!(checkpoint.p99_seconds, None);
         assert_eq!(steps.phase("eval"), None);
     }
 

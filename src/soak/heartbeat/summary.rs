@@ -2,16 +2,18 @@
 //!
 //! A beat marks a boundary: the step before it ended, and its `phase` is what the trainer does
 //! from it on (`train` by default; `checkpoint` beaten as a checkpoint starts, and a plain beat
-//! once it is done). So a **step** is the time from one beat to the next, and it belongs to the
-//! first beat's phase: in a loop of train steps each beaten as it ends, every step is `train`;
-//! a checkpoint beaten as it starts takes the time until the next beat. This is the same
-//! interval [`super::goodput`] gives that phase, and the phase [`super::limits`] judges the step
-//! running now by. The first beat ends no step (the time before it is the startup), nor does a
-//! beat whose `t` is earlier than the latest `t` before it, which does not move the clock back
-//! either (forked workers beating at once, a clock stepped back: the next beat is timed from the
-//! latest `t`, as goodput splits the run), nor one stamped when read (no `t`) in the same poll
-//! as the beat before it (both carry the poll's time, and the zero between them says nothing).
-//! Every beat, timed or not, sets the phase from then on.
+//! once it is done). So the time from one beat to the next belongs to the first beat's phase:
+//! in a loop of train steps each beaten as it ends, all of it is `train`; a checkpoint beaten as
+//! it starts takes the time until the next beat. This is the interval [`super::goodput`] gives
+//! that phase, and the phase [`super::limits`] judges the step running now by. Such an interval
+//! is a **step** only when the step number changes across it: one that begins and ends at one
+//! step number (`(s, train)` → `(s, checkpoint)`: the checkpoint pattern's beat as saving
+//! starts) is its phase's time, but no step — a zero-length train step would say nothing. The
+//! first beat ends no step (the time before it is the startup), nor does one stamped on its
+//! arrival together with the beat before it (both read at once: the zero between them says
+//! nothing). Times are the run's ([`super::clock`]): they never go back. Every beat, timed or
+//! not, sets the phase from then on. (A beat that repeats the `(step, phase)` of the beat before
+//! it never comes here: [`super::run`] counts it and drops it.)
 //!
 //! [`SampleSummary`] keeps the previous beat's time and phase across samples, and per sample
 //! only counters, the last step and phase, the step seconds' extremes and a [`Sketch`] for their
@@ -25,41 +27,44 @@
 use std::collections::BTreeMap;
 
 use super::beat::{Beat, MAX_NUMBERS, keep_phase};
+use super::clock::Timed;
 use super::sketch::Sketch;
 use crate::event::soak::SampleBeats;
 
 /// The latest beat time so far and the phase the last beat set: the next beat ends a step of
-/// that phase, begun then.
+/// that phase, begun then, if it changes the step number.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct StepClock {
-    /// The latest `t` so far (the previous beat's unless one went back) and whether it came
-    /// from its line.
-    last: Option<(f64, bool)>,
+    /// The latest time so far (the previous beat's unless one went back), whether it was the
+    /// arrival, and the previous beat's step.
+    last: Option<(f64, bool, u64)>,
     /// The phase the last beat set.
     phase: String,
-    /// The phase of the step the last beat ended (the one before it set).
+    /// The phase of the interval the last beat ended (the one before it set).
     ended: String,
 }
 
 impl StepClock {
-    /// The step `beat` ends, by the rule in the module's doc: its seconds and its phase (the
-    /// previous beat's); `beat` sets the phase from now on.
-    pub(crate) fn step(&mut self, beat: &Beat<'_>) -> Option<(f64, &str)> {
+    /// The step `beat`, at `at`, ends, by the rule in the module's doc: its seconds and its
+    /// phase (the previous beat's); `beat` sets the phase from now on.
+    pub(crate) fn step(&mut self, beat: &Beat<'_>, at: Timed) -> Option<(f64, &str)> {
         std::mem::swap(&mut self.ended, &mut self.phase);
         keep_phase(&mut self.phase, &beat.phase);
-        let Some((t, clocked)) = self.last else {
-            self.last = Some((beat.t, beat.clocked));
+        let Some((t, stamped, step)) = self.last else {
+            self.last = Some((at.at, at.stamped, beat.step));
             return None;
         };
-        if beat.t < t {
-            return None; // the clock does not move back (as goodput's split does not)
-        }
-        self.last = Some((beat.t, beat.clocked));
-        let same_poll = !beat.clocked && !clocked && beat.t == t;
-        if same_poll {
+        if at.at < t {
+            // The clock does not move back (as goodput's split does not).
+            self.last = Some((t, stamped, beat.step));
             return None;
         }
-        Some((beat.t - t, &self.ended))
+        self.last = Some((at.at, at.stamped, beat.step));
+        let same_read = at.stamped && stamped && at.at == t;
+        if beat.step == step || same_read {
+            return None;
+        }
+        Some((at.at - t, &self.ended))
     }
 }
 
@@ -80,9 +85,9 @@ impl SampleSummary {
         SampleSummary::default()
     }
 
-    /// Counts `beat` (beats come in the file's order); returns the step it ended: its seconds
-    /// and phase.
-    pub fn add(&mut self, beat: &Beat<'_>) -> Option<(f64, &str)> {
+    /// Counts `beat`, at `at` (beats come in the file's order); returns the step it ended: its
+    /// seconds and phase.
+    pub fn add(&mut self, beat: &Beat<'_>, at: Timed) -> Option<(f64, &str)> {
         self.beats = self.beats.saturating_add(1);
         match &mut self.last {
             Some((step, phase)) => {
@@ -98,7 +103,7 @@ impl SampleSummary {
                 self.numbers.insert(key.to_owned(), value);
             }
         }
-        let (seconds, phase) = self.clock.step(beat)?;
+        let (seconds, phase) = self.clock.step(beat, at)?;
         self.min = Some(self.min.map_or(seconds, |m| m.min(seconds)));
         self.max = Some(self.max.map_or(seconds, |m| m.max(seconds)));
         self.seconds.add(seconds);
@@ -137,6 +142,22 @@ mod tests {
         Beat::clocked_at(step, phase, t)
     }
 
+    /// When `b` happened, as the run would say: its `t`, or its arrival without one.
+    fn timed(b: &Beat<'_>) -> Timed {
+        Timed {
+            at: b.t,
+            stamped: !b.clocked,
+        }
+    }
+
+    fn add<'s>(s: &'s mut SampleSummary, b: &Beat<'_>) -> Option<(f64, &'s str)> {
+        s.add(b, timed(b))
+    }
+
+    fn step<'c>(clock: &'c mut StepClock, b: &Beat<'_>) -> Option<(f64, &'c str)> {
+        clock.step(b, timed(b))
+    }
+
     fn with(mut b: Beat<'static>, numbers: &[(&str, f64)]) -> Beat<'static> {
         b.numbers = numbers.iter().map(|&(k, v)| (k.to_owned(), v)).collect();
         b
@@ -145,10 +166,16 @@ mod tests {
     #[test]
     fn a_sample_holds_its_beats_and_the_next_starts_empty() {
         let mut s = SampleSummary::new();
-        assert_eq!(s.add(&with(beat(1, "train", 10.0), &[("loss", 2.0)])), None);
-        assert_eq!(s.add(&beat(2, "train", 10.5)), Some((0.5, "train")));
-        s.add(&with(beat(3, "train", 12.0), &[("loss", 1.5), ("lr", 0.1)]));
-        s.add(&beat(4, "train", 12.25));
+        assert_eq!(
+            add(&mut s, &with(beat(1, "train", 10.0), &[("loss", 2.0)])),
+            None
+        );
+        assert_eq!(add(&mut s, &beat(2, "train", 10.5)), Some((0.5, "train")));
+        add(
+            &mut s,
+            &with(beat(3, "train", 12.0), &[("loss", 1.5), ("lr", 0.1)]),
+        );
+        add(&mut s, &beat(4, "train", 12.25));
         let sample = s.take();
         assert_eq!(sample.beats, 4);
         assert_eq!(
@@ -166,7 +193,10 @@ mod tests {
         assert_eq!(s.take(), SampleBeats::default());
         // The previous beat's time and phase carry over: the next sample's first beat ends a
         // step of train, timed.
-        assert_eq!(s.add(&beat(5, "checkpoint", 20.25)), Some((8.0, "train")));
+        assert_eq!(
+            add(&mut s, &beat(5, "checkpoint", 20.25)),
+            Some((8.0, "train"))
+        );
         assert_eq!(s.take().step_seconds_max, Some(8.0));
     }
 
@@ -176,7 +206,10 @@ mod tests {
     fn the_median_is_never_outside_the_extremes() {
         let mut s = SampleSummary::new();
         for i in 0..50u32 {
-            s.add(&beat(u64::from(i), "train", f64::from(i) * 0.100212));
+            add(
+                &mut s,
+                &beat(u64::from(i), "train", f64::from(i) * 0.100212),
+            );
         }
         let sample = s.take();
         let (min, median, max) = (
@@ -187,31 +220,39 @@ mod tests {
         assert!(min <= median && median <= max, "{min} {median} {max}");
     }
 
-    /// A step belongs to the phase the beat before it set: a checkpoint beaten as it starts
-    /// takes the time until the beat after it.
+    /// A step belongs to the phase the beat before it set, and ends only where the step number
+    /// changes: the checkpoint pattern counted a zero-length train step ("79.6µs a step")
+    /// from the last train beat to the checkpoint's beat at the same step.
     #[test]
-    fn a_step_is_of_the_phase_the_beat_before_it_set() {
-        let mut clock = StepClock::default();
-        let steps: Vec<_> = [
-            beat(1, "train", 0.0),
-            beat(2, "train", 1.0),
-            beat(2, "checkpoint", 2.0),
-            beat(2, "train", 10.0),
-            beat(3, "train", 11.0),
-        ]
-        .iter()
-        .map(|b| clock.step(b).map(|(s, p)| (s, p.to_owned())))
-        .collect();
-        let step = |s: f64, p: &str| Some((s, p.to_owned()));
+    fn a_step_is_of_the_phase_the_beat_before_it_set_and_ends_where_the_number_changes() {
+        let steps = |beats: &[Beat<'static>]| {
+            let mut clock = StepClock::default();
+            beats
+                .iter()
+                .map(|b| step(&mut clock, b).map(|(s, p)| (s, p.to_owned())))
+                .collect::<Vec<_>>()
+        };
+        let timed = |s: f64, p: &str| Some((s, p.to_owned()));
+        // The docs' pattern: beat the step, the checkpoint as it starts, the step once saved.
         assert_eq!(
-            steps,
-            [
-                None,
-                step(1.0, "train"),
-                step(1.0, "train"),
-                step(8.0, "checkpoint"),
-                step(1.0, "train")
-            ]
+            steps(&[
+                beat(1, "train", 0.0),
+                beat(2, "train", 1.0),
+                beat(2, "checkpoint", 1.0001),
+                beat(2, "train", 10.0),
+                beat(3, "train", 11.0),
+            ]),
+            [None, timed(1.0, "train"), None, None, timed(1.0, "train")]
+        );
+        // Beaten as it starts, ended by the next step's beat: the checkpoint's time.
+        assert_eq!(
+            steps(&[
+                beat(1, "train", 0.0),
+                beat(2, "train", 1.0),
+                beat(2, "checkpoint", 1.0001),
+                beat(3, "train", 9.0001),
+            ]),
+            [None, timed(1.0, "train"), None, timed(8.0, "checkpoint")]
         );
     }
 
@@ -222,14 +263,20 @@ mod tests {
             clocked: false,
             ..beat(step, "train", t)
         };
-        assert_eq!(clock.step(&read(1, 5.0)), None);
-        assert_eq!(clock.step(&read(2, 5.0)), None);
-        assert_eq!(clock.step(&read(3, 10.0)), Some((5.0, "train")));
-        assert_eq!(clock.step(&beat(4, "train", 9.0)), None);
+        assert_eq!(step(&mut clock, &read(1, 5.0)), None);
+        assert_eq!(step(&mut clock, &read(2, 5.0)), None);
+        assert_eq!(step(&mut clock, &read(3, 10.0)), Some((5.0, "train")));
+        assert_eq!(step(&mut clock, &beat(4, "train", 9.0)), None);
         // The beat that went back does not move the clock back: the next is timed from 10.
-        assert_eq!(clock.step(&beat(5, "train", 9.5)), None);
-        assert_eq!(clock.step(&beat(6, "train", 10.5)), Some((0.5, "train")));
-        assert_eq!(clock.step(&beat(7, "train", 10.5)), Some((0.0, "train")));
+        assert_eq!(step(&mut clock, &beat(5, "train", 9.5)), None);
+        assert_eq!(
+            step(&mut clock, &beat(6, "train", 10.5)),
+            Some((0.5, "train"))
+        );
+        assert_eq!(
+            step(&mut clock, &beat(7, "train", 10.5)),
+            Some((0.0, "train"))
+        );
     }
 
     proptest::proptest! {
@@ -246,7 +293,7 @@ mod tests {
             let mut clock = StepClock::default();
             let mut by_phase = BTreeMap::<String, f64>::new();
             for (i, &(t, phase)) in beats.iter().enumerate() {
-                if let Some((seconds, of)) = clock.step(&beat(i as u64, phase, start + t)) {
+                if let Some((seconds, of)) = step(&mut clock, &beat(i as u64, phase, start + t)) {
                     *by_phase.entry(of.to_owned()).or_default() += seconds;
                 }
             }
@@ -269,10 +316,13 @@ mod tests {
         let mut s = SampleSummary::new();
         for i in 0..40u32 {
             let key = format!("k{i:02}");
-            s.add(&with(
-                beat(u64::from(i), "train", 0.0),
-                &[(&key, 1.0), ("loss", f64::from(i))],
-            ));
+            add(
+                &mut s,
+                &with(
+                    beat(u64::from(i), "train", 0.0),
+                    &[(&key, 1.0), ("loss", f64::from(i))],
+                ),
+            );
         }
         let sample = s.take();
         assert_eq!(sample.numbers.len(), MAX_NUMBERS);
@@ -294,10 +344,13 @@ mod tests {
             let mut s = SampleSummary::new();
             for i in 0..beats {
                 let t = 1.7e9 + f64::from(i) * 0.001;
-                s.add(&with(
-                    beat(1_000_000 + u64::from(i), "train", t),
-                    &[("loss", 0.25)],
-                ));
+                add(
+                    &mut s,
+                    &with(
+                        beat(1_000_000 + u64::from(i), "train", t),
+                        &[("loss", 0.25)],
+                    ),
+                );
             }
             s.take()
         };

@@ -85,11 +85,12 @@ pub(super) struct Guard {
 
 impl Guard {
     /// Spawns the guard that runs the command, `heartbeat` named to it in `UNILAB_HEARTBEAT`
-    /// (with `--env-clear` too: it is unilab's, as the guard's own arguments are).
+    /// (with `--env-clear` too: it is unilab's, as the guard's own arguments are); without
+    /// one, the variable is not set (not even as unilab's own environment has it).
     pub(super) fn spawn(
         ctx: &SoakContext,
         spec: &SoakSpec,
-        (status_path, heartbeat): (&Path, &Path),
+        (status_path, heartbeat): (&Path, Option<&Path>),
     ) -> Result<Self, Failure> {
         let t0 = Instant::now();
         let mut command = Command::new(&ctx.guard_program);
@@ -97,7 +98,7 @@ impl Guard {
             // The guard needs no variable: the command gets what `--env` gave, nothing else.
             command.env_clear();
         }
-        let mut child = command
+        command
             .arg(guard::SUBCOMMAND)
             .arg("--status")
             .arg(status_path)
@@ -105,18 +106,21 @@ impl Guard {
             .args(&spec.argv)
             .current_dir(&spec.cwd)
             .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env(super::beats::VARIABLE, heartbeat)
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| {
-                Failure::new(
-                    FailureKind::SpawnFailed,
-                    format!("cannot start the soak guard: {e}"),
-                )
-            })?;
+            .stderr(Stdio::piped());
+        // Over what `--env` gave: the variable is unilab's.
+        match heartbeat {
+            Some(path) => command.env(super::beats::VARIABLE, path),
+            None => command.env_remove(super::beats::VARIABLE),
+        };
+        let mut child = command.spawn().map_err(|e| {
+            Failure::new(
+                FailureKind::SpawnFailed,
+                format!("cannot start the soak guard: {e}"),
+            )
+        })?;
         let stdout = child
             .stdout
             .take()

@@ -45,7 +45,7 @@ pub(crate) use self::context::SoakContext;
 use self::metrics::MetricsFile;
 use self::phase::{Effects, Ended, Rules, Witnessed};
 use self::record::Recording;
-use self::schedule::Sampling;
+use self::schedule::{SampledSoFar, Sampling};
 pub(crate) use self::written::Renderers;
 use super::error::{ProgressDirProblem, SoakError};
 use super::guard::GuardStatus;
@@ -110,6 +110,7 @@ pub(crate) fn run(
         job: alarm::JobWatch::of(spec),
         heartbeats,
         metrics: MetricsFile::of(ctx, spec),
+        so_far: SampledSoFar::default(),
     };
     let rules = Rules {
         parameters: &spec.parameters,
@@ -124,14 +125,23 @@ pub(crate) fn run(
     }
     let stalled = outcome.failure_kind == Some(FailureKind::StaleProgress);
     let judged_run = judged.times.run;
-    let heartbeat = shell.heartbeats.finish(judged_run, stalled);
-    // The samples and the evidence a full disk held back, then the verdict: one commit.
-    let mut events = shell.unrecorded;
+    let beats = shell.heartbeats.finish(judged_run, stalled);
+    // The samples and the evidence a full disk held back, a last sample of the beats no sample
+    // holds, then the verdict: one commit.
+    let mut events = std::mem::take(&mut shell.unrecorded);
+    if let Some((unsampled, after_spawn)) = beats.unsampled {
+        let last = shell
+            .so_far
+            .last_sample(unsampled, after_spawn, watch.progress_noted());
+        events.push((soak.subject(), last));
+    }
     events.push((
         soak.subject(),
-        record::finished(judged, &watch, spec, heartbeat),
+        record::finished(judged, &watch, spec, beats.run),
     ));
     let recorded = record::record_verdict(ctx, &soak.id, &outcome, events);
+    // Nothing reads the heartbeat file any more.
+    shell.heartbeats.remove();
     // The verdict as decided, recorded or not: a file left saying "running" would be served
     // as such for as long as it stays.
     let passed = outcome.status == crate::event::soak::OutcomeStatus::Passed;
@@ -181,6 +191,8 @@ struct Shell<'a> {
     job: Option<alarm::JobWatch<'a>>,
     heartbeats: Heartbeats,
     metrics: MetricsFile,
+    /// What the samples taken leave for a last one.
+    so_far: SampledSoFar,
 }
 
 impl Effects for Shell<'_> {
@@ -196,7 +208,7 @@ impl Effects for Shell<'_> {
     }
 
     fn spawn(&mut self) -> Result<Guard, Failure> {
-        let files = (&*self.soak.status_path, &*self.soak.heartbeat_path);
+        let files = (&*self.soak.status_path, self.soak.heartbeat_path.as_deref());
         Guard::spawn(self.ctx, self.spec, files)
     }
 
@@ -213,6 +225,7 @@ impl Effects for Shell<'_> {
                 job: self.job.as_mut(),
                 heartbeats: &mut self.heartbeats,
                 metrics: &mut self.metrics,
+                so_far: &mut self.so_far,
             },
             watch,
             self.interrupted,

@@ -16,6 +16,7 @@ use crate::process::{self, ProcSource, ProcessIdentity, SystemProc};
 use crate::redact::redact;
 use crate::soak::error::SoakError;
 use crate::soak::request::{SoakSpec, ms};
+use crate::soak::runtime::Unusable;
 use crate::soak::watch::Watch;
 
 /// A soak whose start is recorded: its id and its private working directory.
@@ -24,12 +25,15 @@ pub(super) struct Recording {
     pub work_dir: PathBuf,
     /// Where the guard reports the command's start and exit.
     pub status_path: PathBuf,
-    /// The heartbeat file, named to the command in `UNILAB_HEARTBEAT`.
-    pub heartbeat_path: PathBuf,
+    /// The heartbeat file, named to the command in `UNILAB_HEARTBEAT`; `None` where the
+    /// soak's runtime directory could not be used.
+    pub heartbeat_path: Option<PathBuf>,
 }
 
 impl Recording {
-    /// Creates the soak's working directory and heartbeat file, and records its start.
+    /// Creates the soak's working directory and its heartbeat file (in its runtime directory:
+    /// where that cannot be used, the soak runs without heartbeats, and says so), and records
+    /// its start.
     pub(super) fn begin(
         ctx: &SoakContext,
         spec: &SoakSpec,
@@ -51,18 +55,26 @@ impl Recording {
                 pid: std::process::id(),
                 start_ticks: 0,
             });
+        let limits = spec.step_limits.clone();
+        let heartbeats =
+            Heartbeats::create(spec.xdg_runtime_dir.as_deref(), ctx.paths.uid, &id, limits)
+                .unwrap_or_else(|Unusable(why)| {
+                    ctx.console.warn(&format!(
+                        "{why}: the soak runs without heartbeats (`{}` is not set for the command)",
+                        beats::VARIABLE
+                    ));
+                    Heartbeats::none(spec.step_limits.clone())
+                });
         let recording = Self {
             status_path: work_dir.join("guard-status"),
-            heartbeat_path: work_dir.join("heartbeat"),
+            heartbeat_path: heartbeats.path(),
             work_dir,
             id,
         };
-        let heartbeats = Heartbeats::create(&recording.heartbeat_path, spec.step_limits.clone())
-            .map_err(|source| SoakError::Io {
-                path: recording.heartbeat_path.clone(),
-                source,
-            })?;
-        let heartbeat = recording.heartbeat_path.display().to_string();
+        let heartbeat = recording
+            .heartbeat_path
+            .as_ref()
+            .map(|path| (beats::VARIABLE.to_owned(), path.display().to_string()));
         let secrets = &spec.secrets;
         let mask = |text: &str| secrets.mask(text).into_owned();
         // What the user named a credential keeps its name only; any value that is one is masked.
@@ -91,7 +103,7 @@ impl Recording {
                             .map(|(k, v)| (k, v)),
                     )
                     .into_iter()
-                    .chain([(beats::VARIABLE.to_owned(), heartbeat)])
+                    .chain(heartbeat)
                     .collect(),
                     supervisor: me,
                     runtime_json: mask(&ctx.runtime_json),

@@ -18,7 +18,9 @@ use super::context::{LOOK_EVERY, SoakContext};
 use super::metrics::MetricsFile;
 use super::record::Recording;
 use super::status::{StatusLine, warn_of_others};
-use crate::event::soak::{FailureKind, Measures, ProcessSample, Sample};
+use crate::event::soak::{
+    FailureKind, Measures, ProcessSample, ProgressNoted, ProgressSignature, Sample, SampleBeats,
+};
 use crate::event::{Event, Subject};
 use crate::process::{self, ProcessIdentity};
 use crate::soak::guard::GuardStatus;
@@ -43,6 +45,64 @@ pub(super) struct Sampling<'a, 'j> {
     pub heartbeats: &'a mut Heartbeats,
     /// The metrics file, rewritten after each sample.
     pub metrics: &'a mut MetricsFile,
+    /// What the samples taken leave for a last one after them.
+    pub so_far: &'a mut SampledSoFar,
+}
+
+/// What the samples taken so far leave for a last sample after them (the beats no sample
+/// holds, read once the tree is gone).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct SampledSoFar {
+    /// How many were taken: the next one's index.
+    pub samples: u64,
+    /// The tree's CPU ticks at the last one, its processes' and those reaped: all of it is
+    /// reaped by the next.
+    pub tree_ticks: u64,
+    pub progress: ProgressSignature,
+}
+
+impl SampledSoFar {
+    fn took(&mut self, sample: &Sample) {
+        self.samples = sample.index + 1;
+        self.tree_ticks = sample.reaped_cpu_ticks
+            + sample
+                .processes
+                .iter()
+                .map(|p| p.cpu_ticks + p.reaped_children_cpu_ticks)
+                .sum::<u64>();
+        self.progress = sample.progress;
+    }
+
+    /// The sample after the last, once the tree is gone and the soak decided: it holds the beats
+    /// no sample holds (`beats`, read `after_spawn`), and decides no progress (the progress
+    /// recorded is the last sample's, `noted`, without what made it).
+    pub(super) fn last_sample(
+        &self,
+        beats: SampleBeats,
+        after_spawn: Duration,
+        noted: ProgressNoted,
+    ) -> Event {
+        let sample = Sample {
+            index: self.samples,
+            elapsed_ms: u64::try_from(after_spawn.as_millis()).unwrap_or(u64::MAX),
+            after_exit: true,
+            processes: Vec::new(),
+            reaped_cpu_ticks: self.tree_ticks,
+            gpus: None,
+            progress: self.progress,
+            sampler_cost_us: 0,
+            errors: Vec::new(),
+        };
+        let measures = Measures {
+            heartbeat: Some(Box::new(beats)),
+            ..Measures::default()
+        };
+        let noted = ProgressNoted {
+            progress_seen: None,
+            ..noted
+        };
+        Event::sampled(sample, measures, Some(noted))
+    }
 }
 
 /// The series starts with the running command: wait for the guard to report its spawn — or its
@@ -83,11 +143,15 @@ pub(super) fn sample_until_done(
         mut job,
         heartbeats,
         metrics,
+        so_far,
     } = sampling;
     // What the log could not take of the job's alarm and the evidence it called for.
     let mut held = Vec::new();
     let sampler = sampler_for(ctx, progress, interval);
     await_spawn(guard, spec, interrupted);
+    // From the spawn on, its beats are read as they arrive.
+    let now = crate::time::unix_seconds(jiff::Timestamp::now().as_microsecond());
+    heartbeats.start(now - t0.elapsed().as_secs_f64());
     let mut index = 0u64;
     // The schedule's tick, apart from the samples' index: ticks missed are skipped, not caught up.
     let mut tick = 0u64;
@@ -109,7 +173,7 @@ pub(super) fn sample_until_done(
         let running = command == CommandState::Running;
         let (mut sample, mut measures) = sampler.sample(index, elapsed, guard.pid, !running);
         sample.errors.extend(behind.take());
-        let (beat_at, step) = read_beats(heartbeats, (now_us, elapsed), &mut sample, &mut measures);
+        let (beat_at, step) = read_beats(ctx, heartbeats, now_us, (&mut sample, &mut measures));
         if gpus_unread && sample.gpus.is_some() {
             gpus_unread = false;
             warn_of_others(&ctx.console, &sample, &measures);
@@ -134,6 +198,7 @@ pub(super) fn sample_until_done(
             step,
         });
         let committing = Instant::now();
+        so_far.took(&sample);
         if let Err(failure) = samples.push(sample, measures, watch.progress_noted()) {
             break Some(failure);
         }
@@ -179,15 +244,19 @@ pub(super) fn sample_until_done(
 }
 
 /// The beats since the last sample, into `measures` (why they could not be read into the
-/// sample's errors), at `now_us` (Unix microseconds), `elapsed` after the spawn: when the last
-/// that was progress arrived, and the step running now against its phase's limit.
+/// sample's errors; what is said once, on standard error), at `now_us` (Unix microseconds):
+/// when the last that was progress arrived, and the step running now against its phase's
+/// limit.
 fn read_beats(
+    ctx: &SoakContext,
     heartbeats: &mut Heartbeats,
-    (now_us, elapsed): (i64, Duration),
-    sample: &mut Sample,
-    measures: &mut Measures,
+    now_us: i64,
+    (sample, measures): (&mut Sample, &mut Measures),
 ) -> (Option<i64>, Option<StepJudgement>) {
-    let polled = heartbeats.poll(now_us, elapsed.as_secs_f64());
+    let polled = heartbeats.poll(now_us);
+    for news in &polled.news {
+        ctx.console.warn(news);
+    }
     sample.errors.extend(polled.error);
     measures.heartbeat = polled.beats.map(Box::new);
     (polled.progress_at_us, polled.step)

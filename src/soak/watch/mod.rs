@@ -601,7 +601,7 @@ mod tests {
         use crate::soak::heartbeat::limits::{Limit, Source};
         let step = |elapsed_seconds| StepJudgement {
             phase: "checkpoint".into(),
-            step: Some(31),
+            step: 31,
             elapsed_seconds,
             limit: Limit {
                 seconds: 20.0,
@@ -622,7 +622,7 @@ mod tests {
         assert_eq!(failure.kind, FailureKind::StaleProgress);
         assert_eq!(
             failure.reason,
-            "step 31 of phase `checkpoint` has taken 21.0s; its limit is 20.0s (--phase-timeout checkpoint=20s)"
+            "no beat for 21.0s since step 31 of phase `checkpoint`; its limit is 20.0s (--phase-timeout checkpoint=20s)"
         );
     }
 }
