@@ -5,10 +5,12 @@
 //! and the ways to run, spawn and read back a soak; each subject is a module of its own.
 
 mod argv;
+mod clobber;
 mod environment;
 mod full_disk;
 mod gpu;
 mod metrics;
+mod metrics_end;
 mod no_gpu_tool;
 mod outcomes;
 mod reading;
