@@ -218,6 +218,24 @@ impl SoakError {
 }
 
 impl SoakError {
+    /// Whether this is a file found at its name when it was to be put there, which was kept
+    /// ([`crate::soak::artifact::Placement::New`]).
+    fn is_taken(&self) -> bool {
+        matches!(self, SoakError::Output { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists)
+    }
+}
+
+/// `path` with `soak_id` before its extension: a name of this soak's own beside it.
+fn beside(path: &std::path::Path, soak_id: &str) -> std::path::PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{soak_id}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{soak_id}"),
+    };
+    path.with_file_name(name)
+}
+
+impl SoakError {
     /// The error for the temporary file the rows of an artifact, report or CSV pass through.
     pub(crate) fn spool(source: std::io::Error) -> Self {
         SoakError::Spool {
@@ -268,6 +286,17 @@ impl Hint for SoakError {
                 kind: OutputFile::Metrics,
                 ..
             } => None,
+            SoakError::NotWritten {
+                kind,
+                soak_id,
+                path,
+                source,
+            } if source.is_taken() => Some(format!(
+                "`{}` is kept; `unilab soak {} {soak_id} --output {}` writes this soak's from the log to a file of its own",
+                path.display(),
+                kind.command(),
+                quoted(&beside(path, soak_id))
+            )),
             SoakError::NotWritten {
                 kind,
                 soak_id,

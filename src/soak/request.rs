@@ -159,6 +159,9 @@ pub(crate) struct SoakSpec {
     pub report: Option<PathBuf>,
     /// The metrics file rewritten at every sample (`--metrics-file`), if asked for.
     pub metrics_file: Option<PathBuf>,
+    /// `--force`: the artifact and the report replace a file at their names; without it they
+    /// are put only where nothing is, when the soak ends.
+    pub force: bool,
     pub parameters: SoakParameters,
     pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
@@ -310,6 +313,7 @@ impl SoakSpec {
             output,
             report,
             metrics_file,
+            force: request.force,
             parameters: SoakParameters {
                 sample_interval_ms: ms(request.sample_interval),
                 startup_timeout_ms: ms(request.startup_timeout),

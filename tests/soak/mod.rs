@@ -12,6 +12,7 @@ mod gpu;
 mod metrics;
 mod metrics_end;
 mod no_gpu_tool;
+mod one_output;
 mod outcomes;
 mod reading;
 mod refusals;
