@@ -99,6 +99,8 @@ pub use event::stored::v8 as evidence_v8;
 pub use event::stored::v9 as soak_v9;
 // (the job schema 9–12's starts hold, before runs)
 pub use event::stored::v12 as job_v12;
+// (the findings schema 10–13's verdicts hold, before the beats not taken as they came)
+pub use event::stored::v13 as findings_v13;
 pub use event::{
     DaemonLimits, EVENT_KINDS, Envelope, Event, GpuIdentity, LeaseEnd, Scope, StaleReason,
     StartedDaemon, StopMethod, StoredEnvelope, StoredEvent, Subject, TopologyMode,

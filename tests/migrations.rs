@@ -69,6 +69,10 @@ const NOTED_SOAK_IN_FIXTURE: &str = "20261210T120000-b12b";
 /// The soak a frozen fixture (schema 13 on) holds whose start holds the run it joined.
 const RUN_SOAK_IN_FIXTURE: &str = "20261211T130000-b13b";
 
+/// The soak a frozen fixture (schema 14 on) holds whose verdict counts the beats not taken as
+/// they came.
+const COUNTED_SOAK_IN_FIXTURE: &str = "20261212T140000-b14b";
+
 /// The soak a frozen fixture (schema 8 on) holds with its samples packed.
 const PACKED_IN_FIXTURE: &str = "20261206T080000-c8c8";
 
@@ -112,6 +116,9 @@ fn freeze_fixture() {
         .unwrap();
     // Schema 13: a rank of a job's run, stopped by another rank's alarm.
     log.append_all(run_soak(RUN_SOAK_IN_FIXTURE, supervisor))
+        .unwrap();
+    // Schema 14: a soak whose verdict counts the beats not taken as they came.
+    log.append_all(counted_soak(COUNTED_SOAK_IN_FIXTURE, supervisor))
         .unwrap();
     drop(log);
     // An archived soak: its records in an archive file beside the log, frozen with it.

@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 13;
+pub const SCHEMA_VERSION: u32 = 14;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -148,6 +148,17 @@ pub(crate) const STEPS: &[Step] = &[
         // `SoakStartedV12`, the job of schema 9–12's forms frozen in `event::stored::v12`.
         // Schema 12 records decode and hash unchanged; their soaks form run `null` and export
         // as they did, byte for byte. Nothing is rewritten.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 13,
+        description: "beats timed where they arrive",
+        // Schema 14 adds `soak_finished` in a form whose heartbeat errors count the beats not
+        // taken as they came (a `t` that disagrees with the arrival, a repeated step) and the
+        // reads for want of an inotify watch: a new variant at the end of `StoredEvent`, the
+        // form it supersedes renamed `SoakFinishedV13`, its findings frozen in
+        // `event::stored::v13`. Schema 13 records decode and hash unchanged, and their soaks
+        // export as they did, byte for byte; nothing is rewritten.
         apply: |_| Ok(()),
     },
 ];

@@ -74,26 +74,52 @@ impl SteppedText {
             text.lines.push(("goodput", line));
         }
         let errors = stepped.heartbeat_errors;
-        if errors.any() {
-            let mut said = Vec::new();
-            if errors.malformed > 0 {
-                said.push(format!("{} not a beat", count(errors.malformed, "line")));
-            }
-            if errors.oversized > 0 {
-                said.push(format!("{} over 64 KiB", count(errors.oversized, "line")));
-            }
-            if errors.dropped > 0 {
-                said.push(format!("{} skipped unread", bytes(errors.dropped)));
-            }
-            if errors.truncations > 0 {
-                said.push(format!(
-                    "cut short or rewritten {}",
-                    count(errors.truncations, "time")
-                ));
-            }
+        let mut said = Vec::new();
+        if errors.malformed > 0 {
+            said.push(format!("{} not a beat", count(errors.malformed, "line")));
+        }
+        if errors.oversized > 0 {
+            said.push(format!("{} over 64 KiB", count(errors.oversized, "line")));
+        }
+        if errors.dropped > 0 {
+            said.push(format!("{} skipped unread", bytes(errors.dropped)));
+        }
+        if errors.truncations > 0 {
+            said.push(format!(
+                "cut short or rewritten {}",
+                count(errors.truncations, "time")
+            ));
+        }
+        if !said.is_empty() {
             text.warnings.push(format!(
                 "the heartbeat file held what was not read as beats: {}",
                 said.join(", ")
+            ));
+        }
+        let mut said = Vec::new();
+        if let Some(clock) = errors.clock.filter(|n| *n > 0) {
+            said.push(format!(
+                "{} whose `t` disagreed with its arrival, timed by the arrival",
+                count(clock, "beat")
+            ));
+        }
+        if let Some(repeats) = errors.repeats.filter(|n| *n > 0) {
+            said.push(format!(
+                "{} repeating the step and phase of the one before, no step and no progress",
+                count(repeats, "beat")
+            ));
+        }
+        if !said.is_empty() {
+            text.warnings.push(said.join("; "));
+        }
+        if errors.polling_fallbacks.is_some_and(|n| n > 0) {
+            text.warnings
+                .push("the heartbeat file was polled, for want of an inotify watch".to_owned());
+        }
+        if let Some(untracked) = stepped.untracked.filter(|n| *n > 0) {
+            text.warnings.push(format!(
+                "{} of phases past the first 16 were counted, their steps not kept",
+                count(untracked, "beat")
             ));
         }
         text
@@ -191,6 +217,7 @@ mod tests {
                 .iter()
                 .map(|(name, phase)| ((*name).to_owned(), *phase))
                 .collect::<BTreeMap<_, _>>(),
+            untracked: None,
             heartbeat_errors: HeartbeatErrorsShown::default(),
             goodput,
         }

@@ -227,28 +227,28 @@ pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
                 }
             }
         ),
-        (
-            soak_end(),
-            findings(),
-            option::of(resource_limit()),
-            any::<bool>()
-        )
-            .prop_map(|(end, findings, limit, v9)| {
+        (soak_end(), findings(), option::of(resource_limit()), 0..3u8).prop_map(
+            |(end, findings, limit, form)| {
                 let end = Box::new(end);
-                if v9 {
-                    StoredEvent::SoakFinishedV9 {
+                match form {
+                    0 => StoredEvent::SoakFinishedV9 {
                         end,
                         findings: Box::new(findings.into()),
                         limit,
-                    }
-                } else {
-                    StoredEvent::SoakFinished {
+                    },
+                    1 => StoredEvent::SoakFinishedV13 {
+                        end,
+                        findings: Box::new(findings.into()),
+                        limit,
+                    },
+                    _ => StoredEvent::SoakFinished {
                         end,
                         findings: Box::new(findings),
                         limit,
-                    }
+                    },
                 }
-            }),
+            }
+        ),
         (identity(), text())
             .prop_map(|(supervisor, reason)| StoredEvent::SoakAbandoned { supervisor, reason }),
         (text(), text(), any::<u64>()).prop_map(|(path, digest, bytes)| {

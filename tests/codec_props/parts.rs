@@ -342,10 +342,10 @@ pub(super) fn run_beats() -> impl Strategy<Value = RunBeats> {
     });
     (
         btree_map(text(), stats, 0..3),
-        any::<(u64, [u64; 4])>(),
+        any::<(u64, [u64; 4], [Option<u64>; 3])>(),
         option::of(goodput),
     )
-        .prop_map(|(steps, (untracked, e), goodput)| RunBeats {
+        .prop_map(|(steps, (untracked, e, counted), goodput)| RunBeats {
             steps,
             untracked,
             errors: HeartbeatErrors {
@@ -353,6 +353,9 @@ pub(super) fn run_beats() -> impl Strategy<Value = RunBeats> {
                 oversized: e[1],
                 dropped_bytes: e[2],
                 truncations: e[3],
+                clock: counted[0],
+                repeats: counted[1],
+                polling_fallbacks: counted[2],
             },
             goodput,
         })

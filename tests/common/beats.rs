@@ -4,7 +4,8 @@
 //! beaten as it started, an eval with `accuracy` beside `loss`, a sample without beats), judged
 //! with `--step-timeout auto` and `--phase-timeout checkpoint=30m`, whose verdict holds its
 //! steps, its heartbeat file's errors and its goodput. And schema 13's: a job's soak whose
-//! start holds the run it joined.
+//! start holds the run it joined; and schema 14's, [`noted_soak`]'s whose verdict counts the
+//! beats not taken as they came.
 
 use std::collections::BTreeMap;
 
@@ -181,6 +182,9 @@ fn beating(event: StoredEvent) -> StoredEvent {
                     oversized: 1,
                     dropped_bytes: 0,
                     truncations: 0,
+                    clock: None,
+                    repeats: None,
+                    polling_fallbacks: None,
                 },
                 // The run's 10.5 s.
                 goodput: Some(GoodputSplit {
@@ -192,9 +196,9 @@ fn beating(event: StoredEvent) -> StoredEvent {
                     other_seconds: 0.5,
                 }),
             }));
-            StoredEvent::SoakFinished {
+            StoredEvent::SoakFinishedV13 {
                 end,
-                findings: Box::new(findings),
+                findings: Box::new(findings.into()),
                 limit,
             }
         }
@@ -235,6 +239,58 @@ pub fn run_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEv
                         run: Some("s0.r0".into()),
                     }),
                     command_lossy: false,
+                };
+                (subject, event)
+            }
+            event => (subject, event),
+        })
+        .collect()
+}
+
+/// A soak of schema 14's verdict: [`noted_soak`]'s, started in schema 13's form, its verdict
+/// counting 3 beats whose `t` disagreed with their arrival, 7 that repeated the beat before,
+/// and 40 beats of phases past the first 16.
+pub fn counted_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEvent)> {
+    noted_soak(id, supervisor)
+        .into_iter()
+        .map(|(subject, event)| match event {
+            StoredEvent::SoakStartedV12 {
+                start,
+                supervision,
+                limits,
+                job,
+                command_lossy,
+            } => {
+                let event = StoredEvent::SoakStarted {
+                    start,
+                    supervision,
+                    limits,
+                    job: job.map(|job| unilab::JobMember {
+                        job: job.job,
+                        rank: job.rank,
+                        on_job_alarm: job.on_job_alarm,
+                        run: None,
+                    }),
+                    command_lossy,
+                };
+                (subject, event)
+            }
+            StoredEvent::SoakFinishedV13 {
+                end,
+                findings,
+                limit,
+            } => {
+                let mut findings: Findings = (*findings).into();
+                if let Some(beats) = findings.heartbeat.as_mut() {
+                    beats.untracked = 40;
+                    beats.errors.clock = Some(3);
+                    beats.errors.repeats = Some(7);
+                    beats.errors.polling_fallbacks = Some(0);
+                }
+                let event = StoredEvent::SoakFinished {
+                    end,
+                    findings: Box::new(findings),
+                    limit,
                 };
                 (subject, event)
             }

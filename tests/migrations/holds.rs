@@ -305,3 +305,75 @@ fn the_schema_13_fixture_holds_a_job_soaks_run() {
         "{older}"
     );
 }
+
+/// The schema-14 fixture holds a soak whose verdict, in schema 14's form, counts the beats not
+/// taken as they came: the artifact's `heartbeat_errors` shows the counts and its summary the
+/// beats of phases past the first 16, and `soak show` warns of them. The beaten soak of schema
+/// 10 beside it, whose verdict counted none of these, shows none (its frozen artifact is
+/// checked with every other).
+#[test]
+fn the_schema_14_fixture_holds_a_verdict_counting_the_beats_not_taken() {
+    let root = TestRoot::new();
+    install(14, &root);
+    let reader = LogReader::open(&root.log_path(), &root.scope())
+        .unwrap()
+        .unwrap();
+    let mut forms = Vec::new();
+    reader
+        .snapshot()
+        .unwrap()
+        .scan_sized(|record, _| {
+            match &record.envelope.event {
+                StoredEvent::SoakFinished { .. } => forms.push((record.envelope.subject, 14)),
+                StoredEvent::SoakFinishedV13 { .. } => forms.push((record.envelope.subject, 13)),
+                _ => {}
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert!(
+        forms.contains(&(Subject::Soak(COUNTED_SOAK_IN_FIXTURE.into()), 14)),
+        "{forms:?}"
+    );
+    assert!(
+        forms.contains(&(Subject::Soak(HEARTBEAT_SOAK_IN_FIXTURE.into()), 13)),
+        "{forms:?}"
+    );
+    let export = |id: &str| -> serde_json::Value {
+        let out = root.unilab().args(["soak", "export", id]).output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let summary = &export(COUNTED_SOAK_IN_FIXTURE)["summary"];
+    assert_eq!(
+        summary["heartbeat_errors"],
+        serde_json::json!({
+            "clock": 3, "dropped": 0, "malformed": 2, "oversized": 1,
+            "polling_fallbacks": 0, "repeats": 7, "truncations": 0,
+        })
+    );
+    assert_eq!(summary["untracked"], 40);
+    let older = export(HEARTBEAT_SOAK_IN_FIXTURE);
+    let older = older["summary"].as_object().unwrap();
+    assert!(!older.contains_key("untracked"));
+    let errors = older["heartbeat_errors"].as_object().unwrap();
+    assert!(!errors.contains_key("clock") && !errors.contains_key("repeats"));
+    let shown = root
+        .unilab()
+        .args(["soak", "show", COUNTED_SOAK_IN_FIXTURE])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned()
+        + &String::from_utf8_lossy(&shown.stderr);
+    assert!(
+        shown.contains("3 beats whose `t` disagreed with its arrival"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("7 beats repeating the step and phase"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("40 beats of phases past the first 16"),
+        "{shown}"
+    );
+}

@@ -1,7 +1,7 @@
 //! What schema 10 adds to a soak's record: its heartbeats. How the steps are judged (with the
 //! start's supervision), what each sample saw of the beats since the last (with its measures),
-//! and the whole run's steps by phase, the heartbeat file's errors and the run's goodput (with
-//! the verdict's findings). `soak::heartbeat` reads and judges the beats; these are what it
+//! and the whole run's steps by phase, the heartbeat file's errors (schema 14 adds the beats not
+//! taken as they came) and the run's goodput (with the verdict's findings). `soak::heartbeat` reads and judges the beats; these are what it
 //! records.
 //!
 //! Seconds here are `f64` (step times `f32` in a sample): the log stores them bit for bit, so
@@ -45,7 +45,8 @@ pub struct SampleBeats {
     pub numbers: BTreeMap<String, f64>,
 }
 
-/// Lines of the heartbeat file that were not beats, and bytes never read.
+/// Lines of the heartbeat file that were not beats, bytes never read, and beats that were not
+/// taken as they came (schema 14 on: `None` where the form did not count them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatErrors {
     /// Complete lines that were not beats.
@@ -54,14 +55,23 @@ pub struct HeartbeatErrors {
     pub oversized: u64,
     /// Bytes skipped unread because the trainer wrote faster than the file could be read.
     pub dropped_bytes: u64,
-    /// Times the file was found cut short (or rewritten) and read again from its start.
+    /// Times the file was found cut short (or rewritten, or replaced) and read again from its
+    /// start.
     pub truncations: u64,
+    /// Beats whose `t` disagreed with their arrival (another clock), timed by the arrival.
+    pub clock: Option<u64>,
+    /// Beats that repeated the `(step, phase)` of the beat before: neither a step nor progress.
+    pub repeats: Option<u64>,
+    /// Times the file was polled for want of an inotify watch (the user's watches ran out).
+    pub polling_fallbacks: Option<u64>,
 }
 
 impl HeartbeatErrors {
     /// Whether anything went wrong.
     pub fn any(&self) -> bool {
-        *self != HeartbeatErrors::default()
+        let counted = [self.clock, self.repeats, self.polling_fallbacks];
+        self.malformed + self.oversized + self.dropped_bytes + self.truncations > 0
+            || counted.iter().any(|n| n.unwrap_or(0) > 0)
     }
 }
 

@@ -57,10 +57,11 @@ impl StoredEvent {
             S::SoakStartedV10 { .. }
             | S::SoakSampledV11 { .. }
             | S::SoakSampledCompactV11(_)
-            | S::SoakFinished { .. } => 10,
+            | S::SoakFinishedV13 { .. } => 10,
             S::SoakStartedV12 { .. } => 11,
             S::SoakSampled { .. } | S::SoakSampledCompact { .. } => 12,
             S::SoakStarted { .. } => 13,
+            S::SoakFinished { .. } => 14,
         }
     }
 
@@ -173,6 +174,11 @@ impl StoredEvent {
                 findings,
                 limit,
             } => soak_finished::v9(*end, *findings, limit),
+            S::SoakFinishedV13 {
+                end,
+                findings,
+                limit,
+            } => soak_finished::v13(*end, *findings, limit),
             S::SoakFinished {
                 end,
                 findings,

@@ -3,11 +3,12 @@
 //! Schema 1's verdict lacks what schema 2 added: no teardown apart from the run (its
 //! `duration_ms` is the run's). The findings (schema 5) and the limit that failed the soak (6)
 //! are `None` where a form did not record them; schema 5–9's findings have no heartbeat
-//! ([`super::v9`]).
+//! ([`super::v9`]); schema 10–13's heartbeat errors do not count the beats not taken as they
+//! came nor the reads without a watch ([`v13::HeartbeatErrors`]): those are `None`.
 
 use crate::event::Event;
-use crate::event::soak::{Findings, ResourceLimit, SoakEnd};
-use crate::event::stored::{StoredEvent, v1, v2, v9};
+use crate::event::soak::{Findings, HeartbeatErrors, ResourceLimit, RunBeats, SoakEnd};
+use crate::event::stored::{StoredEvent, v1, v2, v9, v13};
 
 pub(super) fn v1(end: v1::SoakEnd) -> Event {
     Event::SoakFinished {
@@ -34,6 +35,18 @@ pub(super) fn v5(end: v2::SoakEnd, findings: v9::Findings) -> Event {
 }
 
 pub(super) fn v9(end: v2::SoakEnd, findings: v9::Findings, limit: Option<ResourceLimit>) -> Event {
+    Event::SoakFinished {
+        end: Box::new(end.into()),
+        findings: Some(Box::new(findings.into())),
+        limit,
+    }
+}
+
+pub(super) fn v13(
+    end: v2::SoakEnd,
+    findings: v13::Findings,
+    limit: Option<ResourceLimit>,
+) -> Event {
     Event::SoakFinished {
         end: Box::new(end.into()),
         findings: Some(Box::new(findings.into())),
@@ -77,11 +90,80 @@ pub(super) fn into_stored(
             findings: Box::new((*findings.unwrap_or_default()).into()),
             limit,
         },
+        10..=13 => S::SoakFinishedV13 {
+            end,
+            findings: Box::new((*findings.unwrap_or_default()).into()),
+            limit,
+        },
         _ => S::SoakFinished {
             end,
             findings: findings.unwrap_or_default(),
             limit,
         },
+    }
+}
+
+impl From<v13::Findings> for Findings {
+    fn from(old: v13::Findings) -> Self {
+        Findings {
+            child: old.child,
+            oom_kills: old.oom_kills,
+            unkillable: old.unkillable,
+            gpu_release: old.gpu_release,
+            heartbeat: old.heartbeat.map(|beats| {
+                let v13::RunBeats {
+                    steps,
+                    untracked,
+                    errors,
+                    goodput,
+                } = *beats;
+                Box::new(RunBeats {
+                    steps,
+                    untracked,
+                    errors: HeartbeatErrors {
+                        malformed: errors.malformed,
+                        oversized: errors.oversized,
+                        dropped_bytes: errors.dropped_bytes,
+                        truncations: errors.truncations,
+                        clock: None,
+                        repeats: None,
+                        polling_fallbacks: None,
+                    },
+                    goodput,
+                })
+            }),
+        }
+    }
+}
+
+/// The findings as schema 10–13 stored them: without the counts they did not keep.
+impl From<Findings> for v13::Findings {
+    fn from(new: Findings) -> Self {
+        v13::Findings {
+            child: new.child,
+            oom_kills: new.oom_kills,
+            unkillable: new.unkillable,
+            gpu_release: new.gpu_release,
+            heartbeat: new.heartbeat.map(|beats| {
+                let RunBeats {
+                    steps,
+                    untracked,
+                    errors,
+                    goodput,
+                } = *beats;
+                Box::new(v13::RunBeats {
+                    steps,
+                    untracked,
+                    errors: v13::HeartbeatErrors {
+                        malformed: errors.malformed,
+                        oversized: errors.oversized,
+                        dropped_bytes: errors.dropped_bytes,
+                        truncations: errors.truncations,
+                    },
+                    goodput,
+                })
+            }),
+        }
     }
 }
 

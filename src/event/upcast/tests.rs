@@ -235,7 +235,55 @@ fn changed_forms() -> Vec<StoredEvent> {
     .chain(schema_11_forms())
     .chain(schema_12_forms())
     .chain(schema_13_forms())
+    .chain(schema_14_forms())
     .collect()
+}
+
+/// The form schema 14 adds: a verdict counting the beats not taken as they came.
+fn schema_14_forms() -> Vec<StoredEvent> {
+    let run = RunBeats {
+        untracked: 3,
+        errors: HeartbeatErrors {
+            clock: Some(4),
+            repeats: Some(9),
+            polling_fallbacks: Some(1),
+            ..HeartbeatErrors::default()
+        },
+        ..RunBeats::default()
+    };
+    vec![StoredEvent::SoakFinished {
+        end: Box::new(end_of_v1(end_v1()).into()),
+        findings: Box::new(Findings {
+            heartbeat: Some(Box::new(run)),
+            ..Findings::default()
+        }),
+        limit: None,
+    }]
+}
+
+/// A verdict of schema 10–13's forms reads without the counts of the beats not taken as they
+/// came (`None`: not zero, which would say none were); schema 14's with what it counted.
+#[test]
+fn a_verdict_counts_the_beats_not_taken_only_where_its_form_does() {
+    let mut counted = Vec::new();
+    for stored in changed_forms() {
+        let schema = stored.schema();
+        if let Some((Event::SoakFinished { findings, .. }, _)) = stored.upcast()
+            && let Some(beats) = findings.and_then(|f| f.heartbeat)
+        {
+            let errors = beats.errors;
+            counted.push((
+                schema,
+                errors.clock,
+                errors.repeats,
+                errors.polling_fallbacks,
+            ));
+        }
+    }
+    assert_eq!(
+        counted,
+        [(10, None, None, None), (14, Some(4), Some(9), Some(1))]
+    );
 }
 
 /// The forms schema 12 adds: a sample with the progress its supervisor decided, and one a
@@ -428,12 +476,15 @@ fn schema_10_forms() -> Vec<StoredEvent> {
                 ..Measures::default()
             }),
         },
-        StoredEvent::SoakFinished {
+        StoredEvent::SoakFinishedV13 {
             end: Box::new(end_of_v1(end_v1()).into()),
-            findings: Box::new(Findings {
-                heartbeat: Some(Box::new(run)),
-                ..Findings::default()
-            }),
+            findings: Box::new(
+                Findings {
+                    heartbeat: Some(Box::new(run)),
+                    ..Findings::default()
+                }
+                .into(),
+            ),
             limit: None,
         },
     ]
@@ -570,7 +621,7 @@ fn an_event_is_written_in_its_kinds_newest_form() {
             "daemon_starting" => 4,
             "soak_sampled" => 12,
             "soak_started" => 13,
-            "soak_finished" => 10,
+            "soak_finished" => 14,
             "soak_evidence_captured" | "soak_job_alarm_seen" => 9,
             _ => 6,
         };

@@ -9,7 +9,7 @@ use crate::event::soak::{
     GpuReleased, HeartbeatErrors, KernelMessage, MpsTeardown, OomKill, OomSource, ProcessEvidence,
     RunBeats, StepStats, ThreadEvidence, UnkillableProcess,
 };
-use crate::event::stored::{v8, v9};
+use crate::event::stored::{v8, v9, v13};
 
 fn thread(n: &mut Fresh) -> ThreadEvidence {
     ThreadEvidence {
@@ -137,6 +137,43 @@ pub(super) fn findings_v9(n: &mut Fresh) -> v9::Findings {
     }
 }
 
+/// The findings as schema 10–13's verdicts hold them.
+pub(super) fn findings_v13(n: &mut Fresh) -> v13::Findings {
+    v13::Findings {
+        child: Some(child(n)),
+        oom_kills: vec![oom_kill(n)],
+        unkillable: vec![unkillable(n)],
+        gpu_release: Some(gpu_release(n)),
+        heartbeat: Some(Box::new(v13::RunBeats {
+            steps: BTreeMap::from([(
+                n.text(),
+                StepStats {
+                    count: n.u64(),
+                    last: n.u64(),
+                    timed: n.u64(),
+                    median_seconds: Some(n.f64()),
+                    p99_seconds: Some(n.f64()),
+                },
+            )]),
+            untracked: n.u64(),
+            errors: v13::HeartbeatErrors {
+                malformed: n.u64(),
+                oversized: n.u64(),
+                dropped_bytes: n.u64(),
+                truncations: n.u64(),
+            },
+            goodput: Some(GoodputSplit {
+                productive_seconds: n.f64(),
+                startup_seconds: n.f64(),
+                checkpoint_seconds: n.f64(),
+                eval_seconds: n.f64(),
+                stalled_seconds: n.f64(),
+                other_seconds: n.f64(),
+            }),
+        })),
+    }
+}
+
 pub(super) fn findings(n: &mut Fresh) -> Findings {
     Findings {
         child: Some(child(n)),
@@ -160,6 +197,9 @@ pub(super) fn findings(n: &mut Fresh) -> Findings {
                 oversized: n.u64(),
                 dropped_bytes: n.u64(),
                 truncations: n.u64(),
+                clock: Some(n.u64()),
+                repeats: Some(n.u64()),
+                polling_fallbacks: Some(n.u64()),
             },
             goodput: Some(GoodputSplit {
                 productive_seconds: n.f64(),

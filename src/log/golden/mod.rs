@@ -163,9 +163,9 @@ fn every_form() -> Vec<StoredEvent> {
             measures: Box::new(measures(n)),
         },
         |n| S::SoakSampledCompactV11(Box::new(compact(n))),
-        |n| S::SoakFinished {
+        |n| S::SoakFinishedV13 {
             end: Box::new(end(n)),
-            findings: Box::new(findings(n)),
+            findings: Box::new(findings_v13(n)),
             limit: Some(resource_limit()),
         },
         |n| S::SoakStartedV12 {
@@ -190,6 +190,11 @@ fn every_form() -> Vec<StoredEvent> {
             limits: limits(n),
             job: Some(job_member(n)),
             command_lossy: n.bool(),
+        },
+        |n| S::SoakFinished {
+            end: Box::new(end(n)),
+            findings: Box::new(findings(n)),
+            limit: Some(resource_limit()),
         },
     ];
     forms

@@ -25,6 +25,10 @@ use crate::soak::heartbeat::goodput::PRODUCTIVE_PHASE;
 pub(crate) struct Stepped {
     /// Steps by phase (beats of the phase; step times of the steps that phase's beats began).
     pub steps: BTreeMap<String, PhaseShown>,
+    /// Beats of phases past the first 16, whose steps are not kept; shown from schema 14 on
+    /// (before, the artifact left it out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untracked: Option<u64>,
     pub heartbeat_errors: HeartbeatErrorsShown,
     /// `None` when no beat arrived.
     pub goodput: Option<GoodputShown>,
@@ -39,7 +43,7 @@ pub(crate) struct PhaseShown {
     pub p99_seconds: Option<f64>,
 }
 
-/// `summary.heartbeat_errors`.
+/// `summary.heartbeat_errors`; what schema 14 added only for the soaks it recorded.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct HeartbeatErrorsShown {
     /// Complete lines that were not beats.
@@ -48,14 +52,17 @@ pub(crate) struct HeartbeatErrorsShown {
     pub oversized: u64,
     /// Bytes skipped unread.
     pub dropped: u64,
-    /// Times the file was found cut short or rewritten.
+    /// Times the file was found cut short, rewritten or replaced.
     pub truncations: u64,
-}
-
-impl HeartbeatErrorsShown {
-    pub(crate) fn any(&self) -> bool {
-        *self != Self::default()
-    }
+    /// Beats whose `t` disagreed with their arrival, timed by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<u64>,
+    /// Beats that repeated the `(step, phase)` of the beat before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<u64>,
+    /// Times the file was polled for want of an inotify watch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub polling_fallbacks: Option<u64>,
 }
 
 /// `summary.goodput`.
@@ -139,11 +146,16 @@ impl Stepped {
                     (phase.clone(), shown)
                 })
                 .collect(),
+            // Counted with the errors schema 14 added: a verdict of that form on.
+            untracked: found.errors.clock.map(|_| found.untracked),
             heartbeat_errors: HeartbeatErrorsShown {
                 malformed: found.errors.malformed,
                 oversized: found.errors.oversized,
                 dropped: found.errors.dropped_bytes,
                 truncations: found.errors.truncations,
+                clock: found.errors.clock,
+                repeats: found.errors.repeats,
+                polling_fallbacks: found.errors.polling_fallbacks,
             },
             goodput: found.goodput.map(|g| GoodputShown {
                 productive_seconds: milli(g.productive_seconds),
@@ -263,7 +275,7 @@ mod tests {
 
         let unbeaten = Stepped::of(None);
         assert!(!unbeaten.beaten() && unbeaten.steps.is_empty());
-        assert!(!unbeaten.heartbeat_errors.any());
+        assert_eq!(unbeaten.heartbeat_errors, HeartbeatErrorsShown::default());
         assert_eq!(unbeaten.steps_per_second(), None);
     }
 }

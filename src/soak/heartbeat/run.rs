@@ -114,10 +114,7 @@ impl HeartbeatRun {
     }
 
     /// Beats whose `t` was not used, and beats that repeated the one before.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "recorded with the verdict by the schema step that follows")
-    )]
+    #[cfg(test)]
     pub(crate) fn discarded(&self) -> (u64, u64) {
         (self.clock.disagreements(), self.repeats)
     }
@@ -135,8 +132,13 @@ impl HeartbeatRun {
     }
 
     /// What the verdict records of a run that ended at `end` (Unix seconds), `stalled` when it
-    /// failed on staleness, with the file's `errors`.
+    /// failed on staleness, with the file's `errors` and the beats not taken as they came.
     pub(crate) fn finish(&self, end: f64, stalled: bool, errors: HeartbeatErrors) -> RunBeats {
+        let errors = HeartbeatErrors {
+            clock: Some(self.clock.disagreements()),
+            repeats: Some(self.repeats),
+            ..errors
+        };
         let steps = self
             .steps
             .stats()
@@ -297,7 +299,12 @@ mod tests {
             ..HeartbeatErrors::default()
         };
         let found = run.finish(20.0, true, errors);
-        assert_eq!(found.errors, errors);
+        let counted = HeartbeatErrors {
+            clock: Some(0),
+            repeats: Some(0),
+            ..errors
+        };
+        assert_eq!(found.errors, counted);
         assert_eq!(found.steps["train"].count, 4);
         assert_eq!(found.steps["checkpoint"].last, 1);
         let g = found.goodput.unwrap();

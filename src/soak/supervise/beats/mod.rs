@@ -35,7 +35,7 @@ use nix::fcntl::{FallocateFlags, fallocate};
 use nix::sys::inotify::Inotify;
 
 use self::reading::Reading;
-use crate::event::soak::{RunBeats, SampleBeats};
+use crate::event::soak::{HeartbeatErrors, RunBeats, SampleBeats};
 use crate::soak::heartbeat::limits::{StepJudgement, StepLimits};
 use crate::soak::heartbeat::reader::HeartbeatReader;
 use crate::soak::heartbeat::run::HeartbeatRun;
@@ -231,8 +231,12 @@ impl Heartbeats {
         let after_spawn = Duration::from_secs_f64((now - *spawned).max(0.0));
         let unsampled = beats.take_sample().map(|sample| (sample, after_spawn));
         let end = *spawned + run.as_secs_f64();
+        let errors = HeartbeatErrors {
+            polling_fallbacks: Some(state.fallbacks),
+            ..state.reader.errors()
+        };
         Finished {
-            run: Some(beats.finish(end, stalled, state.reader.errors())),
+            run: Some(beats.finish(end, stalled, errors)),
             unsampled,
         }
     }
