@@ -1,12 +1,16 @@
 //! What heartbeats cost unilab, one shot, printed:
-//! - `supervisor`: the CPU time of `unilab soak run` itself (not its guard's, not the
-//!   trainer's) over a trainer that beats 1,000 times a second, against the same trainer
-//!   running the same loop without writing a beat (`tests/fixtures/heartbeat_trainer.py`,
+//! - `supervisor`: the CPU time and the wake-ups of `unilab soak run` itself (not its guard's,
+//!   not the trainer's) over a trainer that beats 1,000 times a second, against the same
+//!   trainer running the same loop without writing a beat (`tests/fixtures/heartbeat_trainer.py`,
 //!   `rate:1000:S` against `idle:1000:S`), in the same run, interleaved, a round of each at a
 //!   time. The supervisor's CPU time is read from `/proc`: each thread's `schedstat` (its time
-//!   on a CPU, in nanoseconds) while it runs, and the main thread's — where the beats are read
-//!   and judged — once more when the process is a zombie, so that nothing it did is missed.
-//!   The clock ticks of its `stat` (all threads, to the end, in 10 ms) are printed beside.
+//!   on a CPU, in nanoseconds) while it runs, and the main thread's once more when the process
+//!   is a zombie, so that nothing it did is missed; its wake-ups are each thread's voluntary
+//!   context switches (`status`: each time it slept and was woken), those of the thread that
+//!   reads the heartbeat file (`heartbeat`) apart. Printed: the CPU a beat (with beats minus
+//!   without, over the beats) and the wake-ups a second, of the whole supervisor and of the
+//!   heartbeat thread. With `HEARTBEAT_BENCH_BEFORE` naming another build, it is measured in the
+//!   same rounds, interleaved (before and after in one run).
 //! - `log`: what a sample's beat summary costs the log: samples of a 10-process tree recorded
 //!   with and without the beats that arrived since the sample before (1, 1,000 and 100,000 a
 //!   sample, each with 1 to 4 numbers, fed one by one through the summary the supervisor keeps),
@@ -17,7 +21,8 @@
 //! `cargo bench --bench heartbeat_cost -- supervisor` / `-- log` (one). The supervisor's run:
 //! `HEARTBEAT_BENCH_SECONDS` (default 30) a soak, `HEARTBEAT_BENCH_ROUNDS` (default 2) rounds,
 //! `HEARTBEAT_BENCH_INTERVAL` (default `1s`) between samples, `HEARTBEAT_BENCH_UNILAB` (default
-//! this build's `unilab`) the binary to measure.
+//! this build's `unilab`) the binary to measure, `HEARTBEAT_BENCH_BEFORE` another to measure
+//! beside it.
 
 mod common;
 
@@ -64,6 +69,12 @@ struct Cost {
     main_ns: u64,
     /// `utime + stime` of the zombie, in clock ticks.
     ticks: u64,
+    /// Every thread's voluntary context switches: its wake-ups.
+    wakeups: u64,
+    /// The heartbeat thread's.
+    heartbeat_wakeups: u64,
+    /// The soak's run, seconds.
+    seconds: f64,
     samples: u64,
     beats: u64,
 }
@@ -73,6 +84,9 @@ impl std::ops::AddAssign for Cost {
         self.cpu_ns += other.cpu_ns;
         self.main_ns += other.main_ns;
         self.ticks += other.ticks;
+        self.wakeups += other.wakeups;
+        self.heartbeat_wakeups += other.heartbeat_wakeups;
+        self.seconds += other.seconds;
         self.samples += other.samples;
         self.beats += other.beats;
     }
@@ -87,6 +101,17 @@ fn schedstat_ns(path: &Path) -> Option<u64> {
         .ok()
 }
 
+/// `voluntary_ctxt_switches` of a task's `status`.
+fn voluntary_switches(task: &Path) -> Option<u64> {
+    std::fs::read_to_string(task.join("status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The fields of `/proc/<pid>/stat` after the command's name: `[0]` the state, `[11]` and
 /// `[12]` utime and stime.
 fn stat_fields(pid: u32) -> Option<Vec<String>> {
@@ -95,8 +120,17 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
-/// `soak run` of the heartbeat trainer running `action`, in `dir`; what it cost its supervisor.
-fn soak_once(dir: &Path, name: &str, interval: &str, action: &str) -> Cost {
+/// What the bench keeps of one thread: its CPU time, its wake-ups, whether it reads the beats.
+#[derive(Debug, Default, Clone, Copy)]
+struct Thread {
+    ns: u64,
+    wakeups: u64,
+    heartbeat: bool,
+}
+
+/// `soak run` of the heartbeat trainer running `action` by `unilab`, in `dir`; what it cost
+/// its supervisor.
+fn soak_once(unilab: &Path, dir: &Path, name: &str, interval: &str, action: &str) -> Cost {
     let root = dir.join("root");
     let progress = dir.join("progress");
     let output = dir.join(format!("{name}.json"));
@@ -104,11 +138,6 @@ fn soak_once(dir: &Path, name: &str, interval: &str, action: &str) -> Cost {
     path.extend(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
     ));
-    // `HEARTBEAT_BENCH_UNILAB`: another build to measure (a copy of an earlier one, to compare).
-    let unilab = std::env::var_os("HEARTBEAT_BENCH_UNILAB").map_or_else(
-        || PathBuf::from(env!("CARGO_BIN_EXE_unilab")),
-        PathBuf::from,
-    );
     let mut child = Command::new(unilab)
         .env_clear()
         .env("PATH", std::env::join_paths(path).expect("a PATH"))
@@ -128,12 +157,14 @@ fn soak_once(dir: &Path, name: &str, interval: &str, action: &str) -> Cost {
         .spawn()
         .expect("spawn unilab soak run");
     let pid = child.id();
-    let mut threads: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut threads: BTreeMap<u32, Thread> = BTreeMap::new();
     let ticks = loop {
         let fields = stat_fields(pid).expect("the supervisor's stat");
         if fields[0] == "Z" {
-            let main = schedstat_ns(Path::new(&format!("/proc/{pid}/schedstat")));
-            threads.insert(pid, main.expect("the zombie's schedstat"));
+            let task = PathBuf::from(format!("/proc/{pid}"));
+            let main = threads.entry(pid).or_default();
+            main.ns = schedstat_ns(&task.join("schedstat")).expect("the zombie's schedstat");
+            main.wakeups = main.wakeups.max(voluntary_switches(&task).unwrap_or(0));
             break fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
         }
         if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
@@ -141,10 +172,16 @@ fn soak_once(dir: &Path, name: &str, interval: &str, action: &str) -> Cost {
                 let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
                     continue;
                 };
-                if let Some(ns) = schedstat_ns(&task.path().join("schedstat")) {
-                    let kept = threads.entry(tid).or_default();
-                    *kept = (*kept).max(ns);
+                let path = task.path();
+                let kept = threads.entry(tid).or_default();
+                if let Some(ns) = schedstat_ns(&path.join("schedstat")) {
+                    kept.ns = kept.ns.max(ns);
                 }
+                if let Some(wakeups) = voluntary_switches(&path) {
+                    kept.wakeups = kept.wakeups.max(wakeups);
+                }
+                kept.heartbeat |= std::fs::read_to_string(path.join("comm"))
+                    .is_ok_and(|comm| comm.trim() == "heartbeat");
             }
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -156,11 +193,56 @@ fn soak_once(dir: &Path, name: &str, interval: &str, action: &str) -> Cost {
     std::fs::remove_file(&output).unwrap();
     let summary = &artifact["summary"];
     Cost {
-        cpu_ns: threads.values().sum(),
-        main_ns: threads[&pid],
+        cpu_ns: threads.values().map(|t| t.ns).sum(),
+        main_ns: threads[&pid].ns,
         ticks,
+        wakeups: threads.values().map(|t| t.wakeups).sum(),
+        heartbeat_wakeups: threads
+            .values()
+            .filter(|t| t.heartbeat)
+            .map(|t| t.wakeups)
+            .sum(),
+        seconds: artifact["duration_seconds"].as_f64().unwrap_or(0.0),
         samples: summary["samples"].as_u64().unwrap(),
         beats: summary["steps"]["train"]["count"].as_u64().unwrap_or(0),
+    }
+}
+
+/// One build's totals over every round: without beats, and with.
+#[derive(Debug, Default, Clone, Copy)]
+struct Totals {
+    idle: Cost,
+    beating: Cost,
+}
+
+impl Totals {
+    /// The supervisor's CPU a beat, microseconds: with beats minus without, over the beats.
+    fn cpu_per_beat_us(&self) -> f64 {
+        (self.beating.cpu_ns as f64 - self.idle.cpu_ns as f64) / 1e3 / self.beating.beats as f64
+    }
+
+    fn wakeups_per_second(cost: &Cost) -> f64 {
+        cost.wakeups as f64 / cost.seconds
+    }
+
+    fn say(&self, who: &str, rounds: u32, seconds: u64, interval: &str) {
+        let (idle, beating) = (self.idle, self.beating);
+        println!(
+            "heartbeat_cost/supervisor {who}, {rounds} x {seconds} s at {interval}: without \
+             beats {:.1} ms CPU ({:.0} wake-ups/s), with {} beats {:.1} ms ({:.0} wake-ups/s, \
+             {:.0} of them the heartbeat thread's): {:.2} us of CPU a beat, {:.2}x the CPU \
+             (main thread {:.2}x, by ticks {:.2}x)",
+            idle.cpu_ns as f64 / 1e6,
+            Self::wakeups_per_second(&idle),
+            beating.beats,
+            beating.cpu_ns as f64 / 1e6,
+            Self::wakeups_per_second(&beating),
+            beating.heartbeat_wakeups as f64 / beating.seconds,
+            self.cpu_per_beat_us(),
+            beating.cpu_ns as f64 / idle.cpu_ns as f64,
+            beating.main_ns as f64 / idle.main_ns as f64,
+            beating.ticks as f64 / idle.ticks.max(1) as f64,
+        );
     }
 }
 
@@ -181,51 +263,50 @@ fn supervisor_cost() {
         .mode(0o700)
         .create(dir.path().join("progress"))
         .unwrap();
-    let tck = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .unwrap_or(100) as f64;
+    // `HEARTBEAT_BENCH_UNILAB`: another build to measure (a copy of an earlier one, to compare);
+    // `HEARTBEAT_BENCH_BEFORE`: one to measure beside it.
+    let after = std::env::var_os("HEARTBEAT_BENCH_UNILAB").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_unilab")),
+        PathBuf::from,
+    );
+    let mut builds = vec![("after", after)];
+    builds.extend(std::env::var_os("HEARTBEAT_BENCH_BEFORE").map(|b| ("before", b.into())));
     let variants = [
         ("without beats", format!("idle:1000:{seconds}")),
         ("1,000 beats/s", format!("rate:1000:{seconds}")),
     ];
-    let mut totals = [Cost::default(); 2];
+    let mut totals = vec![Totals::default(); builds.len()];
     let began = Instant::now();
     for round in 0..rounds {
-        for (i, (name, action)) in variants.iter().enumerate() {
-            let cost = soak_once(dir.path(), &format!("r{round}-{i}"), &interval, action);
-            println!(
-                "heartbeat_cost/supervisor round {round}, {name}: {:.1} ms CPU ({:.1} ms main \
-                 thread; {} ticks), {} samples, {} beats: {:.0} us a sample",
-                cost.cpu_ns as f64 / 1e6,
-                cost.main_ns as f64 / 1e6,
-                cost.ticks,
-                cost.samples,
-                cost.beats,
-                cost.cpu_ns as f64 / 1e3 / cost.samples as f64,
-            );
-            totals[i] += cost;
+        for (b, (who, unilab)) in builds.iter().enumerate() {
+            for (i, (name, action)) in variants.iter().enumerate() {
+                let tag = format!("r{round}-{who}-{i}");
+                let cost = soak_once(unilab, dir.path(), &tag, &interval, action);
+                println!(
+                    "heartbeat_cost/supervisor round {round}, {who}, {name}: {:.1} ms CPU ({:.1} \
+                     ms main thread; {} ticks), {:.0} wake-ups/s ({:.0} the heartbeat \
+                     thread's), {} samples, {} beats",
+                    cost.cpu_ns as f64 / 1e6,
+                    cost.main_ns as f64 / 1e6,
+                    cost.ticks,
+                    cost.wakeups as f64 / cost.seconds,
+                    cost.heartbeat_wakeups as f64 / cost.seconds,
+                    cost.samples,
+                    cost.beats,
+                );
+                match i {
+                    0 => totals[b].idle += cost,
+                    _ => totals[b].beating += cost,
+                }
+            }
         }
     }
-    let [idle, beating] = totals;
-    let per_sample = |c: &Cost| c.cpu_ns as f64 / 1e3 / c.samples as f64;
+    for ((who, _), totals) in builds.iter().zip(&totals) {
+        totals.say(who, rounds, seconds, &interval);
+    }
     println!(
-        "heartbeat_cost/supervisor {rounds} x {seconds} s at {interval}: without beats {:.1} ms \
-         CPU ({:.0} us a sample, {:.2} s by ticks), with {} beats {:.1} ms ({:.0} us a sample, \
-         {:.2} s by ticks): {:.2}x the CPU, {:.2}x a sample ({:.2}x by ticks; main thread \
-         {:.2}x); {:.1} s in all",
-        idle.cpu_ns as f64 / 1e6,
-        per_sample(&idle),
-        idle.ticks as f64 / tck,
-        beating.beats,
-        beating.cpu_ns as f64 / 1e6,
-        per_sample(&beating),
-        beating.ticks as f64 / tck,
-        beating.cpu_ns as f64 / idle.cpu_ns as f64,
-        per_sample(&beating) / per_sample(&idle),
-        beating.ticks as f64 / idle.ticks.max(1) as f64,
-        beating.main_ns as f64 / idle.main_ns as f64,
-        began.elapsed().as_secs_f64(),
+        "heartbeat_cost/supervisor {:.1} s in all",
+        began.elapsed().as_secs_f64()
     );
 }
 

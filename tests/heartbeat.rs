@@ -149,6 +149,15 @@ fn rows_beats(artifact: &Value) -> Vec<&Value> {
         .collect()
 }
 
+/// `summary.heartbeat_errors` of a file that held `malformed` lines that were not beats, and
+/// nothing else amiss.
+fn heartbeat_errors(malformed: u64) -> Value {
+    serde_json::json!({
+        "clock": 0, "dropped": 0, "malformed": malformed, "oversized": 0,
+        "polling_fallbacks": 0, "repeats": 0, "truncations": 0,
+    })
+}
+
 fn count_of(value: &Value) -> u64 {
     value
         .as_u64()
@@ -236,10 +245,7 @@ fn a_checkpoint_is_held_to_its_phase_limit_and_its_steps_and_goodput_are_recorde
         (0.099..checkpoint).contains(&train),
         "the checkpoint is not a train step: {steps}"
     );
-    assert_eq!(
-        summary["heartbeat_errors"],
-        serde_json::json!({"dropped": 0, "malformed": 0, "oversized": 0, "truncations": 0})
-    );
+    assert_eq!(summary["heartbeat_errors"], heartbeat_errors(0));
 
     let goodput = &summary["goodput"];
     assert!(
@@ -427,10 +433,7 @@ fn the_python_helper_beats_a_real_trainer_under_soak_run() {
             .unwrap()
             >= 0.5
     );
-    assert_eq!(
-        summary["heartbeat_errors"],
-        serde_json::json!({"dropped": 0, "malformed": 0, "oversized": 0, "truncations": 0})
-    );
+    assert_eq!(summary["heartbeat_errors"], heartbeat_errors(0));
     let rows = rows_beats(&artifact);
     let last = rows.iter().rev().find(|b| !b.is_null()).unwrap();
     assert_eq!(last["step"], 29, "{last}");
@@ -464,10 +467,7 @@ fn malformed_lines_are_counted_and_the_beats_around_them_recorded() {
     assert_exit(&output, 0, &artifact);
     let summary = &artifact["summary"];
     // The 8, and a beat's line cut short before its newline.
-    assert_eq!(
-        summary["heartbeat_errors"],
-        serde_json::json!({"dropped": 0, "malformed": 9, "oversized": 0, "truncations": 0}),
-    );
+    assert_eq!(summary["heartbeat_errors"], heartbeat_errors(9));
     assert_eq!(count_of(&summary["steps"]["train"]["count"]), 11);
     assert_eq!(
         summary["steps"].as_object().unwrap().len(),

@@ -14,6 +14,7 @@ mod forged;
 mod framework;
 mod gpu_health;
 mod heartbeat;
+mod heartbeat_arrival;
 mod heartbeat_views;
 mod job;
 mod job_barrier;

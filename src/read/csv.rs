@@ -3,8 +3,15 @@
 //! empty. Unknown values are empty cells, never zeros. Built from the rows of the JSON artifact,
 //! typed ([`SampleRow`]), each cell as the artifact prints its value, so both say the same; the
 //! JSON stays the canonical record.
+//!
+//! The beats since the previous sample (schema 10 on) are the last beat's `step` and `phase`
+//! and the sample's `step_seconds_median`, then one column a number the trainer gave,
+//! `number_<name>` (its last value in the sample), in the names' order, at most
+//! [`MAX_NUMBER_COLUMNS`] (the first names in that order): which there are is known once every
+//! row was read, so the rows wait in the spool with their numbers beside them.
 
-use std::io::{self, BufWriter, Write};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, BufWriter, Seek, Write};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -12,9 +19,13 @@ use serde_json::Value;
 use super::rows::SampleRow;
 use super::stream::{Piece, StreamError};
 
-/// The columns, in order. What a soak's schema does not record (PSS and GPU health before
-/// schema 6, the progress the supervisor decided before schema 12) is empty.
-pub(crate) const HEADER: [&str; 34] = [
+/// The most `number_<name>` columns.
+pub(crate) const MAX_NUMBER_COLUMNS: usize = 16;
+
+/// The columns, in order, the numbers' between `step_seconds_median` and `errors`. What a
+/// soak's schema does not record (PSS and GPU health before schema 6, beats before schema 10,
+/// the progress the supervisor decided before schema 12) is empty.
+pub(crate) const HEADER: [&str; 37] = [
     "soak_id",
     "index",
     "elapsed_seconds",
@@ -48,29 +59,37 @@ pub(crate) const HEADER: [&str; 34] = [
     "gpu_retired_pages_pending",
     "gpu_other_processes",
     "gpu_other_memory_mib",
+    "step",
+    "phase",
+    "step_seconds_median",
     "errors",
 ];
 
+/// The columns of `HEADER` before the numbers'.
+const BEFORE_NUMBERS: usize = HEADER.len() - 1;
+
 /// The CSV of `rows`.
 #[cfg(test)]
-fn render(soak_id: &str, rows: &[SampleRow]) -> Result<Vec<u8>, csv::Error> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    writer.write_record(HEADER)?;
+fn render(soak_id: &str, rows: &[SampleRow]) -> Result<Vec<u8>, StreamError> {
+    let mut sheet = Sheet::new(soak_id)?;
     for row in rows {
-        write_sample(&mut writer, soak_id, row)?;
+        sheet.take(Piece::Row(row));
     }
-    writer
-        .into_inner()
-        .map_err(|e| csv::Error::from(e.into_error()))
+    let mut out = Vec::new();
+    sheet.finish(&mut out)?;
+    Ok(out)
 }
 
 /// A soak's CSV written as its rows go by ([`Sheet::take`], from
 /// [`stream::head`](super::stream::head)): into a spool file, since a soak started again under
-/// the same id drops the rows before it, then behind the header into the output
-/// ([`Sheet::finish`]). Memory does not grow with the soak.
+/// the same id drops the rows before it, each row with its numbers in a last cell; then behind
+/// the header into the output, the numbers in their columns ([`Sheet::finish`]). Memory does
+/// not grow with the soak.
 pub(crate) struct Sheet {
     soak_id: String,
     rows: csv::Writer<BufWriter<std::fs::File>>,
+    /// The names of the numbers seen, the first [`MAX_NUMBER_COLUMNS`] in order.
+    numbers: BTreeSet<String>,
     /// The first failure to write a row; the rest are not written.
     failed: Option<csv::Error>,
 }
@@ -80,20 +99,43 @@ impl Sheet {
         Ok(Self {
             soak_id: soak_id.to_owned(),
             rows: spool().map_err(StreamError::Spool)?,
+            numbers: BTreeSet::new(),
             failed: None,
         })
     }
 
     pub(crate) fn take(&mut self, piece: Piece<'_>) {
         let written = match piece {
-            Piece::Restart => spool()
-                .map(|rows| self.rows = rows)
-                .map_err(csv::Error::from),
+            Piece::Restart => spool().map(|rows| {
+                self.rows = rows;
+                self.numbers.clear();
+            }),
             _ if self.failed.is_some() => return,
-            Piece::Row(row) => write_sample(&mut self.rows, &self.soak_id, row),
+            Piece::Row(row) => {
+                self.see_numbers(row);
+                write_sample(&mut self.rows, &self.soak_id, row)
+            }
+            .map_err(io::Error::other),
         };
         if let Err(e) = written {
-            self.failed.get_or_insert(e);
+            self.failed.get_or_insert(csv::Error::from(e));
+        }
+    }
+
+    /// Keeps the names of `row`'s numbers, the first [`MAX_NUMBER_COLUMNS`] of all in order.
+    fn see_numbers(&mut self, row: &SampleRow<'_>) {
+        let Some(Some(beats)) = &row.heartbeat else {
+            return;
+        };
+        for name in beats.numbers.keys() {
+            if self.numbers.len() >= MAX_NUMBER_COLUMNS
+                && self.numbers.last().is_some_and(|last| name > last)
+            {
+                continue;
+            }
+            if self.numbers.insert(name.clone()) && self.numbers.len() > MAX_NUMBER_COLUMNS {
+                self.numbers.pop_last();
+            }
         }
     }
 
@@ -112,15 +154,43 @@ impl Sheet {
             .map_err(|e| e.into_error())
             .and_then(|rows| rows.into_inner().map_err(|e| e.into_error()))
             .map_err(StreamError::Spool)?;
+        file.rewind().map_err(StreamError::Spool)?;
         let mut hashed = Hashed {
             out,
             hasher: blake3::Hasher::new(),
         };
-        let mut header = csv::Writer::from_writer(&mut hashed);
-        header.write_record(HEADER).map_err(as_io)?;
-        header.flush()?;
-        drop(header);
-        super::stream::copy_out(&mut file, &mut hashed)?;
+        let mut sheet = csv::Writer::from_writer(&mut hashed);
+        let columns: Vec<String> = self.numbers.iter().map(|n| format!("number_{n}")).collect();
+        let header = HEADER[..BEFORE_NUMBERS]
+            .iter()
+            .map(|h| (*h).to_owned())
+            .chain(columns)
+            .chain([HEADER[BEFORE_NUMBERS].to_owned()]);
+        sheet.write_record(header).map_err(as_io)?;
+        let mut spooled = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(io::BufReader::with_capacity(1 << 16, file));
+        let mut record = csv::StringRecord::new();
+        while spooled
+            .read_record(&mut record)
+            .map_err(|e| StreamError::Spool(as_io(e)))?
+        {
+            let numbers: BTreeMap<String, Value> =
+                serde_json::from_str(record.get(HEADER.len()).unwrap_or("{}")).unwrap_or_default();
+            let cells = record
+                .iter()
+                .take(BEFORE_NUMBERS)
+                .map(str::to_owned)
+                .chain(
+                    self.numbers
+                        .iter()
+                        .map(|name| numbers.get(name).map(cell).unwrap_or_default()),
+                )
+                .chain([record.get(BEFORE_NUMBERS).unwrap_or_default().to_owned()]);
+            sheet.write_record(cells).map_err(as_io)?;
+        }
+        sheet.flush()?;
+        drop(sheet);
         Ok(hashed.hasher.finalize().to_hex().to_string())
     }
 }
@@ -150,7 +220,8 @@ fn spool() -> io::Result<csv::Writer<BufWriter<std::fs::File>>> {
     )))
 }
 
-/// The rows of one sample: one, or one a GPU.
+/// The rows of one sample into the spool: one, or one a GPU; each the cells of [`HEADER`], then
+/// its numbers as one JSON object.
 fn write_sample<W: Write>(
     writer: &mut csv::Writer<W>,
     soak_id: &str,
@@ -162,6 +233,19 @@ fn write_sample<W: Write>(
         .map(cell)
         .collect::<Vec<_>>()
         .join("; ");
+    let beats = sample.heartbeat.as_ref().and_then(Option::as_ref);
+    let beaten = [
+        cell(beats.and_then(|b| b.step)),
+        cell(beats.and_then(|b| b.phase)),
+        cell(beats.and_then(|b| b.step_seconds_median)),
+    ];
+    let numbers = match beats {
+        Some(beats) if !beats.numbers.is_empty() => {
+            serde_json::to_string(beats.numbers).unwrap_or_default()
+        }
+        _ => String::new(),
+    };
+    let last = [errors, numbers];
     let common = [
         soak_id.to_owned(),
         cell(sample.index),
@@ -188,7 +272,7 @@ fn write_sample<W: Write>(
         // Schema 1's rows hold the GPUs' utilisation in place of a list of them.
         let mut gpu = vec![String::new(); 14];
         gpu[2] = cell(sample.gpu_utilization_percent);
-        let row = common.iter().cloned().chain(gpu).chain([errors]);
+        let row = common.iter().cloned().chain(gpu).chain(beaten).chain(last);
         return writer.write_record(row);
     }
     for gpu in gpus {
@@ -218,9 +302,8 @@ fn write_sample<W: Write>(
                         .to_string()
                 })
                 .unwrap_or_default(),
-            errors.clone(),
         ]);
-        writer.write_record(row)?;
+        writer.write_record(row.chain(beaten.clone()).chain(last.clone()))?;
     }
     Ok(())
 }
@@ -236,6 +319,8 @@ fn cell(value: impl Serialize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::read::rows::GpuRow;
 
@@ -291,6 +376,7 @@ mod tests {
         HEADER.iter().position(|h| *h == name).unwrap()
     }
 
+    /// The rows of a CSV without numbers.
     fn records(text: &[u8]) -> Vec<csv::StringRecord> {
         let mut reader = csv::Reader::from_reader(text);
         assert_eq!(reader.headers().unwrap().len(), HEADER.len());
@@ -445,6 +531,65 @@ mod tests {
         assert_eq!(&rows[0][col("after_exit")], "");
         assert_eq!(&rows[0][col("gpu_utilization_percent")], "80");
         assert_eq!(&rows[0][col("host_gpu_memory_used_mib")], "30");
+    }
+
+    /// The CSV had no step, phase, step time or number of the beats: a sample's beats are the
+    /// last beat's step and phase, the median step time, and one column a number, its name
+    /// prefixed, in the names' order, the first sixteen of every row's; empty where a row has
+    /// none.
+    #[test]
+    fn the_beats_have_their_columns_and_each_number_its_own() {
+        use crate::read::beats::BeatsRow;
+        let numbers = |names: &[&str]| -> BTreeMap<String, f64> {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| ((*n).to_owned(), i as f64 + 0.5))
+                .collect()
+        };
+        let first = numbers(&["loss", "lr"]);
+        let many: Vec<String> = (0..20).map(|i| format!("x{i:02}")).collect();
+        let second = numbers(&many.iter().map(String::as_str).collect::<Vec<_>>());
+        let beaten = |index, numbers| SampleRow {
+            heartbeat: Some(Some(BeatsRow {
+                beats: 3,
+                numbers,
+                phase: Some("train"),
+                step: Some(40 + index),
+                step_seconds_max: Some(0.2),
+                step_seconds_median: Some(0.125),
+                step_seconds_min: Some(0.1),
+            })),
+            ..row(index, None)
+        };
+        let text = render("s", &[beaten(0, &first), row(1, None), beaten(2, &second)]).unwrap();
+        let mut reader = csv::Reader::from_reader(text.as_slice());
+        let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+        let names: Vec<&str> = header
+            .iter()
+            .filter_map(|h| h.strip_prefix("number_"))
+            .collect();
+        // `loss` and `lr`, then `x00`…`x13`: sixteen in order, `x14` on left out.
+        let mut expected = vec!["loss", "lr"];
+        expected.extend(many[..14].iter().map(String::as_str));
+        assert_eq!(names, expected);
+        assert_eq!(header.last().unwrap(), "errors");
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let cells = |r: usize, names: &[&str]| -> Vec<String> {
+            names.iter().map(|n| rows[r][at(n)].to_owned()).collect()
+        };
+        let beats = [
+            "step",
+            "phase",
+            "step_seconds_median",
+            "number_loss",
+            "number_x00",
+        ];
+        assert_eq!(cells(0, &beats), ["40", "train", "0.125", "0.5", ""]);
+        assert_eq!(cells(1, &beats), ["", "", "", "", ""]);
+        assert_eq!(cells(2, &beats), ["42", "train", "0.125", "", "0.5"]);
+        assert_eq!(&rows[2][at("number_x13")], "13.5");
     }
 
     /// The sheet written as rows go by is the CSV of all of them; a restart drops the rows

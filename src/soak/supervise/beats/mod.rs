@@ -250,6 +250,14 @@ impl Heartbeats {
     }
 }
 
+/// A soak that ends before its verdict (a start that could not be recorded) leaves nothing in
+/// its runtime directory either.
+impl Drop for Heartbeats {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
 /// The state, whoever held it last: a reading that panicked leaves it as it was.
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
