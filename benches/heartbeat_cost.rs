@@ -2,8 +2,8 @@
 //! - `supervisor`: the CPU time and the wake-ups of `unilab soak run` itself (not its guard's,
 //!   not the trainer's) over a trainer that beats 1,000 times a second, against the same
 //!   trainer running the same loop without writing a beat (`tests/fixtures/heartbeat_trainer.py`,
-//!   `rate:1000:S` against `idle:1000:S`), in the same run, interleaved, a round of each at a
-//!   time. The supervisor's CPU time is read from `/proc`: each thread's `schedstat` (its time
+//!   `rate:1000:S` — and `bare-rate:1000:S`, the same beats without `t` — against
+//!   `idle:1000:S`), in the same run, interleaved, a round of each at a time. The supervisor's CPU time is read from `/proc`: each thread's `schedstat` (its time
 //!   on a CPU, in nanoseconds) while it runs, and the main thread's once more when the process
 //!   is a zombie, so that nothing it did is missed; its wake-ups are each thread's voluntary
 //!   context switches (`status`: each time it slept and was woken), those of the thread that
@@ -128,10 +128,17 @@ struct Thread {
     heartbeat: bool,
 }
 
-/// `soak run` of the heartbeat trainer running `action` by `unilab`, in `dir`; what it cost
-/// its supervisor.
-fn soak_once(unilab: &Path, dir: &Path, name: &str, interval: &str, action: &str) -> Cost {
-    let root = dir.join("root");
+/// `soak run` of the heartbeat trainer running `action` by `unilab` (named `who`), in `dir`;
+/// what it cost its supervisor.
+fn soak_once(
+    (who, unilab): (&str, &Path),
+    dir: &Path,
+    name: &str,
+    interval: &str,
+    action: &str,
+) -> Cost {
+    // A state root a build: an older one refuses a log of a newer schema.
+    let root = dir.join(format!("root-{who}"));
     let progress = dir.join("progress");
     let output = dir.join(format!("{name}.json"));
     let mut path = vec![fixtures()];
@@ -208,40 +215,37 @@ fn soak_once(unilab: &Path, dir: &Path, name: &str, interval: &str, action: &str
     }
 }
 
-/// One build's totals over every round: without beats, and with.
-#[derive(Debug, Default, Clone, Copy)]
-struct Totals {
-    idle: Cost,
-    beating: Cost,
-}
+/// One build's totals over every round, by variant: without beats first.
+#[derive(Debug, Default, Clone)]
+struct Totals(Vec<Cost>);
 
 impl Totals {
-    /// The supervisor's CPU a beat, microseconds: with beats minus without, over the beats.
-    fn cpu_per_beat_us(&self) -> f64 {
-        (self.beating.cpu_ns as f64 - self.idle.cpu_ns as f64) / 1e3 / self.beating.beats as f64
-    }
-
-    fn wakeups_per_second(cost: &Cost) -> f64 {
-        cost.wakeups as f64 / cost.seconds
-    }
-
-    fn say(&self, who: &str, rounds: u32, seconds: u64, interval: &str) {
-        let (idle, beating) = (self.idle, self.beating);
+    /// What variant `name` (the totals' `i`th) cost over the one without beats: the
+    /// supervisor's CPU a beat, in microseconds, and its wake-ups a second, all and the
+    /// heartbeat thread's.
+    fn say(
+        &self,
+        who: &str,
+        (i, name): (usize, &str),
+        (rounds, seconds, interval): (u32, u64, &str),
+    ) {
+        let (idle, beating) = (self.0[0], self.0[i]);
+        let per_second = |wakeups: u64, cost: &Cost| wakeups as f64 / cost.seconds;
         println!(
-            "heartbeat_cost/supervisor {who}, {rounds} x {seconds} s at {interval}: without \
-             beats {:.1} ms CPU ({:.0} wake-ups/s), with {} beats {:.1} ms ({:.0} wake-ups/s, \
-             {:.0} of them the heartbeat thread's): {:.2} us of CPU a beat, {:.2}x the CPU \
-             (main thread {:.2}x, by ticks {:.2}x)",
-            idle.cpu_ns as f64 / 1e6,
-            Self::wakeups_per_second(&idle),
-            beating.beats,
+            "heartbeat_cost/supervisor {who}, {name}, {rounds} x {seconds} s at {interval}: \
+             {:.2} us of CPU a beat ({:.1} ms against {:.1} ms without beats, {} beats; {:.2}x \
+             the CPU, main thread {:.2}x, by ticks {:.2}x); {:.0} wake-ups a second against \
+             {:.0} without beats, {:.0} of them the heartbeat thread's",
+            (beating.cpu_ns as f64 - idle.cpu_ns as f64) / 1e3 / beating.beats as f64,
             beating.cpu_ns as f64 / 1e6,
-            Self::wakeups_per_second(&beating),
-            beating.heartbeat_wakeups as f64 / beating.seconds,
-            self.cpu_per_beat_us(),
+            idle.cpu_ns as f64 / 1e6,
+            beating.beats,
             beating.cpu_ns as f64 / idle.cpu_ns as f64,
             beating.main_ns as f64 / idle.main_ns as f64,
             beating.ticks as f64 / idle.ticks.max(1) as f64,
+            per_second(beating.wakeups, &beating),
+            per_second(idle.wakeups, &idle),
+            per_second(beating.heartbeat_wakeups, &beating),
         );
     }
 }
@@ -273,15 +277,19 @@ fn supervisor_cost() {
     builds.extend(std::env::var_os("HEARTBEAT_BENCH_BEFORE").map(|b| ("before", b.into())));
     let variants = [
         ("without beats", format!("idle:1000:{seconds}")),
-        ("1,000 beats/s", format!("rate:1000:{seconds}")),
+        ("1,000 beats/s with t", format!("rate:1000:{seconds}")),
+        (
+            "1,000 beats/s without t",
+            format!("bare-rate:1000:{seconds}"),
+        ),
     ];
-    let mut totals = vec![Totals::default(); builds.len()];
+    let mut totals = vec![Totals(vec![Cost::default(); variants.len()]); builds.len()];
     let began = Instant::now();
     for round in 0..rounds {
         for (b, (who, unilab)) in builds.iter().enumerate() {
             for (i, (name, action)) in variants.iter().enumerate() {
                 let tag = format!("r{round}-{who}-{i}");
-                let cost = soak_once(unilab, dir.path(), &tag, &interval, action);
+                let cost = soak_once((who, unilab), dir.path(), &tag, &interval, action);
                 println!(
                     "heartbeat_cost/supervisor round {round}, {who}, {name}: {:.1} ms CPU ({:.1} \
                      ms main thread; {} ticks), {:.0} wake-ups/s ({:.0} the heartbeat \
@@ -294,15 +302,14 @@ fn supervisor_cost() {
                     cost.samples,
                     cost.beats,
                 );
-                match i {
-                    0 => totals[b].idle += cost,
-                    _ => totals[b].beating += cost,
-                }
+                totals[b].0[i] += cost;
             }
         }
     }
     for ((who, _), totals) in builds.iter().zip(&totals) {
-        totals.say(who, rounds, seconds, &interval);
+        for (i, (name, _)) in variants.iter().enumerate().skip(1) {
+            totals.say(who, (i, name), (rounds, seconds, &interval));
+        }
     }
     println!(
         "heartbeat_cost/supervisor {:.1} s in all",

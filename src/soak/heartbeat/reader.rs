@@ -116,6 +116,13 @@ impl HeartbeatReader {
         self.totals.truncations += 1;
     }
 
+    /// The file was found cut short or rewritten: read from its start again, counted.
+    fn truncated(&mut self, polled: &mut Polled<usize>) {
+        self.restart();
+        polled.truncated = true;
+        polled.errors.truncations += 1;
+    }
+
     /// The file, read from its start again.
     fn restart(&mut self) {
         self.offset = 0;
@@ -139,30 +146,57 @@ impl HeartbeatReader {
         mut on_beat: impl FnMut(&Beat<'_>),
     ) -> std::io::Result<Polled<usize>> {
         let mut polled = Polled::default();
-        let size = self.file.metadata()?.len();
-        if size < self.offset || !self.tail_still_there()? {
-            self.restart();
-            polled.truncated = true;
-            polled.errors.truncations += 1;
+        // `fstat`, not `statx` for every field as `File::metadata` asks: a poll's second cost.
+        let size = nix::sys::stat::fstat(&self.file)
+            .map(|stat| u64::try_from(stat.st_size).unwrap_or(0))
+            .map_err(std::io::Error::from)?;
+        // Whether the bytes before the offset are still the ones read there is told by the
+        // first read, which takes them too (one system call a poll, not two); where nothing
+        // is to be read after them, or the backlog is to be skipped, they are read alone.
+        let mut unverified = !self.tail.is_empty();
+        if size < self.offset {
+            unverified = false;
+            self.truncated(&mut polled);
+        } else if unverified && (size == self.offset || size - self.offset > MAX_BACKLOG) {
+            unverified = false;
+            if !self.tail_still_there()? {
+                self.truncated(&mut polled);
+            }
         }
         if size - self.offset > MAX_BACKLOG {
             self.skip_to(size - POLL_BUDGET, &mut polled.errors)?;
         }
-        let end = size.min(self.offset + POLL_BUDGET);
+        let mut end = size.min(self.offset + POLL_BUDGET);
         while self.offset < end && polled.beats < MAX_BEATS_A_POLL {
+            let tail = if unverified { self.tail.len() } else { 0 };
             let want = usize::try_from(end - self.offset)
                 .unwrap_or(usize::MAX)
-                .min(self.chunk.len());
+                .min(self.chunk.len() - tail);
             let mut chunk = std::mem::take(&mut self.chunk);
-            let read = self.file.read_at(&mut chunk[..want], self.offset);
+            let read = self
+                .file
+                .read_at(&mut chunk[..tail + want], self.offset - tail as u64);
+            if std::mem::take(&mut unverified)
+                && read
+                    .as_ref()
+                    .is_ok_and(|&n| n < tail || chunk[..tail] != self.tail[..])
+            {
+                self.chunk = chunk;
+                self.truncated(&mut polled);
+                if size > MAX_BACKLOG {
+                    self.skip_to(size - POLL_BUDGET, &mut polled.errors)?;
+                }
+                end = size.min(self.offset + POLL_BUDGET);
+                continue;
+            }
             let consumed =
-                read.map(|n| self.take(&chunk[..n], now_unix, &mut polled, &mut on_beat));
+                read.map(|n| self.take(&chunk[tail..n], now_unix, &mut polled, &mut on_beat));
             self.chunk = chunk;
             match consumed? {
                 0 => break,
                 n => {
                     self.offset += n as u64;
-                    keep_tail(&mut self.tail, &self.chunk[..n]);
+                    keep_tail(&mut self.tail, &self.chunk[tail..tail + n]);
                 }
             }
         }

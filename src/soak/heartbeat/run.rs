@@ -37,6 +37,8 @@ pub struct HeartbeatRun {
     progress_at: Option<f64>,
     beats: u64,
     repeats: u64,
+    /// Beats timed by their arrival (no `t`, or one that disagreed).
+    stamped: u64,
     /// Every step timed so far, of any phase: how many, and their seconds together.
     timed: (u64, f64),
 }
@@ -54,6 +56,7 @@ impl HeartbeatRun {
             progress_at: None,
             beats: 0,
             repeats: 0,
+            stamped: 0,
             timed: (0, 0.0),
         }
     }
@@ -69,6 +72,7 @@ impl HeartbeatRun {
         }
         let at = self.clock.time(beat);
         self.beats += 1;
+        self.stamped += u64::from(at.stamped);
         self.progress_at = Some(beat.arrived);
         let ended = self.summary.add(beat, at);
         if let Some((seconds, _)) = ended {
@@ -106,6 +110,12 @@ impl HeartbeatRun {
     /// The first beat whose `t` was not used, in words, once.
     pub(crate) fn take_clock_news(&mut self) -> Option<String> {
         self.clock.take_news()
+    }
+
+    /// How many beats were timed by their arrival so far (no `t`, or one that disagreed): the
+    /// reader reads closer to their writes while any are.
+    pub(crate) fn stamped(&self) -> u64 {
+        self.stamped
     }
 
     /// Every step timed so far, of any phase: how many, and their seconds together.
