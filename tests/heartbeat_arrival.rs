@@ -305,3 +305,45 @@ fn an_unusable_runtime_directory_is_warned_of_and_the_soak_runs_without_heartbea
     );
     assert!(!runtime.path().join("unilab").exists());
 }
+
+/// The beats read after the last sample — a trainer that beats once more as it is stopped —
+/// were the summary's but no row's: the rows' `beats` did not add up to it. They have a last
+/// row of their own, after the exit.
+#[test]
+fn beats_read_during_the_teardown_are_in_a_last_row() {
+    let soak = Soak::new();
+    let script = r#"trap 'printf "{\"step\": 99}\n" >> "$UNILAB_HEARTBEAT"; exit 0' TERM
+printf '{"step": 1}\n' >> "$UNILAB_HEARTBEAT"; sleep 0.3
+printf '{"step": 2}\n' >> "$UNILAB_HEARTBEAT"
+while :; do sleep 0.1; done"#;
+    let output = soak
+        .unilab()
+        .args(["--json", "soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--sample-interval", "0.2", "--stale-progress", "1s"])
+        .args(["--shutdown-grace", "2", "--py-spy", "off"])
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    let artifact: Value =
+        serde_json::from_slice(&std::fs::read(soak.artifact_path()).unwrap()).unwrap();
+    assert_exit(&output, 1, &artifact);
+    assert_eq!(artifact["outcome"]["failure_kind"], "stale_progress");
+    let train = &artifact["summary"]["steps"]["train"];
+    assert_eq!((&train["count"], &train["last"]), (&3.into(), &99.into()));
+    assert_eq!(beats_in_rows(&artifact), 3, "every beat read is in a row");
+    let rows = artifact["samples"].as_array().unwrap();
+    let last = rows.last().unwrap();
+    assert_eq!(last["heartbeat"]["step"], 99, "{last}");
+    assert_eq!(last["after_exit"], true, "{last}");
+    let indices: Vec<u64> = rows.iter().map(|r| r["index"].as_u64().unwrap()).collect();
+    assert!(
+        indices
+            .iter()
+            .enumerate()
+            .all(|(i, index)| *index == i as u64),
+        "{indices:?}"
+    );
+}
