@@ -12,6 +12,9 @@ path is followed to the file that defines the name it ends in (`fn`, `struct`, `
 the way. A file that takes a name defined in another file imports that file. A circle is a
 group of files that import each other in a loop (a strongly connected group, Tarjan's).
 
+Then the same between top-level modules (src/a.rs and all of src/a/ are `a`): a circle there
+is printed with the file imports that make it, and fails too.
+
 Prints each circle with its files and, per import inside it, the names taken. `--graph` prints
 every import first, then also (marked) the names a file takes from a file around it, which
 are no import: the mod.rs (or lib.rs, or a.rs of a/b.rs) of a module the file lies in is its
@@ -419,10 +422,33 @@ def main(argv):
             for b in comp:
                 if b in graph[a]:
                     print(f"  {rel[a]} -> {rel[b]}: {', '.join(sorted(graph[a][b]))}")
-    if found:
+    # The same, one level up: the top-level modules (src/a.rs and everything under src/a/ are
+    # `a`), so that two modules cannot lean on each other through different files.
+    top = {f: top_module(src, f) for f in graph}
+    modules = {}
+    for a, bs in graph.items():
+        for b in bs:
+            if top[a] and top[b] and top[a] != top[b]:
+                modules.setdefault(top[a], {}).setdefault(top[b], []).append((a, b))
+    found_modules = circles({m: set(ns) for m, ns in modules.items()})
+    for k, comp in enumerate(found_modules, 1):
+        print(f"module circle {k}: {', '.join(comp)}")
+        for m in comp:
+            for n in comp:
+                for a, b in modules.get(m, {}).get(n, []):
+                    print(f"  {m} -> {n}: {rel[a]} -> {rel[b]}")
+    if found or found_modules:
         return 1
-    print("no import circles between files")
+    print("no import circles between files, nor between top-level modules")
     return 0
+
+
+def top_module(src, path):
+    """The top-level module a file of `src` belongs to; `None` for the crate root."""
+    first = os.path.relpath(path, src).split(os.sep)[0]
+    if first in ("lib.rs", "main.rs"):
+        return None
+    return first[:-3] if first.endswith(".rs") else first
 
 
 if __name__ == "__main__":

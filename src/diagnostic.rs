@@ -61,3 +61,32 @@ pub(crate) trait Hint: std::error::Error {
 pub(crate) trait Boundary: Hint {
     fn exit(&self) -> Exit;
 }
+
+/// An error and its causes on one line, `: ` between them: for a warning that reports an error
+/// and goes on.
+pub(crate) fn chain_text(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every cause is said, outermost first, so a warning that goes on names why.
+    #[test]
+    fn a_chain_says_every_cause_outermost_first() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot mark rank 3's capture")]
+        struct Outer(#[source] std::io::Error);
+        let error = Outer(std::io::Error::other("no space left"));
+        assert_eq!(
+            super::chain_text(&error),
+            "cannot mark rank 3's capture: no space left"
+        );
+    }
+}

@@ -134,14 +134,7 @@ impl Error {
     /// The error and its causes on one line, `: ` between them: for a warning that reports an
     /// error and goes on.
     pub(crate) fn chain_text(&self) -> String {
-        let mut text = self.to_string();
-        let mut source = StdError::source(self);
-        while let Some(cause) = source {
-            text.push_str(": ");
-            text.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        text
+        crate::diagnostic::chain_text(self)
     }
 
     /// The error as one JSON object, shown on standard error under `--json` so that a script

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use unilab::ProcessIdentity;
 use unilab::*;
 
-use super::events::{job_soak, measured_soak};
+use super::events::measured_soak;
+use super::job_events::job_soak;
 
 /// The beats of sample `index`: `None` for the one during the checkpoint.
 fn beats(index: u64) -> Option<SampleBeats> {

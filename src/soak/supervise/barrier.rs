@@ -57,7 +57,7 @@ pub(super) fn mark_captured(ctx: &SoakContext, job: &JobRun, captured: bool) {
         Ok(_) => {}
         Err(e) => ctx.console.warn(&format!(
             "{}: the other ranks of the run may wait for this rank's capture until their bound passes",
-            crate::error::Error::from(e).chain_text()
+            crate::diagnostic::chain_text(&e)
         )),
     }
 }
@@ -104,7 +104,7 @@ fn mark_torn(ctx: &SoakContext, job: &JobRun) {
     if let Err(e) = job.run.mark_torn(job.member.rank, now) {
         ctx.console.warn(&format!(
             "{}: a later capture of another rank will not say it came after this teardown",
-            crate::error::Error::from(e).chain_text()
+            crate::diagnostic::chain_text(&e)
         ));
     }
 }
