@@ -473,23 +473,34 @@ impl RankFold {
     }
 }
 
-/// One rank's soak as `job show` lists it, read in one pass over its records (through the
-/// soak's [`walk`]) into a [`RankFold`] that keeps no sample — and each sample's progress and
-/// memory into `series` when given (bounded: see [`RankSeries`]). What a log that keeps no
-/// [`RankFold`] of the soak is read with, and `job report`'s series.
+/// One rank's soak as `job show` lists it, read in one pass over its records ([`folded`]) —
+/// and each sample's progress and memory into `series` when given (bounded: see
+/// [`RankSeries`]). What a log that keeps no [`RankFold`] of the soak is read with, and `job
+/// report`'s series.
 pub(crate) fn read_rank(
     snapshot: &Snapshot,
     soak: &SoakSummary,
     host: &str,
     mut series: Option<&mut RankSeries>,
 ) -> Result<RankRow, LogError> {
-    let mut fold = RankFold::default();
-    walk(snapshot, &soak.soak_id, |event, _, at_us| {
-        fold.event(&event, at_us, series.as_deref_mut());
-        Ok::<_, LogError>(())
-    })?;
+    let fold = folded(snapshot, &soak.soak_id, series.as_deref_mut())?;
     if let (Some(series), Some(spawned)) = (series, fold.spawned_at_us()) {
         series.spawned_at(spawned);
     }
     Ok(fold.row(soak, host))
+}
+
+/// The [`RankFold`] of soak `soak_id`, folded over all its records (through the soak's
+/// [`walk`]), keeping no sample; each sample's progress and memory into `series` when given.
+pub(crate) fn folded(
+    snapshot: &Snapshot,
+    soak_id: &str,
+    mut series: Option<&mut RankSeries>,
+) -> Result<RankFold, LogError> {
+    let mut fold = RankFold::default();
+    walk(snapshot, soak_id, |event, _, at_us| {
+        fold.event(&event, at_us, series.as_deref_mut());
+        Ok::<_, LogError>(())
+    })?;
+    Ok(fold)
 }

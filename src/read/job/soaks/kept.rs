@@ -197,3 +197,6 @@ pub(crate) fn rows(snapshot: &Snapshot) -> Result<Option<BTreeMap<String, KeptRa
             .collect(),
     ))
 }
+
+#[cfg(test)]
+mod tests;
