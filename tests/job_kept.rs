@@ -12,15 +12,19 @@ use crate::common::*;
 
 /// `unilab --quiet soak run` of soak `n` in a cleared environment, sampled every 0.1 s, its
 /// command writing progress into `progress-<n>` five times over a second; `job` and `rank` as
-/// given (`None`: outside a job); `fail` makes its command exit 3. Started, not waited for.
+/// given (`None`: outside a job); `fail` makes its command exit 3 after 0.3 s (its job's alarm,
+/// which the ranks still running see). Started, not waited for.
 fn soak(root: &TestRoot, dir: &Path, n: u32, job: Option<(&str, u32)>, fail: bool) -> Started {
     let progress = dir.join(format!("progress-{n}"));
     private_dir_all(&progress);
-    let script = format!(
-        "for i in 1 2 3 4 5; do echo $i >> {}/step; sleep 0.2; done; exit {}",
-        progress.display(),
-        if fail { 3 } else { 0 }
-    );
+    let script = if fail {
+        format!("echo 1 >> {}/step; sleep 0.3; exit 3", progress.display())
+    } else {
+        format!(
+            "for i in 1 2 3 4 5; do echo $i >> {}/step; sleep 0.2; done",
+            progress.display()
+        )
+    };
     let mut cmd = Command::new(unilab_bin());
     cmd.env_clear()
         .env("PATH", path_with_fixtures())
@@ -295,4 +299,44 @@ fn a_soak_whose_job_cannot_be_told_is_named_and_left_out() {
     let on_n2: Vec<&Value> = shown.iter().filter(|r| r["host"] == "n2").collect();
     assert_eq!(on_n2.len(), 1, "{shown:#?}");
     assert_eq!(on_n2[0]["rank"], 0);
+}
+
+/// `soak show` of a rank's soak said nothing of its job: it now says its job, run and rank, and
+/// the alarm it saw — whose and when, and its capture at it — in words and under `job` in
+/// `--json`; a soak outside a job has `job: null`.
+#[test]
+fn soak_show_of_a_rank_says_its_job_run_rank_and_the_alarm_it_captured_at() {
+    let root = TestRoot::new();
+    let dir = private_tempdir("unilab-kept-");
+    let ranks = job(&root, dir.path(), 2, &[1]);
+    let other = ids(vec![soak(&root, dir.path(), 9, None, false)]).remove(0);
+    let (code, stdout, stderr) = run(&root, &["--json", "soak", "show", &ranks[0]]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let shown: Value = serde_json::from_str(&stdout).unwrap();
+    let job = &shown["job"];
+    assert_eq!(job["job"], "J", "{job:#}");
+    assert_eq!(job["rank"], 0, "{job:#}");
+    assert!(job["run"].is_string(), "{job:#}");
+    let alarm = &job["alarm"];
+    assert_eq!(alarm["rank"], 1, "{job:#}");
+    assert_eq!(alarm["host"], root.scope().host.as_str(), "{job:#}");
+    assert_eq!(alarm["soak_id"], ranks[1].as_str(), "{job:#}");
+    let (at, captured) = (alarm["at"].as_f64(), alarm["captured_at"].as_f64());
+    assert!(at.is_some() && captured >= at, "{job:#}");
+
+    let (code, text, stderr) = run(&root, &["soak", "show", &ranks[0]]);
+    assert_eq!(code, Some(0), "{text}{stderr}");
+    let run_id = job["run"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("job:      J, run {run_id}, rank 0\n")),
+        "{text}"
+    );
+    let said = format!("alarm:    rank 1 on {} (", root.scope().host);
+    assert!(text.contains(&said) && text.contains(" s after"), "{text}");
+
+    let (_, stdout, _) = run(&root, &["--json", "soak", "show", &other]);
+    let shown: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(shown["job"], Value::Null);
+    let (_, text, _) = run(&root, &["soak", "show", &other]);
+    assert!(!text.contains("job:"), "{text}");
 }
