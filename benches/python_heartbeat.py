@@ -5,7 +5,8 @@
 Prints, each the best of 7 rounds of N calls, the CPU time of the calling thread a call (what
 the call costs the trainer; on a machine shared with other work the wall-clock time, also
 printed, counts the time others ran too):
-- `no-op`: without `UNILAB_HEARTBEAT`, `heartbeat(step, loss=..., samples=...)`;
+- `no-op`: without `UNILAB_HEARTBEAT`, `heartbeat(step, loss=..., samples=...)` (the arguments
+  checked and the line built as with it, nothing written);
 - `beat, 2 numbers`: the same call appending to a file in DIR (default `$XDG_RUNTIME_DIR`,
   where `soak run` puts it, else the temporary directory);
 - `json.dumps + os.write`: the same line built with `json.dumps` instead, for comparison;

@@ -303,6 +303,14 @@ pub(crate) fn nvidia_smi() -> Tool {
     ))
 }
 
+/// Whether this host has no GPU tool at all: `UNILAB_NVIDIA_SMI` names none and no
+/// `nvidia-smi` is on `PATH` (a machine without GPUs). A tool named but missing is no such
+/// host: it was asked for, and not finding it is an error.
+pub(crate) fn nvidia_smi_absent() -> bool {
+    let named = std::env::var_os(EnvVars::UNILAB_NVIDIA_SMI).is_some_and(|v| !v.is_empty());
+    !named && nvidia_smi().locate().is_none()
+}
+
 /// `nvidia-cuda-mps-control`, as the process environment names it.
 pub(crate) fn mps_control() -> Tool {
     external(program_from(

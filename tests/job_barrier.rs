@@ -4,9 +4,9 @@
 //! The first rank to stop its tree breaks the others' collectives — ranks that behave as Gloo's
 //! do end the moment a peer's socket closes — so unless no rank of the run stops its tree before
 //! every rank has captured its evidence (the capture barrier), ranks were left with no evidence
-//! at all.
+//! at all. With every rank captured, the hung rank is named the suspect (see `job_suspect`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -14,173 +14,39 @@ use serde_json::Value;
 
 use crate::common::*;
 
-const WORLD: u32 = 4;
-const HUNG: u32 = 2;
-
-/// How a rank of the ring ends when a peer's socket closes.
-#[derive(Debug, Clone, Copy)]
-enum OnClose {
-    /// At once, failing, as Gloo's ranks do.
-    Exit,
-    /// Never: it waits on, as ranks whose collective has no timeout do.
-    Wait,
-}
-
-impl OnClose {
-    fn flag(self) -> &'static str {
-        match self {
-            OnClose::Exit => "exit",
-            OnClose::Wait => "wait",
-        }
-    }
-}
-
-/// One command line, as torchrun's: the launcher (`launch_ranks.py`, which gives each worker
-/// its `RANK`, and stops the others once one fails, after a grace long enough for their
-/// teardown) starts four workers, each `unilab soak run --job J` with the same limits — a
-/// sample a second, stale after 5 s — over its rank of a ring whose rank 2 hangs in
-/// `load_batch` after 3 steps. Each rank's progress is its own directory, `progress-$RANK`, its
-/// artifact `soak-{rank}.json`. Returns the launcher's exit status and what it and its workers
-/// said.
-fn ring_under_one_command_line(
-    root: &TestRoot,
-    dir: &Path,
-    on_close: OnClose,
-) -> (Option<i32>, String) {
-    for rank in 0..WORLD {
-        private_dir_all(&dir.join(format!("progress-{rank}")));
-    }
-    let rendezvous = dir.join("ring");
-    private_dir_all(&rendezvous);
-    let worker = format!(
-        "exec \"$0\" --root '{root}' --quiet soak run --job J --sample-interval 1 \
-         --stale-progress 5s --py-spy off --progress-dir '{dir}/progress-'\"$RANK\" \
-         --output '{dir}/soak-{{rank}}.json' -- python3 '{ring}' --world {WORLD} --port-base 0 \
-         --step-sleep 0.05 --hang-rank {HUNG} --hang-after 3 --on-close {on_close} \
-         --progress-dir '{dir}/progress-'\"$RANK\" --rendezvous-dir '{rendezvous}'",
-        root = root.root().display(),
-        dir = dir.display(),
-        ring = fixtures_dir().join("ring_allreduce.py").display(),
-        on_close = on_close.flag(),
-        rendezvous = rendezvous.display(),
-    );
-    let said = dir.join("said");
-    let mut started = Started::default();
-    let launcher = started.spawn(
-        Command::new("python3")
-            .arg(fixtures_dir().join("launch_ranks.py"))
-            .args(["--nproc", &WORLD.to_string(), "--grace", "120", "--"])
-            .args(["sh", "-c", &worker])
-            .arg(unilab_bin())
-            .env_clear()
-            .env("PATH", path_with_fixtures())
-            .env("HOME", root.root())
-            .env("LANG", "C.UTF-8")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&said).unwrap()),
-    );
-    let code = started.exit_code(launcher, Duration::from_secs(300));
-    (code, std::fs::read_to_string(&said).unwrap_or_default())
-}
-
-/// What is wrong with rank `rank`'s part in a ring of [`ring_under_one_command_line`] that
-/// ended: its soak has no evidence (neither its own nor the one made at the alarm) of its ring
-/// process as it ran; its run has no capture marker of it, or one made after the run's first
-/// teardown; its entry has not ended. `None` when nothing is.
-fn wrong_with(root: &TestRoot, dir: &Path, rank: u32) -> Option<String> {
-    let path = dir.join(format!("soak-{rank}.json"));
-    let Ok(bytes) = std::fs::read(&path) else {
-        return Some(format!("rank {rank}: no artifact"));
-    };
-    let artifact: Value = serde_json::from_slice(&bytes).unwrap();
-    let of_the_ring = |evidence: &Value| {
-        evidence["processes"].as_array().is_some_and(|processes| {
-            processes.iter().any(|p| {
-                p["cmdline"].as_array().is_some_and(|c| {
-                    c.iter()
-                        .any(|a| a.as_str().is_some_and(|a| a.contains("ring_allreduce.py")))
-                })
-            })
-        })
-    };
-    if !of_the_ring(&artifact["evidence"]) && !of_the_ring(&artifact["job_evidence"]) {
-        return Some(format!(
-            "rank {rank} ({}): no evidence of its ring process (evidence: {}, job_evidence: {})",
-            artifact["outcome"]["failure_kind"],
-            artifact["evidence"]["trigger"],
-            artifact["job_evidence"]["trigger"],
-        ));
-    }
-    let run = run_dir(root, "J", "1");
-    let read = |sub: &str| -> Option<Value> {
-        serde_json::from_slice(&std::fs::read(run.join(sub).join(rank.to_string())).ok()?).ok()
-    };
-    match read("captured") {
-        None => return Some(format!("rank {rank}: no `captured/{rank}`")),
-        Some(mark) if mark["captured"] != true || mark["late_by"] != 0.0 => {
-            return Some(format!("rank {rank}: captured late or not at all: {mark}"));
-        }
-        Some(_) => {}
-    }
-    match read("ranks") {
-        Some(entry) if entry["ended_at"].is_f64() => None,
-        entry => Some(format!("rank {rank}: its entry has not ended: {entry:?}")),
-    }
-}
-
-/// The ring of [`ring_under_one_command_line`] run once: every rank's soak has evidence of its
-/// ring process, every rank's capture is marked in the run before its first teardown, the
-/// launcher fails as its first worker did, nothing of the ring is left running, and the log
-/// verifies. What went wrong, or `None`.
-fn ring_once(on_close: OnClose) -> Option<String> {
-    let root = TestRoot::new();
-    let dir = private_tempdir("unilab-barrier-");
-    let (code, said) = ring_under_one_command_line(&root, dir.path(), on_close);
-    let mut wrong: Vec<String> = (0..WORLD)
-        .filter_map(|rank| wrong_with(&root, dir.path(), rank))
-        .collect();
-    if code != Some(1) {
-        wrong.push(format!("the launcher exited {code:?}"));
-    }
-    if marked_ranks(&run_dir(&root, "J", "1").join("torn")).is_empty() {
-        wrong.push("no rank marked its teardown".into());
-    }
-    let marker = dir.path().display().to_string();
-    let left_running = || {
-        live_pids_where(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                let c = String::from_utf8_lossy(&c);
-                c.contains("ring_allreduce.py") && c.contains(&marker)
-            })
-        })
-    };
-    if !within(Duration::from_secs(30), || left_running().is_empty()) {
-        wrong.push(format!("ring processes left running: {:?}", left_running()));
-    }
-    root.unilab().args(["log", "verify"]).assert().success();
-    (!wrong.is_empty()).then(|| format!("{on_close:?}: {}\n{said}", wrong.join("; ")))
-}
-
 /// Ranks that end when a peer's socket closes (Gloo's way), all with the same limits: every
-/// rank is captured before the first teardown closes the ring, so every one has evidence.
+/// rank is captured before the first teardown closes the ring, so every one has evidence; and
+/// the hung rank, named by where it waits in the kernel (no py-spy), is the suspect, first in
+/// the verdict (the rank that tripped first followed the start skew and the sample grid).
 #[test]
 fn ranks_that_end_when_a_peer_goes_are_all_captured_first() {
-    if let Some(wrong) = ring_once(OnClose::Exit) {
+    if let Some(wrong) = one_line_ring(&RingRun {
+        on_close: OnClose::Exit,
+        py_spy: None,
+        beats: false,
+    }) {
         panic!("{wrong}");
     }
 }
 
 /// Ranks that wait on when a peer's socket closes, all with the same limits: every rank is
-/// captured, as it hung, before the first teardown.
+/// captured, as it hung, before the first teardown, and the hung rank is the suspect.
 #[test]
 fn ranks_that_wait_on_when_a_peer_goes_are_all_captured_first() {
-    if let Some(wrong) = ring_once(OnClose::Wait) {
+    if let Some(wrong) = one_line_ring(&RingRun {
+        on_close: OnClose::Wait,
+        py_spy: None,
+        beats: false,
+    }) {
         panic!("{wrong}");
     }
 }
 
-/// Each of the two rings above, `UNILAB_STRESS_RUNS` times in a row (5 by default): every run
-/// must hold. `scripts/stress-job.sh N` runs it; it says how many of each held.
+/// Each ring of the suite (this file's and `job_suspect`'s: both ways of ending, with and
+/// without py-spy — those with it where there is one — and with heartbeats),
+/// `UNILAB_STRESS_RUNS` times in a row (5 by default): every run must hold, every rank
+/// captured and the hung rank named the suspect. `scripts/stress-job.sh N` runs it; it says
+/// how many of each held.
 #[test]
 #[ignore = "stress: scripts/stress-job.sh N, or cargo test --test integration job_barrier::stress -- --ignored --nocapture"]
 fn stress_every_rank_is_captured_before_the_first_teardown() {
@@ -188,16 +54,39 @@ fn stress_every_rank_is_captured_before_the_first_teardown() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(5);
-    let mut failed = Vec::new();
+    let spies: Vec<Option<PathBuf>> = std::iter::once(None)
+        .chain(py_spy("the stress runs with py-spy").map(Some))
+        .collect();
+    let mut rings = Vec::new();
     for on_close in [OnClose::Exit, OnClose::Wait] {
+        for py_spy in &spies {
+            rings.push(RingRun {
+                on_close,
+                py_spy: py_spy.clone(),
+                beats: false,
+            });
+        }
+    }
+    rings.push(RingRun {
+        on_close: OnClose::Exit,
+        py_spy: None,
+        beats: true,
+    });
+    let mut failed = Vec::new();
+    for ring in &rings {
         let mut held = 0;
         for run in 1..=runs {
-            match ring_once(on_close) {
+            match one_line_ring(ring) {
                 None => held += 1,
                 Some(wrong) => failed.push(format!("run {run}: {wrong}")),
             }
         }
-        eprintln!("{on_close:?}: {held} of {runs} runs held");
+        eprintln!(
+            "{:?}, py-spy {}, beats {}: {held} of {runs} runs held",
+            ring.on_close,
+            if ring.py_spy.is_some() { "on" } else { "off" },
+            ring.beats
+        );
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

@@ -64,12 +64,21 @@ fn a_running_job_of_beating_ranks_names_the_one_that_stopped_beating() {
         },
     );
     assert_eq!(view["first_stalled"]["rank"], HUNG, "{view:#}");
+    // Behind rank 0's step, and stalled: the suspect, first in the verdict.
+    assert_eq!(view["suspect"]["rank"], HUNG, "{view:#}");
+    assert_eq!(view["suspect"]["why"], "behind_step", "{view:#}");
+    assert_eq!(
+        view["suspect"]["disagreements"],
+        serde_json::json!([]),
+        "{view:#}"
+    );
     for rank in view["ranks"].as_array().unwrap() {
         assert_eq!(rank["status"], "running", "{view:#}");
     }
     let verdict = view["verdict"].as_str().unwrap_or_default();
     assert!(
-        verdict.contains(&format!("rank {HUNG} on ")) && verdict.contains("progress stopped first"),
+        verdict.starts_with(&format!("rank {HUNG} on "))
+            && verdict.contains("progress stopped first"),
         "{verdict}"
     );
     for pid in pids {

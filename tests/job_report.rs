@@ -102,6 +102,7 @@ fn job_report_draws_every_rank_of_a_ring_side_by_side() {
     let specs = data["specs"].as_array().unwrap();
     let ids: Vec<&str> = specs.iter().map(|s| s["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["progress", "memory"]);
+    // Its ranks do not beat: no step-time chart.
     for spec in specs {
         let id = spec["id"].as_str().unwrap();
         let series = spec["series"].as_array().unwrap();
@@ -195,9 +196,24 @@ fn browser_check(root: &TestRoot, html: &str, dir: &Path) {
     std::fs::write(&page, html).unwrap();
     let without_script = dir.join("static.html");
     std::fs::write(&without_script, strip_scripts(html)).unwrap();
+    let probed = dir.join("probed.html");
+    std::fs::write(&probed, html.replace("</body>", RANKS_PROBE)).unwrap();
     for (width, name) in [(1400, "wide"), (700, "narrow")] {
         let shot = shots.join(format!("job-report-{name}.png"));
         screenshot(&browser, root.root(), &page, (width, 2600), &shot);
+        // The rank table fits the window: nothing of it is scrolled out of sight. (At 700 px
+        // its ten columns ran 36 px past it, each cell wrapped to three lines.)
+        let dom = chromium_dom(&browser, root.root(), &probed, width);
+        assert!(
+            dom.contains("data-ranks-fit=\"true\""),
+            "the rank table at {width} px: {}",
+            dom.split("data-ranks-fit=")
+                .nth(1)
+                .unwrap_or("no probe")
+                .chars()
+                .take(80)
+                .collect::<String>()
+        );
         let dom = chromium_dom(&browser, root.root(), &page, width);
         assert_eq!(dom.matches("<section class=\"chart\"").count(), 2);
         assert_eq!(dom.matches("class=\"uplot").count(), 2, "at {width} px");
@@ -206,4 +222,64 @@ fn browser_check(root: &TestRoot, html: &str, dir: &Path) {
         assert!(!dom.contains("class=\"uplot"));
     }
     eprintln!("screenshots of the job's page: {}", shots.display());
+}
+
+/// A script that says, on the page's body, whether its rank table fits its box (nothing
+/// scrolled out of sight), with the widths measured.
+const RANKS_PROBE: &str = "<script>(function(){var r=document.querySelector('.ranks');\
+var fit=r.scrollWidth<=r.clientWidth;document.body.setAttribute('data-ranks-fit',String(fit));\
+document.body.setAttribute('data-ranks-widths',r.scrollWidth+'/'+r.clientWidth);})();</script></body>";
+
+/// Two ranks of a job that beat, rank 1 a step three times slower: `job report` draws a
+/// step-time chart with a line of each (a job of ranks that do not beat has none: see
+/// [`job_report_draws_every_rank_of_a_ring_side_by_side`]), rank 1's above rank 0's.
+#[test]
+fn ranks_that_beat_have_a_step_time_chart() {
+    let root = TestRoot::new();
+    let dir = private_tempdir("unilab-job-report-steps-");
+    for (rank, steps) in [(0, "train:30:0.05"), (1, "train:10:0.15")] {
+        let (mut cmd, _) = job_rank_soak(&root, dir.path(), "S", rank);
+        let status = cmd
+            .args(["--sample-interval", "0.2", "--shutdown-grace", "0.5"])
+            .args(["--allow-no-progress", "--py-spy", "off", "--", "python3"])
+            .arg(fixtures_dir().join("heartbeat_trainer.py"))
+            .arg(steps)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "rank {rank}: {status}");
+    }
+    let page = dir.path().join("page.html");
+    root.unilab()
+        .args(["job", "report", "S", "--output"])
+        .arg(&page)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    let data = page_data(&html);
+    let spec = data["specs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "step")
+        .unwrap_or_else(|| panic!("no step-time chart: {}", data["specs"]));
+    let series = spec["series"].as_array().unwrap();
+    assert_eq!(series.len(), 2, "{spec:#}");
+    // The middle of a line's values: a loaded machine may slow one step of either.
+    let middle = |line: &Value| -> f64 {
+        let column = line["column"].as_u64().unwrap() as usize;
+        let mut values: Vec<f64> = data["data"][column + 1]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_f64)
+            .collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied().unwrap_or(0.0)
+    };
+    let (fast, slow) = (middle(&series[0]), middle(&series[1]));
+    assert!(fast > 0.0 && slow > 2.0 * fast, "{fast} {slow}");
+    assert!(chart_section(&html, "step").contains("<title>rank 1 on "));
+    root.unilab().args(["log", "verify"]).assert().success();
 }

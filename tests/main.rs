@@ -22,6 +22,7 @@ mod job_kept;
 mod job_report;
 mod job_runs;
 mod job_straggler;
+mod job_suspect;
 mod log_append_path;
 mod log_archive;
 mod log_cli;

@@ -8,9 +8,11 @@ Python API decides the same way.
 - :mod:`unilab.training.soak` — ``run_soak``, ``runtime_snapshot``, ``SoakFailureError``.
 - :mod:`unilab.training.cuda_mps_cli` — start, inspect, hand out and stop your MPS daemons.
 - :func:`heartbeat` — ``heartbeat(step, phase="train", **numbers)`` appends one JSON line a step
-  to ``$UNILAB_HEARTBEAT`` (``soak run`` sets it), a no-op without it; safe from threads and
-  forked workers, never raises for the file's I/O errors (:func:`heartbeat_errors` counts
-  them). The one call here that does not run the binary: it is meant for every step.
+  to ``$UNILAB_HEARTBEAT`` (``soak run`` sets it), nothing without it; safe from threads and
+  forked workers. It never ends or blocks a run: a ``nan`` loss, a bad phase or a long number
+  name is dropped, the file's I/O errors too, and :func:`heartbeat_errors` counts them, the
+  same with and without the variable. The one call here that does not run the binary: it is
+  meant for every step.
 - ``python -m unilab ARGS`` runs the binary with ARGS.
 """
 

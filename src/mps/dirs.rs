@@ -24,13 +24,19 @@ pub(crate) const CONTROL_LOCK: &str = "control_lock";
 
 /// The default pipe directory of daemon `name`.
 pub(crate) fn default_pipe_directory(runtime_dir: Option<&Path>, uid: u32, name: &str) -> PathBuf {
+    runtime_base(runtime_dir, uid).join("mps").join(name)
+}
+
+/// unilab's runtime directory for user `uid`: `<runtime_dir>/unilab` when `runtime_dir`
+/// (`$XDG_RUNTIME_DIR`) is an absolute directory of the user's, else `/tmp/unilab-<uid>`.
+pub(crate) fn runtime_base(runtime_dir: Option<&Path>, uid: u32) -> PathBuf {
     let owned_runtime = runtime_dir.filter(|dir| {
         dir.is_absolute()
             && std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid)
     });
     match owned_runtime {
-        Some(dir) => dir.join("unilab/mps").join(name),
-        None => PathBuf::from(format!("/tmp/unilab-{uid}/mps")).join(name),
+        Some(dir) => dir.join("unilab"),
+        None => PathBuf::from(format!("/tmp/unilab-{uid}")),
     }
 }
 

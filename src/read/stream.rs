@@ -19,6 +19,7 @@ use super::progress::RowsProgress;
 use super::record::SoakRecord;
 use super::rows::{Rows, SampleRow};
 use crate::log::{LogError, Snapshot};
+use crate::soak::artifact::Placement;
 use crate::soak::error::{OutputFile, SoakError};
 
 pub use crate::soak::artifact::Written;
@@ -59,14 +60,15 @@ pub fn write(
     })
 }
 
-/// Writes the artifact of `soak_id` to the file at `path`, atomically: what the supervisor
-/// writes when a soak ends, and `soak export --output`.
+/// Writes the artifact of `soak_id` to the file at `path`, atomically, put in place as
+/// `placement` says: what the supervisor writes when a soak ends, and `soak export --output`.
 pub(crate) fn write_file(
     snapshot: &Snapshot,
     soak_id: &str,
     path: &Path,
+    placement: Placement,
 ) -> Result<Written, SoakError> {
-    crate::soak::artifact::write_atomically_with(path, |file| write(snapshot, soak_id, file))
+    crate::soak::artifact::write_placed_with(path, placement, |file| write(snapshot, soak_id, file))
         .map_err(streaming(path))
 }
 

@@ -136,6 +136,41 @@ impl Secrets {
         mask_argv(&masked)
     }
 
+    /// [`mask_command_line`](Self::mask_command_line) of the part of `argv` that a record can
+    /// keep, `keep` bytes, which every record cuts a command line to: the arguments from the
+    /// start to [`KEPT_MARGIN`] past what masking leaves of the first `keep` bytes are masked,
+    /// and what lies beyond is left as it was, never to be recorded, its length kept so that the
+    /// cut still says how much it cut. A launcher passes megabytes of config inline, and masking
+    /// all of it for every process took the evidence capture's time. A secret shorter than the
+    /// margin that straddles the masked part's end lies wholly past what is kept.
+    pub(crate) fn mask_command_line_kept(&self, argv: &[String], keep: usize) -> Vec<String> {
+        let mut window = keep.saturating_add(KEPT_MARGIN);
+        loop {
+            let Some((whole, rest_at)) = split_at_byte(argv, window) else {
+                return self.mask_command_line(argv);
+            };
+            let mut head: Vec<String> = argv[..whole].to_vec();
+            if let Some(at) = rest_at {
+                head.push(argv[whole][..at].to_owned());
+            }
+            let mut masked = self.mask_command_line(&head);
+            let length: usize = masked.iter().map(String::len).sum();
+            if length >= keep.saturating_add(KEPT_MARGIN) {
+                let mut tail_from = whole;
+                if let Some(at) = rest_at {
+                    if let Some(last) = masked.last_mut() {
+                        last.push_str(&argv[whole][at..]);
+                    }
+                    tail_from += 1;
+                }
+                masked.extend_from_slice(&argv[tail_from..]);
+                return masked;
+            }
+            // Masking shrank the part below what is kept and its margin: mask more.
+            window = window.saturating_mul(2);
+        }
+    }
+
     /// `text` with every secret and every URL password replaced by the marker.
     pub(crate) fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let mut masked = Cow::Borrowed(text);
@@ -165,6 +200,26 @@ impl Secrets {
         }
         masked.into_bytes()
     }
+}
+
+/// How far past the bytes of a command line a record keeps
+/// [`mask_command_line_kept`](Secrets::mask_command_line_kept) masks.
+pub(crate) const KEPT_MARGIN: usize = 4 << 10;
+
+/// Where `argv`'s first `bytes` bytes end, when they end before it does: the number of whole
+/// arguments within them, and the char boundary at or below the end inside the argument that
+/// straddles it (`None` when the end falls between two arguments).
+fn split_at_byte(argv: &[String], bytes: usize) -> Option<(usize, Option<usize>)> {
+    let mut room = bytes;
+    for (i, arg) in argv.iter().enumerate() {
+        if arg.len() <= room {
+            room -= arg.len();
+            continue;
+        }
+        let at = (0..=room).rev().find(|&at| arg.is_char_boundary(at));
+        return Some((i, at.filter(|&at| at > 0)));
+    }
+    None
 }
 
 /// `argv` as every record and every view holds it: each argument [masked](mask_argument), then

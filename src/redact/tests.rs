@@ -422,3 +422,83 @@ proptest::proptest! {
         let _ = mask_argv(&[text]);
     }
 }
+
+/// The first `keep` bytes of `argv`, each argument ended by a NUL (as /proc writes them).
+fn first_bytes(argv: &[String], keep: usize) -> Vec<u8> {
+    let mut joined: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    joined.truncate(keep);
+    joined
+}
+
+/// Masking only what a record keeps gives the same kept bytes as masking the whole command
+/// line, wherever the credentials lie — inside, straddling its end, or so many near the start
+/// that masking shrinks the part below it — and leaves what lies far past it untouched, its
+/// arguments counted.
+#[test]
+fn the_part_a_record_keeps_is_masked_as_the_whole_is() {
+    let keep = 1000;
+    let filler = |n: usize| "x".repeat(n);
+    let secrets = Secrets::of([("HF_TOKEN", "hf_0123456789abcdef")], &[]);
+    let far = "password=farfarfarfar".to_owned();
+    let cases: Vec<Vec<String>> = vec![
+        vec![
+            "train".into(),
+            "--password".into(),
+            "hunter2hunter2".into(),
+            filler(40_000),
+            far.clone(),
+        ],
+        vec![
+            filler(990),
+            "--api-key".into(),
+            "k".repeat(40),
+            filler(40_000),
+            far.clone(),
+        ],
+        vec![
+            format!("{}Authorization: Bearer {}", filler(985), "b".repeat(30)),
+            filler(40_000),
+            far.clone(),
+        ],
+        vec![
+            format!(
+                "{} https://u:pw1234567@host/x {}",
+                filler(995),
+                filler(40_000)
+            ),
+            far.clone(),
+        ],
+        (0..60)
+            .map(|i| format!("password={}", "s".repeat(200 + i)))
+            .chain([filler(80_000), far.clone()])
+            .collect(),
+        vec![
+            format!("{}hf_0123456789abcdef{}", filler(998), filler(40_000)),
+            far.clone(),
+        ],
+        vec!["short".into(), "--password".into(), "hunter2hunter2".into()],
+    ];
+    for argv in &cases {
+        let whole = secrets.mask_command_line(argv);
+        let kept = secrets.mask_command_line_kept(argv, keep);
+        assert_eq!(
+            first_bytes(&kept, keep),
+            first_bytes(&whole, keep),
+            "{argv:.60?}"
+        );
+        assert_eq!(kept.len(), argv.len(), "every argument counted");
+        if argv.last() == Some(&far) {
+            assert_eq!(
+                kept.last(),
+                Some(&far),
+                "past the margin, left as it was: {argv:.60?}"
+            );
+            assert_ne!(whole.last(), Some(&far), "the whole masks it");
+        } else {
+            assert_eq!(kept, whole);
+        }
+    }
+}

@@ -119,7 +119,7 @@ impl Capture {
             // stopped, and the soak must not wait on it.
             evidence.unavailable.push(match partial.reading {
                 Some(pid) => format!(
-                    "the capture stopped after {}: reading /proc/{pid} did not return (a process in uninterruptible sleep holds it)",
+                    "the capture stopped after {}: reading /proc/{pid} had not returned (a process in uninterruptible sleep holds it, or the host is too loaded)",
                     crate::text::duration(self.budget().as_secs_f64())
                 ),
                 None => format!(
@@ -212,7 +212,9 @@ impl Capture {
         }
         let proc_dir = ProcDir::new(&self.proc_root, now.pid, now.start_ticks);
         let cmdline = match proc_dir.cmdline() {
-            Ok(args) => self.secrets.mask_command_line(&args),
+            Ok(args) => self
+                .secrets
+                .mask_command_line_kept(&args, crate::event::soak::CMDLINE_BYTES),
             Err(blocked) => {
                 notes.once(format!(
                     "{blocked}; it is recorded without its command line"

@@ -60,6 +60,13 @@ pub enum SoakError {
     NotFinished(String),
     #[error("`{}` already exists", .0.display())]
     OutputExists(PathBuf),
+    /// `--metrics-file` names the file of a soak that may still be running.
+    #[error("`{}` is the metrics file of soak `{soak_id}`, which may still be running: {why}", .path.display())]
+    MetricsFileInUse {
+        path: PathBuf,
+        soak_id: String,
+        why: String,
+    },
     #[error("cannot describe `{}`: it is not a directory that can be read", .path.display())]
     NotADirectory {
         path: PathBuf,
@@ -78,6 +85,15 @@ pub enum OutputFile {
 }
 
 impl OutputFile {
+    /// The command that writes it from the log.
+    fn command(self) -> &'static str {
+        match self {
+            OutputFile::Artifact => "export",
+            // (No command writes the metrics file again: its `NotWritten` has no hint.)
+            OutputFile::Report | OutputFile::Metrics => "report",
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             OutputFile::Artifact => "artifact",
@@ -101,6 +117,14 @@ pub enum Invalid {
     Cwd(PathBuf),
     #[error("the directory of `--output {}` does not exist", .0.display())]
     NoOutputDirectory(PathBuf),
+    /// Two of `--output`, `--report` and `--metrics-file` name one file: the later write would
+    /// replace the earlier.
+    #[error("`{first}` and `{second}` name the same file `{}`", .path.display())]
+    SameFile {
+        first: &'static str,
+        second: &'static str,
+        path: PathBuf,
+    },
     #[error("`{}` is not UTF-8", .0.display())]
     NotUtf8(PathBuf),
     #[error(
@@ -125,6 +149,14 @@ pub enum ProgressDirProblem {
     OnTheWay { at: PathBuf, reason: Distrust },
     #[error("cannot open it: {0}")]
     CannotOpen(std::io::Error),
+    /// It holds, or lies inside, what unilab writes while the soak runs (`what`, at `at`):
+    /// unilab's own writes would count as the command's progress.
+    #[error("{} {what} `{}`, which unilab writes while the soak runs: its own writes would count as the command's progress", if *.holds { "it holds" } else { "it is inside" }, .at.display())]
+    Overlaps {
+        what: &'static str,
+        at: PathBuf,
+        holds: bool,
+    },
 }
 
 /// `path` as a shell takes it back, for a command in a hint.
@@ -164,6 +196,9 @@ impl ProgressDirProblem {
             ProgressDirProblem::CannotOpen(_) => {
                 "check that the directory still exists and that you can read it".into()
             }
+            ProgressDirProblem::Overlaps { .. } => {
+                "give the command a progress directory apart from unilab's files (the state root `--root`, `--metrics-file`, the runtime directory under `XDG_RUNTIME_DIR` or `/tmp/unilab-<uid>`)".into()
+            }
         }
     }
 }
@@ -180,6 +215,24 @@ impl SoakError {
             source,
         }
     }
+}
+
+impl SoakError {
+    /// Whether this is a file found at its name when it was to be put there, which was kept
+    /// ([`crate::soak::artifact::Placement::New`]).
+    fn is_taken(&self) -> bool {
+        matches!(self, SoakError::Output { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists)
+    }
+}
+
+/// `path` with `soak_id` before its extension: a name of this soak's own beside it.
+fn beside(path: &std::path::Path, soak_id: &str) -> std::path::PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{soak_id}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{soak_id}"),
+    };
+    path.with_file_name(name)
 }
 
 impl SoakError {
@@ -218,6 +271,9 @@ impl Hint for SoakError {
             SoakError::Invalid(Invalid::Placeholder(e)) if e.is_refusal() => Some(
                 "check what the launcher set, or leave the placeholder out of the file name".into(),
             ),
+            SoakError::Invalid(Invalid::SameFile { .. }) => Some(
+                "give each its own file; a placeholder such as `{soak_id}` keeps them apart".into(),
+            ),
             SoakError::Invalid(_) => Some("see `unilab soak run --help`".into()),
             SoakError::ProgressDir { path, problem } => Some(problem.hint(path)),
             SoakError::Output { source, .. }
@@ -234,14 +290,21 @@ impl Hint for SoakError {
                 kind,
                 soak_id,
                 path,
+                source,
+            } if source.is_taken() => Some(format!(
+                "`{}` is kept; `unilab soak {} {soak_id} --output {}` writes this soak's from the log to a file of its own",
+                path.display(),
+                kind.command(),
+                quoted(&beside(path, soak_id))
+            )),
+            SoakError::NotWritten {
+                kind,
+                soak_id,
+                path,
                 ..
             } => Some(format!(
                 "once that is fixed, `unilab soak {} {soak_id} --output {}` writes it from the log",
-                match kind {
-                    OutputFile::Artifact => "export",
-                    // (No command writes the metrics file again: see the arm above.)
-                    OutputFile::Report | OutputFile::Metrics => "report",
-                },
+                kind.command(),
                 quoted(path)
             )),
             SoakError::NoSuchSoak(_) => Some("see `unilab soak list`".into()),
@@ -257,6 +320,9 @@ impl Hint for SoakError {
             SoakError::OutputExists(_) => {
                 Some("choose another file, or add `--force` to replace it".into())
             }
+            SoakError::MetricsFileInUse { .. } => Some(
+                "give each soak its own file (`--metrics-file 'unilab-{soak_id}.prom'`), or add `--force` once that soak is known to have ended".into(),
+            ),
             SoakError::Log(e) => e.hint(),
             SoakError::Job(e) => e.hint(),
             SoakError::NotADirectory { .. } => {

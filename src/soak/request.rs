@@ -5,10 +5,10 @@
 //! ripgrep calls the low-level arguments) — and gives the spec (its high-level ones) or the
 //! first thing wrong with it: the job and rank decided from the request and the launcher's
 //! variables, the placeholders of the file names filled, the limits checked against each
-//! other, the directories against the user and the files to write against what is there —
-//! before anything is spawned or recorded. Its last step joins the job (the one thing it
-//! makes: the job's directory), once everything else has passed; nothing is set on the spec
-//! after it.
+//! other, the directories against the user and the files to write against what is there, each
+//! other and the progress directory ([`outputs`]) — before anything is spawned or recorded. Its
+//! last step joins the job (the one thing it makes: the job's directory), once everything else
+//! has passed; nothing is set on the spec after it.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -159,6 +159,9 @@ pub(crate) struct SoakSpec {
     pub report: Option<PathBuf>,
     /// The metrics file rewritten at every sample (`--metrics-file`), if asked for.
     pub metrics_file: Option<PathBuf>,
+    /// `--force`: the artifact and the report replace a file at their names; without it they
+    /// are put only where nothing is, when the soak ends.
+    pub force: bool,
     pub parameters: SoakParameters,
     pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
@@ -272,12 +275,15 @@ impl SoakSpec {
         };
         // Recorded as text, as the command's directory is: only a name that is text.
         let progress_dir = trusted_progress_dir(utf8(absolute(request.progress_dir)?)?, paths.uid)?;
-        let output = absolute(output)?;
-        if !output.parent().is_some_and(Path::is_dir) {
-            return invalid(Invalid::NoOutputDirectory(output));
-        }
-        // Found now, not when the verdict is to be written after days of running.
-        refuse_to_replace(&output, OutputFile::Artifact, request.force)?;
+        let (output, report, metrics_file) =
+            checked_files((output, report, metrics_file), request.force, paths)?;
+        let runtime_dir = var(crate::env::EnvVars::XDG_RUNTIME_DIR).map(PathBuf::from);
+        outputs::apart_from_progress(
+            &progress_dir,
+            metrics_file.as_deref(),
+            paths,
+            runtime_dir.as_deref(),
+        )?;
         let (py_spy, evidence_unavailable) = py_spy(request.py_spy.as_deref(), var)?;
         let env = with_unbuffered(request.env, request.env_clear, var);
         let mut metadata = metadata(
@@ -288,12 +294,6 @@ impl SoakSpec {
         )?;
         let (argv, (command, command_lossy)) = (request.command.clone(), as_text(request.command));
         let secrets = Secrets::handed_to_command(&env, &command);
-        let report = report
-            .map(|path| checked_output(path, OutputFile::Report, request.force))
-            .transpose()?;
-        let metrics_file = metrics_file
-            .map(|path| checked_output(path, OutputFile::Metrics, request.force))
-            .transpose()?;
         let job = membership
             .map(|member| {
                 join(
@@ -313,6 +313,7 @@ impl SoakSpec {
             output,
             report,
             metrics_file,
+            force: request.force,
             parameters: SoakParameters {
                 sample_interval_ms: ms(request.sample_interval),
                 startup_timeout_ms: ms(request.startup_timeout),
@@ -469,11 +470,55 @@ pub(crate) fn refuse_to_replace(
 /// process of the tree is Python.
 pub(crate) const PYTHON_STACKS: &str = "python stacks: ";
 
+/// `--output`, `--report` and `--metrics-file`, their placeholders filled, made absolute and
+/// checked: three different files ([`outputs::distinct`]), each one that can be written — found
+/// now, not when the verdict is to be written after days of running.
+fn checked_files(
+    (output, report, metrics_file): (PathBuf, Option<PathBuf>, Option<PathBuf>),
+    force: bool,
+    paths: &StatePaths,
+) -> Result<(PathBuf, Option<PathBuf>, Option<PathBuf>), SoakError> {
+    let output = absolute(output)?;
+    if !output.parent().is_some_and(Path::is_dir) {
+        return invalid(Invalid::NoOutputDirectory(output));
+    }
+    let report = report.map(absolute).transpose()?;
+    let metrics_file = metrics_file.map(absolute).transpose()?;
+    outputs::distinct(&[
+        ("--output", Some(&output)),
+        ("--report", report.as_deref()),
+        ("--metrics-file", metrics_file.as_deref()),
+    ])?;
+    refuse_to_replace(&output, OutputFile::Artifact, force)?;
+    let report = report
+        .map(|path| checked_output(path, OutputFile::Report, force))
+        .transpose()?;
+    let metrics_file = metrics_file
+        .map(|path| checked_metrics_file(path, force, paths))
+        .transpose()?;
+    Ok((output, report, metrics_file))
+}
+
 /// `--report` or `--metrics-file` (`kind`) made absolute (as the artifact's path is) and
 /// checked as [`refuse_to_replace`] checks it.
 fn checked_output(path: PathBuf, kind: OutputFile, force: bool) -> Result<PathBuf, SoakError> {
     let path = std::path::absolute(&path).map_err(SoakError::output(kind, &path))?;
     refuse_to_replace(&path, kind, force)?;
+    Ok(path)
+}
+
+/// `--metrics-file` made absolute, its kind checked as [`refuse_to_replace`] checks it; an
+/// existing file is taken without `--force` when its soak no longer runs
+/// ([`outputs::metrics_file`]).
+fn checked_metrics_file(
+    path: PathBuf,
+    force: bool,
+    paths: &StatePaths,
+) -> Result<PathBuf, SoakError> {
+    let kind = OutputFile::Metrics;
+    let path = std::path::absolute(&path).map_err(SoakError::output(kind, &path))?;
+    crate::soak::artifact::check_target(&path).map_err(SoakError::output(kind, &path))?;
+    outputs::metrics_file(&path, force, paths)?;
     Ok(path)
 }
 
@@ -537,5 +582,6 @@ fn trusted_progress_dir(progress_dir: PathBuf, uid: u32) -> Result<PathBuf, Soak
     }
 }
 
+mod outputs;
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,8 @@
 //! child processes that append to or read one log, for the multi-process tests (`children`),
 //! `/proc` lookups of real processes (`processes`), private files and a small disk (`files`), a
 //! command refused with an exit code and a reason (`refused`), the ranks of the ring all-reduce
-//! fixture and the `py-spy` that reads their stacks (`ring`), a Slurm cluster of two nodes
+//! fixture and the `py-spy` that reads their stacks (`ring`), four of them under one command
+//! line and what must hold when they end (`one_line`), a Slurm cluster of two nodes
 //! (`slurm`), the filters of snapshots of real runs (`snapshot`), and a process whose memory map is
 //! locked (`stuck_map`).
 //!
@@ -30,6 +31,7 @@ mod children;
 mod events;
 mod files;
 mod job_events;
+mod one_line;
 mod processes;
 mod refused;
 mod ring;
@@ -42,6 +44,7 @@ pub use children::*;
 pub use events::*;
 pub use files::*;
 pub use job_events::*;
+pub use one_line::*;
 pub use processes::*;
 pub use refused::*;
 pub use ring::*;

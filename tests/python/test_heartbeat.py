@@ -95,11 +95,18 @@ CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 @pytest.mark.parametrize("char", [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))])
-def test_a_phase_with_a_control_character_is_refused(beats: Path, char: str) -> None:
-    for phase in (char, f"a{char}b", "eval" + char):
-        with pytest.raises(ValueError, match="phase must not hold control characters"):
-            unilab.heartbeat(1, phase)
-    assert beats.read_bytes() == b""
+def test_a_phase_with_a_control_character_is_dropped_and_the_beat_goes_as_train(
+    beats: Path, char: str
+) -> None:
+    before = unilab.heartbeat_errors()["dropped_values"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step, phase in enumerate((char, f"a{char}b", "eval" + char)):
+            unilab.heartbeat(step, phase, loss=0.5)
+    assert [(line["step"], line["phase"], line["loss"]) for line in lines(beats)] == [
+        (0, "train", 0.5), (1, "train", 0.5), (2, "train", 0.5)
+    ]
+    assert unilab.heartbeat_errors()["dropped_values"] == before + 3
 
 
 class Level(enum.IntEnum):
@@ -116,34 +123,30 @@ def test_number_like_values_are_written_as_plain_numbers(beats: Path) -> None:
 @pytest.mark.parametrize(
     "args, kwargs, error, says",
     [
-        ((True,), {}, TypeError, "step must be an int"),
-        ((1.0,), {}, TypeError, "step must be an int"),
-        (("1",), {}, TypeError, "step must be an int"),
+        ((1.0,), {}, TypeError, "step must be an integer (anything operator.index() takes)"),
+        (("1",), {}, TypeError, "step must be an integer"),
+        ((None,), {}, TypeError, "step must be an integer"),
         ((-1,), {}, ValueError, "step must be between 0"),
         ((2**64,), {}, ValueError, "step must be between 0"),
-        ((1, 1), {}, TypeError, "phase must be a str"),
-        ((1, None), {}, TypeError, "phase must be a str"),
-        ((1, ""), {}, ValueError, "phase must have 1 to 64 characters"),
-        ((1, "x" * 65), {}, ValueError, "phase must have 1 to 64 characters"),
-        ((1, "\ud800"), {}, ValueError, "phase is not valid text"),
-        ((1,), {"loss": True}, TypeError, "loss must be a number, not a bool"),
-        ((1,), {"loss": "0.5"}, TypeError, "loss must be an int or a float, not str"),
-        ((1,), {"loss": None}, TypeError, "loss must be an int or a float, not NoneType"),
-        ((1,), {"loss": float("nan")}, ValueError, "loss=nan is not a finite number"),
-        ((1,), {"loss": float("inf")}, ValueError, "loss=inf is not a finite number"),
-        ((1,), {"loss": -float("inf")}, ValueError, "loss=-inf is not a finite number"),
-        ((1,), {"n": 10**400}, ValueError, "n is too large for a JSON number"),
+        ((1,), {"loss": "half"}, TypeError, "loss must be a number (anything float() takes)"),
+        ((1,), {"loss": None}, TypeError, "number (anything float() takes), not NoneType"),
+        ((1,), {"loss": [0.5]}, TypeError, "loss must be a number"),
         ((1,), {"t": 1.0}, ValueError, "`t` is the time of the beat"),
-        ((1,), {"\udcff": 1.0}, ValueError, "a number name is not valid text"),
         ((1,), {f"n{i:05d}" + "x" * 40: 0.5 for i in range(1300)}, ValueError, "over the 64 KiB"),
     ],
 )
-def test_bad_arguments_are_refused_and_nothing_is_written(
-    beats: Path, args: tuple, kwargs: dict, error: type, says: str
+def test_bad_arguments_are_refused_with_and_without_the_variable_and_nothing_is_written(
+    beats: Path, monkeypatch: pytest.MonkeyPatch, args: tuple, kwargs: dict, error: type,
+    says: str
 ) -> None:
-    with pytest.raises(error, match=says.replace("(", r"\(").replace("*", r"\*")):
+    """What no data changes is refused, and refused without `UNILAB_HEARTBEAT` too: a script
+    shows it on its first try, not first under `soak run`."""
+    with pytest.raises(error, match=re.escape(says)):
         unilab.heartbeat(*args, **kwargs)
     assert beats.read_bytes() == b""
+    monkeypatch.delenv("UNILAB_HEARTBEAT")
+    with pytest.raises(error, match=re.escape(says)):
+        unilab.heartbeat(*args, **kwargs)
 
 
 def test_the_largest_line_allowed_is_written(beats: Path) -> None:
@@ -270,7 +273,7 @@ sys.settrace(None)
 for checker in checkers:
     checker.join()
 print(len(checkers), unilab.heartbeat_errors())
-sys.exit(0 if unilab.heartbeat_errors() == {"dropped": 0, "short_writes": 0} else 1)
+sys.exit(1 if any(unilab.heartbeat_errors().values()) else 0)
 """
 
 

@@ -148,7 +148,7 @@ fn get(port: u16) -> Option<String> {
 
 /// The value of `label` in the first line of `text` that starts with `series{`, unescaped as
 /// the format's parsers read it.
-fn label_value(text: &str, series: &str, label: &str) -> Option<String> {
+pub(super) fn label_value(text: &str, series: &str, label: &str) -> Option<String> {
     let line = text
         .lines()
         .find(|l| l.starts_with(&format!("{series}{{")))?;
@@ -168,14 +168,14 @@ fn label_value(text: &str, series: &str, label: &str) -> Option<String> {
 }
 
 /// Whether `text` has the series `series{soak="id"}` (its only label) at `value`.
-fn has(text: &str, series: &str, soak: &str, value: &str) -> bool {
+pub(super) fn has(text: &str, series: &str, soak: &str, value: &str) -> bool {
     text.lines()
         .any(|l| l == format!("{series}{{soak=\"{soak}\"}} {value}"))
 }
 
 /// A soak of [`TRAINER`], exiting with `exit` once `stop` exists, spawned with its metrics file
 /// at `metrics` and `env`; standard output and error piped.
-fn spawn_trainer(
+pub(super) fn spawn_trainer(
     soak: &Soak,
     metrics: &Path,
     stop: &Path,
@@ -212,7 +212,7 @@ fn trainer_argv(soak: &Soak, stop: &Path, exit: u8) -> Vec<String> {
 }
 
 /// Its standard error, read as it comes.
-fn stderr_of(child: &mut Child) -> Arc<Mutex<String>> {
+pub(super) fn stderr_of(child: &mut Child) -> Arc<Mutex<String>> {
     let said = Arc::new(Mutex::new(String::new()));
     let mut stderr = child.stderr.take().unwrap();
     let into = Arc::clone(&said);
@@ -228,7 +228,7 @@ fn stderr_of(child: &mut Child) -> Arc<Mutex<String>> {
 }
 
 /// Waits for the soak's end: its verdict, as `--json` prints it.
-fn verdict(mut child: Child) -> Value {
+pub(super) fn verdict(mut child: Child) -> Value {
     eventually("the soak's end", Duration::from_secs(120), || {
         child.try_wait().unwrap().is_some()
     });

@@ -5,11 +5,14 @@
 //! and the ways to run, spawn and read back a soak; each subject is a module of its own.
 
 mod argv;
+mod clobber;
 mod environment;
 mod full_disk;
 mod gpu;
 mod metrics;
+mod metrics_end;
 mod no_gpu_tool;
+mod one_output;
 mod outcomes;
 mod reading;
 mod refusals;

@@ -22,11 +22,17 @@ fn path_without_nvidia_smi(locked: &std::path::Path) -> std::ffi::OsString {
 
 /// A passing soak of the example trainer with no `nvidia-smi` to find: its standard error.
 fn soak_without_nvidia_smi(soak: &Soak) -> String {
+    soak_without_nvidia_smi_given(soak, &[])
+}
+
+/// [`soak_without_nvidia_smi`], `soak run` given `options`.
+fn soak_without_nvidia_smi_given(soak: &Soak, options: &[&str]) -> String {
     use std::os::unix::fs::PermissionsExt;
     let locked = soak.root.root().join("locked");
     let mut cmd = soak.unilab();
     cmd.env("PATH", path_without_nvidia_smi(&locked));
-    let (output, artifact) = soak.run_with(cmd, &[], &["--steps", "12", "--step-seconds", "0.1"]);
+    let trainer = ["--steps", "12", "--step-seconds", "0.1"];
+    let (output, artifact) = soak.run_with(cmd, options, &trainer);
     // Searchable again, for the test root's removal.
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -113,4 +119,77 @@ fn soak_compare_of_two_soaks_without_gpu_data_prints_a_dash_for_every_gpu_figure
         .unwrap();
     assert_eq!(throttled["a"], serde_json::Value::Null, "{throttled}");
     assert_eq!(throttled["b"], serde_json::Value::Null, "{throttled}");
+}
+
+/// The value of the series `name{soak="…"}` in the metrics file `text`.
+fn series<'t>(text: &'t str, name: &str) -> &'t str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}{{soak=\"")))
+        .and_then(|rest| rest.split_once("} "))
+        .unwrap_or_else(|| panic!("no {name}: {text}"))
+        .1
+}
+
+/// The samples' errors of the artifact at `path`, and its soak's id.
+fn sampled_errors(path: &std::path::Path) -> (String, Vec<String>) {
+    let artifact: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let errors = artifact["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["errors"].as_array().unwrap().clone())
+        .map(|e| e.as_str().unwrap().to_owned())
+        .collect();
+    (artifact["soak_id"].as_str().unwrap().to_owned(), errors)
+}
+
+/// On a host without nvidia-smi every sample recorded "`nvidia-smi` was not found": the metrics
+/// file counted a sampler error a sample (`unilab_soak_sampler_errors_total` climbing, which an
+/// alert on sampler errors pages for) and `history` said "1 sampler error" on every line. The
+/// absent tool is said once, at the start; no sample errs for it, and the file says there is
+/// no tool (`unilab_soak_gpu_tool_present 0`).
+#[test]
+fn without_nvidia_smi_no_sample_errs_and_the_metrics_file_counts_no_sampler_error() {
+    let soak = Soak::new();
+    let metrics = soak.root.root().join("unilab.prom");
+    let metrics_arg = metrics.display().to_string();
+    let stderr = soak_without_nvidia_smi_given(&soak, &["--metrics-file", &metrics_arg]);
+    assert_eq!(stderr.matches("no GPU tool").count(), 1, "{stderr}");
+    let (soak_id, errors) = sampled_errors(&soak.artifact_path());
+    assert!(errors.is_empty(), "{errors:?}");
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    assert_eq!(series(&text, "unilab_soak_sampler_errors_total"), "0");
+    assert_eq!(series(&text, "unilab_soak_gpu_tool_present"), "0");
+    let history = soak
+        .unilab()
+        .args(["history", "--soak", &soak_id])
+        .output()
+        .unwrap();
+    let history = String::from_utf8_lossy(&history.stdout);
+    assert!(history.contains("soak_sampled"), "{history}");
+    assert!(!history.contains("sampler error"), "{history}");
+}
+
+/// A GPU tool that is there but fails (no driver) is still a sampler error, counted as such.
+#[test]
+fn a_gpu_tool_that_is_there_and_fails_is_still_a_sampler_error() {
+    let soak = Soak::new();
+    let metrics = soak.root.root().join("unilab.prom");
+    let mut cmd = soak.unilab();
+    cmd.env("FAKE_NVIDIA_SMI_MODE", "no-driver");
+    let metrics_arg = metrics.display().to_string();
+    let (output, _) = soak.run_with(
+        cmd,
+        &["--metrics-file", &metrics_arg],
+        &["--steps", "20", "--step-seconds", "0.1"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("no GPU tool"), "{stderr}");
+    let (_, errors) = sampled_errors(&soak.artifact_path());
+    assert!(!errors.is_empty(), "the failures are recorded");
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    assert_ne!(series(&text, "unilab_soak_sampler_errors_total"), "0");
+    assert_eq!(series(&text, "unilab_soak_gpu_tool_present"), "1");
 }

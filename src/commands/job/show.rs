@@ -1,5 +1,6 @@
-//! `unilab job show JOB`: every rank's soak of the job, from every host's log under the state
-//! root, side by side, then its stragglers and the verdict (see [`JobView`]).
+//! `unilab job show JOB`: the verdict first (the suspect and why, then what the others were
+//! doing, then who tripped first: see [`JobView`]), then every rank's soak of the job, from
+//! every host's log under the state root, side by side, then its stragglers.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,10 @@ pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<
         out.json_line(&serde_json::to_value(&view).map_err(|e| Error::Internal(e.to_string()))?)?;
         return Ok(Exit::Success);
     }
+    for line in &view.verdict_lines {
+        // The alarm's fields, the ranks' hosts and phases are other processes' text.
+        out.line(&foreign(line))?;
+    }
     let paint = out.paint;
     let rows: Vec<Vec<String>> = view.ranks.iter().map(|r| cells(r, paint)).collect();
     for line in output::table(
@@ -31,6 +36,7 @@ pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<
             "STATUS",
             "LAST PROGRESS",
             "STEP",
+            "PHASE",
             "STEP TIME",
             "PEAK PSS",
             "GPU",
@@ -48,10 +54,6 @@ pub(super) fn show(paths: &StatePaths, job: &JobId, out: &mut Output) -> Result<
         for straggler in &view.stragglers {
             out.line(&format!("  {}", straggler_line(straggler)))?;
         }
-    }
-    for line in &view.verdict_lines {
-        // The alarm's fields and the ranks' hosts are other processes' text.
-        out.line(&foreign(line))?;
     }
     Ok(Exit::Success)
 }
@@ -133,6 +135,7 @@ fn cells(row: &RankRow, paint: crate::style::Palette) -> Vec<String> {
             },
         ),
         row.last_step.map_or_else(|| "-".into(), |s| s.to_string()),
+        foreign(row.last_phase.as_deref().unwrap_or("-")).into_owned(),
         row.median_step_seconds
             .map_or_else(|| "-".into(), step_time),
         row.peak_tree_pss_bytes
@@ -165,6 +168,7 @@ fn straggler_line(straggler: &Straggler) -> String {
 mod tests {
     use super::*;
     use crate::read::job::straggler::cause::{CLOCK_LOWER, THROTTLE_POINTS, THROTTLE_TIMES};
+    use crate::read::job::suspect::{STALL_SAMPLES, STALL_STEPS};
 
     /// `job show --help` states the rule with the figures the code uses.
     #[test]
@@ -178,6 +182,14 @@ mod tests {
         let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
         for figure in [
             format!("over {STRAGGLER_RATIO}× the job's"),
+            format!(
+                "max({STALL_STEPS} × its median step or progress interval, {STALL_SAMPLES} sample \
+intervals)"
+            ),
+            "(odd_stack)".into(),
+            "(other_phase)".into(),
+            "(behind_step)".into(),
+            "(first_stalled)".into(),
             format!("at least {} points more", THROTTLE_POINTS),
             format!("twice as often ({}×)", THROTTLE_TIMES),
             format!("at least {} % lower", 100.0 * CLOCK_LOWER),

@@ -9,7 +9,7 @@ use crate::paths::StatePaths;
 use crate::projection::SoakState;
 use crate::read::csv::Sheet;
 use crate::read::stream;
-use crate::soak::artifact;
+use crate::soak::artifact::{self, Placement};
 use crate::soak::error::{OutputFile, SoakError};
 use std::path::Path;
 
@@ -33,7 +33,7 @@ pub(super) fn export(
         let soak_id = summary.soak_id.as_str();
         match output {
             Some(path) => {
-                let written = stream::write_file(&snapshot, soak_id, path)?;
+                let written = stream::write_file(&snapshot, soak_id, path, Placement::Replace)?;
                 out.note(&format!(
                     "wrote `{}` (digest {})",
                     path.display(),

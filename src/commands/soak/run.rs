@@ -67,6 +67,7 @@ fn supervised(
     // nvidia-smi (hung, deaf to SIGTERM) ran would otherwise end unilab and leave it running.
     let interrupted = crate::commands::raised_on(&crate::commands::STOP_SIGNALS)?;
     let smi = tool::nvidia_smi();
+    let gpu_tool_present = !tool::nvidia_smi_absent();
     if smi.locate().is_none() {
         out.note(&no_gpu_tool(&smi));
     }
@@ -89,6 +90,7 @@ fn supervised(
         paths,
         log: &log,
         smi,
+        gpu_tool_present,
         guard_program,
         runtime_json,
         console: Arc::new(Console::of_this_process(out.is_quiet(), out.json)),
@@ -172,7 +174,9 @@ fn request_of(args: SoakRunArgs) -> SoakRequest {
 }
 
 /// What `soak run` says once, before the soak starts, when there is no nvidia-smi to run: the
-/// samples will have no GPU data (each records the tool as not found), and how to name one.
+/// samples will have no GPU data, and how to name one. Where `UNILAB_NVIDIA_SMI` names none
+/// and `PATH` has none, that is all that is said of it (the samples record no error); a tool
+/// named but missing is an error of every sample besides.
 fn no_gpu_tool(smi: &tool::Tool) -> String {
     use crate::env::EnvVars;
     if std::env::var_os(EnvVars::UNILAB_NVIDIA_SMI).is_some_and(|v| !v.is_empty()) {

@@ -22,6 +22,7 @@
 mod archive;
 mod beats;
 mod bounds;
+pub(crate) use bounds::CMDLINE_BYTES;
 mod compact;
 mod evidence;
 mod job;

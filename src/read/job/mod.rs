@@ -1,11 +1,12 @@
 //! A job explained: its ranks' soaks side by side, from what each rank's log recorded, and the
-//! verdict — which rank tripped first and why, whose progress stopped first, the ranks grouped
-//! by where they stood, and the ranks slower than the job's steps ([`straggler`]), named
-//! in the verdict when nothing failed (`job show`, DESIGN.md's fourth wave).
+//! verdict ([`verdict`]) — the suspect and why ([`suspect`]), what the others were doing, which
+//! rank tripped first, the ranks grouped by where they stood, and the ranks slower than the
+//! job's steps ([`straggler`]), named in the verdict when nothing failed (`job show`, DESIGN.md's
+//! fourth and fifth waves).
 //!
 //! Pure: the rows come in read ([`RankRow`], with the capture that speaks for each rank chosen
-//! by [`RankCaptures`]; each rank's progress and memory over time in [`series`]), and
-//! [`JobView::of`] assembles the rest. It lives in the read layer, not in `job`: it groups by
+//! by [`RankCaptures`], its pace by [`suspect::RankPace`]; each rank's progress, memory and
+//! step time over time in [`series`]), and [`JobView::of`] assembles the rest. It lives in the read layer, not in `job`: it groups by
 //! [`signature`](crate::read::signature), and `job` is below `read`.
 //!
 //! A rank's stack is that of its main process ([`main_process`]): the topmost process of its
@@ -17,9 +18,13 @@ use serde::Serialize;
 pub(crate) mod series;
 pub(crate) mod soaks;
 pub(crate) mod straggler;
+pub(crate) mod suspect;
+mod verdict;
 
 use straggler::gpus::GpuRun;
 use straggler::{StepRank, Straggler, stragglers};
+pub(crate) use suspect::{FirstStalled, Suspect};
+pub(crate) use verdict::who;
 
 use crate::event::soak::{Evidence, FailureKind, ProcessEvidence};
 use crate::job::alarm::Alarm;
@@ -35,6 +40,8 @@ pub(crate) struct RankRow {
     /// Slurm's name for the host (`SLURMD_NODENAME`), when the soak recorded one.
     pub node: Option<String>,
     pub soak_id: String,
+    /// The run of the job its soak joined (schema 13); `null` for a soak recorded before runs.
+    pub run: Option<String>,
     pub status: String,
     pub failure_kind: Option<FailureKind>,
     pub started_at: f64,
@@ -45,6 +52,8 @@ pub(crate) struct RankRow {
     pub last_progress_at: Option<f64>,
     /// The last step its trainer beat; `null` without heartbeats.
     pub last_step: Option<u64>,
+    /// The phase of its last beat; `null` without heartbeats.
+    pub last_phase: Option<String>,
     /// Of the `train` phase (see [`straggler::steps`]); `null` before a step was timed.
     pub median_step_seconds: Option<f64>,
     pub peak_tree_pss_bytes: Option<u64>,
@@ -62,6 +71,9 @@ pub(crate) struct RankRow {
     /// Its GPUs' health over the run, what a straggler's cause is told by.
     #[serde(skip)]
     pub gpus: Vec<GpuRun>,
+    /// What stalling is measured by (see [`suspect`]).
+    #[serde(skip)]
+    pub pace: suspect::Pace,
 }
 
 /// The captures of one rank's soak, as they are read in order: keeps the one that speaks for the
@@ -130,14 +142,6 @@ pub(crate) fn main_process(processes: &[ProcessEvidence]) -> Option<&ProcessEvid
     Some(chosen)
 }
 
-/// The rank whose progress stopped first.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct FirstStalled {
-    pub rank: Option<u32>,
-    pub host: String,
-    pub last_progress_at: f64,
-}
-
 /// `job show`'s answer, as its JSON names it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct JobView {
@@ -146,6 +150,9 @@ pub(crate) struct JobView {
     pub ranks: Vec<RankRow>,
     /// The job's alarm as written; `null` when none was raised.
     pub alarm: Option<Alarm>,
+    /// The one rank that stands out, and why; `null` when none does.
+    pub suspect: Option<Suspect>,
+    /// `null` while every rank still progresses (see [`suspect`]).
     pub first_stalled: Option<FirstStalled>,
     pub groups: Vec<SignatureGroup>,
     pub odd_ranks: Vec<u32>,
@@ -168,15 +175,6 @@ impl JobView {
             )
                 .cmp(&(b.rank.is_none(), b.rank, std::cmp::Ordering::Equal))
         });
-        let first_stalled = ranks
-            .iter()
-            .filter_map(|r| r.last_progress_at.map(|at| (at, r)))
-            .min_by(|(a, ra), (b, rb)| a.total_cmp(b).then(ra.rank.cmp(&rb.rank)))
-            .map(|(at, r)| FirstStalled {
-                rank: r.rank,
-                host: r.host.clone(),
-                last_progress_at: at,
-            });
         let signed: Vec<(u32, StackSignature)> = ranks
             .iter()
             .filter_map(|r| {
@@ -190,40 +188,7 @@ impl JobView {
             })
             .collect();
         let grouping = group::group(&signed);
-        let host_of = |rank: u32| {
-            ranks
-                .iter()
-                .find(|r| r.rank == Some(rank))
-                .map(|r| r.host.clone())
-        };
-        let mut verdict_lines = Vec::new();
-        if let Some(tripped) = tripped_first(&ranks, alarm.as_ref()) {
-            verdict_lines.push(tripped);
-        }
-        // Every rank passed: each one's progress stopped as it ended, which says nothing.
-        let all_passed = ranks.iter().all(|r| r.status == "passed");
-        if let Some(stalled) = first_stalled.as_ref().filter(|_| !all_passed) {
-            let later = ranks
-                .iter()
-                .filter(|r| r.rank != stalled.rank || r.host != stalled.host)
-                .filter_map(|r| r.last_progress_at)
-                .min_by(f64::total_cmp);
-            let before = match later {
-                // Less than a tenth of a second apart is at the same time.
-                Some(next) if next - stalled.last_progress_at >= 0.1 => format!(
-                    ", {} before any other's",
-                    crate::text::duration(next - stalled.last_progress_at)
-                ),
-                _ => String::new(),
-            };
-            verdict_lines.push(format!(
-                "{}'s progress stopped first{before}",
-                who(stalled.rank, &stalled.host)
-            ));
-        }
-        if let Some(grouped) = group::verdict(&grouping, &host_of) {
-            verdict_lines.push(grouped);
-        }
+        let judged = suspect::judge(&ranks, &grouping);
         let stepped: Vec<StepRank> = ranks
             .iter()
             .map(|r| StepRank {
@@ -234,16 +199,20 @@ impl JobView {
             })
             .collect();
         let stragglers = stragglers(&stepped);
-        // A failure is the job's story; stragglers are when nothing failed.
-        if alarm.is_none() && ranks.iter().all(|r| r.failure_kind.is_none()) {
-            verdict_lines.extend(stragglers.iter().map(Straggler::sentence));
-        }
+        let verdict_lines = verdict::lines(
+            &ranks,
+            alarm.as_ref(),
+            (&signed, &grouping),
+            &judged,
+            &stragglers,
+        );
         let verdict = (!verdict_lines.is_empty()).then(|| verdict_lines.join("; "));
         Self {
             job: job.to_owned(),
             ranks,
             alarm,
-            first_stalled,
+            suspect: judged.suspect,
+            first_stalled: judged.first_stalled,
             groups: grouping.groups,
             odd_ranks: grouping.odd_ranks,
             stragglers,
@@ -251,41 +220,6 @@ impl JobView {
             verdict_lines,
         }
     }
-}
-
-/// `rank 2 on n1`, or the soak's host alone for a soak without a rank.
-fn who(rank: Option<u32>, host: &str) -> String {
-    match rank {
-        Some(rank) => format!("rank {rank} on {host}"),
-        None => format!("a soak on {host} without a rank"),
-    }
-}
-
-/// Which rank tripped first and why: the alarm's, else the failed rank that tripped earliest.
-fn tripped_first(ranks: &[RankRow], alarm: Option<&Alarm>) -> Option<String> {
-    if let Some(alarm) = alarm {
-        return Some(format!(
-            "{} tripped first: {} ({})",
-            who(alarm.rank, &alarm.host),
-            alarm.failure_kind,
-            crate::text::foreign(&alarm.reason)
-        ));
-    }
-    let first = ranks
-        .iter()
-        .filter(|r| r.failure_kind.is_some())
-        .filter_map(|r| r.tripped_at.map(|at| (at, r)))
-        .min_by(|(a, ra), (b, rb)| a.total_cmp(b).then(ra.rank.cmp(&rb.rank)))?
-        .1;
-    let kind = first.failure_kind?.as_str();
-    Some(match &first.reason {
-        Some(reason) => format!(
-            "{} tripped first: {kind} ({})",
-            who(first.rank, &first.host),
-            crate::text::foreign(reason)
-        ),
-        None => format!("{} tripped first: {kind}", who(first.rank, &first.host)),
-    })
 }
 
 #[cfg(test)]
@@ -315,12 +249,13 @@ mod tests {
         }
     }
 
-    fn row(rank: u32, host: &str, signature: &str, progress: f64) -> RankRow {
+    pub(super) fn row(rank: u32, host: &str, signature: &str, progress: f64) -> RankRow {
         RankRow {
             rank: Some(rank),
             host: host.into(),
             node: None,
             soak_id: format!("s{rank}"),
+            run: Some("1".into()),
             status: "failed".into(),
             failure_kind: Some(FailureKind::StaleProgress),
             started_at: 100.0,
@@ -328,6 +263,7 @@ mod tests {
             ended: Some("recorded"),
             last_progress_at: Some(progress),
             last_step: None,
+            last_phase: None,
             median_step_seconds: None,
             peak_tree_pss_bytes: None,
             gpu_utilization_mean: None,
@@ -340,13 +276,18 @@ mod tests {
             tripped_at: Some(150.0 + f64::from(rank)),
             reason: Some("no progress for 3s".into()),
             gpus: Vec::new(),
+            pace: suspect::Pace {
+                sample_interval_seconds: Some(0.5),
+                ..suspect::Pace::default()
+            },
         }
     }
 
-    /// Rank 2 hangs in `load_batch`, its progress stops first, and rank 1 trips first: the
-    /// verdict says all three, in that order, and names rank 2 odd.
+    /// Rank 2 hangs in a sleep, its progress stops first, and rank 1 trips first: the verdict
+    /// leads with rank 2, the suspect by its odd stack, then what the others were doing, then
+    /// who tripped first as what it is, and that rank 2's progress stopped first too.
     #[test]
-    fn the_verdict_names_who_tripped_who_stalled_and_the_odd_rank() {
+    fn the_verdict_leads_with_the_suspect_then_the_others_then_who_tripped() {
         let rows = vec![
             row(3, "n2", "wait_woken", 120.0),
             row(1, "n1", "wait_woken", 120.5),
@@ -368,17 +309,30 @@ mod tests {
             Some(FirstStalled {
                 rank: Some(2),
                 host: "n2".into(),
-                last_progress_at: 118.0
+                last_progress_at: 118.0,
+                ahead_seconds: 2.0,
             })
         );
         assert_eq!(
             view.verdict.as_deref().unwrap(),
-            "rank 1 on n1 tripped first: stale_progress (no progress for 3s); rank 2 on n2's progress stopped first, 2s before any other's; rank 2 on n2 is in `hrtimer_nanosleep`; 3 ranks wait in `wait_woken`"
+            "rank 2 on n2 is the suspect: its stack is the odd one out: `hrtimer_nanosleep`; the other 3 ranks are in `wait_woken`; rank 1 on n1 tripped first: stale_progress (no progress for 3s); rank 2 on n2's progress stopped first, 2s before any other rank's"
         );
+        let suspect = view.suspect.as_ref().unwrap();
+        assert_eq!(
+            (suspect.rank, suspect.why),
+            (Some(2), suspect::Why::OddStack)
+        );
+        assert!(suspect.disagreements.is_empty(), "{suspect:?}");
         let json = serde_json::to_value(&view).unwrap();
         assert_eq!(json["ranks"][2]["failure_kind"], "stale_progress");
         assert_eq!(json["stragglers"], serde_json::json!([]));
         assert!(json["ranks"][0].get("tripped_at").is_none());
+        assert!(json["ranks"][0].get("pace").is_none());
+        assert_eq!(json["ranks"][0]["run"], "1");
+        assert_eq!(json["ranks"][0]["last_phase"], serde_json::Value::Null);
+        assert_eq!(json["suspect"]["why"], "odd_stack");
+        assert_eq!(json["suspect"]["host"], "n2");
+        assert!(json["first_stalled"].get("ahead_seconds").is_none());
     }
 
     /// Four ranks that passed, rank 2 three times slower a step: it is the straggler, and the
@@ -408,7 +362,8 @@ mod tests {
             ["rank 2 on n1 straggles: its median step 300ms is 3.00× the job's 100ms"],
             "a job that passed: no rank's progress stopped first"
         );
-        assert!(view.first_stalled.is_some());
+        assert_eq!(view.first_stalled, None, "ranks that passed never stalled");
+        assert_eq!(view.suspect, None);
         let json = serde_json::to_value(&view).unwrap();
         assert_eq!(json["stragglers"][0]["ratio"], 3.0);
         assert_eq!(json["ranks"][2]["median_step_seconds"], 0.3);

@@ -1,5 +1,6 @@
 //! One rank's samples over time as the job's page draws them — the bytes in its progress
-//! directory and its tree's PSS at each sample's time since its command was spawned (the
+//! directory, its tree's PSS and, where it beats, the median step time of the beats since the
+//! sample before, at each sample's time since its command was spawned (the
 //! sample's own `elapsed_ms`: samples are recorded in batches, so a record's time is when its
 //! batch was committed, not when it was taken) — kept bounded as they are read: at most
 //! [`MAX_BUCKETS`] buckets of time, each holding the lowest and the highest value of each
@@ -54,6 +55,7 @@ struct Bucket {
     index: i64,
     progress: Extremes,
     pss: Extremes,
+    step: Extremes,
 }
 
 /// A rank's progress and memory over time, bounded.
@@ -85,13 +87,22 @@ pub(crate) enum Quantity {
     Progress,
     /// The tree's PSS, in bytes.
     Pss,
+    /// The median step time of the beats a sample saw, in seconds.
+    StepSeconds,
 }
 
 impl RankSeries {
-    /// A sample taken `elapsed_us` after the spawn: the progress directory's bytes and the
-    /// tree's PSS where it was read. Samples come in the order taken; one that says it was
-    /// taken before the one before joins the last bucket.
-    pub(crate) fn add(&mut self, elapsed_us: i64, progress_bytes: u64, pss_bytes: Option<u64>) {
+    /// A sample taken `elapsed_us` after the spawn: the progress directory's bytes, the tree's
+    /// PSS where it was read and the median step seconds of its beats where it saw steps.
+    /// Samples come in the order taken; one that says it was taken before the one before joins
+    /// the last bucket.
+    pub(crate) fn add(
+        &mut self,
+        elapsed_us: i64,
+        progress_bytes: u64,
+        pss_bytes: Option<u64>,
+        step_seconds: Option<f64>,
+    ) {
         let at_us = elapsed_us.max(0);
         while at_us / self.span_us >= self.most as i64 {
             self.coarsen();
@@ -102,12 +113,16 @@ impl RankSeries {
                 index,
                 progress: Extremes::default(),
                 pss: Extremes::default(),
+                step: Extremes::default(),
             });
         }
         if let Some(bucket) = self.buckets.last_mut() {
             bucket.progress.add(at_us, progress_bytes as f64);
             if let Some(pss) = pss_bytes {
                 bucket.pss.add(at_us, pss as f64);
+            }
+            if let Some(step) = step_seconds.filter(|s| s.is_finite()) {
+                bucket.step.add(at_us, step);
             }
         }
     }
@@ -140,6 +155,7 @@ impl RankSeries {
                 Some(last) if last.index == bucket.index => {
                     last.progress.merge(bucket.progress);
                     last.pss.merge(bucket.pss);
+                    last.step.merge(bucket.step);
                 }
                 _ => merged.push(bucket),
             }
@@ -155,6 +171,7 @@ impl RankSeries {
             .flat_map(|b| match quantity {
                 Quantity::Progress => b.progress.points(),
                 Quantity::Pss => b.pss.points(),
+                Quantity::StepSeconds => b.step.points(),
             })
             .map(|(at, v)| (self.spawned_at_us.saturating_add(at), v))
             .collect()
@@ -180,7 +197,8 @@ mod tests {
         let samples = 7 * 24 * 360;
         for i in 0..samples {
             let pss = if i == samples / 2 { 9_000 } else { 1_000 };
-            series.add(i * 10_000_000, i as u64, Some(pss));
+            let step = (i % 360 == 0).then_some(0.25 + (i % 7) as f64);
+            series.add(i * 10_000_000, i as u64, Some(pss), step);
         }
         assert!(series.len() <= MAX_BUCKETS, "{}", series.len());
         assert!(series.len() > MAX_BUCKETS / 4, "{}", series.len());
@@ -194,28 +212,36 @@ mod tests {
             Some((samples - 1) as f64),
             "the last value is kept"
         );
+        let steps = series.points(Quantity::StepSeconds);
+        assert!(
+            steps.iter().any(|(_, v)| *v == 6.25),
+            "the slowest step is kept"
+        );
+        assert!(steps.iter().any(|(_, v)| *v == 0.25), "and the fastest");
     }
 
     #[test]
     fn a_limit_merges_what_is_held() {
         let mut series = RankSeries::default();
         for i in 0..1000 {
-            series.add(i * 1_000_000, i as u64, None);
+            series.add(i * 1_000_000, i as u64, None, None);
         }
         series.limit(16);
         assert!(series.len() <= 16, "{}", series.len());
         assert!(series.points(Quantity::Pss).is_empty(), "no PSS read");
-        series.add(5000 * 1_000_000, 5000, None);
+        assert!(series.points(Quantity::StepSeconds).is_empty(), "no beats");
+        series.add(5000 * 1_000_000, 5000, None, None);
         assert!(series.len() <= 16, "{}", series.len());
     }
 
     #[test]
     fn a_sample_out_of_order_joins_the_last_bucket() {
         let mut series = RankSeries::default();
-        series.add(10_000_000, 1, Some(1));
-        series.add(20_000_000, 2, Some(2));
-        series.add(5_000_000, 3, Some(3));
+        series.add(10_000_000, 1, Some(1), Some(0.1));
+        series.add(20_000_000, 2, Some(2), None);
+        series.add(5_000_000, 3, Some(3), Some(0.3));
         assert_eq!(series.points(Quantity::Progress).len(), 3);
+        assert_eq!(series.points(Quantity::StepSeconds).len(), 2);
         assert!(series.len() <= 2);
     }
 }

@@ -21,6 +21,7 @@ use crate::projection::{SoakSummary, Soaks};
 use crate::read::fold::walk;
 use crate::read::job::series::RankSeries;
 use crate::read::job::straggler::reading::RankReading;
+use crate::read::job::suspect::RankPace;
 use crate::read::job::{RankCaptures, RankRow};
 use crate::soak::watch::progress::{ProgressReading, SampleSeen};
 use crate::text::foreign;
@@ -138,6 +139,7 @@ pub(crate) fn in_host_log(
         let row = row.map(|mut row| {
             row.rank = member.rank;
             row.node = member.node.clone();
+            row.run = member.run.clone();
             row
         });
         found.push(JobSoak {
@@ -287,6 +289,7 @@ struct RankRun {
     reading: RankReading,
     spawned_at_us: Option<i64>,
     progress: ProgressReading,
+    pace: RankPace,
 }
 
 impl RankRun {
@@ -309,7 +312,8 @@ impl RankRun {
             self.peak_pss = Some(self.peak_pss.map_or(pss, |peak| peak.max(pss)));
         }
         if let Some(series) = series {
-            series.add(elapsed_us, sample.progress.bytes, pss);
+            let step = measures.and_then(|m| m.heartbeat.as_deref()?.step_seconds_median);
+            series.add(elapsed_us, sample.progress.bytes, pss, step.map(f64::from));
         }
         let used: Vec<u32> = sample
             .gpus
@@ -324,6 +328,7 @@ impl RankRun {
             self.utilization_samples += 1;
         }
         let beats = measures.and_then(|m| m.heartbeat.as_deref());
+        self.pace.sample(at_us, beats, noted);
         self.progress.sample(SampleSeen {
             noted,
             files: sample.progress.files,
@@ -354,6 +359,8 @@ enum Stage {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct RankFold {
     run: RankRun,
+    /// Its start's sample interval, which its pace is judged by.
+    sample_interval_ms: Option<u64>,
     /// When its verdict says progress last happened (`last_progress_ms` after the spawn).
     verdict_progress_ms: Option<u64>,
     stage: Stage,
@@ -374,6 +381,7 @@ impl RankFold {
             (Event::SoakStarted { start, .. }, _) => {
                 *self = RankFold {
                     stage: Stage::Running,
+                    sample_interval_ms: Some(start.parameters.sample_interval_ms),
                     ..RankFold::default()
                 };
                 self.run.reading.start(start);
@@ -424,8 +432,8 @@ impl RankFold {
         self.run.spawned_at_us
     }
 
-    /// Its row, of soak `soak` (its row of the `soaks` view, as shown) on `host`; its rank and
-    /// node are its job's to say.
+    /// Its row, of soak `soak` (its row of the `soaks` view, as shown) on `host`; its rank,
+    /// node and run are its job's to say.
     pub(crate) fn row(self, soak: &SoakSummary, host: &str) -> RankRow {
         let RankRun {
             peak_pss,
@@ -435,8 +443,10 @@ impl RankFold {
             reading,
             spawned_at_us,
             progress,
+            pace,
             ..
         } = self.run;
+        let pace = pace.done(self.sample_interval_ms);
         let last_progress_at_us =
             last_progress_at(&progress, self.verdict_progress_ms, spawned_at_us);
         let (signature, last_capture_us) = captures.done();
@@ -450,6 +460,7 @@ impl RankFold {
             host: host.to_owned(),
             node: None,
             soak_id: soak.soak_id.clone(),
+            run: None,
             status: soak.state.as_str().to_owned(),
             failure_kind: soak.failure_kind,
             started_at: unix_seconds(soak.started_at_us),
@@ -457,6 +468,7 @@ impl RankFold {
             ended: soak.state.end(),
             last_progress_at: last_progress_at_us.map(unix_seconds),
             last_step: read.last_step,
+            last_phase: pace.last_phase.clone(),
             median_step_seconds: read.median_step_seconds,
             peak_tree_pss_bytes: peak_pss,
             gpu_utilization_mean: (utilization_samples > 0)
@@ -469,6 +481,7 @@ impl RankFold {
                 .map(unix_seconds),
             reason: soak.reason.clone(),
             gpus: read.gpus,
+            pace,
         }
     }
 }

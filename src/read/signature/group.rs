@@ -2,8 +2,10 @@
 //! sentence.
 //!
 //! Rules:
-//! - A group is one signature: its ranks sorted, its top frames those of its lowest rank.
-//!   Groups are ordered largest first, ties by lowest rank.
+//! - A group is one place: one signature at the same function, file and line of each of its
+//!   innermost [`SIGNATURE_FRAMES`] frames (ranks at two lines of one function stood at two
+//!   places, and each group tells its own line); its ranks sorted, its top frames those of its
+//!   lowest rank. Groups are ordered largest first, ties by lowest rank.
 //! - The odd ranks are those outside the largest group: none when there is one group. When two
 //!   or more groups tie for the largest, no group is the majority and no rank is odd: which of
 //!   two equal halves is the odd one is not something stacks alone can tell (the rank that
@@ -14,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Frame, StackSignature, of_process};
+use super::{Frame, SIGNATURE_FRAMES, StackSignature, of_process};
 use crate::event::soak::ProcessEvidence;
 
 /// The ranks that stood at one signature.
@@ -47,16 +49,31 @@ impl Grouping {
     }
 }
 
-/// Groups `ranks` (each rank with its signature) by signature.
+/// Where a rank stood, as ranks are grouped: its signature and the function, file and line of
+/// each of its innermost frames that make it.
+type Place<'a> = (&'a str, Vec<(&'a str, Option<&'a str>, Option<u32>)>);
+
+fn place_of(stack: &StackSignature) -> Place<'_> {
+    let frames = stack
+        .top_frames
+        .iter()
+        .take(SIGNATURE_FRAMES)
+        .map(|f| (f.function.as_str(), f.file.as_deref(), f.line))
+        .collect();
+    (stack.signature.as_str(), frames)
+}
+
+/// Groups `ranks` (each rank with its signature) by where they stood: signature, function, file
+/// and line.
 pub(crate) fn group(ranks: &[(u32, StackSignature)]) -> Grouping {
     let mut seen = std::collections::BTreeSet::new();
-    let mut by_signature: BTreeMap<&str, SignatureGroup> = BTreeMap::new();
+    let mut by_place: BTreeMap<Place<'_>, SignatureGroup> = BTreeMap::new();
     for (rank, stack) in ranks {
         if !seen.insert(*rank) {
             continue;
         }
-        let group = by_signature
-            .entry(stack.signature.as_str())
+        let group = by_place
+            .entry(place_of(stack))
             .or_insert_with(|| SignatureGroup {
                 signature: stack.signature.clone(),
                 top_frames: stack.top_frames.clone(),
@@ -68,7 +85,7 @@ pub(crate) fn group(ranks: &[(u32, StackSignature)]) -> Grouping {
         }
         group.ranks.push(*rank);
     }
-    let mut groups: Vec<SignatureGroup> = by_signature.into_values().collect();
+    let mut groups: Vec<SignatureGroup> = by_place.into_values().collect();
     for g in &mut groups {
         g.ranks.sort_unstable();
     }
@@ -181,8 +198,28 @@ pub(crate) fn rank_list(ranks: &[u32]) -> String {
     }
 }
 
+/// What the ranks of `grouping` other than the one that stands out were doing (`grouping` is
+/// of them alone): "the other 3 ranks are in `all_reduce` (dist.py:41)", or, where they stood
+/// apart, "of the other ranks, " and [`verdict`]'s sentence; `None` when there are none.
+pub(crate) fn others(
+    grouping: &Grouping,
+    host_of: &dyn Fn(u32) -> Option<String>,
+) -> Option<String> {
+    match grouping.groups.as_slice() {
+        [] => None,
+        [one] => Some(match one.ranks.len() {
+            1 => format!("the other rank is in {}", place(one)),
+            n => format!("the other {n} ranks are in {}", place(one)),
+        }),
+        _ => Some(format!(
+            "of the other ranks, {}",
+            verdict(grouping, host_of)?
+        )),
+    }
+}
+
 /// `` `load_batch` (data.py:88) ``: the group's innermost frame, its file by name alone.
-fn place(group: &SignatureGroup) -> String {
+pub(crate) fn place(group: &SignatureGroup) -> String {
     let Some(frame) = group.top_frames.first() else {
         return format!("`{}`", group.signature);
     };
@@ -277,7 +314,7 @@ mod tests {
             (3, at("all_reduce", "lib/dist.py", 41)),
             (0, at("all_reduce", "lib/dist.py", 41)),
             (2, at("load_batch", "/srv/job/data.py", 88)),
-            (1, at("all_reduce", "lib/dist.py", 44)),
+            (1, at("all_reduce", "lib/dist.py", 41)),
         ];
         let grouping = group(&input);
         assert_eq!(ranks(&grouping), vec![vec![0, 1, 3], vec![2]]);
@@ -309,6 +346,55 @@ mod tests {
             "/srv/job/data.py"
         );
         assert_eq!(json["groups"][1]["top_frames"][0]["line"], 88);
+    }
+
+    /// A trainer whose loop is at module level: every rank's one Python frame is `<module>`,
+    /// the hung rank at line 8 (its sleep), the others at line 10 (their receive). Grouped by
+    /// function alone, "all 4 ranks are in `<module>` (ranktrain.py:10)" was said while the hung
+    /// rank stood at line 8: they are two places, and the hung rank is the odd one.
+    #[test]
+    fn ranks_at_two_lines_of_one_function_stood_at_two_places() {
+        let module = |line: u32| StackSignature {
+            signature: "<module>".into(),
+            top_frames: vec![Frame {
+                function: "<module>".into(),
+                file: Some("/srv/ranktrain.py".into()),
+                line: Some(line),
+            }],
+        };
+        let grouping = group(&[
+            (0, module(10)),
+            (1, module(10)),
+            (2, module(8)),
+            (3, module(10)),
+        ]);
+        assert_eq!(ranks(&grouping), vec![vec![0, 1, 3], vec![2]]);
+        assert_eq!(grouping.odd_ranks, vec![2]);
+        assert_eq!(
+            verdict(&grouping, &no_host).unwrap(),
+            "rank 2 is in `<module>` (ranktrain.py:8); 3 ranks wait in `<module>` (ranktrain.py:10)"
+        );
+        // The same line in another file is another place too; the frames past the signature's
+        // are not compared.
+        let mut elsewhere = module(10);
+        elsewhere.top_frames[0].file = Some("/srv/other.py".into());
+        let grouping = group(&[(0, module(10)), (1, elsewhere), (2, module(10))]);
+        assert_eq!(ranks(&grouping), vec![vec![0, 2], vec![1]]);
+        let deep = |outer_line: u32| {
+            let mut stack = at("all_reduce", "d.py", 41);
+            stack.top_frames.extend((0..3).map(|i| Frame {
+                function: format!("outer{i}"),
+                file: Some("t.py".into()),
+                // The first is the signature's third frame: at one line in both.
+                line: Some(if i == 0 { 7 } else { outer_line + i }),
+            }));
+            stack
+        };
+        assert_eq!(SIGNATURE_FRAMES, 3);
+        assert_eq!(
+            ranks(&group(&[(0, deep(1)), (1, deep(50))])),
+            vec![vec![0, 1]]
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! and its system call. It is derived from the evidence as recorded, never stored apart from
 //! it, so a change of rule here changes no record. Invariants:
 //! - Stable: processes whose innermost [`SIGNATURE_FRAMES`] Python functions are the same have
-//!   the same signature, whatever their lines (a rank waits at either `recv` of an all-reduce).
+//!   the same signature, whatever their lines (a rank waits at either `recv` of an all-reduce);
+//!   ranks are grouped by their frames' lines too ([`group`]), so each group tells a true line.
 //! - Total: any evidence, py-spy's text included, gives a signature; nothing here panics.
 
 pub(crate) mod group;

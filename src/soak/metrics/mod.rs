@@ -22,15 +22,25 @@
 //!   `_sum` and `_count` every step timed in the run, of any phase (a step is the time from one
 //!   beat to the next: `soak::heartbeat::summary`).
 //! - **The end**: `unilab_soak_running` 0 and `unilab_soak_passed` 0 or 1, the elapsed time the
-//!   command's run, the soak's last figures kept; the GPU series are left out, since they would
-//!   tell of a device the soak no longer watches for as long as the file is served.
+//!   command's run, the soak's last figures kept — a sample that finds the tree gone (the last,
+//!   after the command exited) keeps the tree's figures of the one before, rather than zeros
+//!   and no PSS; the GPU series are left out, since they would tell of a device the soak no
+//!   longer watches for as long as the file is served.
+//! - **No GPU tool** is no error: `unilab_soak_gpu_tool_present` 0 says the host has none
+//!   (nothing was sampled of the GPUs, so nothing erred).
+//! - **Whose file it is**: the first line, a comment ([`mark`]), names the soak, its host and
+//!   its supervisor (pid and start time), so that a later soak can tell a file whose soak no
+//!   longer runs (and rewrite it) from a running soak's (and leave it).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::event::soak::{Measures, Sample, THROTTLE_REASONS};
+use crate::process::ProcessIdentity;
 use crate::soak::heartbeat::beat::MAX_NUMBERS;
 use crate::soak::sampler::CpuClock;
+
+pub(crate) mod mark;
 
 /// The most characters of the command line its label keeps.
 pub(crate) const MAX_COMMAND_CHARS: usize = 1024;
@@ -99,6 +109,10 @@ pub struct SoakMetrics {
     last_progress: Option<f64>,
     /// Whether it passed, once the verdict is in.
     passed: Option<bool>,
+    /// Whether the host has a GPU tool.
+    gpu_tool_present: bool,
+    /// The first line: whose file this is.
+    mark: Option<String>,
 }
 
 impl SoakMetrics {
@@ -130,7 +144,22 @@ impl SoakMetrics {
             steps: None,
             last_progress: None,
             passed: None,
+            gpu_tool_present: true,
+            mark: None,
         }
+    }
+
+    /// These metrics on a host that has a GPU tool (`present`) or none.
+    pub fn with_gpu_tool(mut self, present: bool) -> Self {
+        self.gpu_tool_present = present;
+        self
+    }
+
+    /// These metrics marked as the soak `labels` names, of `host`, supervised by `supervisor`:
+    /// the file's first line ([`mark`]).
+    pub fn marked(mut self, labels: &SoakLabels, supervisor: ProcessIdentity) -> Self {
+        self.mark = Some(mark::line(&labels.soak, &labels.host, supervisor));
+        self
     }
 
     /// Takes in a sample, its `measures`, and every step the run's beats timed so far (how
@@ -157,7 +186,7 @@ impl SoakMetrics {
                 throttle_mask: health.and_then(|h| h.throttle_mask),
             })
             .collect();
-        self.reading = Some(Reading {
+        let mut reading = Reading {
             elapsed_seconds: sample.elapsed_ms as f64 / 1000.0,
             pss_bytes: measures.tree_pss_bytes(),
             rss_bytes: sample.processes.iter().map(|p| p.rss_bytes).sum(),
@@ -165,7 +194,15 @@ impl SoakMetrics {
             threads: sample.processes.iter().map(|p| u64::from(p.threads)).sum(),
             progress_bytes: sample.progress.bytes,
             gpus,
-        });
+        };
+        // The tree gone (the command exited): its last figures stay, not zeros.
+        if let (true, Some(before)) = (sample.processes.is_empty(), &self.reading) {
+            reading.pss_bytes = before.pss_bytes;
+            reading.rss_bytes = before.rss_bytes;
+            reading.processes = before.processes;
+            reading.threads = before.threads;
+        }
+        self.reading = Some(reading);
         match (&mut self.steps, measures.heartbeat.as_deref()) {
             (Some(steps), None) => steps.median = None,
             (steps, Some(beats)) => {
@@ -205,6 +242,10 @@ impl SoakMetrics {
     /// The file's text, into `out` (emptied first).
     pub fn render(&self, out: &mut String) {
         out.clear();
+        if let Some(mark) = &self.mark {
+            out.push_str(mark);
+            out.push('\n');
+        }
         let mut w = Writer {
             out,
             soak: &self.soak,
@@ -283,6 +324,11 @@ impl SoakMetrics {
             "unilab_soak_sampler_errors_total",
             w.soak,
             Value::Int(self.sampler_errors),
+        );
+        w.soak_gauge(
+            "unilab_soak_gpu_tool_present",
+            "1 when the host has a GPU tool (nvidia-smi) to read the GPUs with, 0 when it has none (its GPUs are not read, and that is no error)",
+            Value::Int(u64::from(self.gpu_tool_present)),
         );
         if let Some(r) = &self.reading {
             render_gpus(&mut w, &r.gpus);

@@ -288,6 +288,7 @@ fn a_sample_renders_every_family_once_each_series_labelled_with_the_soak() {
         "step_seconds",
         "heartbeat_number",
         "sampler_errors_total",
+        "gpu_tool_present",
     ]
     .map(|n| format!("unilab_soak_{n}"))
     .into_iter()
@@ -431,6 +432,62 @@ fn the_end_says_the_verdict_and_leaves_the_gpus_out() {
     assert_eq!(
         value(&text, &format!("unilab_soak_passed{{{SOAK}}}")),
         Some("0")
+    );
+}
+
+/// The last sample, taken after the command exited, finds the tree gone: the final file
+/// dropped `unilab_soak_tree_pss_bytes` and said RSS, processes and threads were 0, the figures
+/// of no run. They are the last the tree had.
+#[test]
+fn the_end_keeps_the_trees_last_figures_when_the_last_sample_finds_it_gone() {
+    let mut metrics = SoakMetrics::new(&labels("x"), 100);
+    let measures = Measures {
+        pss_bytes: vec![Some(3 << 20), Some(1 << 20)],
+        ..Measures::default()
+    };
+    metrics.observe(
+        &sample(1, vec![process(1, 5), process(2, 5)], None),
+        &measures,
+        (0, 0.0),
+    );
+    let mut gone = sample(2, Vec::new(), None);
+    gone.after_exit = true;
+    metrics.observe(&gone, &Measures::default(), (0, 0.0));
+    metrics.finish(false, 2.5);
+    let text = rendered(&metrics);
+    let at = |name: &str| value(&text, &format!("{name}{{{SOAK}}}")).map(str::to_owned);
+    assert_eq!(at("unilab_soak_running").as_deref(), Some("0"));
+    assert_eq!(at("unilab_soak_passed").as_deref(), Some("0"));
+    assert_eq!(
+        at("unilab_soak_tree_pss_bytes").as_deref(),
+        Some("4194304"),
+        "{text}"
+    );
+    assert_eq!(at("unilab_soak_tree_rss_bytes").as_deref(), Some("2097152"));
+    assert_eq!(at("unilab_soak_processes").as_deref(), Some("2"));
+    assert_eq!(at("unilab_soak_threads").as_deref(), Some("8"));
+    assert_eq!(at("unilab_soak_elapsed_seconds").as_deref(), Some("2.5"));
+}
+
+/// No GPU tool on the host: said by its own series, not counted among the sampler's errors.
+#[test]
+fn a_host_without_a_gpu_tool_says_so_in_a_series_of_its_own() {
+    let text = rendered(&SoakMetrics::new(&labels("x"), 100).with_gpu_tool(false));
+    assert_eq!(
+        value(&text, &format!("unilab_soak_gpu_tool_present{{{SOAK}}}")),
+        Some("0")
+    );
+    assert_eq!(
+        value(
+            &text,
+            &format!("unilab_soak_sampler_errors_total{{{SOAK}}}")
+        ),
+        Some("0")
+    );
+    let text = rendered(&SoakMetrics::new(&labels("x"), 100));
+    assert_eq!(
+        value(&text, &format!("unilab_soak_gpu_tool_present{{{SOAK}}}")),
+        Some("1")
     );
 }
 

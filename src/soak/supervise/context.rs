@@ -19,6 +19,9 @@ pub(crate) struct SoakContext<'a> {
     pub paths: &'a StatePaths,
     pub log: &'a EventLog,
     pub smi: Tool,
+    /// Whether there is a GPU tool to run ([`crate::tool::nvidia_smi_absent`]): without one the
+    /// GPUs are not read at all, and their absence is no sampler error.
+    pub gpu_tool_present: bool,
     /// The binary to run as the guard (`unilab` itself).
     pub guard_program: PathBuf,
     pub runtime_json: String,

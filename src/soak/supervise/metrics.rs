@@ -7,11 +7,15 @@
 //! created exclusively and without following a symbolic link (`O_CREAT | O_EXCL | O_NOFOLLOW`:
 //! a link planted at its name fails the open, never redirects the write), then put in the
 //! target's place in one step ([`put_in_place`]). The file is mode 0644 whatever the umask:
-//! node_exporter reads it as another user, and no one else may change it. It is not synced to disk: the file tells the
-//! present, and the log is the record (after a crash it may be empty, which the collector reads
-//! as no series). A write that fails (a full disk, its directory gone) never fails the soak: it
-//! is said once on the terminal, and in the errors of the next sample each time the file stops
-//! being written; every later sample tries again.
+//! node_exporter reads it as another user, and no one else may change it. It is not synced to
+//! disk: the file tells the present, and the log is the record (after a crash it may be empty,
+//! which the collector reads as no series). A write that fails (a full disk, its directory gone)
+//! never fails the soak: it is said once on the terminal, and in the errors of the next sample
+//! each time the file stops being written; every later sample tries again. The last write, with
+//! the verdict, is the one that must not fail silently: a file left as the last sample wrote it
+//! would say `unilab_soak_running 1` for as long as it is served, so when that write fails the
+//! file is removed (an alert on a missing series fires; one on a stuck soak would not) and that
+//! is said on the terminal.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -20,6 +24,7 @@ use std::time::Duration;
 
 use super::context::SoakContext;
 use crate::event::soak::{Measures, Sample};
+use crate::process::{ProcSource, ProcessIdentity, SystemProc};
 use crate::soak::console::Console;
 use crate::soak::metrics::{SoakLabels, SoakMetrics};
 use crate::soak::request::SoakSpec;
@@ -53,9 +58,12 @@ impl MetricsFile {
                 rank: spec.job.as_ref().map(|j| j.member.rank),
                 command: crate::text::shell_command(&spec.secrets.mask_command_line(&spec.command)),
             };
+            let metrics = SoakMetrics::new(&labels, crate::process::ticks_per_second())
+                .with_gpu_tool(ctx.gpu_tool_present)
+                .marked(&labels, this_process());
             Written {
                 path: path.clone(),
-                metrics: SoakMetrics::new(&labels, crate::process::ticks_per_second()),
+                metrics,
                 text: String::new(),
                 failing: false,
                 warned: false,
@@ -89,8 +97,37 @@ impl MetricsFile {
         // In milliseconds, as the verdict records it.
         file.metrics
             .finish(passed, crate::soak::request::ms(run) as f64 / 1000.0);
-        file.write(console);
+        file.metrics.render(&mut file.text);
+        let Err(e) = write_atomically(&file.path, file.text.as_bytes()) else {
+            return;
+        };
+        let path = file.path.display();
+        let removed = match std::fs::symlink_metadata(&file.path) {
+            Ok(meta) if meta.is_file() => std::fs::remove_file(&file.path),
+            // Nothing there, or not a file this soak wrote: nothing to take back.
+            _ => Ok(()),
+        };
+        console.warn(&match removed {
+            Ok(()) => format!(
+                "cannot write the verdict to the metrics file `{path}`: {e}; it is removed, so that it does not say the soak still runs"
+            ),
+            Err(removing) => format!(
+                "cannot write the verdict to the metrics file `{path}`: {e}; nor remove it ({removing}): it still says the soak runs"
+            ),
+        });
     }
+}
+
+/// This process, as its identity (pid and start time) names it.
+fn this_process() -> ProcessIdentity {
+    let pid = std::process::id();
+    SystemProc::default().stat(pid).map_or(
+        ProcessIdentity {
+            pid,
+            start_ticks: 0,
+        },
+        |s| s.identity(),
+    )
 }
 
 impl Written {

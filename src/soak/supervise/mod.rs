@@ -47,6 +47,7 @@ use self::phase::{Effects, Ended, Rules, Witnessed};
 use self::record::Recording;
 use self::schedule::Sampling;
 pub(crate) use self::written::Renderers;
+use super::artifact::Placement;
 use super::error::{ProgressDirProblem, SoakError};
 use super::guard::GuardStatus;
 use super::request::SoakSpec;
@@ -138,11 +139,21 @@ pub(crate) fn run(
     shell.metrics.finish(passed, judged_run, &ctx.console);
     recorded?;
     let _ = std::fs::remove_dir_all(&soak.work_dir);
-    let digest = written::write_artifact(ctx.log, &soak.id, &spec.output, &ctx.render, |events| {
-        record::record_patiently(ctx, events)
-    });
+    // Over what is there only with `--force`: another soak given the same name keeps its file.
+    let placement = if spec.force {
+        Placement::Replace
+    } else {
+        Placement::New
+    };
+    let digest = written::write_artifact(
+        ctx.log,
+        &soak.id,
+        (&spec.output, placement),
+        &ctx.render,
+        |events| record::record_patiently(ctx, events),
+    );
     let report = spec.report.clone().map(|path| {
-        let written = written::write_report(ctx.log, &soak.id, &path, &ctx.render);
+        let written = written::write_report(ctx.log, &soak.id, (&path, placement), &ctx.render);
         (path, written)
     });
     Ok(RunReport {

@@ -275,19 +275,15 @@ fn alarm_seen(
     job.seen(ctx, spec, alarm, tree, held)
 }
 
-/// The sampler of a soak sampled every `interval`, its GPUs read by a stream of its own.
+/// The sampler of a soak sampled every `interval`, its GPUs read by a stream of its own — none
+/// on a host without a GPU tool, whose samples then have no GPU data and no error for it.
 fn sampler_for(ctx: &SoakContext, progress: HeldDir, interval: Duration) -> Sampler {
-    Sampler::new(
-        PathBuf::from("/proc"),
-        progress,
-        Some(GpuStream::start(
-            ctx.smi.clone(),
-            interval,
-            Some(ctx.guard_program.clone()),
-        )),
-    )
-    // Half of each interval at most: a huge progress directory cannot take the whole schedule.
-    .with_walk_budget((interval / 2).max(WALK_BUDGET_FLOOR))
+    let gpus = ctx
+        .gpu_tool_present
+        .then(|| GpuStream::start(ctx.smi.clone(), interval, Some(ctx.guard_program.clone())));
+    Sampler::new(PathBuf::from("/proc"), progress, gpus)
+        // Half of each interval at most: a huge progress directory cannot take the whole schedule.
+        .with_walk_budget((interval / 2).max(WALK_BUDGET_FLOOR))
 }
 
 /// The least a sample may spend walking the progress directory, however short the interval.

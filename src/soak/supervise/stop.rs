@@ -90,7 +90,9 @@ pub(super) fn teardown(
         before_first,
     );
     for leak in &mut stopped.leaked {
-        leak.cmdline = spec.secrets.mask_command_line(&leak.cmdline);
+        leak.cmdline = spec
+            .secrets
+            .mask_command_line_kept(&leak.cmdline, crate::event::soak::CMDLINE_BYTES);
     }
     (stopped, unrecorded)
 }

@@ -220,6 +220,21 @@ impl Charts {
         self.erred.absent_tool()
     }
 
+    /// Notes the GPU tool as absent from the start when the runtime snapshot (`runtime`) could
+    /// not find it and the rows never read a GPU: a host without one samples no GPU and says
+    /// nothing of it in its rows.
+    pub(super) fn note_absent_tool(&mut self, runtime: &serde_json::Value) {
+        let errors = runtime["errors"].as_array().into_iter().flatten();
+        let absent = errors.filter_map(serde_json::Value::as_str).find_map(|e| {
+            e.strip_prefix("gpu: ")
+                .filter(|text| erred::tool_not_found(text))
+        });
+        if let Some(text) = absent.filter(|_| !self.has_gpu_data()) {
+            let at = self.times.first().copied().unwrap_or(0.0);
+            self.erred.note_absent_tool(text, at);
+        }
+    }
+
     /// How many rows had no sampler message but the absent tool's.
     pub(super) fn noted_only(&self) -> u64 {
         self.erred.noted_only()

@@ -55,7 +55,9 @@ pub struct Extras<'a> {
 
 /// The report of a soak: `record` is its record as every view shows it (its command lines
 /// masked), `charts` its rows.
-pub(crate) fn render(record: &SoakRecord, charts: Gathered, extras: &Extras) -> String {
+pub(crate) fn render(record: &SoakRecord, mut charts: Gathered, extras: &Extras) -> String {
+    // A host without a GPU tool is said once, by the runtime snapshot, not by every sample.
+    charts.note_absent_tool(&record.runtime());
     let end = charts
         .last_time()
         .into_iter()

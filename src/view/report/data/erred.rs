@@ -5,7 +5,9 @@
 //! host without `nvidia-smi`, absent from the start. It is kept apart as a note, and the rows it
 //! is the only message of are not shaded. Once a GPU was read the tool was there: its going
 //! missing after that is an error like any other. The record keeps every message as it was
-//! sampled; only the page reads them so.
+//! sampled; only the page reads them so. A host with no GPU tool at all (none named, none on
+//! `PATH`) samples no GPU and its rows say nothing of it: the runtime snapshot's "not found" is
+//! the note then.
 
 use serde::Serialize;
 
@@ -62,6 +64,18 @@ impl Erred {
         self.rows.push(erred);
     }
 
+    /// The GPU tool, not found (`text`) from the start at `at`, where no row said so.
+    pub(super) fn note_absent_tool(&mut self, text: &str, at: f64) {
+        if self.absent_tool.is_empty() && !self.gpu_read {
+            self.absent_tool.push(SamplerError {
+                text: text.to_owned(),
+                rows: 0,
+                first: at,
+                last: at,
+            });
+        }
+    }
+
     /// Each message of the sampler, once; the absent tool's note apart.
     pub(super) fn errors(&self) -> &[SamplerError] {
         &self.errors
@@ -105,7 +119,7 @@ impl Erred {
 
 /// Whether a sampler's message says the GPU tool was not found: `` `nvidia-smi` was not found ``
 /// (or the path `UNILAB_NVIDIA_SMI` names), as the GPU stream words it.
-fn tool_not_found(text: &str) -> bool {
+pub(super) fn tool_not_found(text: &str) -> bool {
     text.strip_suffix("` was not found")
         .and_then(|t| t.strip_prefix('`'))
         .is_some_and(|program| !program.is_empty() && !program.contains('`'))

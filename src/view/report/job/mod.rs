@@ -1,10 +1,12 @@
 //! `job report`: a job's page — what `job show` says, as one self-contained HTML file like the
-//! soak report's (no external file; it opens offline): at a glance first (how its ranks stand,
-//! the verdict's lines, the alarm as written, warnings for host logs that could not be read),
-//! the table of ranks (with each one's last step and median step time), the stragglers (a line
-//! each, with what its GPUs say), the ranks grouped by stack signature with their top frames and
-//! the odd ones named, then every rank's progress and memory on one time axis (a line a rank, the
-//! alarm's moment and each rank's own trip marked).
+//! soak report's (no external file; it opens offline): at a glance first (the suspect and why,
+//! how its ranks stand, the verdict's lines, the alarm as written, warnings for host logs that
+//! could not be read), the table of ranks (the suspect's marked; each one's last step, phase
+//! and median step time; readable in a window 700 px wide, where its rows become cards), the
+//! stragglers (a line each, with what its GPUs say), the ranks grouped by stack signature with
+//! their top frames and the odd ones named, then every rank's progress, memory and — where
+//! ranks beat — step time on one time axis (a line a rank, the alarm's moment and each rank's
+//! own trip marked).
 //!
 //! Built of the soak report's pieces (its style, escaping, axes, SVG and script); what is the
 //! job's own is here: the sections, and the charts of many ranks ([`chart`]). The ranks' series
@@ -24,7 +26,7 @@ use super::html::{STYLE, escape, table, warnings_html};
 use super::scale::Unit;
 use super::svg::{ChartFrame, Marker, WIDTH, clock_of};
 use crate::read::job::straggler::STRAGGLER_RATIO;
-use crate::read::job::{JobView, RankRow};
+use crate::read::job::{JobView, RankRow, who};
 use crate::read::signature::Frame;
 use crate::read::signature::group::rank_list;
 use crate::text::step_time;
@@ -44,7 +46,17 @@ tr.odd td,tr.slow td{background:#fff3e0}.verdict{margin:8px 0;padding-left:20px;
 .group h3{font-family:ui-monospace,monospace;font-size:13px;margin:4px 0;overflow-wrap:anywhere}.group p{margin:2px 0;font-size:13px}\
 .group pre{margin:4px 0}.ranks{overflow-x:auto}.ranks table{width:100%}.ranks td code{font-size:12px}\
 .ranks td{overflow-wrap:normal}.ranks td:last-child{overflow-wrap:anywhere}\
-.ranks th,.ranks td:nth-child(-n+2){white-space:nowrap}";
+.ranks th,.ranks td:nth-child(-n+2){white-space:nowrap}\
+tr.suspect td{background:#ffebee}.tag{font-size:11px;font-weight:600;color:#fff;background:#c62828;\
+border-radius:3px;padding:0 4px;margin-left:4px}\
+@media (max-width:760px){.ranks thead{display:none}.ranks table,.ranks tbody{display:block;width:100%}\
+.ranks tr{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));column-gap:12px;border:1px solid #ddd;\
+border-radius:4px;margin:0 0 8px;padding:4px 8px}.ranks tr.odd,.ranks tr.slow{background:#fff8ef}\
+.ranks tr.suspect{background:#ffebee;border-color:#c62828}\
+.ranks td{display:flex;gap:8px;border:0;padding:1px 0;white-space:normal;min-width:0;background:none!important}\
+.ranks td::before{content:attr(data-label);flex:0 0 6.5em;color:#666;font-size:12px}\
+.ranks td:first-child,.ranks td:last-child{grid-column:1/-1}.ranks td:first-child{font-weight:600}\
+.ranks td:last-child{overflow-wrap:anywhere}}";
 
 /// Where a rank's series is found: its host and its soak.
 pub(crate) type SeriesKey = (String, String);
@@ -162,7 +174,10 @@ fn status(view: &JobView) -> Status {
         Status {
             class: "other",
             word: "running",
-            summary: of(running, "running"),
+            summary: match (&view.suspect, view.verdict_lines.first()) {
+                (Some(_), Some(line)) => format!("{}; {line}", of(running, "running")),
+                _ => of(running, "running"),
+            },
         }
     } else {
         Status {
@@ -191,17 +206,20 @@ fn when(at: f64, start: f64) -> String {
     )
 }
 
-/// `rank 2 on n1`, or the soak's host alone for a soak without a rank.
-fn who(rank: Option<u32>, host: &str) -> String {
-    match rank {
-        Some(rank) => format!("rank {rank} on {host}"),
-        None => format!("a soak on {host} without a rank"),
-    }
-}
-
-/// The figures that decide and the verdict's lines, then the alarm as written and the warnings.
-fn glance(html: &mut String, view: &JobView, start: f64, end: f64, warnings: &[String]) {
+/// The figures at a glance, the suspect first.
+fn figures(view: &JobView, start: f64, end: f64) -> Vec<(&'static str, String)> {
     let mut figures: Vec<(&str, String)> = Vec::new();
+    if let Some(suspect) = &view.suspect {
+        figures.push((
+            "suspect",
+            format!(
+                "{} ({}): {}",
+                who(suspect.rank, &suspect.host),
+                suspect.why.as_str(),
+                suspect.detail
+            ),
+        ));
+    }
     let hosts: std::collections::BTreeSet<&str> =
         view.ranks.iter().map(|r| r.host.as_str()).collect();
     figures.push((
@@ -263,6 +281,12 @@ fn glance(html: &mut String, view: &JobView, start: f64, end: f64, warnings: &[S
             .collect();
         figures.push((label, named.join("; ")));
     }
+    figures
+}
+
+/// The figures that decide and the verdict's lines, then the alarm as written and the warnings.
+fn glance(html: &mut String, view: &JobView, start: f64, end: f64, warnings: &[String]) {
+    let figures = figures(view, start, end);
     html.push_str("<section class=\"glance\"><dl>");
     for (label, figure) in &figures {
         let _ = write!(
@@ -313,11 +337,15 @@ fn odd_text(view: &JobView) -> String {
 /// The ranks under `job show`'s columns, each with its colour on the charts.
 fn ranks_table(html: &mut String, view: &JobView, start: f64, colors: &[&str]) {
     html.push_str(
-        "<h2>Ranks</h2><div class=\"ranks\"><table><tr><th>rank</th><th>host</th><th>status</th>\
-<th>last progress</th><th>step</th><th>step time</th><th>peak PSS</th><th>GPU</th>\
-<th>signature</th></tr>",
+        "<h2>Ranks</h2><div class=\"ranks\"><table><thead><tr><th>rank</th><th>host</th>\
+<th>status</th><th>last progress</th><th>step</th><th>phase</th><th>step time</th>\
+<th>peak PSS</th><th>GPU</th><th>signature</th></tr></thead><tbody>",
     );
     for (row, color) in view.ranks.iter().zip(colors) {
+        let suspect = view
+            .suspect
+            .as_ref()
+            .is_some_and(|s| s.rank == row.rank && s.host == row.host);
         let odd = row.rank.is_some_and(|r| view.odd_ranks.contains(&r));
         let slow = view
             .stragglers
@@ -333,15 +361,25 @@ fn ranks_table(html: &mut String, view: &JobView, start: f64, colors: &[&str]) {
         };
         let _ = write!(
             html,
-            "<tr{class}><td><span class=\"swatch\" style=\"background:{color}\"></span>{rank}</td>\
-<td>{host}</td><td>{status}</td><td>{progress}</td><td>{step}</td><td>{step_time}</td>\
-<td>{pss}</td><td>{gpu}</td><td><code>{signature}</code></td></tr>",
-            class = match (odd, slow) {
-                (true, _) => " class=\"odd\"",
-                (false, true) => " class=\"slow\"",
-                (false, false) => "",
+            "<tr{class}><td data-label=\"rank\"><span class=\"swatch\" style=\"background:{color}\">\
+</span>{rank}{tag}</td><td data-label=\"host\">{host}</td><td data-label=\"status\">{status}</td>\
+<td data-label=\"last progress\">{progress}</td><td data-label=\"step\">{step}</td>\
+<td data-label=\"phase\">{phase}</td><td data-label=\"step time\">{step_time}</td>\
+<td data-label=\"peak PSS\">{pss}</td><td data-label=\"GPU\">{gpu}</td>\
+<td data-label=\"signature\"><code>{signature}</code></td></tr>",
+            class = match (suspect, odd, slow) {
+                (true, ..) => " class=\"suspect\"",
+                (false, true, _) => " class=\"odd\"",
+                (false, false, true) => " class=\"slow\"",
+                (false, false, false) => "",
+            },
+            tag = if suspect {
+                " <span class=\"tag\">suspect</span>"
+            } else {
+                ""
             },
             rank = row.rank.map_or_else(|| "-".into(), |r| r.to_string()),
+            phase = escape(row.last_phase.as_deref().unwrap_or("-")),
             host = escape(&host),
             status = escape(&status),
             progress = row
@@ -360,7 +398,7 @@ fn ranks_table(html: &mut String, view: &JobView, start: f64, colors: &[&str]) {
             signature = escape(row.signature.as_deref().unwrap_or("-")),
         );
     }
-    html.push_str("</table></div>");
+    html.push_str("</tbody></table></div>");
 }
 
 /// The stragglers, a line each with what its GPUs say.
@@ -533,12 +571,20 @@ fn charts(
             "Memory: each rank's process tree (PSS)",
             Quantity::Pss,
         ),
+        (
+            "step",
+            "Step time: each rank's median time between two beats, a sample, where it beats",
+            Quantity::StepSeconds,
+        ),
     ]
     .into_iter()
     .map(|(id, title, quantity)| JobChart {
         id,
         title,
-        unit: Unit::Bytes,
+        unit: match quantity {
+            Quantity::StepSeconds => Unit::Seconds,
+            Quantity::Progress | Quantity::Pss => Unit::Bytes,
+        },
         lines: view
             .ranks
             .iter()

@@ -10,6 +10,7 @@ fn row(rank: u32, host: &str, signature: &str) -> RankRow {
         host: host.into(),
         node: None,
         soak_id: format!("s{rank}"),
+        run: Some("1".into()),
         status: "failed".into(),
         failure_kind: Some(FailureKind::StaleProgress),
         started_at: START,
@@ -17,6 +18,7 @@ fn row(rank: u32, host: &str, signature: &str) -> RankRow {
         ended: Some("recorded"),
         last_progress_at: Some(START + WEEK - 60.0),
         last_step: None,
+        last_phase: None,
         median_step_seconds: None,
         peak_tree_pss_bytes: Some(1 << 30),
         gpu_utilization_mean: Some(97.0),
@@ -29,6 +31,10 @@ fn row(rank: u32, host: &str, signature: &str) -> RankRow {
         tripped_at: Some(START + WEEK - 5.0),
         reason: Some("no progress".into()),
         gpus: Vec::new(),
+        pace: crate::read::job::suspect::Pace {
+            sample_interval_seconds: Some(10.0),
+            ..crate::read::job::suspect::Pace::default()
+        },
     }
 }
 
@@ -46,6 +52,7 @@ fn week(rank: u32) -> RankSeries {
             i * 10_000_000,
             (i as u64) * 1024 + u64::from(rank),
             Some(pss),
+            None,
         );
     }
     series
@@ -146,6 +153,88 @@ fn a_straggler_is_named_on_the_page() {
         ),
         "{html}"
     );
-    assert!(html.contains("<td>32</td><td>300ms</td>"), "{html}");
+    assert!(
+        html.contains(
+            "<td data-label=\"step\">32</td><td data-label=\"phase\">-</td>\
+<td data-label=\"step time\">300ms</td>"
+        ),
+        "{html}"
+    );
     assert!(html.contains("<tr class=\"slow\">"), "{html}");
+}
+
+/// Rank 2 of four hung in `data` while the others wait in `train`: the page names it the
+/// suspect first, at a glance and in the banner, marks its row and gives every rank's phase;
+/// the ranks that beat have a step-time chart, a line each, and a job without beats has none.
+#[test]
+fn the_suspect_leads_the_page_and_beating_ranks_have_a_step_chart() {
+    let rows: Vec<RankRow> = (0..4)
+        .map(|rank| RankRow {
+            last_step: Some(3),
+            last_phase: Some(if rank == 2 { "data" } else { "train" }.into()),
+            median_step_seconds: Some(0.05),
+            signature: None,
+            top_frames: Vec::new(),
+            ..row(rank, "n0", "all_reduce")
+        })
+        .collect();
+    let series: BTreeMap<SeriesKey, RankSeries> = rows
+        .iter()
+        .map(|r| {
+            let mut series = RankSeries::default();
+            series.spawned_at((START * 1e6) as i64);
+            for i in 0..20_i64 {
+                let step = 0.05 * (1.0 + f64::from(r.rank.unwrap_or(0)) / 10.0);
+                series.add(i * 1_000_000, i as u64, Some(1 << 30), Some(step));
+            }
+            ((r.host.clone(), r.soak_id.clone()), series)
+        })
+        .collect();
+    let html = page(rows.clone(), series);
+    let glance = html
+        .find("<dt>suspect</dt>")
+        .expect("the suspect at a glance");
+    assert!(glance < html.find("<dt>ranks</dt>").unwrap(), "first");
+    assert!(
+        html.contains(
+            "<dd>rank 2 on n0 (other_phase): its last beat is in phase `data`, every other \
+rank&#39;s in `train`</dd>"
+        ),
+        "{html}"
+    );
+    assert!(
+        html.contains("<span class=\"kind\">failed</span> rank 2 on n0 is the suspect: "),
+        "the banner leads with it"
+    );
+    assert_eq!(html.matches("<tr class=\"suspect\">").count(), 1);
+    assert!(html.contains("<span class=\"tag\">suspect</span>"));
+    assert_eq!(
+        html.matches("<td data-label=\"phase\">train</td>").count(),
+        3
+    );
+    let step = html
+        .find("<section class=\"chart\" id=\"chart-step\">")
+        .expect("a step-time chart");
+    let step = &html[step..step + html[step..].find("</section>").unwrap()];
+    for rank in 0..4 {
+        assert!(
+            step.contains(&format!("<title>rank {rank} on n0</title></path>")),
+            "rank {rank}'s steps"
+        );
+    }
+    let unbeaten: BTreeMap<SeriesKey, RankSeries> = rows
+        .iter()
+        .map(|r| {
+            let mut series = RankSeries::default();
+            series.add(0, 1, Some(1), None);
+            series.add(1_000_000, 2, Some(1), None);
+            ((r.host.clone(), r.soak_id.clone()), series)
+        })
+        .collect();
+    let html = page(rows, unbeaten);
+    assert!(html.contains("id=\"chart-progress\""));
+    assert!(
+        !html.contains("id=\"chart-step\""),
+        "no beats, no step chart"
+    );
 }
