@@ -113,7 +113,8 @@ pub use log::{
 };
 pub use paths::Distrust;
 // ...and the views over it.
-pub use projection::{ALL as PROJECTIONS, DaemonRow, Daemons};
+pub use projection::{DaemonRow, Daemons};
+pub use read::VIEWS as PROJECTIONS;
 
 // Whose log, where, and when.
 pub use paths::StatePaths;

@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 13;
+pub const SCHEMA_VERSION: u32 = 14;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -148,6 +148,18 @@ pub(crate) const STEPS: &[Step] = &[
         // `SoakStartedV12`, the job of schema 9–12's forms frozen in `event::stored::v12`.
         // Schema 12 records decode and hash unchanged; their soaks form run `null` and export
         // as they did, byte for byte. Nothing is rewritten.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 13,
+        description: "each soak's rank summary kept",
+        // Schema 14 keeps, beside the events, what the job views read of each soak (its job,
+        // and its rank's fold: `read::job::soaks::kept`), a view of its own kept inside each
+        // append's transaction. Records decode and hash unchanged and nothing is rewritten:
+        // the open that migrates builds the view's table from the events (and the archives) in
+        // this same transaction (`log::build`), or, where a reader handed no views migrated,
+        // the next open that is handed them. The version keeps an older unilab, which would
+        // append without keeping the table, away.
         apply: |_| Ok(()),
     },
 ];
