@@ -85,13 +85,8 @@ fn a_running_job_of_beating_ranks_names_the_one_that_stopped_beating() {
         "{verdict}"
     );
     for pid in pids {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .unwrap();
         assert!(
-            started.exit_code(pid, Duration::from_secs(120)).is_some(),
+            started.terminate(pid, Duration::from_secs(120)).is_some(),
             "rank soak {pid} ended on SIGTERM"
         );
     }

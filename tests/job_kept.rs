@@ -4,7 +4,6 @@
 //! warning.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -13,10 +12,9 @@ use crate::common::*;
 /// `unilab --quiet soak run` of soak `n` in a cleared environment, sampled every 0.1 s, its
 /// command writing progress into `progress-<n>` five times over a second; `job` and `rank` as
 /// given (`None`: outside a job); `fail` makes its command exit 3 after 0.3 s (its job's alarm,
-/// which the ranks still running see). Started, not waited for.
-fn soak(root: &TestRoot, dir: &Path, n: u32, job: Option<(&str, u32)>, fail: bool) -> Started {
+/// which the ranks still running see). Begun, not waited for.
+fn soak(root: &TestRoot, dir: &Path, n: u32, job: Option<(&str, u32)>, fail: bool) -> Begun {
     let progress = dir.join(format!("progress-{n}"));
-    private_dir_all(&progress);
     let script = if fail {
         format!("echo 1 >> {}/step; sleep 0.3; exit 3", progress.display())
     } else {
@@ -25,37 +23,25 @@ fn soak(root: &TestRoot, dir: &Path, n: u32, job: Option<(&str, u32)>, fail: boo
             progress.display()
         )
     };
-    let mut cmd = Command::new(unilab_bin());
-    cmd.env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", root.root())
-        .env("LANG", "C.UTF-8")
-        .arg("--root")
-        .arg(root.root())
-        .args(["--quiet", "soak", "run", "--progress-dir"])
-        .arg(&progress)
-        .arg("--output")
-        .arg(dir.join(format!("soak-{n}.json")))
-        .args(["--allow-no-progress", "--sample-interval", "0.1"])
-        .stdout(Stdio::null());
+    let mut cmd = quiet_soak(root, dir, n);
     if let Some((job, rank)) = job {
         cmd.args(["--job", job, "--rank", &rank.to_string()]);
     }
     let child = cmd.args(["--", "sh", "-c", &script]).spawn().unwrap();
-    Started {
+    Begun {
         child,
         artifact: dir.join(format!("soak-{n}.json")),
     }
 }
 
 /// A soak started by [`soak`].
-struct Started {
+struct Begun {
     child: std::process::Child,
     artifact: std::path::PathBuf,
 }
 
 /// Waits for each soak: its id.
-fn ids(started: Vec<Started>) -> Vec<String> {
+fn ids(started: Vec<Begun>) -> Vec<String> {
     started
         .into_iter()
         .map(|mut s| {
