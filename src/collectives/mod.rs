@@ -1,6 +1,6 @@
 //! The collectives a rank had launched, read from what PyTorch says of them: its flight
 //! recorder's dumps (JSON or pickle, [`read_dump`]) and, when there is none, the NCCL
-//! watchdog's lines in an output tail. Both give the same shape:
+//! watchdog's lines in an output tail ([`watchdog::from_tail`]). Both give the same shape:
 //! per process group its last enqueued, started and completed sequence numbers and the
 //! entries not yet completed.
 //!
@@ -13,6 +13,7 @@
 mod fr;
 mod pickle;
 mod value;
+pub(crate) mod watchdog;
 
 use std::io::Read;
 use std::path::Path;
