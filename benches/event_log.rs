@@ -5,6 +5,9 @@
 //!   packed against the one before), one durable commit;
 //! - `append/samples_100p_batch_100`: 100 such samples in one commit, where what an append
 //!   spends on each sample, not on the commit, shows;
+//! - `append/job_samples_100p_batch_100`: the same of a rank of a job whose trainer beats, with
+//!   every view (what the log keeps of the rank folded at each sample), and `…_unkept` without
+//!   that view: the cost of keeping it;
 //! - `open_read_last`: open a 1,000,000-event log read-only and read its last event;
 //! - `replay_1m`: decode and chain-verify every event of that log;
 //! - `verify_1m`: `log verify` of it (the chain, the subject index, every projection), and its
@@ -102,6 +105,90 @@ fn sample_100p(i: u64) -> (Subject, StoredEvent) {
     )
 }
 
+/// The start of a rank of a job whose samples are [`job_sample_100p`]'s.
+fn job_started() -> (Subject, StoredEvent) {
+    let start = unilab::SoakStart {
+        soak_id: "bench-job-soak".into(),
+        command: vec!["python3".into(), "train.py".into()],
+        cwd: "/work".into(),
+        progress_dir: "/work/progress".into(),
+        output: "/work/soak.json".into(),
+        parameters: unilab::SoakParameters {
+            sample_interval_ms: 1000,
+            startup_timeout_ms: 600_000,
+            stale_progress_ms: 120_000,
+            shutdown_grace_ms: 5000,
+            min_duration_ms: 0,
+        },
+        require_progress: true,
+        metadata: Default::default(),
+        environment: Default::default(),
+        supervisor: ProcessIdentity {
+            pid: 1,
+            start_ticks: 1,
+        },
+        runtime_json: "{}".into(),
+        ticks_per_second: 100,
+    };
+    let started = unilab::Event::SoakStarted {
+        start: Box::new(start),
+        supervision: None,
+        limits: None,
+        job: Some(unilab::JobMember {
+            job: "J".into(),
+            rank: Some(0),
+            on_job_alarm: unilab::OnJobAlarm::Capture,
+            run: Some("1".into()),
+        }),
+        command_lossy: false,
+    };
+    (Subject::Soak("bench-job-soak".into()), started.into())
+}
+
+/// [`sample_100p`] of the rank [`job_started`] starts, its trainer's beats with it.
+fn job_sample_100p(i: u64) -> (Subject, StoredEvent) {
+    let (_, event) = sample_100p(i);
+    let StoredEvent::SoakSampled {
+        sample,
+        mut measures,
+        noted,
+    } = event
+    else {
+        unreachable!("sample_100p is a whole sample")
+    };
+    measures.heartbeat = Some(Box::new(unilab::SampleBeats {
+        beats: 2,
+        step: Some(i * 2),
+        phase: Some("train".into()),
+        step_seconds_min: Some(0.4 + (i % 5) as f32 * 0.01),
+        step_seconds_median: Some(0.5 + (i % 7) as f32 * 0.01),
+        step_seconds_max: Some(0.6),
+        numbers: Default::default(),
+    }));
+    (
+        Subject::Soak("bench-job-soak".into()),
+        StoredEvent::SoakSampled {
+            sample,
+            measures,
+            noted,
+        },
+    )
+}
+
+/// Every view, or every view but what the log keeps of each rank.
+fn views(kept: bool) -> &'static [&'static dyn unilab::View] {
+    use redb::TableHandle;
+    if kept {
+        return PROJECTIONS;
+    }
+    let unkept: Vec<&'static dyn unilab::View> = PROJECTIONS
+        .iter()
+        .copied()
+        .filter(|v| !v.table().name().starts_with("soak_ranks"))
+        .collect();
+    Box::leak(unkept.into_boxed_slice())
+}
+
 /// A log of [`REPLAY_EVENTS`] events, built once and reused across runs.
 fn big_log() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
@@ -168,6 +255,34 @@ fn append(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
+    for kept in [true, false] {
+        let log = EventLog::open(
+            &dir.path().join(format!("job-{kept}.redb")),
+            scope(),
+            views(kept),
+        )
+        .expect("open");
+        let (subject, start) = job_started();
+        log.append(subject, start).expect("start");
+        let mut index = 0;
+        let name = if kept {
+            "job_samples_100p_batch_100"
+        } else {
+            "job_samples_100p_batch_100_unkept"
+        };
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || {
+                    index += 100;
+                    (index..index + 100)
+                        .map(job_sample_100p)
+                        .collect::<Vec<_>>()
+                },
+                |events| black_box(log.append_all(events).expect("append")),
+                BatchSize::SmallInput,
+            )
+        });
+    }
     group.finish();
 }
 

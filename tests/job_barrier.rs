@@ -204,12 +204,7 @@ fn an_interrupted_rank_waits_for_the_others_only_briefly() {
         "exec sleep 600",
     ));
     registered(&root, 1);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(interrupted as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let code = started.exit_code(interrupted, Duration::from_secs(120));
+    let code = started.terminate(interrupted, Duration::from_secs(120));
     let said = std::fs::read_to_string(dir.path().join("err-0")).unwrap();
     assert!(code.is_some(), "rank 0 waited on:\n{said}");
     assert!(
@@ -225,12 +220,7 @@ fn an_interrupted_rank_waits_for_the_others_only_briefly() {
         artifact["evidence"]["trigger"], "interrupted",
         "{artifact:#}"
     );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(slow as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    assert!(started.exit_code(slow, Duration::from_secs(120)).is_some());
+    assert!(started.terminate(slow, Duration::from_secs(120)).is_some());
     root.unilab().args(["log", "verify"]).assert().success();
 }
 

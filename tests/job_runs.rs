@@ -3,7 +3,7 @@
 //! or a launcher says of the job, run or rank that cannot hold is refused before anything runs.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -13,29 +13,6 @@ use crate::common::*;
 /// Long enough for a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(120);
 
-/// `unilab --quiet soak run` in a cleared environment (`PATH` with the fixtures, `HOME` the
-/// state root, `LANG`), sampled every 0.1 s without progress required, watching a private
-/// directory `progress-<n>` of `dir` and writing its artifact as `soak-<n>.json` there; the job,
-/// the launcher's variables and the command are the caller's to add.
-fn soak(root: &TestRoot, dir: &Path, n: u32) -> Command {
-    let progress = dir.join(format!("progress-{n}"));
-    private_dir_all(&progress);
-    let mut cmd = Command::new(unilab_bin());
-    cmd.env_clear()
-        .env("PATH", path_with_fixtures())
-        .env("HOME", root.root())
-        .env("LANG", "C.UTF-8")
-        .arg("--root")
-        .arg(root.root())
-        .args(["--quiet", "soak", "run", "--progress-dir"])
-        .arg(&progress)
-        .arg("--output")
-        .arg(dir.join(format!("soak-{n}.json")))
-        .args(["--allow-no-progress", "--sample-interval", "0.1"])
-        .stdout(Stdio::null());
-    cmd
-}
-
 /// [`soak`] `n` as rank `rank` of job `job` (`--job`, `--rank`), over `sh -c SCRIPT`.
 fn rank_run(
     root: &TestRoot,
@@ -43,7 +20,7 @@ fn rank_run(
     (job, rank, n): (&str, u32, u32),
     script: &str,
 ) -> Command {
-    let mut cmd = soak(root, dir, n);
+    let mut cmd = quiet_soak(root, dir, n);
     cmd.args(["--job", job, "--rank", &rank.to_string()])
         .args(["--", "sh", "-c", script]);
     cmd
@@ -170,7 +147,7 @@ fn what_contradicts_a_soaks_job_run_or_rank_is_refused_before_anything_runs() {
             "`--meta run=r2` contradicts the run this soak records (`r1`)",
         ),
     ] {
-        let mut cmd = soak(&root, dir.path(), 1);
+        let mut cmd = quiet_soak(&root, dir.path(), 1);
         cmd.args(["--job", "A", "--rank", "3"])
             .args(&extra)
             .args(["--", "sh", "-c", &touch]);
@@ -181,7 +158,7 @@ fn what_contradicts_a_soaks_job_run_or_rank_is_refused_before_anything_runs() {
         );
     }
     for bad in ["../x", ".hidden", "a b", ""] {
-        let mut cmd = soak(&root, dir.path(), 1);
+        let mut cmd = quiet_soak(&root, dir.path(), 1);
         cmd.args(["--job", "A", "--rank", "3", "--run", bad])
             .args(["--", "sh", "-c", &touch]);
         refused(
@@ -191,7 +168,7 @@ fn what_contradicts_a_soaks_job_run_or_rank_is_refused_before_anything_runs() {
         );
     }
     // A job's soak needs a rank: `--job` without `--rank`, and no launcher's rank.
-    let mut cmd = soak(&root, dir.path(), 1);
+    let mut cmd = quiet_soak(&root, dir.path(), 1);
     cmd.args(["--job", "A", "--", "sh", "-c", &touch]);
     refused(
         assert_cmd::Command::from_std(cmd),
@@ -218,7 +195,7 @@ fn a_later_step_or_a_requeue_of_a_failed_job_runs() {
     let dir = private_tempdir("unilab-runs-");
     let step = |n: u32, (step, restarts): (&str, Option<&str>), script: &str| {
         // The job and the rank are Slurm's: no `--job`, no `--rank`.
-        let mut cmd = soak(&root, dir.path(), n);
+        let mut cmd = quiet_soak(&root, dir.path(), n);
         cmd.envs([
             ("SLURM_JOB_ID", "4242"),
             ("SLURM_PROCID", "0"),
@@ -249,7 +226,7 @@ fn a_later_step_or_a_requeue_of_a_failed_job_runs() {
     }
     // `--run` overrides Slurm's, and a run named again once over opens the next of it.
     for (n, run) in [(5, "mine"), (6, "mine.2")] {
-        let out = soak(&root, dir.path(), n)
+        let out = quiet_soak(&root, dir.path(), n)
             .envs([("SLURM_JOB_ID", "4242"), ("SLURM_PROCID", "0")])
             .env("SLURM_STEP_ID", "9")
             .args(["--run", "mine", "--", "true"])

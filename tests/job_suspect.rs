@@ -124,13 +124,8 @@ fn a_healthy_running_job_names_no_rank() {
 
 /// SIGTERM to a rank's soak, and its end.
 fn stop(started: &mut Started, pid: u32) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
     assert!(
-        started.exit_code(pid, Duration::from_secs(120)).is_some(),
+        started.terminate(pid, Duration::from_secs(120)).is_some(),
         "rank soak {pid} ended on SIGTERM"
     );
 }

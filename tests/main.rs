@@ -19,6 +19,7 @@ mod heartbeat_views;
 mod job;
 mod job_barrier;
 mod job_beats;
+mod job_kept;
 mod job_report;
 mod job_runs;
 mod job_straggler;

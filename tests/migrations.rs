@@ -69,9 +69,9 @@ const NOTED_SOAK_IN_FIXTURE: &str = "20261210T120000-b12b";
 /// The soak a frozen fixture (schema 13 on) holds whose start holds the run it joined.
 const RUN_SOAK_IN_FIXTURE: &str = "20261211T130000-b13b";
 
-/// The soak a frozen fixture (schema 14 on) holds whose verdict counts the beats not taken as
+/// The soak a frozen fixture (schema 15 on) holds whose verdict counts the beats not taken as
 /// they came.
-const COUNTED_SOAK_IN_FIXTURE: &str = "20261212T140000-b14b";
+const COUNTED_SOAK_IN_FIXTURE: &str = "20261213T150000-b15b";
 
 /// The soak a frozen fixture (schema 8 on) holds with its samples packed.
 const PACKED_IN_FIXTURE: &str = "20261206T080000-c8c8";
@@ -117,7 +117,7 @@ fn freeze_fixture() {
     // Schema 13: a rank of a job's run, stopped by another rank's alarm.
     log.append_all(run_soak(RUN_SOAK_IN_FIXTURE, supervisor))
         .unwrap();
-    // Schema 14: a soak whose verdict counts the beats not taken as they came.
+    // Schema 15: a soak whose verdict counts the beats not taken as they came.
     log.append_all(counted_soak(COUNTED_SOAK_IN_FIXTURE, supervisor))
         .unwrap();
     drop(log);

@@ -13,12 +13,17 @@ Python API decides the same way.
   name is dropped, the file's I/O errors too, and :func:`heartbeat_errors` counts them, the
   same with and without the variable. The one call here that does not run the binary: it is
   meant for every step.
+- :func:`watch_collectives` — after ``init_process_group``, one line that lets unilab read this
+  rank's flight recorder and every thread's stack while the rank hangs in a collective (a
+  daemon thread on a FIFO in ``$UNILAB_COLLECTIVES_DIR``); a no-op without a soak or without
+  ``torch.distributed``, and it never raises into training.
 - ``python -m unilab ARGS`` runs the binary with ARGS.
 """
 
 from __future__ import annotations
 
 from ._binary import UnilabError, binary_path
+from ._collectives import watch_collectives
 from ._heartbeat import heartbeat, heartbeat_errors
 
 try:
@@ -31,4 +36,11 @@ try:
 except ImportError:  # pragma: no cover - Python < 3.8
     __version__ = "0+unknown"
 
-__all__ = ["UnilabError", "binary_path", "heartbeat", "heartbeat_errors", "__version__"]
+__all__ = [
+    "UnilabError",
+    "binary_path",
+    "heartbeat",
+    "heartbeat_errors",
+    "watch_collectives",
+    "__version__",
+]

@@ -42,7 +42,8 @@ pub(crate) fn read_own_log(
     paths: &StatePaths,
     out: &Output,
 ) -> Result<Option<crate::log::LogReader>, Error> {
-    let reader = crate::log::LogReader::open(&paths.log_path(), &paths.scope())?;
+    let reader =
+        crate::log::LogReader::open_keeping(&paths.log_path(), &paths.scope(), crate::read::VIEWS)?;
     if let Some(reader) = &reader
         && reader.scope() != &paths.scope()
     {
@@ -128,7 +129,8 @@ pub(crate) struct JobSoaks {
 }
 
 /// The soaks whose job `wanted` takes, from this user's log on every host under the state root
-/// ([`for_every_host_log`]: a log that cannot be read is named in a warning and the rest shown),
+/// ([`for_every_host_log`]: a log that cannot be read is named in a warning and the rest shown;
+/// so is a soak whose job cannot be told, or a rank that cannot be read as asked),
 /// each read as far as `reading` says; one row a soak of a host ([`soaks::one_a_host`]). This
 /// host's abandoned soaks are settled first; other hosts' logs are only read. What `job` shows,
 /// and `soak list --job`.
@@ -143,16 +145,26 @@ pub(crate) fn job_soaks(
             paths,
             &reader,
             &crate::process::SystemProc::default(),
+            crate::read::VIEWS,
         )?),
         None => None,
     };
     let mut soaks = Vec::new();
     let mut warnings = Vec::new();
+    let mut of_soaks = Vec::new();
     for_every_host_log_told(paths, out, own, &mut warnings, |directory, snapshot| {
         // A host's soaks are taken whole or not at all: its log may fail half-way.
-        soaks.extend(soaks::in_host_log(directory, snapshot, wanted, reading)?);
+        let mut said = Vec::new();
+        soaks.extend(soaks::in_host_log(
+            directory, snapshot, wanted, reading, &mut said,
+        )?);
+        for warning in said {
+            out.warn(&warning);
+            of_soaks.push(warning);
+        }
         Ok(())
     })?;
+    warnings.extend(of_soaks);
     Ok(JobSoaks {
         soaks: soaks::one_a_host(soaks),
         warnings,

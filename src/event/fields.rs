@@ -41,7 +41,7 @@ pub(crate) fn fields_json(event: &Event, schema: u32) -> Map<String, Value> {
         | StoredEvent::SoakSampled { .. } => "sample",
         StoredEvent::SoakFinishedV5 { .. }
         | StoredEvent::SoakFinishedV9 { .. }
-        | StoredEvent::SoakFinishedV13 { .. }
+        | StoredEvent::SoakFinishedV14 { .. }
         | StoredEvent::SoakFinished { .. } => "end",
         _ => return runtime_as_object(fields),
     };

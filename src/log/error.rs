@@ -139,6 +139,20 @@ pub(super) fn is_no_space(error: &std::io::Error) -> bool {
     matches!(error.kind(), StorageFull | QuotaExceeded)
 }
 
+impl LogError {
+    /// Whether it is about a soak's archive file (missing, damaged, not a file, not to be
+    /// opened), not about the live log: what a view of many soaks can leave one soak out for.
+    pub(crate) fn is_archive(&self) -> bool {
+        matches!(
+            self,
+            LogError::Archive { .. }
+                | LogError::ArchiveMissing { .. }
+                | LogError::ArchiveNotAFile { .. }
+                | LogError::ArchiveAccess { .. }
+        )
+    }
+}
+
 /// Whether an I/O error is about reaching the file rather than about what it holds.
 pub(super) fn is_access(error: &std::io::Error) -> bool {
     use std::io::ErrorKind::*;

@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 14;
+pub const SCHEMA_VERSION: u32 = 15;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -152,12 +152,24 @@ pub(crate) const STEPS: &[Step] = &[
     },
     Step {
         from: 13,
+        description: "each soak's rank summary kept",
+        // Schema 14 keeps, beside the events, what the job views read of each soak (its job,
+        // and its rank's fold: `read::job::soaks::kept`), a view of its own kept inside each
+        // append's transaction. Records decode and hash unchanged and nothing is rewritten:
+        // the open that migrates builds the view's table from the events (and the archives) in
+        // this same transaction (`log::build`), or, where a reader handed no views migrated,
+        // the next open that is handed them. The version keeps an older unilab, which would
+        // append without keeping the table, away.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 14,
         description: "beats timed where they arrive",
-        // Schema 14 adds `soak_finished` in a form whose heartbeat errors count the beats not
+        // Schema 15 adds `soak_finished` in a form whose heartbeat errors count the beats not
         // taken as they came (a `t` that disagrees with the arrival, a repeated step) and the
         // reads for want of an inotify watch: a new variant at the end of `StoredEvent`, the
-        // form it supersedes renamed `SoakFinishedV13`, its findings frozen in
-        // `event::stored::v13`. Schema 13 records decode and hash unchanged, and their soaks
+        // form it supersedes renamed `SoakFinishedV14`, its findings frozen in
+        // `event::stored::v14`. Schema 14 records decode and hash unchanged, and their soaks
         // export as they did, byte for byte; nothing is rewritten.
         apply: |_| Ok(()),
     },

@@ -19,6 +19,7 @@ mod ahead;
 mod append;
 mod appender;
 mod archive;
+mod build;
 pub(crate) mod chain;
 pub(crate) mod claim;
 pub(crate) mod codec;

@@ -19,6 +19,7 @@ use redb::{
     WriteTransaction,
 };
 
+use super::build;
 use super::error::LogError;
 use super::io::{damaged, guarded, unreadable, what_kind};
 use super::meta::{meta_of, read_meta, write_meta};
@@ -262,10 +263,14 @@ pub(super) fn prepare(
         supported: SCHEMA_VERSION,
     };
 
-    // The common case, a current log, needs no write transaction.
+    // The common case, a current log with a table for every view, needs no write transaction.
     let txn = db.begin_read().map_err(unreadable(path))?;
     match read_meta(path, &txn)? {
-        Some((version, found)) if version == SCHEMA_VERSION => return check_scope(&found),
+        Some((version, found))
+            if version == SCHEMA_VERSION && !build::lacks_any(path, &txn, views)? =>
+        {
+            return check_scope(&found);
+        }
         Some((version, _)) if version > SCHEMA_VERSION => return Err(newer(version)),
         _ => {}
     }
@@ -297,9 +302,12 @@ pub(super) fn prepare(
                         source,
                     },
                 )?;
-                create_tables(path, &txn, views)?;
                 write_meta(path, &txn, SCHEMA_VERSION, &found)?;
             }
+            // A view the log has no table for (one a step added, or whose rows took a new
+            // shape) has its table built from the events, in this transaction.
+            build::build_lacking(db, path, &txn, views)?;
+            create_tables(path, &txn, views)?;
         }
     }
     txn.commit().map_err(unreadable(path))

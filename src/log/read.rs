@@ -16,6 +16,9 @@ use super::snapshot::{Record, Snapshot, StoredRecord, decode_hashed, decode_reco
 use super::tables::{self, ViewTable};
 use crate::event::{Envelope, Scope, Subject};
 
+/// A table's rows as stored, by key.
+pub(crate) type EncodedRows = Vec<(String, Vec<u8>)>;
+
 /// How many of a subject's records [`Snapshot::scan_subject`] reads on the calling thread before
 /// it reads the rest on a second one: a daemon's whole life, a short soak.
 const AHEAD_AFTER: usize = 1024;
@@ -245,6 +248,23 @@ impl Snapshot {
                     .map_err(|e| damaged(&self.path, format!("projection row `{key}`: {e}")))
             })
             .collect()
+    }
+
+    /// Every row of a view's table as stored, by key; `None` when the log has no such table
+    /// (an older schema's, not migrated; or a view it has not met).
+    pub(crate) fn table_rows(&self, table: ViewTable) -> Result<Option<EncodedRows>, LogError> {
+        let path = self.path.as_path();
+        guarded(path, || {
+            let Some(table) = open_read_table(path, &self.txn, table)? else {
+                return Ok(None);
+            };
+            let mut rows = Vec::new();
+            for item in table.iter().map_err(unreadable(path))? {
+                let (key, value) = item.map_err(unreadable(path))?;
+                rows.push((key.value().to_owned(), value.value().to_vec()));
+            }
+            Ok(Some(rows))
+        })
     }
 
     /// Every row of a view's table as stored, by key.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use redb::{ReadOnlyDatabase, ReadableDatabase};
 
+use super::build;
 use super::error::LogError;
 use super::handle::EventLog;
 use super::io::{damaged, guarded, unreadable};
@@ -16,6 +17,7 @@ use super::meta::read_meta;
 use super::migrate::SCHEMA_VERSION;
 use super::open::{OPEN_PATIENCE, builder, open_patiently, repaired_copy, trusted, unfit_log};
 use super::snapshot::Snapshot;
+use super::view::Views;
 use crate::event::Scope;
 
 /// Whether opening a log for reading may write to it — repair what a crashed writer left, or
@@ -57,14 +59,21 @@ impl LogReader {
     /// as redb's read-only open refuses it, and an older one migrated. A log of another scope
     /// is never written: an unclean one is read from a repaired copy.
     pub fn open(path: &Path, own: &Scope) -> Result<Option<Self>, LogError> {
-        Self::open_as(path, Writes::IfOwn(own))
+        Self::open_as(path, Writes::IfOwn(own), &[])
+    }
+
+    /// [`open`](Self::open), and a log of `own` that has no table for one of `views` (migrated
+    /// by a reader handed none, or older) gets it, built from its events through a writable open
+    /// (see `build`): what a command that reads the views opens its own log with.
+    pub fn open_keeping(path: &Path, own: &Scope, views: Views) -> Result<Option<Self>, LogError> {
+        Self::open_as(path, Writes::IfOwn(own), views)
     }
 
     /// Opens another host's log (under a state root shared between hosts) strictly read-only:
     /// nothing is repaired or migrated from here — one writer host a file. A log its own host
     /// left unclean cannot be read until that host opens it.
     pub(crate) fn open_other_hosts(path: &Path) -> Result<Option<Self>, LogError> {
-        Self::open_as(path, Writes::Never)
+        Self::open_as(path, Writes::Never, &[])
     }
 
     /// The scope the log was recorded for.
@@ -72,7 +81,7 @@ impl LogReader {
         &self.scope
     }
 
-    fn open_as(path: &Path, writes: Writes<'_>) -> Result<Option<Self>, LogError> {
+    fn open_as(path: &Path, writes: Writes<'_>, views: Views) -> Result<Option<Self>, LogError> {
         match std::fs::metadata(path) {
             Ok(meta) => match unfit_log(path, &meta) {
                 Some(unfit) => return Err(unfit),
@@ -102,7 +111,7 @@ impl LogReader {
                             let (copy, scope) = repaired_copy(path)?;
                             if !writes.allowed_for(&scope) {
                                 let db = open_patiently(path, || builder().open_read_only(&copy))?;
-                                let reader = Self::checked(db, path, Writes::Never)?;
+                                let reader = Self::checked(db, path, Writes::Never, views)?;
                                 return Ok(reader.map(|reader| Self {
                                     _copy: Some(copy),
                                     ..reader
@@ -117,7 +126,7 @@ impl LogReader {
                         pause = (pause * 2).min(Duration::from_millis(50));
                     }
                     Err(e) => return Err(e),
-                    Ok(db) => return Self::checked(db, path, writes),
+                    Ok(db) => return Self::checked(db, path, writes, views),
                 }
             }
         })
@@ -127,6 +136,7 @@ impl LogReader {
         db: ReadOnlyDatabase,
         path: &Path,
         writes: Writes<'_>,
+        views: Views,
     ) -> Result<Option<Self>, LogError> {
         let txn = db.begin_read().map_err(unreadable(path))?;
         let mut first = None;
@@ -141,12 +151,16 @@ impl LogReader {
                     supported: SCHEMA_VERSION,
                 });
             }
-            version if version < SCHEMA_VERSION && writes.allowed_for(&scope) => {
+            version
+                if writes.allowed_for(&scope)
+                    && (version < SCHEMA_VERSION || build::lacks_any(path, &txn, views)?) =>
+            {
                 // A read-only handle cannot migrate: do it through a writable open of the log's
-                // own scope (the views' tables come with the next append), then read the migrated log.
+                // own scope (the tables of views it was not handed come with the next append,
+                // or the next open handed them), then read the migrated log.
                 drop(txn);
                 drop(db);
-                drop(EventLog::open(path, scope.clone(), &[])?);
+                drop(EventLog::open(path, scope.clone(), views)?);
                 open_patiently(path, || builder().open_read_only(path))?
             }
             _ => {

@@ -49,6 +49,14 @@ pub trait View: Sync {
         current: Option<&[u8]>,
         envelope: &Envelope,
     ) -> Result<Update<Vec<u8>>, CodecError>;
+
+    /// Whether its row of a soak outlives the soak's records when they are archived (its
+    /// `soak_archived` event keeps the row, which no event in the live log can rebuild): such a
+    /// view is folded over the archive's records, where they can be read, when its table is
+    /// built or checked (`log verify`), and its stored row is taken where they cannot.
+    fn kept_past_archive(&self) -> bool {
+        false
+    }
 }
 
 impl<P: Projection> View for P {
@@ -110,6 +118,20 @@ impl<'v> FoldedView<'v> {
             }
         }
         Ok(())
+    }
+
+    /// The view folded.
+    pub(crate) fn view(&self) -> &'v dyn View {
+        self.view
+    }
+
+    /// Takes `row` as the row at `key` (or none), as stored: what the events in reach cannot
+    /// rebuild (a row kept past an archive that cannot be read).
+    pub(crate) fn seed(&mut self, key: &str, row: Option<Vec<u8>>) {
+        match row {
+            Some(row) => self.rows.insert(key.to_owned(), row),
+            None => self.rows.remove(key),
+        };
     }
 
     /// The encoded rows, by key.

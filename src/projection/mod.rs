@@ -1,10 +1,10 @@
 //! Projections: views of the event log, materialised as tables beside it.
 //!
 //! A projection is a pure fold over the events of one kind of subject ([`Projection`]). The
-//! log applies every projection in [`ALL`] inside each append's write transaction, and
-//! `log verify` folds the whole log again in memory and compares. Projections are caches: the
-//! events are the truth. Adding one touches this folder only: write it, give it its table, and
-//! list it in [`ALL`].
+//! log applies every view it is handed (`crate::read::VIEWS`: these projections, and what the
+//! read layer keeps beside them) inside each append's write transaction, and `log verify`
+//! folds the whole log again in memory and compares. Projections are caches: the events are
+//! the truth. Adding one: write it here, give it its table, and list it in `read::VIEWS`.
 
 pub(crate) mod daemons;
 pub(crate) mod intents;
@@ -13,8 +13,6 @@ pub(crate) mod leases;
 pub(crate) mod limits;
 pub(crate) mod soaks;
 
-use crate::log::Views;
-
 pub use daemons::{DaemonRow, Daemons};
 pub(crate) use intents::{IntentRow, Intents};
 pub(crate) use jobs::DaemonJobs;
@@ -22,16 +20,6 @@ pub(crate) use leases::Leases;
 pub(crate) use limits::DaemonLimitsView;
 pub(crate) use soaks::{SoakMatch, Soaks};
 pub use soaks::{SoakState, SoakSummary};
-
-/// Every projection the log keeps.
-pub static ALL: Views = &[
-    &Daemons,
-    &Soaks,
-    &Intents,
-    &Leases,
-    &DaemonJobs,
-    &DaemonLimitsView,
-];
 
 #[cfg(test)]
 pub(crate) use in_memory::fold;

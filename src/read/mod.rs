@@ -16,7 +16,8 @@
 //!   [`csv`]: its rows as a spreadsheet;
 //! - [`signature`]: where a captured process stood, as a short signature, and ranks grouped by
 //!   it;
-//! - [`job`]: a job's ranks side by side and its verdict, from each rank's record;
+//! - [`job`]: a job's ranks side by side and its verdict, from each rank's record (and what
+//!   the log keeps of each, a view of its own: [`VIEWS`] lists every view the log keeps);
 //! - [`naming`]: which soak an id, a prefix or `latest` names;
 //! - [`sketch`]: a record made up from a few figures, for the tests of the views.
 
@@ -35,6 +36,23 @@ pub(crate) mod signature;
 pub(crate) mod sketch;
 pub(crate) mod stepped;
 pub(crate) mod stream;
+
+use crate::log::Views;
+use crate::projection::{DaemonJobs, DaemonLimitsView, Daemons, Intents, Leases, Soaks};
+
+/// Every view the log keeps: the projections' ([`crate::projection::ALL`]) and what the job
+/// views keep of each soak ([`job::soaks::kept`]). Every command that writes to the log hands
+/// it these, and `log verify` checks them; a view missing here would be left behind by the
+/// writers that know it not.
+pub static VIEWS: Views = &[
+    &Daemons,
+    &Soaks,
+    &Intents,
+    &Leases,
+    &DaemonJobs,
+    &DaemonLimitsView,
+    &job::soaks::kept::KeptRanks,
+];
 
 /// Milliseconds as the seconds the artifact shows.
 fn seconds(ms: u64) -> f64 {

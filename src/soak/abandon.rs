@@ -10,7 +10,7 @@ use crate::event::{Event, Subject};
 use crate::log::{EventLog, LogError, LogReader, Projection, Snapshot};
 use crate::paths::StatePaths;
 use crate::process::{self, Liveness, ProcSource, ProcessIdentity};
-use crate::projection::{self, SoakState, SoakSummary, Soaks};
+use crate::projection::{SoakState, SoakSummary, Soaks};
 
 /// Why an abandoned soak is abandoned, as recorded.
 pub(crate) const REASON: &str = "its supervisor is gone without a verdict";
@@ -42,13 +42,15 @@ pub(crate) fn abandoned(
         .collect()
 }
 
-/// A read of the log after recording `soak_abandoned` for every abandoned soak. A log of
-/// another scope (a copy brought in for forensics) is only read: its abandoned soaks are shown
-/// as the log has them.
+/// A read of the log after recording `soak_abandoned` for every abandoned soak, through a
+/// handle that keeps `views` (every view the log keeps: the caller's to know). A log of another
+/// scope (a copy brought in for forensics) is only read: its abandoned soaks are shown as the
+/// log has them.
 pub(crate) fn settle(
     paths: &StatePaths,
     reader: &LogReader,
     proc: &dyn ProcSource,
+    views: crate::log::Views,
 ) -> Result<Snapshot, LogError> {
     let snapshot = reader.snapshot()?;
     if reader.scope() != &paths.scope() {
@@ -59,7 +61,7 @@ pub(crate) fn settle(
     if abandoned(&soaks, live).is_empty() {
         return Ok(snapshot);
     }
-    let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
+    let log = EventLog::open(&paths.log_path(), paths.scope(), views)?;
     for soak in abandoned(&soaks, live) {
         // Another command may record it at the same moment: decide again inside the write
         // transaction, on the state no other writer can change meanwhile. Once, whoever asks.

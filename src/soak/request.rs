@@ -339,9 +339,7 @@ impl SoakSpec {
                 heartbeat: Some(step_limits.settings()),
             },
             step_limits,
-            xdg_runtime_dir: var(crate::env::EnvVars::XDG_RUNTIME_DIR)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from),
+            xdg_runtime_dir: runtime_dir,
             limits,
             job,
         })

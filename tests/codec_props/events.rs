@@ -236,7 +236,7 @@ pub(super) fn event() -> impl Strategy<Value = StoredEvent> {
                         findings: Box::new(findings.into()),
                         limit,
                     },
-                    1 => StoredEvent::SoakFinishedV13 {
+                    1 => StoredEvent::SoakFinishedV14 {
                         end,
                         findings: Box::new(findings.into()),
                         limit,

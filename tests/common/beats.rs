@@ -4,7 +4,7 @@
 //! beaten as it started, an eval with `accuracy` beside `loss`, a sample without beats), judged
 //! with `--step-timeout auto` and `--phase-timeout checkpoint=30m`, whose verdict holds its
 //! steps, its heartbeat file's errors and its goodput. And schema 13's: a job's soak whose
-//! start holds the run it joined; and schema 14's, [`noted_soak`]'s whose verdict counts the
+//! start holds the run it joined; and schema 15's, [`noted_soak`]'s whose verdict counts the
 //! beats not taken as they came.
 
 use std::collections::BTreeMap;
@@ -196,7 +196,7 @@ fn beating(event: StoredEvent) -> StoredEvent {
                     other_seconds: 0.5,
                 }),
             }));
-            StoredEvent::SoakFinishedV13 {
+            StoredEvent::SoakFinishedV14 {
                 end,
                 findings: Box::new(findings.into()),
                 limit,
@@ -247,7 +247,7 @@ pub fn run_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEv
         .collect()
 }
 
-/// A soak of schema 14's verdict: [`noted_soak`]'s, started in schema 13's form, its verdict
+/// A soak of schema 15's verdict: [`noted_soak`]'s, started in schema 13's form, its verdict
 /// counting 3 beats whose `t` disagreed with their arrival, 7 that repeated the beat before,
 /// and 40 beats of phases past the first 16.
 pub fn counted_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEvent)> {
@@ -275,7 +275,7 @@ pub fn counted_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, Stor
                 };
                 (subject, event)
             }
-            StoredEvent::SoakFinishedV13 {
+            StoredEvent::SoakFinishedV14 {
                 end,
                 findings,
                 limit,

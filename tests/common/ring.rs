@@ -108,6 +108,16 @@ impl Started {
         pid
     }
 
+    /// SIGTERM to `pid`, one of these, and its exit code once it has ended (up to `timeout`).
+    pub fn terminate(&mut self, pid: u32, timeout: std::time::Duration) -> Option<i32> {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        self.exit_code(pid, timeout)
+    }
+
     /// The exit code of the process `pid` once it has ended, waiting up to `timeout`.
     pub fn exit_code(&mut self, pid: u32, timeout: std::time::Duration) -> Option<i32> {
         let child = self.0.iter_mut().find(|c| c.id() == pid)?;
@@ -248,4 +258,27 @@ pub fn failed_ring(
         let err = std::fs::read_to_string(dir.join(format!("err-{rank}"))).unwrap_or_default();
         assert_eq!(code, Some(1), "rank {rank}'s soak: {err}");
     }
+}
+
+/// `unilab --quiet soak run` in a cleared environment (`PATH` with the fixtures, `HOME` the
+/// state root, `LANG`), sampled every 0.1 s without progress required, watching a private
+/// directory `progress-<n>` of `dir` and writing its artifact as `soak-<n>.json` there; the job,
+/// the launcher's variables and the command are the caller's to add.
+pub fn quiet_soak(root: &TestRoot, dir: &Path, n: u32) -> Command {
+    let progress = dir.join(format!("progress-{n}"));
+    private_dir_all(&progress);
+    let mut cmd = Command::new(unilab_bin());
+    cmd.env_clear()
+        .env("PATH", path_with_fixtures())
+        .env("HOME", root.root())
+        .env("LANG", "C.UTF-8")
+        .arg("--root")
+        .arg(root.root())
+        .args(["--quiet", "soak", "run", "--progress-dir"])
+        .arg(&progress)
+        .arg("--output")
+        .arg(dir.join(format!("soak-{n}.json")))
+        .args(["--allow-no-progress", "--sample-interval", "0.1"])
+        .stdout(Stdio::null());
+    cmd
 }

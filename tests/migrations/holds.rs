@@ -306,15 +306,15 @@ fn the_schema_13_fixture_holds_a_job_soaks_run() {
     );
 }
 
-/// The schema-14 fixture holds a soak whose verdict, in schema 14's form, counts the beats not
+/// The schema-15 fixture holds a soak whose verdict, in schema 15's form, counts the beats not
 /// taken as they came: the artifact's `heartbeat_errors` shows the counts and its summary the
 /// beats of phases past the first 16, and `soak show` warns of them. The beaten soak of schema
 /// 10 beside it, whose verdict counted none of these, shows none (its frozen artifact is
 /// checked with every other).
 #[test]
-fn the_schema_14_fixture_holds_a_verdict_counting_the_beats_not_taken() {
+fn the_schema_15_fixture_holds_a_verdict_counting_the_beats_not_taken() {
     let root = TestRoot::new();
-    install(14, &root);
+    install(15, &root);
     let reader = LogReader::open(&root.log_path(), &root.scope())
         .unwrap()
         .unwrap();
@@ -324,19 +324,19 @@ fn the_schema_14_fixture_holds_a_verdict_counting_the_beats_not_taken() {
         .unwrap()
         .scan_sized(|record, _| {
             match &record.envelope.event {
-                StoredEvent::SoakFinished { .. } => forms.push((record.envelope.subject, 14)),
-                StoredEvent::SoakFinishedV13 { .. } => forms.push((record.envelope.subject, 13)),
+                StoredEvent::SoakFinished { .. } => forms.push((record.envelope.subject, 15)),
+                StoredEvent::SoakFinishedV14 { .. } => forms.push((record.envelope.subject, 14)),
                 _ => {}
             }
             Ok(())
         })
         .unwrap();
     assert!(
-        forms.contains(&(Subject::Soak(COUNTED_SOAK_IN_FIXTURE.into()), 14)),
+        forms.contains(&(Subject::Soak(COUNTED_SOAK_IN_FIXTURE.into()), 15)),
         "{forms:?}"
     );
     assert!(
-        forms.contains(&(Subject::Soak(HEARTBEAT_SOAK_IN_FIXTURE.into()), 13)),
+        forms.contains(&(Subject::Soak(HEARTBEAT_SOAK_IN_FIXTURE.into()), 14)),
         "{forms:?}"
     );
     let export = |id: &str| -> serde_json::Value {

@@ -12,7 +12,7 @@ use crate::event::soak::{
 };
 use crate::event::{Event, Scope, Subject};
 use crate::log::{EventLog, Record};
-use crate::projection::{self, SoakState, Soaks};
+use crate::projection::{SoakState, Soaks};
 
 fn verdict() -> Event {
     let end = SoakEnd {
@@ -78,7 +78,7 @@ fn starts_of_schema_10s_and_11s_forms_in_one_log_read_fold_verify_and_show_their
         uid: nix::unistd::getuid().as_raw(),
         host: "node".into(),
     };
-    let log = EventLog::open(&dir.path().join("events.redb"), scope, projection::ALL).unwrap();
+    let log = EventLog::open(&dir.path().join("events.redb"), scope, crate::read::VIEWS).unwrap();
     let (new, old) = (Subject::Soak("new".into()), Subject::Soak("old".into()));
     // The lossy soak's start goes in schema 11's form, the older soak's in schema 10's, as the
     // unilab of each wrote them.
@@ -123,7 +123,7 @@ fn starts_of_schema_10s_and_11s_forms_in_one_log_read_fold_verify_and_show_their
             .all(|row| row.state == SoakState::Finished(OutcomeStatus::Passed)),
         "{rows:?}"
     );
-    snapshot.verify(projection::ALL).unwrap();
+    snapshot.verify(crate::read::VIEWS).unwrap();
 
     // `history --json` shows each record's own form: the field, then none.
     let shown = super::record_json(read_new);

@@ -42,7 +42,12 @@ pub(super) fn archive(
             .into());
         }
         Some(reader) => {
-            let snapshot = crate::soak::abandon::settle(paths, &reader, &SystemProc::default())?;
+            let snapshot = crate::soak::abandon::settle(
+                paths,
+                &reader,
+                &SystemProc::default(),
+                crate::read::VIEWS,
+            )?;
             select(&snapshot, args, SystemClock.now_us())?
         }
         None if args.soak.is_some() => {
@@ -78,7 +83,7 @@ pub(super) fn archive(
         return report(out, &[], None, None);
     }
     let before = disk_bytes(&log_path);
-    let log = EventLog::open_alone(&log_path, paths.scope(), crate::projection::ALL)
+    let log = EventLog::open_alone(&log_path, paths.scope(), crate::read::VIEWS)
         .map_err(|e| name_holders(e, &log_path))?;
     let ids: Vec<String> = selected.soaks.into_iter().map(|s| s.soak_id).collect();
     let done = crate::soak::archive::archive(&log, &ids)?;

@@ -6,15 +6,17 @@ use crate::log::chain::to_hex;
 use crate::log::{LogError, LogReader};
 use crate::output::Output;
 use crate::paths::StatePaths;
-use crate::projection;
 
 pub(super) fn verify(paths: &StatePaths, out: &mut Output) -> Result<Exit, Error> {
     let log_path = paths.log_path();
     // Whose log it is, verify's report says below.
-    let result = LogReader::open(&log_path, &paths.scope()).and_then(|reader| match reader {
-        Some(reader) => reader.snapshot()?.verify(projection::ALL).map(Some),
-        None => Ok(None),
-    });
+    let result =
+        LogReader::open_keeping(&log_path, &paths.scope(), crate::read::VIEWS).and_then(|reader| {
+            match reader {
+                Some(reader) => reader.snapshot()?.verify(crate::read::VIEWS).map(Some),
+                None => Ok(None),
+            }
+        });
     let report = match result {
         Ok(Some(report)) => report,
         Ok(None) => {

@@ -12,7 +12,6 @@ use crate::event::DaemonLimits;
 use crate::log::EventLog;
 use crate::mps::{self, DaemonRecord, Mps, shared};
 use crate::output::Output;
-use crate::projection;
 
 /// Runs `command` on the daemon `target` names, or on the GPU's shared daemon.
 pub(super) fn exec(
@@ -54,7 +53,7 @@ fn exec_shared(
     command: &[std::ffi::OsString],
     out: &mut Output,
 ) -> Result<Exit, Error> {
-    let open = || EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL);
+    let open = || EventLog::open(&mps.paths.log_path(), mps.paths.scope(), crate::read::VIEWS);
     let attached = {
         let log = open()?;
         settle(mps, &log, out)?;

@@ -12,7 +12,6 @@ use crate::log::EventLog;
 use crate::mps::spec::{self, StartRequest};
 use crate::mps::{DaemonRecord, Mps, foreground, lock};
 use crate::output::Output;
-use crate::projection;
 
 pub(super) fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit, Error> {
     let request = StartRequest {
@@ -28,7 +27,7 @@ pub(super) fn start(mps: &Mps, args: StartArgs, out: &mut Output) -> Result<Exit
     };
     // Validate everything before the log is opened or anything created.
     let spec = spec::spec(mps, &request)?;
-    let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL)?;
+    let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), crate::read::VIEWS)?;
     settle(mps, &log, out)?;
     // From the check that nothing serves the name or the GPU to the record of what started.
     let held = lock::daemon(mps, &spec.name, spec.job.as_deref(), [spec.gpu.as_str()])?;

@@ -13,10 +13,9 @@ use crate::mps::error::MpsError;
 use crate::mps::stop::StopOutcome;
 use crate::mps::{DaemonRecord, Mps, names, records};
 use crate::output::Output;
-use crate::projection;
 
 pub(super) fn stop(mps: &Mps, args: &StopArgs, out: &mut Output) -> Result<Exit, Error> {
-    let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), projection::ALL)?;
+    let log = EventLog::open(&mps.paths.log_path(), mps.paths.scope(), crate::read::VIEWS)?;
     settle(mps, &log, out)?;
     // A daemon still being started is stopped once its start has recorded it.
     let scoped = args

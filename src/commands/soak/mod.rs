@@ -59,6 +59,7 @@ fn settled(paths: &StatePaths, out: &Output) -> Result<Option<Snapshot>, Error> 
         paths,
         &reader,
         &SystemProc::default(),
+        crate::read::VIEWS,
     )?))
 }
 

@@ -8,7 +8,6 @@ use crate::event::soak::OutcomeStatus;
 use crate::log::EventLog;
 use crate::output::Output;
 use crate::paths::StatePaths;
-use crate::projection::{self};
 use crate::snapshot::runtime_snapshot;
 use crate::soak::SoakRequest;
 use crate::soak::console::Console;
@@ -57,7 +56,7 @@ fn supervised(
     spec: &SoakSpec,
     out: &mut Output,
 ) -> Result<supervise::RunReport, Error> {
-    let log = EventLog::open(&paths.log_path(), paths.scope(), projection::ALL)?;
+    let log = EventLog::open(&paths.log_path(), paths.scope(), crate::read::VIEWS)?;
     room_warnings(
         paths,
         &log,

@@ -7,6 +7,8 @@
 //! and the goodput (for a running soak, the latest beats and their pace); a soak without beats,
 //! or recorded before schema 10, reads as it always did.
 
+mod job;
+
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -31,6 +33,7 @@ use crate::time::{Clock, SystemClock};
 use crate::view::explained::{EvidenceExplained, Excerpt, Explained, last_lines};
 use crate::view::judged::JudgedText;
 use crate::view::stepped::{SteppedText, latest_line};
+use job::JobShown;
 
 pub(super) fn show(paths: &StatePaths, id: &str, out: &mut Output) -> Result<Exit, Error> {
     let (snapshot, summary) = resolve(paths, id, out)?;
@@ -76,6 +79,9 @@ fn show_soak(snapshot: &Snapshot, summary: &SoakSummary, out: &mut Output) -> Re
     ];
     if let Some(reason) = &summary.reason {
         lines.push(("reason", foreign(reason).into_owned()));
+    }
+    if let Some(job) = &details.job {
+        lines.extend(job.lines());
     }
     if let Some(exit) = details.exit {
         lines.push((
@@ -307,6 +313,8 @@ fn artifact_line(summary: &SoakSummary) -> (&'static str, String) {
 struct Details {
     /// An argument of the command is not UTF-8: `command` holds it lossily.
     command_lossy: bool,
+    /// The job it is a rank of; `null` for a soak outside a job.
+    job: Option<JobShown>,
     exit: Option<ExitShown>,
     duration_seconds: Option<f64>,
     progress: ProgressShown,
@@ -400,6 +408,7 @@ impl Details {
         let of = &record.summary;
         Self {
             command_lossy: record.command_lossy.unwrap_or(false),
+            job: JobShown::of(record),
             exit: record.exit,
             duration_seconds: record.duration_seconds,
             progress: record.progress,

@@ -1,6 +1,6 @@
 //! What schema 10 adds to a soak's record: its heartbeats. How the steps are judged (with the
 //! start's supervision), what each sample saw of the beats since the last (with its measures),
-//! and the whole run's steps by phase, the heartbeat file's errors (schema 14 adds the beats not
+//! and the whole run's steps by phase, the heartbeat file's errors (schema 15 adds the beats not
 //! taken as they came) and the run's goodput (with the verdict's findings). `soak::heartbeat` reads and judges the beats; these are what it
 //! records.
 //!
@@ -46,7 +46,7 @@ pub struct SampleBeats {
 }
 
 /// Lines of the heartbeat file that were not beats, bytes never read, and beats that were not
-/// taken as they came (schema 14 on: `None` where the form did not count them).
+/// taken as they came (schema 15 on: `None` where the form did not count them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatErrors {
     /// Complete lines that were not beats.

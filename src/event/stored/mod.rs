@@ -11,7 +11,7 @@
 //!
 //! Where `migrations/README.md` says so, a form's payloads are frozen copies here, converted to
 //! and from the domain's types in `event::upcast`: [`v1`] and [`v2`] named after the schema
-//! that introduced them, [`v8`], [`v9`], [`v12`] and [`v13`] after the last that wrote them. The other types a
+//! that introduced them, [`v8`], [`v9`], [`v12`] and [`v14`] after the last that wrote them. The other types a
 //! form holds are the domain's, and `log::golden` pins the bytes of every form: a change to any
 //! type a form reaches fails it, naming the forms it changes.
 //!
@@ -24,7 +24,7 @@
 
 pub mod v1;
 pub mod v12;
-pub mod v13;
+pub mod v14;
 pub mod v2;
 pub mod v8;
 pub mod v9;
@@ -190,10 +190,10 @@ pub enum StoredEvent {
     /// packed against the soak's previous sample (the log unpacks it into
     /// [`StoredEvent::SoakSampledV11`] as it reads).
     SoakSampledCompactV11(Box<soak::CompactSample>),
-    /// `soak_finished` in schema 10–13's form: its findings with the run's steps and goodput.
-    SoakFinishedV13 {
+    /// `soak_finished` in schema 10–14's form: its findings with the run's steps and goodput.
+    SoakFinishedV14 {
         end: Box<v2::SoakEnd>,
-        findings: Box<v13::Findings>,
+        findings: Box<v14::Findings>,
         limit: Option<soak::ResourceLimit>,
     },
     /// `soak_started` in schema 11–12's form: whether its command line is recorded lossily (an
@@ -226,7 +226,7 @@ pub enum StoredEvent {
         job: Option<soak::JobMember>,
         command_lossy: bool,
     },
-    /// `soak_finished` since schema 14: the heartbeat file's errors count the beats not taken
+    /// `soak_finished` since schema 15: the heartbeat file's errors count the beats not taken
     /// as they came (a `t` on another clock, a repeated step) and the reads for want of a watch.
     SoakFinished {
         end: Box<v2::SoakEnd>,
@@ -266,7 +266,7 @@ impl StoredEvent {
             | S::SoakFinishedV4(_)
             | S::SoakFinishedV5 { .. }
             | S::SoakFinishedV9 { .. }
-            | S::SoakFinishedV13 { .. }
+            | S::SoakFinishedV14 { .. }
             | S::SoakFinished { .. } => 8,
             S::SoakAbandoned { .. } => 9,
             S::ArtifactWritten { .. } => 10,

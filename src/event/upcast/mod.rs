@@ -57,11 +57,11 @@ impl StoredEvent {
             S::SoakStartedV10 { .. }
             | S::SoakSampledV11 { .. }
             | S::SoakSampledCompactV11(_)
-            | S::SoakFinishedV13 { .. } => 10,
+            | S::SoakFinishedV14 { .. } => 10,
             S::SoakStartedV12 { .. } => 11,
             S::SoakSampled { .. } | S::SoakSampledCompact { .. } => 12,
             S::SoakStarted { .. } => 13,
-            S::SoakFinished { .. } => 14,
+            S::SoakFinished { .. } => 15,
         }
     }
 
@@ -174,11 +174,11 @@ impl StoredEvent {
                 findings,
                 limit,
             } => soak_finished::v9(*end, *findings, limit),
-            S::SoakFinishedV13 {
+            S::SoakFinishedV14 {
                 end,
                 findings,
                 limit,
-            } => soak_finished::v13(*end, *findings, limit),
+            } => soak_finished::v14(*end, *findings, limit),
             S::SoakFinished {
                 end,
                 findings,

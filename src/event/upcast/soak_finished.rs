@@ -3,12 +3,12 @@
 //! Schema 1's verdict lacks what schema 2 added: no teardown apart from the run (its
 //! `duration_ms` is the run's). The findings (schema 5) and the limit that failed the soak (6)
 //! are `None` where a form did not record them; schema 5–9's findings have no heartbeat
-//! ([`super::v9`]); schema 10–13's heartbeat errors do not count the beats not taken as they
-//! came nor the reads without a watch ([`v13::HeartbeatErrors`]): those are `None`.
+//! ([`super::v9`]); schema 10–14's heartbeat errors do not count the beats not taken as they
+//! came nor the reads without a watch ([`v14::HeartbeatErrors`]): those are `None`.
 
 use crate::event::Event;
 use crate::event::soak::{Findings, HeartbeatErrors, ResourceLimit, RunBeats, SoakEnd};
-use crate::event::stored::{StoredEvent, v1, v2, v9, v13};
+use crate::event::stored::{StoredEvent, v1, v2, v9, v14};
 
 pub(super) fn v1(end: v1::SoakEnd) -> Event {
     Event::SoakFinished {
@@ -42,9 +42,9 @@ pub(super) fn v9(end: v2::SoakEnd, findings: v9::Findings, limit: Option<Resourc
     }
 }
 
-pub(super) fn v13(
+pub(super) fn v14(
     end: v2::SoakEnd,
-    findings: v13::Findings,
+    findings: v14::Findings,
     limit: Option<ResourceLimit>,
 ) -> Event {
     Event::SoakFinished {
@@ -90,7 +90,7 @@ pub(super) fn into_stored(
             findings: Box::new((*findings.unwrap_or_default()).into()),
             limit,
         },
-        10..=13 => S::SoakFinishedV13 {
+        10..=14 => S::SoakFinishedV14 {
             end,
             findings: Box::new((*findings.unwrap_or_default()).into()),
             limit,
@@ -103,15 +103,15 @@ pub(super) fn into_stored(
     }
 }
 
-impl From<v13::Findings> for Findings {
-    fn from(old: v13::Findings) -> Self {
+impl From<v14::Findings> for Findings {
+    fn from(old: v14::Findings) -> Self {
         Findings {
             child: old.child,
             oom_kills: old.oom_kills,
             unkillable: old.unkillable,
             gpu_release: old.gpu_release,
             heartbeat: old.heartbeat.map(|beats| {
-                let v13::RunBeats {
+                let v14::RunBeats {
                     steps,
                     untracked,
                     errors,
@@ -136,10 +136,10 @@ impl From<v13::Findings> for Findings {
     }
 }
 
-/// The findings as schema 10–13 stored them: without the counts they did not keep.
-impl From<Findings> for v13::Findings {
+/// The findings as schema 10–14 stored them: without the counts they did not keep.
+impl From<Findings> for v14::Findings {
     fn from(new: Findings) -> Self {
-        v13::Findings {
+        v14::Findings {
             child: new.child,
             oom_kills: new.oom_kills,
             unkillable: new.unkillable,
@@ -151,10 +151,10 @@ impl From<Findings> for v13::Findings {
                     errors,
                     goodput,
                 } = *beats;
-                Box::new(v13::RunBeats {
+                Box::new(v14::RunBeats {
                     steps,
                     untracked,
-                    errors: v13::HeartbeatErrors {
+                    errors: v14::HeartbeatErrors {
                         malformed: errors.malformed,
                         oversized: errors.oversized,
                         dropped_bytes: errors.dropped_bytes,

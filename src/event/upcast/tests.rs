@@ -235,12 +235,12 @@ fn changed_forms() -> Vec<StoredEvent> {
     .chain(schema_11_forms())
     .chain(schema_12_forms())
     .chain(schema_13_forms())
-    .chain(schema_14_forms())
+    .chain(schema_15_forms())
     .collect()
 }
 
-/// The form schema 14 adds: a verdict counting the beats not taken as they came.
-fn schema_14_forms() -> Vec<StoredEvent> {
+/// The form schema 15 adds: a verdict counting the beats not taken as they came.
+fn schema_15_forms() -> Vec<StoredEvent> {
     let run = RunBeats {
         untracked: 3,
         errors: HeartbeatErrors {
@@ -261,8 +261,8 @@ fn schema_14_forms() -> Vec<StoredEvent> {
     }]
 }
 
-/// A verdict of schema 10–13's forms reads without the counts of the beats not taken as they
-/// came (`None`: not zero, which would say none were); schema 14's with what it counted.
+/// A verdict of schema 10–14's forms reads without the counts of the beats not taken as they
+/// came (`None`: not zero, which would say none were); schema 15's with what it counted.
 #[test]
 fn a_verdict_counts_the_beats_not_taken_only_where_its_form_does() {
     let mut counted = Vec::new();
@@ -282,7 +282,7 @@ fn a_verdict_counts_the_beats_not_taken_only_where_its_form_does() {
     }
     assert_eq!(
         counted,
-        [(10, None, None, None), (14, Some(4), Some(9), Some(1))]
+        [(10, None, None, None), (15, Some(4), Some(9), Some(1))]
     );
 }
 
@@ -476,7 +476,7 @@ fn schema_10_forms() -> Vec<StoredEvent> {
                 ..Measures::default()
             }),
         },
-        StoredEvent::SoakFinishedV13 {
+        StoredEvent::SoakFinishedV14 {
             end: Box::new(end_of_v1(end_v1()).into()),
             findings: Box::new(
                 Findings {
@@ -621,7 +621,7 @@ fn an_event_is_written_in_its_kinds_newest_form() {
             "daemon_starting" => 4,
             "soak_sampled" => 12,
             "soak_started" => 13,
-            "soak_finished" => 14,
+            "soak_finished" => 15,
             "soak_evidence_captured" | "soak_job_alarm_seen" => 9,
             _ => 6,
         };

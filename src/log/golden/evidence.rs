@@ -9,7 +9,7 @@ use crate::event::soak::{
     GpuReleased, HeartbeatErrors, KernelMessage, MpsTeardown, OomKill, OomSource, ProcessEvidence,
     RunBeats, StepStats, ThreadEvidence, UnkillableProcess,
 };
-use crate::event::stored::{v8, v9, v13};
+use crate::event::stored::{v8, v9, v14};
 
 fn thread(n: &mut Fresh) -> ThreadEvidence {
     ThreadEvidence {
@@ -137,14 +137,14 @@ pub(super) fn findings_v9(n: &mut Fresh) -> v9::Findings {
     }
 }
 
-/// The findings as schema 10–13's verdicts hold them.
-pub(super) fn findings_v13(n: &mut Fresh) -> v13::Findings {
-    v13::Findings {
+/// The findings as schema 10–14's verdicts hold them.
+pub(super) fn findings_v14(n: &mut Fresh) -> v14::Findings {
+    v14::Findings {
         child: Some(child(n)),
         oom_kills: vec![oom_kill(n)],
         unkillable: vec![unkillable(n)],
         gpu_release: Some(gpu_release(n)),
-        heartbeat: Some(Box::new(v13::RunBeats {
+        heartbeat: Some(Box::new(v14::RunBeats {
             steps: BTreeMap::from([(
                 n.text(),
                 StepStats {
@@ -156,7 +156,7 @@ pub(super) fn findings_v13(n: &mut Fresh) -> v13::Findings {
                 },
             )]),
             untracked: n.u64(),
-            errors: v13::HeartbeatErrors {
+            errors: v14::HeartbeatErrors {
                 malformed: n.u64(),
                 oversized: n.u64(),
                 dropped_bytes: n.u64(),

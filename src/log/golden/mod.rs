@@ -163,9 +163,9 @@ fn every_form() -> Vec<StoredEvent> {
             measures: Box::new(measures(n)),
         },
         |n| S::SoakSampledCompactV11(Box::new(compact(n))),
-        |n| S::SoakFinishedV13 {
+        |n| S::SoakFinishedV14 {
             end: Box::new(end(n)),
-            findings: Box::new(findings_v13(n)),
+            findings: Box::new(findings_v14(n)),
             limit: Some(resource_limit()),
         },
         |n| S::SoakStartedV12 {

@@ -83,7 +83,7 @@ pub(crate) struct RankRow {
 /// of its own could be captured (its own capture is taken before its tree's first signal, which
 /// ends its supervision); the rank that tripped first raised the alarm and made no capture for
 /// it. So the first capture recorded is the alarm's when there is one, else the rank's own.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, serde::Deserialize, Serialize)]
 pub(crate) struct RankCaptures {
     chosen: Option<StackSignature>,
     last_at_us: Option<i64>,

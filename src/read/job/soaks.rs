@@ -1,20 +1,32 @@
 //! The soaks of jobs in one host's log, each read as far as asked ([`Reading`]): its summary,
-//! its row for `job show` (read in one pass over its records that keeps no sample), its series
-//! for `job report`. One row a soak of a host ([`one_a_host`]) when the logs of every host are
-//! read together (the command layer's loop over them).
+//! its row for `job show`, its series for `job report`. One row a soak of a host
+//! ([`one_a_host`]) when the logs of every host are read together (the command layer's loop
+//! over them).
+//!
+//! A rank's row comes from what the log keeps of it ([`kept`]: its job, and its [`RankFold`]
+//! folded as its events were appended), without a look at its samples or its archive; where
+//! the log keeps none — another host's log not migrated, a soak archived before the log kept
+//! them — its records are folded whole, with a warning that says so. A soak's job is known
+//! from the same row, so a soak outside the job asked for is not read at all; one whose job
+//! cannot be told (its archive cannot be read) is named in a warning and left out.
+
+use serde::{Deserialize, Serialize};
+
+pub(crate) mod kept;
 
 use crate::event::soak::{Measures, ProgressNoted, Sample};
 use crate::event::{Event, Subject};
 use crate::log::{LogError, Snapshot};
 use crate::projection::{SoakSummary, Soaks};
-use crate::read::fold::{Fold, Folded, walk};
+use crate::read::fold::walk;
 use crate::read::job::series::RankSeries;
 use crate::read::job::straggler::reading::RankReading;
 use crate::read::job::suspect::RankPace;
 use crate::read::job::{RankCaptures, RankRow};
-use crate::soak::launch::{JOB_KEY, NODE_KEY, RANK_KEY};
 use crate::soak::watch::progress::{ProgressReading, SampleSeen};
+use crate::text::foreign;
 use crate::time::unix_seconds;
+use kept::Member;
 
 /// One soak of a job, on its host.
 pub(crate) struct JobSoak {
@@ -40,54 +52,102 @@ pub(crate) struct JobSoak {
 pub(crate) enum Reading {
     /// Its summary alone (`job list`).
     Summaries,
-    /// Its records too, for its row, keeping no sample (`job show`).
+    /// Its row too, from what the log keeps of it (`job show`).
     Rows,
     /// Its row and its series over time (`job report`).
     RowsAndSeries,
 }
 
 /// The soaks whose job `wanted` takes in the log of one host (`snapshot`, found in the
-/// directory `directory`), each read as far as `reading` says (its samples, captures and
-/// verdict for its row; its series). A soak's host is the one its log is scoped to: a log
-/// copied aside shows its soaks under their own host.
+/// directory `directory`), each read as far as `reading` says (its row; its series). A soak's
+/// host is the one its log is scoped to: a log copied aside shows its soaks under their own
+/// host. What could not be read as it should — a soak whose job cannot be told, a rank read from
+/// every sample or left out — is said in `warnings`.
 pub(crate) fn in_host_log(
     directory: &str,
     snapshot: &Snapshot,
     wanted: &dyn Fn(&str) -> bool,
     reading: Reading,
+    warnings: &mut Vec<String>,
 ) -> Result<Vec<JobSoak>, LogError> {
     let host = match snapshot.meta()? {
         Some((_, scope)) => scope.host,
         None => directory.to_owned(),
     };
+    let mut kept = kept::rows(snapshot)?;
+    let mut unkept_said = false;
     let mut found = Vec::new();
     for summary in Soaks::rows(snapshot)? {
-        let metadata = match first_event(snapshot, &summary)? {
-            Some(Event::SoakStarted { start, .. }) => start.metadata,
-            _ => continue,
+        let row = kept.as_mut().and_then(|k| k.remove(&summary.soak_id));
+        let member = match &row {
+            Some(row) => row.member.clone(),
+            None => match start_of(snapshot, &summary) {
+                Ok(member) => member,
+                Err(e) if e.is_archive() => {
+                    warnings.push(format!(
+                        "soak `{}` on host `{}`: {}: whether it is a rank of a job cannot be told, and it is left out",
+                        foreign(&summary.soak_id),
+                        foreign(&host),
+                        foreign(&said(&e))
+                    ));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            },
         };
-        let Some(job) = metadata.get(JOB_KEY).filter(|job| wanted(job)) else {
+        let Some(member) = member.filter(|m| wanted(&m.job)) else {
             continue;
         };
         let summary = crate::soak::ended::as_shown(snapshot, summary)?;
-        let rank = metadata
-            .get(RANK_KEY)
-            .and_then(|r| crate::soak::launch::rank_number(r));
-        let mut series = (reading == Reading::RowsAndSeries).then(RankSeries::default);
-        let row = if reading == Reading::Summaries {
-            None
-        } else {
-            let mut row = read_rank(snapshot, &summary, &host, series.as_mut())?;
-            row.rank = rank;
-            row.node = metadata.get(NODE_KEY).cloned();
-            Some(row)
+        // What the log kept of it, unless its records went on past it (a writer that kept none).
+        let fold = row
+            .filter(|r| r.seen_seq == summary.last_seq)
+            .map(|r| r.fold);
+        let who = format!(
+            "{} on host `{}` (soak `{}`)",
+            member
+                .rank
+                .map_or_else(|| "a rank".to_owned(), |r| format!("rank {r}")),
+            foreign(&host),
+            foreign(&summary.soak_id)
+        );
+        if reading == Reading::Rows && fold.is_none() {
+            match kept {
+                None if !unkept_said => {
+                    warnings.push(format!(
+                        "the log of host `{}` keeps no summary of its ranks of version {} (an older unilab's, not migrated, or a newer one's): its ranks are read from every sample",
+                        foreign(&host),
+                        kept::STATE_VERSION
+                    ));
+                    unkept_said = true;
+                }
+                None => {}
+                Some(_) => warnings.push(format!(
+                    "{who}: the log keeps no summary of it that is up to date: it is read from every sample"
+                )),
+            }
+        }
+        let read = RankRead {
+            snapshot,
+            soak: &summary,
+            host: &host,
+            who: &who,
         };
+        let Some((row, series)) = read.as_asked(reading, fold, warnings)? else {
+            continue;
+        };
+        let row = row.map(|mut row| {
+            row.rank = member.rank;
+            row.node = member.node.clone();
+            row.run = member.run.clone();
+            row
+        });
         found.push(JobSoak {
-            job: job.clone(),
+            job: member.job,
             at_home: host == directory,
             host: host.clone(),
-            rank,
-            rank_text: metadata.get(RANK_KEY).cloned(),
+            rank: member.rank,
+            rank_text: member.rank_text,
             ran_seconds: crate::soak::abandon::ran_seconds(snapshot, &summary)?,
             summary,
             row,
@@ -95,6 +155,56 @@ pub(crate) fn in_host_log(
         });
     }
     Ok(found)
+}
+
+/// A rank's row and series, each where asked for.
+type AsAsked = (Option<RankRow>, Option<RankSeries>);
+
+/// One rank's soak of a host's log, to be read as asked.
+struct RankRead<'a> {
+    snapshot: &'a Snapshot,
+    soak: &'a SoakSummary,
+    host: &'a str,
+    /// The rank, its host and its soak, as warnings name it.
+    who: &'a str,
+}
+
+impl RankRead<'_> {
+    /// Its row and series as `reading` asks: the row from what the log kept (`fold`) where it
+    /// can, else from its records; the series from its records. `None` when it cannot be read
+    /// (its archive), said in `warnings`.
+    fn as_asked(
+        &self,
+        reading: Reading,
+        fold: Option<RankFold>,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<AsAsked>, LogError> {
+        let (soak, host, who) = (self.soak, self.host, self.who);
+        match (reading, fold) {
+            (Reading::Summaries, _) => Ok(Some((None, None))),
+            (Reading::Rows, Some(fold)) => Ok(Some((Some(fold.row(soak, host)), None))),
+            (_, fold) => {
+                let mut series = (reading == Reading::RowsAndSeries).then(RankSeries::default);
+                match read_rank(self.snapshot, soak, host, series.as_mut()) {
+                    Ok(row) => Ok(Some((Some(row), series))),
+                    Err(e) if e.is_archive() => {
+                        let why = foreign(&said(&e)).into_owned();
+                        Ok(match fold {
+                            Some(fold) => {
+                                warnings.push(format!("{who}: {why}: its samples are not drawn"));
+                                Some((Some(fold.row(soak, host)), None))
+                            }
+                            None => {
+                                warnings.push(format!("{who}: {why}: it is left out"));
+                                None
+                            }
+                        })
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
 }
 
 /// One row a soak of a host, in the order they started: its original's, else the copy that
@@ -118,15 +228,30 @@ pub(crate) fn one_a_host(mut soaks: Vec<JobSoak>) -> Vec<JobSoak> {
     soaks
 }
 
-/// The first event of a soak, its start: in the live log, or in its archive.
-fn first_event(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Event>, LogError> {
-    let mut first = None;
+/// The job a soak is a rank of, from its start: in the live log, or in its archive (which may
+/// fail to be read). `None` for a soak outside a job.
+fn start_of(snapshot: &Snapshot, soak: &SoakSummary) -> Result<Option<Member>, LogError> {
+    let mut member = None;
     let subject = Subject::Soak(soak.soak_id.clone());
     snapshot.scan_records(&subject, soak.first_seq, |record| {
-        first = Some(record.envelope.event);
+        if let Event::SoakStarted { start, job, .. } = &record.envelope.event {
+            member = Member::of(start, job.as_ref());
+        }
         Ok::<_, LogError>(false)
     })?;
-    Ok(first)
+    Ok(member)
+}
+
+/// An error with its causes, on one line.
+fn said(error: &LogError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// When a rank's progress last happened, Unix microseconds: as its supervisor recorded it with
@@ -152,8 +277,10 @@ fn last_progress_at(
 /// and GPUs' health ([`RankReading`]), the capture that speaks for it, when its command was
 /// spawned (from the samples' times and their ages: the earliest, as a sample is recorded with
 /// its batch, up to a second after it was taken), and its progress as each sample's supervisor
-/// decided it ([`ProgressReading`]). Keeps no sample.
-#[derive(Default)]
+/// decided it ([`ProgressReading`]). Keeps no sample. What the log keeps of a rank (see
+/// [`RankFold`]), so each of its parts is stored as it is: a new part comes along, and a
+/// changed shape is a new [`kept::STATE_VERSION`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct RankRun {
     peak_pss: Option<u64>,
     utilization_sum: f64,
@@ -213,93 +340,180 @@ impl RankRun {
     }
 }
 
-/// One rank's soak as `job show` lists it, read in one pass over its records through the
-/// soak's fold (the events that belong to it, by the rule every reader of a soak takes; its
-/// verdict as folded) that keeps no sample ([`RankRun`]) — and each sample's progress and
-/// memory into `series` when given (bounded: see [`RankSeries`]).
-fn read_rank(
+/// Where a [`RankFold`] stands in its soak's events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+enum Stage {
+    /// Before its start: nothing of it is folded.
+    #[default]
+    Unstarted,
+    Running,
+    /// Past its verdict or its abandonment: nothing more is folded.
+    Over,
+}
+
+/// One rank's soak as `job show` lists it, folded event by event by the rule every reader of
+/// a soak takes ([`walk`]: nothing before its start, a start begins it afresh, nothing after
+/// its verdict or abandonment) into a [`RankRun`] and what its verdict says. The log keeps it
+/// for each soak as its events are appended ([`kept`]); a full fold of its records makes the
+/// same ([`read_rank`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RankFold {
+    run: RankRun,
+    /// Its start's sample interval, which its pace is judged by.
+    sample_interval_ms: Option<u64>,
+    /// When its verdict says progress last happened (`last_progress_ms` after the spawn).
+    verdict_progress_ms: Option<u64>,
+    stage: Stage,
+}
+
+impl RankFold {
+    /// Folds one event of the soak, recorded at `at_us` (each sample's progress and memory into
+    /// `series` too, when given); whether it changed what is folded.
+    pub(crate) fn event(
+        &mut self,
+        event: &Event,
+        at_us: i64,
+        series: Option<&mut RankSeries>,
+    ) -> bool {
+        match (event, self.stage) {
+            (_, Stage::Over) => false,
+            // What was read of an earlier start under the same id is not part of this soak.
+            (Event::SoakStarted { start, .. }, _) => {
+                *self = RankFold {
+                    stage: Stage::Running,
+                    sample_interval_ms: Some(start.parameters.sample_interval_ms),
+                    ..RankFold::default()
+                };
+                self.run.reading.start(start);
+                if let Some(series) = series {
+                    *series = RankSeries::default();
+                }
+                true
+            }
+            (_, Stage::Unstarted) => false,
+            (
+                Event::SoakSampled {
+                    sample,
+                    measures,
+                    progress,
+                },
+                Stage::Running,
+            ) => {
+                let measured = (&**sample, measures.as_deref(), progress.as_ref());
+                self.run.sample(at_us, measured, series);
+                true
+            }
+            (Event::SoakEvidenceCaptured(evidence), Stage::Running) => {
+                self.run.captures.take(evidence);
+                true
+            }
+            (Event::SoakFinished { end, findings, .. }, Stage::Running) => {
+                self.verdict_progress_ms = end.last_progress_ms;
+                self.run.reading.verdict(findings.as_deref());
+                self.stage = Stage::Over;
+                true
+            }
+            (Event::SoakAbandoned { .. }, Stage::Running) => {
+                self.stage = Stage::Over;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Forgets what was folded of the run, keeping where it stands: a soak outside a job.
+    pub(crate) fn forget_run(&mut self) {
+        self.run = RankRun::default();
+        self.verdict_progress_ms = None;
+    }
+
+    /// When its command was spawned (Unix microseconds), once a sample tells.
+    fn spawned_at_us(&self) -> Option<i64> {
+        self.run.spawned_at_us
+    }
+
+    /// Its row, of soak `soak` (its row of the `soaks` view, as shown) on `host`; its rank,
+    /// node and run are its job's to say.
+    pub(crate) fn row(self, soak: &SoakSummary, host: &str) -> RankRow {
+        let RankRun {
+            peak_pss,
+            utilization_sum,
+            utilization_samples,
+            captures,
+            reading,
+            spawned_at_us,
+            progress,
+            pace,
+            ..
+        } = self.run;
+        let pace = pace.done(self.sample_interval_ms);
+        let last_progress_at_us =
+            last_progress_at(&progress, self.verdict_progress_ms, spawned_at_us);
+        let (signature, last_capture_us) = captures.done();
+        let read = reading.done();
+        let (signature, top_frames) = match signature {
+            Some(s) => (Some(s.signature), s.top_frames),
+            None => (None, Vec::new()),
+        };
+        RankRow {
+            rank: None,
+            host: host.to_owned(),
+            node: None,
+            soak_id: soak.soak_id.clone(),
+            run: None,
+            status: soak.state.as_str().to_owned(),
+            failure_kind: soak.failure_kind,
+            started_at: unix_seconds(soak.started_at_us),
+            ended_at: soak.ended_at_us.map(unix_seconds),
+            ended: soak.state.end(),
+            last_progress_at: last_progress_at_us.map(unix_seconds),
+            last_step: read.last_step,
+            last_phase: pace.last_phase.clone(),
+            median_step_seconds: read.median_step_seconds,
+            peak_tree_pss_bytes: peak_pss,
+            gpu_utilization_mean: (utilization_samples > 0)
+                .then(|| utilization_sum / utilization_samples as f64),
+            signature,
+            top_frames,
+            tripped_at: soak
+                .failure_kind
+                .and(last_capture_us.or(soak.ended_at_us))
+                .map(unix_seconds),
+            reason: soak.reason.clone(),
+            gpus: read.gpus,
+            pace,
+        }
+    }
+}
+
+/// One rank's soak as `job show` lists it, read in one pass over its records ([`folded`]) —
+/// and each sample's progress and memory into `series` when given (bounded: see
+/// [`RankSeries`]). What a log that keeps no [`RankFold`] of the soak is read with, and `job
+/// report`'s series.
+pub(crate) fn read_rank(
     snapshot: &Snapshot,
     soak: &SoakSummary,
     host: &str,
     mut series: Option<&mut RankSeries>,
 ) -> Result<RankRow, LogError> {
-    let mut folded = Folded::default();
-    let mut run = RankRun::default();
-    walk(snapshot, &soak.soak_id, |event, schema, at_us| {
-        if let Event::SoakEvidenceCaptured(evidence) = &event {
-            run.captures.take(evidence);
-        }
-        match folded.fold(event, schema) {
-            // What was read of an earlier start under the same id is not part of this soak.
-            Fold::Restarted => {
-                run = RankRun::default();
-                if let Some(series) = series.as_deref_mut() {
-                    *series = RankSeries::default();
-                }
-                if let Some(started) = &folded.soak {
-                    run.reading.start(&started.start);
-                }
-            }
-            Fold::Sample(sample, measures, noted) => {
-                let measured = (&*sample, measures.as_deref(), noted.as_ref());
-                run.sample(at_us, measured, series.as_deref_mut());
-            }
-            Fold::Folded => {}
-        }
-        Ok::<_, LogError>(())
-    })?;
-    let RankRun {
-        peak_pss,
-        utilization_sum,
-        utilization_samples,
-        captures,
-        mut reading,
-        spawned_at_us,
-        progress,
-        pace,
-        ..
-    } = run;
-    let verdict = folded.soak.as_ref().and_then(|s| s.end.as_deref());
-    let last_progress_ms = verdict.and_then(|v| v.end.last_progress_ms);
-    reading.verdict(verdict.and_then(|v| v.findings.as_ref()));
-    let last_progress_at_us = last_progress_at(&progress, last_progress_ms, spawned_at_us);
-    if let (Some(series), Some(spawned)) = (series, spawned_at_us) {
+    let fold = folded(snapshot, &soak.soak_id, series.as_deref_mut())?;
+    if let (Some(series), Some(spawned)) = (series, fold.spawned_at_us()) {
         series.spawned_at(spawned);
     }
-    let soak_started = folded.soak.as_ref();
-    let pace = pace.done(soak_started.map(|s| s.start.parameters.sample_interval_ms));
-    let (signature, last_capture_us) = captures.done();
-    let read = reading.done();
-    let (signature, top_frames) = match signature {
-        Some(s) => (Some(s.signature), s.top_frames),
-        None => (None, Vec::new()),
-    };
-    Ok(RankRow {
-        rank: None,
-        host: host.to_owned(),
-        node: None,
-        soak_id: soak.soak_id.clone(),
-        run: soak_started.and_then(|s| s.job.as_ref()?.run.clone()),
-        status: soak.state.as_str().to_owned(),
-        failure_kind: soak.failure_kind,
-        started_at: unix_seconds(soak.started_at_us),
-        ended_at: soak.ended_at_us.map(unix_seconds),
-        ended: soak.state.end(),
-        last_progress_at: last_progress_at_us.map(unix_seconds),
-        last_step: read.last_step,
-        last_phase: pace.last_phase.clone(),
-        median_step_seconds: read.median_step_seconds,
-        peak_tree_pss_bytes: peak_pss,
-        gpu_utilization_mean: (utilization_samples > 0)
-            .then(|| utilization_sum / utilization_samples as f64),
-        signature,
-        top_frames,
-        tripped_at: soak
-            .failure_kind
-            .and(last_capture_us.or(soak.ended_at_us))
-            .map(unix_seconds),
-        reason: soak.reason.clone(),
-        gpus: read.gpus,
-        pace,
-    })
+    Ok(fold.row(soak, host))
+}
+
+/// The [`RankFold`] of soak `soak_id`, folded over all its records (through the soak's
+/// [`walk`]), keeping no sample; each sample's progress and memory into `series` when given.
+pub(crate) fn folded(
+    snapshot: &Snapshot,
+    soak_id: &str,
+    mut series: Option<&mut RankSeries>,
+) -> Result<RankFold, LogError> {
+    let mut fold = RankFold::default();
+    walk(snapshot, soak_id, |event, _, at_us| {
+        fold.event(&event, at_us, series.as_deref_mut());
+        Ok::<_, LogError>(())
+    })?;
+    Ok(fold)
 }

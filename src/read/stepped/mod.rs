@@ -25,7 +25,7 @@ use crate::soak::heartbeat::goodput::PRODUCTIVE_PHASE;
 pub(crate) struct Stepped {
     /// Steps by phase (beats of the phase; step times of the steps that phase's beats began).
     pub steps: BTreeMap<String, PhaseShown>,
-    /// Beats of phases past the first 16, whose steps are not kept; shown from schema 14 on
+    /// Beats of phases past the first 16, whose steps are not kept; shown from schema 15 on
     /// (before, the artifact left it out).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub untracked: Option<u64>,
@@ -43,7 +43,7 @@ pub(crate) struct PhaseShown {
     pub p99_seconds: Option<f64>,
 }
 
-/// `summary.heartbeat_errors`; what schema 14 added only for the soaks it recorded.
+/// `summary.heartbeat_errors`; what schema 15 added only for the soaks it recorded.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct HeartbeatErrorsShown {
     /// Complete lines that were not beats.
@@ -146,7 +146,7 @@ impl Stepped {
                     (phase.clone(), shown)
                 })
                 .collect(),
-            // Counted with the errors schema 14 added: a verdict of that form on.
+            // Counted with the errors schema 15 added: a verdict of that form on.
             untracked: found.errors.clock.map(|_| found.untracked),
             heartbeat_errors: HeartbeatErrorsShown {
                 malformed: found.errors.malformed,

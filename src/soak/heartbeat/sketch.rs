@@ -22,7 +22,7 @@ pub(crate) const MAX_SECONDS: f64 = 366.0 * 86_400.0;
 const GAMMA: f64 = (1.0 + RELATIVE_ERROR) / (1.0 - RELATIVE_ERROR);
 
 /// A sketch of values `>= 0` (seconds).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Sketch {
     /// Values under [`MIN_SECONDS`].
     small: u64,

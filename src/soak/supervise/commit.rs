@@ -210,7 +210,7 @@ mod tests {
         let log = EventLog::open(
             &dir.path().join("events.redb"),
             scope,
-            crate::projection::ALL,
+            &[&crate::projection::Soaks],
         )
         .unwrap();
         (dir, log)

@@ -138,7 +138,7 @@ pub(crate) struct SampleSeen<'a> {
 }
 
 /// A soak's progress as a reader follows its samples in order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ProgressReading {
     /// The directory's files and bytes at the sample before.
     before: Option<(u64, u64)>,

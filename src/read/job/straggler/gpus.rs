@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::event::soak::{GpuHealth, GpuSample};
 use crate::gpu::GpuInfo;
 
@@ -27,7 +29,7 @@ pub(crate) const SLOWDOWNS: [(u64, &str, &str); 5] = [
 ];
 
 /// A mean built as values come.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Mean {
     pub sum: f64,
     pub count: u64,
@@ -50,7 +52,7 @@ impl Mean {
 }
 
 /// One GPU's health over the samples of a rank's run that read it.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct GpuRun {
     /// nvidia-smi's index on its host.
     pub index: u32,
@@ -102,7 +104,7 @@ impl GpuRun {
 
 /// A rank's GPUs as its samples are read: [`RankGpus::add`] each sample, [`RankGpus::done`]
 /// at the end.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct RankGpus {
     /// `CUDA_VISIBLE_DEVICES` as the rank's command got it; `None` when unset.
     mask: Option<String>,

@@ -9,7 +9,7 @@ use super::steps::RankSteps;
 use crate::event::soak::{Findings, Measures, Sample, SoakStart};
 
 /// One rank's steps and GPUs, as its records are read in order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct RankReading {
     steps: RankSteps,
     gpus: RankGpus,

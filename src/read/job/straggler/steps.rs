@@ -22,7 +22,7 @@ pub(crate) const TRAIN: &str = DEFAULT_PHASE;
 
 /// A rank's steps as its records are read: [`RankSteps::sample`] each sample's beats,
 /// [`RankSteps::verdict`] the verdict's, then [`RankSteps::done`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct RankSteps {
     last_step: Option<u64>,
     train: Sketch,
