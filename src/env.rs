@@ -30,6 +30,9 @@ impl EnvVars {
     pub(crate) const UNILAB_GPU_DEVICE_PREFIX: &'static str = "UNILAB_GPU_DEVICE_PREFIX";
     /// The event log's size past which `soak run` warns at its start (a size: `2GiB`).
     pub(crate) const UNILAB_LOG_WARN_SIZE: &'static str = "UNILAB_LOG_WARN_SIZE";
+    /// Where `soak run` writes where its CPU went, part by part (for the benchmark
+    /// `supervisor_cost`); unset, nothing is kept.
+    pub(crate) const UNILAB_COST_SPLIT: &'static str = "UNILAB_COST_SPLIT";
     /// The CUDA visibility mask; unilab applies it to what nvidia-smi lists.
     pub(crate) const CUDA_VISIBLE_DEVICES: &'static str = "CUDA_VISIBLE_DEVICES";
     /// CUDA's device order; `PCI_BUS_ID` makes CUDA ordinals match nvidia-smi's.

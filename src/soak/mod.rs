@@ -30,6 +30,7 @@ pub(crate) mod archive;
 pub(crate) mod artifact;
 mod capture;
 pub(crate) mod console;
+mod cost;
 pub(crate) mod ended;
 pub(crate) mod error;
 pub(crate) mod growth;

@@ -193,6 +193,18 @@ impl Sampler {
         root: u32,
         after_exit: bool,
     ) -> (Sample, Measures) {
+        super::cost::time(super::cost::Part::Sampling, || {
+            self.sample_now(index, elapsed, root, after_exit)
+        })
+    }
+
+    fn sample_now(
+        &self,
+        index: u64,
+        elapsed: Duration,
+        root: u32,
+        after_exit: bool,
+    ) -> (Sample, Measures) {
         let began = Instant::now();
         let mut errors = Vec::new();
         let (processes, pss_bytes) = process_tree(
@@ -218,7 +230,9 @@ impl Sampler {
             }
             None => (None, Vec::new()),
         };
-        let (progress, problems) = self.progress.signature_within(self.walk_budget);
+        let (progress, problems) = super::cost::time(super::cost::Part::Progress, || {
+            self.progress.signature_within(self.walk_budget)
+        });
         errors.extend(problems);
         let sample = Sample {
             index,

@@ -12,6 +12,7 @@ use crate::event::soak::{FailureKind, Measures, ProgressNoted, Sample};
 use crate::event::{Event, Subject};
 use crate::log::{EventLog, LogError};
 use crate::soak::console::Console;
+use crate::soak::cost::{self, Part};
 use crate::soak::watch::Failure;
 
 /// How often samples taken faster than this are committed, together.
@@ -87,12 +88,14 @@ impl<'a> GroupCommit<'a> {
         measures: Measures,
         progress: ProgressNoted,
     ) -> Result<(), Failure> {
-        let sampled = Event::sampled(sample, measures, Some(progress));
-        self.pending.push((self.subject.clone(), sampled));
-        if self.last.elapsed() >= self.every {
-            self.commit()?;
-        }
-        Ok(())
+        cost::time(Part::Commit, || {
+            let sampled = Event::sampled(sample, measures, Some(progress));
+            self.pending.push((self.subject.clone(), sampled));
+            if self.last.elapsed() >= self.every {
+                self.commit()?;
+            }
+            Ok(())
+        })
     }
 
     /// Commits what is pending. A full disk does not fail the soak: the samples are held (the

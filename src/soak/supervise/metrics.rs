@@ -26,6 +26,7 @@ use super::context::SoakContext;
 use crate::event::soak::{Measures, Sample};
 use crate::process::{ProcSource, ProcessIdentity, SystemProc};
 use crate::soak::console::Console;
+use crate::soak::cost::{self, Part};
 use crate::soak::metrics::{SoakLabels, SoakMetrics};
 use crate::soak::request::SoakSpec;
 
@@ -78,7 +79,9 @@ impl MetricsFile {
     pub(super) fn observe(&mut self, sample: &mut Sample, measures: &Measures, timed: (u64, f64)) {
         let Some(file) = &mut self.file else { return };
         sample.errors.extend(file.unsaid.take());
-        file.metrics.observe(sample, measures, timed);
+        cost::time(Part::Metrics, || {
+            file.metrics.observe(sample, measures, timed)
+        });
     }
 
     /// Writes the file, progress last seen at `last_progress_at_us` (Unix microseconds, as the

@@ -94,6 +94,7 @@ pub(crate) fn run(
         path: spec.progress_dir.clone(),
         problem: ProgressDirProblem::CannotOpen(e),
     })?;
+    crate::soak::cost::from_env();
     let (soak, heartbeats) = Recording::begin(ctx, spec)?;
     let witnesses = Witnesses::start(spec, ctx.paths.uid);
     // Orphans of the guard's tree — should the guard itself die — come to this process instead
@@ -166,6 +167,7 @@ pub(crate) fn run(
         let written = written::write_report(ctx.log, &soak.id, (&path, placement), &ctx.render);
         (path, written)
     });
+    crate::soak::cost::write();
     Ok(RunReport {
         soak_id: soak.id,
         outcome,

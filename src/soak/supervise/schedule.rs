@@ -23,6 +23,7 @@ use crate::event::soak::{
 };
 use crate::event::{Event, Subject};
 use crate::process::{self, ProcessIdentity};
+use crate::soak::cost::{self, Part};
 use crate::soak::guard::GuardStatus;
 use crate::soak::heartbeat::limits::StepJudgement;
 use crate::soak::request::SoakSpec;
@@ -161,13 +162,12 @@ pub(super) fn sample_until_done(
     let mut samples = GroupCommit::new(ctx.log, &ctx.console, soak.subject(), interval);
     // The tree's CPU % between samples, for the status line.
     let mut cpu = crate::soak::sampler::CpuClock::new(process::ticks_per_second());
+    let timed = cost::Loop::begin();
     let failure = loop {
-        wait_until(t0 + interval.mul_f64(tick as f64), guard, interrupted);
-        // Read before sampling: a sample taken after the exit was known says so.
-        let status = guard.status();
-        if let Some(failure) = guard.died(&status) {
-            break Some(died(failure, interrupted));
-        }
+        let status = match await_sample(t0 + interval.mul_f64(tick as f64), guard, interrupted) {
+            Ok(status) => status,
+            Err(failure) => break Some(failure),
+        };
         let command = status.command_state();
         let (elapsed, now_us) = (t0.elapsed(), jiff::Timestamp::now().as_microsecond());
         let running = command == CommandState::Running;
@@ -181,21 +181,21 @@ pub(super) fn sample_until_done(
         seen.extend(sample.processes.iter().map(ProcessSample::identity));
         let failed_child = witnesses.saw(&mut sample, &status);
         let sample_cost = sample.sampler_cost_us;
-        let status_line = ctx
-            .console
-            .shows_status()
-            .then(|| StatusLine::of(&sample, &measures, cpu.advance(&sample).1));
+        let status_line = status_line(ctx, &mut cpu, (&sample, &measures));
         metrics.observe(&mut sample, &measures, heartbeats.timed());
-        let next = watch.observe(&Observation {
-            elapsed,
-            now_us,
-            progress: sample.progress,
-            command,
-            interrupted: interrupted.load(Ordering::Relaxed),
-            failed_child,
-            resources: Resources::of(&sample, &measures),
-            beat_at_us: beat_at,
-            step,
+        let next = cost::time(Part::Watch, || {
+            let observation = Observation {
+                elapsed,
+                now_us,
+                progress: sample.progress,
+                command,
+                interrupted: interrupted.load(Ordering::Relaxed),
+                failed_child,
+                resources: Resources::of(&sample, &measures),
+                beat_at_us: beat_at,
+                step,
+            };
+            watch.observe(&observation)
         });
         let committing = Instant::now();
         so_far.took(&sample);
@@ -228,6 +228,7 @@ pub(super) fn sample_until_done(
             Next::Fail(failure) => break Some(failure),
         }
     };
+    timed.end(index);
     if let (Some(failure), Some(job)) = (&failure, job) {
         // The others are told at once; this rank's tree is stopped only once they captured.
         job.raise(ctx, spec, (failure.kind, &failure.reason), &mut held);
@@ -253,13 +254,26 @@ fn read_beats(
     now_us: i64,
     (sample, measures): (&mut Sample, &mut Measures),
 ) -> (Option<i64>, Option<StepJudgement>) {
-    let polled = heartbeats.poll(now_us);
+    let polled = cost::time(Part::Heartbeat, || heartbeats.poll(now_us));
     for news in &polled.news {
         ctx.console.warn(news);
     }
     sample.errors.extend(polled.error);
     measures.heartbeat = polled.beats.map(Box::new);
     (polled.progress_at_us, polled.step)
+}
+
+/// The status line of a sample, on a terminal only: nothing is formatted that nobody reads.
+fn status_line(
+    ctx: &SoakContext,
+    cpu: &mut crate::soak::sampler::CpuClock,
+    (sample, measures): (&Sample, &Measures),
+) -> Option<StatusLine> {
+    cost::time(Part::Status, || {
+        ctx.console
+            .shows_status()
+            .then(|| StatusLine::of(sample, measures, cpu.advance(sample).1))
+    })
 }
 
 /// What a sample shows outside the record once the watch judged it: the metrics file, rewritten,
@@ -271,15 +285,38 @@ fn show(
     (elapsed, index): (Duration, u64),
     watch: &Watch,
 ) {
-    metrics.write(watch.progress_noted().last_progress_at_us, &ctx.console);
+    cost::time(Part::Metrics, || {
+        metrics.write(watch.progress_noted().last_progress_at_us, &ctx.console);
+    });
     let Some(line) = line else { return };
-    ctx.console.status(line.text(
-        &soak.id,
-        elapsed,
-        index,
-        watch.last_change(),
-        watch.stale_in(elapsed),
-    ));
+    cost::time(Part::Status, || {
+        ctx.console.status(line.text(
+            &soak.id,
+            elapsed,
+            index,
+            watch.last_change(),
+            watch.stale_in(elapsed),
+        ));
+    });
+}
+
+/// Waits for the sample `due`, then reads the guard's status — before sampling: a sample taken
+/// after the exit was known says so; the failure when the guard died.
+fn await_sample(
+    due: Instant,
+    guard: &Guard,
+    interrupted: &AtomicBool,
+) -> Result<GuardStatus, Failure> {
+    cost::time(Part::Wait, || wait_until(due, guard, interrupted));
+    let (status, died_of) = cost::time(Part::Guard, || {
+        let status = guard.status();
+        let died_of = guard.died(&status);
+        (status, died_of)
+    });
+    match died_of {
+        Some(failure) => Err(died(failure, interrupted)),
+        None => Ok(status),
+    }
 }
 
 /// Waits until the sample `due`, the command's exit or an interruption, whichever comes first.
@@ -289,6 +326,7 @@ fn wait_until(due: Instant, guard: &Guard, interrupted: &AtomicBool) {
         std::thread::sleep(
             Duration::from_millis(100).min(due.saturating_duration_since(Instant::now())),
         );
+        cost::woke();
     }
 }
 
@@ -337,7 +375,7 @@ fn alarm_seen(
     held: &mut Vec<(Subject, Event)>,
 ) -> Option<Failure> {
     let job = job?;
-    let alarm = job.check(ctx, spec)?;
+    let alarm = cost::time(Part::Alarm, || job.check(ctx, spec))?;
     if let Err(failure) = samples.commit() {
         return Some(failure);
     }
