@@ -43,3 +43,4 @@ mod slurm_job;
 mod soak;
 mod soak_failures;
 mod soak_outputs;
+mod supervisor_waits;

@@ -17,7 +17,7 @@
 //! - [`beats`]: the heartbeat file; [`metrics`]: the metrics file (`--metrics-file`);
 //! - [`alarm`]: a rank's side of its job's alarm; [`barrier`]: no rank of a failing run stops
 //!   its tree before the run's ranks have captured;
-//! - [`status`]: the live status line.
+//! - [`status`]: the live status line; [`waits`]: the waits between samples.
 //!
 //! [`verdict`]: crate::soak::watch::verdict
 
@@ -33,6 +33,7 @@ mod record;
 mod schedule;
 mod status;
 mod stop;
+mod waits;
 mod written;
 
 use std::collections::HashSet;

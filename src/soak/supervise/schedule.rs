@@ -1,7 +1,8 @@
 //! The schedule: the samples of a running command, each due at `n × interval` after the guard's
 //! spawn, so it does not drift with the sampler's own cost; ticks missed (a slow sample, a
 //! supervisor that did not run) are skipped and said, never caught up. Between samples it
-//! watches for the command's exit and for signals, so a verdict never waits a whole interval.
+//! sleeps until the command exits, the guard dies, a signal comes or the sample is due
+//! ([`Waits`]), so a verdict never waits a whole interval and no wake-up finds nothing to do.
 //! Each sample is fed to the [`Watch`], whose answer ends the sampling or not, then goes to the
 //! [`GroupCommit`] with the progress the watch decided at it.
 
@@ -18,6 +19,7 @@ use super::context::{LOOK_EVERY, SoakContext};
 use super::metrics::MetricsFile;
 use super::record::Recording;
 use super::status::{StatusLine, warn_of_others};
+use super::waits::Waits;
 use crate::event::soak::{
     FailureKind, Measures, ProcessSample, ProgressNoted, ProgressSignature, Sample, SampleBeats,
 };
@@ -162,9 +164,11 @@ pub(super) fn sample_until_done(
     let mut samples = GroupCommit::new(ctx.log, &ctx.console, soak.subject(), interval);
     // The tree's CPU % between samples, for the status line.
     let mut cpu = crate::soak::sampler::CpuClock::new(process::ticks_per_second());
+    let mut waits = Waits::new(&soak.work_dir, guard);
     let timed = cost::Loop::begin();
     let failure = loop {
-        let status = match await_sample(t0 + interval.mul_f64(tick as f64), guard, interrupted) {
+        let due = t0 + interval.mul_f64(tick as f64);
+        let status = match await_sample(&mut waits, due, guard, interrupted) {
             Ok(status) => status,
             Err(failure) => break Some(failure),
         };
@@ -300,33 +304,18 @@ fn show(
     });
 }
 
-/// Waits for the sample `due`, then reads the guard's status — before sampling: a sample taken
-/// after the exit was known says so; the failure when the guard died.
+/// Waits for the sample `due`, then gives the guard's status — read before sampling: a sample
+/// taken after the exit was known says so; the failure when the guard died.
 fn await_sample(
+    waits: &mut Waits,
     due: Instant,
     guard: &Guard,
     interrupted: &AtomicBool,
 ) -> Result<GuardStatus, Failure> {
-    cost::time(Part::Wait, || wait_until(due, guard, interrupted));
-    let (status, died_of) = cost::time(Part::Guard, || {
-        let status = guard.status();
-        let died_of = guard.died(&status);
-        (status, died_of)
-    });
-    match died_of {
-        Some(failure) => Err(died(failure, interrupted)),
-        None => Ok(status),
-    }
-}
-
-/// Waits until the sample `due`, the command's exit or an interruption, whichever comes first.
-fn wait_until(due: Instant, guard: &Guard, interrupted: &AtomicBool) {
-    while Instant::now() < due && !interrupted.load(Ordering::Relaxed) && !guard.status().exited() {
-        // The verdict may wait this long after the command exits; sampling does not.
-        std::thread::sleep(
-            Duration::from_millis(100).min(due.saturating_duration_since(Instant::now())),
-        );
-        cost::woke();
+    waits.until(due, guard, interrupted);
+    match waits.status(guard) {
+        (_, Some(failure)) => Err(died(failure, interrupted)),
+        (status, None) => Ok(status),
     }
 }
 

@@ -1,0 +1,216 @@
+//! The waits between samples: one `poll(2)` on everything that can end one before its time —
+//! the guard's status file written (inotify on the soak's working directory: the command
+//! started or exited, a child failed), the guard's death (its pidfd), and a stop signal (a
+//! socket each of SIGINT, SIGTERM and SIGHUP writes to) — with the next sample's time as its
+//! timeout. So a wait wakes once, when something happened or the sample is due, never to look
+//! and find nothing.
+//!
+//! The guard's status is read again only when its file was written since it was last read, and
+//! `/proc` asked whether the guard died only once its pidfd says it exited. Where one of these
+//! cannot be had (no inotify watch left, a kernel without pidfds, no socket), what it would have
+//! told is looked at as before: every [`FALLBACK`] while waiting, and at each sample.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use signal_hook::SigId;
+
+use super::child::Guard;
+use crate::soak::cost;
+use crate::soak::guard::GuardStatus;
+use crate::soak::watch::Failure;
+
+/// How often a wait looks at what it could not be woken by.
+pub(super) const FALLBACK: Duration = Duration::from_millis(100);
+
+/// The signals that stop a soak (those `soak run` raises its flag on).
+const STOP_SIGNALS: [i32; 3] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+];
+
+/// What wakes a wait, and the guard's status as last read.
+pub(super) struct Waits {
+    /// The soak's working directory, where the guard writes its status file.
+    written: Option<Inotify>,
+    /// Readable once the guard has exited.
+    guard_exit: Option<OwnedFd>,
+    /// Readable once a stop signal came; the handlers, removed when done.
+    signals: Option<(UnixStream, Vec<SigId>)>,
+    /// The status as last read; `None` until it is read, or once its file was written since.
+    status: Option<GuardStatus>,
+    /// The guard's death, once seen.
+    died: Option<Failure>,
+}
+
+impl Waits {
+    /// The waits of the soak whose guard is `guard`, writing its status into `work_dir`.
+    pub(super) fn new(work_dir: &Path, guard: &Guard) -> Self {
+        let written = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
+            .ok()
+            .filter(|inotify| {
+                let flags = AddWatchFlags::IN_MODIFY
+                    | AddWatchFlags::IN_CLOSE_WRITE
+                    | AddWatchFlags::IN_CREATE
+                    | AddWatchFlags::IN_MOVED_TO;
+                inotify.add_watch(work_dir, flags).is_ok()
+            });
+        let guard_exit = i32::try_from(guard.pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .and_then(|pid| {
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            });
+        Self {
+            written,
+            guard_exit,
+            signals: signal_socket(),
+            status: None,
+            died: None,
+        }
+    }
+
+    /// Whether every change is woken for: nothing is looked at on a clock.
+    fn complete(&self) -> bool {
+        self.written.is_some() && self.guard_exit.is_some() && self.signals.is_some()
+    }
+
+    /// The guard's status, read again only when its file was written since; and the failure
+    /// when the guard died before the command was reported to exit.
+    pub(super) fn status(&mut self, guard: &Guard) -> (GuardStatus, Option<Failure>) {
+        cost::time(cost::Part::Guard, || {
+            self.take_news();
+            let status = match &self.status {
+                Some(status) => status.clone(),
+                None => {
+                    let status = guard.status();
+                    if self.written.is_some() {
+                        self.status = Some(status.clone());
+                    }
+                    status
+                }
+            };
+            if self.died.is_none() && (self.guard_exit.is_none() || readable(&self.guard_exit)) {
+                self.died = guard.died(&status);
+            }
+            (status, self.died.clone())
+        })
+    }
+
+    /// Takes what woke or would wake a wait: the status file written (read it again) and the
+    /// signals' bytes.
+    fn take_news(&mut self) {
+        if let Some(inotify) = &self.written {
+            let mut buffer = [0u8; 4096];
+            let mut written = false;
+            while matches!(nix::unistd::read(inotify.as_fd(), &mut buffer), Ok(n) if n > 0) {
+                written = true;
+            }
+            if written {
+                self.status = None;
+            }
+        } else {
+            self.status = None;
+        }
+        if let Some((socket, _)) = &self.signals {
+            let mut buffer = [0u8; 64];
+            while matches!(nix::unistd::read(socket.as_fd(), &mut buffer), Ok(n) if n > 0) {}
+        }
+    }
+
+    /// Waits until the sample `due`, the command's exit, the guard's death or an interruption,
+    /// whichever comes first.
+    pub(super) fn until(&mut self, due: Instant, guard: &Guard, interrupted: &AtomicBool) {
+        cost::time(cost::Part::Wait, || {
+            loop {
+                if interrupted.load(Ordering::Relaxed) {
+                    return;
+                }
+                let (status, died) = self.status(guard);
+                if status.exited() || died.is_some() {
+                    return;
+                }
+                let left = due.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return;
+                }
+                // The verdict may wait this long after the command exits; sampling does not.
+                let timeout = if self.complete() {
+                    left
+                } else {
+                    left.min(FALLBACK)
+                };
+                self.sleep(timeout);
+                cost::woke();
+            }
+        });
+    }
+
+    /// Sleeps until something to wake for happens, or `timeout`.
+    fn sleep(&self, timeout: Duration) {
+        let fds: Vec<PollFd<'_>> = [
+            self.written.as_ref().map(AsFd::as_fd),
+            self.guard_exit.as_ref().map(AsFd::as_fd),
+            self.signals.as_ref().map(|(socket, _)| socket.as_fd()),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
+        .collect();
+        let mut fds = fds;
+        let limit = PollTimeout::try_from(timeout.max(Duration::from_millis(1)))
+            .unwrap_or(PollTimeout::MAX);
+        match poll(&mut fds, limit) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            // Nothing can be polled: sleep instead, as a wait without them.
+            Err(_) => std::thread::sleep(FALLBACK.min(timeout)),
+        }
+    }
+}
+
+impl Drop for Waits {
+    fn drop(&mut self) {
+        if let Some((_, ids)) = self.signals.take() {
+            for id in ids {
+                signal_hook::low_level::unregister(id);
+            }
+        }
+    }
+}
+
+/// Whether `fd` is readable now.
+fn readable(fd: &Option<OwnedFd>) -> bool {
+    let Some(fd) = fd else { return false };
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+}
+
+/// A socket each stop signal writes a byte to, beside the flag it raises.
+fn signal_socket() -> Option<(UnixStream, Vec<SigId>)> {
+    let (read, write) = UnixStream::pair().ok()?;
+    read.set_nonblocking(true).ok()?;
+    let mut ids = Vec::new();
+    for signal in STOP_SIGNALS {
+        let registered = write
+            .try_clone()
+            .ok()
+            .and_then(|write| signal_hook::low_level::pipe::register(signal, write).ok());
+        match registered {
+            Some(id) => ids.push(id),
+            None => {
+                for id in ids {
+                    signal_hook::low_level::unregister(id);
+                }
+                return None;
+            }
+        }
+    }
+    Some((read, ids))
+}
