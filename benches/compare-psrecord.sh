@@ -32,6 +32,7 @@ if [ "${ONLY_MEMORY:-}" != 1 ]; then
 echo "== 1. unilab vs psrecord: a 100-process tree, 1 s interval, ${DURATION} s"
 mkdir -m 700 "$work/progress"
 start=$(now)
+UNILAB_COST_SPLIT="$work/split.json" \
 "$unilab" --root "$work/root" soak run --progress-dir "$work/progress" --output "$work/soak.json" \
     --sample-interval 1 --stale-progress 30s --shutdown-grace 2s \
     -- python3 scripts/example-trainer.py --progress-dir "$work/progress" \
@@ -77,7 +78,21 @@ print(f"unilab:   {unilab_cpu:.2f} s CPU over {wall:.1f} s wall = {100 * unilab_
       f"threads, fds, I/O; GPUs; progress; sampler cost {art['summary']['sampler_cost_us_mean']} us mean; verdict {art['outcome']['status']}")
 print(f"psrecord: {psr / tck:.2f} s CPU over {pwall:.1f} s wall = {100 * psr / tck / pwall:.2f}% of one core; "
       f"{len(rows)} rows of tree-total CPU % and RSS")
-print(f"ratio: psrecord used {psr / max(sup + guard, 1):.1f}x the CPU of unilab")
+print(f"ratio: psrecord used {psr / max(sup + guard, 1):.1f}x the CPU of unilab; "
+      f"unilab used {(sup + guard) / max(psr, 1):.2f}x psrecord's (target <= 0.1)")
+# Where the supervisor's time went, from its own accounting (UNILAB_COST_SPLIT): the loop's
+# parts a sample, on its main thread, then the rest of the process.
+split = json.load(open(f"{work}/split.json"))
+n = max(split["samples"], 1)
+parts = split["parts_ns"]
+print(f"split of the supervisor's {split['samples']} samples (us a sample; main thread, by part):")
+for name, ns in sorted(parts.items(), key=lambda kv: -kv[1]):
+    print(f"  {name:14} {ns / 1e3 / n:8.1f}")
+other = split["loop_ns"] - sum(parts.values())
+threads = sum(t["ns"] for t in split["threads"])
+print(f"  {'loop other':14} {other / 1e3 / n:8.1f}")
+print(f"  {'the loop':14} {split['loop_ns'] / 1e3 / n:8.1f}; other threads alive at the end "
+      f"{threads / 1e3 / n:.1f}; the process in all {split['process_ns'] / 1e3 / n:.1f}")
 PY
 
 fi

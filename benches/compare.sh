@@ -10,7 +10,10 @@
 #     `log verify` of 1,000,000 events, and `log archive` of a 100,000-sample soak (time, and the
 #     log's size after compaction against before), and the bytes a process a sample costs the
 #     log on disk, samples stored whole against packed;
-#  4. the supervisor against psrecord on the same 100-process tree (benches/compare-psrecord.sh).
+#  4. the supervisor against psrecord on the same 100-process tree (benches/compare-psrecord.sh),
+#     with the supervisor's own split of its time by part;
+#  5. the supervisor's CPU a sample split by part, over 1 and 100 sleeping processes at 1 s and
+#     0.1 s (benches/supervisor_cost.rs; SUPERVISOR_COST_BEFORE names a build to set beside it).
 # Needs Python 3; strace for part 2 (skipped without it); pip for part 4 (SKIP_PSRECORD=1 skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -99,3 +102,7 @@ if [ "${SKIP_PSRECORD:-}" != 1 ]; then
     echo "== 4. the supervisor against psrecord"
     DURATION=${DURATION:-30} benches/compare-psrecord.sh
 fi
+
+echo "== 5. the supervisor's CPU a sample, by part"
+SUPERVISOR_COST_SECONDS=${SUPERVISOR_COST_SECONDS:-20} cargo bench --locked --bench supervisor_cost 2>/dev/null \
+    | sed 's/^/  /'

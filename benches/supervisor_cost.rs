@@ -48,12 +48,13 @@ fn state(pid: u32) -> Option<char> {
     text.rsplit_once(") ")?.1.chars().next()
 }
 
-/// The guard: the supervisor's child running unilab.
+/// The guard: the supervisor's child running `__soak-guard`.
 fn guard_of(pid: u32) -> Option<u32> {
     let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
     children.split_whitespace().find_map(|c| {
-        let comm = std::fs::read_to_string(format!("/proc/{c}/comm")).ok()?;
-        (comm.trim() == "unilab").then(|| c.parse().ok())?
+        let cmdline = std::fs::read(format!("/proc/{c}/cmdline")).ok()?;
+        let guard = cmdline.split(|&b| b == 0).any(|arg| arg == b"__soak-guard");
+        guard.then(|| c.parse().ok())?
     })
 }
 
@@ -169,9 +170,16 @@ fn soak_once(unilab: &Path, dir: &Path, processes: u32, interval: &str, seconds:
         serde_json::from_slice(&std::fs::read(dir.join("soak.json")).unwrap()).unwrap();
     let _ = std::fs::remove_file(dir.join("soak.json"));
     let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    // Threads given no name of their own bear the program's.
+    let program = threads[&pid].0.clone();
     let mut named = BTreeMap::new();
     for (tid, (name, ns)) in &threads {
         if *tid != pid {
+            let name = if *name == program {
+                "unnamed threads (output pumps, signals)"
+            } else {
+                name
+            };
             *named.entry(format!("thread {name}")).or_default() += ns;
         }
     }

@@ -5,14 +5,29 @@
 //! The newest modification time is taken among the directory itself and every file and
 //! directory under it: an in-place append changes only its file's, an entry removed or renamed
 //! only its directory's.
+//!
+//! A reading costs what the directory's change costs: the held directory and every directory
+//! under it are watched with inotify (each watch added before the directory is listed, so a
+//! change after the listing is an event), and a reading walks only when an event came since
+//! the last complete walk — an append in place and a change in a nested directory are events
+//! of a watched directory, so they count at the next reading. A reading with no event gives
+//! the last walk's signature. Where a directory cannot be watched (the user's watches or
+//! instances ran out) every reading walks, as it would without inotify; and a walk is made at
+//! least every [`WALK_AT_LEAST_EVERY`] readings whatever the events said (a change inotify
+//! cannot see: a network file system written from another host).
 
 use std::cell::RefCell;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+
 use crate::event::soak::ProgressSignature;
+
+/// The most readings in a row that take the last walk's signature on the watches' word.
+pub(crate) const WALK_AT_LEAST_EVERY: u32 = 30;
 
 /// The progress directory, held open from the start of the soak. Its signature is read through
 /// the held descriptor, so whoever could rename or replace the directory's path later cannot
@@ -36,6 +51,56 @@ struct Walks {
     under_way: Option<Walk>,
     /// The signature of the last complete walk, and what it could not read.
     last: Option<(ProgressSignature, Vec<(PathBuf, std::io::Error)>)>,
+    /// The directories' watches; `None` without inotify.
+    watches: Option<Watches>,
+    /// Walks completed, and readings since the last that took its signature unwalked.
+    completed: u64,
+    unwalked: u32,
+}
+
+/// Inotify watches over the directory and every directory under it, added as walks meet them.
+#[derive(Debug)]
+struct Watches {
+    inotify: Inotify,
+    /// Whether every directory the last walk met is watched.
+    complete: bool,
+}
+
+impl Watches {
+    fn new() -> Option<Self> {
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
+        Some(Self {
+            inotify,
+            complete: true,
+        })
+    }
+
+    /// Watches `dir` (before it is listed); a watch that cannot be had leaves the set incomplete.
+    fn add(&mut self, dir: &Path) {
+        let flags = AddWatchFlags::IN_MODIFY
+            | AddWatchFlags::IN_ATTRIB
+            | AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_DELETE_SELF
+            | AddWatchFlags::IN_MOVE_SELF
+            | AddWatchFlags::IN_ONLYDIR;
+        if self.inotify.add_watch(dir, flags).is_err() {
+            self.complete = false;
+        }
+    }
+
+    /// Whether any event came since the last look (an overflow of the queue is one); takes them.
+    fn take_events(&self) -> bool {
+        let mut buffer = [0u8; 4096];
+        let mut any = false;
+        while matches!(nix::unistd::read(self.inotify.as_fd(), &mut buffer), Ok(n) if n > 0) {
+            any = true;
+        }
+        any
+    }
 }
 
 impl HeldDir {
@@ -51,8 +116,24 @@ impl HeldDir {
             dir,
             dev: meta.dev(),
             ino: meta.ino(),
-            walks: RefCell::new(Walks::default()),
+            walks: RefCell::new(Walks {
+                watches: Watches::new(),
+                ..Walks::default()
+            }),
         })
+    }
+
+    /// Without inotify, as where the user's watches ran out: every reading walks.
+    #[cfg(test)]
+    fn unwatched(self) -> Self {
+        self.walks.borrow_mut().watches = None;
+        self
+    }
+
+    /// How many walks completed so far.
+    #[cfg(test)]
+    fn walks_completed(&self) -> u64 {
+        self.walks.borrow().completed
     }
 
     /// The signature of the held directory, walked whole, and what is wrong with it.
@@ -78,19 +159,35 @@ impl HeldDir {
         }
         let held = self.held_path();
         let mut walks = self.walks.borrow_mut();
-        let mut walk = walks.under_way.take().unwrap_or_else(|| Walk::new(&held));
-        let deadline = budget.map(|budget| Instant::now() + budget);
-        if walk.advance(deadline) {
-            walks.last = Some((walk.signature, walk.unreadable));
+        let Walks {
+            under_way,
+            last,
+            watches,
+            completed,
+            unwalked,
+        } = &mut *walks;
+        // Events are taken before the walk: one that comes during it calls for the next.
+        let evented = watches.as_ref().is_some_and(Watches::take_events);
+        let unchanged = under_way.is_none()
+            && last.is_some()
+            && !evented
+            && watches.as_ref().is_some_and(|w| w.complete)
+            && *unwalked + 1 < WALK_AT_LEAST_EVERY;
+        if unchanged {
+            *unwalked += 1;
+        } else if let Some(done) = walk_on(under_way, &held, watches.as_mut(), budget) {
+            *last = Some(done);
+            *completed += 1;
+            *unwalked = 0;
         } else {
+            let walk = under_way.as_ref().map_or(0, |walk| walk.entries);
             problems.push(format!(
                 "the progress directory is too large to walk within {:.0} ms: its walk goes on over several samples ({} so far), and progress is seen as each walk completes",
                 budget.unwrap_or_default().as_secs_f64() * 1000.0,
-                crate::text::count(walk.entries, "entry")
+                crate::text::count(walk, "entry")
             ));
-            walks.under_way = Some(walk);
         }
-        let (signature, unreadable) = match &walks.last {
+        let (signature, unreadable) = match &*last {
             Some((signature, unreadable)) => (*signature, unreadable.as_slice()),
             None => (ProgressSignature::default(), &[][..]),
         };
@@ -108,6 +205,35 @@ impl HeldDir {
     fn held_path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
     }
+}
+
+/// The signature of the last complete walk and what it could not read.
+type Walked = (ProgressSignature, Vec<(PathBuf, std::io::Error)>);
+
+/// Goes on with the walk `under_way` (a new one of `held` if none), watching each directory
+/// before it is listed, until done or past `budget`: what it found; `None` while it goes on
+/// (left `under_way`). Whether the watches are complete is what the last walk found.
+fn walk_on(
+    under_way: &mut Option<Walk>,
+    held: &Path,
+    mut watches: Option<&mut Watches>,
+    budget: Option<Duration>,
+) -> Option<Walked> {
+    let mut walk = match under_way.take() {
+        Some(walk) => walk,
+        None => {
+            if let Some(watches) = watches.as_deref_mut() {
+                watches.complete = true;
+            }
+            Walk::new(held)
+        }
+    };
+    let deadline = budget.map(|budget| Instant::now() + budget);
+    if walk.advance(deadline, watches) {
+        return Some((walk.signature, walk.unreadable));
+    }
+    *under_way = Some(walk);
+    None
 }
 
 /// The open(2) flags `std` does not name.
@@ -149,12 +275,15 @@ impl Walk {
     /// Walks on until done (`true`) or past `deadline` (`false`: call again to resume). An entry
     /// gone between the listing and its look is skipped: a trainer may be replacing files while
     /// unilab looks.
-    fn advance(&mut self, deadline: Option<Instant>) -> bool {
+    fn advance(&mut self, deadline: Option<Instant>, mut watches: Option<&mut Watches>) -> bool {
         loop {
             let Some(listing) = &mut self.listing else {
                 let Some(dir) = self.stack.pop() else {
                     return true;
                 };
+                if let Some(watches) = watches.as_deref_mut() {
+                    watches.add(&dir);
+                }
                 match std::fs::read_dir(&dir) {
                     Ok(listing) => self.listing = Some(listing),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -211,7 +340,7 @@ mod tests {
     /// The directory walked whole, with what could not be read.
     fn signature(dir: &Path) -> (ProgressSignature, Vec<(PathBuf, std::io::Error)>) {
         let mut walk = Walk::new(dir);
-        walk.advance(None);
+        walk.advance(None, None);
         (walk.signature, walk.unreadable)
     }
 
@@ -289,6 +418,82 @@ mod tests {
         std::fs::remove_file(dir.path().join("old")).unwrap();
         let (removed, _) = signature(dir.path());
         assert_eq!(removed.newest_mtime_ns, Some(mtime_ns(dir.path())));
+    }
+
+    fn append(path: &Path, line: &[u8]) {
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, line).unwrap();
+    }
+
+    /// With every directory watched, a reading walks only after a change: none while nothing
+    /// changes, and one at the next reading after an append in place deep down or an entry
+    /// added and removed in a nested directory — each then seen.
+    #[test]
+    fn a_watched_directory_is_walked_only_after_a_change_and_every_change_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("run/ckpt");
+        std::fs::create_dir_all(&deep).unwrap();
+        append(&deep.join("log"), b"step 1\n");
+        let held = HeldDir::open(dir.path()).unwrap();
+        let (before, _) = held.signature();
+        let walked = held.walks_completed();
+        for _ in 0..5 {
+            assert_eq!(held.signature_within(None).0, before);
+        }
+        assert_eq!(held.walks_completed(), walked, "nothing changed: no walk");
+
+        append(&deep.join("log"), b"step 2\n");
+        let (appended, _) = held.signature_within(None);
+        assert_eq!(
+            appended.bytes,
+            before.bytes + 7,
+            "the append counts at once"
+        );
+        assert_eq!(held.walks_completed(), walked + 1);
+
+        std::fs::create_dir(deep.join(".tmp")).unwrap();
+        std::fs::remove_dir(deep.join(".tmp")).unwrap();
+        let (nested, _) = held.signature_within(None);
+        assert_eq!(nested.newest_mtime_ns, Some(mtime_ns(&deep)));
+        assert_eq!(held.walks_completed(), walked + 2);
+        // A directory made after the watches were set is watched from the walk that met it.
+        std::fs::create_dir(deep.join("new")).unwrap();
+        held.signature_within(None);
+        append(&deep.join("new/file"), b"x");
+        let (later, _) = held.signature_within(None);
+        assert_eq!(later.files, nested.files + 1);
+        append(&deep.join("new/file"), b"y");
+        assert_eq!(held.signature_within(None).0.bytes, later.bytes + 1);
+    }
+
+    /// Without a watch for every directory (the user's watches ran out) every reading walks;
+    /// with them, a walk still comes at least every [`WALK_AT_LEAST_EVERY`] readings.
+    #[test]
+    fn without_watches_every_reading_walks_and_with_them_one_in_so_many_still_does() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let held = HeldDir::open(dir.path()).unwrap().unwatched();
+        let (before, _) = held.signature();
+        append(&dir.path().join("sub/log"), b"x");
+        let (after, _) = held.signature_within(None);
+        assert_eq!(after.bytes, before.bytes + 1);
+        let walked = held.walks_completed();
+        for _ in 0..3 {
+            held.signature_within(None);
+        }
+        assert_eq!(held.walks_completed(), walked + 3);
+
+        let held = HeldDir::open(dir.path()).unwrap();
+        held.signature();
+        let walked = held.walks_completed();
+        for _ in 0..WALK_AT_LEAST_EVERY {
+            held.signature_within(None);
+        }
+        assert_eq!(held.walks_completed(), walked + 1);
     }
 
     #[test]
