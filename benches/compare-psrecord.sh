@@ -5,7 +5,8 @@
 #     CPU time over wall time, and what each records;
 #  2. unilab's resident memory after about 1,000 and 10,000 samples (a soak sampled every 10 ms).
 # Needs Python 3 and pip (psrecord and psutil are installed from PyPI). No GPU is needed; without
-# nvidia-smi the samples record that GPUs could not be read. ONLY_MEMORY=1 runs part 2 alone.
+# nvidia-smi the samples record that GPUs could not be read. ONLY_MEMORY=1 runs part 2 alone,
+# SKIP_MEMORY=1 part 1 alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-60}
@@ -97,6 +98,7 @@ PY
 
 fi
 
+[ "${SKIP_MEMORY:-}" = 1 ] && exit 0
 echo "== 2. unilab's resident memory as samples accumulate (every 10 ms)"
 rm -rf "$work/progress2"; mkdir -m 700 "$work/progress2"
 "$unilab" --root "$work/root2" soak run --progress-dir "$work/progress2" --output "$work/soak2.json" \
