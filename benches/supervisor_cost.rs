@@ -84,6 +84,9 @@ struct Run {
     seconds: f64,
     /// The loop's parts (main thread) and the loop's whole.
     parts: BTreeMap<String, u64>,
+    /// The parts outside the loop (main thread): the start, the teardown, the verdict, the
+    /// artifact.
+    once: BTreeMap<String, u64>,
     loop_ns: u64,
     /// The main thread's time in all, as `/proc` saw it and as the split did when written.
     main_ns: u64,
@@ -104,6 +107,9 @@ impl Run {
         self.seconds += other.seconds;
         for (k, v) in &other.parts {
             *self.parts.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &other.once {
+            *self.once.entry(k.clone()).or_default() += v;
         }
         for (k, v) in &other.threads {
             *self.threads.entry(k.clone()).or_default() += v;
@@ -193,6 +199,12 @@ fn soak_once(unilab: &Path, dir: &Path, processes: u32, interval: &str, seconds:
             .iter()
             .map(|(k, v)| (k.clone(), n(v)))
             .collect(),
+        once: split["once_ns"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), n(v)))
+            .collect(),
         loop_ns: n(&split["loop_ns"]),
         main_ns: threads[&pid].1,
         split_main_ns: n(&split["main_ns"]),
@@ -241,10 +253,20 @@ fn table(title: &str, runs: &[(&str, Run)]) {
     row("loop other", &|run| {
         per(run, run.loop_ns.saturating_sub(parts(run)))
     });
-    row(
-        "main thread outside the loop (start, teardown, verdict, artifact)",
-        &|run| per(run, run.split_main_ns.saturating_sub(run.loop_ns)),
-    );
+    let once = |run: &Run| run.once.values().sum::<u64>();
+    let outside: std::collections::BTreeSet<&String> =
+        runs.iter().flat_map(|(_, run)| run.once.keys()).collect();
+    for name in outside {
+        row(&format!("outside the loop: {name}"), &|run| {
+            per(run, run.once.get(name).copied().unwrap_or(0))
+        });
+    }
+    row("outside the loop: other", &|run| {
+        per(
+            run,
+            run.split_main_ns.saturating_sub(run.loop_ns + once(run)),
+        )
+    });
     row("guard process", &|run| per(run, run.guard_ns));
     let placed = |run: &Run| run.split_main_ns + threads(run) + run.guard_ns;
     row(

@@ -5,7 +5,8 @@
 //! (`CLOCK_THREAD_CPUTIME_ID`), exclusively: a part timed inside another (the progress scan
 //! inside a sample) is taken out of the outer one, so the parts add up to the loop. At the end
 //! the supervisor writes the totals as JSON: the parts, the loop's own CPU time on its thread
-//! (what no part holds is the loop's `other`), the main thread's whole time, every other
+//! (what no part holds is the loop's `other`), the parts outside it (the start, the teardown,
+//! the verdict, the artifact), the main thread's whole time, every other
 //! thread's (by name), and the process's.
 //!
 //! Unset, it costs one load and one branch a part: nothing is read, nothing kept.
@@ -40,9 +41,17 @@ pub(crate) enum Part {
     Status,
     /// The wait between two samples: each wake-up that found nothing to do.
     Wait,
+    /// Outside the loop: the start recorded, the witnesses started, the guard spawned.
+    Start,
+    /// Outside the loop: the tree stopped, the guard reaped, the witnesses heard.
+    Teardown,
+    /// Outside the loop: the verdict recorded.
+    Verdict,
+    /// Outside the loop: the artifact and the report written.
+    Artifact,
 }
 
-const PARTS: [Part; 10] = [
+const PARTS: [Part; 14] = [
     Part::Sampling,
     Part::Progress,
     Part::Guard,
@@ -53,6 +62,10 @@ const PARTS: [Part; 10] = [
     Part::Commit,
     Part::Status,
     Part::Wait,
+    Part::Start,
+    Part::Teardown,
+    Part::Verdict,
+    Part::Artifact,
 ];
 
 impl Part {
@@ -68,7 +81,19 @@ impl Part {
             Part::Commit => "commit",
             Part::Status => "status_line",
             Part::Wait => "wait",
+            Part::Start => "start",
+            Part::Teardown => "teardown",
+            Part::Verdict => "verdict",
+            Part::Artifact => "artifact",
         }
+    }
+
+    /// Whether the part is outside the sampling loop: once a soak, not a sample.
+    fn once(self) -> bool {
+        matches!(
+            self,
+            Part::Start | Part::Teardown | Part::Verdict | Part::Artifact
+        )
     }
 }
 
@@ -198,21 +223,25 @@ pub(crate) fn write() {
     let Some(path) = PATH.get().filter(|_| on()) else {
         return;
     };
-    let parts: serde_json::Map<String, serde_json::Value> = PARTS
-        .iter()
-        .map(|&part| {
-            (
-                part.name().to_owned(),
-                SPENT[part as usize].load(Relaxed).into(),
-            )
-        })
-        .collect();
+    let parts = |once: bool| -> serde_json::Map<String, serde_json::Value> {
+        PARTS
+            .iter()
+            .filter(|part| part.once() == once)
+            .map(|&part| {
+                (
+                    part.name().to_owned(),
+                    SPENT[part as usize].load(Relaxed).into(),
+                )
+            })
+            .collect()
+    };
     let split = serde_json::json!({
         "samples": SAMPLES.load(Relaxed),
         "loop_ns": LOOP_NS.load(Relaxed),
         "loop_wakeups": LOOP_SWITCHES.load(Relaxed),
         "wait_wakeups": WAKEUPS.load(Relaxed),
-        "parts_ns": parts,
+        "parts_ns": parts(false),
+        "once_ns": parts(true),
         "main_ns": thread_ns(),
         "main_wakeups": voluntary_switches(),
         "threads": other_threads(),

@@ -49,6 +49,7 @@ use self::record::Recording;
 use self::schedule::{SampledSoFar, Sampling};
 pub(crate) use self::written::Renderers;
 use super::artifact::Placement;
+use super::cost::{self, Part};
 use super::error::{ProgressDirProblem, SoakError};
 use super::guard::GuardStatus;
 use super::request::SoakSpec;
@@ -95,9 +96,9 @@ pub(crate) fn run(
         path: spec.progress_dir.clone(),
         problem: ProgressDirProblem::CannotOpen(e),
     })?;
-    crate::soak::cost::from_env();
-    let (soak, heartbeats) = Recording::begin(ctx, spec)?;
-    let witnesses = Witnesses::start(spec, ctx.paths.uid);
+    cost::from_env();
+    let (soak, heartbeats) = cost::time(Part::Start, || Recording::begin(ctx, spec))?;
+    let witnesses = cost::time(Part::Start, || Witnesses::start(spec, ctx.paths.uid));
     // Orphans of the guard's tree — should the guard itself die — come to this process instead
     // of init, so the soak can still find, stop and reap them.
     let _ = nix::sys::prctl::set_child_subreaper(true);
@@ -142,7 +143,9 @@ pub(crate) fn run(
         soak.subject(),
         record::finished(judged, &watch, spec, beats.run),
     ));
-    let recorded = record::record_verdict(ctx, &soak.id, &outcome, events);
+    let recorded = cost::time(Part::Verdict, || {
+        record::record_verdict(ctx, &soak.id, &outcome, events)
+    });
     // Nothing reads the heartbeat file any more.
     shell.heartbeats.remove();
     // The verdict as decided, recorded or not: a file left saying "running" would be served
@@ -157,18 +160,21 @@ pub(crate) fn run(
     } else {
         Placement::New
     };
-    let digest = written::write_artifact(
-        ctx.log,
-        &soak.id,
-        (&spec.output, placement),
-        &ctx.render,
-        |events| record::record_patiently(ctx, events),
-    );
-    let report = spec.report.clone().map(|path| {
-        let written = written::write_report(ctx.log, &soak.id, (&path, placement), &ctx.render);
-        (path, written)
+    let (digest, report) = cost::time(Part::Artifact, || {
+        let digest = written::write_artifact(
+            ctx.log,
+            &soak.id,
+            (&spec.output, placement),
+            &ctx.render,
+            |events| record::record_patiently(ctx, events),
+        );
+        let report = spec.report.clone().map(|path| {
+            let written = written::write_report(ctx.log, &soak.id, (&path, placement), &ctx.render);
+            (path, written)
+        });
+        (digest, report)
     });
-    crate::soak::cost::write();
+    cost::write();
     Ok(RunReport {
         soak_id: soak.id,
         outcome,
@@ -223,7 +229,7 @@ impl Effects for Shell<'_> {
 
     fn spawn(&mut self) -> Result<Guard, Failure> {
         let files = (&*self.soak.status_path, self.soak.heartbeat_path.as_deref());
-        Guard::spawn(self.ctx, self.spec, files)
+        cost::time(Part::Start, || Guard::spawn(self.ctx, self.spec, files))
     }
 
     fn sample(&mut self, guard: &Guard, progress: HeldDir, watch: &mut Watch) -> Option<Failure> {
@@ -255,25 +261,29 @@ impl Effects for Shell<'_> {
             job.alarmed()
                 .or_else(|| (trigger == Some(FailureKind::Interrupted)).then(|| job.job()))
         });
-        let (stopped, evidence) = stop::teardown(
-            self.ctx,
-            self.spec,
-            (guard, &self.witnesses.capture),
-            &self.seen,
-            (trigger, self.interrupted),
-            failing,
-        );
+        let (stopped, evidence) = cost::time(Part::Teardown, || {
+            stop::teardown(
+                self.ctx,
+                self.spec,
+                (guard, &self.witnesses.capture),
+                &self.seen,
+                (trigger, self.interrupted),
+                failing,
+            )
+        });
         self.unrecorded
             .extend(evidence.map(|event| (self.soak.subject(), event)));
         stopped
     }
 
     fn reap(&mut self, guard: Guard) -> Ended {
-        guard.finish()
+        cost::time(Part::Teardown, || guard.finish())
     }
 
     fn witnessed(&mut self, status: &GuardStatus) -> Witnessed {
-        let (oom, gpu_release) = self.witnesses.end(&self.ctx.smi, self.spec, status);
+        let (oom, gpu_release) = cost::time(Part::Teardown, || {
+            self.witnesses.end(&self.ctx.smi, self.spec, status)
+        });
         Witnessed { oom, gpu_release }
     }
 }
