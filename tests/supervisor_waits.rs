@@ -67,3 +67,46 @@ fn the_commands_exit_ends_a_long_wait() {
     assert_eq!(artifact["outcome"]["status"], "passed", "{artifact}");
     assert!(began.elapsed().as_secs() < 20, "{:?}", began.elapsed());
 }
+
+/// A stop signal ends a long wait: SIGINT during a 60 s interval stops the soak well before
+/// the next sample was due (the wait sleeps on a socket the stop signals write to, not on a
+/// clock that would look at the flag only when the sample is due).
+#[test]
+fn a_stop_signal_ends_a_long_wait() {
+    let soak = Soak::new();
+    let mut supervisor = soak
+        .command()
+        .args(["soak", "run", "--progress-dir"])
+        .arg(soak.progress())
+        .arg("--output")
+        .arg(soak.artifact_path())
+        .args(["--sample-interval", "60", "--stale-progress", "1h"])
+        .args(["--shutdown-grace", "1", "--py-spy", "off", "--", "sh", "-c"])
+        .arg(r#"touch "$1/started"; exec sleep 120"#)
+        .arg("sh")
+        .arg(soak.progress())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    crate::common::eventually(
+        "the command's start",
+        std::time::Duration::from_secs(60),
+        || soak.progress().join("started").exists(),
+    );
+    let signalled = std::time::Instant::now();
+    let pid = nix::unistd::Pid::from_raw(supervisor.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::SIGINT).unwrap();
+    let status = supervisor.wait().unwrap();
+    assert!(
+        signalled.elapsed() < std::time::Duration::from_secs(40),
+        "stopped {:?} after the signal",
+        signalled.elapsed()
+    );
+    assert_eq!(status.code(), Some(1));
+    let artifact = read_json(&soak.artifact_path());
+    assert_eq!(
+        artifact["outcome"]["failure_kind"], "interrupted",
+        "{artifact}"
+    );
+}
