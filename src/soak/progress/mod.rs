@@ -8,22 +8,24 @@
 //!
 //! A reading costs what the directory's change costs: the held directory and every directory
 //! under it are watched with inotify (each watch added before the directory is listed, so a
-//! change after the listing is an event), and a reading walks only when an event came since
-//! the last complete walk — an append in place and a change in a nested directory are events
-//! of a watched directory, so they count at the next reading. A reading with no event gives
-//! the last walk's signature. Where a directory cannot be watched (the user's watches or
+//! change after the listing is an event), and what the last walk met is kept ([`index`]). A
+//! reading with no event gives the last signature; one after events looks at what they name
+//! (an append in place, an entry made or removed in a nested directory: that entry and its
+//! directory) and counts it at once; only what events cannot tell (a directory made, moved or
+//! removed, an overflow) calls for a walk. Where a directory cannot be watched (the user's watches or
 //! instances ran out) every reading walks, as it would without inotify; and a walk is made at
 //! least every [`WALK_AT_LEAST_EVERY`] readings whatever the events said (a change inotify
 //! cannot see: a network file system written from another host).
 
 use std::cell::RefCell;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+mod index;
 
+use self::index::{News, Watches};
 use crate::event::soak::ProgressSignature;
 
 /// The most readings in a row that take the last walk's signature on the watches' word.
@@ -56,51 +58,6 @@ struct Walks {
     /// Walks completed, and readings since the last that took its signature unwalked.
     completed: u64,
     unwalked: u32,
-}
-
-/// Inotify watches over the directory and every directory under it, added as walks meet them.
-#[derive(Debug)]
-struct Watches {
-    inotify: Inotify,
-    /// Whether every directory the last walk met is watched.
-    complete: bool,
-}
-
-impl Watches {
-    fn new() -> Option<Self> {
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
-        Some(Self {
-            inotify,
-            complete: true,
-        })
-    }
-
-    /// Watches `dir` (before it is listed); a watch that cannot be had leaves the set incomplete.
-    fn add(&mut self, dir: &Path) {
-        let flags = AddWatchFlags::IN_MODIFY
-            | AddWatchFlags::IN_ATTRIB
-            | AddWatchFlags::IN_CLOSE_WRITE
-            | AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_DELETE
-            | AddWatchFlags::IN_MOVED_FROM
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_DELETE_SELF
-            | AddWatchFlags::IN_MOVE_SELF
-            | AddWatchFlags::IN_ONLYDIR;
-        if self.inotify.add_watch(dir, flags).is_err() {
-            self.complete = false;
-        }
-    }
-
-    /// Whether any event came since the last look (an overflow of the queue is one); takes them.
-    fn take_events(&self) -> bool {
-        let mut buffer = [0u8; 4096];
-        let mut any = false;
-        while matches!(nix::unistd::read(self.inotify.as_fd(), &mut buffer), Ok(n) if n > 0) {
-            any = true;
-        }
-        any
-    }
 }
 
 impl HeldDir {
@@ -167,13 +124,19 @@ impl HeldDir {
             unwalked,
         } = &mut *walks;
         // Events are taken before the walk: one that comes during it calls for the next.
-        let evented = watches.as_ref().is_some_and(Watches::take_events);
-        let unchanged = under_way.is_none()
-            && last.is_some()
-            && !evented
+        let news = watches.as_mut().map_or(News::Walk, Watches::take_events);
+        let trusted = under_way.is_none()
             && watches.as_ref().is_some_and(|w| w.complete)
             && *unwalked + 1 < WALK_AT_LEAST_EVERY;
-        if unchanged {
+        let unwalked_signature = match (news, &mut *last) {
+            (News::Nothing, Some(_)) => Some(None),
+            (News::Updated(signature), Some(_)) => Some(Some(signature)),
+            _ => None,
+        };
+        if let Some(updated) = unwalked_signature.filter(|_| trusted) {
+            if let (Some(signature), Some(last)) = (updated, last.as_mut()) {
+                last.0 = signature;
+            }
             *unwalked += 1;
         } else if let Some(done) = walk_on(under_way, &held, watches.as_mut(), budget) {
             *last = Some(done);
@@ -222,14 +185,21 @@ fn walk_on(
     let mut walk = match under_way.take() {
         Some(walk) => walk,
         None => {
+            let walk = Walk::new(held);
             if let Some(watches) = watches.as_deref_mut() {
-                watches.complete = true;
+                watches.walk_begins(held);
+                if let Ok(meta) = std::fs::metadata(held) {
+                    watches.met(held, &meta);
+                }
             }
-            Walk::new(held)
+            walk
         }
     };
     let deadline = budget.map(|budget| Instant::now() + budget);
-    if walk.advance(deadline, watches) {
+    if walk.advance(deadline, watches.as_deref_mut()) {
+        if let Some(watches) = watches {
+            watches.walk_completed();
+        }
         return Some((walk.signature, walk.unreadable));
     }
     *under_way = Some(walk);
@@ -297,7 +267,7 @@ impl Walk {
             };
             self.entries += 1;
             if let Ok(entry) = entry {
-                self.count(&entry);
+                self.count(&entry, watches.as_deref_mut());
             }
             if self.entries.is_multiple_of(CLOCK_EVERY)
                 && deadline.is_some_and(|deadline| Instant::now() >= deadline)
@@ -307,7 +277,7 @@ impl Walk {
         }
     }
 
-    fn count(&mut self, entry: &std::fs::DirEntry) {
+    fn count(&mut self, entry: &std::fs::DirEntry, watches: Option<&mut Watches>) {
         let Ok(meta) = entry.metadata() else {
             return;
         };
@@ -318,6 +288,9 @@ impl Walk {
             self.signature.bytes += meta.len();
         } else {
             return;
+        }
+        if let Some(watches) = watches {
+            watches.met(&entry.path(), &meta);
         }
         self.newest(&meta);
     }
@@ -429,9 +402,10 @@ mod tests {
         std::io::Write::write_all(&mut file, line).unwrap();
     }
 
-    /// With every directory watched, a reading walks only after a change: none while nothing
-    /// changes, and one at the next reading after an append in place deep down or an entry
-    /// added and removed in a nested directory — each then seen.
+    /// With every directory watched, a reading walks only when the events cannot say what
+    /// changed: none while nothing changes, nor for an append in place deep down or an entry
+    /// added and removed in a nested directory — each seen at the next reading all the same;
+    /// one for a directory made, whose entries only a walk finds.
     #[test]
     fn a_watched_directory_is_walked_only_after_a_change_and_every_change_counts() {
         let dir = tempfile::tempdir().unwrap();
@@ -453,21 +427,66 @@ mod tests {
             before.bytes + 7,
             "the append counts at once"
         );
-        assert_eq!(held.walks_completed(), walked + 1);
+        assert_eq!(appended.newest_mtime_ns, Some(mtime_ns(&deep.join("log"))));
+        assert_eq!(
+            held.walks_completed(),
+            walked,
+            "the event said what changed"
+        );
 
         std::fs::create_dir(deep.join(".tmp")).unwrap();
         std::fs::remove_dir(deep.join(".tmp")).unwrap();
         let (nested, _) = held.signature_within(None);
         assert_eq!(nested.newest_mtime_ns, Some(mtime_ns(&deep)));
-        assert_eq!(held.walks_completed(), walked + 2);
+        assert_eq!(held.walks_completed(), walked);
         // A directory made after the watches were set is watched from the walk that met it.
         std::fs::create_dir(deep.join("new")).unwrap();
         held.signature_within(None);
+        assert_eq!(
+            held.walks_completed(),
+            walked + 1,
+            "a directory made: a walk"
+        );
         append(&deep.join("new/file"), b"x");
         let (later, _) = held.signature_within(None);
         assert_eq!(later.files, nested.files + 1);
         append(&deep.join("new/file"), b"y");
         assert_eq!(held.signature_within(None).0.bytes, later.bytes + 1);
+    }
+
+    /// Whatever happens in it, the signature a watched directory's readings give is what a
+    /// walk of it gives: files made, appended to, truncated, renamed, removed; directories made
+    /// with files in them, renamed, removed whole; a symbolic link (not counted).
+    #[test]
+    fn what_the_events_keep_is_what_a_walk_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        append(&root.join("a/b/log"), b"1\n");
+        append(&root.join("top"), b"top");
+        let held = HeldDir::open(root).unwrap();
+        held.signature();
+        let changes: Vec<Box<dyn Fn()>> = vec![
+            Box::new(|| append(&root.join("a/b/log"), b"2\n")),
+            Box::new(|| append(&root.join("a/new"), b"new")),
+            Box::new(|| std::fs::write(root.join("top"), b"t").unwrap()),
+            Box::new(|| std::fs::rename(root.join("a/new"), root.join("a/b/moved")).unwrap()),
+            Box::new(|| std::fs::remove_file(root.join("top")).unwrap()),
+            Box::new(|| {
+                std::fs::create_dir_all(root.join("c/d")).unwrap();
+                append(&root.join("c/d/f"), b"ff");
+            }),
+            Box::new(|| append(&root.join("c/d/f"), b"g")),
+            Box::new(|| std::fs::rename(root.join("c"), root.join("a/c")).unwrap()),
+            Box::new(|| std::os::unix::fs::symlink("/etc", root.join("a/link")).unwrap()),
+            Box::new(|| std::fs::remove_dir_all(root.join("a/c")).unwrap()),
+            Box::new(|| append(&root.join("a/b/log"), b"3\n")),
+        ];
+        for (i, change) in changes.iter().enumerate() {
+            change();
+            let (read, _) = held.signature_within(None);
+            assert_eq!(read, signature(root).0, "after change {i}");
+        }
     }
 
     /// Without a watch for every directory (the user's watches ran out) every reading walks;
@@ -502,7 +521,8 @@ mod tests {
         for i in 0..3_000 {
             std::fs::write(dir.path().join(format!("f{i}")), b"x").unwrap();
         }
-        let held = HeldDir::open(dir.path()).unwrap();
+        // Unwatched: every reading walks, and no event brings the signature up to date.
+        let held = HeldDir::open(dir.path()).unwrap().unwatched();
         let mut readings = 0;
         let signature = loop {
             readings += 1;
