@@ -275,6 +275,9 @@ pub(crate) struct ProcessShown {
     /// Its rank and where its stack stood (schema 9 on: `None` before, and left out).
     #[serde(flatten)]
     pub ranked: Option<RankedShown>,
+    /// Its collectives, as asked of a rank process (schema 16 on; left out where none were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collectives: Option<crate::event::soak::ProcessCollectives>,
 }
 
 impl ProcessShown {
@@ -298,6 +301,7 @@ impl ProcessShown {
                     top_frames: stack.top_frames,
                 }
             }),
+            collectives: p.collectives.clone(),
         }
     }
 }

@@ -32,6 +32,7 @@ mod capture;
 pub(crate) mod console;
 pub(crate) mod ended;
 pub(crate) mod error;
+mod flight;
 pub(crate) mod growth;
 pub(crate) mod guard;
 pub(crate) mod heartbeat;

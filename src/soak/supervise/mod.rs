@@ -95,7 +95,8 @@ pub(crate) fn run(
         problem: ProgressDirProblem::CannotOpen(e),
     })?;
     let (soak, heartbeats) = Recording::begin(ctx, spec)?;
-    let witnesses = Witnesses::start(spec, ctx.paths.uid);
+    let mut witnesses = Witnesses::start(spec, ctx.paths.uid);
+    witnesses.capture.flight = soak.flight.as_ref().map(|(dir, _)| dir.clone());
     // Orphans of the guard's tree — should the guard itself die — come to this process instead
     // of init, so the soak can still find, stop and reap them.
     let _ = nix::sys::prctl::set_child_subreaper(true);
@@ -220,7 +221,7 @@ impl Effects for Shell<'_> {
 
     fn spawn(&mut self) -> Result<Guard, Failure> {
         let files = (&*self.soak.status_path, self.soak.heartbeat_path.as_deref());
-        Guard::spawn(self.ctx, self.spec, files)
+        Guard::spawn(self.ctx, self.spec, files, self.soak.command_variables())
     }
 
     fn sample(&mut self, guard: &Guard, progress: HeldDir, watch: &mut Watch) -> Option<Failure> {

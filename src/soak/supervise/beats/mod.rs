@@ -146,6 +146,11 @@ impl Heartbeats {
         }
     }
 
+    /// The soak's runtime directory, where the file is; `None` without one.
+    pub(super) fn runtime_dir(&self) -> Option<PathBuf> {
+        self.placed.as_ref().map(|(dir, _)| dir.clone())
+    }
+
     /// The file, named to the command; `None` without heartbeats.
     pub(super) fn path(&self) -> Option<PathBuf> {
         let (dir, _) = self.placed.as_ref()?;
