@@ -128,10 +128,13 @@ fn made_aside(path: &Path, holder: &str) -> std::io::Result<(PathBuf, std::fs::F
     use std::sync::atomic::{AtomicU64, Ordering};
     static MADE: AtomicU64 = AtomicU64::new(0);
     let name = path.file_name().unwrap_or_default().to_string_lossy();
+    // A name no other try makes: this process's, this try's, and the time (a file left by a
+    // process killed meanwhile whose pid this one has is not in the way).
     let aside = path.with_file_name(format!(
-        ".{name}.{}.{}",
+        ".{name}.{}.{}.{}",
         std::process::id(),
-        MADE.fetch_add(1, Ordering::Relaxed)
+        MADE.fetch_add(1, Ordering::Relaxed),
+        jiff::Timestamp::now().as_nanosecond()
     ));
     let mut file = std::fs::OpenOptions::new()
         .read(true)

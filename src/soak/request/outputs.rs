@@ -348,6 +348,42 @@ mod tests {
         metrics_file(&path, false, &paths).unwrap();
     }
 
+    /// Another soak's claim refuses the file, naming that soak, unless `--force`; where no
+    /// claim can be made the file is checked without one.
+    #[test]
+    fn a_claimed_metrics_file_is_refused_and_one_that_cannot_be_claimed_is_checked_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = crate::testing::files::private_tempdir();
+        let runtime = crate::testing::files::private_tempdir();
+        let paths = StatePaths {
+            root: dir.path().join("state"),
+            host: "node-7".into(),
+            uid: nix::unistd::getuid().as_raw(),
+        };
+        let path = dir.path().join("unilab.prom");
+        let claimed =
+            |force, soak| claimed_metrics_file(&path, force, &paths, (Some(runtime.path()), soak));
+        let held = claimed(false, "s1").unwrap();
+        assert!(held.is_some());
+        match claimed(false, "s2") {
+            Err(SoakError::MetricsFileInUse { soak_id, why, .. }) => {
+                assert_eq!(soak_id, "s1");
+                let pid = std::process::id();
+                assert!(why.contains(&format!("pid {pid}, is running")), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(claimed(true, "s2").unwrap().is_none(), "taken, unclaimed");
+        drop(held);
+        std::fs::set_permissions(runtime.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(claimed(false, "s3").unwrap().is_none());
+        std::fs::write(&path, "# not unilab's\n").unwrap();
+        assert!(matches!(
+            claimed(false, "s3"),
+            Err(SoakError::OutputExists(_))
+        ));
+    }
+
     #[test]
     fn the_lineage_of_a_path_not_made_yet_is_that_of_its_nearest_directory() {
         let dir = crate::testing::files::private_tempdir();
