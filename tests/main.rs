@@ -15,6 +15,7 @@ mod framework;
 mod gpu_health;
 mod heartbeat;
 mod heartbeat_arrival;
+mod heartbeat_files;
 mod heartbeat_views;
 mod job;
 mod job_barrier;
