@@ -6,6 +6,7 @@ mod common;
 
 mod archive_files;
 mod codec_props;
+mod collectives;
 mod compact;
 mod docs;
 mod evidence;
