@@ -261,3 +261,49 @@ mod props {
         }
     }
 }
+
+/// The dumps torch 2.15 itself wrote (Gloo, 4 ranks, rank 2 asleep before all-reduce 8; see
+/// `tests/fixtures/torch_hang.py --keep-dump`), JSON and pickle: each reads, the two forms of a
+/// rank agree on its counters and pending collective, and rank 2 never enqueued #8.
+#[test]
+fn the_dumps_torch_2_15_wrote_read_alike_as_json_and_pickle() {
+    for rank in 0..4 {
+        let json = read_dump(&fixture(&format!("torch-2.15/gloo-rank{rank}.json"))).unwrap();
+        let pickle = read_dump(&fixture(&format!("torch-2.15/gloo-rank{rank}.pickle"))).unwrap();
+        let (j, p) = (only_group(&json), only_group(&pickle));
+        assert_eq!(
+            (j.last_enqueued, j.last_completed),
+            (p.last_enqueued, p.last_completed),
+            "rank {rank}"
+        );
+        assert_eq!(
+            j.ranks,
+            vec![0, 1, 2, 3],
+            "rank {rank}: Gloo's `''` config key"
+        );
+        let ops = |g: &Group| {
+            g.pending
+                .iter()
+                .map(|e| (e.seq, e.op.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ops(j), ops(p), "rank {rank}");
+        if rank == 2 {
+            assert_eq!((j.last_enqueued, j.last_completed), (Some(7), Some(7)));
+            assert!(j.pending.is_empty());
+        } else {
+            assert_eq!((j.last_enqueued, j.last_completed), (Some(8), Some(7)));
+            assert_eq!(ops(j), vec![(8, "gloo:all_reduce".to_owned())]);
+            assert!(j.pending[0].enqueued_at_us.is_some());
+            // The pickle, with stack traces, says where it was called from.
+            assert!(
+                p.pending[0]
+                    .top_frames
+                    .iter()
+                    .any(|f| f.name == "train_step"),
+                "{:?}",
+                p.pending[0].top_frames
+            );
+        }
+    }
+}

@@ -110,3 +110,63 @@ fn a_rank_without_counters_is_neither_missing_nor_waiting() {
         (vec![2], vec![0])
     );
 }
+
+/// The dumps torch 2.15 wrote for four Gloo ranks, rank 2 asleep before all-reduce 8: matched,
+/// they name rank 2, the others waiting; and one rank's sizes changed is named as a mismatch.
+#[test]
+fn torch_2_15s_own_dumps_name_the_rank_that_never_entered() {
+    let read = |rank: u32| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/fr/torch-2.15/gloo-rank{rank}.json"));
+        let dump = crate::collectives::read_dump(&std::fs::read(path).unwrap()).unwrap();
+        ProcessCollectives {
+            sources: vec!["fifo".into()],
+            missing: Vec::new(),
+            groups: dump.groups,
+        }
+    };
+    let mut ranks: BTreeMap<u32, ProcessCollectives> = (0..4).map(|r| (r, read(r))).collect();
+    let stalled = matched(&ranks).stalled.unwrap();
+    assert_eq!(
+        (
+            stalled.seq,
+            stalled.missing_ranks.clone(),
+            stalled.waiting_ranks.clone()
+        ),
+        (8, vec![2], vec![0, 1, 3])
+    );
+    assert_eq!(stalled.op.as_deref(), Some("gloo:all_reduce"));
+    // A rank whose all-reduce 8 is of other sizes.
+    if let Some(r1) = ranks.get_mut(&1) {
+        r1.groups[0].pending[0].input_sizes = vec![vec![512]];
+    }
+    let mismatches = matched(&ranks).mismatches;
+    assert_eq!(mismatches.len(), 1, "{mismatches:?}");
+    assert_eq!(
+        (mismatches[0].kind, mismatches[0].ranks.clone()),
+        ("sizes", vec![1])
+    );
+}
+
+/// A rank whose dump is missing is neither missing from nor waiting in the collective: the
+/// others still name the rank that never entered.
+#[test]
+fn a_ranks_missing_dump_leaves_it_unknown() {
+    let ranks: BTreeMap<u32, ProcessCollectives> = [
+        (0, rank(8, 7, vec![entry(8, "gloo:all_reduce", 1024)])),
+        (2, rank(7, 7, Vec::new())),
+        (
+            3,
+            ProcessCollectives {
+                missing: vec!["no dump".into()],
+                ..ProcessCollectives::default()
+            },
+        ),
+    ]
+    .into();
+    let stalled = matched(&ranks).stalled.unwrap();
+    assert_eq!(
+        (stalled.missing_ranks, stalled.waiting_ranks),
+        (vec![2], vec![0])
+    );
+}

@@ -44,6 +44,8 @@ fn evidence(processes: Vec<ProcessShown>) -> EvidenceShown {
         groups: None,
         odd_ranks: None,
         mps: None,
+        collective: None,
+        mismatches: Vec::new(),
     }
 }
 
