@@ -36,6 +36,7 @@ use nix::sys::inotify::Inotify;
 
 use self::reading::Reading;
 use crate::event::soak::{HeartbeatErrors, RunBeats, SampleBeats};
+use crate::soak::heartbeat::beat::Beat;
 use crate::soak::heartbeat::limits::{StepJudgement, StepLimits};
 use crate::soak::heartbeat::reader::HeartbeatReader;
 use crate::soak::heartbeat::run::HeartbeatRun;
@@ -81,6 +82,10 @@ struct State {
     unsaid_news: Option<String>,
     /// How many times the file was polled for want of an inotify watch.
     fallbacks: u64,
+    /// When the file was last read (Unix seconds): what a read finds arrived after it.
+    last_read: f64,
+    /// The beats of one read, before they are timed (kept for its capacity).
+    batch: Vec<Beat<'static>>,
 }
 
 /// What a read of the file found.
@@ -194,7 +199,7 @@ impl Heartbeats {
         };
         let now = crate::time::unix_seconds(now_us);
         let mut state = lock(state);
-        let _ = state.read(now, true);
+        let _ = state.read(now, None, true);
         let error = state.unsaid_error.take();
         let mut news: Vec<String> = state.unsaid_news.take().into_iter().collect();
         let Some((_, run)) = state.run.as_mut() else {
@@ -327,21 +332,44 @@ impl State {
             unsaid_error: None,
             unsaid_news: None,
             fallbacks: 0,
+            last_read: 0.0,
+            batch: Vec::new(),
         })
     }
 
-    /// Reads what was appended since the last read, arrived at `now` (Unix seconds), once the
+    /// Reads what was appended since the last read, read at `now` (Unix seconds), once the
     /// command runs; first, with `look`, whether another file was put at the file's name.
     /// What it read.
-    fn read(&mut self, now: f64, look: bool) -> Read {
+    ///
+    /// The beats of one read arrived after the last read, or after `woken` (when the thread
+    /// was woken by the first of them), and by `now`: several are spread evenly over that
+    /// time, not all given `now` — a loaded host that reads two beats at once would make a
+    /// step of one of them and nothing of the other.
+    fn read(&mut self, now: f64, woken: Option<f64>, look: bool) -> Read {
         if look {
             self.follow_the_name();
         }
         let Some((_, run)) = self.run.as_mut() else {
             return Read::Nothing;
         };
+        let since = woken.unwrap_or(self.last_read).max(self.last_read).min(now);
+        self.last_read = now;
         let (consumed, stamped) = (self.reader.consumed(), run.stamped());
-        let read = match self.reader.poll_each(now, |beat| run.add(beat)) {
+        let batch = &mut self.batch;
+        let polled = self
+            .reader
+            .poll_each(now, |beat| batch.push(beat.clone().into_owned()));
+        let k = batch.len();
+        for (i, beat) in batch.iter_mut().enumerate().filter(|_| k > 1) {
+            beat.arrived = since + (now - since) * (i + 1) as f64 / k as f64;
+            if !beat.clocked {
+                beat.t = beat.arrived;
+            }
+        }
+        for beat in batch.drain(..) {
+            run.add(&beat);
+        }
+        let read = match polled {
             Ok(polled) => {
                 self.failing = false;
                 if !polled.truncated && self.reader.consumed() == consumed {
