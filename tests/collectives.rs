@@ -23,6 +23,21 @@ with open(os.path.join(progress, "..", "env.json"), "w") as f:
 if sys.argv[2] == "watch":
     import unilab
     assert unilab.watch_collectives()
+if sys.argv[2] == "serve":
+    # torch's worker server, as `control_plane.worker_main()` runs it: HTTP on a Unix socket.
+    import http.server, socketserver
+    import torch._C._distributed_c10d as c10d
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = c10d._dump_fr_trace_json().encode() if self.path.startswith("/handler/fr_trace_json") else b""
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        def address_string(self):
+            return "unix"
+    server = socketserver.UnixStreamServer(os.environ["TORCH_WORKER_SERVER_SOCKET"], Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
 with open(os.path.join(progress, "step-1"), "w") as f:
     f.write("1")
 def all_reduce_of_step_8():
@@ -227,4 +242,31 @@ fn the_rank_that_never_entered_the_collective_is_the_suspect() {
         "{verdict}"
     );
     assert_eq!(view["mismatches"], serde_json::json!([]));
+}
+
+/// A rank whose trainer serves torch's worker server on the socket the user named
+/// (`TORCH_WORKER_SERVER_SOCKET`, which unilab never sets) is asked through it.
+#[test]
+fn a_rank_serving_torchs_worker_server_is_asked_through_it() {
+    let soak = Soak::new();
+    let sockets = private_tempdir("unilab-ws-");
+    let socket = sockets.path().join("worker.sock");
+    let socket = socket.to_str().unwrap();
+    let (artifact, given) = hung_rank(&soak, "serve", &[("TORCH_WORKER_SERVER_SOCKET", socket)]);
+    assert_eq!(given["TORCH_WORKER_SERVER_SOCKET"], socket);
+    let collectives = &rank_process(&artifact)["collectives"];
+    assert_eq!(
+        collectives["sources"],
+        serde_json::json!(["worker_server"]),
+        "{collectives:#}"
+    );
+    assert_eq!(
+        collectives["groups"][0]["last_enqueued"], 8,
+        "{collectives:#}"
+    );
+    assert_eq!(
+        collectives["missing"],
+        serde_json::json!([]),
+        "{collectives:#}"
+    );
 }

@@ -211,9 +211,9 @@ impl Capture {
                 Err(why) => p.evidence.unavailable.push(format!("pid {pid}: {why}")),
             });
         }
-        let answers = asking.map(flight::Asking::finish);
+        let answers = asking.map(|a| a.finish(&notes.servers));
         with(&mut |p| self.collectives(&mut p.evidence.processes, answers.as_ref()));
-        with(&mut |p| p.evidence.unavailable.extend(notes.0.iter().cloned()));
+        with(&mut |p| p.evidence.unavailable.extend(notes.said.iter().cloned()));
     }
 
     /// Each rank process's collectives (a process whose parent has its rank is the rank's
@@ -281,10 +281,14 @@ impl Capture {
             }
         };
         let holds_gpu_device = holds_file_under(&dir, &self.gpu_device_prefix, notes);
-        let rank = crate::proc_rank::rank_of(&proc_dir).unwrap_or_else(|blocked| {
-            notes.once(format!("{blocked}; it is recorded without its rank"));
-            None
-        });
+        let (rank, server) =
+            crate::proc_rank::rank_and_server_of(&proc_dir).unwrap_or_else(|blocked| {
+                notes.once(format!("{blocked}; it is recorded without its rank"));
+                (None, None)
+            });
+        if let Some(server) = server.filter(|_| rank.is_some()) {
+            notes.servers.push((now.pid, server));
+        }
         Some(ProcessEvidence {
             pid: now.pid,
             ppid: now.ppid,
@@ -308,14 +312,18 @@ struct Partial {
     reading: Option<u32>,
 }
 
-/// Reasons something could not be read, each said once.
+/// Reasons something could not be read, each said once; and, by pid, the sockets of torch's
+/// worker servers the rank processes' environments name.
 #[derive(Default)]
-struct Notes(Vec<String>);
+struct Notes {
+    said: Vec<String>,
+    servers: Vec<(u32, PathBuf)>,
+}
 
 impl Notes {
     fn once(&mut self, note: String) {
-        if !self.0.contains(&note) {
-            self.0.push(note);
+        if !self.said.contains(&note) {
+            self.said.push(note);
         }
     }
 }

@@ -116,9 +116,16 @@ impl Asking {
         asking
     }
 
-    /// Waits, until [`ASK_WAIT`] after the start, for every process asked to answer, then
-    /// reads what is there.
-    pub(crate) fn finish(self) -> Answers {
+    /// Waits, until [`ASK_WAIT`] after the start, for every process asked to answer, asks the
+    /// worker servers of `servers` (pid, socket) meanwhile, then reads what is there.
+    pub(crate) fn finish(self, servers: &[(u32, PathBuf)]) -> Answers {
+        let served: Vec<(u32, Result<Dump, String>)> = servers
+            .iter()
+            .map(|(pid, socket)| {
+                let left = ASK_WAIT.saturating_sub(self.started.elapsed());
+                (*pid, ask_worker_server(socket, left.max(LOOK_EVERY)))
+            })
+            .collect();
         let answered = |a: &Asked| {
             a.refused.is_some()
                 || answer_names(a.rank, a.pid)[..2]
@@ -135,6 +142,7 @@ impl Asking {
             dir: self.dir,
             asked: self.asked,
             piped: self.piped,
+            served,
         }
     }
 }
@@ -144,6 +152,8 @@ pub(crate) struct Answers {
     dir: PathBuf,
     asked: Vec<Asked>,
     piped: Vec<u32>,
+    /// What torch's worker servers answered, by pid.
+    served: Vec<(u32, Result<Dump, String>)>,
 }
 
 impl Answers {
@@ -183,6 +193,17 @@ impl Answers {
                 .ok()
                 .map(|b| String::from_utf8_lossy(&b).into_owned());
         }
+        if let Some((_, served)) = self.served.iter().find(|(p, _)| *p == pid) {
+            match served {
+                Ok(dump) if found.groups.is_empty() => {
+                    found.sources.push("worker_server".to_owned());
+                    found.groups.clone_from(&dump.groups);
+                    found.missing.clear();
+                }
+                Ok(_) => {}
+                Err(why) => found.missing.push(format!("its worker server: {why}")),
+            }
+        }
         if found.groups.is_empty() {
             let dump = format!("rank_{rank}");
             match self.read(&dump) {
@@ -196,7 +217,7 @@ impl Answers {
                     found.groups = read.groups;
                 }
                 Err(e) => found.missing.push(format!("{dump}: {e}")),
-                Ok(None) if asked.is_none() => found.missing.push(
+                Ok(None) if asked.is_none() && found.missing.is_empty() => found.missing.push(
                     "no `unilab.watch_collectives()` runs in it, and torch wrote no dump"
                         .to_owned(),
                 ),
@@ -214,6 +235,66 @@ impl Answers {
             _ => crate::collectives::read_dump_file(&path).map(Some),
         }
     }
+}
+
+/// Asks torch's worker server on Unix socket `socket` for its flight recorder as JSON
+/// (`POST /handler/fr_trace_json`, as torch's own debug frontend does), within `patience`.
+fn ask_worker_server(socket: &Path, patience: Duration) -> Result<Dump, String> {
+    use std::os::unix::net::UnixStream;
+    let mut stream =
+        UnixStream::connect(socket).map_err(|e| format!("{}: {e}", socket.display()))?;
+    let deadline = Instant::now() + patience;
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    stream
+        .set_write_timeout(Some(left()))
+        .map_err(|e| e.to_string())?;
+    stream
+        .write_all(b"POST /handler/fr_trace_json HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut response = Vec::new();
+    let limit = crate::collectives::MAX_DUMP_BYTES + 64 * 1024;
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "no answer within {}",
+                crate::text::duration(patience.as_secs_f64())
+            ));
+        }
+        stream
+            .set_read_timeout(Some(left()))
+            .map_err(|e| e.to_string())?;
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) if response.len() + n <= limit => response.extend_from_slice(&chunk[..n]),
+            Ok(_) => return Err("its answer is too large".to_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("its answer is not HTTP")?;
+    let head = String::from_utf8_lossy(&response[..split]);
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    if status != "200" {
+        let first = head.lines().next().unwrap_or("");
+        return Err(format!("it answered `{}`", crate::text::foreign(first)));
+    }
+    let body = &response[split + 4..];
+    let length = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse::<usize>().ok())?
+    });
+    let body = length.map_or(body, |n| &body[..n.min(body.len())]);
+    crate::collectives::read_dump(body).map_err(|e| e.to_string())
 }
 
 /// `ask-<rank>-<pid>`'s rank and pid.
