@@ -181,7 +181,8 @@ fn a_rank_that_does_not_watch_is_named_and_the_users_variables_are_kept() {
 
 /// Three ranks of a job stuck in all-reduce 8 but rank 2, which never entered it (its recorder
 /// says enqueued 7, completed 7): every rank's stack is the same, and `job show` names rank 2
-/// by the collective — the suspect's first reason — with the ranks that wait in it.
+/// by the collective — the suspect's first reason — with the ranks that wait in it; rank 1,
+/// which entered it with another size, is named as a mismatch.
 #[test]
 fn the_rank_that_never_entered_the_collective_is_the_suspect() {
     let root = TestRoot::new();
@@ -198,6 +199,7 @@ fn the_rank_that_never_entered_the_collective_is_the_suspect() {
                 .env("RANK", rank.to_string())
                 .env("FAKE_TORCH_DIST_RANK", rank.to_string())
                 .env("FAKE_TORCH_FR_ENQUEUED", if rank == 2 { "7" } else { "8" })
+                .env("FAKE_TORCH_FR_SIZE", if rank == 1 { "512" } else { "1024" })
                 .args(["--run", "r1", "--sample-interval", "0.2"])
                 .args(["--stale-progress", "3s", "--shutdown-grace", "0.5"])
                 .args(["--py-spy", "off", "--", "python3", "-c", TRAINER])
@@ -241,7 +243,15 @@ fn the_rank_that_never_entered_the_collective_is_the_suspect() {
         ),
         "{verdict}"
     );
-    assert_eq!(view["mismatches"], serde_json::json!([]));
+    // Rank 1 entered it with another size than rank 0.
+    let mismatches = view["mismatches"].as_array().unwrap();
+    assert_eq!(mismatches.len(), 1, "{view:#}");
+    assert_eq!(mismatches[0]["kind"], "sizes");
+    assert_eq!(mismatches[0]["seq"], 8);
+    assert!(
+        verdict.contains("collective #8 of group 0 differs in its sizes between ranks"),
+        "{verdict}"
+    );
 }
 
 /// A rank whose trainer serves torch's worker server on the socket the user named

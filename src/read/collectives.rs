@@ -201,6 +201,18 @@ fn mismatches(key: &str, members: &[(u32, &CollectiveGroup)]) -> Vec<Mismatch> {
     found
 }
 
+impl Mismatch {
+    /// "`gloo:all_reduce` #8 of group 0 differs in its sizes between ranks (rank 0: [[1024]];
+    /// rank 1: [[512]])".
+    pub(crate) fn sentence(&self) -> String {
+        let said = format!(
+            "collective #{} of group {} differs in its {} between ranks ({})",
+            self.seq, self.group, self.kind, self.detail
+        );
+        crate::text::foreign(&said).into_owned()
+    }
+}
+
 impl Stalled {
     /// "rank 2 never entered `gloo:all_reduce` #8 of group 0 (default_pg) (its last completed
     /// is #7); ranks 0, 1, 3 wait in it since 12:00:03 (train.py:41)".

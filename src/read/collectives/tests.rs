@@ -91,6 +91,10 @@ fn a_collective_of_other_sizes_or_op_on_one_rank_is_a_mismatch() {
         .map(|m| (m.kind, m.ranks.clone()))
         .collect();
     assert_eq!(kinds, vec![("op", vec![2]), ("sizes", vec![1])]);
+    assert_eq!(
+        matched.mismatches[1].sentence(),
+        "collective #8 of group 0 differs in its sizes between ranks (rank 0: [[1024]]; rank 1: [[512]]; rank 2: [[1024]])"
+    );
 }
 
 #[test]

@@ -259,6 +259,8 @@ impl JobView {
             &judged,
             &stragglers,
         );
+        let mut verdict_lines = verdict_lines;
+        verdict_lines.extend(mismatches.iter().map(Mismatch::sentence));
         let verdict = (!verdict_lines.is_empty()).then(|| verdict_lines.join("; "));
         Self {
             job: job.to_owned(),

@@ -160,7 +160,11 @@ fn beats_read_together_are_spread_over_the_time_since_the_last_read() {
     writeln!(writer, r#"{{"step": 0}}"#).unwrap();
     assert_eq!(state.read(t0 + 0.1, None, false), Read::Stamped);
     // Three steps of 0.1 s each, read at once 0.3 s later.
-    write!(writer, "{{\"step\": 1}}\n{{\"step\": 2}}\n{{\"step\": 3}}\n").unwrap();
+    write!(
+        writer,
+        "{{\"step\": 1}}\n{{\"step\": 2}}\n{{\"step\": 3}}\n"
+    )
+    .unwrap();
     assert_eq!(state.read(t0 + 0.4, None, false), Read::Stamped);
     let run = &state.run.as_ref().unwrap().1;
     let (timed, seconds) = run.timed();
