@@ -143,8 +143,25 @@ impl HeartbeatReader {
     pub fn poll_each(
         &mut self,
         now_unix: f64,
+        on_beat: impl FnMut(&Beat<'_>),
+    ) -> std::io::Result<Polled<usize>> {
+        self.poll_each_between(now_unix, now_unix, on_beat)
+    }
+
+    /// [`Self::poll_each`] of lines that arrived after `since_unix` and by `now_unix`: the
+    /// lines of one read are stamped evenly over that time, the last at `now_unix` (a read
+    /// that finds several lines cannot tell when each came; all at `now_unix` would make one
+    /// step of the wait and nothing of the others).
+    pub fn poll_each_between(
+        &mut self,
+        since_unix: f64,
+        now_unix: f64,
         mut on_beat: impl FnMut(&Beat<'_>),
     ) -> std::io::Result<Polled<usize>> {
+        let arrived = Arrived {
+            since: since_unix.min(now_unix),
+            now: now_unix,
+        };
         let mut polled = Polled::default();
         // `fstat`, not `statx` for every field as `File::metadata` asks: a poll's second cost.
         let size = nix::sys::stat::fstat(&self.file)
@@ -190,7 +207,7 @@ impl HeartbeatReader {
                 continue;
             }
             let consumed =
-                read.map(|n| self.take(&chunk[tail..n], now_unix, &mut polled, &mut on_beat));
+                read.map(|n| self.take(&chunk[tail..n], arrived, &mut polled, &mut on_beat));
             self.chunk = chunk;
             match consumed? {
                 0 => break,
@@ -278,14 +295,18 @@ impl HeartbeatReader {
     fn take(
         &mut self,
         bytes: &[u8],
-        now_unix: f64,
+        arrived: Arrived,
         polled: &mut Polled<usize>,
         on_beat: &mut impl FnMut(&Beat<'_>),
     ) -> usize {
+        let lines = bytes.iter().filter(|&&b| b == b'\n').count();
         let mut used = 0;
+        let mut nth = 0;
         while let Some(newline) = bytes[used..].iter().position(|&b| b == b'\n') {
             let piece = &bytes[used..used + newline];
             used += newline + 1;
+            nth += 1;
+            let now_unix = arrived.of(nth, lines);
             match self.skipping {
                 Skipping::Oversized => self.skipping = Skipping::No,
                 Skipping::Dropped => {
@@ -319,6 +340,24 @@ impl HeartbeatReader {
             Skipping::No => self.partial.extend_from_slice(rest),
         }
         bytes.len()
+    }
+}
+
+/// When the lines of one read arrived: after `since`, by `now`.
+#[derive(Clone, Copy)]
+struct Arrived {
+    since: f64,
+    now: f64,
+}
+
+impl Arrived {
+    /// The time of the `nth` (from 1) of `lines` lines read at once.
+    fn of(self, nth: usize, lines: usize) -> f64 {
+        if lines > 1 {
+            self.since + (self.now - self.since) * nth as f64 / lines as f64
+        } else {
+            self.now
+        }
     }
 }
 

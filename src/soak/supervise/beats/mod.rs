@@ -36,7 +36,6 @@ use nix::sys::inotify::Inotify;
 
 use self::reading::Reading;
 use crate::event::soak::{HeartbeatErrors, RunBeats, SampleBeats};
-use crate::soak::heartbeat::beat::Beat;
 use crate::soak::heartbeat::limits::{StepJudgement, StepLimits};
 use crate::soak::heartbeat::reader::HeartbeatReader;
 use crate::soak::heartbeat::run::HeartbeatRun;
@@ -84,8 +83,6 @@ struct State {
     fallbacks: u64,
     /// When the file was last read (Unix seconds): what a read finds arrived after it.
     last_read: f64,
-    /// The beats of one read, before they are timed (kept for its capacity).
-    batch: Vec<Beat<'static>>,
 }
 
 /// What a read of the file found.
@@ -333,7 +330,6 @@ impl State {
             unsaid_news: None,
             fallbacks: 0,
             last_read: 0.0,
-            batch: Vec::new(),
         })
     }
 
@@ -352,23 +348,12 @@ impl State {
         let Some((_, run)) = self.run.as_mut() else {
             return Read::Nothing;
         };
-        let since = woken.unwrap_or(self.last_read).max(self.last_read).min(now);
+        let since = woken.unwrap_or(self.last_read).max(self.last_read);
         self.last_read = now;
         let (consumed, stamped) = (self.reader.consumed(), run.stamped());
-        let batch = &mut self.batch;
         let polled = self
             .reader
-            .poll_each(now, |beat| batch.push(beat.clone().into_owned()));
-        let k = batch.len();
-        for (i, beat) in batch.iter_mut().enumerate().filter(|_| k > 1) {
-            beat.arrived = since + (now - since) * (i + 1) as f64 / k as f64;
-            if !beat.clocked {
-                beat.t = beat.arrived;
-            }
-        }
-        for beat in batch.drain(..) {
-            run.add(&beat);
-        }
+            .poll_each_between(since, now, |beat| run.add(beat));
         let read = match polled {
             Ok(polled) => {
                 self.failing = false;
