@@ -38,6 +38,28 @@ if sys.argv[2] == "serve":
             return "unix"
     server = socketserver.UnixStreamServer(os.environ["TORCH_WORKER_SERVER_SOCKET"], Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+if sys.argv[2] in ("pipe", "dumped"):
+    # torch's own paths, as ProcessGroupNCCL takes them: a FIFO `<PIPE_FILE><rank>.pipe` whose
+    # positive number asks for a dump to `<TEMP_FILE><rank>`; or a dump written on a timeout.
+    import torch._C._distributed_c10d as c10d
+    rank = os.environ["RANK"]
+    def dump(prefix):
+        target = os.environ[prefix] + rank
+        with open(target + ".tmp", "w") as f:
+            f.write(c10d._dump_fr_trace_json())
+        os.rename(target + ".tmp", target)
+    if sys.argv[2] == "dumped":
+        dump("TORCH_FR_DUMP_TEMP_FILE")
+    else:
+        fifo = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + rank + ".pipe"
+        os.mkfifo(fifo)
+        def serve():
+            while True:
+                with open(fifo) as f:
+                    asked = f.read().strip()
+                if asked and int(asked) > 0:
+                    dump("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+        threading.Thread(target=serve, daemon=True).start()
 with open(os.path.join(progress, "step-1"), "w") as f:
     f.write("1")
 def all_reduce_of_step_8():
@@ -279,4 +301,29 @@ fn a_rank_serving_torchs_worker_server_is_asked_through_it() {
         serde_json::json!([]),
         "{collectives:#}"
     );
+}
+
+/// torch's own ways, as NCCL takes them, read too: the debug-info pipe unilab writes to at the
+/// capture (`nccl_pipe`), and a dump torch wrote on a timeout (`dump_file`).
+#[test]
+fn torchs_pipe_and_its_own_dump_are_read() {
+    for (mode, source) in [("pipe", "nccl_pipe"), ("dumped", "dump_file")] {
+        let soak = Soak::new();
+        let (artifact, _) = hung_rank(&soak, mode, &[]);
+        let collectives = &rank_process(&artifact)["collectives"];
+        assert_eq!(
+            collectives["sources"],
+            serde_json::json!([source]),
+            "{mode}: {collectives:#}"
+        );
+        assert_eq!(
+            collectives["groups"][0]["last_enqueued"], 8,
+            "{collectives:#}"
+        );
+        assert_eq!(
+            collectives["missing"],
+            serde_json::json!([]),
+            "{collectives:#}"
+        );
+    }
 }

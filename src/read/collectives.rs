@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::event::soak::{CollectiveGroup, PendingCollective, ProcessCollectives};
+use crate::event::soak::{CollectiveFrame, CollectiveGroup, PendingCollective, ProcessCollectives};
 
 /// The collective some ranks wait in and others never entered.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -134,13 +134,32 @@ fn stalled(key: &str, members: &[(u32, &CollectiveGroup)]) -> Option<Stalled> {
             .map(crate::time::unix_seconds),
         called_at: entries
             .iter()
-            .find_map(|p| p.top_frames.first())
+            .find_map(|p| users_frame(&p.top_frames))
             .map(|f| format!("{}:{}", short_file(&f.file), f.line)),
         missing_completed: missing
             .iter()
             .map(|(r, g)| (*r, g.last_completed))
             .collect(),
     })
+}
+
+/// The innermost frame outside torch's own package: the trainer's line that called the
+/// collective (`dist.all_reduce` is torch's `distributed_c10d.py`), else the innermost.
+fn users_frame(frames: &[CollectiveFrame]) -> Option<&CollectiveFrame> {
+    let torchs = |f: &&CollectiveFrame| {
+        let file = f.file.replace('\\', "/");
+        [
+            "site-packages/torch/",
+            "dist-packages/torch/",
+            "/torch/distributed/",
+        ]
+        .iter()
+        .any(|part| file.contains(part))
+    };
+    frames
+        .iter()
+        .find(|f| !torchs(f))
+        .or_else(|| frames.first())
 }
 
 /// A file's last part: `train.py` of `/home/u/train.py`.

@@ -174,3 +174,30 @@ fn a_ranks_missing_dump_leaves_it_unknown() {
         (vec![2], vec![0])
     );
 }
+
+/// A ring buffer that wrapped (torch 2.15 with `TORCH_FR_BUFFER_SIZE=3`: each rank keeps
+/// collectives 6 to 8, or 5 to 7) still names rank 2: the counters are `pg_status`'s, not
+/// the entries'.
+#[test]
+fn a_wrapped_ring_buffer_still_names_the_rank() {
+    let ranks: BTreeMap<u32, ProcessCollectives> = (0..4)
+        .map(|rank| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+                "tests/fixtures/fr/torch-2.15/wrapped-rank{rank}.pickle"
+            ));
+            let dump = crate::collectives::read_dump(&std::fs::read(path).unwrap()).unwrap();
+            let found = ProcessCollectives {
+                sources: vec!["fifo".into()],
+                missing: Vec::new(),
+                groups: dump.groups,
+            };
+            (rank, found)
+        })
+        .collect();
+    let stalled = matched(&ranks).stalled.unwrap();
+    assert_eq!(
+        (stalled.seq, stalled.missing_ranks, stalled.waiting_ranks),
+        (8, vec![2], vec![0, 1, 3])
+    );
+    assert_eq!(stalled.called_at.as_deref(), Some("torch_hang.py:52"));
+}

@@ -120,21 +120,23 @@ impl RankCaptures {
     /// Where no capture held collectives, the NCCL watchdog's lines in `tail` (the command's
     /// standard error, as its verdict kept it), by the rank they name.
     pub(crate) fn tail(&mut self, tail: &[u8]) {
-        if !self.collectives.is_empty() {
+        if self.collectives.iter().any(|(_, c)| !c.groups.is_empty()) {
             return;
         }
         let text = String::from_utf8_lossy(tail);
-        self.collectives = crate::collectives::watchdog::from_tail(&text)
-            .into_iter()
-            .filter_map(|said| {
-                let found = ProcessCollectives {
-                    sources: vec!["output_tail".to_owned()],
-                    missing: Vec::new(),
-                    groups: said.groups,
-                };
-                Some((said.rank?, found))
-            })
-            .collect();
+        for said in crate::collectives::watchdog::from_tail(&text) {
+            let Some(rank) = said.rank else { continue };
+            let at = match self.collectives.iter().position(|(r, _)| *r == rank) {
+                Some(at) => at,
+                None => {
+                    self.collectives.push((rank, ProcessCollectives::default()));
+                    self.collectives.len() - 1
+                }
+            };
+            let found = &mut self.collectives[at].1;
+            found.sources.push("output_tail".to_owned());
+            found.groups = said.groups;
+        }
     }
 
     /// The signature that speaks for the rank, when its last capture was taken, and the
@@ -518,5 +520,36 @@ mod tests {
             ..capture(1, "x")
         });
         assert_eq!(empty.done().0.unwrap().signature, "unknown");
+    }
+
+    /// A rank whose capture had no collectives (nothing answered) is read from the NCCL
+    /// watchdog's lines its verdict kept; one whose capture had them is not.
+    #[test]
+    fn the_watchdogs_lines_stand_in_for_a_capture_without_collectives() {
+        let tail = b"[rank1]:[E1003 18:37:01.833 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800017 milliseconds before timing out.\n[rank1]:[E1003 18:37:01.833 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog at work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.\n";
+        let mut evidence = Evidence {
+            trigger: FailureKind::StaleProgress,
+            captured_at_us: 1,
+            processes: vec![process(10, 1, "python3", "futex_wait_queue")],
+            cgroup: None,
+            kernel_messages: Vec::new(),
+            unavailable: Vec::new(),
+            mps: Vec::new(),
+        };
+        evidence.processes[0].rank = Some(1);
+        evidence.processes[0].collectives = Some(ProcessCollectives {
+            missing: vec!["no `unilab.watch_collectives()` runs in it".into()],
+            ..ProcessCollectives::default()
+        });
+        let mut captures = RankCaptures::default();
+        captures.take(&evidence);
+        captures.tail(tail);
+        let (_, _, collectives) = captures.done();
+        assert_eq!(collectives.len(), 1, "{collectives:?}");
+        let (rank, found) = &collectives[0];
+        assert_eq!(*rank, 1);
+        assert_eq!(found.sources, vec!["output_tail".to_owned()]);
+        assert_eq!(found.groups[0].last_enqueued, Some(6463));
+        assert_eq!(found.missing.len(), 1, "why no dump stays said");
     }
 }
