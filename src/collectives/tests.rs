@@ -227,7 +227,10 @@ mod props {
     use proptest::prelude::*;
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
+        // 2,000 cases each in the suite; `PROPTEST_CASES` runs them longer, as a fuzz target.
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
+        ))]
 
         /// Arbitrary bytes never panic either reader.
         #[test]
@@ -238,15 +241,21 @@ mod props {
             let _ = read_dump(&pickled);
         }
 
-        /// A real dump with bytes flipped or cut never panics, and what it reads stays
-        /// within the bounds.
+        /// A dump (those torch 2.15 wrote among them) with bytes flipped or cut never panics,
+        /// and what it reads stays within the bounds. With the test above, the readers' fuzz
+        /// target: run longer with `PROPTEST_CASES=1000000 cargo test --lib collectives::tests::props`.
         #[test]
         fn damaged_dumps_never_panic(
-            which in 0usize..2,
+            which in 0usize..4,
             flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
             cut in any::<prop::sample::Index>(),
         ) {
-            let mut bytes = fixture(["gloo-rank0.pickle", "gloo-rank0.json"][which]);
+            let mut bytes = fixture([
+                "gloo-rank0.pickle",
+                "gloo-rank0.json",
+                "torch-2.15/gloo-rank0.pickle",
+                "torch-2.15/wrapped-rank1.json",
+            ][which]);
             for (at, b) in flips {
                 let i = at.index(bytes.len());
                 bytes[i] = b;
