@@ -80,8 +80,8 @@ struct Asked {
 pub(crate) struct Asking {
     dir: PathBuf,
     asked: Vec<Asked>,
-    /// The ranks whose NCCL pipe was written to.
-    piped: Vec<u32>,
+    /// The ranks whose NCCL pipe was written to, and when their dump was written before.
+    piped: Vec<(u32, Option<std::time::SystemTime>)>,
     started: Instant,
 }
 
@@ -107,9 +107,10 @@ impl Asking {
                 let refused = poke(&entry.path(), b"").err();
                 asking.asked.push(Asked { rank, pid, refused });
             } else if let Some(rank) = pipe_name(name) {
-                let _ = std::fs::remove_file(dir.join(format!("rank_{rank}")));
+                // A dump torch wrote before (on a timeout) stays until the new one replaces it.
+                let before = modified(&dir.join(format!("rank_{rank}")));
                 if poke(&entry.path(), b"1\n").is_ok() {
-                    asking.piped.push(rank);
+                    asking.piped.push((rank, before));
                 }
             }
         }
@@ -126,13 +127,17 @@ impl Asking {
                 (*pid, ask_worker_server(socket, left.max(LOOK_EVERY)))
             })
             .collect();
+        // The watcher writes its dump (or why none), then the stacks: both are there.
         let answered = |a: &Asked| {
+            let [json, error, stacks] = answer_names(a.rank, a.pid);
             a.refused.is_some()
-                || answer_names(a.rank, a.pid)[..2]
-                    .iter()
-                    .any(|n| self.dir.join(n).exists())
+                || ((self.dir.join(json).exists() || self.dir.join(error).exists())
+                    && self.dir.join(stacks).exists())
         };
-        let dumped = |rank: &u32| self.dir.join(format!("rank_{rank}")).exists();
+        let dumped = |(rank, before): &(u32, Option<std::time::SystemTime>)| {
+            let now = modified(&self.dir.join(format!("rank_{rank}")));
+            now.is_some() && now != *before
+        };
         while self.started.elapsed() < ASK_WAIT
             && !(self.asked.iter().all(answered) && self.piped.iter().all(dumped))
         {
@@ -141,7 +146,7 @@ impl Asking {
         Answers {
             dir: self.dir,
             asked: self.asked,
-            piped: self.piped,
+            piped: self.piped.into_iter().map(|(rank, _)| rank).collect(),
             served,
         }
     }
@@ -295,6 +300,13 @@ fn ask_worker_server(socket: &Path, patience: Duration) -> Result<Dump, String> 
     });
     let body = length.map_or(body, |n| &body[..n.min(body.len())]);
     crate::collectives::read_dump(body).map_err(|e| e.to_string())
+}
+
+/// When the file at `path` was last written; `None` when there is none.
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
 }
 
 /// `ask-<rank>-<pid>`'s rank and pid.
