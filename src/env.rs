@@ -66,6 +66,8 @@ impl EnvVars {
     pub(crate) const SLURMD_NODENAME: &'static str = "SLURMD_NODENAME";
     /// torchrun's global rank.
     pub(crate) const RANK: &'static str = "RANK";
+    /// The Unix socket torch's worker server listens on, when the user set it (never unilab).
+    pub(crate) const TORCH_WORKER_SERVER_SOCKET: &'static str = "TORCH_WORKER_SERVER_SOCKET";
     /// torchrun's rank on the node.
     pub(crate) const LOCAL_RANK: &'static str = "LOCAL_RANK";
     /// torchrun's run (`--rdzv-id`; `none` when not given): with the restart count, a job's run.

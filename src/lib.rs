@@ -48,13 +48,6 @@
 
 mod binary;
 mod cli;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "issue 49: the capture reads dumps in its next increment"
-    )
-)]
 mod collectives;
 mod commands;
 mod diagnostic;
@@ -90,11 +83,12 @@ pub use binary::main;
 
 // The record: the events, as read and as stored...
 pub use event::soak::{
-    Archived, ArchivedRun, ArchivedSoak, CgroupEvidence, ChildExit, CompactSample, Evidence,
-    ExitInfo, FailureKind, Findings, GoodputSplit, GpuHealth, GpuHolder, GpuProcessSample,
-    GpuRelease, GpuReleased, GpuSample, HeartbeatErrors, HeartbeatSettings, JobAlarm, JobAlarmSeen,
-    JobMember, KernelMessage, LeakedProcess, Limits, Measures, MpsTeardown, OnJobAlarm, OomKill,
-    OomSource, Outcome, OutcomeStatus, PackedBeats, ProcessEvidence, ProcessSample, ProgressNoted,
+    Archived, ArchivedRun, ArchivedSoak, CgroupEvidence, ChildExit, CollectiveFrame,
+    CollectiveGroup, CompactSample, Evidence, ExitInfo, FailureKind, Findings, GoodputSplit,
+    GpuHealth, GpuHolder, GpuProcessSample, GpuRelease, GpuReleased, GpuSample, HeartbeatErrors,
+    HeartbeatSettings, JobAlarm, JobAlarmSeen, JobMember, KernelMessage, LeakedProcess, Limits,
+    Measures, MpsTeardown, OnJobAlarm, OomKill, OomSource, Outcome, OutcomeStatus, PackedBeats,
+    PendingCollective, ProcessCollectives, ProcessEvidence, ProcessSample, ProgressNoted,
     ProgressSeen, ProgressSignature, ResourceLimit, RunBeats, Sample, SampleBeats, SoakEnd,
     SoakParameters, SoakStart, StepStats, StepTimeoutSetting, Supervision, ThreadEvidence,
     UnkillableProcess,
@@ -111,6 +105,8 @@ pub use event::stored::v9 as soak_v9;
 pub use event::stored::v12 as job_v12;
 // (the findings schema 10–14's verdicts hold, before the beats not taken as they came)
 pub use event::stored::v14 as findings_v14;
+// (the evidence's form of schemas 9 to 15, before each rank's collectives)
+pub use event::stored::v15 as evidence_v15;
 pub use event::{
     DaemonLimits, EVENT_KINDS, Envelope, Event, GpuIdentity, LeaseEnd, Scope, StaleReason,
     StartedDaemon, StopMethod, StoredEnvelope, StoredEvent, Subject, TopologyMode,
@@ -171,6 +167,11 @@ pub mod testing {
     pub use crate::log::store_samples_whole;
     pub mod tables {
         pub use crate::log::tables::{EVENTS, META, SCHEMA_VERSION_KEY, SUBJECT_INDEX};
+        /// The name of the table of the rank rows the job views keep (`soak_ranks_v<N>`).
+        pub fn kept_ranks() -> &'static str {
+            use redb::TableHandle;
+            crate::read::job::soaks::kept::TABLE.name()
+        }
     }
     pub mod artifact {
         pub use crate::read::artifact::{digest_matches, render};

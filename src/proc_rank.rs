@@ -10,10 +10,18 @@
 use crate::env::EnvVars;
 use crate::proc_read::{Blocked, ProcDir};
 
-/// The rank of the process of `dir`: `Ok(None)` where its environment has no `RANK`, holds one
-/// that is not a rank, or cannot be read (the process is gone, or another user's).
-pub(crate) fn rank_of(dir: &ProcDir<'_>) -> Result<Option<u32>, Blocked> {
-    Ok(rank_in_environ(&dir.entries("environ")?))
+/// The rank of the process of `dir` — `None` where its environment has no `RANK`, holds one
+/// that is not a rank, or cannot be read (the process is gone, or another user's) — and the
+/// socket of torch's worker server its environment names (`TORCH_WORKER_SERVER_SOCKET`).
+pub(crate) fn rank_and_server_of(
+    dir: &ProcDir<'_>,
+) -> Result<(Option<u32>, Option<std::path::PathBuf>), Blocked> {
+    use std::os::unix::ffi::OsStrExt;
+    let entries = dir.entries("environ")?;
+    let server = env_value(&entries, EnvVars::TORCH_WORKER_SERVER_SOCKET)
+        .filter(|v| !v.is_empty())
+        .map(|v| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(v)));
+    Ok((rank_in_environ(&entries), server))
 }
 
 /// The rank `entries` (`NAME=value`, as `environ` holds them) give: the first `RANK`, read as
@@ -90,10 +98,16 @@ mod tests {
             .environ_of(10, &["PATH=/usr/bin", "WORLD_SIZE=4", "RANK=2"])
             .with(11, 100, 'S', 1000)
             .environ_of(11, &["PATH=/usr/bin"]);
-        assert_eq!(rank_of(&ProcDir::new(proc.root(), 10, 100)), Ok(Some(2)));
-        assert_eq!(rank_of(&ProcDir::new(proc.root(), 11, 100)), Ok(None));
         assert_eq!(
-            rank_of(&ProcDir::new(proc.root(), 12, 100)),
+            rank_and_server_of(&ProcDir::new(proc.root(), 10, 100)).map(|r| r.0),
+            Ok(Some(2))
+        );
+        assert_eq!(
+            rank_and_server_of(&ProcDir::new(proc.root(), 11, 100)).map(|r| r.0),
+            Ok(None)
+        );
+        assert_eq!(
+            rank_and_server_of(&ProcDir::new(proc.root(), 12, 100)).map(|r| r.0),
             Ok(None),
             "gone"
         );
@@ -104,7 +118,7 @@ mod tests {
     fn a_process_whose_environ_does_not_return_is_blocked() {
         let mut proc = FakeProc::new().with(10, 100, 'S', 1000);
         let fifo = proc.never_returns(10, "environ");
-        let blocked = rank_of(&ProcDir::new(proc.root(), 10, 100)).unwrap_err();
+        let blocked = rank_and_server_of(&ProcDir::new(proc.root(), 10, 100)).unwrap_err();
         assert_eq!((blocked.pid, blocked.file), (10, "environ"));
         // Let the stuck read return, so its worker ends.
         drop(std::fs::OpenOptions::new().write(true).open(&fifo));

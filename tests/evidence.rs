@@ -85,6 +85,7 @@ fn hung_job() -> Evidence {
                 ),
                 holds_gpu_device: true,
                 rank: None,
+                collectives: None,
             },
             ProcessEvidence {
                 pid: 5001,
@@ -101,6 +102,7 @@ fn hung_job() -> Evidence {
                 python_stack: None,
                 holds_gpu_device: true,
                 rank: None,
+                collectives: None,
             },
             ProcessEvidence {
                 pid: 5002,
@@ -114,6 +116,7 @@ fn hung_job() -> Evidence {
                 python_stack: Some(String::new()),
                 holds_gpu_device: false,
                 rank: None,
+                collectives: None,
             },
         ],
         cgroup: Some(CgroupEvidence {

@@ -2,13 +2,12 @@
 //! fixture `heartbeat_trainer.py`, raw lines or the Python package's `unilab.heartbeat`), and
 //! what the artifact then shows — each row's beats, the summary's steps by phase, the heartbeat
 //! file's errors and the goodput — and how the steps are judged: `--phase-timeout`,
-//! `--step-timeout auto`, or `--stale-progress` where neither applies. Then heartbeat files that
-//! are not what a trainer should write (malformed lines, a 100 MB line, a flood of 200 MB), read
-//! by a supervisor held to a 1 GiB address space; the limit flags refused; the file's mode.
+//! `--step-timeout auto`, or `--stale-progress` where neither applies; the limit flags refused;
+//! the file's mode. Heartbeat files that are not what a trainer should write: `heartbeat_files`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -23,7 +22,7 @@ fn heartbeat_trainer() -> PathBuf {
 }
 
 /// `python3 heartbeat_trainer.py ACTIONS...`, as a soak's command.
-fn trainer_running(actions: &[&str]) -> Vec<OsString> {
+pub(crate) fn trainer_running(actions: &[&str]) -> Vec<OsString> {
     let mut command: Vec<OsString> = vec!["python3".into(), heartbeat_trainer().into()];
     command.extend(actions.iter().map(Into::into));
     command
@@ -31,7 +30,7 @@ fn trainer_running(actions: &[&str]) -> Vec<OsString> {
 
 /// `sh -c SCRIPT`, as a soak's command: `$TRAINER` runs the heartbeat trainer, `$BEATS` is
 /// the heartbeat file.
-fn shell_running(script: &str) -> Vec<OsString> {
+pub(crate) fn shell_running(script: &str) -> Vec<OsString> {
     let trainer = heartbeat_trainer();
     let script = format!(
         "BEATS=\"$UNILAB_HEARTBEAT\"; TRAINER=\"python3 {}\"; {script}",
@@ -42,7 +41,7 @@ fn shell_running(script: &str) -> Vec<OsString> {
 
 /// `--json soak run` of `command` in this soak's progress directory and output, sampled every
 /// [`INTERVAL`] with a short shutdown grace, then `options`.
-fn soak_args(soak: &Soak, options: &[&str], command: Vec<OsString>) -> Vec<OsString> {
+pub(crate) fn soak_args(soak: &Soak, options: &[&str], command: Vec<OsString>) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec!["--json".into(), "soak".into(), "run".into()];
     args.extend([
         "--progress-dir".into(),
@@ -60,14 +59,14 @@ fn soak_args(soak: &Soak, options: &[&str], command: Vec<OsString>) -> Vec<OsStr
     args
 }
 
-fn artifact(soak: &Soak) -> Value {
+pub(crate) fn artifact(soak: &Soak) -> Value {
     let bytes = std::fs::read(soak.artifact_path())
         .unwrap_or_else(|e| panic!("no artifact at {}: {e}", soak.artifact_path().display()));
     serde_json::from_slice(&bytes).unwrap()
 }
 
 /// Runs the soak of `command` with `options`: its output and artifact.
-fn run_soak(soak: &Soak, options: &[&str], command: Vec<OsString>) -> (Output, Value) {
+pub(crate) fn run_soak(soak: &Soak, options: &[&str], command: Vec<OsString>) -> (Output, Value) {
     run_soak_with(soak, soak.unilab(), options, command)
 }
 
@@ -85,48 +84,8 @@ fn run_soak_with(
     (output, artifact(soak))
 }
 
-/// Python's, reporting on its last line of standard error the peak resident size, in KiB, of
-/// the largest process of the tree it ran (`ru_maxrss` of its waited-for children).
-const PEAK_RSS: &str = "import resource, subprocess, sys
-code = subprocess.run(sys.argv[1:]).returncode
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(f'peak_rss_kib={peak}', file=sys.stderr)
-sys.exit(code)";
-
-/// Runs the soak under a 1 GiB address-space limit, as the flood tests of `nvidia-smi` do: its
-/// output, its artifact, and the peak resident size of the largest process of its tree, the
-/// supervisor's own included, in bytes.
-fn run_bounded_soak(soak: &Soak, options: &[&str], command: Vec<OsString>) -> (Output, Value, u64) {
-    let _ = std::fs::remove_file(soak.artifact_path());
-    let mut cmd = soak.command();
-    cmd.env("UNILAB_TOOL_TIMEOUT", "2")
-        .args(soak_args(soak, options, command));
-    let limited = with_address_space_limit(&cmd, 1 << 30);
-    let output = Command::new("python3")
-        .env_clear()
-        .envs(
-            limited
-                .get_envs()
-                .filter_map(|(key, value)| Some((key.to_owned(), value?.to_owned()))),
-        )
-        .args(["-c", PEAK_RSS])
-        .arg(limited.get_program())
-        .args(limited.get_args())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let peak_kib: u64 = stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("peak_rss_kib="))
-        .next_back()
-        .unwrap_or_else(|| panic!("no peak size reported: {stderr}"))
-        .parse()
-        .unwrap();
-    (output, artifact(soak), peak_kib * 1024)
-}
-
 #[track_caller]
-fn assert_exit(output: &Output, code: i32, artifact: &Value) {
+pub(crate) fn assert_exit(output: &Output, code: i32, artifact: &Value) {
     assert_eq!(
         output.status.code(),
         Some(code),
@@ -151,14 +110,14 @@ fn rows_beats(artifact: &Value) -> Vec<&Value> {
 
 /// `summary.heartbeat_errors` of a file that held `malformed` lines that were not beats, and
 /// nothing else amiss.
-fn heartbeat_errors(malformed: u64) -> Value {
+pub(crate) fn heartbeat_errors(malformed: u64) -> Value {
     serde_json::json!({
         "clock": 0, "dropped": 0, "malformed": malformed, "oversized": 0,
         "polling_fallbacks": 0, "repeats": 0, "truncations": 0,
     })
 }
 
-fn count_of(value: &Value) -> u64 {
+pub(crate) fn count_of(value: &Value) -> u64 {
     value
         .as_u64()
         .unwrap_or_else(|| panic!("not a count: {value}"))
@@ -169,7 +128,7 @@ fn count_of(value: &Value) -> u64 {
 /// taken to end no earlier than the last of them. A beat without `t` is stamped when read, so
 /// one read by the sample after the command's exit may end the run up to that sample's time.
 #[track_caller]
-fn assert_goodput_adds_up(artifact: &Value) -> f64 {
+pub(crate) fn assert_goodput_adds_up(artifact: &Value) -> f64 {
     let goodput = &artifact["summary"]["goodput"];
     let productive = goodput["productive_seconds"].as_f64().unwrap();
     let buckets = goodput["badput_seconds"].as_object().unwrap();
@@ -439,163 +398,6 @@ fn the_python_helper_beats_a_real_trainer_under_soak_run() {
     assert_eq!(last["step"], 29, "{last}");
     assert_eq!(last["numbers"]["loss"], 2.0 / 31.0, "{last}");
     assert_goodput_adds_up(&artifact);
-}
-
-/// Lines that are not beats — not JSON, JSON of the wrong shape, out-of-range fields, bytes
-/// that are not UTF-8 — are counted, one each, and the beats around them judged as ever.
-#[test]
-fn malformed_lines_are_counted_and_the_beats_around_them_recorded() {
-    let soak = Soak::new();
-    let malformed: [&[u8]; 8] = [
-        b"not json",
-        b"[1, 2, 3]",
-        br#"{"phase": "train"}"#,
-        br#"{"step": -1}"#,
-        br#"{"step": 1.5}"#,
-        br#"{"step": 2, "phase": ""}"#,
-        br#"{"step": 2, "phase": "a\u0007b"}"#,
-        b"{\"step\": 3, \"phase\": \"\xff\xfe\"}",
-    ];
-    let mut command = trainer_running(&["train:5:0.05"]);
-    for line in malformed {
-        let hex: String = line.iter().map(|b| format!("{b:02x}")).collect();
-        command.push(format!("bytes:{hex}").into());
-    }
-    command.extend(["train:5:0.05".into(), "line:{\"step\": 9".into()]);
-    command.push("train:1:0.05".into());
-    let (output, artifact) = run_soak(&soak, &["--stale-progress", "5s"], command);
-    assert_exit(&output, 0, &artifact);
-    let summary = &artifact["summary"];
-    // The 8, and a beat's line cut short before its newline.
-    assert_eq!(summary["heartbeat_errors"], heartbeat_errors(9));
-    assert_eq!(count_of(&summary["steps"]["train"]["count"]), 11);
-    assert_eq!(
-        summary["steps"].as_object().unwrap().len(),
-        1,
-        "no phase of a malformed line: {}",
-        summary["steps"]
-    );
-}
-
-/// A line cut short at the end of the file — the trainer died halfway through writing it — is
-/// a malformed line: it ends no step and is counted.
-#[test]
-fn a_last_line_without_its_newline_is_counted_malformed() {
-    let soak = Soak::new();
-    let (output, artifact) = run_soak(
-        &soak,
-        &["--stale-progress", "5s"],
-        shell_running(r#"$TRAINER train:5:0.05 && printf '{"step": 5, "lo' >> "$BEATS""#),
-    );
-    assert_exit(&output, 0, &artifact);
-    let summary = &artifact["summary"];
-    assert_eq!(count_of(&summary["steps"]["train"]["count"]), 5);
-    assert_eq!(
-        summary["heartbeat_errors"]["malformed"], 1,
-        "{}",
-        summary["heartbeat_errors"]
-    );
-}
-
-/// The most a supervisor of these soaks may hold resident: holding the 100 MB line or the
-/// 200 MB flood would go over it.
-const PEAK_RSS_MAX: u64 = 64 << 20;
-
-/// One line of 100 MB, written in two parts with a pause between (so the supervisor reads the
-/// start of it): counted `oversized` (what was past the backlog's bound skipped as `dropped`),
-/// never held, and the beats after it (steps 100 on) recorded; the soak passes on its own
-/// terms. Under a 1 GiB address-space limit, and no process of the tree grew past
-/// [`PEAK_RSS_MAX`].
-#[test]
-fn a_line_of_100_mb_is_counted_and_skipped_in_bounded_memory() {
-    let soak = Soak::new();
-    let (output, artifact, peak) = run_bounded_soak(
-        &soak,
-        &["--stale-progress", "20s", "--startup-timeout", "60s"],
-        shell_running(
-            r#"$TRAINER train:3:0.1 &&
-            head -c 1000000 /dev/zero | tr '\0' x >> "$BEATS" && sleep 2 &&
-            head -c 99000000 /dev/zero | tr '\0' x >> "$BEATS" && echo >> "$BEATS" &&
-            $TRAINER from:100 sleep:1 train:100:0.1"#,
-        ),
-    );
-    assert_exit(&output, 0, &artifact);
-    let errors = &artifact["summary"]["heartbeat_errors"];
-    let oversized = count_of(&errors["oversized"]);
-    let dropped = count_of(&errors["dropped"]);
-    assert!(oversized <= 1, "one line: {errors}");
-    assert!(oversized + dropped > 0, "the line is counted: {errors}");
-    assert!(dropped <= 100_000_001, "{errors}");
-    assert_eq!(count_of(&errors["malformed"]), 0, "{errors}");
-    let train = &artifact["summary"]["steps"]["train"];
-    assert!(count_of(&train["count"]) <= 103, "{train}");
-    assert!(
-        count_of(&train["last"]) >= 100,
-        "the beats after the line are read: {train}"
-    );
-    assert!(
-        peak < PEAK_RSS_MAX,
-        "a process of the soak peaked at {} MiB",
-        peak >> 20
-    );
-}
-
-/// 200 MB appended as fast as `yes` writes it: of beats (more than a poll takes), then of lines
-/// that are not beats. The reader keeps to its budget and skips the backlog it cannot read,
-/// counting it; memory stays bounded (a 1 GiB address-space limit, no process past
-/// [`PEAK_RSS_MAX`]), and the soak is judged on its own terms: the trainer that beats on after
-/// the flood passes; the one that stops beating fails on the stale period.
-#[test]
-fn a_flood_of_200_mb_is_skipped_and_counted_in_bounded_memory_and_the_soak_still_judged() {
-    let soak = Soak::new();
-    let (output, artifact, peak) = run_bounded_soak(
-        &soak,
-        &["--stale-progress", "20s", "--startup-timeout", "60s"],
-        shell_running(
-            r#"$TRAINER train:3:0.1 &&
-            yes '{"step": 7, "phase": "train", "loss": 0.5}' | head -c 200000000 >> "$BEATS" &&
-            $TRAINER sleep:1 train:30:0.1"#,
-        ),
-    );
-    assert_exit(&output, 0, &artifact);
-    let errors = &artifact["summary"]["heartbeat_errors"];
-    assert!(
-        count_of(&errors["dropped"]) > 0,
-        "a backlog past 64 MiB is skipped: {errors}"
-    );
-    assert!(count_of(&errors["dropped"]) <= 200_000_000, "{errors}");
-    assert!(
-        peak < PEAK_RSS_MAX,
-        "a process of the soak peaked at {} MiB",
-        peak >> 20
-    );
-    assert_goodput_adds_up(&artifact);
-
-    let (output, artifact, peak) = run_bounded_soak(
-        &soak,
-        &["--stale-progress", "5s", "--startup-timeout", "60s"],
-        shell_running(
-            r#"$TRAINER train:3:0.1 sleep:2 &&
-            yes | head -c 200000000 >> "$BEATS" && $TRAINER hang"#,
-        ),
-    );
-    assert_exit(&output, 1, &artifact);
-    let outcome = &artifact["outcome"];
-    assert_eq!(outcome["failure_kind"], "stale_progress", "{outcome}");
-    let errors = &artifact["summary"]["heartbeat_errors"];
-    assert!(
-        count_of(&errors["malformed"]) > 0,
-        "`y` is not a beat: {errors}"
-    );
-    // The beats before the flood, read in the 2 s before it came (one the flood overtook
-    // unread is skipped with it).
-    let train = count_of(&artifact["summary"]["steps"]["train"]["count"]);
-    assert!((1..=3).contains(&train), "{train} beats");
-    assert!(
-        peak < PEAK_RSS_MAX,
-        "a process of the soak peaked at {} MiB",
-        peak >> 20
-    );
 }
 
 /// Limit flags that do not parse, and a phase given two limits: usage errors (exit 2) that name

@@ -206,7 +206,8 @@ fn as_another_hosts_unkept_log(root: &TestRoot, host: &str, lose: Option<&str>) 
     }
     let db = redb::Database::open(dir.join("events.redb")).unwrap();
     let txn = db.begin_write().unwrap();
-    let kept: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("soak_ranks_v1");
+    let kept: redb::TableDefinition<&str, &[u8]> =
+        redb::TableDefinition::new(unilab::testing::tables::kept_ranks());
     txn.delete_table(kept).unwrap();
     {
         let mut meta = txn.open_table(unilab::testing::tables::META).unwrap();

@@ -6,6 +6,7 @@ mod common;
 
 mod archive_files;
 mod codec_props;
+mod collectives;
 mod compact;
 mod docs;
 mod evidence;
@@ -15,6 +16,7 @@ mod framework;
 mod gpu_health;
 mod heartbeat;
 mod heartbeat_arrival;
+mod heartbeat_files;
 mod heartbeat_views;
 mod job;
 mod job_barrier;

@@ -73,6 +73,9 @@ const RUN_SOAK_IN_FIXTURE: &str = "20261211T130000-b13b";
 /// they came.
 const COUNTED_SOAK_IN_FIXTURE: &str = "20261213T150000-b15b";
 
+/// The soak a frozen fixture (schema 16 on) holds whose evidence holds its rank's collectives.
+const COLLECTIVES_SOAK_IN_FIXTURE: &str = "20261214T160000-b16b";
+
 /// The soak a frozen fixture (schema 8 on) holds with its samples packed.
 const PACKED_IN_FIXTURE: &str = "20261206T080000-c8c8";
 
@@ -119,6 +122,9 @@ fn freeze_fixture() {
         .unwrap();
     // Schema 15: a soak whose verdict counts the beats not taken as they came.
     log.append_all(counted_soak(COUNTED_SOAK_IN_FIXTURE, supervisor))
+        .unwrap();
+    // Schema 16: a rank whose evidence holds its collectives.
+    log.append_all(collectives_soak(COLLECTIVES_SOAK_IN_FIXTURE, supervisor))
         .unwrap();
     drop(log);
     // An archived soak: its records in an archive file beside the log, frozen with it.

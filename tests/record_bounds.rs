@@ -164,6 +164,7 @@ fn evidence() -> impl Strategy<Value = Evidence> {
                             python_stack: (i < 4).then(|| python.clone()),
                             holds_gpu_device: true,
                             rank: None,
+                            collectives: None,
                         })
                         .collect(),
                     cgroup: Some(CgroupEvidence {
@@ -348,6 +349,7 @@ fn evidence_claiming(root: &TestRoot, subject: &Subject, claims: usize) -> Event
                 python_stack: None,
                 holds_gpu_device: false,
                 rank: None,
+                collectives: None,
             }],
             cgroup: None,
             kernel_messages: Vec::new(),
@@ -479,6 +481,7 @@ fn evidence_over_every_budget(n: usize) -> Evidence {
                 python_stack: Some(over(share(256 << 10, 1 << 20))),
                 holds_gpu_device: true,
                 rank: None,
+                collectives: None,
             })
             .collect(),
         cgroup: Some(CgroupEvidence {

@@ -245,6 +245,7 @@ fn evidence_claiming_24_mb() -> StoredEvent {
             python_stack: None,
             holds_gpu_device: false,
             rank: None,
+            collectives: None,
         }],
         cgroup: None,
         kernel_messages: Vec::new(),

@@ -399,6 +399,7 @@ fn a_soak_recorded_raw(root: &TestRoot, id: &str) {
                 python_stack: None,
                 holds_gpu_device: false,
                 rank: None,
+                collectives: None,
             }],
             cgroup: None,
             kernel_messages: Vec::new(),

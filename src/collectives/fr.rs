@@ -240,6 +240,11 @@ fn entry(v: &Value) -> Option<Entry> {
             output_sizes: sizes(v.get("output_sizes")),
             state,
             top_frames: frames(v.get("frames")),
+            enqueued_at_us: v
+                .get("time_created_ns")
+                .and_then(Value::as_int)
+                .filter(|t| *t > 0)
+                .map(|t| t / 1000),
             numel_in: None,
             numel_out: None,
         },

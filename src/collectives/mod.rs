@@ -45,51 +45,9 @@ pub(crate) enum DumpError {
     Io(String),
 }
 
-/// One process group as a rank saw it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Group {
-    /// The group's id in this rank (`pg_status`'s key, an entry's `pg_id`).
-    pub(crate) group: String,
-    /// The group's name (an entry's `process_group[0]`), the same on every rank of it.
-    pub(crate) name: Option<String>,
-    /// What the user called it (`process_group[1]`: `default_pg`, a description).
-    pub(crate) desc: Option<String>,
-    /// Its global ranks, when the dump says.
-    pub(crate) ranks: Vec<u64>,
-    pub(crate) last_enqueued: Option<i64>,
-    pub(crate) last_started: Option<i64>,
-    pub(crate) last_completed: Option<i64>,
-    /// The collectives enqueued and not completed, oldest first.
-    pub(crate) pending: Vec<Pending>,
-}
-
-/// One collective not completed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Pending {
-    pub(crate) seq: i64,
-    /// torch's profiling name: `gloo:all_reduce`, `nccl:_allgather_base`.
-    pub(crate) op: String,
-    pub(crate) input_sizes: Vec<Vec<i64>>,
-    pub(crate) input_dtypes: Vec<String>,
-    pub(crate) output_sizes: Vec<Vec<i64>>,
-    /// `scheduled`, `started`; from a watchdog line, `timed out` or `failed`.
-    pub(crate) state: String,
-    /// Where it was called from, innermost first, at most [`MAX_TOP_FRAMES`].
-    pub(crate) top_frames: Vec<Frame>,
-    /// Element counts, where only a watchdog line told of it (it gives no shapes).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) numel_in: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) numel_out: Option<i64>,
-}
-
-/// One Python frame of a collective's call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Frame {
-    pub(crate) name: String,
-    pub(crate) file: String,
-    pub(crate) line: i64,
-}
+pub(crate) use crate::event::soak::{
+    CollectiveFrame as Frame, CollectiveGroup as Group, PendingCollective as Pending,
+};
 
 /// What one dump said.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -114,13 +72,23 @@ pub(crate) fn read_dump(bytes: &[u8]) -> Result<Dump, DumpError> {
     fr::groups(&value)
 }
 
-/// Reads the dump at `path`, never more than [`MAX_DUMP_BYTES`] of it.
+/// Reads the dump at `path`, a regular file (a link is not followed), never more than
+/// [`MAX_DUMP_BYTES`] of it.
 pub(crate) fn read_dump_file(path: &Path) -> Result<Dump, DumpError> {
-    let file = std::fs::File::open(path).map_err(|e| DumpError::Io(e.to_string()))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |e: std::io::Error| DumpError::Io(e.to_string());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(DumpError::Io("not a regular file".to_owned()));
+    }
     let mut bytes = Vec::new();
     file.take(MAX_DUMP_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| DumpError::Io(e.to_string()))?;
+        .map_err(io)?;
     read_dump(&bytes)
 }
 

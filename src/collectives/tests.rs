@@ -227,7 +227,10 @@ mod props {
     use proptest::prelude::*;
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
+        // 2,000 cases each in the suite; `PROPTEST_CASES` runs them longer, as a fuzz target.
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
+        ))]
 
         /// Arbitrary bytes never panic either reader.
         #[test]
@@ -238,15 +241,21 @@ mod props {
             let _ = read_dump(&pickled);
         }
 
-        /// A real dump with bytes flipped or cut never panics, and what it reads stays
-        /// within the bounds.
+        /// A dump (those torch 2.15 wrote among them) with bytes flipped or cut never panics,
+        /// and what it reads stays within the bounds. With the test above, the readers' fuzz
+        /// target: run longer with `PROPTEST_CASES=1000000 cargo test --lib collectives::tests::props`.
         #[test]
         fn damaged_dumps_never_panic(
-            which in 0usize..2,
+            which in 0usize..4,
             flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
             cut in any::<prop::sample::Index>(),
         ) {
-            let mut bytes = fixture(["gloo-rank0.pickle", "gloo-rank0.json"][which]);
+            let mut bytes = fixture([
+                "gloo-rank0.pickle",
+                "gloo-rank0.json",
+                "torch-2.15/gloo-rank0.pickle",
+                "torch-2.15/wrapped-rank1.json",
+            ][which]);
             for (at, b) in flips {
                 let i = at.index(bytes.len());
                 bytes[i] = b;
@@ -258,6 +267,52 @@ mod props {
                     prop_assert!(g.pending.iter().all(|p| p.top_frames.len() <= MAX_TOP_FRAMES));
                 }
             }
+        }
+    }
+}
+
+/// The dumps torch 2.15 itself wrote (Gloo, 4 ranks, rank 2 asleep before all-reduce 8; see
+/// `tests/fixtures/torch_hang.py --keep-dump`), JSON and pickle: each reads, the two forms of a
+/// rank agree on its counters and pending collective, and rank 2 never enqueued #8.
+#[test]
+fn the_dumps_torch_2_15_wrote_read_alike_as_json_and_pickle() {
+    for rank in 0..4 {
+        let json = read_dump(&fixture(&format!("torch-2.15/gloo-rank{rank}.json"))).unwrap();
+        let pickle = read_dump(&fixture(&format!("torch-2.15/gloo-rank{rank}.pickle"))).unwrap();
+        let (j, p) = (only_group(&json), only_group(&pickle));
+        assert_eq!(
+            (j.last_enqueued, j.last_completed),
+            (p.last_enqueued, p.last_completed),
+            "rank {rank}"
+        );
+        assert_eq!(
+            j.ranks,
+            vec![0, 1, 2, 3],
+            "rank {rank}: Gloo's `''` config key"
+        );
+        let ops = |g: &Group| {
+            g.pending
+                .iter()
+                .map(|e| (e.seq, e.op.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ops(j), ops(p), "rank {rank}");
+        if rank == 2 {
+            assert_eq!((j.last_enqueued, j.last_completed), (Some(7), Some(7)));
+            assert!(j.pending.is_empty());
+        } else {
+            assert_eq!((j.last_enqueued, j.last_completed), (Some(8), Some(7)));
+            assert_eq!(ops(j), vec![(8, "gloo:all_reduce".to_owned())]);
+            assert!(j.pending[0].enqueued_at_us.is_some());
+            // The pickle, with stack traces, says where it was called from.
+            assert!(
+                p.pending[0]
+                    .top_frames
+                    .iter()
+                    .any(|f| f.name == "train_step"),
+                "{:?}",
+                p.pending[0].top_frames
+            );
         }
     }
 }

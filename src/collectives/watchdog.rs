@@ -197,6 +197,7 @@ fn work(line: &str) -> Option<Pending> {
         output_sizes: Vec::new(),
         state: state.to_owned(),
         top_frames: Vec::new(),
+        enqueued_at_us: None,
         numel_in: field("NumelIn").and_then(|v| v.parse().ok()),
         numel_out: field("NumelOut").and_then(|v| v.parse().ok()),
     })

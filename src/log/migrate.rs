@@ -13,7 +13,7 @@
 use redb::WriteTransaction;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u32 = 15;
+pub const SCHEMA_VERSION: u32 = 16;
 
 /// Turns a log of version `from` into one of version `from + 1`.
 pub(crate) struct Step {
@@ -171,6 +171,17 @@ pub(crate) const STEPS: &[Step] = &[
         // form it supersedes renamed `SoakFinishedV14`, its findings frozen in
         // `event::stored::v14`. Schema 14 records decode and hash unchanged, and their soaks
         // export as they did, byte for byte; nothing is rewritten.
+        apply: |_| Ok(()),
+    },
+    Step {
+        from: 15,
+        description: "the collectives of each rank in the evidence",
+        // Schema 16 adds `soak_evidence_captured` in a form whose processes hold the
+        // collectives asked of each rank (`event::soak::collectives`): a new variant at the end
+        // of `StoredEvent`, the form it supersedes renamed `SoakEvidenceCapturedV15`, frozen
+        // in `event::stored::v15`. Schema 15 records decode and hash unchanged; nothing is
+        // rewritten. The rank rows the job views keep change shape with it
+        // (`soak_ranks_v2`), and are built again from the events by the open that migrates.
         apply: |_| Ok(()),
     },
 ];

@@ -23,6 +23,7 @@
 
 pub(crate) mod artifact;
 pub(crate) mod beats;
+pub(crate) mod collectives;
 pub(crate) mod csv;
 pub(crate) mod fold;
 pub(crate) mod job;

@@ -168,6 +168,7 @@ mod tests {
             python_stack: None,
             holds_gpu_device: false,
             rank: None,
+            collectives: None,
         };
         let evidence = Evidence {
             trigger: FailureKind::StaleProgress,

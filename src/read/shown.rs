@@ -228,6 +228,12 @@ pub(crate) struct EvidenceShown {
     /// The MPS clients ended before the first signal (schema 9 on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mps: Option<Vec<MpsShown>>,
+    /// Of a tree holding several ranks with their collectives (schema 16 on): the collective
+    /// some never entered, as `job show` names it; left out otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective: Option<crate::read::collectives::Stalled>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mismatches: Vec<crate::read::collectives::Mismatch>,
 }
 
 impl EvidenceShown {
@@ -238,6 +244,16 @@ impl EvidenceShown {
         // job's: one rank is one group.
         let grouping = job.then(|| group(&signatures_by_rank(&evidence.processes, &|p| p.rank)));
         let (groups, odd_ranks) = grouping.map(|g| (g.groups, g.odd_ranks)).unzip();
+        let ranks: std::collections::BTreeMap<u32, _> = evidence
+            .processes
+            .iter()
+            .filter_map(|p| Some((p.rank?, p.collectives.clone()?)))
+            .collect();
+        let matched = if ranks.len() > 1 {
+            crate::read::collectives::matched(&ranks)
+        } else {
+            crate::read::collectives::Matched::default()
+        };
         Self {
             trigger: evidence.trigger.as_str().to_owned(),
             captured_at: unix_seconds(evidence.captured_at_us),
@@ -256,6 +272,8 @@ impl EvidenceShown {
             groups,
             odd_ranks,
             mps: job.then(|| evidence.mps.iter().map(MpsShown::of).collect()),
+            collective: matched.stalled,
+            mismatches: matched.mismatches,
         }
     }
 }
@@ -275,6 +293,9 @@ pub(crate) struct ProcessShown {
     /// Its rank and where its stack stood (schema 9 on: `None` before, and left out).
     #[serde(flatten)]
     pub ranked: Option<RankedShown>,
+    /// Its collectives, as asked of a rank process (schema 16 on; left out where none were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collectives: Option<crate::event::soak::ProcessCollectives>,
 }
 
 impl ProcessShown {
@@ -298,6 +319,7 @@ impl ProcessShown {
                     top_frames: stack.top_frames,
                 }
             }),
+            collectives: p.collectives.clone(),
         }
     }
 }

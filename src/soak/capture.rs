@@ -11,10 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::flight;
 use super::kernel::{self, MemoryCgroup};
 use super::request::SoakSpec;
 use crate::env::EnvVars;
-use crate::event::soak::{Evidence, FailureKind, ProcessEvidence, ThreadEvidence};
+use crate::event::soak::{
+    Evidence, FailureKind, ProcessCollectives, ProcessEvidence, ThreadEvidence,
+};
 use crate::proc_read::ProcDir;
 use crate::process::{self, ProcStat};
 use crate::redact::Secrets;
@@ -40,6 +43,9 @@ pub(crate) struct Capture {
     /// Why Python stacks cannot be dumped, known at the start ("py-spy not found", "off"):
     /// said only when a process of the tree is Python, there being nothing to dump otherwise.
     pub python_unavailable: Vec<String>,
+    /// The soak's `fr/` directory, where its ranks are asked for their collectives
+    /// ([`super::flight`]); `None` where its runtime directory could not be used.
+    pub flight: Option<PathBuf>,
 }
 
 impl Capture {
@@ -64,6 +70,7 @@ impl Capture {
             secrets: spec.secrets.clone(),
             known_unavailable,
             python_unavailable,
+            flight: None,
         }
     }
 }
@@ -137,6 +144,12 @@ impl Capture {
         let with = |f: &mut dyn FnMut(&mut Partial)| {
             f(&mut shared.lock().unwrap_or_else(|e| e.into_inner()))
         };
+        // Asked first: the ranks answer while `/proc` is read.
+        let live_pids: Vec<u32> = live.iter().map(|s| s.pid).collect();
+        let asking = self
+            .flight
+            .as_deref()
+            .map(|dir| flight::Asking::start(dir, &live_pids));
         let cgroup = self.cgroup.as_ref().map(MemoryCgroup::evidence);
         let messages = kernel::kernel_messages(
             &self.kmsg,
@@ -198,7 +211,40 @@ impl Capture {
                 Err(why) => p.evidence.unavailable.push(format!("pid {pid}: {why}")),
             });
         }
-        with(&mut |p| p.evidence.unavailable.extend(notes.0.iter().cloned()));
+        let answers = asking.map(|a| a.finish(&notes.servers));
+        with(&mut |p| self.collectives(&mut p.evidence.processes, answers.as_ref()));
+        with(&mut |p| p.evidence.unavailable.extend(notes.said.iter().cloned()));
+    }
+
+    /// Each rank process's collectives (a process whose parent has its rank is the rank's
+    /// child: a data loader, not the rank), and its watcher's Python stacks where py-spy gave
+    /// none.
+    fn collectives(&self, processes: &mut [ProcessEvidence], answers: Option<&flight::Answers>) {
+        let ranks: Vec<(u32, Option<u32>)> = processes.iter().map(|p| (p.pid, p.rank)).collect();
+        for process in processes.iter_mut() {
+            let Some(rank) = process.rank else { continue };
+            if ranks
+                .iter()
+                .any(|&(pid, r)| pid == process.ppid && r == Some(rank))
+            {
+                continue;
+            }
+            let Some(answers) = answers else {
+                process.collectives = Some(ProcessCollectives {
+                    missing: vec![
+                        "the soak's runtime directory could not be used: no rank was asked"
+                            .to_owned(),
+                    ],
+                    ..ProcessCollectives::default()
+                });
+                continue;
+            };
+            let (collectives, stacks) = answers.of_process(process.pid, rank);
+            process.collectives = Some(collectives);
+            if process.python_stack.is_none() {
+                process.python_stack = stacks.map(|s| self.secrets.mask(&s).into_owned());
+            }
+        }
     }
 
     /// One process as `/proc` shows it now; `None` if it is gone or another process by now.
@@ -235,10 +281,14 @@ impl Capture {
             }
         };
         let holds_gpu_device = holds_file_under(&dir, &self.gpu_device_prefix, notes);
-        let rank = crate::proc_rank::rank_of(&proc_dir).unwrap_or_else(|blocked| {
-            notes.once(format!("{blocked}; it is recorded without its rank"));
-            None
-        });
+        let (rank, server) =
+            crate::proc_rank::rank_and_server_of(&proc_dir).unwrap_or_else(|blocked| {
+                notes.once(format!("{blocked}; it is recorded without its rank"));
+                (None, None)
+            });
+        if let Some(server) = server.filter(|_| rank.is_some()) {
+            notes.servers.push((now.pid, server));
+        }
         Some(ProcessEvidence {
             pid: now.pid,
             ppid: now.ppid,
@@ -251,6 +301,7 @@ impl Capture {
             python_stack: None,
             holds_gpu_device,
             rank,
+            collectives: None,
         })
     }
 }
@@ -261,14 +312,18 @@ struct Partial {
     reading: Option<u32>,
 }
 
-/// Reasons something could not be read, each said once.
+/// Reasons something could not be read, each said once; and, by pid, the sockets of torch's
+/// worker servers the rank processes' environments name.
 #[derive(Default)]
-struct Notes(Vec<String>);
+struct Notes {
+    said: Vec<String>,
+    servers: Vec<(u32, PathBuf)>,
+}
 
 impl Notes {
     fn once(&mut self, note: String) {
-        if !self.0.contains(&note) {
-            self.0.push(note);
+        if !self.said.contains(&note) {
+            self.said.push(note);
         }
     }
 }
@@ -518,6 +573,7 @@ mod tests {
             secrets: Secrets::default(),
             known_unavailable: vec!["a note known at the start".into()],
             python_unavailable: vec!["python stacks: off (--py-spy off)".into()],
+            flight: None,
         };
         let evidence = capture.take(&[stat], FailureKind::StaleProgress, 7);
         drop(held);

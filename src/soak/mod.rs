@@ -33,6 +33,7 @@ pub(crate) mod console;
 mod cost;
 pub(crate) mod ended;
 pub(crate) mod error;
+mod flight;
 pub(crate) mod growth;
 pub(crate) mod guard;
 pub(crate) mod heartbeat;

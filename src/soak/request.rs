@@ -159,6 +159,10 @@ pub(crate) struct SoakSpec {
     pub report: Option<PathBuf>,
     /// The metrics file rewritten at every sample (`--metrics-file`), if asked for.
     pub metrics_file: Option<PathBuf>,
+    /// This soak's claim on its metrics file, where one could be made: held as long as the spec
+    /// lives, past the file's last write ([`claim`]).
+    #[expect(dead_code, reason = "held for its drop, which ends the claim")]
+    pub metrics_claim: Option<std::sync::Arc<claim::MetricsClaim>>,
     /// `--force`: the artifact and the report replace a file at their names; without it they
     /// are put only where nothing is, when the soak ends.
     pub force: bool,
@@ -278,9 +282,12 @@ impl SoakSpec {
         };
         // Recorded as text, as the command's directory is: only a name that is text.
         let progress_dir = trusted_progress_dir(utf8(absolute(request.progress_dir)?)?, paths.uid)?;
-        let (output, report, metrics_file) =
-            checked_files((output, report, metrics_file), request.force, paths)?;
         let runtime_dir = var(crate::env::EnvVars::XDG_RUNTIME_DIR).map(PathBuf::from);
+        let (output, report, (metrics_file, metrics_claim)) = checked_files(
+            (output, report, metrics_file),
+            request.force,
+            (paths, runtime_dir.as_deref(), &soak_id),
+        )?;
         outputs::apart_from_progress(
             &progress_dir,
             metrics_file.as_deref(),
@@ -316,6 +323,7 @@ impl SoakSpec {
             output,
             report,
             metrics_file,
+            metrics_claim: metrics_claim.map(std::sync::Arc::new),
             force: request.force,
             parameters: SoakParameters {
                 sample_interval_ms: ms(request.sample_interval),
@@ -476,12 +484,14 @@ pub(crate) const PYTHON_STACKS: &str = "python stacks: ";
 
 /// `--output`, `--report` and `--metrics-file`, their placeholders filled, made absolute and
 /// checked: three different files ([`outputs::distinct`]), each one that can be written — found
-/// now, not when the verdict is to be written after days of running.
+/// now, not when the verdict is to be written after days of running. The metrics file comes
+/// with soak `soak_id`'s claim on it, where one could be made in the runtime directory
+/// (`runtime_dir` being `$XDG_RUNTIME_DIR`).
 fn checked_files(
     (output, report, metrics_file): (PathBuf, Option<PathBuf>, Option<PathBuf>),
     force: bool,
-    paths: &StatePaths,
-) -> Result<(PathBuf, Option<PathBuf>, Option<PathBuf>), SoakError> {
+    (paths, runtime_dir, soak_id): (&StatePaths, Option<&Path>, &str),
+) -> Result<(PathBuf, Option<PathBuf>, ClaimedMetricsFile), SoakError> {
     let output = absolute(output)?;
     if !output.parent().is_some_and(Path::is_dir) {
         return invalid(Invalid::NoOutputDirectory(output));
@@ -497,11 +507,15 @@ fn checked_files(
     let report = report
         .map(|path| checked_output(path, OutputFile::Report, force))
         .transpose()?;
-    let metrics_file = metrics_file
-        .map(|path| checked_metrics_file(path, force, paths))
-        .transpose()?;
+    let metrics_file = match metrics_file {
+        Some(path) => checked_metrics_file(path, force, (paths, runtime_dir, soak_id))?,
+        None => (None, None),
+    };
     Ok((output, report, metrics_file))
 }
+
+/// `--metrics-file`, if given, and the claim on it, if one could be made.
+type ClaimedMetricsFile = (Option<PathBuf>, Option<claim::MetricsClaim>);
 
 /// `--report` or `--metrics-file` (`kind`) made absolute (as the artifact's path is) and
 /// checked as [`refuse_to_replace`] checks it.
@@ -511,19 +525,19 @@ fn checked_output(path: PathBuf, kind: OutputFile, force: bool) -> Result<PathBu
     Ok(path)
 }
 
-/// `--metrics-file` made absolute, its kind checked as [`refuse_to_replace`] checks it; an
-/// existing file is taken without `--force` when its soak no longer runs
-/// ([`outputs::metrics_file`]).
+/// `--metrics-file` made absolute, its kind checked as [`refuse_to_replace`] checks it, then
+/// claimed and checked under the claim ([`outputs::claimed_metrics_file`]): an existing file is
+/// taken without `--force` when its soak no longer runs, and one another soak holds is refused.
 fn checked_metrics_file(
     path: PathBuf,
     force: bool,
-    paths: &StatePaths,
-) -> Result<PathBuf, SoakError> {
+    (paths, runtime_dir, soak_id): (&StatePaths, Option<&Path>, &str),
+) -> Result<ClaimedMetricsFile, SoakError> {
     let kind = OutputFile::Metrics;
     let path = std::path::absolute(&path).map_err(SoakError::output(kind, &path))?;
     crate::soak::artifact::check_target(&path).map_err(SoakError::output(kind, &path))?;
-    outputs::metrics_file(&path, force, paths)?;
-    Ok(path)
+    let claim = outputs::claimed_metrics_file(&path, force, paths, (runtime_dir, soak_id))?;
+    Ok((Some(path), claim))
 }
 
 /// The `py-spy` to dump Python stacks with, and why there is none: `--py-spy` names one (a path,
@@ -586,6 +600,7 @@ fn trusted_progress_dir(progress_dir: PathBuf, uid: u32) -> Result<PathBuf, Soak
     }
 }
 
+mod claim;
 mod outputs;
 #[cfg(test)]
 mod tests;

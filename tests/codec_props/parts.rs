@@ -562,6 +562,7 @@ pub(super) fn process_evidence() -> impl Strategy<Value = ProcessEvidence> {
                     python_stack,
                     holds_gpu_device,
                     rank: Some(pid % 8).filter(|_| holds_gpu_device),
+                    collectives: None,
                 }
             },
         )

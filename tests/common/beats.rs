@@ -298,3 +298,53 @@ pub fn counted_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, Stor
         })
         .collect()
 }
+
+/// A rank of schema 16: [`run_soak`]'s, whose evidence holds its collectives, as its
+/// `unilab.watch_collectives()` answered — in all-reduce 8 of the default group, which it
+/// enqueued at 12:00:03 and never completed.
+pub fn collectives_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEvent)> {
+    run_soak(id, supervisor)
+        .into_iter()
+        .map(|(subject, event)| match event {
+            StoredEvent::SoakEvidenceCaptured(mut evidence) => {
+                for process in &mut evidence.processes {
+                    process.collectives = Some(fixture_collectives());
+                }
+                (subject, StoredEvent::SoakEvidenceCaptured(evidence))
+            }
+            event => (subject, event),
+        })
+        .collect()
+}
+
+fn fixture_collectives() -> unilab::ProcessCollectives {
+    unilab::ProcessCollectives {
+        sources: vec!["fifo".into()],
+        missing: Vec::new(),
+        groups: vec![unilab::CollectiveGroup {
+            group: "0".into(),
+            name: Some("0".into()),
+            desc: Some("default_pg".into()),
+            ranks: vec![0, 1, 2, 3],
+            last_enqueued: Some(8),
+            last_started: Some(8),
+            last_completed: Some(7),
+            pending: vec![unilab::PendingCollective {
+                seq: 8,
+                op: "gloo:all_reduce".into(),
+                input_sizes: vec![vec![1024]],
+                input_dtypes: vec!["Float".into()],
+                output_sizes: vec![vec![1024]],
+                state: "started".into(),
+                top_frames: vec![unilab::CollectiveFrame {
+                    name: "train_step".into(),
+                    file: "train.py".into(),
+                    line: 41,
+                }],
+                enqueued_at_us: Some(1_764_679_203_000_000),
+                numel_in: None,
+                numel_out: None,
+            }],
+        }],
+    }
+}

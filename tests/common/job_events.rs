@@ -75,6 +75,7 @@ pub fn job_soak(id: &str, supervisor: ProcessIdentity) -> Vec<(Subject, StoredEv
                 ),
                 holds_gpu_device: false,
                 rank: Some(1),
+                collectives: None,
             }],
             cgroup: None,
             kernel_messages: Vec::new(),

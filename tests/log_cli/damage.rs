@@ -29,7 +29,7 @@ fn verify_passes_on_a_good_log_and_without_one() {
         .success()
         .stdout(predicate::str::starts_with("ok: 30 events, chain head "))
         .stdout(predicate::str::contains(
-            "(0 daemons, 4 soaks, 1 starting, 1 lease, 2 daemon_jobs, 1 daemon_limit, 4 soak_ranks_v1)",
+            "(0 daemons, 4 soaks, 1 starting, 1 lease, 2 daemon_jobs, 1 daemon_limit, 4 soak_ranks_v2)",
         ));
     let out = root
         .unilab()
@@ -423,7 +423,7 @@ fn a_projection_that_disagrees_with_the_events_fails_verification() {
         .success()
         .stdout(predicate::str::contains("ok: 1 event, chain head"))
         .stdout(predicate::str::contains(
-            "(1 daemon, 0 soaks, 0 starting, 0 leases, 1 daemon_job, 1 daemon_limit, 0 soak_ranks_v1)",
+            "(1 daemon, 0 soaks, 0 starting, 0 leases, 1 daemon_job, 1 daemon_limit, 0 soak_ranks_v2)",
         ));
     // A daemon row the events never put there.
     raw_write(&root, |txn| {

@@ -11,6 +11,7 @@ mod full_disk;
 mod gpu;
 mod metrics;
 mod metrics_end;
+mod metrics_race;
 mod no_gpu_tool;
 mod one_output;
 mod outcomes;

@@ -56,6 +56,8 @@ pub(crate) const KERNEL_STACKS_BYTES: usize = 512 << 10;
 pub(crate) const KERNEL_MESSAGES: usize = 512;
 pub(crate) const NOTES: usize = 256;
 pub(crate) const MPS_SERVERS: usize = 64;
+pub(crate) const COLLECTIVE_GROUPS: usize = 512;
+pub(crate) const COLLECTIVES_PENDING: usize = 512;
 pub(crate) const MPS_CLIENTS: usize = 1024;
 
 pub(crate) const REASON_BYTES: usize = 16 << 10;
@@ -207,7 +209,62 @@ fn bound_evidence(evidence: &mut Evidence) {
             "unilab kept {MPS_CLIENTS} of the MPS clients ended: {clients_cut} left out"
         ));
     }
+    notes.extend(bound_collectives(&mut evidence.processes));
     bound_notes(&mut evidence.unavailable, NOTES, "notes", notes);
+}
+
+/// The processes' collectives within [`COLLECTIVE_GROUPS`] groups and [`COLLECTIVES_PENDING`]
+/// pending entries in all (the oldest of each group kept: the one a rank waits in), each entry
+/// of a few tensors and frames; what was left out, said.
+fn bound_collectives(processes: &mut [super::ProcessEvidence]) -> Option<String> {
+    /// An entry's tensors, their dimensions and its frames.
+    const TENSORS: usize = 8;
+    const DIMENSIONS: usize = 8;
+    const FRAMES: usize = 4;
+    let (mut groups, mut pending, mut cut) = (COLLECTIVE_GROUPS, COLLECTIVES_PENDING, 0);
+    for found in processes.iter_mut().filter_map(|p| p.collectives.as_mut()) {
+        keep_first(&mut found.sources, 8);
+        keep_first(&mut found.missing, 8);
+        found
+            .missing
+            .iter_mut()
+            .for_each(|m| cut_text(m, LINE_BYTES));
+        cut += keep_first(&mut found.groups, groups);
+        groups -= found.groups.len();
+        for group in &mut found.groups {
+            cut_text(&mut group.group, NAME_BYTES);
+            cut_word(&mut group.name);
+            cut_word(&mut group.desc);
+            keep_first(&mut group.ranks, EVIDENCE_PROCESSES * 64);
+            cut += keep_first(&mut group.pending, pending);
+            pending -= group.pending.len();
+            for entry in &mut group.pending {
+                cut_text(&mut entry.op, NAME_BYTES);
+                cut_text(&mut entry.state, NAME_BYTES);
+                for sizes in [&mut entry.input_sizes, &mut entry.output_sizes] {
+                    keep_first(sizes, TENSORS);
+                    for size in sizes.iter_mut() {
+                        keep_first(size, DIMENSIONS);
+                    }
+                }
+                keep_first(&mut entry.input_dtypes, TENSORS);
+                entry
+                    .input_dtypes
+                    .iter_mut()
+                    .for_each(|d| cut_text(d, NAME_BYTES));
+                keep_first(&mut entry.top_frames, FRAMES);
+                for frame in &mut entry.top_frames {
+                    cut_text(&mut frame.name, NAME_BYTES);
+                    cut_text(&mut frame.file, WORD_BYTES);
+                }
+            }
+        }
+    }
+    (cut > 0).then(|| {
+        format!(
+            "unilab kept {COLLECTIVE_GROUPS} process groups and {COLLECTIVES_PENDING} pending collectives in the evidence: {cut} left out"
+        )
+    })
 }
 
 fn bound_verdict(end: &mut SoakEnd, findings: &mut Findings) {

@@ -63,6 +63,9 @@ pub struct ProcessEvidence {
     /// `RANK` in its environment; `None` without it, or where its form did not read it
     /// (before schema 9).
     pub rank: Option<u32>,
+    /// Its collectives, for a process with a rank where the soak asks for them (schema 16 on);
+    /// `None` for any other process, or where its form did not hold them.
+    pub collectives: Option<super::ProcessCollectives>,
 }
 
 /// The memory cgroup the command ran in.

@@ -17,11 +17,13 @@
 //! another rank raised, and each evidence process's rank. Schema 8 stores samples in a [`compact`] form and records
 //! the [`archive`] of a soak moved out of the live log. Schema 10 adds the soak's heartbeats
 //! ([`beats`]): how its steps are judged, each sample's beats, the run's steps and goodput.
-//! Schema 12 adds to each sample the [`progress`] the supervisor decided at it.
+//! Schema 12 adds to each sample the [`progress`] the supervisor decided at it; schema 16 to
+//! each process of the evidence its [`collectives`].
 
 mod archive;
 mod beats;
 mod bounds;
+mod collectives;
 pub(crate) use bounds::CMDLINE_BYTES;
 mod compact;
 mod evidence;
@@ -40,6 +42,7 @@ pub use beats::{
 };
 #[cfg(test)]
 pub(crate) use bounds::a_tree;
+pub use collectives::{CollectiveFrame, CollectiveGroup, PendingCollective, ProcessCollectives};
 pub use compact::{CompactSample, PackedBeats};
 pub(crate) use compact::{STANDALONE_EVERY, UnpackError};
 pub use evidence::{

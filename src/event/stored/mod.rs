@@ -25,6 +25,7 @@
 pub mod v1;
 pub mod v12;
 pub mod v14;
+pub mod v15;
 pub mod v2;
 pub mod v8;
 pub mod v9;
@@ -169,8 +170,9 @@ pub enum StoredEvent {
         limits: soak::Limits,
         job: Option<v12::JobMember>,
     },
-    /// `soak_evidence_captured` since schema 9: each process's rank, the MPS clients ended.
-    SoakEvidenceCaptured(Box<soak::Evidence>),
+    /// `soak_evidence_captured` in schema 9–15's form: each process's rank, the MPS clients
+    /// ended.
+    SoakEvidenceCapturedV15(Box<v15::Evidence>),
     /// Schema 9.
     SoakJobAlarmSeen(Box<soak::JobAlarmSeen>),
     /// `soak_started` in schema 10's form: its supervision says how its heartbeats are judged.
@@ -233,6 +235,8 @@ pub enum StoredEvent {
         findings: Box<soak::Findings>,
         limit: Option<soak::ResourceLimit>,
     },
+    /// `soak_evidence_captured` since schema 16: each rank process's collectives.
+    SoakEvidenceCaptured(Box<soak::Evidence>),
 }
 
 impl StoredEvent {
@@ -273,7 +277,9 @@ impl StoredEvent {
             S::DaemonStartingV3 { .. } | S::DaemonStarting { .. } => 11,
             S::LeaseAcquired { .. } => 12,
             S::LeaseReleased { .. } => 13,
-            S::SoakEvidenceCapturedV8(_) | S::SoakEvidenceCaptured(_) => 14,
+            S::SoakEvidenceCapturedV8(_)
+            | S::SoakEvidenceCapturedV15(_)
+            | S::SoakEvidenceCaptured(_) => 14,
             S::SoakArchived(_) => 15,
             S::SoakJobAlarmSeen(_) => 16,
         };

@@ -53,7 +53,7 @@ impl StoredEvent {
             S::SoakStartedV8 { .. } | S::SoakSampledV9 { .. } | S::SoakFinishedV9 { .. } => 6,
             S::DaemonStarted { .. } => 7,
             S::SoakSampledCompactV9(_) | S::SoakArchived(_) => 8,
-            S::SoakStartedV9 { .. } | S::SoakEvidenceCaptured(_) | S::SoakJobAlarmSeen(_) => 9,
+            S::SoakStartedV9 { .. } | S::SoakEvidenceCapturedV15(_) | S::SoakJobAlarmSeen(_) => 9,
             S::SoakStartedV10 { .. }
             | S::SoakSampledV11 { .. }
             | S::SoakSampledCompactV11(_)
@@ -62,6 +62,7 @@ impl StoredEvent {
             S::SoakSampled { .. } | S::SoakSampledCompact { .. } => 12,
             S::SoakStarted { .. } => 13,
             S::SoakFinished { .. } => 15,
+            S::SoakEvidenceCaptured(_) => 16,
         }
     }
 
@@ -186,6 +187,9 @@ impl StoredEvent {
             } => soak_finished::current(*end, findings, limit),
             S::SoakEvidenceCapturedV8(evidence) => Event::SoakEvidenceCaptured(Box::new(
                 soak_evidence_captured::evidence_of_v8(*evidence),
+            )),
+            S::SoakEvidenceCapturedV15(evidence) => Event::SoakEvidenceCaptured(Box::new(
+                soak_evidence_captured::evidence_of_v15(*evidence),
             )),
             S::SoakEvidenceCaptured(evidence) => Event::SoakEvidenceCaptured(evidence),
             S::SoakAbandoned { supervisor, reason } => Event::SoakAbandoned { supervisor, reason },

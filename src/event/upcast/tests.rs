@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::soak_evidence_captured::evidence_to_v8;
+use super::soak_evidence_captured::{evidence_to_v8, evidence_to_v15};
 use super::soak_finished::end_of_v1;
 use super::soak_sampled::sample_of_v1;
 use super::soak_started::start_of_v1;
@@ -49,6 +49,7 @@ fn evidence(rank: Option<u32>, mps: Vec<MpsTeardown>) -> Evidence {
             python_stack: None,
             holds_gpu_device: false,
             rank,
+            collectives: None,
         }],
         cgroup: None,
         kernel_messages: Vec::new(),
@@ -236,7 +237,32 @@ fn changed_forms() -> Vec<StoredEvent> {
     .chain(schema_12_forms())
     .chain(schema_13_forms())
     .chain(schema_15_forms())
+    .chain(schema_16_forms())
     .collect()
+}
+
+/// The form schema 16 adds: evidence whose rank process holds its collectives.
+fn schema_16_forms() -> Vec<StoredEvent> {
+    let mut captured = evidence(Some(2), Vec::new());
+    captured.processes[0].collectives = Some(crate::event::soak::ProcessCollectives {
+        sources: vec!["fifo".into()],
+        missing: Vec::new(),
+        groups: Vec::new(),
+    });
+    vec![StoredEvent::SoakEvidenceCaptured(Box::new(captured))]
+}
+
+/// Schema 9–15's evidence reads with no collectives, all else kept.
+#[test]
+fn evidence_of_schema_15_reads_without_collectives() {
+    let mut asked = evidence(Some(2), Vec::new());
+    let stored = StoredEvent::SoakEvidenceCapturedV15(Box::new(evidence_to_v15(asked.clone())));
+    let (event, schema) = stored.upcast().unwrap();
+    assert_eq!(schema, 9);
+    assert_eq!(event, Event::SoakEvidenceCaptured(Box::new(asked.clone())));
+    asked.processes[0].collectives = Some(crate::event::soak::ProcessCollectives::default());
+    let written = StoredEvent::from(Event::SoakEvidenceCaptured(Box::new(asked)));
+    assert_eq!(written.schema(), 16);
 }
 
 /// The form schema 15 adds: a verdict counting the beats not taken as they came.
@@ -399,14 +425,14 @@ fn schema_9_forms(supervision: v9::Supervision) -> Vec<StoredEvent> {
             }),
         },
         StoredEvent::SoakEvidenceCapturedV8(Box::new(evidence_to_v8(evidence(None, Vec::new())))),
-        StoredEvent::SoakEvidenceCaptured(Box::new(evidence(
+        StoredEvent::SoakEvidenceCapturedV15(Box::new(evidence_to_v15(evidence(
             Some(3),
             vec![MpsTeardown {
                 daemon: "gpu0".into(),
                 server_pid: 77,
                 terminated: vec![100],
             }],
-        ))),
+        )))),
         StoredEvent::SoakJobAlarmSeen(Box::new(JobAlarmSeen {
             alarm: JobAlarm {
                 job: "ring".into(),
@@ -622,7 +648,8 @@ fn an_event_is_written_in_its_kinds_newest_form() {
             "soak_sampled" => 12,
             "soak_started" => 13,
             "soak_finished" => 15,
-            "soak_evidence_captured" | "soak_job_alarm_seen" => 9,
+            "soak_evidence_captured" => 16,
+            "soak_job_alarm_seen" => 9,
             _ => 6,
         };
         assert_eq!(written.schema(), newest, "{written:?}");

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use super::fresh::Fresh;
 use super::parts::{exit, failure_kind};
 use crate::event::soak::{
-    CgroupEvidence, ChildExit, Evidence, Findings, GoodputSplit, GpuHolder, GpuRelease,
-    GpuReleased, HeartbeatErrors, KernelMessage, MpsTeardown, OomKill, OomSource, ProcessEvidence,
-    RunBeats, StepStats, ThreadEvidence, UnkillableProcess,
+    CgroupEvidence, ChildExit, CollectiveFrame, CollectiveGroup, Evidence, Findings, GoodputSplit,
+    GpuHolder, GpuRelease, GpuReleased, HeartbeatErrors, KernelMessage, MpsTeardown, OomKill,
+    OomSource, PendingCollective, ProcessCollectives, ProcessEvidence, RunBeats, StepStats,
+    ThreadEvidence, UnkillableProcess,
 };
-use crate::event::stored::{v8, v9, v14};
+use crate::event::stored::{v8, v9, v14, v15};
 
 fn thread(n: &mut Fresh) -> ThreadEvidence {
     ThreadEvidence {
@@ -59,11 +60,11 @@ pub(super) fn evidence_v8(n: &mut Fresh) -> v8::Evidence {
     }
 }
 
-pub(super) fn evidence(n: &mut Fresh) -> Evidence {
-    Evidence {
+pub(super) fn evidence_v15(n: &mut Fresh) -> v15::Evidence {
+    v15::Evidence {
         trigger: failure_kind(),
         captured_at_us: n.i64(),
-        processes: vec![ProcessEvidence {
+        processes: vec![v15::ProcessEvidence {
             pid: n.u32(),
             ppid: n.u32(),
             start_ticks: n.u64(),
@@ -83,6 +84,67 @@ pub(super) fn evidence(n: &mut Fresh) -> Evidence {
             daemon: n.text(),
             server_pid: n.u32(),
             terminated: vec![n.u32()],
+        }],
+    }
+}
+
+pub(super) fn evidence(n: &mut Fresh) -> Evidence {
+    Evidence {
+        trigger: failure_kind(),
+        captured_at_us: n.i64(),
+        processes: vec![ProcessEvidence {
+            pid: n.u32(),
+            ppid: n.u32(),
+            start_ticks: n.u64(),
+            name: n.text(),
+            state: n.char(),
+            cmdline: vec![n.text()],
+            threads: vec![thread(n)],
+            kernel_stack: Some(n.text()),
+            python_stack: Some(n.text()),
+            holds_gpu_device: n.bool(),
+            rank: Some(n.u32()),
+            collectives: Some(collectives(n)),
+        }],
+        cgroup: Some(cgroup(n)),
+        kernel_messages: vec![kernel_message(n)],
+        unavailable: vec![n.text()],
+        mps: vec![MpsTeardown {
+            daemon: n.text(),
+            server_pid: n.u32(),
+            terminated: vec![n.u32()],
+        }],
+    }
+}
+
+fn collectives(n: &mut Fresh) -> ProcessCollectives {
+    ProcessCollectives {
+        sources: vec![n.text()],
+        missing: vec![n.text()],
+        groups: vec![CollectiveGroup {
+            group: n.text(),
+            name: Some(n.text()),
+            desc: Some(n.text()),
+            ranks: vec![n.u64()],
+            last_enqueued: Some(n.i64()),
+            last_started: Some(n.i64()),
+            last_completed: Some(n.i64()),
+            pending: vec![PendingCollective {
+                seq: n.i64(),
+                op: n.text(),
+                input_sizes: vec![vec![n.i64()]],
+                input_dtypes: vec![n.text()],
+                output_sizes: vec![vec![n.i64()]],
+                state: n.text(),
+                top_frames: vec![CollectiveFrame {
+                    name: n.text(),
+                    file: n.text(),
+                    line: n.i64(),
+                }],
+                enqueued_at_us: Some(n.i64()),
+                numel_in: Some(n.i64()),
+                numel_out: Some(n.i64()),
+            }],
         }],
     }
 }

@@ -150,7 +150,7 @@ fn every_form() -> Vec<StoredEvent> {
             limits: limits(n),
             job: Some(job_member_v12(n)),
         },
-        |n| S::SoakEvidenceCaptured(Box::new(evidence(n))),
+        |n| S::SoakEvidenceCapturedV15(Box::new(evidence_v15(n))),
         |n| S::SoakJobAlarmSeen(Box::new(alarm_seen(n))),
         |n| S::SoakStartedV10 {
             start: Box::new(start(n)),
@@ -196,6 +196,7 @@ fn every_form() -> Vec<StoredEvent> {
             findings: Box::new(findings(n)),
             limit: Some(resource_limit()),
         },
+        |n| S::SoakEvidenceCaptured(Box::new(evidence(n))),
     ];
     forms
         .into_iter()

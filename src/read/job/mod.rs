@@ -26,8 +26,11 @@ use straggler::{StepRank, Straggler, stragglers};
 pub(crate) use suspect::{FirstStalled, Suspect};
 pub(crate) use verdict::who;
 
-use crate::event::soak::{Evidence, FailureKind, ProcessEvidence};
+use crate::event::soak::{Evidence, FailureKind, ProcessCollectives, ProcessEvidence};
+use std::collections::BTreeMap;
+
 use crate::job::alarm::Alarm;
+use crate::read::collectives::{Matched, Mismatch, Stalled, matched};
 use crate::read::signature::group::{self, SignatureGroup};
 use crate::read::signature::{Frame, StackSignature, of_process};
 
@@ -74,6 +77,10 @@ pub(crate) struct RankRow {
     /// What stalling is measured by (see [`suspect`]).
     #[serde(skip)]
     pub pace: suspect::Pace,
+    /// The collectives its capture holds, by rank (one, or the ranks of a tree that holds
+    /// several).
+    #[serde(skip)]
+    pub collectives: Vec<(u32, ProcessCollectives)>,
 }
 
 /// The captures of one rank's soak, as they are read in order: keeps the one that speaks for the
@@ -87,6 +94,8 @@ pub(crate) struct RankRow {
 pub(crate) struct RankCaptures {
     chosen: Option<StackSignature>,
     last_at_us: Option<i64>,
+    /// The collectives the chosen capture holds, by rank (schema 16 on).
+    collectives: Vec<(u32, ProcessCollectives)>,
 }
 
 impl RankCaptures {
@@ -99,13 +108,47 @@ impl RankCaptures {
                 },
                 of_process,
             ));
+            self.collectives = evidence
+                .processes
+                .iter()
+                .filter_map(|p| Some((p.rank?, p.collectives.clone()?)))
+                .collect();
         }
         self.last_at_us = Some(evidence.captured_at_us);
     }
 
-    /// The signature that speaks for the rank, and when its last capture was taken.
-    pub(crate) fn done(self) -> (Option<StackSignature>, Option<i64>) {
-        (self.chosen, self.last_at_us)
+    /// Where no capture held collectives, the NCCL watchdog's lines in `tail` (the command's
+    /// standard error, as its verdict kept it), by the rank they name.
+    pub(crate) fn tail(&mut self, tail: &[u8]) {
+        if self.collectives.iter().any(|(_, c)| !c.groups.is_empty()) {
+            return;
+        }
+        let text = String::from_utf8_lossy(tail);
+        for said in crate::collectives::watchdog::from_tail(&text) {
+            let Some(rank) = said.rank else { continue };
+            let at = match self.collectives.iter().position(|(r, _)| *r == rank) {
+                Some(at) => at,
+                None => {
+                    self.collectives.push((rank, ProcessCollectives::default()));
+                    self.collectives.len() - 1
+                }
+            };
+            let found = &mut self.collectives[at].1;
+            found.sources.push("output_tail".to_owned());
+            found.groups = said.groups;
+        }
+    }
+
+    /// The signature that speaks for the rank, when its last capture was taken, and the
+    /// collectives of the ranks its chosen capture holds.
+    pub(crate) fn done(
+        self,
+    ) -> (
+        Option<StackSignature>,
+        Option<i64>,
+        Vec<(u32, ProcessCollectives)>,
+    ) {
+        (self.chosen, self.last_at_us, self.collectives)
     }
 }
 
@@ -158,6 +201,10 @@ pub(crate) struct JobView {
     pub odd_ranks: Vec<u32>,
     /// The ranks slower than the job's median step (see [`straggler`]), by rank.
     pub stragglers: Vec<Straggler>,
+    /// The collective some ranks wait in that others never entered; `null` when none is known.
+    pub collective: Option<Stalled>,
+    /// The collectives whose op, sizes or dtypes differ between ranks.
+    pub mismatches: Vec<Mismatch>,
     /// One sentence; `null` when there is nothing to say.
     pub verdict: Option<String>,
     /// The verdict's clauses, one a line in the human output.
@@ -188,7 +235,15 @@ impl JobView {
             })
             .collect();
         let grouping = group::group(&signed);
-        let judged = suspect::judge(&ranks, &grouping);
+        let collectives: BTreeMap<u32, ProcessCollectives> = ranks
+            .iter()
+            .flat_map(|r| r.collectives.iter().cloned())
+            .collect();
+        let Matched {
+            stalled,
+            mismatches,
+        } = matched(&collectives);
+        let judged = suspect::judge(&ranks, &grouping, stalled.as_ref());
         let stepped: Vec<StepRank> = ranks
             .iter()
             .map(|r| StepRank {
@@ -206,6 +261,8 @@ impl JobView {
             &judged,
             &stragglers,
         );
+        let mut verdict_lines = verdict_lines;
+        verdict_lines.extend(mismatches.iter().map(Mismatch::sentence));
         let verdict = (!verdict_lines.is_empty()).then(|| verdict_lines.join("; "));
         Self {
             job: job.to_owned(),
@@ -216,6 +273,8 @@ impl JobView {
             groups: grouping.groups,
             odd_ranks: grouping.odd_ranks,
             stragglers,
+            collective: stalled,
+            mismatches,
             verdict,
             verdict_lines,
         }
@@ -246,6 +305,7 @@ mod tests {
             python_stack: None,
             holds_gpu_device: false,
             rank: None,
+            collectives: None,
         }
     }
 
@@ -280,6 +340,7 @@ mod tests {
                 sample_interval_seconds: Some(0.5),
                 ..suspect::Pace::default()
             },
+            collectives: Vec::new(),
         }
     }
 
@@ -447,10 +508,10 @@ mod tests {
             mps: Vec::new(),
         };
         let mut captures = RankCaptures::default();
-        assert_eq!(RankCaptures::default().done(), (None, None));
+        assert_eq!(RankCaptures::default().done(), (None, None, Vec::new()));
         captures.take(&capture(10, "wait_woken"));
         captures.take(&capture(20, "do_nanosleep"));
-        let (signature, at) = captures.done();
+        let (signature, at, _) = captures.done();
         assert_eq!(signature.unwrap().signature, "wait_woken");
         assert_eq!(at, Some(20));
         let mut empty = RankCaptures::default();
@@ -459,5 +520,36 @@ mod tests {
             ..capture(1, "x")
         });
         assert_eq!(empty.done().0.unwrap().signature, "unknown");
+    }
+
+    /// A rank whose capture had no collectives (nothing answered) is read from the NCCL
+    /// watchdog's lines its verdict kept; one whose capture had them is not.
+    #[test]
+    fn the_watchdogs_lines_stand_in_for_a_capture_without_collectives() {
+        let tail = b"[rank1]:[E1003 18:37:01.833 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800017 milliseconds before timing out.\n[rank1]:[E1003 18:37:01.833 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog at work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.\n";
+        let mut evidence = Evidence {
+            trigger: FailureKind::StaleProgress,
+            captured_at_us: 1,
+            processes: vec![process(10, 1, "python3", "futex_wait_queue")],
+            cgroup: None,
+            kernel_messages: Vec::new(),
+            unavailable: Vec::new(),
+            mps: Vec::new(),
+        };
+        evidence.processes[0].rank = Some(1);
+        evidence.processes[0].collectives = Some(ProcessCollectives {
+            missing: vec!["no `unilab.watch_collectives()` runs in it".into()],
+            ..ProcessCollectives::default()
+        });
+        let mut captures = RankCaptures::default();
+        captures.take(&evidence);
+        captures.tail(tail);
+        let (_, _, collectives) = captures.done();
+        assert_eq!(collectives.len(), 1, "{collectives:?}");
+        let (rank, found) = &collectives[0];
+        assert_eq!(*rank, 1);
+        assert_eq!(found.sources, vec!["output_tail".to_owned()]);
+        assert_eq!(found.groups[0].last_enqueued, Some(6463));
+        assert_eq!(found.missing.len(), 1, "why no dump stays said");
     }
 }

@@ -409,6 +409,7 @@ impl RankFold {
             }
             (Event::SoakFinished { end, findings, .. }, Stage::Running) => {
                 self.verdict_progress_ms = end.last_progress_ms;
+                self.run.captures.tail(&end.stderr_tail);
                 self.run.reading.verdict(findings.as_deref());
                 self.stage = Stage::Over;
                 true
@@ -449,7 +450,7 @@ impl RankFold {
         let pace = pace.done(self.sample_interval_ms);
         let last_progress_at_us =
             last_progress_at(&progress, self.verdict_progress_ms, spawned_at_us);
-        let (signature, last_capture_us) = captures.done();
+        let (signature, last_capture_us, collectives) = captures.done();
         let read = reading.done();
         let (signature, top_frames) = match signature {
             Some(s) => (Some(s.signature), s.top_frames),
@@ -482,6 +483,7 @@ impl RankFold {
             reason: soak.reason.clone(),
             gpus: read.gpus,
             pace,
+            collectives,
         }
     }
 }

@@ -116,6 +116,7 @@ mod tests {
             name: "python3".into(),
             state: 'S',
             rank: None,
+            collectives: None,
             cmdline: vec!["python3".into(), "ring_allreduce.py".into()],
             threads: vec![
                 ThreadEvidence {

@@ -8,7 +8,9 @@
 //!   file whose soak no longer runs: it says `unilab_soak_running 0`, or its supervisor (named
 //!   by pid and start time on its first line) is gone from this host. A running soak's file, a
 //!   file of another host's soak that says it runs, and a file that is not unilab's are refused
-//!   ([`metrics_file`]).
+//!   ([`metrics_file`]). That check is made under the soak's claim on the file ([`super::claim`]),
+//!   so that of two soaks started at one moment one takes the file and the other is refused as
+//!   if the first had written it already ([`claimed_metrics_file`]).
 //! - The progress directory neither holds nor lies inside what unilab writes while the soak
 //!   runs — its state directory on this host, its jobs directory, the metrics file, its runtime
 //!   directory — by the devices and inodes of every directory above each, so that no spelling
@@ -19,6 +21,7 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use super::claim::{self, Claimed, MetricsClaim};
 use crate::paths::StatePaths;
 use crate::process::{Liveness, ProcessIdentity, SystemProc};
 use crate::soak::error::{Invalid, ProgressDirProblem, SoakError};
@@ -55,6 +58,52 @@ fn key(path: &Path) -> Option<(u64, u64, std::ffi::OsString)> {
     };
     let meta = std::fs::metadata(dir).ok()?;
     Some((meta.dev(), meta.ino(), name))
+}
+
+/// `--metrics-file` at `path` (absolute, its kind checked) claimed for soak `soak_id`, then
+/// checked ([`metrics_file`]) under the claim, `runtime_dir` being `$XDG_RUNTIME_DIR`: refused
+/// when another soak holds the claim, unless `--force` (`force`); taken without a claim when
+/// none can be made here.
+pub(super) fn claimed_metrics_file(
+    path: &Path,
+    force: bool,
+    paths: &StatePaths,
+    (runtime_dir, soak_id): (Option<&Path>, &str),
+) -> Result<Option<MetricsClaim>, SoakError> {
+    let held = match claim::claim(path, runtime_dir, paths.uid, soak_id) {
+        Claimed::Held(held) => Some(held),
+        Claimed::Taken(_) if force => None,
+        Claimed::Taken(holder) => {
+            let (soak_id, why) = match holder {
+                Some(holder) => (
+                    crate::text::foreign(&holder.soak_id).into_owned(),
+                    format!(
+                        "its supervisor, pid {}, is running and holds the file's claim",
+                        holder.pid
+                    ),
+                ),
+                None => (
+                    "unknown".to_owned(),
+                    "another soak holds the file's claim, and its claim names no soak".to_owned(),
+                ),
+            };
+            return Err(SoakError::MetricsFileInUse {
+                path: path.to_owned(),
+                soak_id,
+                why,
+            });
+        }
+        Claimed::Unavailable(why) => {
+            crate::trace::detail!(
+                crate::trace::STEPS,
+                "no claim on the metrics file `{}`: {why}; checked without one",
+                path.display()
+            );
+            None
+        }
+    };
+    metrics_file(path, force, paths)?;
+    Ok(held)
 }
 
 /// `--metrics-file` at `path` (absolute, its kind checked), taken as it is when nothing is
@@ -297,6 +346,42 @@ mod tests {
         ));
         std::fs::remove_file(&path).unwrap();
         metrics_file(&path, false, &paths).unwrap();
+    }
+
+    /// Another soak's claim refuses the file, naming that soak, unless `--force`; where no
+    /// claim can be made the file is checked without one.
+    #[test]
+    fn a_claimed_metrics_file_is_refused_and_one_that_cannot_be_claimed_is_checked_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = crate::testing::files::private_tempdir();
+        let runtime = crate::testing::files::private_tempdir();
+        let paths = StatePaths {
+            root: dir.path().join("state"),
+            host: "node-7".into(),
+            uid: nix::unistd::getuid().as_raw(),
+        };
+        let path = dir.path().join("unilab.prom");
+        let claimed =
+            |force, soak| claimed_metrics_file(&path, force, &paths, (Some(runtime.path()), soak));
+        let held = claimed(false, "s1").unwrap();
+        assert!(held.is_some());
+        match claimed(false, "s2") {
+            Err(SoakError::MetricsFileInUse { soak_id, why, .. }) => {
+                assert_eq!(soak_id, "s1");
+                let pid = std::process::id();
+                assert!(why.contains(&format!("pid {pid}, is running")), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(claimed(true, "s2").unwrap().is_none(), "taken, unclaimed");
+        drop(held);
+        std::fs::set_permissions(runtime.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(claimed(false, "s3").unwrap().is_none());
+        std::fs::write(&path, "# not unilab's\n").unwrap();
+        assert!(matches!(
+            claimed(false, "s3"),
+            Err(SoakError::OutputExists(_))
+        ));
     }
 
     #[test]

@@ -91,6 +91,7 @@ impl Guard {
         ctx: &SoakContext,
         spec: &SoakSpec,
         (status_path, heartbeat): (&Path, Option<&Path>),
+        flight: &[(String, String)],
     ) -> Result<Self, Failure> {
         let t0 = Instant::now();
         let mut command = Command::new(&ctx.guard_program);
@@ -115,6 +116,8 @@ impl Guard {
             Some(path) => command.env(super::beats::VARIABLE, path),
             None => command.env_remove(super::beats::VARIABLE),
         };
+        // The flight recorder's, where the user did not set them.
+        command.envs(flight.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let mut child = command.spawn().map_err(|e| {
             Failure::new(
                 FailureKind::SpawnFailed,

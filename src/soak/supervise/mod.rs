@@ -98,7 +98,8 @@ pub(crate) fn run(
     })?;
     cost::from_env();
     let (soak, heartbeats) = cost::time(Part::Start, || Recording::begin(ctx, spec))?;
-    let witnesses = cost::time(Part::Start, || Witnesses::start(spec, ctx.paths.uid));
+    let mut witnesses = cost::time(Part::Start, || Witnesses::start(spec, ctx.paths.uid));
+    witnesses.capture.flight = soak.flight.as_ref().map(|(dir, _)| dir.clone());
     // Orphans of the guard's tree — should the guard itself die — come to this process instead
     // of init, so the soak can still find, stop and reap them.
     let _ = nix::sys::prctl::set_child_subreaper(true);
@@ -229,7 +230,10 @@ impl Effects for Shell<'_> {
 
     fn spawn(&mut self) -> Result<Guard, Failure> {
         let files = (&*self.soak.status_path, self.soak.heartbeat_path.as_deref());
-        cost::time(Part::Start, || Guard::spawn(self.ctx, self.spec, files))
+        let variables = self.soak.command_variables();
+        cost::time(Part::Start, || {
+            Guard::spawn(self.ctx, self.spec, files, variables)
+        })
     }
 
     fn sample(&mut self, guard: &Guard, progress: HeldDir, watch: &mut Watch) -> Option<Failure> {

@@ -15,6 +15,7 @@ use crate::log::LogError;
 use crate::process::{self, ProcSource, ProcessIdentity, SystemProc};
 use crate::redact::redact;
 use crate::soak::error::SoakError;
+use crate::soak::flight;
 use crate::soak::request::{SoakSpec, ms};
 use crate::soak::runtime::Unusable;
 use crate::soak::watch::Watch;
@@ -28,6 +29,9 @@ pub(super) struct Recording {
     /// The heartbeat file, named to the command in `UNILAB_HEARTBEAT`; `None` where the
     /// soak's runtime directory could not be used.
     pub heartbeat_path: Option<PathBuf>,
+    /// The flight recorder's directory (`fr/` of the runtime directory) and the variables set
+    /// for the command that point there ([`flight::variables`]); `None` without one.
+    pub flight: Option<(PathBuf, Vec<(String, String)>)>,
 }
 
 impl Recording {
@@ -65,16 +69,21 @@ impl Recording {
                     ));
                     Heartbeats::none(spec.step_limits.clone())
                 });
+        let flight = flight_of(ctx, spec, &heartbeats);
         let recording = Self {
             status_path: work_dir.join("guard-status"),
             heartbeat_path: heartbeats.path(),
+            flight,
             work_dir,
             id,
         };
+        // unilab's own variables, recorded as set for the command.
         let heartbeat = recording
             .heartbeat_path
             .as_ref()
-            .map(|path| (beats::VARIABLE.to_owned(), path.display().to_string()));
+            .map(|path| (beats::VARIABLE.to_owned(), path.display().to_string()))
+            .into_iter()
+            .chain(recording.command_variables().iter().cloned());
         let secrets = &spec.secrets;
         let mask = |text: &str| secrets.mask(text).into_owned();
         // What the user named a credential keeps its name only; any value that is one is masked.
@@ -123,9 +132,39 @@ impl Recording {
         Ok((recording, heartbeats))
     }
 
+    /// The flight recorder's variables set for the command.
+    pub(super) fn command_variables(&self) -> &[(String, String)] {
+        self.flight.as_ref().map_or(&[], |(_, v)| v.as_slice())
+    }
+
     pub(super) fn subject(&self) -> Subject {
         Subject::Soak(self.id.clone())
     }
+}
+
+/// The flight recorder's directory in the soak's runtime directory (made here) and the
+/// variables set for the command that point there, but for those the user set; `None`
+/// without a runtime directory, or where the directory cannot be made (said).
+fn flight_of(
+    ctx: &SoakContext,
+    spec: &SoakSpec,
+    heartbeats: &Heartbeats,
+) -> Option<(PathBuf, Vec<(String, String)>)> {
+    let dir = heartbeats.runtime_dir()?;
+    let fr = flight::create(&dir)
+        .map_err(|e| {
+            ctx.console.warn(&format!(
+                "cannot create `{}`: {e}: the soak runs without PyTorch's flight recorder set",
+                dir.join("fr").display()
+            ));
+        })
+        .ok()?;
+    let user_set = |name: &str| {
+        spec.env.iter().any(|(k, _)| k == name)
+            || (!spec.env_clear && std::env::var_os(name).is_some())
+    };
+    let variables = flight::variables(&fr, user_set);
+    Some((fr, variables))
 }
 
 /// How long the end of a soak waits for space on a full disk to record its verdict (and the

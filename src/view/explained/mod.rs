@@ -268,10 +268,14 @@ impl EvidenceExplained {
                 human_time(micros(evidence.captured_at))
             ),
             // What a rank's frames say is the record's text: one line each, bounded.
-            ranks: (ranked > 1)
-                .then(|| group::verdict(&grouping, &|_| None))
-                .flatten()
-                .map(|v| clip(&v)),
+            // The collective a rank never entered names it before the stacks do.
+            ranks: match &evidence.collective {
+                Some(stalled) => Some(clip(&stalled.sentence())),
+                None => (ranked > 1)
+                    .then(|| group::verdict(&grouping, &|_| None))
+                    .flatten()
+                    .map(|v| clip(&v)),
+            },
             processes: chosen
                 .into_iter()
                 .map(|i| ProcessExplained::of(&processes[i]))

@@ -29,6 +29,7 @@ fn process(pid: u32, state: char, threads: Vec<ThreadShown>) -> ProcessShown {
         python_stack: None,
         holds_gpu_device: false,
         ranked: None,
+        collectives: None,
     }
 }
 
@@ -43,6 +44,8 @@ fn evidence(processes: Vec<ProcessShown>) -> EvidenceShown {
         groups: None,
         odd_ranks: None,
         mps: None,
+        collective: None,
+        mismatches: Vec::new(),
     }
 }
 

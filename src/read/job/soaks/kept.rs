@@ -42,7 +42,7 @@ macro_rules! kept_as {
     };
 }
 
-kept_as!(1);
+kept_as!(2);
 
 /// The job a soak is a rank of, as its start recorded it: its recorded job (schema 9 on), else
 /// the `job` of its metadata (`--meta job=`, before jobs were recorded).

@@ -23,6 +23,7 @@ pub(crate) mod pace;
 use serde::Serialize;
 
 use super::RankRow;
+use crate::read::collectives::Stalled;
 use crate::read::signature::group::{self, Grouping};
 pub(crate) use pace::{Pace, RankPace};
 
@@ -30,12 +31,7 @@ pub(crate) use pace::{Pace, RankPace};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Why {
-    /// It is missing from a collective the others wait in (the flight recorder's: a later
-    /// issue's; nothing names it yet).
-    #[expect(
-        dead_code,
-        reason = "the collective signal is the flight recorder's, to come"
-    )]
+    /// It never entered a collective the others wait in (the flight recorder's counters).
     Collective,
     OddStack,
     OtherPhase,
@@ -100,10 +96,24 @@ struct Named {
     detail: String,
 }
 
-/// Judges `ranks` (as read) and `grouping` (their stacks grouped).
-pub(crate) fn judge(ranks: &[RankRow], grouping: &Grouping) -> Judged {
+/// Judges `ranks` (as read), `grouping` (their stacks grouped) and the collective some ranks
+/// never entered, if one is known.
+pub(crate) fn judge(
+    ranks: &[RankRow],
+    grouping: &Grouping,
+    collective: Option<&Stalled>,
+) -> Judged {
     let first_stalled = first_stalled(ranks);
     let signals: Vec<Named> = [
+        collective.and_then(|stalled| {
+            let missing = *stalled.missing_ranks.first()?;
+            let row = ranks.iter().position(|r| r.rank == Some(missing))?;
+            Some(Named {
+                why: Why::Collective,
+                row,
+                detail: stalled.sentence(),
+            })
+        }),
         odd_stack(ranks, grouping),
         other_phase(ranks),
         behind_step(ranks),

@@ -81,6 +81,8 @@ struct State {
     unsaid_news: Option<String>,
     /// How many times the file was polled for want of an inotify watch.
     fallbacks: u64,
+    /// When the file was last read (Unix seconds): what a read finds arrived after it.
+    last_read: f64,
 }
 
 /// What a read of the file found.
@@ -146,6 +148,11 @@ impl Heartbeats {
         }
     }
 
+    /// The soak's runtime directory, where the file is; `None` without one.
+    pub(super) fn runtime_dir(&self) -> Option<PathBuf> {
+        self.placed.as_ref().map(|(dir, _)| dir.clone())
+    }
+
     /// The file, named to the command; `None` without heartbeats.
     pub(super) fn path(&self) -> Option<PathBuf> {
         let (dir, _) = self.placed.as_ref()?;
@@ -189,7 +196,7 @@ impl Heartbeats {
         };
         let now = crate::time::unix_seconds(now_us);
         let mut state = lock(state);
-        let _ = state.read(now, true);
+        let _ = state.read(now, None, true);
         let error = state.unsaid_error.take();
         let mut news: Vec<String> = state.unsaid_news.take().into_iter().collect();
         let Some((_, run)) = state.run.as_mut() else {
@@ -322,21 +329,32 @@ impl State {
             unsaid_error: None,
             unsaid_news: None,
             fallbacks: 0,
+            last_read: 0.0,
         })
     }
 
-    /// Reads what was appended since the last read, arrived at `now` (Unix seconds), once the
+    /// Reads what was appended since the last read, read at `now` (Unix seconds), once the
     /// command runs; first, with `look`, whether another file was put at the file's name.
     /// What it read.
-    fn read(&mut self, now: f64, look: bool) -> Read {
+    ///
+    /// The beats of one read arrived after the last read, or after `woken` (when the thread
+    /// was woken by the first of them), and by `now`: several are spread evenly over that
+    /// time, not all given `now` — a loaded host that reads two beats at once would make a
+    /// step of one of them and nothing of the other.
+    fn read(&mut self, now: f64, woken: Option<f64>, look: bool) -> Read {
         if look {
             self.follow_the_name();
         }
         let Some((_, run)) = self.run.as_mut() else {
             return Read::Nothing;
         };
+        let since = woken.unwrap_or(self.last_read).max(self.last_read);
+        self.last_read = now;
         let (consumed, stamped) = (self.reader.consumed(), run.stamped());
-        let read = match self.reader.poll_each(now, |beat| run.add(beat)) {
+        let polled = self
+            .reader
+            .poll_each_between(since, now, |beat| run.add(beat));
+        let read = match polled {
             Ok(polled) => {
                 self.failing = false;
                 if !polled.truncated && self.reader.consumed() == consumed {

@@ -110,15 +110,17 @@ fn read_as_written(state: &Mutex<State>, inotify: Option<&Inotify>, stop: &PipeR
             if wait(stop.as_fd(), None, timeout(BATCH)) == Woken::Stop {
                 return;
             }
-            let _ = lock(state).read(super::now(), true);
+            let _ = lock(state).read(super::now(), None, true);
         }
     };
     let mut renamed = false;
+    // When the wait for an event ended: what the next read finds came then or after.
+    let mut woken = None;
     loop {
-        let mut read = lock(state).read(super::now(), std::mem::take(&mut renamed));
+        let mut read = lock(state).read(super::now(), woken.take(), std::mem::take(&mut renamed));
         if read == Read::Nothing {
             renamed = take_events(inotify).unwrap_or(false);
-            read = lock(state).read(super::now(), std::mem::take(&mut renamed));
+            read = lock(state).read(super::now(), None, std::mem::take(&mut renamed));
         }
         let batch = match read {
             Read::Nothing => {
@@ -126,6 +128,7 @@ fn read_as_written(state: &Mutex<State>, inotify: Option<&Inotify>, stop: &PipeR
                     Woken::Stop => return,
                     Woken::Read => renamed = take_events(inotify).unwrap_or(false),
                 }
+                woken = Some(super::now());
                 continue;
             }
             Read::Clocked => BATCH_CLOCKED,

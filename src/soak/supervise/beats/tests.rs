@@ -143,3 +143,39 @@ fn a_file_rewritten_at_each_beat_or_replaced_is_read_from_its_start_each_time() 
     assert_eq!(run.steps["train"].count, u64::from(read) + 2);
     assert!(run.errors.truncations >= 5, "{:?}", run.errors);
 }
+
+/// Beats read together all had the read's time: a host too loaded to wake the reading thread
+/// for each beat made one step of several and dropped the rest from the step times (a test
+/// saw 9 steps timed of 19). Beats of one read are spread over the time since the last read.
+#[test]
+fn beats_read_together_are_spread_over_the_time_since_the_last_read() {
+    let runtime = crate::testing::files::private_tempdir();
+    let beats = heartbeats(runtime.path());
+    let path = beats.path().unwrap();
+    let (_, state) = beats.placed.as_ref().unwrap();
+    let mut state = lock(state);
+    let t0 = 1_800_000_000.0;
+    state.run = Some((t0, HeartbeatRun::new(t0, StepLimits::default())));
+    let mut writer = appending(&path);
+    writeln!(writer, r#"{{"step": 0}}"#).unwrap();
+    assert_eq!(state.read(t0 + 0.1, None, false), Read::Stamped);
+    // Three steps of 0.1 s each, read at once 0.3 s later.
+    write!(
+        writer,
+        "{{\"step\": 1}}\n{{\"step\": 2}}\n{{\"step\": 3}}\n"
+    )
+    .unwrap();
+    assert_eq!(state.read(t0 + 0.4, None, false), Read::Stamped);
+    let run = &state.run.as_ref().unwrap().1;
+    let (timed, seconds) = run.timed();
+    assert_eq!(timed, 3);
+    assert!((seconds - 0.3).abs() < 1e-6, "{seconds}");
+    // Woken by the first of two beats: they came after the wake, not since the last read.
+    write!(writer, "{{\"step\": 4}}\n{{\"step\": 5}}\n").unwrap();
+    assert_eq!(state.read(t0 + 10.2, Some(t0 + 10.0), false), Read::Stamped);
+    let run = &state.run.as_ref().unwrap().1;
+    let (timed, seconds) = run.timed();
+    assert_eq!(timed, 5);
+    // 4 arrived at 10.1 (9.7 s after step 3), 5 at 10.2.
+    assert!((seconds - (0.3 + 9.7 + 0.1)).abs() < 1e-6, "{seconds}");
+}

@@ -35,6 +35,7 @@ fn row(rank: u32, host: &str, signature: &str) -> RankRow {
             sample_interval_seconds: Some(10.0),
             ..crate::read::job::suspect::Pace::default()
         },
+        collectives: Vec::new(),
     }
 }
 
