@@ -7,13 +7,16 @@
 #  2. what asking for the collectives adds to a capture: a job of 4 soaks (one a rank) hung as
 #     the e2e test hangs it, with `unilab.watch_collectives()` against without, each rank's
 #     capture timed from its start (`captured_at`) to its record in the log.
-# ROUNDS (default 3), STEPS (default 400); UNILAB_TORCH_VENV as for scripts/torch-e2e.sh.
+# ROUNDS (default 3), STEPS (default 400); UNILAB_TORCH_VENV as for scripts/torch-e2e.sh;
+# UNILAB_BIN a unilab to use (default: this tree's, built in release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${UNILAB_TORCH_VENV:-$PWD/target/torch-venv}
 [ -x "$venv/bin/torchrun" ] || { echo "no torch venv at $venv: run scripts/torch-e2e.sh first"; exit 1; }
-cargo build --release --locked --bin unilab >&2
-unilab=$PWD/target/release/unilab
+if [ -z "${UNILAB_BIN:-}" ]; then
+    cargo build --release --locked --bin unilab >&2
+fi
+unilab=${UNILAB_BIN:-$PWD/target/release/unilab}
 work=$(mktemp -d "${TMPDIR:-/tmp}/unilab-fr-cost.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export PATH="$venv/bin:$PATH" PYTHONPATH="$PWD/python"
