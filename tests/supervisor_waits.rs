@@ -51,8 +51,11 @@ fn a_wait_between_samples_wakes_only_when_the_sample_is_due() {
     let samples = split["samples"].as_u64().unwrap();
     assert!(samples >= 4, "{split}");
     let woke = split["wait_wakeups"].as_u64().unwrap();
+    // One a sample, and a few for what did happen: the guard's status written at the command's
+    // start and at its exit, a timer that fired a little early on a loaded host (CI saw 10 for
+    // 8 samples). The old wait woke 31 times for 8.
     assert!(
-        woke <= samples + 1,
+        woke <= samples + 4,
         "{woke} wake-ups for {samples} samples: {split}"
     );
 }
