@@ -38,13 +38,15 @@ for i in range(steps):
 mean = (time.perf_counter() - began) / (steps - warm)
 with open(f"{out}.{dist.get_rank()}", "w") as f:
     f.write(str(mean))
+dist.destroy_process_group()
 PY
 
 echo "== 1. step time, FR on against off ($rounds rounds of $steps steps, 4 ranks, Gloo)"
 for round in $(seq "$rounds"); do
     for size in 2000 0; do
         TORCH_FR_BUFFER_SIZE=$size OMP_NUM_THREADS=1 torchrun --nproc-per-node 4 \
-            --master-port "$(port)" "$work/steps.py" "$steps" "$work/step-$size-$round" 2>/dev/null
+            --master-port "$(port)" "$work/steps.py" "$steps" "$work/step-$size-$round" \
+            2>"$work/step-$size-$round.err" || { cat "$work/step-$size-$round.err"; exit 1; }
     done
 done
 python3 - "$work" "$rounds" <<'PY'
@@ -52,7 +54,7 @@ import glob, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
 means = {}
 for size in ("2000", "0"):
-    values = [float(open(p).read()) for p in glob.glob(f"{work}/step-{size}-*.*")]
+    values = [float(open(p).read()) for p in glob.glob(f"{work}/step-{size}-*.[0-9]")]
     means[size] = statistics.median(values)
     print(f"  TORCH_FR_BUFFER_SIZE={size:>4}: median step {means[size] * 1e3:.3f} ms over {len(values)} rank-runs")
 print(f"  on / off: {means['2000'] / means['0']:.3f}")
