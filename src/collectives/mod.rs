@@ -75,21 +75,25 @@ pub(crate) fn read_dump(bytes: &[u8]) -> Result<Dump, DumpError> {
 /// Reads the dump at `path`, a regular file (a link is not followed), never more than
 /// [`MAX_DUMP_BYTES`] of it.
 pub(crate) fn read_dump_file(path: &Path) -> Result<Dump, DumpError> {
+    let bytes =
+        read_regular(path, MAX_DUMP_BYTES as u64 + 1).map_err(|e| DumpError::Io(e.to_string()))?;
+    read_dump(&bytes)
+}
+
+/// At most `at_most` bytes of the regular file at `path`, opened without following a link
+/// and without blocking (a FIFO put there is refused, not waited on).
+pub(crate) fn read_regular(path: &Path, at_most: u64) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt;
-    let io = |e: std::io::Error| DumpError::Io(e.to_string());
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io)?;
-    if !file.metadata().map_err(io)?.is_file() {
-        return Err(DumpError::Io("not a regular file".to_owned()));
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
     }
     let mut bytes = Vec::new();
-    file.take(MAX_DUMP_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    read_dump(&bytes)
+    file.take(at_most).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 //! named, not waited on; files are opened without following links and read within
 //! [`crate::collectives::MAX_DUMP_BYTES`]; a dump that cannot be read is named, never fatal.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -352,17 +352,10 @@ fn poke(path: &Path, bytes: &[u8]) -> Result<(), String> {
     fifo.write_all(bytes).map_err(|e| e.to_string())
 }
 
-/// The regular file at `path`, not followed if a link, at most `limit` bytes (more is an error).
+/// The regular file at `path` (see [`crate::collectives::read_regular`]), at most `limit`
+/// bytes (more is an error).
 fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    File::take(file, limit + 1).read_to_end(&mut bytes)?;
+    let bytes = crate::collectives::read_regular(path, limit + 1)?;
     if bytes.len() as u64 > limit {
         return Err(std::io::Error::other("too large"));
     }
