@@ -9,7 +9,7 @@
 #      rank's evidence says why no collectives were read;
 #   3. one soak over torchrun holding the 4 ranks: `soak show` names rank 2 by the collective.
 # Needs 10 GB free and network access to the registry; without them it says so and exits 0
-# (CI's budget: at most 15 minutes). UNILAB_TORCH_VENV picks the venv (default
+# (CI gives it 10 minutes, the install 7 of them). UNILAB_TORCH_VENV picks the venv (default
 # target/torch-venv); UNILAB_TORCH_E2E=skip skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ if [ ! -x "$venv/bin/torchrun" ]; then
         exit 0
     fi
     python3 -m venv "$venv"
-    if ! timeout 480 "$venv/bin/pip" install -q torch==2.15.0 numpy; then
+    if ! timeout 420 "$venv/bin/pip" install -q torch==2.15.0 numpy; then
         echo "torch-e2e: NOT RUN: torch==2.15.0 could not be installed from the registry"
         exit 0
     fi
