@@ -5,8 +5,8 @@
 # (tests/fixtures/torch_hang.py), in both layouts:
 #   1. one soak per rank (`torchrun --no-python unilab soak run --job J ...`), with
 #      `unilab.watch_collectives()`: `job show J` must name rank 2 by the collective;
-#   2. the same without the watcher: the verdict still names rank 2 (its stack), and each
-#      rank's evidence says why no collectives were read;
+#   2. the same without the watcher: the verdict still names rank 2 (its stack) and says why
+#      no collectives were read, as each rank's evidence does;
 #   3. one soak over torchrun holding the 4 ranks: `soak show` names rank 2 by the collective.
 # Needs 10 GB free and network access to the registry; without them it says so and exits 0
 # (CI gives it 10 minutes, the install 7 of them). UNILAB_TORCH_VENV picks the venv (default
@@ -66,6 +66,7 @@ import json, sys, glob
 view = json.load(open(sys.argv[1]))
 assert view["collective"] is None, view["collective"]
 assert view["suspect"]["rank"] == 2, view["suspect"]
+assert "no collectives were read of ranks 0, 1, 2, 3: " in view["verdict"], view["verdict"]
 for path in glob.glob(sys.argv[2] + "/soak-*.json"):
     artifact = json.load(open(path))
     said = [p["collectives"]["missing"] for p in artifact["evidence"]["processes"] if p.get("collectives")]

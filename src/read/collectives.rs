@@ -220,6 +220,31 @@ fn mismatches(key: &str, members: &[(u32, &CollectiveGroup)]) -> Vec<Mismatch> {
     found
 }
 
+/// Why no collectives were read, where the ranks were asked and none had any: "no collectives
+/// were read of ranks 0, 1, 2, 3: no `unilab.watch_collectives()` runs in it, and torch wrote
+/// no dump"; `None` where some rank had them, or none was asked.
+pub(crate) fn none_read(ranks: &BTreeMap<u32, ProcessCollectives>) -> Option<String> {
+    if ranks.is_empty() || ranks.values().any(|c| !c.groups.is_empty()) {
+        return None;
+    }
+    let mut why: Vec<&str> = ranks
+        .values()
+        .flat_map(|c| c.missing.iter().map(String::as_str))
+        .collect();
+    why.sort_unstable();
+    why.dedup();
+    let which: Vec<String> = ranks.keys().map(u32::to_string).collect();
+    let said = match why.as_slice() {
+        [] => format!("no collectives were read of ranks {}", which.join(", ")),
+        _ => format!(
+            "no collectives were read of ranks {}: {}",
+            which.join(", "),
+            why.join("; ")
+        ),
+    };
+    Some(crate::text::foreign(&said).into_owned())
+}
+
 impl Mismatch {
     /// "`gloo:all_reduce` #8 of group 0 differs in its sizes between ranks (rank 0: [[1024]];
     /// rank 1: [[512]])".

@@ -201,3 +201,25 @@ fn a_wrapped_ring_buffer_still_names_the_rank() {
     );
     assert_eq!(stalled.called_at.as_deref(), Some("torch_hang.py:52"));
 }
+
+/// Ranks asked that had none say why, once for all; a rank that had some says nothing of it.
+#[test]
+fn ranks_asked_that_had_no_collectives_say_why() {
+    let none = |why: &str| ProcessCollectives {
+        missing: vec![why.to_owned()],
+        ..ProcessCollectives::default()
+    };
+    let ranks: BTreeMap<u32, ProcessCollectives> = [
+        (0, none("no `unilab.watch_collectives()` runs in it")),
+        (1, none("no `unilab.watch_collectives()` runs in it")),
+    ]
+    .into();
+    assert_eq!(
+        none_read(&ranks).as_deref(),
+        Some("no collectives were read of ranks 0, 1: no `unilab.watch_collectives()` runs in it")
+    );
+    let mut some = ranks.clone();
+    some.insert(2, rank(8, 7, Vec::new()));
+    assert_eq!(none_read(&some), None);
+    assert_eq!(none_read(&BTreeMap::new()), None);
+}

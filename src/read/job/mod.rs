@@ -263,6 +263,9 @@ impl JobView {
         );
         let mut verdict_lines = verdict_lines;
         verdict_lines.extend(mismatches.iter().map(Mismatch::sentence));
+        if stalled.is_none() {
+            verdict_lines.extend(crate::read::collectives::none_read(&collectives));
+        }
         let verdict = (!verdict_lines.is_empty()).then(|| verdict_lines.join("; "));
         Self {
             job: job.to_owned(),
