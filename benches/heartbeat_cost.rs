@@ -92,15 +92,6 @@ impl std::ops::AddAssign for Cost {
     }
 }
 
-fn schedstat_ns(path: &Path) -> Option<u64> {
-    std::fs::read_to_string(path)
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// `voluntary_ctxt_switches` of a task's `status`.
 fn voluntary_switches(task: &Path) -> Option<u64> {
     std::fs::read_to_string(task.join("status"))
@@ -110,14 +101,6 @@ fn voluntary_switches(task: &Path) -> Option<u64> {
         .trim()
         .parse()
         .ok()
-}
-
-/// The fields of `/proc/<pid>/stat` after the command's name: `[0]` the state, `[11]` and
-/// `[12]` utime and stime.
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = text.rsplit_once(") ")?;
-    Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
 /// What the bench keeps of one thread: its CPU time, its wake-ups, whether it reads the beats.
@@ -166,11 +149,12 @@ fn soak_once(
     let pid = child.id();
     let mut threads: BTreeMap<u32, Thread> = BTreeMap::new();
     let ticks = loop {
-        let fields = stat_fields(pid).expect("the supervisor's stat");
+        let fields = common::stat_fields(pid).expect("the supervisor's stat");
         if fields[0] == "Z" {
             let task = PathBuf::from(format!("/proc/{pid}"));
             let main = threads.entry(pid).or_default();
-            main.ns = schedstat_ns(&task.join("schedstat")).expect("the zombie's schedstat");
+            main.ns =
+                common::schedstat_ns(&task.join("schedstat")).expect("the zombie's schedstat");
             main.wakeups = main.wakeups.max(voluntary_switches(&task).unwrap_or(0));
             break fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
         }
@@ -181,7 +165,7 @@ fn soak_once(
                 };
                 let path = task.path();
                 let kept = threads.entry(tid).or_default();
-                if let Some(ns) = schedstat_ns(&path.join("schedstat")) {
+                if let Some(ns) = common::schedstat_ns(&path.join("schedstat")) {
                     kept.ns = kept.ns.max(ns);
                 }
                 if let Some(wakeups) = voluntary_switches(&path) {

@@ -25,6 +25,8 @@
 //! another (one with the split: a build of the same accounting) measured in the same run,
 //! interleaved; `SUPERVISOR_COST_ROUNDS` (default 1) rounds, summed.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -34,18 +36,8 @@ fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
 }
 
-fn schedstat_ns(path: &Path) -> Option<u64> {
-    std::fs::read_to_string(path)
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 fn state(pid: u32) -> Option<char> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    text.rsplit_once(") ")?.1.chars().next()
+    common::stat_fields(pid)?.first()?.chars().next()
 }
 
 /// The guard: the supervisor's child running `__soak-guard`.
@@ -68,7 +60,7 @@ fn look(pid: u32, threads: &mut BTreeMap<u32, (String, u64)>) {
             continue;
         };
         let path = task.path();
-        let Some(ns) = schedstat_ns(&path.join("schedstat")) else {
+        let Some(ns) = common::schedstat_ns(&path.join("schedstat")) else {
             continue;
         };
         let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
@@ -157,7 +149,8 @@ fn soak_once(unilab: &Path, dir: &Path, processes: u32, interval: &str, seconds:
     loop {
         if state(pid) == Some('Z') {
             let main = threads.entry(pid).or_insert((String::new(), 0));
-            main.1 = schedstat_ns(Path::new(&format!("/proc/{pid}/schedstat"))).unwrap_or(main.1);
+            main.1 = common::schedstat_ns(Path::new(&format!("/proc/{pid}/schedstat")))
+                .unwrap_or(main.1);
             break;
         }
         look(pid, &mut threads);

@@ -119,3 +119,23 @@ impl Drop for Tree {
         let _ = self.root.wait();
     }
 }
+
+/// The first field of a task's `schedstat`: its time on a CPU, in nanoseconds.
+#[allow(dead_code)] // only the benchmarks of a supervisor's CPU read it
+pub fn schedstat_ns(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The fields of `/proc/<pid>/stat` after the command's name: `[0]` the state, `[11]` and
+/// `[12]` utime and stime.
+#[allow(dead_code)] // only the benchmarks of a supervisor's CPU read it
+pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = text.rsplit_once(") ")?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
