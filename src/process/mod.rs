@@ -18,6 +18,7 @@
 
 #[cfg(test)]
 mod fake;
+mod kept;
 mod signal;
 mod walk;
 
@@ -26,6 +27,7 @@ use std::path::PathBuf;
 use crate::proc_read::{Blocked, ProcDir};
 use serde::{Deserialize, Serialize};
 
+pub(crate) use kept::KeptTree;
 pub use signal::{Liveness, SignalError};
 pub(crate) use signal::{Signal, liveness, parse_dump_signal, reap, signal, wait_for_exit};
 pub use walk::{all_processes, descendants};

@@ -36,9 +36,19 @@ pub(crate) fn read_proc_file<'b>(path: &std::path::Path, buf: &'b mut Vec<u8>) -
     std::str::from_utf8(buf).ok()
 }
 
+/// The pids a `children` file lists.
+pub(crate) fn parse_children(text: &str) -> impl Iterator<Item = u32> + '_ {
+    text.split_whitespace()
+        .filter_map(|c| c.parse::<u32>().ok())
+}
+
 /// The children of one process: from each of its threads' `children` file (a thread may fork).
 /// A single-threaded process has one, so its task directory need not be listed.
-fn children_of(proc_root: &std::path::Path, stat: &ProcStat, buf: &mut Vec<u8>) -> Vec<u32> {
+pub(super) fn children_of(
+    proc_root: &std::path::Path,
+    stat: &ProcStat,
+    buf: &mut Vec<u8>,
+) -> Vec<u32> {
     let task_dir = proc_root.join(stat.pid.to_string()).join("task");
     let tasks: Vec<std::path::PathBuf> = if stat.num_threads <= 1 {
         vec![task_dir.join(stat.pid.to_string())]
@@ -50,10 +60,7 @@ fn children_of(proc_root: &std::path::Path, stat: &ProcStat, buf: &mut Vec<u8>) 
     let mut children = Vec::new();
     for task in tasks {
         if let Some(text) = read_proc_file(&task.join("children"), buf) {
-            children.extend(
-                text.split_whitespace()
-                    .filter_map(|c| c.parse::<u32>().ok()),
-            );
+            children.extend(parse_children(text));
         }
     }
     children
@@ -70,24 +77,48 @@ pub(crate) fn tree(proc_root: &std::path::Path, root: u32) -> Vec<ProcStat> {
     let Some(root_stat) = stat_of(root, &mut buf) else {
         return Vec::new();
     };
-    let probe = proc_root
+    if !has_children_files(proc_root, root) {
+        return descendants(root, &all_processes(proc_root));
+    }
+    let mut children_buf = Vec::with_capacity(4096);
+    walk_down(
+        root_stat,
+        |pid| stat_of(pid, &mut buf),
+        |parent, children| children.extend(children_of(proc_root, parent, &mut children_buf)),
+    )
+}
+
+/// Whether this kernel has `/proc/<pid>/task/<tid>/children` (3.5 with checkpoint/restore, and
+/// every kernel since 4.2).
+pub(crate) fn has_children_files(proc_root: &std::path::Path, root: u32) -> bool {
+    proc_root
         .join(root.to_string())
         .join("task")
         .join(root.to_string())
-        .join("children");
-    if !probe.exists() {
-        return descendants(root, &all_processes(proc_root));
-    }
+        .join("children")
+        .exists()
+}
+
+/// The tree under `root_stat`, parents before children, each process's stat read by `stat_of`
+/// and its children's pids added by `children_of`: a child that is gone by its read, or whose
+/// parent is another by then, is not part of the tree any more.
+pub(crate) fn walk_down(
+    root_stat: ProcStat,
+    mut stat_of: impl FnMut(u32) -> Option<ProcStat>,
+    mut children_of: impl FnMut(&ProcStat, &mut Vec<u32>),
+) -> Vec<ProcStat> {
     let mut found: Vec<ProcStat> = Vec::new();
-    let mut seen = std::collections::HashSet::from([root]);
+    let mut seen = std::collections::HashSet::from([root_stat.pid]);
     let mut queue = std::collections::VecDeque::from([root_stat]);
+    let mut children = Vec::new();
     while let Some(parent) = queue.pop_front() {
-        for child in children_of(proc_root, &parent, &mut buf) {
+        children.clear();
+        children_of(&parent, &mut children);
+        for &child in &children {
             if !seen.insert(child) {
                 continue;
             }
-            // Gone between the two reads, or re-parented: not part of the tree any more.
-            if let Some(stat) = stat_of(child, &mut buf).filter(|s| s.ppid == parent.pid) {
+            if let Some(stat) = stat_of(child).filter(|s| s.ppid == parent.pid) {
                 found.push(stat.clone());
                 queue.push_back(stat);
             }

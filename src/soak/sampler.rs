@@ -43,13 +43,13 @@ struct Detail {
     pss: Option<u64>,
 }
 
-/// The samples of every descendant of `root` (the soak's guard), as `/proc` shows them now, and
+/// The samples of `tree`, every descendant of the soak's guard as `/proc` shows them now, and
 /// each one's proportional set size; `fresh`: read every process's costlier files now (the
 /// sample after the command exited, which ends the series). What could not be read in time goes
 /// to `errors`.
 fn process_tree(
     proc_root: &Path,
-    root: u32,
+    tree: Vec<ProcStat>,
     (index, fresh): (u64, bool),
     details: &mut HashMap<(u32, u64), Detail>,
     errors: &mut Vec<String>,
@@ -57,7 +57,7 @@ fn process_tree(
     let page = page_size();
     let mut buf = Vec::with_capacity(4096);
     let mut pss = Vec::new();
-    let samples: Vec<ProcessSample> = process::tree(proc_root, root)
+    let samples: Vec<ProcessSample> = tree
         .into_iter()
         .map(|stat| {
             let cpu_ticks = stat.utime + stat.stime;
@@ -161,6 +161,8 @@ pub struct Sampler {
     progress: HeldDir,
     gpus: Option<GpuStream>,
     details: RefCell<HashMap<(u32, u64), Detail>>,
+    /// The tree's `stat` and `children` files, kept open from one sample to the next.
+    tree: RefCell<process::KeptTree>,
     /// How long a sample may spend walking the progress directory (unbounded: `None`).
     walk_budget: Option<Duration>,
 }
@@ -168,6 +170,7 @@ pub struct Sampler {
 impl Sampler {
     pub fn new(proc_root: PathBuf, progress: HeldDir, gpus: Option<GpuStream>) -> Self {
         Self {
+            tree: RefCell::new(process::KeptTree::new(proc_root.clone())),
             proc_root,
             progress,
             gpus,
@@ -207,20 +210,15 @@ impl Sampler {
     ) -> (Sample, Measures) {
         let began = Instant::now();
         let mut errors = Vec::new();
+        let (guard, tree) = self.tree.borrow_mut().tree(root).unzip();
         let (processes, pss_bytes) = process_tree(
             &self.proc_root,
-            root,
+            tree.unwrap_or_default(),
             (index, after_exit),
             &mut self.details.borrow_mut(),
             &mut errors,
         );
-        let mut buf = Vec::with_capacity(1024);
-        let reaped_cpu_ticks = process::read_proc_file(
-            &self.proc_root.join(root.to_string()).join("stat"),
-            &mut buf,
-        )
-        .and_then(process::parse_stat)
-        .map_or(0, |guard| guard.cutime + guard.cstime);
+        let reaped_cpu_ticks = guard.map_or(0, |guard| guard.cutime + guard.cstime);
         let pids: Vec<u32> = processes.iter().map(|p| p.pid).collect();
         let (gpus, health) = match &self.gpus {
             Some(stream) => {
@@ -314,7 +312,13 @@ mod tests {
     }
 
     fn write_bytes(fake: &FakeProc, index: u64, details: &mut HashMap<(u32, u64), Detail>) -> u64 {
-        let (tree, _) = process_tree(fake.root(), 10, (index, false), details, &mut Vec::new());
+        let (tree, _) = process_tree(
+            fake.root(),
+            process::tree(fake.root(), 10),
+            (index, false),
+            details,
+            &mut Vec::new(),
+        );
         assert_eq!(tree.len(), 1);
         assert_eq!(tree[0].open_fds, Some(2));
         tree[0].write_bytes.unwrap()
@@ -343,9 +347,15 @@ mod tests {
         // A process that left the tree is forgotten.
         fake.reparent(11, 1);
         assert!(
-            process_tree(fake.root(), 10, (20, false), &mut details, &mut Vec::new())
-                .0
-                .is_empty()
+            process_tree(
+                fake.root(),
+                process::tree(fake.root(), 10),
+                (20, false),
+                &mut details,
+                &mut Vec::new()
+            )
+            .0
+            .is_empty()
         );
         assert!(details.is_empty());
     }
@@ -358,7 +368,7 @@ mod tests {
         let mut pss = |fake: &FakeProc, index, last| {
             process_tree(
                 fake.root(),
-                10,
+                process::tree(fake.root(), 10),
                 (index, last),
                 &mut details,
                 &mut Vec::new(),

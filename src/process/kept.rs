@@ -1,0 +1,314 @@
+//! A process tree read again and again, as a soak samples it: each process's `stat` and its
+//! threads' `children` files are opened once and read again through the open file (one `pread`)
+//! rather than opened, read and closed by path each sample — on a tree of sleeping processes
+//! that is a quarter of the cost.
+//!
+//! An open `/proc/<pid>/…` file stays bound to the process it was opened for: once that process
+//! is gone (reaped), a read of it fails, and a process that took its pid since is not read
+//! through it. So a kept file never answers for another process; a read that fails drops it, and
+//! the pid is looked up by path again, as the first time. What is kept is bounded (a share of the
+//! open-file limit); past it, files are read by path as before. Kept files close on `exec`.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+use super::walk::{children_of, has_children_files, parse_children, walk_down};
+use super::{ProcStat, parse_stat};
+
+/// What a read through a kept file may return at once: a `stat` is well under it.
+const CHUNK: usize = 4096;
+
+/// One process's kept files: its `stat`, and the `children` file of each of its threads.
+struct Kept {
+    start_ticks: u64,
+    stat: File,
+    /// By thread id; a single-threaded process has its own only.
+    children: HashMap<u32, File>,
+}
+
+/// The files of the processes of one tree, kept open between its walks.
+pub(crate) struct KeptTree {
+    proc_root: PathBuf,
+    kept: HashMap<u32, Kept>,
+    /// How many files may be kept open.
+    budget: usize,
+    open: usize,
+    buf: Vec<u8>,
+    /// Whether this kernel has `children` files, asked once.
+    children_files: Option<bool>,
+}
+
+/// Reads `file` whole from its start into `buf`: one `pread` where it fits well within
+/// [`CHUNK`], more until the end otherwise. `None` where it cannot be read (its process is gone).
+fn read_whole<'b>(file: &File, buf: &'b mut Vec<u8>) -> Option<&'b str> {
+    buf.clear();
+    let mut chunk = [0u8; CHUNK];
+    loop {
+        let n = file.read_at(&mut chunk, buf.len() as u64).ok()?;
+        let first = buf.is_empty();
+        buf.extend_from_slice(&chunk[..n]);
+        // A short read of a `/proc` file may still leave a record that did not fit: only an
+        // empty read ends it, except for a first read that fits well within the chunk.
+        if n == 0 || (first && n < CHUNK / 2) {
+            break;
+        }
+    }
+    std::str::from_utf8(buf).ok()
+}
+
+impl KeptTree {
+    /// A tree read under `proc_root`, keeping at most a quarter of this process's open-file
+    /// limit (its soft limit, which its children inherit unchanged) open.
+    pub(crate) fn new(proc_root: PathBuf) -> Self {
+        let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(1024, |(soft, _)| soft);
+        Self::with_budget(proc_root, usize::try_from(limit / 4).unwrap_or(usize::MAX))
+    }
+
+    pub(crate) fn with_budget(proc_root: PathBuf, budget: usize) -> Self {
+        Self {
+            proc_root,
+            kept: HashMap::new(),
+            budget,
+            open: 0,
+            buf: Vec::with_capacity(CHUNK),
+            children_files: None,
+        }
+    }
+
+    /// How many files are kept open now.
+    #[cfg(test)]
+    fn open_files(&self) -> usize {
+        self.open
+    }
+
+    fn path(&self, pid: u32) -> PathBuf {
+        self.proc_root.join(pid.to_string())
+    }
+
+    /// `pid`'s stat: through its kept file, or by path (kept from now on, while the budget lasts).
+    fn stat(&mut self, pid: u32) -> Option<ProcStat> {
+        if let Some(kept) = self.kept.get(&pid) {
+            match read_whole(&kept.stat, &mut self.buf).and_then(parse_stat) {
+                Some(stat) if stat.start_ticks == kept.start_ticks => return Some(stat),
+                // Gone: its files go too, and the pid is looked up again.
+                _ => self.forget(pid),
+            }
+        }
+        let file = File::open(self.path(pid).join("stat")).ok()?;
+        let stat = read_whole(&file, &mut self.buf).and_then(parse_stat)?;
+        if self.open < self.budget {
+            self.open += 1;
+            let children = HashMap::new();
+            let start_ticks = stat.start_ticks;
+            self.kept.insert(
+                pid,
+                Kept {
+                    start_ticks,
+                    stat: file,
+                    children,
+                },
+            );
+        }
+        Some(stat)
+    }
+
+    fn forget(&mut self, pid: u32) {
+        if let Some(kept) = self.kept.remove(&pid) {
+            self.open -= 1 + kept.children.len();
+        }
+    }
+
+    /// The children of `stat`'s process, from each of its threads' `children` file, added to
+    /// `out`. Its threads are listed only where it has more than one.
+    fn children(&mut self, stat: &ProcStat, out: &mut Vec<u32>) {
+        let pid = stat.pid;
+        let Some(mut kept) = self
+            .kept
+            .remove(&pid)
+            .filter(|k| k.start_ticks == stat.start_ticks)
+        else {
+            out.extend(children_of(&self.proc_root, stat, &mut self.buf));
+            return;
+        };
+        self.open -= kept.children.len();
+        let tids: Vec<u32> = if stat.num_threads <= 1 {
+            vec![pid]
+        } else {
+            std::fs::read_dir(self.path(pid).join("task"))
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        kept.children.retain(|tid, _| tids.contains(tid));
+        self.open += kept.children.len();
+        let task_dir = self.path(pid).join("task");
+        for tid in tids {
+            if let Some(file) = kept.children.get(&tid) {
+                match read_whole(file, &mut self.buf) {
+                    Some(text) => {
+                        out.extend(parse_children(text));
+                        continue;
+                    }
+                    None => {
+                        kept.children.remove(&tid);
+                        self.open -= 1;
+                    }
+                }
+            }
+            let Ok(file) = File::open(task_dir.join(tid.to_string()).join("children")) else {
+                continue;
+            };
+            if let Some(text) = read_whole(&file, &mut self.buf) {
+                out.extend(parse_children(text));
+            }
+            if self.open < self.budget {
+                self.open += 1;
+                kept.children.insert(tid, file);
+            }
+        }
+        self.kept.insert(pid, kept);
+    }
+
+    /// The tree under `root`: its own stat and its processes, parents before children (as
+    /// [`super::tree`] reads it); the files of processes no longer in it are closed.
+    pub(crate) fn tree(&mut self, root: u32) -> Option<(ProcStat, Vec<ProcStat>)> {
+        let root_stat = self.stat(root)?;
+        let children_files = *self
+            .children_files
+            .get_or_insert_with(|| has_children_files(&self.proc_root, root));
+        let found = if children_files {
+            let this = std::cell::RefCell::new(&mut *self);
+            walk_down(
+                root_stat.clone(),
+                |pid| this.borrow_mut().stat(pid),
+                |parent, out| this.borrow_mut().children(parent, out),
+            )
+        } else {
+            super::descendants(root, &super::all_processes(&self.proc_root))
+        };
+        let in_tree: std::collections::HashSet<u32> = std::iter::once(root)
+            .chain(found.iter().map(|p| p.pid))
+            .collect();
+        let gone: Vec<u32> = self
+            .kept
+            .keys()
+            .filter(|pid| !in_tree.contains(pid))
+            .copied()
+            .collect();
+        for pid in gone {
+            self.forget(pid);
+        }
+        Some((root_stat, found))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn sleeper(seconds: &str) -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg(seconds)
+            .spawn()
+            .unwrap()
+    }
+
+    fn pids(tree: &[ProcStat]) -> Vec<u32> {
+        let mut pids: Vec<u32> = tree.iter().map(|p| p.pid).collect();
+        pids.sort_unstable();
+        pids
+    }
+
+    /// A shell with two sleeping children, read by both walks: the same tree, and its files kept
+    /// open for the next walk (two a process: `stat` and `children`).
+    #[test]
+    fn a_kept_walk_sees_what_a_walk_by_path_sees_and_keeps_its_files() {
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let root = shell.id();
+        let proc_root = Path::new("/proc");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while super::super::tree(proc_root, root).len() < 2 && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut kept = KeptTree::with_budget(proc_root.to_owned(), 64);
+        let (root_stat, first) = kept.tree(root).unwrap();
+        let again = kept.tree(root).unwrap().1;
+        let by_path = super::super::tree(proc_root, root);
+        let _ = shell.kill();
+        let _ = shell.wait();
+        for p in &by_path {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p.pid as i32),
+                nix::sys::signal::SIGKILL,
+            );
+        }
+        assert_eq!(root_stat.pid, root);
+        assert_eq!(pids(&first), pids(&by_path));
+        assert_eq!(pids(&again), pids(&by_path));
+        assert_eq!(first.len(), 2, "{first:?}");
+        // The shell and its two children: a `stat` and a `children` file each.
+        assert_eq!(kept.open_files(), 6);
+    }
+
+    /// A process that left the tree takes its kept files with it; and with no budget nothing is
+    /// kept, the tree still read.
+    #[test]
+    fn files_of_processes_that_left_are_closed_and_the_budget_holds() {
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let root = shell.id();
+        let proc_root = Path::new("/proc");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while super::super::tree(proc_root, root).is_empty() && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut kept = KeptTree::with_budget(proc_root.to_owned(), 64);
+        let mut none_kept = KeptTree::with_budget(proc_root.to_owned(), 0);
+        let before = kept.tree(root).unwrap().1;
+        assert_eq!(none_kept.tree(root).unwrap().1.len(), 1);
+        assert_eq!(none_kept.open_files(), 0);
+        let child = before[0].pid;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child as i32),
+            nix::sys::signal::SIGKILL,
+        );
+        // The shell reaps it: gone from the tree, and its files closed.
+        while !kept.tree(root).unwrap().1.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let after = kept.tree(root).unwrap().1;
+        let _ = shell.kill();
+        let _ = shell.wait();
+        assert!(after.is_empty(), "{after:?}");
+        assert_eq!(kept.open_files(), 2);
+    }
+
+    /// A kept `stat` whose process is gone is not read for the process that took its pid: the
+    /// read fails, and the pid is looked up again by path.
+    #[test]
+    fn a_kept_stat_never_answers_for_another_process() {
+        let mut gone = sleeper("30");
+        let pid = gone.id();
+        let file = File::open(format!("/proc/{pid}/stat")).unwrap();
+        let mut buf = Vec::new();
+        assert!(read_whole(&file, &mut buf).is_some());
+        let _ = gone.kill();
+        let _ = gone.wait();
+        assert_eq!(read_whole(&file, &mut buf), None);
+    }
+}
