@@ -121,12 +121,15 @@ static STUCK: Mutex<Vec<Stuck>> = Mutex::new(Vec::new());
 /// Workers waiting for a read to do.
 static IDLE: Mutex<Vec<Worker>> = Mutex::new(Vec::new());
 
+/// Files to read one after the other, each answered as it is read.
 struct Job {
-    path: PathBuf,
-    returned: Arc<AtomicBool>,
+    /// Each file, and whether its read has returned.
+    paths: Vec<(PathBuf, Arc<AtomicBool>)>,
+    /// Set once the caller gave up on a read of this job: the rest is not read.
+    abandoned: Arc<AtomicBool>,
 }
 
-/// A thread that reads files it is sent, one at a time, and sends back what each held.
+/// A thread that reads the files it is sent, in order, and sends back what each held.
 struct Worker {
     jobs: mpsc::Sender<Job>,
     replies: mpsc::Receiver<Option<Vec<u8>>>,
@@ -141,12 +144,17 @@ impl Worker {
             .name("unilab-proc-read".into())
             .spawn(move || {
                 for job in incoming {
-                    let bytes = std::fs::read(&job.path).ok();
-                    job.returned.store(true, Ordering::Release);
-                    // Nobody waits any more for a read that came back too late: the caller
-                    // dropped this worker, and it ends here.
-                    if reply.send(bytes).is_err() {
-                        break;
+                    for (path, returned) in &job.paths {
+                        if job.abandoned.load(Ordering::Acquire) {
+                            break;
+                        }
+                        let bytes = std::fs::read(path).ok();
+                        returned.store(true, Ordering::Release);
+                        // Nobody waits any more for a read that came back too late: the
+                        // caller dropped this worker, and it ends here.
+                        if reply.send(bytes).is_err() {
+                            return;
+                        }
                     }
                 }
             })
@@ -162,6 +170,102 @@ fn stuck_since(target: &Target) -> Option<Instant> {
     stuck.iter().find(|s| &s.target == target).map(|s| s.since)
 }
 
+/// What a read of one process's file gave: its bytes, `None` where it cannot be read,
+/// [`Blocked`] where the read did not return in time.
+pub(crate) type Read = Result<Option<Vec<u8>>, Blocked>;
+
+/// `file` of each of `dirs`, in order, read one after the other on one worker thread (one
+/// hand-over for all of them), each read given [`PATIENCE`]: a read that does not return is
+/// given up, its process named [`Blocked`], and the rest are read on another worker.
+pub(crate) fn read_each(dirs: &[ProcDir<'_>], file: &'static str) -> Vec<Read> {
+    read_each_within(dirs, file, PATIENCE)
+}
+
+fn read_each_within(dirs: &[ProcDir<'_>], file: &'static str, patience: Duration) -> Vec<Read> {
+    let mut reads: Vec<Read> = vec![Ok(None); dirs.len()];
+    let target = |dir: &ProcDir<'_>| Target {
+        proc_root: dir.root.to_path_buf(),
+        pid: dir.pid,
+        start_ticks: dir.start_ticks,
+    };
+    // A process whose earlier read has not returned is answered at once.
+    let mut pending: Vec<usize> = Vec::with_capacity(dirs.len());
+    for (at, dir) in dirs.iter().enumerate() {
+        match stuck_since(&target(dir)) {
+            Some(since) => {
+                reads[at] = Err(Blocked {
+                    pid: dir.pid,
+                    file,
+                    waited: since.elapsed(),
+                });
+            }
+            None => pending.push(at),
+        }
+    }
+    while !pending.is_empty() {
+        let idle = IDLE.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        // Without a thread to read on, the files are not read (as if they were another user's).
+        let Some(worker) = idle.or_else(Worker::spawn) else {
+            break;
+        };
+        let paths: Vec<(PathBuf, Arc<AtomicBool>)> = pending
+            .iter()
+            .map(|&at| {
+                let dir = &dirs[at];
+                let path = dir.root.join(dir.pid.to_string()).join(file);
+                (path, Arc::new(AtomicBool::new(false)))
+            })
+            .collect();
+        let returned: Vec<Arc<AtomicBool>> = paths.iter().map(|p| Arc::clone(&p.1)).collect();
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let job = Job {
+            paths,
+            abandoned: Arc::clone(&abandoned),
+        };
+        if worker.jobs.send(job).is_err() {
+            break;
+        }
+        let mut done = 0;
+        let mut began = Instant::now();
+        let mut rest = Vec::new();
+        while done < pending.len() {
+            let at = pending[done];
+            match worker.replies.recv_timeout(patience) {
+                Ok(bytes) => reads[at] = Ok(bytes),
+                Err(RecvTimeoutError::Timeout) => {
+                    abandoned.store(true, Ordering::Release);
+                    STUCK
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(Stuck {
+                            target: target(&dirs[at]),
+                            since: began,
+                            returned: Arc::clone(&returned[done]),
+                        });
+                    reads[at] = Err(Blocked {
+                        pid: dirs[at].pid,
+                        file,
+                        waited: began.elapsed(),
+                    });
+                    // The worker is left to its read; the others go to another.
+                    rest = pending.split_off(done + 1);
+                    break;
+                }
+                Err(RecvTimeoutError::Disconnected) => return reads,
+            }
+            done += 1;
+            began = Instant::now();
+        }
+        if done == pending.len() {
+            IDLE.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(worker);
+        }
+        pending = rest;
+    }
+    reads
+}
+
 impl ProcDir<'_> {
     /// [`ProcDir::read`], giving up after `patience`.
     fn read_within(
@@ -169,57 +273,9 @@ impl ProcDir<'_> {
         file: &'static str,
         patience: Duration,
     ) -> Result<Option<Vec<u8>>, Blocked> {
-        let pid = self.pid;
-        let target = Target {
-            proc_root: self.root.to_path_buf(),
-            pid,
-            start_ticks: self.start_ticks,
-        };
-        if let Some(since) = stuck_since(&target) {
-            return Err(Blocked {
-                pid,
-                file,
-                waited: since.elapsed(),
-            });
-        }
-        let idle = IDLE.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        // Without a thread to read on, the file is not read (as if it were another user's).
-        let Some(worker) = idle.or_else(Worker::spawn) else {
-            return Ok(None);
-        };
-        let returned = Arc::new(AtomicBool::new(false));
-        let began = Instant::now();
-        let job = Job {
-            path: self.root.join(pid.to_string()).join(file),
-            returned: Arc::clone(&returned),
-        };
-        if worker.jobs.send(job).is_err() {
-            return Ok(None);
-        }
-        match worker.replies.recv_timeout(patience) {
-            Ok(bytes) => {
-                IDLE.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(worker);
-                Ok(bytes)
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                STUCK
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(Stuck {
-                        target,
-                        since: began,
-                        returned,
-                    });
-                Err(Blocked {
-                    pid,
-                    file,
-                    waited: began.elapsed(),
-                })
-            }
-            Err(RecvTimeoutError::Disconnected) => Ok(None),
-        }
+        read_each_within(std::slice::from_ref(self), file, patience)
+            .pop()
+            .unwrap_or(Ok(None))
     }
 }
 
@@ -242,6 +298,36 @@ mod tests {
             ..me
         };
         assert_eq!(gone.read("environ"), Ok(None), "no such process");
+    }
+
+    /// Reads handed over together: a process whose read does not return is named, and the ones
+    /// after it in the hand-over are still read (on another worker), each once.
+    #[test]
+    fn one_read_that_does_not_return_costs_its_process_alone() {
+        let mut proc = FakeProc::new()
+            .with(81, 100, 'S', 1000)
+            .with(82, 200, 'S', 1000)
+            .with(83, 300, 'S', 1000)
+            .cmdline_of(81, &["first"])
+            .cmdline_of(83, &["third"]);
+        let fifo = proc.never_returns(82, "cmdline");
+        let dirs = [
+            ProcDir::new(proc.root(), 81, 100),
+            ProcDir::new(proc.root(), 82, 200),
+            ProcDir::new(proc.root(), 83, 300),
+        ];
+        let patience = Duration::from_millis(200);
+        let reads = read_each_within(&dirs, "cmdline", patience);
+        assert_eq!(reads[0], Ok(Some(b"first\0".to_vec())));
+        assert_eq!(reads[1].as_ref().map_err(|b| b.pid), Err(82));
+        assert_eq!(reads[2], Ok(Some(b"third\0".to_vec())));
+        // Asked again while its read is stuck: answered at once, the others read.
+        let began = Instant::now();
+        let again = read_each_within(&dirs, "cmdline", Duration::from_secs(60));
+        assert!(began.elapsed() < Duration::from_secs(60));
+        assert_eq!(again[1].as_ref().map_err(|b| b.pid), Err(82));
+        assert_eq!(again[2], Ok(Some(b"third\0".to_vec())));
+        drop(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
     }
 
     /// A read that never returns (here a FIFO nobody opens for writing, in a fake `/proc`)

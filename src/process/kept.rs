@@ -262,6 +262,53 @@ mod tests {
         assert_eq!(kept.open_files(), 6);
     }
 
+    /// A child forked by a thread other than the main one is listed in that thread's
+    /// `children` file alone: found, as by the walk by path, and again through the kept files.
+    #[test]
+    fn a_child_of_a_second_thread_is_in_the_tree() {
+        let script = "import subprocess, threading, time\n\
+t = threading.Thread(target=lambda: (subprocess.Popen(['sleep', '30']), time.sleep(30)))\n\
+t.start(); t.join()\n";
+        let mut python = std::process::Command::new("python3")
+            .args(["-c", script])
+            .spawn()
+            .unwrap();
+        let root = python.id();
+        let proc_root = Path::new("/proc");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut kept = KeptTree::with_budget(proc_root.to_owned(), 64);
+        // (`python3` may be a launcher's script that starts the interpreter below it.)
+        let mut first = Vec::new();
+        while !first.iter().any(|p: &ProcStat| p.comm == "sleep")
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            first = kept
+                .tree(root)
+                .map(|(root, tree)| [vec![root], tree].concat())
+                .unwrap_or_default();
+        }
+        let again = [vec![kept.stat(root).unwrap()], kept.tree(root).unwrap().1].concat();
+        let mut by_path = super::super::tree(proc_root, root);
+        by_path.push(kept.stat(root).unwrap());
+        for p in &by_path[..by_path.len() - 1] {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p.pid as i32),
+                nix::sys::signal::SIGKILL,
+            );
+        }
+        let _ = python.kill();
+        let _ = python.wait();
+        let sleep = first.iter().find(|p| p.comm == "sleep");
+        let parent = sleep.and_then(|s| first.iter().find(|p| p.pid == s.ppid));
+        assert!(
+            parent.is_some_and(|p| p.num_threads > 1),
+            "forked by a thread of a threaded process: {first:?}"
+        );
+        assert_eq!(pids(&again), pids(&first));
+        assert_eq!(pids(&by_path), pids(&first));
+    }
+
     /// A process that left the tree takes its kept files with it; and with no budget nothing is
     /// kept, the tree still read.
     #[test]

@@ -124,9 +124,15 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
     }
     let pid = text[..open].trim().parse().ok()?;
     let comm = text[open + 1..close].to_owned();
-    // Fields from 3 (state) on; field N is at index N - 3.
-    let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
-    let field = |n: usize| rest.get(n - 3).copied();
+    // Fields 3 (state) to 52; field N is at index N - 3. On the stack: a soak parses every
+    // process's stat every sample.
+    let mut rest = [""; 50];
+    let mut fields = 0;
+    for (slot, value) in rest.iter_mut().zip(text[close + 1..].split_whitespace()) {
+        *slot = value;
+        fields += 1;
+    }
+    let field = |n: usize| (n - 3 < fields).then(|| rest[n - 3]);
     let number = |n: usize| field(n).and_then(|f| f.parse::<u64>().ok());
     let signed = |n: usize| field(n).and_then(|f| f.parse::<i32>().ok());
     let mut state = field(3)?.chars();

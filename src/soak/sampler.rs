@@ -57,18 +57,45 @@ fn process_tree(
     let page = page_size();
     let mut buf = Vec::with_capacity(4096);
     let mut pss = Vec::new();
+    // Whose costlier files are due now (their activity), and their `smaps_rollup` read on the
+    // reading thread in one hand-over.
+    let due: Vec<Option<(u64, u64)>> = tree
+        .iter()
+        .map(|stat| {
+            let activity = (stat.utime + stat.stime, stat.rss_pages);
+            match details.get(&(stat.pid, stat.start_ticks)) {
+                Some(d) if !fresh && d.activity == activity && index < d.read_at + DETAIL_EVERY => {
+                    None
+                }
+                _ => Some(activity),
+            }
+        })
+        .collect();
+    let due_dirs: Vec<ProcDir<'_>> = tree
+        .iter()
+        .zip(&due)
+        .filter(|(_, due)| due.is_some())
+        .map(|(stat, _)| ProcDir::new(proc_root, stat.pid, stat.start_ticks))
+        .collect();
+    let mut rollups = crate::proc_read::read_each(&due_dirs, "smaps_rollup").into_iter();
     let samples: Vec<ProcessSample> = tree
         .into_iter()
-        .map(|stat| {
+        .zip(due)
+        .map(|(stat, due)| {
             let cpu_ticks = stat.utime + stat.stime;
-            let activity = (cpu_ticks, stat.rss_pages);
             let key = (stat.pid, stat.start_ticks);
-            let detail = match details.get(&key) {
-                Some(d) if !fresh && d.activity == activity && index < d.read_at + DETAIL_EVERY => {
-                    *d
-                }
-                _ => {
-                    let fresh = read_detail(proc_root, &stat, (activity, index), &mut buf, errors);
+            let detail = match due {
+                None => details[&key],
+                Some(activity) => {
+                    let rollup = rollups.next().unwrap_or(Ok(None));
+                    let fresh = read_detail(
+                        proc_root,
+                        &stat,
+                        (activity, index),
+                        rollup,
+                        &mut buf,
+                        errors,
+                    );
                     details.insert(key, fresh);
                     fresh
                 }
@@ -104,8 +131,8 @@ fn process_tree(
 /// processes add up to what the tree uses. `None` where unreadable (another user's process, a
 /// kernel before 4.14), or where the read did not return in time (its map is locked: `errors`
 /// says so).
-fn read_pss(proc_root: &Path, stat: &ProcStat, errors: &mut Vec<String>) -> Option<u64> {
-    match ProcDir::new(proc_root, stat.pid, stat.start_ticks).read("smaps_rollup") {
+fn read_pss(rollup: crate::proc_read::Read, errors: &mut Vec<String>) -> Option<u64> {
+    match rollup {
         Ok(bytes) => parse_pss(std::str::from_utf8(&bytes?).ok()?),
         Err(blocked) => {
             errors.push(format!("pss: {blocked}"));
@@ -130,6 +157,7 @@ fn read_detail(
     proc_root: &Path,
     stat: &ProcStat,
     (activity, index): ((u64, u64), u64),
+    rollup: crate::proc_read::Read,
     buf: &mut Vec<u8>,
     errors: &mut Vec<String>,
 ) -> Detail {
@@ -144,7 +172,7 @@ fn read_detail(
             .ok()
             .and_then(|entries| u32::try_from(entries.count()).ok()),
         io: io.map(|io| (io.read_bytes, io.write_bytes)),
-        pss: read_pss(proc_root, stat, errors),
+        pss: read_pss(rollup, errors),
     }
 }
 
