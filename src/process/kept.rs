@@ -125,13 +125,14 @@ impl KeptTree {
     /// `out`. Its threads are listed only where it has more than one.
     fn children(&mut self, stat: &ProcStat, out: &mut Vec<u32>) {
         let pid = stat.pid;
-        let Some(mut kept) = self
-            .kept
-            .remove(&pid)
-            .filter(|k| k.start_ticks == stat.start_ticks)
-        else {
-            out.extend(children_of(&self.proc_root, stat, &mut self.buf));
-            return;
+        let mut kept = match self.kept.remove(&pid) {
+            Some(kept) if kept.start_ticks == stat.start_ticks => kept,
+            other => {
+                // Not kept, or kept for another process: read by path.
+                self.open -= other.map_or(0, |k| 1 + k.children.len());
+                out.extend(children_of(&self.proc_root, stat, &mut self.buf));
+                return;
+            }
         };
         self.open -= kept.children.len();
         let tids: Vec<u32> = if stat.num_threads <= 1 {
