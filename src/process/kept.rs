@@ -222,6 +222,21 @@ mod tests {
             .unwrap()
     }
 
+    /// `sh -c script`, once the walk by path finds `children` processes under it.
+    fn shell_with(script: &str, children: usize) -> std::process::Child {
+        let shell = std::process::Command::new("sh")
+            .args(["-c", script])
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while super::super::tree(Path::new("/proc"), shell.id()).len() < children
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        shell
+    }
+
     fn pids(tree: &[ProcStat]) -> Vec<u32> {
         let mut pids: Vec<u32> = tree.iter().map(|p| p.pid).collect();
         pids.sort_unstable();
@@ -232,17 +247,9 @@ mod tests {
     /// open for the next walk (two a process: `stat` and `children`).
     #[test]
     fn a_kept_walk_sees_what_a_walk_by_path_sees_and_keeps_its_files() {
-        let mut shell = std::process::Command::new("sh")
-            .args(["-c", "sleep 30 & sleep 30 & wait"])
-            .spawn()
-            .unwrap();
+        let mut shell = shell_with("sleep 30 & sleep 30 & wait", 2);
         let root = shell.id();
         let proc_root = Path::new("/proc");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while super::super::tree(proc_root, root).len() < 2 && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
         let mut kept = KeptTree::with_budget(proc_root.to_owned(), 64);
         let (root_stat, first) = kept.tree(root).unwrap();
         let again = kept.tree(root).unwrap().1;
@@ -314,17 +321,10 @@ t.start(); t.join()\n";
     /// kept, the tree still read.
     #[test]
     fn files_of_processes_that_left_are_closed_and_the_budget_holds() {
-        let mut shell = std::process::Command::new("sh")
-            .args(["-c", "sleep 30 & wait"])
-            .spawn()
-            .unwrap();
+        let mut shell = shell_with("sleep 30 & wait", 1);
         let root = shell.id();
         let proc_root = Path::new("/proc");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while super::super::tree(proc_root, root).is_empty() && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
         let mut kept = KeptTree::with_budget(proc_root.to_owned(), 64);
         let mut none_kept = KeptTree::with_budget(proc_root.to_owned(), 0);
         let before = kept.tree(root).unwrap().1;
