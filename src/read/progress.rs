@@ -47,32 +47,7 @@ mod tests {
     use crate::event::soak::ProgressSeen;
 
     fn row(elapsed_seconds: f64, progress_files: u64) -> SampleRow<'static> {
-        SampleRow {
-            after_exit: Some(false),
-            cpu_percent: None,
-            cpu_seconds: 0.0,
-            elapsed_seconds,
-            errors: &[],
-            gpus: None,
-            heartbeat: None,
-            host_gpu_memory_used_mib: None,
-            index: 0,
-            open_fds: 0,
-            processes: 3,
-            progress_bytes: 10 * progress_files,
-            progress_files,
-            read_bytes: 0,
-            rss_bytes: 100,
-            sampler_cost_us: 0,
-            threads: 0,
-            tree_gpu_memory_mib: None,
-            tree_pss_bytes: None,
-            write_bytes: 0,
-            gpu_utilization_percent: None,
-            last_progress_at: None,
-            progress_seen: None,
-            progress: None,
-        }
+        SampleRow::of_test(elapsed_seconds, 100, progress_files)
     }
 
     /// When progress last happened, seconds after the spawn.

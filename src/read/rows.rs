@@ -514,6 +514,40 @@ pub(crate) struct Tally {
 }
 
 #[cfg(test)]
+impl SampleRow<'static> {
+    /// A row of tests: `elapsed_seconds` into a soak of three processes of `rss_bytes`, its
+    /// progress directory holding `progress_files` of 10 bytes; nothing else known.
+    pub(crate) fn of_test(elapsed_seconds: f64, rss_bytes: u64, progress_files: u64) -> Self {
+        SampleRow {
+            after_exit: Some(false),
+            cpu_percent: None,
+            cpu_seconds: 0.0,
+            elapsed_seconds,
+            errors: &[],
+            gpus: None,
+            heartbeat: None,
+            host_gpu_memory_used_mib: None,
+            index: 0,
+            open_fds: 0,
+            processes: 3,
+            progress_bytes: 10 * progress_files,
+            progress_files,
+            read_bytes: 0,
+            rss_bytes,
+            sampler_cost_us: 0,
+            threads: 0,
+            tree_gpu_memory_mib: None,
+            tree_pss_bytes: None,
+            write_bytes: 0,
+            gpu_utilization_percent: None,
+            last_progress_at: None,
+            progress_seen: None,
+            progress: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::soak::GpuSample;
