@@ -137,6 +137,34 @@ fn progressed(dir: &Path, rank: u32) {
     });
 }
 
+/// Rank 0 sampled every 0.2 s (stale after `stale`), once it made progress; then rank 1,
+/// sampled once a minute and never making progress, once it registered in the run: their
+/// indices in `started`.
+fn a_rank_and_a_slow_one(
+    dir: &Path,
+    root: &TestRoot,
+    started: &mut Started,
+    stale: &str,
+) -> (u32, u32) {
+    let rank_0 = started.spawn(&mut rank_soak(
+        dir,
+        root,
+        (0, "0.2"),
+        &["--stale-progress", stale],
+        UNTIL_STOP,
+    ));
+    progressed(dir, 0);
+    let rank_1 = started.spawn(&mut rank_soak(
+        dir,
+        root,
+        (1, "60"),
+        &["--stale-progress", "600s", "--startup-timeout", "600s"],
+        "exec sleep 600",
+    ));
+    registered(root, 1);
+    (rank_0, rank_1)
+}
+
 /// A rank killed outright left its entry without `ended_at`, and the others of its run waited
 /// the whole bound for a capture it could never make. Its supervisor gone (its pid and start
 /// time on this host no longer a process), it is not waited for: the rank that fails says
@@ -146,22 +174,7 @@ fn a_rank_whose_supervisor_is_gone_is_not_waited_for() {
     let root = TestRoot::new();
     let dir = private_tempdir("unilab-barrier-gone-");
     let mut started = Started::default();
-    let failing = started.spawn(&mut rank_soak(
-        dir.path(),
-        &root,
-        (0, "0.2"),
-        &["--stale-progress", "1s"],
-        UNTIL_STOP,
-    ));
-    progressed(dir.path(), 0);
-    let killed = started.spawn(&mut rank_soak(
-        dir.path(),
-        &root,
-        (1, "60"),
-        &["--stale-progress", "600s", "--startup-timeout", "600s"],
-        "exec sleep 600",
-    ));
-    registered(&root, 1);
+    let (failing, killed) = a_rank_and_a_slow_one(dir.path(), &root, &mut started, "1s");
     started.0[1].kill().unwrap();
     assert!(started.exit_code(killed, Duration::from_secs(60)).is_some());
     std::fs::write(dir.path().join("stop"), b"").unwrap();
@@ -188,22 +201,7 @@ fn an_interrupted_rank_waits_for_the_others_only_briefly() {
     let root = TestRoot::new();
     let dir = private_tempdir("unilab-barrier-interrupted-");
     let mut started = Started::default();
-    let interrupted = started.spawn(&mut rank_soak(
-        dir.path(),
-        &root,
-        (0, "0.2"),
-        &["--stale-progress", "600s"],
-        UNTIL_STOP,
-    ));
-    progressed(dir.path(), 0);
-    let slow = started.spawn(&mut rank_soak(
-        dir.path(),
-        &root,
-        (1, "60"),
-        &["--stale-progress", "600s", "--startup-timeout", "600s"],
-        "exec sleep 600",
-    ));
-    registered(&root, 1);
+    let (interrupted, slow) = a_rank_and_a_slow_one(dir.path(), &root, &mut started, "600s");
     let code = started.terminate(interrupted, Duration::from_secs(120));
     let said = std::fs::read_to_string(dir.path().join("err-0")).unwrap();
     assert!(code.is_some(), "rank 0 waited on:\n{said}");
