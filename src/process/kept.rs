@@ -17,6 +17,10 @@ use std::path::PathBuf;
 use super::walk::{children_of, has_children_files, parse_children, walk_down};
 use super::{ProcStat, parse_stat};
 
+/// The most files kept open, whatever the limit (an unlimited one included): a tree of
+/// thousands of processes is read by path past it.
+const MAX_KEPT: usize = 8192;
+
 /// What a read through a kept file may return at once: a `stat` is well under it.
 const CHUNK: usize = 4096;
 
@@ -60,11 +64,13 @@ fn read_whole<'b>(file: &File, buf: &'b mut Vec<u8>) -> Option<&'b str> {
 
 impl KeptTree {
     /// A tree read under `proc_root`, keeping at most a quarter of this process's open-file
-    /// limit (its soft limit, which its children inherit unchanged) open.
+    /// limit (its soft limit, which its children inherit unchanged) open, and never more than
+    /// [`MAX_KEPT`].
     pub(crate) fn new(proc_root: PathBuf) -> Self {
         let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .map_or(1024, |(soft, _)| soft);
-        Self::with_budget(proc_root, usize::try_from(limit / 4).unwrap_or(usize::MAX))
+        let budget = usize::try_from(limit / 4).map_or(MAX_KEPT, |b| b.min(MAX_KEPT));
+        Self::with_budget(proc_root, budget)
     }
 
     pub(crate) fn with_budget(proc_root: PathBuf, budget: usize) -> Self {
