@@ -41,7 +41,7 @@ pub(crate) struct Stalled {
 pub(crate) struct Mismatch {
     pub group: String,
     pub seq: i64,
-    /// `op`, `sizes` or `dtypes`.
+    /// `op`, `sizes`, `dtypes` or `state`.
     pub kind: &'static str,
     /// The ranks whose value differs from the most ranks'.
     pub ranks: Vec<u32>,
@@ -170,7 +170,13 @@ fn short_file(file: &str) -> &str {
 /// A value of an entry, said as compared.
 type Said = fn(&PendingCollective) -> String;
 
-/// The collectives of one group entered by two ranks or more whose op, sizes or dtypes
+/// The states of a flight recorder's entry not completed. Gloo leaves its entries `scheduled`
+/// (completed ones too, which are not pending), so its ranks never differ in them; an NCCL
+/// entry is `started` once its kernel runs: a rank whose entry is still `scheduled` where the
+/// others' started has its stream held by something before it.
+const IN_FLIGHT: [&str; 2] = ["scheduled", "started"];
+
+/// The collectives of one group entered by two ranks or more whose op, sizes, dtypes or state
 /// differ: for each, the ranks outside the most ranks' value.
 fn mismatches(key: &str, members: &[(u32, &CollectiveGroup)]) -> Vec<Mismatch> {
     let mut by_seq: BTreeMap<i64, Vec<(u32, &PendingCollective)>> = BTreeMap::new();
@@ -181,13 +187,19 @@ fn mismatches(key: &str, members: &[(u32, &CollectiveGroup)]) -> Vec<Mismatch> {
     }
     let mut found = Vec::new();
     for (seq, entered) in by_seq.into_iter().filter(|(_, e)| e.len() > 1) {
-        let kinds: [(&'static str, Said); 3] = [
+        let kinds: [(&'static str, Said); 4] = [
             ("op", |p| p.op.clone()),
             ("sizes", |p| format!("{:?}", p.input_sizes)),
             ("dtypes", |p| p.input_dtypes.join(",")),
+            ("state", |p| p.state.clone()),
         ];
         for (kind, value) in kinds {
-            let values: Vec<(u32, String)> = entered.iter().map(|(r, p)| (*r, value(p))).collect();
+            // States are compared only as the flight recorder gives them of an entry in flight:
+            // a watchdog line's `timed out` says how the rank learned of it, not where it is.
+            let compared = entered
+                .iter()
+                .filter(|(_, p)| kind != "state" || IN_FLIGHT.contains(&p.state.as_str()));
+            let values: Vec<(u32, String)> = compared.map(|(r, p)| (*r, value(p))).collect();
             let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
             for (_, v) in &values {
                 *counts.entry(v.as_str()).or_default() += 1;

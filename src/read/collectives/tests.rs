@@ -117,6 +117,35 @@ fn a_rank_without_counters_is_neither_missing_nor_waiting() {
 
 /// The dumps torch 2.15 wrote for four Gloo ranks, rank 2 asleep before all-reduce 8: matched,
 /// they name rank 2, the others waiting; and one rank's sizes changed is named as a mismatch.
+/// Design's fourth kind: one rank's entry still `scheduled` where the others' `started` (its
+/// stream held by something before it, on NCCL). A watchdog line's `timed out` is not a state
+/// the others could differ from.
+#[test]
+fn a_collective_one_rank_has_not_started_is_a_state_mismatch() {
+    let with_state = |state: &str| {
+        let mut e = entry(8, "nccl:all_reduce", 1024);
+        e.state = state.into();
+        e
+    };
+    let ranks: BTreeMap<u32, ProcessCollectives> = [
+        (0, rank(8, 7, vec![with_state("started")])),
+        (1, rank(8, 7, vec![with_state("started")])),
+        (2, rank(8, 7, vec![with_state("scheduled")])),
+        (3, rank(8, 7, vec![with_state("timed out")])),
+    ]
+    .into();
+    let mismatches = matched(&ranks).mismatches;
+    let kinds: Vec<(&str, Vec<u32>)> = mismatches
+        .iter()
+        .map(|m| (m.kind, m.ranks.clone()))
+        .collect();
+    assert_eq!(kinds, vec![("state", vec![2])]);
+    assert_eq!(
+        mismatches[0].sentence(),
+        "collective #8 of group 0 differs in its state between ranks (rank 0: started; rank 1: started; rank 2: scheduled)"
+    );
+}
+
 #[test]
 fn torch_2_15s_own_dumps_name_the_rank_that_never_entered() {
     let read = |rank: u32| {
