@@ -168,12 +168,30 @@ fn read_detail(
     Detail {
         activity,
         read_at: index,
-        open_fds: std::fs::read_dir(dir.join("fd"))
-            .ok()
-            .and_then(|entries| u32::try_from(entries.count()).ok()),
+        open_fds: open_fds(proc_root, &dir),
         io: io.map(|io| (io.read_bytes, io.write_bytes)),
         pss: read_pss(rollup, errors),
     }
+}
+
+/// How many files the process of `dir` has open: the size of its `fd` directory where the
+/// kernel says it there (Linux 6.2 on: one `stat`, not a listing of every descriptor — a
+/// trainer holds hundreds), else its entries counted.
+fn open_fds(proc_root: &Path, dir: &Path) -> Option<u32> {
+    static COUNTS_IN_SIZE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // This process has files open: a size of 0 says the kernel does not count them there.
+    let counts_in_size = proc_root == Path::new("/proc")
+        && *COUNTS_IN_SIZE
+            .get_or_init(|| std::fs::metadata("/proc/self/fd").is_ok_and(|m| m.len() > 0));
+    let fd = dir.join("fd");
+    if counts_in_size {
+        return std::fs::metadata(fd)
+            .ok()
+            .and_then(|m| u32::try_from(m.len()).ok());
+    }
+    std::fs::read_dir(fd)
+        .ok()
+        .and_then(|entries| u32::try_from(entries.count()).ok())
 }
 
 pub use crate::gpu::stream::GpuStream;
@@ -350,6 +368,35 @@ mod tests {
         assert_eq!(tree.len(), 1);
         assert_eq!(tree[0].open_fds, Some(2));
         tree[0].write_bytes.unwrap()
+    }
+
+    /// A sleeping process's open files, counted as the sampler counts them (by the size of
+    /// `fd/` where the kernel gives it) and by listing them: the same, its three standard files
+    /// and whatever it inherited beside them.
+    #[test]
+    fn a_processs_open_files_are_counted() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Until its `exec`, the child still holds what the test process had open.
+        let comm = format!("/proc/{}/comm", child.id());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::fs::read_to_string(&comm).is_ok_and(|c| c.trim() != "sleep")
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let dir = Path::new("/proc").join(child.id().to_string());
+        let by_size = open_fds(Path::new("/proc"), &dir);
+        let listed = std::fs::read_dir(dir.join("fd")).map(|e| e.count()).ok();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(listed.is_some_and(|n| n >= 3), "{listed:?}");
+        assert_eq!(by_size.map(|n| n as usize), listed);
     }
 
     #[test]
