@@ -327,29 +327,10 @@ mod tests {
     fn row<'a>(index: u64, gpus: Option<Vec<GpuRow<'a>>>) -> SampleRow<'a> {
         SampleRow {
             after_exit: Some(index == 1),
-            cpu_percent: None,
-            cpu_seconds: 0.0,
-            elapsed_seconds: index as f64,
-            errors: &[],
             gpus,
-            heartbeat: None,
-            host_gpu_memory_used_mib: None,
             index,
-            open_fds: 0,
             processes: 1 + index,
-            progress_bytes: 0,
-            progress_files: 0,
-            read_bytes: 0,
-            rss_bytes: 0,
-            sampler_cost_us: 0,
-            threads: 0,
-            tree_gpu_memory_mib: None,
-            tree_pss_bytes: None,
-            write_bytes: 0,
-            gpu_utilization_percent: None,
-            last_progress_at: None,
-            progress_seen: None,
-            progress: None,
+            ..SampleRow::of_test(index as f64, 0, 0)
         }
     }
 

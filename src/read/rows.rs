@@ -514,7 +514,7 @@ pub(crate) struct Tally {
 }
 
 #[cfg(test)]
-impl SampleRow<'static> {
+impl SampleRow<'_> {
     /// A row of tests: `elapsed_seconds` into a soak of three processes of `rss_bytes`, its
     /// progress directory holding `progress_files` of 10 bytes; nothing else known.
     pub(crate) fn of_test(elapsed_seconds: f64, rss_bytes: u64, progress_files: u64) -> Self {

@@ -125,30 +125,10 @@ mod tests {
 
     fn row<'a>(at: f64, heartbeat: Option<Option<BeatsRow<'a>>>) -> SampleRow<'a> {
         SampleRow {
-            after_exit: Some(false),
-            cpu_percent: None,
-            cpu_seconds: 0.0,
-            elapsed_seconds: at,
-            errors: &[],
-            gpus: None,
             heartbeat,
-            host_gpu_memory_used_mib: None,
-            index: 0,
-            open_fds: 0,
             processes: 1,
-            progress_bytes: 0,
-            progress_files: 0,
-            read_bytes: 0,
-            rss_bytes: 0,
-            sampler_cost_us: 0,
             threads: 1,
-            tree_gpu_memory_mib: None,
-            tree_pss_bytes: None,
-            write_bytes: 0,
-            gpu_utilization_percent: None,
-            last_progress_at: None,
-            progress_seen: None,
-            progress: None,
+            ..SampleRow::of_test(at, 0, 0)
         }
     }
 

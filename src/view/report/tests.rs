@@ -22,30 +22,10 @@ fn text_from_the_record_is_escaped() {
 /// A row of `index` with every figure zero, its GPUs `gpus`.
 fn row<'a>(index: u64, gpus: Option<Vec<GpuRow<'a>>>) -> SampleRow<'a> {
     SampleRow {
-        after_exit: Some(false),
-        cpu_percent: None,
-        cpu_seconds: 0.0,
-        elapsed_seconds: 0.0,
-        errors: &[],
         gpus,
-        heartbeat: None,
-        host_gpu_memory_used_mib: None,
         index,
-        open_fds: 0,
         processes: 0,
-        progress_bytes: 0,
-        progress_files: 0,
-        read_bytes: 0,
-        rss_bytes: 0,
-        sampler_cost_us: 0,
-        threads: 0,
-        tree_gpu_memory_mib: None,
-        tree_pss_bytes: None,
-        write_bytes: 0,
-        gpu_utilization_percent: None,
-        last_progress_at: None,
-        progress_seen: None,
-        progress: None,
+        ..SampleRow::of_test(0.0, 0, 0)
     }
 }
 
@@ -162,30 +142,20 @@ fn long_soak(n: u32, step: f64, spike: u32) -> Charts {
             })
             .to_vec();
         let row = SampleRow {
-            after_exit: Some(false),
             cpu_percent: Some(f64::from(i % 400) * 0.37),
             cpu_seconds: f64::from(i),
-            elapsed_seconds: f64::from(i) * step,
-            errors: &[],
             gpus: Some(gpus),
-            heartbeat: None,
-            host_gpu_memory_used_mib: None,
             index: u64::from(i),
             open_fds: 40 + u64::from(i % 7),
             processes: 60,
             progress_bytes: u64::from(i) * 1_000_003,
-            progress_files: u64::from(i / 100),
-            read_bytes: 0,
-            rss_bytes: 8_000_000_000 + u64::from(i) * 4096 + if i == spike { 1 << 33 } else { 0 },
             sampler_cost_us: 300,
             threads: 400 + u64::from(i % 13),
-            tree_gpu_memory_mib: None,
-            tree_pss_bytes: None,
-            write_bytes: 0,
-            gpu_utilization_percent: None,
-            last_progress_at: None,
-            progress_seen: None,
-            progress: None,
+            ..SampleRow::of_test(
+                f64::from(i) * step,
+                8_000_000_000 + u64::from(i) * 4096 + if i == spike { 1 << 33 } else { 0 },
+                u64::from(i / 100),
+            )
         };
         charts.take(Piece::Row(&row));
     }
