@@ -107,16 +107,12 @@ impl KeptTree {
         let stat = read_whole(&file, &mut self.buf).and_then(parse_stat)?;
         if self.open < self.budget {
             self.open += 1;
-            let children = HashMap::new();
-            let start_ticks = stat.start_ticks;
-            self.kept.insert(
-                pid,
-                Kept {
-                    start_ticks,
-                    stat: file,
-                    children,
-                },
-            );
+            let kept = Kept {
+                start_ticks: stat.start_ticks,
+                stat: file,
+                children: HashMap::new(),
+            };
+            self.kept.insert(pid, kept);
         }
         Some(stat)
     }
