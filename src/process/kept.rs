@@ -11,18 +11,16 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-use super::walk::{children_of, has_children_files, parse_children, walk_down};
+use super::walk::{
+    children_of, has_children_files, parse_children, read_whole, thread_ids, walk_down,
+};
 use super::{ProcStat, parse_stat};
 
 /// The most files kept open, whatever the limit (an unlimited one included): a tree of
 /// thousands of processes is read by path past it.
 const MAX_KEPT: usize = 8192;
-
-/// What a read through a kept file may return at once: a `stat` is well under it.
-const CHUNK: usize = 4096;
 
 /// One process's kept files: its `stat`, and the `children` file of each of its threads.
 struct Kept {
@@ -44,24 +42,6 @@ pub(crate) struct KeptTree {
     children_files: Option<bool>,
 }
 
-/// Reads `file` whole from its start into `buf`: one `pread` where it fits well within
-/// [`CHUNK`], more until the end otherwise. `None` where it cannot be read (its process is gone).
-fn read_whole<'b>(file: &File, buf: &'b mut Vec<u8>) -> Option<&'b str> {
-    buf.clear();
-    let mut chunk = [0u8; CHUNK];
-    loop {
-        let n = file.read_at(&mut chunk, buf.len() as u64).ok()?;
-        let first = buf.is_empty();
-        buf.extend_from_slice(&chunk[..n]);
-        // A short read of a `/proc` file may still leave a record that did not fit: only an
-        // empty read ends it, except for a first read that fits well within the chunk.
-        if n == 0 || (first && n < CHUNK / 2) {
-            break;
-        }
-    }
-    std::str::from_utf8(buf).ok()
-}
-
 impl KeptTree {
     /// A tree read under `proc_root`, keeping at most a quarter of this process's open-file
     /// limit (its soft limit, which its children inherit unchanged) open, and never more than
@@ -79,7 +59,7 @@ impl KeptTree {
             kept: HashMap::new(),
             budget,
             open: 0,
-            buf: Vec::with_capacity(CHUNK),
+            buf: Vec::with_capacity(4096),
             children_files: None,
         }
     }
@@ -137,18 +117,7 @@ impl KeptTree {
             }
         };
         self.open -= kept.children.len();
-        let tids: Vec<u32> = if stat.num_threads <= 1 {
-            vec![pid]
-        } else {
-            std::fs::read_dir(self.path(pid).join("task"))
-                .map(|entries| {
-                    entries
-                        .flatten()
-                        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let tids = thread_ids(&self.proc_root, stat);
         kept.children.retain(|tid, _| tids.contains(tid));
         self.open += kept.children.len();
         let task_dir = self.path(pid).join("task");

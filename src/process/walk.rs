@@ -19,18 +19,29 @@ pub fn all_processes(proc_root: &std::path::Path) -> Vec<ProcStat> {
         .collect()
 }
 
+/// What one read of a `/proc` file may return at once: a `stat` is well under it.
+const CHUNK: usize = 4096;
+
 /// Reads a small `/proc` file into `buf` with one open and no `stat` (std's `read_to_string`
 /// asks for the size first, which `/proc` cannot answer anyway). `None` if it cannot be read.
 pub(crate) fn read_proc_file<'b>(path: &std::path::Path, buf: &'b mut Vec<u8>) -> Option<&'b str> {
-    use std::io::Read;
+    read_whole(&std::fs::File::open(path).ok()?, buf)
+}
+
+/// Reads `file` whole from its start into `buf`: one `pread` where it fits well within
+/// [`CHUNK`], more until the end otherwise. `None` where it cannot be read (its process is gone).
+pub(super) fn read_whole<'b>(file: &std::fs::File, buf: &'b mut Vec<u8>) -> Option<&'b str> {
+    use std::os::unix::fs::FileExt;
     buf.clear();
-    let mut file = std::fs::File::open(path).ok()?;
-    let mut chunk = [0u8; 4096];
+    let mut chunk = [0u8; CHUNK];
     loop {
-        match file.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(_) => return None,
+        let n = file.read_at(&mut chunk, buf.len() as u64).ok()?;
+        let first = buf.is_empty();
+        buf.extend_from_slice(&chunk[..n]);
+        // A short read of a `/proc` file may still leave a record that did not fit: only an
+        // empty read ends it, except for a first read that fits well within the chunk.
+        if n == 0 || (first && n < CHUNK / 2) {
+            break;
         }
     }
     std::str::from_utf8(buf).ok()
@@ -42,24 +53,32 @@ pub(crate) fn parse_children(text: &str) -> impl Iterator<Item = u32> + '_ {
         .filter_map(|c| c.parse::<u32>().ok())
 }
 
+/// The ids of the threads of `stat`'s process: its own where it has one thread, so its task
+/// directory need not be listed.
+pub(super) fn thread_ids(proc_root: &std::path::Path, stat: &ProcStat) -> Vec<u32> {
+    if stat.num_threads <= 1 {
+        return vec![stat.pid];
+    }
+    std::fs::read_dir(proc_root.join(stat.pid.to_string()).join("task"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The children of one process: from each of its threads' `children` file (a thread may fork).
-/// A single-threaded process has one, so its task directory need not be listed.
 pub(super) fn children_of(
     proc_root: &std::path::Path,
     stat: &ProcStat,
     buf: &mut Vec<u8>,
 ) -> Vec<u32> {
     let task_dir = proc_root.join(stat.pid.to_string()).join("task");
-    let tasks: Vec<std::path::PathBuf> = if stat.num_threads <= 1 {
-        vec![task_dir.join(stat.pid.to_string())]
-    } else {
-        std::fs::read_dir(&task_dir)
-            .map(|entries| entries.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default()
-    };
     let mut children = Vec::new();
-    for task in tasks {
-        if let Some(text) = read_proc_file(&task.join("children"), buf) {
+    for tid in thread_ids(proc_root, stat) {
+        if let Some(text) = read_proc_file(&task_dir.join(tid.to_string()).join("children"), buf) {
             children.extend(parse_children(text));
         }
     }

@@ -57,49 +57,46 @@ fn process_tree(
     let page = page_size();
     let mut buf = Vec::with_capacity(4096);
     let mut pss = Vec::new();
-    // Whose costlier files are due now (their activity), and their `smaps_rollup` read on the
-    // reading thread in one hand-over.
-    let due: Vec<Option<(u64, u64)>> = tree
+    // Each process's costlier files as last read where they may be carried over, else its
+    // activity (they are due); the due ones' `smaps_rollup` read on the reading thread in one
+    // hand-over.
+    let carried: Vec<Result<Detail, (u64, u64)>> = tree
         .iter()
         .map(|stat| {
             let activity = (stat.utime + stat.stime, stat.rss_pages);
             match details.get(&(stat.pid, stat.start_ticks)) {
                 Some(d) if !fresh && d.activity == activity && index < d.read_at + DETAIL_EVERY => {
-                    None
+                    Ok(*d)
                 }
-                _ => Some(activity),
+                _ => Err(activity),
             }
         })
         .collect();
     let due_dirs: Vec<ProcDir<'_>> = tree
         .iter()
-        .zip(&due)
-        .filter(|(_, due)| due.is_some())
+        .zip(&carried)
+        .filter(|(_, carried)| carried.is_err())
         .map(|(stat, _)| ProcDir::new(proc_root, stat.pid, stat.start_ticks))
         .collect();
     let mut rollups = crate::proc_read::read_each(&due_dirs, "smaps_rollup").into_iter();
     let samples: Vec<ProcessSample> = tree
         .into_iter()
-        .zip(due)
-        .map(|(stat, due)| {
+        .zip(carried)
+        .map(|(stat, carried)| {
             let cpu_ticks = stat.utime + stat.stime;
-            let key = (stat.pid, stat.start_ticks);
-            let detail = match due {
-                None => details[&key],
-                Some(activity) => {
-                    let rollup = rollups.next().unwrap_or(Ok(None));
-                    let fresh = read_detail(
-                        proc_root,
-                        &stat,
-                        (activity, index),
-                        rollup,
-                        &mut buf,
-                        errors,
-                    );
-                    details.insert(key, fresh);
-                    fresh
-                }
-            };
+            let detail = carried.unwrap_or_else(|activity| {
+                let rollup = rollups.next().unwrap_or(Ok(None));
+                let fresh = read_detail(
+                    proc_root,
+                    &stat,
+                    (activity, index),
+                    rollup,
+                    &mut buf,
+                    errors,
+                );
+                details.insert((stat.pid, stat.start_ticks), fresh);
+                fresh
+            });
             pss.push(detail.pss);
             ProcessSample {
                 pid: stat.pid,
