@@ -10,7 +10,7 @@
 //! cannot be had (no inotify watch left, a kernel without pidfds, no socket), what it would have
 //! told is looked at as before: every [`FALLBACK`] while waiting, and at each sample.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -109,11 +109,7 @@ impl Waits {
     /// now, asked in one `poll(2)`: a status look that finds nothing costs one system call.
     /// Where the poll fails, each is taken as readable (and read, as without it).
     fn ready(&self) -> [bool; 3] {
-        let fds = [
-            self.written.as_ref().map(AsFd::as_fd),
-            self.guard_exit.as_ref().map(AsFd::as_fd),
-            self.signals.as_ref().map(|(socket, _)| socket.as_fd()),
-        ];
+        let fds = self.fds();
         let mut polled: Vec<PollFd<'_>> = fds
             .iter()
             .flatten()
@@ -129,29 +125,30 @@ impl Waits {
         fds.map(|fd| fd.is_some() && readable.next().unwrap_or(true))
     }
 
+    /// What a wait sleeps on: the status file's watch, the guard's pidfd and the signals'
+    /// socket, each where it could be had.
+    fn fds(&self) -> [Option<BorrowedFd<'_>>; 3] {
+        [
+            self.written.as_ref().map(AsFd::as_fd),
+            self.guard_exit.as_ref().map(AsFd::as_fd),
+            self.signals.as_ref().map(|(socket, _)| socket.as_fd()),
+        ]
+    }
+
     /// Takes what woke or would wake a wait: the status file written (read it again) and the
     /// signals' bytes; `written` and `signalled`: whether their files are readable.
     fn take_news(&mut self, written: bool, signalled: bool) {
-        if let Some(inotify) = &self.written {
-            let mut buffer = [0u8; 4096];
-            let mut news = false;
-            while written
-                && matches!(nix::unistd::read(inotify.as_fd(), &mut buffer), Ok(n) if n > 0)
-            {
-                news = true;
+        match &self.written {
+            Some(inotify) if written => {
+                if drain(inotify.as_fd()) {
+                    self.status = None;
+                }
             }
-            if news {
-                self.status = None;
-            }
-        } else {
-            self.status = None;
+            Some(_) => {}
+            None => self.status = None,
         }
-        if let Some((socket, _)) = &self.signals {
-            let mut buffer = [0u8; 64];
-            while signalled
-                && matches!(nix::unistd::read(socket.as_fd(), &mut buffer), Ok(n) if n > 0)
-            {
-            }
+        if let Some((socket, _)) = self.signals.as_ref().filter(|_| signalled) {
+            drain(socket.as_fd());
         }
     }
 
@@ -185,16 +182,12 @@ impl Waits {
 
     /// Sleeps until something to wake for happens, or `timeout`.
     fn sleep(&self, timeout: Duration) {
-        let fds: Vec<PollFd<'_>> = [
-            self.written.as_ref().map(AsFd::as_fd),
-            self.guard_exit.as_ref().map(AsFd::as_fd),
-            self.signals.as_ref().map(|(socket, _)| socket.as_fd()),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
-        .collect();
-        let mut fds = fds;
+        let mut fds: Vec<PollFd<'_>> = self
+            .fds()
+            .into_iter()
+            .flatten()
+            .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
+            .collect();
         let limit = PollTimeout::try_from(timeout.max(Duration::from_millis(1)))
             .unwrap_or(PollTimeout::MAX);
         match poll(&mut fds, limit) {
@@ -213,6 +206,16 @@ impl Drop for Waits {
             }
         }
     }
+}
+
+/// Reads what `fd` (non-blocking) holds until it holds nothing: whether it held anything.
+fn drain(fd: BorrowedFd<'_>) -> bool {
+    let mut buffer = [0u8; 4096];
+    let mut held = false;
+    while matches!(nix::unistd::read(fd, &mut buffer), Ok(n) if n > 0) {
+        held = true;
+    }
+    held
 }
 
 /// A socket each stop signal writes a byte to, beside the flag it raises.
